@@ -1,0 +1,56 @@
+# bayesbench: `make run` (set up + quick leaderboard on CPU), `make test` (set up + tests).
+#
+# Uses the active virtual environment or conda env if there is one; otherwise creates .venv
+# (with access to system packages, so an existing CUDA torch is kept). Torch is installed only
+# when none is importable: torch==2.13.0 by default (TORCH_SPEC=... to change).
+
+TORCH_SPEC ?= torch==2.13.0
+VENV ?= .venv
+
+ifneq ($(strip $(VIRTUAL_ENV)$(CONDA_PREFIX)),)
+PYTHON ?= python
+SETUP_DEPS :=
+else
+PYTHON := $(VENV)/bin/python
+SETUP_DEPS := $(VENV)/bin/python
+endif
+
+STAMP := .bayesbench-setup.stamp
+EXT_SOURCES := $(wildcard csrc/*.cpp csrc/*.cu csrc/*.h csrc/*.cuh)
+PYTEST_ARGS ?=
+
+.PHONY: setup run test bench demo clean help
+
+help:
+	@echo "make run    set up and run the main job (quick leaderboard on CPU)"
+	@echo "make test   set up and run the test suite"
+	@echo "make bench  set up and run the benchmarks (pytest benchmarks/)"
+	@echo "make setup  only set up (venv, torch, dependencies, editable install)"
+
+$(VENV)/bin/python:
+	python3 -m venv --system-site-packages $(VENV)
+
+$(STAMP): pyproject.toml setup.py requirements.txt $(EXT_SOURCES) | $(SETUP_DEPS)
+	$(PYTHON) -m pip install -q --upgrade "pip>=23" setuptools wheel
+	$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install -q "$(TORCH_SPEC)"
+	$(PYTHON) -m pip install -q -r requirements.txt
+	$(PYTHON) -m pip install -q --no-build-isolation -e .
+	@$(PYTHON) -c "import bayesbench, torch; print('bayesbench', bayesbench.__version__, '| torch', torch.__version__, '| extension:', bayesbench.extension_status())"
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+run: $(STAMP)
+	$(PYTHON) -m bayesbench.cli run --preset quick
+
+demo: $(STAMP)
+	$(PYTHON) -m bayesbench.cli tunnels
+
+test: $(STAMP)
+	$(PYTHON) -m pytest tests $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PYTHON) -m pytest benchmarks $(PYTEST_ARGS)
+
+clean:
+	rm -rf build *.egg-info bayesbench/_C*.so $(STAMP)
