@@ -1,0 +1,158 @@
+"""Metrics in bits (SPEC.md section 2): entropy, entropy MAE and KL(p || q), per position and
+averaged with a 95% confidence interval.
+
+Conventions: p is the exact posterior, q the model's predictive; both are [..., C] probability
+vectors. 0 log 0 = 0. `mask` marks the supervised positions that are scored; everything else is
+ignored. Averages are over all scored (sequence, position) pairs, mean_{n,t}, as in the papers;
+the interval treats sequences as the independent units (positions within a sequence are
+correlated) with a ratio estimator, so sequences with different numbers of scored positions are
+handled exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+LOG2 = math.log(2.0)
+
+
+def entropy_bits(p: Tensor) -> Tensor:
+    """Shannon entropy of probability vectors over the last dim, in bits."""
+    p = p.double() if p.dtype != torch.float64 else p
+    return -torch.special.xlogy(p, p).sum(-1) / LOG2
+
+
+def entropy_bits_from_logits(logits: Tensor) -> Tensor:
+    """Entropy in bits of softmax(logits), computed stably from log-probabilities."""
+    logq = torch.log_softmax(logits.double(), -1)
+    return -(logq.exp() * logq).sum(-1) / LOG2
+
+
+def kl_bits(p: Tensor, q: Tensor | None = None, *, log_q: Tensor | None = None) -> Tensor:
+    """KL(p || q) in bits over the last dim. Give q (probabilities) or log_q (e.g. log_softmax).
+
+    Terms with p = 0 contribute 0; q = 0 where p > 0 gives +inf (an honest infinite penalty).
+    """
+    if (q is None) == (log_q is None):
+        raise ValueError("kl_bits needs exactly one of q or log_q")
+    p = p.double()
+    if log_q is None:
+        log_q = torch.log(q.double())
+    log_q = log_q.double()
+    terms = torch.special.xlogy(p, p) - torch.where(p > 0, p * log_q, torch.zeros_like(p))
+    return terms.sum(-1) / LOG2
+
+
+def entropy_error_bits(q: Tensor, p: Tensor) -> Tensor:
+    """|H(q) - H(p)| in bits at every position (the papers' headline error before averaging)."""
+    return (entropy_bits(q) - entropy_bits(p)).abs()
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Mean of a per-position metric over the scored positions, with a 95% interval."""
+
+    mean: float
+    ci_low: float
+    ci_high: float
+    n_sequences: int
+    n_positions: int
+
+    @property
+    def half_width(self) -> float:
+        return (self.ci_high - self.ci_low) / 2.0
+
+    def __str__(self) -> str:
+        return f"{self.mean:.4g} ± {self.half_width:.2g} (95% CI, {self.n_sequences} seq)"
+
+
+def _check_mask(values: Tensor, mask: Tensor | None) -> Tensor:
+    if values.dim() != 2:
+        raise ValueError(f"values must have shape [N, L] (sequence, position), got {list(values.shape)}")
+    if mask is None:
+        return torch.ones_like(values, dtype=torch.bool)
+    if mask.shape != values.shape:
+        raise ValueError(f"mask must have the shape of values {list(values.shape)}, got {list(mask.shape)}")
+    if mask.dtype != torch.bool:
+        raise ValueError(f"mask must be a bool tensor, got {mask.dtype}")
+    return mask
+
+
+def summarize(values: Tensor, mask: Tensor | None = None, level: float = 0.95) -> Summary:
+    """Mean of `values` [N, L] over positions where `mask` is True, with a `level` interval.
+
+    The interval is a t-interval on the ratio estimator sum_n S_n / sum_n M_n (S_n the sum and
+    M_n the count of scored values in sequence n), with the delta-method standard error.
+    """
+    mask = _check_mask(values, mask)
+    v = torch.where(mask, values.double(), torch.zeros((), dtype=torch.float64, device=values.device))
+    if bool(torch.isnan(v).any()):
+        raise ValueError("values contain NaN at scored positions; refusing to average them")
+    sums = v.sum(1)
+    counts = mask.sum(1).double()
+    keep = counts > 0
+    sums, counts = sums[keep], counts[keep]
+    n = int(keep.sum())
+    total = float(counts.sum())
+    if n == 0:
+        raise ValueError("mask selects no position: nothing to average")
+    mean = float(sums.sum() / total)
+    if n < 2 or not math.isfinite(mean):
+        return Summary(mean, float("nan") if n < 2 else mean, float("nan") if n < 2 else mean, n, int(total))
+    mbar = total / n
+    resid = sums - mean * counts
+    se = math.sqrt(float((resid**2).sum()) / (n * (n - 1))) / mbar
+    from scipy.stats import t as student_t
+
+    half = float(student_t.ppf(0.5 + level / 2.0, n - 1)) * se
+    return Summary(mean, mean - half, mean + half, n, int(total))
+
+
+def per_position(values: Tensor, mask: Tensor | None = None) -> Tensor:
+    """Mean over sequences at each position, NaN where no sequence is scored: shape [L]."""
+    mask = _check_mask(values, mask)
+    v = torch.where(mask, values.double(), torch.zeros((), dtype=torch.float64, device=values.device))
+    counts = mask.sum(0).double()
+    return torch.where(counts > 0, v.sum(0) / counts.clamp(min=1), torch.full_like(counts, float("nan")))
+
+
+@dataclass(frozen=True)
+class Score:
+    """Entropy MAE and KL of a model against the exact posterior, averaged and per position."""
+
+    entropy_mae: Summary
+    kl: Summary
+    entropy_mae_curve: Tensor  # [L] bits
+    kl_curve: Tensor  # [L] bits
+    model_entropy_curve: Tensor  # [L] bits
+    bayes_entropy_curve: Tensor  # [L] bits
+
+
+def score(p: Tensor, mask: Tensor, *, q: Tensor | None = None, logits: Tensor | None = None) -> Score:
+    """Score a model's predictive (probabilities q or logits, [N, L, C]) against posteriors p."""
+    if (q is None) == (logits is None):
+        raise ValueError("score needs exactly one of q or logits")
+    model = q if q is not None else logits
+    if model.shape != p.shape:
+        raise ValueError(f"the model's predictive must have the shape of p {list(p.shape)}, got {list(model.shape)}")
+    if logits is not None:
+        log_q = torch.log_softmax(logits.double(), -1)
+        h_q = -(log_q.exp() * log_q).sum(-1) / LOG2
+    else:
+        log_q = torch.log(q.double())
+        h_q = entropy_bits(q)
+    h_p = entropy_bits(p)
+    err = (h_q - h_p).abs()
+    kl = kl_bits(p, log_q=log_q)
+    return Score(
+        entropy_mae=summarize(err, mask),
+        kl=summarize(kl, mask),
+        entropy_mae_curve=per_position(err, mask),
+        kl_curve=per_position(kl, mask),
+        model_entropy_curve=per_position(h_q, mask),
+        bayes_entropy_curve=per_position(h_p, mask),
+    )

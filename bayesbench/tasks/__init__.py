@@ -1,0 +1,21 @@
+"""Bayesian wind tunnels: tasks whose exact posterior is known in closed form."""
+
+from .base import IGNORE_INDEX, Batch, Task
+from .bijection import BijectionTask
+from .hmm import HMMTask
+from .markov import MarkovTask
+from .registry import get_task, list_tasks, register_task
+from .sticky import StickyTask
+
+__all__ = [
+    "IGNORE_INDEX",
+    "Batch",
+    "BijectionTask",
+    "HMMTask",
+    "MarkovTask",
+    "StickyTask",
+    "Task",
+    "get_task",
+    "list_tasks",
+    "register_task",
+]

@@ -1,0 +1,83 @@
+"""Random draws that honour a `torch.Generator` on any device.
+
+`torch.distributions` cannot take a generator, so Gamma, Beta and Dirichlet draws are built here
+from uniform and normal draws (Marsaglia-Tsang rejection, vectorised: the loop runs over
+rejection rounds, never over sequences). Same generator state, same numbers.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def _resolve(generator: torch.Generator | None, device: torch.device | str | None) -> torch.device:
+    if generator is not None:
+        return torch.device(generator.device)
+    return torch.device(device) if device is not None else torch.device("cpu")
+
+
+def uniform(shape: tuple[int, ...], generator: torch.Generator | None, device=None,
+            dtype: torch.dtype = torch.float32) -> Tensor:
+    """U(0, 1) draws strictly inside (0, 1), safe for logarithms."""
+    dev = _resolve(generator, device)
+    u = torch.rand(shape, generator=generator, device=dev, dtype=dtype)
+    tiny = torch.finfo(dtype).tiny
+    return u.clamp_(min=tiny)
+
+
+def gamma(concentration: float, shape: tuple[int, ...], generator: torch.Generator | None,
+          device=None, dtype: torch.dtype = torch.float64) -> Tensor:
+    """Gamma(concentration, 1) draws by Marsaglia and Tsang's method (boosted when < 1)."""
+    if not concentration > 0:
+        raise ValueError(f"concentration must be > 0, got {concentration}")
+    dev = _resolve(generator, device)
+    if concentration == 1.0:
+        return -torch.log(uniform(shape, generator, dev, dtype))
+    boost = concentration < 1.0
+    alpha = concentration + 1.0 if boost else concentration
+    d = alpha - 1.0 / 3.0
+    c = 1.0 / (9.0 * d) ** 0.5
+    out = torch.empty(shape, device=dev, dtype=dtype)
+    pending = torch.ones(shape, device=dev, dtype=torch.bool)
+    while bool(pending.any()):
+        x = torch.randn(shape, generator=generator, device=dev, dtype=dtype)
+        u = uniform(shape, generator, dev, dtype)
+        v = (1.0 + c * x) ** 3
+        ok = (v > 0) & (torch.log(u) < 0.5 * x * x + d - d * v + d * torch.log(v.clamp(min=1e-300)))
+        take = ok & pending
+        out = torch.where(take, d * v, out)
+        pending &= ~take
+    if boost:
+        out = out * uniform(shape, generator, dev, dtype) ** (1.0 / concentration)
+    return out
+
+
+def dirichlet(concentration: float, shape: tuple[int, ...], generator: torch.Generator | None,
+              device=None, dtype: torch.dtype = torch.float32) -> Tensor:
+    """Symmetric Dirichlet(concentration) rows over the last dimension of `shape`."""
+    g = gamma(concentration, shape, generator, device, torch.float64)
+    return (g / g.sum(-1, keepdim=True)).to(dtype)
+
+
+def beta(a: float, b: float, shape: tuple[int, ...], generator: torch.Generator | None,
+         device=None, dtype: torch.dtype = torch.float32) -> Tensor:
+    """Beta(a, b) draws as X / (X + Y) with X ~ Gamma(a), Y ~ Gamma(b)."""
+    x = gamma(a, shape, generator, device, torch.float64)
+    y = gamma(b, shape, generator, device, torch.float64)
+    return (x / (x + y)).to(dtype)
+
+
+def permutations(batch: int, n: int, generator: torch.Generator | None, device=None) -> Tensor:
+    """`batch` independent uniformly random permutations of 0..n-1, shape [batch, n]."""
+    keys = torch.rand((batch, n), generator=generator, device=_resolve(generator, device))
+    return keys.argsort(dim=-1)
+
+
+def categorical(probs: Tensor, generator: torch.Generator | None) -> Tensor:
+    """One draw from each row of `probs` [..., C] by inverse CDF (no per-row Python loop)."""
+    u = torch.rand(probs.shape[:-1] + (1,), generator=generator, device=probs.device,
+                   dtype=probs.dtype)
+    cdf = probs.cumsum(-1)
+    idx = (cdf < u * cdf[..., -1:]).sum(-1)
+    return idx.clamp_(max=probs.shape[-1] - 1)

@@ -1,0 +1,112 @@
+"""Bijection elimination (SPEC.md 3.1): infer a fresh random bijection from its pairs.
+
+Tokens: keys 0..V-1, values V..2V-1. A sequence is [x1, y1, ..., xL, yL] (+ [q] with a final
+query), y_k = V + pi(x_k). The prediction of pi(x_k) is made at x_k's own position (the model's
+next token there is y_k); the prediction of pi(q) at the query's position. Classes are value
+indices 0..V-1.
+
+Variants:
+- "paper" (Paper I): keys a random permutation, L = V pairs, no query, value positions scored;
+  H_Bayes(k) = log2(V - k + 1).
+- "code" (the authors' scripts): keys drawn with replacement, L = 19, a final query drawn from the
+  context keys; value positions and the query are both scored by default (the authors supervise
+  only the query, `supervise="query"`, whose posterior is always a point mass).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..oracle import bijection_posterior
+from ._random import permutations
+from .base import IGNORE_INDEX, Batch, Task, batch_device, check_batch_size
+from .registry import register_task
+
+VARIANTS = {
+    "paper": {"L": None, "keys": "permutation", "query": False, "supervise": "values"},
+    "code": {"L": 19, "keys": "replacement", "query": True, "supervise": "both"},
+}
+SUPERVISE = ("values", "query", "both")
+
+
+@register_task("bijection")
+@dataclass(frozen=True)
+class BijectionTask(Task):
+    """Bijection elimination over V symbols; None fields take the variant's default."""
+
+    V: int = 20
+    variant: str = "paper"
+    L: int | None = None
+    keys: str | None = None
+    query: bool | None = None
+    supervise: str | None = None
+
+    name = "bijection"
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {tuple(VARIANTS)}, got {self.variant!r}")
+        for key, default in VARIANTS[self.variant].items():
+            if getattr(self, key) is None:
+                object.__setattr__(self, key, self.V if key == "L" and default is None else default)
+        if isinstance(self.V, bool) or not isinstance(self.V, int) or self.V < 2:
+            raise ValueError(f"V must be an integer >= 2, got {self.V!r}")
+        if isinstance(self.L, bool) or not isinstance(self.L, int) or self.L < 1:
+            raise ValueError(f"L must be a positive integer (number of pairs), got {self.L!r}")
+        if self.keys not in ("permutation", "replacement"):
+            raise ValueError(f"keys must be 'permutation' or 'replacement', got {self.keys!r}")
+        if self.keys == "permutation" and self.L > self.V:
+            raise ValueError(f"L must be <= V when keys='permutation' (no repeats), got L={self.L}, V={self.V}")
+        if self.supervise not in SUPERVISE:
+            raise ValueError(f"supervise must be one of {SUPERVISE}, got {self.supervise!r}")
+        if self.supervise in ("query", "both") and not self.query:
+            raise ValueError(f"supervise={self.supervise!r} needs query=True")
+
+    @property
+    def vocab_size(self) -> int:
+        return 2 * self.V
+
+    @property
+    def num_classes(self) -> int:
+        return self.V
+
+    @property
+    def seq_len(self) -> int:
+        return 2 * self.L + int(self.query)
+
+    def sample(self, batch_size, generator=None, *, device=None, dtype=torch.float32) -> Batch:
+        B, V, L = check_batch_size(batch_size), self.V, self.L
+        dev = batch_device(generator, device)
+        perm = permutations(B, V, generator, dev)  # pi: key -> value index
+        if self.keys == "permutation":
+            x = permutations(B, V, generator, dev)[:, :L]
+        else:
+            x = torch.randint(0, V, (B, L), generator=generator, device=dev)
+        if self.query:
+            pick = torch.randint(0, L, (B, 1), generator=generator, device=dev)
+            x = torch.cat([x, x.gather(1, pick)], 1)
+        y = perm.gather(1, x)
+        post_pairs = bijection_posterior(x, y, V, dtype=dtype)  # [B, L(+1), V]
+
+        T = self.seq_len
+        tokens = torch.empty((B, T), dtype=torch.long, device=dev)
+        tokens[:, 0 : 2 * L : 2] = x[:, :L]
+        tokens[:, 1 : 2 * L : 2] = y[:, :L] + V
+        pred_pos = torch.arange(0, 2 * L, 2, device=dev)  # where pi(x_k) is predicted
+        if self.query:
+            tokens[:, 2 * L] = x[:, L]
+            pred_pos = torch.cat([pred_pos, torch.tensor([2 * L], device=dev)])
+        scored = torch.zeros(pred_pos.numel(), dtype=torch.bool, device=dev)
+        if self.supervise in ("values", "both"):
+            scored[:L] = True
+        if self.supervise in ("query", "both"):
+            scored[L] = True
+        mask = torch.zeros((B, T), dtype=torch.bool, device=dev)
+        mask[:, pred_pos[scored]] = True
+        posterior = torch.zeros((B, T, V), dtype=dtype, device=dev)
+        posterior[:, pred_pos[scored]] = post_pairs[:, scored]
+        targets = torch.full((B, T), IGNORE_INDEX, dtype=torch.long, device=dev)
+        targets[:, pred_pos[scored]] = y[:, scored]
+        return Batch(tokens, mask, targets, posterior, {"perm": perm, "keys": x, "values": y})

@@ -1,0 +1,200 @@
+"""HMM state tracking (SPEC.md 3.2): filter a fresh random HMM given in the sequence's header.
+
+Each sequence draws T (S x S) and E (S x V) with Dirichlet(concentration) rows, a hidden path
+s_1..s_K and observations o_1..o_K. At o_t's position the model predicts p(s_t | o_1..t, T, E),
+computed exactly by the forward algorithm (`bayesbench.oracle.hmm_filter`).
+
+Header encodings:
+- "rows" (Paper I's 10-token header): positions 0..2S-1 carry the rows of T then of E as
+  continuous vectors (`Batch.header`, zero-padded to max(S, V)); their token ids V..V+2S-1 name
+  the row slot. Then o_1..o_K. Length 2S + K.
+- "tokens" (the authors' code): [TRANS] S*S probability tokens [EMIT] S*V probability tokens
+  [SEP], then [OBS] o_t pairs; 53 + 2K tokens for S = V = 5. Probability tokens are hundredths
+  0.05..1.00 (96 tokens). Rows are drawn, clipped at 0.05, renormalised and rounded to hundredths
+  that sum to exactly 1 with every entry >= 0.05 (largest-remainder rounding, then a repair
+  that moves hundredths from the largest entry); the ground truth uses these rounded matrices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ..oracle import hmm_filter
+from ._random import categorical, dirichlet
+from .base import Batch, Task, batch_device, check_batch_size
+from .registry import register_task
+
+N_PROB_TOKENS = 96  # hundredths 5..100
+MIN_HUNDREDTHS = 5
+
+
+def discretise_rows(p: Tensor) -> Tensor:
+    """Round probability rows to integer hundredths >= 5 summing to exactly 100 (long tensor)."""
+    n = p.shape[-1]
+    if n * MIN_HUNDREDTHS > 100:
+        raise ValueError(f"rows of length {n} cannot all be >= 0.05")
+    q = p.double().clamp(min=MIN_HUNDREDTHS / 100.0)
+    x = 100.0 * q / q.sum(-1, keepdim=True)
+    h = x.floor()
+    short = (100 - h.sum(-1, keepdim=True)).long()  # 0..n-1 units still to hand out
+    rank = (x - h).argsort(-1, descending=True).argsort(-1)  # rank of each remainder
+    h = (h + (rank < short).double()).long()
+    while bool((h < MIN_HUNDREDTHS).any()):  # at most a few rounds: move one unit per row
+        low = h < MIN_HUNDREDTHS
+        needy = low.any(-1, keepdim=True)
+        give_to = torch.where(low, h, torch.full_like(h, 10**6)).argmin(-1, keepdim=True)
+        take_from = h.argmax(-1, keepdim=True)
+        h = h.scatter_add(-1, give_to, needy.long()).scatter_add(-1, take_from, -needy.long())
+    return h
+
+
+def stationary(trans: Tensor) -> Tensor:
+    """Stationary distribution pi = pi T of each row-stochastic [B, S, S] matrix."""
+    B, S, _ = trans.shape
+    t64 = trans.double()
+    a = t64.transpose(1, 2) - torch.eye(S, dtype=torch.float64, device=trans.device)
+    a[:, -1, :] = 1.0  # replace one equation by sum(pi) = 1
+    rhs = torch.zeros((B, S, 1), dtype=torch.float64, device=trans.device)
+    rhs[:, -1] = 1.0
+    pi = torch.linalg.solve(a, rhs).squeeze(-1).clamp(min=0)
+    return (pi / pi.sum(-1, keepdim=True)).to(trans.dtype)
+
+
+@register_task("hmm")
+@dataclass(frozen=True)
+class HMMTask(Task):
+    """Filter a fresh HMM with S states and V symbols over K observations."""
+
+    S: int = 5
+    V: int = 5
+    K: int = 20
+    concentration: float = 1.0
+    init: str = "uniform"
+    encoding: str = "rows"
+    target: str = "state"
+
+    name = "hmm"
+
+    def __post_init__(self) -> None:
+        for f in ("S", "V", "K"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{f} must be a positive integer, got {v!r}")
+        if self.S < 2:
+            raise ValueError(f"S must be >= 2 (one state leaves nothing to infer), got {self.S}")
+        if not float(self.concentration) > 0:
+            raise ValueError(f"concentration must be > 0, got {self.concentration!r}")
+        if self.init not in ("uniform", "stationary"):
+            raise ValueError(f"init must be 'uniform' or 'stationary' (the header must determine it), got {self.init!r}")
+        if self.encoding not in ("rows", "tokens"):
+            raise ValueError(f"encoding must be 'rows' or 'tokens', got {self.encoding!r}")
+        if self.encoding == "tokens" and max(self.S, self.V) * MIN_HUNDREDTHS > 100:
+            raise ValueError(f"encoding='tokens' needs S, V <= 20 (entries >= 0.05), got S={self.S}, V={self.V}")
+        if self.target not in ("state", "posterior"):
+            raise ValueError(f"target must be 'state' (hard) or 'posterior' (soft), got {self.target!r}")
+
+    # token ids of the "tokens" encoding
+    @property
+    def _prob0(self) -> int:
+        return self.V
+
+    @property
+    def _specials(self) -> dict[str, int]:
+        base = self.V + N_PROB_TOKENS
+        return {"TRANS": base, "EMIT": base + 1, "SEP": base + 2, "OBS": base + 3}
+
+    @property
+    def vocab_size(self) -> int:
+        return self.V + 2 * self.S if self.encoding == "rows" else self.V + N_PROB_TOKENS + 4
+
+    @property
+    def num_classes(self) -> int:
+        return self.S
+
+    @property
+    def header_len(self) -> int:
+        return 2 * self.S if self.encoding == "rows" else 3 + self.S * self.S + self.S * self.V
+
+    @property
+    def header_dim(self) -> int:
+        return max(self.S, self.V) if self.encoding == "rows" else 0
+
+    @property
+    def seq_len(self) -> int:
+        return self.header_len + (self.K if self.encoding == "rows" else 2 * self.K)
+
+    def obs_positions(self, device=None) -> Tensor:
+        """Indices of o_1..o_K in the sequence (where the posterior is predicted)."""
+        step = 1 if self.encoding == "rows" else 2
+        offset = self.header_len + (0 if self.encoding == "rows" else 1)
+        return torch.arange(self.K, device=device) * step + offset
+
+    def sample_hmms(self, batch_size: int, generator=None, *, device=None,
+                    dtype=torch.float32) -> tuple[Tensor, Tensor, Tensor]:
+        """Draw (trans, emit, init) for `batch_size` HMMs as the encoding sees them."""
+        B, S, V = check_batch_size(batch_size), self.S, self.V
+        dev = batch_device(generator, device)
+        trans = dirichlet(self.concentration, (B, S, S), generator, dev, torch.float64)
+        emit = dirichlet(self.concentration, (B, S, V), generator, dev, torch.float64)
+        if self.encoding == "tokens":
+            trans = discretise_rows(trans).double() / 100.0
+            emit = discretise_rows(emit).double() / 100.0
+        trans, emit = trans.to(dtype), emit.to(dtype)
+        if self.init == "uniform":
+            init = torch.full((B, S), 1.0 / S, dtype=dtype, device=dev)
+        else:
+            init = stationary(trans)
+        return trans, emit, init
+
+    def sample(self, batch_size, generator=None, *, device=None, dtype=torch.float32) -> Batch:
+        trans, emit, init = self.sample_hmms(batch_size, generator, device=device, dtype=dtype)
+        B, S, K, dev = trans.shape[0], self.S, self.K, trans.device
+        states = torch.empty((B, K), dtype=torch.long, device=dev)
+        obs = torch.empty((B, K), dtype=torch.long, device=dev)
+        t64, e64 = trans.double(), emit.double()
+        s = categorical(init.double(), generator)
+        for t in range(K):  # loop over time, vectorised over the batch
+            if t > 0:
+                s = categorical(t64[torch.arange(B, device=dev), s], generator)
+            states[:, t] = s
+            obs[:, t] = categorical(e64[torch.arange(B, device=dev), s], generator)
+        post_obs = hmm_filter(trans, emit, obs, init)  # [B, K, S]
+        return self.assemble(trans, emit, init, states, obs, post_obs)
+
+    def assemble(self, trans: Tensor, emit: Tensor, init: Tensor, states: Tensor, obs: Tensor,
+                 post_obs: Tensor) -> Batch:
+        """Build the batch (tokens, header, targets) from given HMMs, paths and posteriors."""
+        B, S, V, K, dev, dtype = trans.shape[0], self.S, self.V, self.K, trans.device, trans.dtype
+        L, pos = self.seq_len, self.obs_positions(dev)
+        tokens = torch.empty((B, L), dtype=torch.long, device=dev)
+        header = None
+        if self.encoding == "rows":
+            D = self.header_dim
+            header = torch.zeros((B, 2 * S, D), dtype=dtype, device=dev)
+            header[:, :S, :S] = trans
+            header[:, S:, :V] = emit
+            tokens[:, : 2 * S] = V + torch.arange(2 * S, device=dev)
+        else:
+            sp = self._specials
+            to_tok = lambda m: (m * 100.0).round().long() - MIN_HUNDREDTHS + self._prob0  # noqa: E731
+            tokens[:, 0] = sp["TRANS"]
+            tokens[:, 1 : 1 + S * S] = to_tok(trans.double()).reshape(B, S * S)
+            tokens[:, 1 + S * S] = sp["EMIT"]
+            tokens[:, 2 + S * S : 2 + S * S + S * V] = to_tok(emit.double()).reshape(B, S * V)
+            tokens[:, 2 + S * S + S * V] = sp["SEP"]
+            tokens[:, pos - 1] = sp["OBS"]
+        tokens[:, pos] = obs
+        mask = torch.zeros((B, L), dtype=torch.bool, device=dev)
+        mask[:, pos] = True
+        posterior = torch.zeros((B, L, S), dtype=dtype, device=dev)
+        posterior[:, pos] = post_obs
+        if self.target == "state":
+            targets = torch.full((B, L), -100, dtype=torch.long, device=dev)
+            targets[:, pos] = states
+        else:
+            targets = posterior.clone()
+        latents = {"trans": trans, "emit": emit, "init": init, "states": states, "obs": obs}
+        return Batch(tokens, mask, targets, posterior, latents, header)

@@ -1,0 +1,39 @@
+"""Tasks by name: `get_task("hmm", K=30)`."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .base import Task
+
+_TASKS: dict[str, type[Task]] = {}
+
+
+def register_task(name: str) -> Callable[[type[Task]], type[Task]]:
+    """Class decorator adding a task under `name` (one name, one class)."""
+
+    def add(cls: type[Task]) -> type[Task]:
+        if name in _TASKS and _TASKS[name] is not cls:
+            raise ValueError(f"task name {name!r} is already registered to {_TASKS[name].__name__}")
+        _TASKS[name] = cls
+        return cls
+
+    return add
+
+
+def get_task(name: str, **config) -> Task:
+    """Build the task registered as `name` with its configuration (keyword arguments)."""
+    if name not in _TASKS:
+        raise ValueError(f"unknown task {name!r}; available: {', '.join(sorted(_TASKS))}")
+    cls = _TASKS[name]
+    try:
+        return cls(**config)
+    except TypeError as err:
+        import dataclasses
+
+        allowed = ", ".join(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+        raise ValueError(f"bad configuration for task {name!r}: {err}; fields: {allowed}") from None
+
+
+def list_tasks() -> list[str]:
+    return sorted(_TASKS)
