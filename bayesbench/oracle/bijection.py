@@ -43,16 +43,21 @@ def bijection_posterior(
 
 def bijection_posterior_reference(keys: Tensor, values: Tensor, V: int,
                                   dtype: torch.dtype = torch.float32) -> Tensor:
-    """Vectorised PyTorch reference (no validation): O(B L^2 + B L V) memory."""
+    """Vectorised PyTorch reference (no validation): O(B L) bookkeeping, one [B, L, V] pass."""
     B, L = keys.shape
     k, v = keys.long(), values.long()
-    before = torch.ones(L, L, dtype=torch.bool, device=keys.device).tril(-1)  # j < k
-    # seen_pair[b, k, j]: an earlier position j holds the same key as position k.
-    seen_pair = (k.unsqueeze(2) == k.unsqueeze(1)) & before
-    value_onehot = torch.nn.functional.one_hot(v, V).to(dtype)  # [B, L, V]
-    known = torch.bmm(seen_pair.to(dtype), value_onehot).clamp_(max=1.0)  # point mass if seen
-    used = (value_onehot.cumsum(1) - value_onehot) > 0  # values revealed before k
-    free = (~used).to(dtype)
-    uniform = free / free.sum(-1, keepdim=True).clamp(min=1.0)
-    is_known = seen_pair.any(-1, keepdim=True)
-    return torch.where(is_known, known, uniform)
+    pos = torch.arange(L, device=keys.device)
+    never = torch.full((B, V), L, dtype=torch.long, device=keys.device)
+    # First position of each key (its pair fixes pi(key)) and of each value (then it is used).
+    first_key = never.scatter_reduce(1, k, pos.expand(B, L), reduce="amin")
+    first_val = never.scatter_reduce(1, v, pos.expand(B, L), reduce="amin")
+    first_of_k = first_key.gather(1, k)
+    is_known = first_of_k < pos
+    known_value = v.gather(1, first_of_k.clamp(max=L - 1))
+    new_value = first_val.gather(1, v) == pos  # value v[b, j] appears for the first time at j
+    n_free = V - (new_value.cumsum(1) - new_value.long())  # values still unrevealed before k
+    symbols = torch.arange(V, device=keys.device)
+    free = first_val.unsqueeze(1) >= pos.view(1, L, 1)  # [B, L, V]
+    uniform = free.to(dtype).div_(n_free.clamp(min=1).unsqueeze(-1).to(dtype))
+    point = (symbols == known_value.unsqueeze(-1)).to(dtype)
+    return torch.where(is_known.unsqueeze(-1), point, uniform)

@@ -156,27 +156,39 @@ def check_bijection_inputs(keys: Tensor, values: Tensor, V: int) -> None:
         raise ValueError(f"values must be on the device of keys ({keys.device}), got {values.device}")
     require_range("keys", keys, 0, V)
     require_range("values", values, 0, V)
-    if keys.shape[1] < 2:
+    if keys.shape[1] < 2 or keys.shape[0] == 0:
         return
     k, v = keys.long(), values.long()
-    same_key = k.unsqueeze(2) == k.unsqueeze(1)
-    same_val = v.unsqueeze(2) == v.unsqueeze(1)
+    # A pairing is a bijection iff each key has one value and each value one key: compare the
+    # smallest and largest partner per symbol (O(B L)); locate the culprit only on failure.
+    B = k.shape[0]
+    for a, b_ in ((k, v), (v, k)):
+        lo = torch.full((B, V), V, dtype=torch.long, device=k.device).scatter_reduce(1, a, b_, "amin")
+        hi = torch.full((B, V), -1, dtype=torch.long, device=k.device).scatter_reduce(1, a, b_, "amax")
+        bad = (hi >= 0) & (lo != hi)
+        if bool(bad.any()):
+            _raise_contradiction(k, v, int(bad.nonzero()[0, 0]))
+
+
+def _raise_contradiction(k: Tensor, v: Tensor, b: int) -> None:
+    """Name the first pair of positions in sequence b that no bijection can produce."""
+    kb, vb = k[b], v[b]
+    same_key = kb.unsqueeze(1) == kb.unsqueeze(0)
+    same_val = vb.unsqueeze(1) == vb.unsqueeze(0)
     two_values = same_key & ~same_val
     if bool(two_values.any()):
-        b, i, j = two_values.nonzero()[0].tolist()
+        i, j = two_values.nonzero()[0].tolist()
         raise ValueError(
-            f"values contradict a bijection: in batch element {b}, key {int(k[b, i])} has value "
-            f"{int(v[b, i])} at position {i} and value {int(v[b, j])} at position {j} "
+            f"values contradict a bijection: in batch element {b}, key {int(kb[i])} has value "
+            f"{int(vb[i])} at position {i} and value {int(vb[j])} at position {j} "
             "(a bijection maps each key to one value)"
         )
-    two_keys = same_val & ~same_key
-    if bool(two_keys.any()):
-        b, i, j = two_keys.nonzero()[0].tolist()
-        raise ValueError(
-            f"values contradict a bijection: in batch element {b}, keys {int(k[b, i])} (position {i}) "
-            f"and {int(k[b, j])} (position {j}) both have value {int(v[b, i])} "
-            "(a bijection gives distinct keys distinct values)"
-        )
+    i, j = (same_val & ~same_key).nonzero()[0].tolist()
+    raise ValueError(
+        f"values contradict a bijection: in batch element {b}, keys {int(kb[i])} (position {i}) "
+        f"and {int(kb[j])} (position {j}) both have value {int(vb[i])} "
+        "(a bijection gives distinct keys distinct values)"
+    )
 
 
 def check_sequence_inputs(name: str, seq: Tensor, V: int) -> None:

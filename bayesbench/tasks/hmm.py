@@ -115,8 +115,13 @@ class HMMTask(Task):
         return self.S
 
     @property
-    def header_len(self) -> int:
+    def prefix_len(self) -> int:
+        """Number of header positions before o_1 (2S for rows, 3 + S^2 + SV for tokens)."""
         return 2 * self.S if self.encoding == "rows" else 3 + self.S * self.S + self.S * self.V
+
+    @property
+    def header_len(self) -> int:
+        return 2 * self.S if self.encoding == "rows" else 0
 
     @property
     def header_dim(self) -> int:
@@ -124,12 +129,12 @@ class HMMTask(Task):
 
     @property
     def seq_len(self) -> int:
-        return self.header_len + (self.K if self.encoding == "rows" else 2 * self.K)
+        return self.prefix_len + (self.K if self.encoding == "rows" else 2 * self.K)
 
     def obs_positions(self, device=None) -> Tensor:
         """Indices of o_1..o_K in the sequence (where the posterior is predicted)."""
         step = 1 if self.encoding == "rows" else 2
-        offset = self.header_len + (0 if self.encoding == "rows" else 1)
+        offset = self.prefix_len + (0 if self.encoding == "rows" else 1)
         return torch.arange(self.K, device=device) * step + offset
 
     def sample_hmms(self, batch_size: int, generator=None, *, device=None,

@@ -1,0 +1,114 @@
+"""Metrics in bits on cases whose answers are known."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from bayesbench.metrics import (
+    entropy_bits,
+    entropy_bits_from_logits,
+    entropy_error_bits,
+    kl_bits,
+    per_position,
+    score,
+    summarize,
+)
+
+
+def test_entropy_of_known_distributions():
+    p = torch.tensor([[0.25] * 4 + [0.0] * 4, [1.0] + [0.0] * 7, [0.125] * 8, [0.5, 0.5] + [0.0] * 6])
+    torch.testing.assert_close(entropy_bits(p), torch.tensor([2.0, 0.0, 3.0, 1.0], dtype=torch.float64))
+    logits = torch.log(torch.tensor([0.5, 0.25, 0.25]))
+    assert entropy_bits_from_logits(logits).item() == pytest.approx(1.5)
+
+
+def test_kl_of_known_distributions():
+    p = torch.tensor([0.5, 0.5, 0.0])
+    q = torch.tensor([0.25, 0.25, 0.5])
+    assert kl_bits(p, q).item() == pytest.approx(1.0)  # log2(0.5 / 0.25)
+    assert kl_bits(p, p).item() == 0.0
+    assert kl_bits(p, log_q=torch.log(q)).item() == pytest.approx(1.0)
+    assert kl_bits(q, p).item() == math.inf  # q puts mass where p has none
+    want = stats.entropy([0.2, 0.3, 0.5], [0.1, 0.6, 0.3], base=2)
+    assert kl_bits(torch.tensor([0.2, 0.3, 0.5]), torch.tensor([0.1, 0.6, 0.3])).item() == pytest.approx(want)
+    with pytest.raises(ValueError, match="exactly one of q or log_q"):
+        kl_bits(p)
+
+
+def test_entropy_error_is_absolute_difference():
+    q = torch.tensor([[0.5, 0.5], [1.0, 0.0]])
+    p = torch.tensor([[1.0, 0.0], [0.5, 0.5]])
+    torch.testing.assert_close(entropy_error_bits(q, p), torch.tensor([1.0, 1.0], dtype=torch.float64))
+
+
+def test_summarize_equal_counts_matches_the_t_interval_of_sequence_means():
+    g = torch.Generator().manual_seed(0)
+    values = torch.rand(50, 7, generator=g, dtype=torch.float64)
+    s = summarize(values)
+    means = values.mean(1).numpy()
+    lo, hi = stats.t.interval(0.95, 49, loc=means.mean(), scale=stats.sem(means))
+    assert s.mean == pytest.approx(values.mean().item())
+    assert (s.ci_low, s.ci_high) == (pytest.approx(lo), pytest.approx(hi))
+    assert (s.n_sequences, s.n_positions) == (50, 350)
+
+
+def test_summarize_respects_the_mask_and_weights_positions():
+    values = torch.tensor([[1.0, 100.0, 3.0], [5.0, 7.0, 100.0]])
+    mask = torch.tensor([[True, False, True], [True, True, False]])
+    s = summarize(values, mask)
+    assert s.mean == pytest.approx((1 + 3 + 5 + 7) / 4)  # mean over scored (n, t) pairs
+    assert s.n_positions == 4 and s.n_sequences == 2
+    assert s.ci_low < s.mean < s.ci_high
+
+
+def test_summarize_interval_covers_the_truth_about_95_percent_of_the_time():
+    g = torch.Generator().manual_seed(1)
+    hits = 0
+    for _ in range(400):
+        counts = torch.randint(1, 6, (30,), generator=g)
+        mask = torch.arange(5).unsqueeze(0) < counts.unsqueeze(1)
+        values = torch.randn(30, 5, generator=g, dtype=torch.float64) + 2.0
+        s = summarize(values, mask)
+        hits += s.ci_low <= 2.0 <= s.ci_high
+    assert 0.90 <= hits / 400 <= 0.99
+
+
+def test_summarize_rejects_bad_input():
+    with pytest.raises(ValueError, match="mask selects no position"):
+        summarize(torch.ones(2, 2), torch.zeros(2, 2, dtype=torch.bool))
+    with pytest.raises(ValueError, match="values contain NaN at scored positions"):
+        summarize(torch.tensor([[float("nan"), 1.0]]))
+    with pytest.raises(ValueError, match=r"mask must have the shape of values \[1, 2\]"):
+        summarize(torch.ones(1, 2), torch.ones(2, 1, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"values must have shape \[N, L\]"):
+        summarize(torch.ones(3))
+    # NaN where the mask is False is ignored
+    assert summarize(torch.tensor([[float("nan"), 1.0]]), torch.tensor([[False, True]])).mean == 1.0
+
+
+def test_per_position_is_nan_where_nothing_is_scored():
+    values = torch.tensor([[1.0, 2.0, 3.0], [3.0, 4.0, 5.0]])
+    mask = torch.tensor([[True, False, True], [True, False, False]])
+    curve = per_position(values, mask)
+    assert curve[0].item() == 2.0 and math.isnan(curve[1].item()) and curve[2].item() == 3.0
+
+
+def test_score_of_the_exact_posterior_is_zero_and_of_uniform_is_known():
+    p = torch.tensor([[[1.0, 0.0, 0.0, 0.0], [0.5, 0.5, 0.0, 0.0]]]).expand(4, 2, 4)
+    mask = torch.ones(4, 2, dtype=torch.bool)
+    exact = score(p, mask, q=p)
+    assert exact.entropy_mae.mean == 0.0 and exact.kl.mean == 0.0
+    uniform_logits = torch.zeros(4, 2, 4)
+    s = score(p, mask, logits=uniform_logits)
+    assert s.entropy_mae.mean == pytest.approx((2.0 + 1.0) / 2)  # |2-0| and |2-1|
+    assert s.kl.mean == pytest.approx((2.0 + 1.0) / 2)  # log2(4/1) and log2(0.5/0.25)
+    np.testing.assert_allclose(s.entropy_mae_curve.numpy(), [2.0, 1.0])
+    np.testing.assert_allclose(s.bayes_entropy_curve.numpy(), [0.0, 1.0])
+    np.testing.assert_allclose(s.model_entropy_curve.numpy(), [2.0, 2.0])
+    with pytest.raises(ValueError, match="must have the shape of p"):
+        score(p, mask, logits=torch.zeros(4, 2, 3))
