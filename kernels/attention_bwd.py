@@ -1,0 +1,306 @@
+"""Triton backward (FlashAttention-2 style) with an optional routing-law probe.
+
+Three launches:
+  _bwd_delta  Delta_i = rowsum(dO_i * O_i)  (= E_alpha_i[b], the probe's expected_b)
+  _bwd_dkdv   per key block: dv_j = sum_i alpha_ij dO_i, dk_j = scale * sum_i dS_ij q_i;
+              stats probe: ||dv_j|| (the value update norm)
+  _bwd_dq     per query block: dq_i = scale * sum_j dS_ij k_j, with dS = P * (dP - Delta);
+              full probe: u = dO, b = dP, advantage = Delta - dP, ds = dS (T x T, masked = 0);
+              stats probe: entropy (bits), mean and max |advantage| over visible keys.
+alpha is rebuilt from the saved base-2 LSE. FULL and STATS are tl.constexpr, so without a probe
+the probe code is not compiled and no probe memory is allocated.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .attention_fwd import LOG2E
+from .config import Config
+from .probe import AttentionProbe
+
+
+@triton.jit
+def _bwd_delta(
+    O, DO, DELTA,
+    sob, soh, sot, sod,
+    sdb, sdh, sdt, sdd,
+    H, T, D,
+    BLOCK_M: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    blocks = tl.cdiv(T, BLOCK_M)  # 1-D grid, query blocks fastest
+    pid_m = tl.program_id(0) % blocks
+    pid_bh = tl.program_id(0) // blocks
+    off_b = (pid_bh // H).to(tl.int64)
+    off_h = (pid_bh % H).to(tl.int64)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask = (offs_m < T)[:, None] & (offs_d < D)[None, :]
+    o = tl.load(O + off_b * sob + off_h * soh + offs_m[:, None] * sot + offs_d[None, :] * sod,
+                mask=mask, other=0.0).to(tl.float32)
+    do = tl.load(DO + off_b * sdb + off_h * sdh + offs_m[:, None] * sdt + offs_d[None, :] * sdd,
+                 mask=mask, other=0.0).to(tl.float32)
+    tl.store(DELTA + pid_bh.to(tl.int64) * T + offs_m, tl.sum(o * do, 1), mask=offs_m < T)
+
+
+@triton.jit
+def _bwd_dkdv(
+    Q, K, V, DO, LSE, DELTA, DK, DV, VNORM,
+    sqb, sqh, sqt, sqd,
+    skb, skh, skt, skd,
+    svb, svh, svt, svd,
+    sdb, sdh, sdt, sdd,
+    H, T, D, scale, qk_scale,
+    CAUSAL: tl.constexpr,
+    STATS: tl.constexpr,
+    UPCAST: tl.constexpr,
+    PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    blocks = tl.cdiv(T, BLOCK_N)  # 1-D grid, key blocks fastest
+    pid_n = tl.program_id(0) % blocks
+    pid_bh = tl.program_id(0) // blocks
+    off_b = (pid_bh // H).to(tl.int64)
+    off_h = (pid_bh % H).to(tl.int64)
+    Q += off_b * sqb + off_h * sqh
+    K += off_b * skb + off_h * skh
+    V += off_b * svb + off_h * svh
+    DO += off_b * sdb + off_h * sdh
+    row0 = pid_bh.to(tl.int64) * T
+    LSE += row0
+    DELTA += row0
+
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    key_ok = offs_n < T
+    d_ok = offs_d < D
+    kv_mask = key_ok[:, None] & d_ok[None, :]
+    k = tl.load(K + offs_n[:, None] * skt + offs_d[None, :] * skd, mask=kv_mask, other=0.0)
+    v = tl.load(V + offs_n[:, None] * svt + offs_d[None, :] * svd, mask=kv_mask, other=0.0)
+    if UPCAST:
+        k = k.to(tl.float32)
+        v = v.to(tl.float32)
+    dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+
+    lo = 0
+    if CAUSAL:  # queries before this key block never see it
+        lo = (pid_n * BLOCK_N) // BLOCK_M * BLOCK_M
+    for start_m in range(lo, T, BLOCK_M):
+        offs_m = start_m + tl.arange(0, BLOCK_M)
+        row_ok = offs_m < T
+        q_mask = row_ok[:, None] & d_ok[None, :]
+        q = tl.load(Q + offs_m[:, None] * sqt + offs_d[None, :] * sqd, mask=q_mask, other=0.0)
+        do = tl.load(DO + offs_m[:, None] * sdt + offs_d[None, :] * sdd, mask=q_mask, other=0.0)
+        if UPCAST:
+            q = q.to(tl.float32)
+            do = do.to(tl.float32)
+        lse = tl.load(LSE + offs_m, mask=row_ok, other=0.0)
+        delta = tl.load(DELTA + offs_m, mask=row_ok, other=0.0)
+        # Transposed tiles [keys, queries]: pT_ji = alpha_ij.
+        st = tl.dot(k, tl.trans(q), input_precision=PRECISION) * qk_scale
+        # Padded keys are never stored; padded queries have q = dO = 0 and add exact zeros.
+        if CAUSAL:
+            keep = offs_n[:, None] <= offs_m[None, :]
+        else:
+            keep = row_ok[None, :]
+        pt = tl.where(keep, tl.exp2(st - lse[None, :]), 0.0)
+        dv += tl.dot(pt.to(do.dtype), do, input_precision=PRECISION)
+        dpt = tl.dot(v, tl.trans(do), input_precision=PRECISION)
+        dst = pt * (dpt - delta[None, :])
+        dk += tl.dot(dst.to(q.dtype), q, input_precision=PRECISION)
+
+    dk *= scale
+    out = offs_n[:, None] * D + offs_d[None, :]  # dk, dv are contiguous [B, H, T, D]
+    tl.store(DK + row0 * D + out, dk.to(DK.dtype.element_ty), mask=kv_mask)
+    tl.store(DV + row0 * D + out, dv.to(DV.dtype.element_ty), mask=kv_mask)
+    if STATS:
+        tl.store(VNORM + row0 + offs_n, tl.sqrt(tl.sum(dv * dv, 1)), mask=key_ok)
+
+
+@triton.jit
+def _bwd_dq(
+    Q, K, V, DO, LSE, DELTA, DQ,
+    U, BMAT, ADV, DSMAT, ENT, MEANA, MAXA,
+    sqb, sqh, sqt, sqd,
+    skb, skh, skt, skd,
+    svb, svh, svt, svd,
+    sdb, sdh, sdt, sdd,
+    H, T, D, scale, qk_scale,
+    CAUSAL: tl.constexpr,
+    FULL: tl.constexpr,
+    STATS: tl.constexpr,
+    UPCAST: tl.constexpr,
+    PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    # 1-D grid, query blocks fastest (no 65535 limit on B*H); causal: longest rows first.
+    blocks = tl.cdiv(T, BLOCK_M)
+    pid_m = tl.program_id(0) % blocks
+    pid_bh = tl.program_id(0) // blocks
+    if CAUSAL:
+        pid_m = blocks - 1 - pid_m
+    off_b = (pid_bh // H).to(tl.int64)
+    off_h = (pid_bh % H).to(tl.int64)
+    Q += off_b * sqb + off_h * sqh
+    K += off_b * skb + off_h * skh
+    V += off_b * svb + off_h * svh
+    DO += off_b * sdb + off_h * sdh
+    row0 = pid_bh.to(tl.int64) * T
+    # Probe matrices are contiguous [B, H, T, T]: int64 base per head, int32 offsets in a tile
+    # (so T * T < 2**31, checked by the wrapper).
+    BMAT += row0 * T
+    ADV += row0 * T
+    DSMAT += row0 * T
+    DQ += row0 * D  # dq and u are contiguous [B, H, T, D]
+    U += row0 * D
+    LSE += row0
+    DELTA += row0
+    ENT += row0
+    MEANA += row0
+    MAXA += row0
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    row_ok = offs_m < T
+    d_ok = offs_d < D
+    q_mask = row_ok[:, None] & d_ok[None, :]
+    q = tl.load(Q + offs_m[:, None] * sqt + offs_d[None, :] * sqd, mask=q_mask, other=0.0)
+    do = tl.load(DO + offs_m[:, None] * sdt + offs_d[None, :] * sdd, mask=q_mask, other=0.0)
+    if FULL:  # u = dL/dg, kept in float32
+        tl.store(U + offs_m[:, None] * D + offs_d[None, :], do.to(tl.float32), mask=q_mask)
+    if UPCAST:
+        q = q.to(tl.float32)
+        do = do.to(tl.float32)
+    lse = tl.load(LSE + offs_m, mask=row_ok, other=0.0)
+    delta = tl.load(DELTA + offs_m, mask=row_ok, other=0.0)
+    dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    if STATS:
+        ent = tl.zeros([BLOCK_M], dtype=tl.float32)  # sum_j alpha_ij log2 alpha_ij
+        abs_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
+        abs_max = tl.zeros([BLOCK_M], dtype=tl.float32)
+
+    hi = T
+    if CAUSAL:
+        hi = tl.minimum((pid_m + 1) * BLOCK_M, T)
+    for start_n in range(0, hi, BLOCK_N):
+        cols = start_n + offs_n
+        col_ok = cols < T
+        kv_mask = col_ok[:, None] & d_ok[None, :]
+        k = tl.load(K + cols[:, None] * skt + offs_d[None, :] * skd, mask=kv_mask, other=0.0)
+        v = tl.load(V + cols[:, None] * svt + offs_d[None, :] * svd, mask=kv_mask, other=0.0)
+        if UPCAST:
+            k = k.to(tl.float32)
+            v = v.to(tl.float32)
+        s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale
+        if CAUSAL:  # for a real row i, j <= i < T also rules out padded keys
+            keep = cols[None, :] <= offs_m[:, None]
+        else:
+            keep = col_ok[None, :]
+        log2p = s - lse[:, None]
+        p = tl.where(keep, tl.exp2(log2p), 0.0)
+        dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)  # b_ij = u_i . v_j
+        ds = p * (dp - delta[:, None])
+        dq += tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)
+        if STATS:  # FULL implies STATS (see attention_backward)
+            adv = tl.where(keep, delta[:, None] - dp, 0.0)
+        if FULL:
+            offs = offs_m[:, None] * T + cols[None, :]
+            out_mask = row_ok[:, None] & col_ok[None, :]
+            tl.store(BMAT + offs, tl.where(keep, dp, 0.0), mask=out_mask)
+            tl.store(ADV + offs, adv, mask=out_mask)
+            tl.store(DSMAT + offs, tl.where(keep, ds, 0.0), mask=out_mask)
+        if STATS:
+            ent += tl.sum(tl.where(keep, p * log2p, 0.0), 1)
+            abs_adv = tl.abs(adv)
+            abs_sum += tl.sum(abs_adv, 1)
+            abs_max = tl.maximum(abs_max, tl.max(abs_adv, 1))
+
+    dq *= scale
+    tl.store(DQ + offs_m[:, None] * D + offs_d[None, :], dq.to(DQ.dtype.element_ty),
+             mask=q_mask)
+    if FULL:
+        if CAUSAL:  # key blocks wholly above the diagonal: write the masked zeros
+            zero = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+            for start_n in range((hi + BLOCK_N - 1) // BLOCK_N * BLOCK_N, T, BLOCK_N):
+                cols = start_n + offs_n
+                offs = offs_m[:, None] * T + cols[None, :]
+                out_mask = row_ok[:, None] & (cols < T)[None, :]
+                tl.store(BMAT + offs, zero, mask=out_mask)
+                tl.store(ADV + offs, zero, mask=out_mask)
+                tl.store(DSMAT + offs, zero, mask=out_mask)
+    if STATS:
+        if CAUSAL:
+            count = (offs_m + 1).to(tl.float32)
+        else:
+            count = tl.zeros([BLOCK_M], dtype=tl.float32) + T
+        tl.store(ENT + offs_m, -ent, mask=row_ok)
+        tl.store(MEANA + offs_m, abs_sum / count, mask=row_ok)
+        tl.store(MAXA + offs_m, abs_max, mask=row_ok)
+
+
+def attention_backward(
+    do: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    o: torch.Tensor,
+    lse: torch.Tensor,
+    causal: bool,
+    scale: float,
+    cfg: Config,
+    probe: AttentionProbe | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Return (dq, dk, dv) (contiguous, input dtype); fill `probe` if given."""
+    B, H, T, D = q.shape
+    dev = q.device
+    f32 = dict(dtype=torch.float32, device=dev)
+    if probe is not None:  # free the previous call's tensors before allocating new ones
+        probe.clear()
+    delta = torch.empty((B, H, T), **f32)
+    _bwd_delta[(triton.cdiv(T, cfg.dq.m) * B * H,)](
+        o, do, delta, *o.stride(), *do.stride(), H, T, D,
+        BLOCK_M=cfg.dq.m, BLOCK_D=cfg.block_d, num_warps=cfg.dq.warps,
+    )
+    full = probe is not None and probe.full
+    stats = probe is not None  # the full mode records the stats too
+    # Without a probe the probe pointers are never dereferenced (constexpr-false branches).
+    u = b = adv = ds = ent = mean_a = max_a = vnorm = delta
+    if full:
+        u = torch.empty((B, H, T, D), **f32)
+        b, adv, ds = (torch.empty((B, H, T, T), **f32) for _ in range(3))
+    if stats:
+        ent, mean_a, max_a, vnorm = (torch.empty((B, H, T), **f32) for _ in range(4))
+
+    dq = torch.empty((B, H, T, D), dtype=q.dtype, device=dev)
+    dk = torch.empty((B, H, T, D), dtype=k.dtype, device=dev)
+    dv = torch.empty((B, H, T, D), dtype=v.dtype, device=dev)
+    strides = (*q.stride(), *k.stride(), *v.stride(), *do.stride())
+    common = dict(CAUSAL=causal, STATS=stats, UPCAST=cfg.upcast, PRECISION=cfg.precision, BLOCK_D=cfg.block_d)
+    t = cfg.dkdv
+    _bwd_dkdv[(triton.cdiv(T, t.n) * B * H,)](
+        q, k, v, do, lse, delta, dk, dv, vnorm, *strides, H, T, D, scale, scale * LOG2E,
+        BLOCK_M=t.m, BLOCK_N=t.n, num_warps=t.warps, num_stages=t.stages, **common,
+    )
+    t = cfg.dq
+    _bwd_dq[(triton.cdiv(T, t.m) * B * H,)](
+        q, k, v, do, lse, delta, dq, u, b, adv, ds, ent, mean_a, max_a,
+        *strides, H, T, D, scale, scale * LOG2E,
+        FULL=full, BLOCK_M=t.m, BLOCK_N=t.n, num_warps=t.warps, num_stages=t.stages, **common,
+    )
+    if probe is not None:
+        probe.causal, probe.scale = causal, scale
+        probe.expected_b = delta
+        probe.entropy, probe.mean_abs_advantage = ent, mean_a
+        probe.max_abs_advantage, probe.value_update_norm = max_a, vnorm
+        if full:
+            probe.u, probe.b, probe.advantage, probe.ds = u, b, adv, ds
+    return dq, dk, dv
