@@ -83,10 +83,14 @@ def test_float_keys_are_rejected():
         bijection_posterior(torch.tensor([[0.0, 1.0]]), torch.tensor([[0, 1]]), 2)
 
 
-def test_native_backend_error_is_clear_when_unavailable():
-    from bayesbench.oracle.backend import native_supports
+def test_native_backend_error_is_clear_when_unavailable(monkeypatch):
+    from bayesbench.oracle import backend
 
-    if native_supports("bijection_posterior", torch.device("cpu")):
-        pytest.skip("the compiled extension is built; tests/test_oracle_native.py covers it")
-    with pytest.raises(RuntimeError, match="backend='native' for bijection_posterior is unavailable"):
+    monkeypatch.setattr(backend, "native_ops", lambda: None)  # as if the extension were not built
+    with pytest.raises(RuntimeError, match="backend='native' for bijection_posterior is unavailable: "
+                       "the compiled extension bayesbench._C is not built"):
         bijection_posterior(torch.tensor([[0]]), torch.tensor([[0]]), 2, backend="native")
+    with pytest.warns(RuntimeWarning, match="bayesbench._C is not built"):
+        monkeypatch.setattr(backend, "_warned", set())
+        post = bijection_posterior(torch.tensor([[0, 1]]), torch.tensor([[1, 0]]), 2, backend="auto")
+    torch.testing.assert_close(post, torch.tensor([[[0.5, 0.5], [1.0, 0.0]]]))

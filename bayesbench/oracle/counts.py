@@ -36,10 +36,10 @@ def sticky_predictive_reference(seq: Tensor, V: int, a: float, b: float,
     if L > 1:
         stays[:, 1:] = (x[:, 1:] == x[:, :-1]).double().cumsum(1)
     transitions = torch.arange(L, dtype=torch.float64, device=seq.device)  # t transitions seen at t
-    p_stay = (a + stays) / (a + b + transitions)
-    out = ((1.0 - p_stay) / (V - 1)).unsqueeze(-1).expand(B, L, V).clone()
-    out.scatter_(2, x.unsqueeze(-1), p_stay.unsqueeze(-1))
-    return out.to(dtype)
+    p_stay = (a + stays) / (a + b + transitions)  # float64 on [B, L]; the [B, L, V] output in dtype
+    out = ((1.0 - p_stay) / (V - 1)).to(dtype).unsqueeze(-1).expand(B, L, V).clone()
+    out.scatter_(2, x.unsqueeze(-1), p_stay.to(dtype).unsqueeze(-1))
+    return out
 
 
 def markov_predictive(seq: Tensor, V: int, alpha: float = 1.0, *, backend: str = "auto",
