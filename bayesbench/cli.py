@@ -1,21 +1,309 @@
-"""The `bayesbench` command."""
+"""The `bayesbench` command: train models on wind tunnels, score them, keep and show results.
+
+    bayesbench run --preset quick            # train every architecture on every task, print the leaderboard
+    bayesbench train --task bijection --arch transformer --preset quick --seeds 0,1,2 --steps 500
+    bayesbench eval --run-dir runs/quick/bijection-transformer-s0-1-2
+    bayesbench leaderboard --format md       # or csv, json
+    bayesbench plot                          # PNGs: entropy per position vs Bayes, error curves
+    bayesbench models                        # architectures and their parameter counts
+    bayesbench tunnels                       # the exact posterior entropy curve of every tunnel
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import os
 import sys
+import time
+import uuid
+
+EPILOG = """Results go to an SQLite store (default ./results/bayesbench.sqlite; --db or $BAYESBENCH_DB).
+Metrics are in bits: entropy MAE = mean |H(model) - H(Bayes)| and KL = mean KL(Bayes || model) over the
+scored positions of a fixed evaluation set. Run `bayesbench COMMAND --help` for each command's options."""
+
+
+def _seed_list(text: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--seeds must be comma-separated integers like 0,1,2, got {text!r}") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"--seeds must list distinct integers, got {text!r}")
+    return seeds
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", help="results store (default: $BAYESBENCH_DB or ./results/bayesbench.sqlite)")
+
+
+def _training(p: argparse.ArgumentParser) -> None:
+    from .config import PRESETS
+
+    p.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="sizes, steps and evaluation (default quick)")
+    p.add_argument("--steps", type=_positive, help="override the preset's number of training steps")
+    p.add_argument("--device", help="cpu, cuda, cuda:1 or auto (default: the preset's; quick=cpu, paper=auto)")
+    p.add_argument("--attention", choices=("sdpa", "eager", "triton"), help="transformer attention backend (default sdpa)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--runs-dir", default="runs", help="where checkpoints go (default ./runs)")
+    p.add_argument("--resume", action="store_true", help="continue from the run directory's checkpoint if there is one")
+    p.add_argument("--checkpoint-every", type=_positive, help="checkpoint every N steps (default: the preset's; always at the end)")
+    p.add_argument("--eval-sequences", type=_positive, help="evaluation set size (default: the preset's, 4096)")
+    p.add_argument("--threads", type=_positive, help="torch CPU threads per process (default: cores / processes)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _common(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bayesbench",
-        description="Does your sequence model compute the exact Bayes posterior?",
+        description="Does your sequence model compute the exact Bayes posterior? Train architectures on "
+                    "Bayesian wind tunnels and score them against the exact posterior.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="the main job: train every selected arch on every selected task, store, print the leaderboard")
+    _training(run)
+    run.add_argument("--tasks", nargs="+", help="task keys of the preset (default: all, e.g. bijection hmm)")
+    run.add_argument("--archs", nargs="+", help="architectures (default: the preset's, e.g. transformer mlp)")
+    run.add_argument("--seeds", type=_positive, help="ensemble members per run, seeds 0..N-1 (default: the preset's)")
+    run.add_argument("--jobs", type=_positive, help="training processes in parallel (default: one per CPU core on "
+                     "CPU, 1 on a GPU)")
+    run.add_argument("--json", action="store_true", help="print {\"runs\": [...]} instead of the table")
+
+    tr = sub.add_parser("train", help="train one arch on one task (an ensemble of seeds), evaluate and store")
+    _training(tr)
+    tr.add_argument("--task", required=True, help="task key of the preset (bijection, hmm)")
+    tr.add_argument("--arch", required=True, help="architecture (see `bayesbench models`)")
+    tr.add_argument("--seeds", type=_seed_list, help="comma-separated seeds, one ensemble member each (default: 0..N-1 of the preset)")
+    tr.add_argument("--json", action="store_true", help="print {\"runs\": [...]} (one record per seed)")
+
+    ev = sub.add_parser("eval", help="re-evaluate a trained run from its checkpoint and update the store")
+    ev.add_argument("run_dir", nargs="+", help="run directories (with checkpoint.pt) or checkpoint files")
+    ev.add_argument("--device", default="cpu", help="device to evaluate on (default cpu)")
+    ev.add_argument("--eval-sequences", type=_positive, help="evaluation set size (default: as the run was configured)")
+    ev.add_argument("--json", action="store_true", help="print {\"runs\": [...]}")
+    _common(ev)
+
+    lb = sub.add_parser("leaderboard", help="show stored results (the latest run of each task and arch)")
+    lb.add_argument("--task", help="only this task (name like hmm, or label like 'hmm S=5 K=20')")
+    lb.add_argument("--arch", help="only this architecture")
+    lb.add_argument("--all", action="store_true", help="every stored run, not only the latest per task and arch")
+    lb.add_argument("--format", default="md", choices=("md", "csv", "json"), help="output format (default md)")
+    lb.add_argument("--json", action="store_true", help="same as --format json")
+    _common(lb)
+
+    pl = sub.add_parser("plot", help="PNG figures: model vs Bayes entropy per position, error curves per arch")
+    pl.add_argument("--task", help="only this task")
+    pl.add_argument("--out", default=os.path.join("results", "plots"), help="output folder (default results/plots)")
+    _common(pl)
+
+    md = sub.add_parser("models", help="list the architectures and their parameter counts at the paper and quick sizes")
+    md.add_argument("--preset", default="paper", help="preset whose sizes to count (default paper)")
+
     tunnels = sub.add_parser("tunnels", help="sample every wind tunnel and print its exact posterior entropy curve")
     tunnels.add_argument("--batch-size", type=int, default=2048, help="sequences per tunnel (default 2048)")
     tunnels.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
     return parser
+
+
+# ---------------------------------------------------------------- commands
+
+def _setup_torch(args) -> None:
+    import torch
+
+    if getattr(args, "threads", None):
+        torch.set_num_threads(args.threads)
+
+
+def _progress(args) -> bool:
+    return not args.no_progress and sys.stderr.isatty()
+
+
+def _jobs(args, *, tasks, archs, seeds):
+    from .config import make_jobs
+
+    return make_jobs(args.preset, tasks=tasks, archs=archs, seeds=seeds, steps=args.steps, device=args.device,
+                     attention=args.attention, compile=args.compile, checkpoint_every=args.checkpoint_every,
+                     eval_sequences=args.eval_sequences)
+
+
+def _workers(args, jobs) -> int:
+    """--jobs, or by default one process per CPU core (CPU runs) and 1 on a GPU."""
+    if getattr(args, "jobs", None):
+        return min(args.jobs, len(jobs))
+    if any(job.device != "cpu" for job in jobs):
+        return 1
+    return max(1, min(os.cpu_count() or 1, len(jobs)))
+
+
+def _run_jobs(args, jobs, group_id: str, say) -> list[str]:
+    from .config import run_jobs
+    from .models import count_params
+
+    workers = _workers(args, jobs)
+    for i, job in enumerate(jobs, 1):
+        params = count_params(job.arch, job.task, max_len=job.max_len, **job.model)
+        say(f"[{i}/{len(jobs)}] {job.setup.label} / {job.arch}: {params:,} params per member, "
+            f"{len(job.seeds)} seeds {list(job.seeds)} as one ensemble, {job.train.steps} steps x batch "
+            f"{job.train.batch_size}, lr {job.train.lr:g} ({job.train.schedule}) on {job.device}"
+            + (f"; position table sized {job.max_len} for the longest eval (K={max(job.setup.eval_lengths)})"
+               if job.setup.eval_lengths else ""))
+    if workers > 1:
+        say(f"running {len(jobs)} jobs in {workers} processes (one per core, {args.threads or 'cores/processes'} "
+            "threads each; --jobs 1 runs them one by one)")
+
+    def done(job, rows):
+        r0 = rows[0]
+        maes = " ".join(f"{r['entropy_mae_bits']:.4f}" for r in rows)
+        say(f"done: {job.setup.label} / {job.arch} in {r0['wall_s']:.1f} s ({r0['steps_per_s']:.1f} steps/s); "
+            f"entropy MAE (bits) per seed: {maes}")
+        for r in rows:
+            if r["status"] != "ok":
+                say(f"      WARNING: {r['status']}")
+
+    results = run_jobs(jobs, workers=workers, threads=args.threads, on_done=done, db=args.db, group_id=group_id,
+                       run_root=args.runs_dir, resume=args.resume, progress=_progress(args))
+    return [rows[0]["run_id"] for rows in results]
+
+
+def _headline(rows: list[dict]) -> list[str]:
+    """Per task: does the best architecture beat each other one on every seed, and by how much?"""
+    lines = []
+    by_task: dict[str, dict[str, list[float]]] = {}
+    for r in rows:
+        by_task.setdefault(r["task_label"], {}).setdefault(r["arch"], []).append(r["entropy_mae_bits"])
+    for task, archs in by_task.items():
+        if len(archs) < 2:
+            continue
+        best = min(archs, key=lambda a: max(archs[a]))
+        for other, vals in archs.items():
+            if other == best:
+                continue
+            worst_best, best_other = max(archs[best]), min(vals)
+            factor = best_other / worst_best if worst_best > 0 else math.inf
+            lines.append(f"{task}: {best} is {factor:.1f}x below {other} on every seed "
+                         f"(worst {best} seed {worst_best:.4f} bits vs best {other} seed {best_other:.4f} bits)")
+    return lines
+
+
+def cmd_run(args) -> int:
+    from .leaderboard import json_runs, markdown, select_rows
+
+    _setup_torch(args)
+    say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
+    start = time.perf_counter()
+    jobs = _jobs(args, tasks=args.tasks, archs=args.archs,
+                 seeds=list(range(args.seeds)) if args.seeds else None)
+    group_id = uuid.uuid4().hex[:12]
+    say(f"bayesbench run --preset {args.preset}: {len(jobs)} training jobs (group {group_id})")
+    _run_jobs(args, jobs, group_id, say)
+    rows = select_rows(args.db, group_id=group_id)
+    if args.json:
+        print(json.dumps(json_runs(rows), indent=2))
+        return 0
+    print(f"\nLeaderboard (preset {args.preset}, this run; store: {_db_name(args.db)})\n")
+    print(markdown(rows))
+    print()
+    for line in _headline(rows):
+        print(line)
+    print(f"\nTotal wall time {time.perf_counter() - start:.0f} s. `bayesbench plot` draws the per-position curves.")
+    return 0
+
+
+def cmd_train(args) -> int:
+    from .leaderboard import json_runs, markdown, select_rows
+    from .results import read_rows
+
+    _setup_torch(args)
+    say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
+    jobs = _jobs(args, tasks=[args.task], archs=[args.arch], seeds=args.seeds)
+    run_ids = _run_jobs(args, jobs, uuid.uuid4().hex[:12], say)
+    rows = read_rows(args.db, where="run_id = ?", params=(run_ids[0],))
+    if args.json:
+        print(json.dumps(json_runs(rows), indent=2))
+    else:
+        print(markdown(select_rows(args.db, task=rows[0]["task_label"], arch=args.arch)))
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from .config import record
+    from .leaderboard import json_runs, markdown
+    from .results import read_rows
+    from .train import CHECKPOINT_NAME, load_result
+
+    run_ids = []
+    for path in args.run_dir:
+        ckpt = os.path.join(path, CHECKPOINT_NAME) if os.path.isdir(path) else path
+        if not os.path.exists(ckpt):
+            raise SystemExit(f"bayesbench eval: no checkpoint at {ckpt}")
+        result = load_result(ckpt, args.device)
+        if args.eval_sequences:
+            result.meta["eval_sequences"] = args.eval_sequences
+        rows = record(result, db=args.db, device=args.device)
+        run_ids.append(rows[0]["run_id"])
+    rows = [r for rid in run_ids for r in read_rows(args.db, where="run_id = ?", params=(rid,))]
+    print(json.dumps(json_runs(rows), indent=2) if args.json else markdown(rows))
+    return 0
+
+
+def cmd_leaderboard(args) -> int:
+    from .leaderboard import render, select_rows
+
+    rows = select_rows(args.db, task=args.task, arch=args.arch, latest=not args.all)
+    print(render(rows, "json" if args.json else args.format))
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from .plots import plot
+
+    paths = plot(args.db, args.out, task=args.task)
+    if not paths:
+        print("no stored runs to plot: run `bayesbench run --preset quick` first")
+    for p in paths:
+        print(p)
+    return 0
+
+
+def cmd_models(args) -> int:
+    from .config import make_jobs
+    from .models import count_params, list_models
+
+    print("Architectures:")
+    for name, desc in list_models().items():
+        print(f"  {name:12s} {desc}")
+    from .config import get_preset
+
+    preset = get_preset(args.preset)
+    jobs = [job for key, setup in preset.tasks.items()
+            for job in make_jobs(args.preset, tasks=[key], archs=[a for a in list_models() if a in setup.models],
+                                 device="cpu")]
+    print(f"\nParameters per ensemble member at preset {args.preset!r} (every tensor counted once: embeddings, "
+          "position table sized for the longest eval length, biases, LayerNorms, head):")
+    for job in jobs:
+        n = count_params(job.arch, job.task, max_len=job.max_len, **job.model)
+        print(f"  {job.setup.label:16s} {job.arch:12s} {n:>12,}  {job.model}")
+    return 0
+
+
+def _db_name(db: str | None) -> str:
+    from .results import db_path
+
+    return db_path(db)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,7 +312,14 @@ def main(argv: list[str] | None = None) -> int:
         from .demo import print_tunnel_curves
 
         print_tunnel_curves(args.batch_size, args.seed)
-    return 0
+        return 0
+    commands = {"run": cmd_run, "train": cmd_train, "eval": cmd_eval, "leaderboard": cmd_leaderboard,
+                "plot": cmd_plot, "models": cmd_models}
+    try:
+        return commands[args.command](args)
+    except ValueError as err:
+        print(f"bayesbench {args.command}: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

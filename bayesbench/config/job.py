@@ -1,0 +1,236 @@
+"""Jobs: one (task, architecture, seed ensemble) of a preset, resolved to concrete configs.
+
+`make_jobs` turns a preset and the command line's selections into jobs; `run_job` trains one
+(checkpointing into its run directory), then `record` scores it on the fixed evaluation sets and
+writes one row per seed to the results store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+
+import torch
+
+from ..evaluate import DEFAULT_SEQUENCES, evaluate, max_eval_len
+from ..models import TaskShape, count_params, list_models
+from ..results import db_path, environment, write_rows
+from ..tasks import Task, get_task
+from ..train import TrainConfig, TrainResult, task_of, train
+from .presets import TaskSetup, get_preset
+
+DEFAULT_RUN_ROOT = "runs"
+
+
+def resolve_device(device: str | None) -> str:
+    """'auto' (or None) -> 'cuda' when available, else 'cpu'."""
+    if device in (None, "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    torch.device(device)  # raises on nonsense
+    return device
+
+
+def make_task(setup: TaskSetup) -> Task:
+    cfg = dict(setup.task)
+    return get_task(cfg.pop("name"), **cfg)
+
+
+def resolve_model(setup: TaskSetup, arch: str, task: Task, max_len: int, attention: str | None = None) -> dict:
+    """The preset's model config for `arch`, with `match` replaced by a parameter count."""
+    if arch not in setup.models:
+        known = ", ".join(sorted(setup.models))
+        raise ValueError(f"arch {arch!r} has no configuration for task {setup.label!r} in this preset; "
+                         f"configured: {known}")
+    cfg = dict(setup.models[arch])
+    if "match" in cfg:
+        ref = cfg.pop("match")
+        ref_cfg = resolve_model(setup, ref, task, max_len, attention)
+        cfg["match_params"] = count_params(ref, TaskShape.from_task(task, max_len), **ref_cfg)
+    if attention is not None and arch == "transformer":
+        cfg["attention"] = attention
+    return cfg
+
+
+@dataclass(frozen=True)
+class Job:
+    preset: str
+    key: str  # the task's key in the preset
+    setup: TaskSetup
+    arch: str
+    model: dict
+    train: TrainConfig
+    seeds: tuple[int, ...]
+    device: str
+
+    @property
+    def task(self) -> Task:
+        return make_task(self.setup)
+
+    @property
+    def max_len(self) -> int:
+        return max_eval_len(self.task, self.setup.eval_lengths)
+
+    def run_dir(self, root: str = DEFAULT_RUN_ROOT) -> str:
+        seeds = "-".join(str(s) for s in self.seeds)
+        return os.path.join(root, self.preset, f"{self.key}-{self.arch}-s{seeds}")
+
+    def meta(self, group_id: str | None) -> dict:
+        return {"preset": self.preset, "label": self.setup.label, "group_id": group_id,
+                "eval_lengths": list(self.setup.eval_lengths), "eval_sequences": self.setup.eval_sequences}
+
+
+def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] | None = None,
+              seeds: list[int] | None = None, steps: int | None = None, device: str | None = None,
+              attention: str | None = None, compile: bool = False,
+              checkpoint_every: int | None = None, eval_sequences: int | None = None) -> list[Job]:
+    """Every (task, arch) of the preset, or of the given selections, as resolved jobs."""
+    p = get_preset(preset)
+    keys = list(tasks or p.tasks)
+    for k in keys:
+        if k not in p.tasks:
+            raise ValueError(f"task {k!r} is not in preset {preset!r}; available: {', '.join(p.tasks)}")
+    archs = list(archs or p.archs)
+    known = list_models()
+    for a in archs:
+        if a not in known:
+            raise ValueError(f"unknown arch {a!r}; available: {', '.join(known)}")
+    dev = resolve_device(device or p.device)
+    jobs = []
+    for k in keys:
+        setup = p.tasks[k]
+        if eval_sequences is not None:
+            setup = dataclasses.replace(setup, eval_sequences=eval_sequences)
+        task = make_task(setup)
+        max_len = max_eval_len(task, setup.eval_lengths)
+        train_cfg = dict(setup.train, checkpoint_every=p.checkpoint_every if checkpoint_every is None
+                         else checkpoint_every, compile=compile)
+        if steps is not None:
+            train_cfg["steps"] = steps
+            if train_cfg.get("warmup_steps", 0) > steps // 10:  # keep the warm-up a small fraction
+                train_cfg["warmup_steps"] = max(0, steps // 100)
+        member_seeds = tuple(seeds) if seeds is not None else tuple(range(setup.seeds))
+        for a in archs:
+            jobs.append(Job(preset, k, setup, a, resolve_model(setup, a, task, max_len, attention),
+                            TrainConfig(**train_cfg), member_seeds, dev))
+    return jobs
+
+
+def run_job(job: Job, *, db: str | None = None, group_id: str | None = None, run_root: str = DEFAULT_RUN_ROOT,
+            resume: bool = False, progress: bool = True, position: int = 0) -> list[dict]:
+    """Train the job's ensemble, evaluate it and store one row per seed; returns the rows."""
+    result = train(job.task, job.arch, list(job.seeds), job.train, model_cfg=job.model, max_len=job.max_len,
+                   device=job.device, run_dir=job.run_dir(run_root), resume=resume, progress=progress,
+                   meta=job.meta(group_id), position=position)
+    return record(result, db=db, device=job.device)
+
+
+def job_cost(job: Job) -> float:
+    """A rough relative cost (parameters x tokens per step x steps x members) for scheduling."""
+    return count_params(job.arch, job.task, max_len=job.max_len, **job.model) * job.task.seq_len * \
+        job.train.batch_size * job.train.steps * len(job.seeds)
+
+
+def _worker(job: Job, threads: int | None, position: int, kwargs: dict) -> list[dict]:
+    if threads:
+        torch.set_num_threads(threads)
+    rows = run_job(job, position=position, **kwargs)
+    return [{k: r[k] for k in ("run_id", "seed", "entropy_mae_bits", "status", "wall_s", "steps_per_s")}
+            for r in rows]
+
+
+def run_jobs(jobs: list[Job], *, workers: int = 1, threads: int | None = None, on_done=None, **kwargs) -> list[list[dict]]:
+    """Run jobs, `workers` at a time in separate processes (1: in this process, in order).
+
+    Small models use a CPU core better as one single-threaded process each than as one
+    process with several intra-op threads, so on CPU the quick preset runs its jobs in
+    parallel processes with `threads` (default: cores // workers) threads each; they all write
+    to the same results store (safe for concurrent writers). Longest jobs start first.
+    `on_done(job, rows)` is called as each finishes; returns compact rows per job, in job order.
+    """
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if workers == 1:
+        out = []
+        for job in jobs:
+            rows = _worker(job, threads, 0, kwargs)
+            if on_done:
+                on_done(job, rows)
+            out.append(rows)
+        return out
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    threads = threads or max(1, (os.cpu_count() or 1) // workers)
+
+    order = sorted(range(len(jobs)), key=lambda i: -job_cost(jobs[i]))
+    results: dict[int, list[dict]] = {}
+    ctx = multiprocessing.get_context("spawn")  # no fork after torch has started its thread pools
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        futures = {pool.submit(_worker, jobs[i], threads, n % workers, kwargs): i for n, i in enumerate(order)}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            results[i] = fut.result()
+            if on_done:
+                on_done(jobs[i], results[i])
+    return [results[i] for i in range(len(jobs))]
+
+
+def _subsample(losses: torch.Tensor, member: int, points: int = 200) -> list[list[float]]:
+    n = losses.shape[0]
+    if n == 0:
+        return []
+    stride = max(1, n // points)
+    out = []
+    for start in range(0, n, stride):
+        window = losses[start : start + stride, member]
+        out.append([start + len(window), float(window.nanmean())])
+    return out
+
+
+def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
+           cache_dir: str | None = None) -> list[dict]:
+    """Evaluate a trained ensemble and write one row per seed (replacing that run's old rows).
+
+    Evaluation sets are cached on disk beside the store (`<store folder>/cache`) unless
+    `cache_dir` says otherwise, so parallel jobs and later `eval` calls reuse them.
+    """
+    task, meta, ident = task_of(result), result.meta, result.identity
+    if cache_dir is None:
+        cache_dir = os.path.join(os.path.dirname(os.path.abspath(db_path(db))), "cache")
+    model = result.model
+    lengths = tuple(meta.get("eval_lengths", ()))
+    scores = evaluate(model, task, lengths=lengths, n_sequences=meta.get("eval_sequences", DEFAULT_SEQUENCES),
+                      cache_dir=cache_dir)
+    model_cfg = dataclasses.asdict(model.cfg) if dataclasses.is_dataclass(getattr(model, "cfg", None)) else {}
+    attention = model_cfg.get("attention")
+    env = environment(device, attention)
+    final = result.final_loss()
+    batch = ident["train"]["batch_size"]
+    rows = []
+    for e, seed in enumerate(result.seeds):
+        s = scores[e]
+        primary = s["evals"][s["primary"]]
+        rows.append({
+            "run_id": result.run_id, "seed": seed, "member": e, "group_id": meta.get("group_id"),
+            "preset": meta.get("preset"), "task": task.name, "task_label": meta.get("label", task.describe()),
+            "task_config": task.config(), "arch": ident["arch"],
+            "config": {"model": model_cfg, "model_args": ident["model"], "train": ident["train"],
+                       "seeds": result.seeds, "max_len": ident["max_len"], "eval_lengths": list(lengths),
+                       "eval_sequences": meta.get("eval_sequences"), "checkpoint": result.checkpoint},
+            "params": model.num_params(), "steps": result.steps, "wall_s": result.wall_s,
+            "steps_per_s": result.steps_per_s,
+            "sequences_per_s": result.steps * batch * len(result.seeds) / result.wall_s if result.wall_s else None,
+            "status": result.diverged.get(e, "ok"), "final_loss": final[e],
+            "entropy_mae_bits": primary["entropy_mae"]["mean"],
+            "entropy_mae_ci_low": primary["entropy_mae"]["ci_low"],
+            "entropy_mae_ci_high": primary["entropy_mae"]["ci_high"],
+            "kl_bits": primary["kl"]["mean"], "kl_ci_low": primary["kl"]["ci_low"],
+            "kl_ci_high": primary["kl"]["ci_high"],
+            "metrics": {"primary": s["primary"], "evals": s["evals"], "permutation": s.get("permutation"),
+                        "param_breakdown": model.param_breakdown(),
+                        "final_loss": "mean training cross-entropy (nats) over the last 100 steps"},
+            "curves": s["curves"], "loss_curve": _subsample(result.losses, e), "environment": env,
+        })
+    write_rows(rows, db)
+    return rows

@@ -1,0 +1,188 @@
+"""Score trained ensembles against the exact posterior on fixed evaluation sets.
+
+- `eval_set(task, n)`: the task's evaluation sequences, drawn from a seed fixed per task and
+  disjoint from every training-data seed, cached in memory (and on disk with `cache_dir`).
+- `evaluate_members(model, batch)`: entropy MAE and KL(p || q) in bits per member, with 95%
+  intervals over sequences (`metrics.summarize`) and per-position curves.
+- `permute_hmm_labels(task, batch, generator)`: SPEC.md 3.2's label-permutation check: relabel
+  the hidden states by sigma (T'[sigma(i), sigma(j)] = T[i, j], E'[sigma(i), o] = E[i, o]) and
+  recompute the exact posterior; a model that filters the HMM given in the header must score
+  the same on both (paired difference with its interval).
+- `evaluate(model, task, ...)`: all of it, as JSON-ready dicts per member for the store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import os
+import zlib
+
+import torch
+from torch import Tensor
+
+from .metrics import Summary, entropy_bits, kl_bits, per_position, summarize
+from .models import EnsembleModel
+from .oracle import hmm_filter
+from .tasks import Batch, Task
+
+DEFAULT_SEQUENCES = 4096
+_EVAL_DOMAIN = 2**61  # training data seeds are below 2^61 (train.data_seed), evaluation seeds above
+_cache: dict[str, Batch] = {}
+
+
+def eval_seed(task: Task, salt: str = "eval") -> int:
+    """Evaluation-set seed of a task: fixed by its configuration, never a training-data seed."""
+    return _EVAL_DOMAIN + zlib.crc32(f"{salt}:{task.describe()}".encode())
+
+
+def eval_set(task: Task, n: int = DEFAULT_SEQUENCES, *, seed: int | None = None,
+             cache_dir: str | None = None) -> Batch:
+    """The fixed evaluation batch of `task` (n sequences, CPU), cached by (task, n, seed)."""
+    seed = eval_seed(task) if seed is None else seed
+    key = hashlib.sha1(f"{task.describe()}|{n}|{seed}".encode()).hexdigest()[:16]
+    if key in _cache:
+        return _cache[key]
+    path = None if cache_dir is None else os.path.join(cache_dir, f"eval-{task.name}-{key}.pt")
+    if path is not None and os.path.exists(path):
+        batch = Batch(**torch.load(path, weights_only=True))
+    else:
+        batch = task.sample(n, torch.Generator().manual_seed(seed))
+        if path is not None:
+            os.makedirs(cache_dir, exist_ok=True)
+            tmp = f"{path}.tmp{os.getpid()}"
+            torch.save({f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}, tmp)
+            os.replace(tmp, path)
+    _cache[key] = batch
+    return batch
+
+
+@torch.no_grad()
+def predict(model: EnsembleModel, batch: Batch, chunk: int = 512) -> Tensor:
+    """Log-probabilities [E, N, L, C] (float64, CPU) of every member on the same sequences."""
+    model.eval()
+    device = next(model.parameters()).device
+    E, out = model.ensemble, []
+    for start in range(0, batch.batch_size, chunk):
+        part = batch.slice(start, start + chunk).to(device)
+        tokens = part.tokens.unsqueeze(0).expand(E, *part.tokens.shape)
+        header = None if part.header is None else part.header.unsqueeze(0).expand(E, *part.header.shape)
+        out.append(torch.log_softmax(model(tokens, header).double(), -1).cpu())
+    return torch.cat(out, dim=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberScore:
+    """One member's errors on one evaluation set (all bits, on the task's scored positions)."""
+
+    entropy_mae: Summary
+    kl: Summary
+    errors: Tensor  # [N, L] |H(q) - H(p)|, for paired comparisons
+    curves: dict[str, list[float]]
+
+
+def evaluate_members(model: EnsembleModel, batch: Batch) -> list[MemberScore]:
+    """Entropy MAE and KL(p || q) of each member against batch.posterior, with curves."""
+    log_q = predict(model, batch)
+    p, mask = batch.posterior.double(), batch.mask
+    h_p = entropy_bits(p)
+    positions = mask.any(0).nonzero().flatten()
+    scores = []
+    for e in range(model.ensemble):
+        h_q = -(log_q[e].exp() * log_q[e]).sum(-1) / math.log(2.0)
+        err, kl = (h_q - h_p).abs(), kl_bits(p, log_q=log_q[e])
+        curve = lambda v: [float(x) for x in per_position(v, mask)[positions]]  # noqa: E731
+        scores.append(MemberScore(
+            summarize(err, mask), summarize(kl, mask), err,
+            {"position": positions.tolist(), "entropy_mae": curve(err), "kl": curve(kl),
+             "model_entropy": curve(h_q), "bayes_entropy": curve(h_p)}))
+    return scores
+
+
+def permute_hmm_labels(task: Task, batch: Batch, generator: torch.Generator) -> Batch:
+    """The same HMM sequences with hidden-state labels permuted by a random sigma per sequence.
+
+    T'[sigma(i), sigma(j)] = T[i, j], E'[sigma(i), o] = E[i, o], init'[sigma(i)] = init[i],
+    s'_t = sigma(s_t); observations unchanged; the posterior is recomputed by the oracle.
+    """
+    lat = batch.latents
+    trans, emit, init, states, obs = lat["trans"], lat["emit"], lat["init"], lat["states"], lat["obs"]
+    B, S = init.shape
+    sigma = torch.rand((B, S), generator=generator).argsort(-1)  # sigma[b, i]: new label of state i
+    inv = sigma.argsort(-1)  # inv[b, new label] = old label
+    rows = inv.unsqueeze(-1)
+    trans_p = trans.gather(1, rows.expand(B, S, S)).gather(2, inv.unsqueeze(1).expand(B, S, S))
+    emit_p = emit.gather(1, rows.expand(B, S, emit.shape[2]))
+    init_p = init.gather(1, inv)
+    states_p = sigma.gather(1, states)
+    post = hmm_filter(trans_p, emit_p, obs, init_p)
+    return task.assemble(trans_p, emit_p, init_p, states_p, obs, post)
+
+
+def scored_positions(task: Task) -> str:
+    """Which positions a task's numbers average over, in words."""
+    if task.name == "bijection":
+        parts = []
+        if task.supervise in ("values", "both"):
+            parts.append(f"the {task.L} value predictions (pi(x_k) at each key x_k, k = 1..{task.L})")
+        if task.supervise in ("query", "both"):
+            parts.append("the final query (a retrieval: point-mass posterior)")
+        return " and ".join(parts)
+    if task.name == "hmm":
+        return f"the K = {task.K} observation positions (filtering posterior p(s_t | o_1..t))"
+    return "every supervised position"
+
+
+def summary_dict(s: Summary) -> dict:
+    return {"mean": s.mean, "ci_low": s.ci_low, "ci_high": s.ci_high,
+            "n_sequences": s.n_sequences, "n_positions": s.n_positions}
+
+
+def evaluation_tasks(task: Task, lengths: tuple[int, ...] = ()) -> dict[str, Task]:
+    """{name: task} to score: the training task, plus HMM length-generalisation variants."""
+    if not lengths:
+        return {"standard": task}
+    if task.name != "hmm":
+        raise ValueError(f"eval lengths apply to the hmm task only, got task {task.name!r}")
+    return {f"K={k}": dataclasses.replace(task, K=int(k)) for k in lengths}
+
+
+def max_eval_len(task: Task, lengths: tuple[int, ...] = ()) -> int:
+    """Position embeddings must cover this length (the longest evaluation sequence)."""
+    return max(t.seq_len for t in evaluation_tasks(task, lengths).values())
+
+
+def evaluate(model: EnsembleModel, task: Task, *, lengths: tuple[int, ...] = (),
+             n_sequences: int = DEFAULT_SEQUENCES, permutation_check: bool | None = None,
+             cache_dir: str | None = None) -> list[dict]:
+    """Score every member; returns per member {"primary", "evals", "curves", "permutation"}.
+
+    The primary evaluation is the training task itself (for the HMM: K as trained). With
+    `permutation_check` (default: on for the HMM) the primary set is also scored with
+    permuted labels.
+    """
+    tasks = evaluation_tasks(task, lengths)
+    primary = next((name for name, t in tasks.items() if t == task), None)
+    if primary is None:  # the trained length was not among `lengths`: score it first anyway
+        primary = f"K={task.K}"
+        tasks = {primary: task, **tasks}
+    out = [{"primary": primary, "evals": {}, "curves": {}} for _ in range(model.ensemble)]
+    for name, t in tasks.items():
+        batch = eval_set(t, n_sequences, cache_dir=cache_dir)
+        for e, s in enumerate(evaluate_members(model, batch)):
+            out[e]["evals"][name] = {"task": t.describe(), "positions": scored_positions(t),
+                                     "entropy_mae": summary_dict(s.entropy_mae), "kl": summary_dict(s.kl)}
+            out[e]["curves"][name] = s.curves
+    if permutation_check is None:
+        permutation_check = task.name == "hmm"
+    if permutation_check:
+        batch = eval_set(task, n_sequences, cache_dir=cache_dir)
+        permuted = permute_hmm_labels(task, batch, torch.Generator().manual_seed(eval_seed(task, "permute")))
+        plain, perm = evaluate_members(model, batch), evaluate_members(model, permuted)
+        for e in range(model.ensemble):
+            diff = summarize(plain[e].errors - perm[e].errors, batch.mask)
+            out[e]["permutation"] = {"eval": primary, "entropy_mae": plain[e].entropy_mae.mean,
+                                     "entropy_mae_permuted": perm[e].entropy_mae.mean,
+                                     "difference": summary_dict(diff)}
+    return out

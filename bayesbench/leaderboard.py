@@ -1,0 +1,169 @@
+"""Leaderboards: queries over the results store, as Markdown, CSV or JSON.
+
+Every number says what it is: entropy MAE = mean over (sequence, scored position) of
+|H(model) - H(Bayes)| in bits; KL = mean KL(Bayes || model) in bits; both over the task's
+fixed evaluation set, on the positions named in the table's notes. By default each
+(task, arch) shows its most recent run, with one value per seed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+from .results import read_rows
+
+FORMATS = ("md", "csv", "json")
+
+
+def select_rows(db: str | None = None, *, task: str | None = None, arch: str | None = None,
+                group_id: str | None = None, latest: bool = True) -> list[dict]:
+    """Stored rows, filtered; with `latest`, only the newest run of each (task_label, arch)."""
+    where, params = [], []
+    if task:
+        where.append("(task = ? OR task_label = ?)")
+        params += [task, task]
+    if arch:
+        where.append("arch = ?")
+        params.append(arch)
+    if group_id:
+        where.append("group_id = ?")
+        params.append(group_id)
+    rows = read_rows(db, where=" AND ".join(where), params=tuple(params))
+    if latest:
+        newest: dict[tuple[str, str], str] = {}
+        for r in rows:  # oldest first, so the last run seen wins
+            newest[(r["task_label"], r["arch"])] = r["run_id"]
+        rows = [r for r in rows if newest[(r["task_label"], r["arch"])] == r["run_id"]]
+    return rows
+
+
+def json_runs(rows: list[dict]) -> dict:
+    """{"runs": [...]}: one flat record per (run, seed), for --json."""
+    runs = []
+    for r in rows:
+        m = r["metrics"] or {}
+        runs.append({
+            "run_id": r["run_id"], "seed": r["seed"], "task": r["task"], "task_label": r["task_label"],
+            "arch": r["arch"], "params": r["params"], "steps": r["steps"], "final_loss": r["final_loss"],
+            "entropy_mae_bits": r["entropy_mae_bits"],
+            "entropy_mae_ci": [r["entropy_mae_ci_low"], r["entropy_mae_ci_high"]],
+            "kl_bits": r["kl_bits"], "kl_ci": [r["kl_ci_low"], r["kl_ci_high"]],
+            "wall_s": r["wall_s"], "steps_per_s": r["steps_per_s"], "status": r["status"],
+            "preset": r["preset"], "group_id": r["group_id"], "eval": m.get("primary"),
+            "evals": {name: {"entropy_mae_bits": ev["entropy_mae"]["mean"], "kl_bits": ev["kl"]["mean"],
+                             "positions": ev["positions"]}
+                      for name, ev in (m.get("evals") or {}).items()},
+            "permutation": m.get("permutation"), "created_at": r["created_at"],
+        })
+    return {"runs": runs}
+
+
+def _aggregate(rows: list[dict]) -> list[dict]:
+    """One entry per (task_label, eval, arch) with per-seed values, in a stable order."""
+    groups: dict[tuple, dict] = {}
+    for r in rows:
+        evals = (r["metrics"] or {}).get("evals") or {}
+        for name, ev in evals.items():
+            key = (r["task_label"], name, r["arch"])
+            g = groups.setdefault(key, {"task": r["task_label"], "eval": name, "arch": r["arch"],
+                                        "params": r["params"], "steps": r["steps"], "seeds": [], "mae": [],
+                                        "kl": [], "positions": ev["positions"],
+                                        "n_sequences": ev["entropy_mae"]["n_sequences"], "status": [],
+                                        "primary": name == r["metrics"].get("primary")})
+            g["seeds"].append(r["seed"])
+            g["mae"].append(ev["entropy_mae"]["mean"])
+            g["kl"].append(ev["kl"]["mean"])
+            g["status"].append(r["status"])
+    out = sorted(groups.values(), key=lambda g: (g["task"], _eval_order(g["eval"]), _mean(g["mae"])))
+    for g in out:
+        g["mae_mean"], g["kl_mean"] = _mean(g["mae"]), _mean(g["kl"])
+    return out
+
+
+def _eval_order(name: str):
+    return (0, int(name[2:])) if name.startswith("K=") and name[2:].isdigit() else (1, 0)
+
+
+def _mean(xs: list) -> float:
+    vals = [x for x in xs if x is not None and math.isfinite(x)]
+    return sum(vals) / len(vals) if vals else float("nan")
+
+
+def _fmt(x) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "n/a"
+    return f"{x:.4f}" if abs(x) >= 1e-3 else f"{x:.2e}"
+
+
+def _count(n: int) -> str:
+    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k"
+
+
+def markdown(rows: list[dict]) -> str:
+    """The leaderboard table plus notes saying what every number is."""
+    if not rows:
+        return "(no results in the store yet: run `bayesbench run --preset quick`)"
+    agg = _aggregate(rows)
+    lines = ["| task | eval | arch | params | steps | seeds | entropy MAE (bits), mean | per seed | KL (bits), mean | x best |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    best: dict[tuple, float] = {}
+    for g in agg:
+        key = (g["task"], g["eval"])
+        best[key] = min(best.get(key, math.inf), g["mae_mean"])
+    for g in agg:
+        ratio = g["mae_mean"] / best[(g["task"], g["eval"])] if best[(g["task"], g["eval"])] > 0 else float("nan")
+        flag = "" if all(s == "ok" for s in g["status"]) else " (diverged member)"
+        lines.append(f"| {g['task']} | {g['eval']}{'' if not g['primary'] else ' (trained)'} | {g['arch']}{flag} | "
+                     f"{_count(g['params'])} | {g['steps']} | {','.join(map(str, g['seeds']))} | "
+                     f"{_fmt(g['mae_mean'])} | {' '.join(_fmt(x) for x in g['mae'])} | {_fmt(g['kl_mean'])} | "
+                     f"{ratio:.1f}x |")
+    notes = ["", "Metrics (bits, log base 2), each averaged over every (sequence, scored position) pair of the "
+             "task's fixed evaluation set:",
+             "- entropy MAE = mean |H(model) - H(Bayes)|; KL = mean KL(Bayes || model); 'per seed' lists each "
+             "ensemble member in seed order; 'x best' = mean MAE / best mean MAE on that task and eval.",
+             "- scored positions:"]
+    seen = set()
+    for g in agg:
+        if (g["task"], g["eval"]) not in seen:
+            seen.add((g["task"], g["eval"]))
+            notes.append(f"  - {g['task']} {g['eval']}: {g['positions']}; {g['n_sequences']} sequences")
+    perm = [r for r in rows if (r["metrics"] or {}).get("permutation")]
+    if perm:
+        notes.append("- HMM label-permutation check (SPEC.md 3.2; same sequences, hidden states relabelled, "
+                     "posterior recomputed): MAE vs permuted MAE, difference with 95% CI:")
+        for r in perm:
+            p = r["metrics"]["permutation"]
+            d = p["difference"]
+            notes.append(f"  - {r['task_label']} {p['eval']} {r['arch']} seed {r['seed']}: {_fmt(p['entropy_mae'])} vs "
+                         f"{_fmt(p['entropy_mae_permuted'])}, difference {d['mean']:+.2e} "
+                         f"[{d['ci_low']:+.2e}, {d['ci_high']:+.2e}]")
+    bad = [r for r in rows if r["status"] != "ok"]
+    for r in bad:
+        notes.append(f"- {r['task_label']} {r['arch']} seed {r['seed']}: {r['status']}")
+    return "\n".join(lines + notes)
+
+
+def to_csv(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["task", "eval", "arch", "params", "steps", "seed", "entropy_mae_bits", "kl_bits", "n_sequences",
+                "positions", "status", "run_id"])
+    for r in rows:
+        for name, ev in ((r["metrics"] or {}).get("evals") or {}).items():
+            w.writerow([r["task_label"], name, r["arch"], r["params"], r["steps"], r["seed"],
+                        ev["entropy_mae"]["mean"], ev["kl"]["mean"], ev["entropy_mae"]["n_sequences"],
+                        ev["positions"], r["status"], r["run_id"]])
+    return buf.getvalue()
+
+
+def render(rows: list[dict], fmt: str = "md") -> str:
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+    if fmt == "md":
+        return markdown(rows)
+    if fmt == "csv":
+        return to_csv(rows).rstrip("\n")
+    return json.dumps(json_runs(rows), indent=2)

@@ -1,0 +1,124 @@
+"""What every ensemble model shares: the task's shapes, per-member init, counting, splitting.
+
+Models take tokens [E, B, L] (each member its own batch) and, for tasks with continuous
+headers, header [E, B, H, D]; they return logits [E, B, L, C] over the task's C classes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .layers import EnsembleEmbedding, EnsembleLinear
+
+
+@dataclass(frozen=True)
+class TaskShape:
+    """The sizes a model needs from a task.
+
+    max_len sizes the learned position embeddings: it must cover the longest sequence the model
+    will ever see, which for length-generalisation evaluation (HMM trained at K = 20, scored at
+    K = 50) is longer than the training sequences. Positions never seen in training keep their
+    initial values (shrunk by weight decay): that is the honest length-generalisation setup.
+    """
+
+    vocab_size: int
+    num_classes: int
+    max_len: int
+    header_len: int = 0
+    header_dim: int = 0
+
+    @classmethod
+    def from_task(cls, task, max_len: int | None = None) -> "TaskShape":
+        L = task.seq_len if max_len is None else max_len
+        if L < task.seq_len:
+            raise ValueError(f"max_len must be >= the task's seq_len {task.seq_len}, got {max_len}")
+        return cls(task.vocab_size, task.num_classes, L, task.header_len, task.header_dim)
+
+
+class InputEmbedding(nn.Module):
+    """Token + absolute position embedding, plus projected header vectors at positions 0..H-1.
+
+    For the HMM `rows` encoding the header rows (T then E, zero-padded to D) go through an
+    ensemble linear map (no bias: the slot id's token embedding already plays that role) and
+    are added to the embedding of the slot token at the same position.
+    """
+
+    def __init__(self, ensemble: int, shape: TaskShape, dim: int, init_std: float = 0.02) -> None:
+        super().__init__()
+        self.shape = shape
+        self.tok = EnsembleEmbedding(ensemble, shape.vocab_size, dim, init_std)
+        self.pos = EnsembleEmbedding(ensemble, shape.max_len, dim, init_std)
+        self.header = (EnsembleLinear(ensemble, shape.header_dim, dim, bias=False, init_std=init_std)
+                       if shape.header_dim > 0 else None)
+
+    def forward(self, tokens: Tensor, header: Tensor | None = None) -> Tensor:
+        E, B, L = tokens.shape
+        positions = torch.arange(L, device=tokens.device).expand(E, L)
+        x = self.tok(tokens) + self.pos(positions).unsqueeze(1)
+        if self.header is not None:
+            if header is None:
+                raise ValueError("header must be given: this model was built for a task with a continuous header")
+            h = self.header(header.to(x.dtype))  # [E, B, H, dim]
+            x = x + F.pad(h, (0, 0, 0, L - h.shape[2]))
+        return x
+
+
+class EnsembleModel(nn.Module):
+    """Base class: E members in one module; subclasses define `forward(tokens, header)`."""
+
+    def __init__(self, shape: TaskShape, ensemble: int) -> None:
+        super().__init__()
+        if isinstance(ensemble, bool) or not isinstance(ensemble, int) or ensemble < 1:
+            raise ValueError(f"ensemble must be a positive integer (number of members), got {ensemble!r}")
+        self.shape = shape
+        self.ensemble = ensemble
+        self.seeds: list[int] = []
+
+    def init_members(self, seeds: list[int]) -> None:
+        """Initialise member e from seed s_e, exactly as a one-member model with that seed.
+
+        Modules are visited in registration order and each draws from its member's own
+        generator, so member e's numbers do not depend on E or on the other seeds.
+        """
+        seeds = [int(s) for s in seeds]
+        if len(seeds) != self.ensemble:
+            raise ValueError(f"seeds must have one entry per member ({self.ensemble}), got {len(seeds)}")
+        for e, seed in enumerate(seeds):
+            generator = torch.Generator().manual_seed(seed)
+            for module in self.modules():
+                reset = getattr(module, "reset_member", None)
+                if reset is not None:
+                    reset(e, generator)
+        self.seeds = seeds
+
+    def num_params(self) -> int:
+        """Trainable parameters of ONE member (every tensor counted once, nothing tied)."""
+        return sum(p.numel() for p in self.parameters()) // self.ensemble
+
+    def param_breakdown(self) -> dict[str, int]:
+        """Parameters of one member per top-level submodule (e.g. embed, blocks, ln_f, head)."""
+        return {name: sum(p.numel() for p in child.parameters()) // self.ensemble
+                for name, child in self.named_children()}
+
+    def member_state(self, e: int) -> dict[str, Tensor]:
+        """Member e's parameters as the state dict of a one-member model (split checkpoints)."""
+        if not 0 <= e < self.ensemble:
+            raise ValueError(f"member must be in 0..{self.ensemble - 1}, got {e}")
+        return {k: v[e : e + 1].clone() for k, v in self.state_dict().items()}
+
+    def check_inputs(self, tokens: Tensor, header: Tensor | None) -> None:
+        if tokens.dim() != 3 or tokens.shape[0] != self.ensemble:
+            raise ValueError(f"tokens must have shape [E={self.ensemble}, B, L], got {list(tokens.shape)}")
+        if tokens.shape[2] > self.shape.max_len:
+            raise ValueError(f"tokens: sequence length {tokens.shape[2]} exceeds the model's max_len "
+                             f"{self.shape.max_len} (size position embeddings for the longest eval length)")
+        if header is not None and (header.dim() != 4 or header.shape[:2] != tokens.shape[:2]):
+            raise ValueError(f"header must have shape [E, B, H, D] matching tokens {list(tokens.shape)}, "
+                             f"got {list(header.shape)}")
+
+    def forward(self, tokens: Tensor, header: Tensor | None = None) -> Tensor:  # pragma: no cover
+        raise NotImplementedError

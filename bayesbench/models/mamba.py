@@ -1,0 +1,189 @@
+"""Mamba-1 style selective state-space model, ensemble-native, pure PyTorch.
+
+Block (pre-norm residual, x += mixer(LN(x))):
+  [u, z] = x W_in;  u = SiLU(causal depthwise conv_4(u));  [dt_low, B_t, C_t] = u W_x;
+  delta = softplus(dt_low W_dt + b_dt);  h_t = exp(delta_t A) h_{t-1} + delta_t B_t u_t;
+  y_t = C_t . h_t + D u_t;  out = (y * SiLU(z)) W_out.
+A = -exp(A_log) is diagonal per channel (S4D-real init A_log[d, n] = log(n + 1)), D = 1,
+b_dt = softplus^{-1}(dt) with dt log-uniform in [1e-3, 1e-1], W_dt ~ U(+-dt_rank^-1/2), conv
+~ torch's Conv1d default U(+-1/sqrt(k)), other maps N(0, 0.02^2) like the transformer's, W_out
+scaled by 1/sqrt(n_layer). A_log is flagged `_no_weight_decay` (mamba_ssm's convention). The scan
+over time is `scan.selective_scan`: the parallel associative scan on CUDA, the sequential loop
+(the same autograd Function, faster on a CPU) elsewhere, or as configured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .base import EnsembleModel, InputEmbedding, TaskShape
+from .layers import EnsembleLayerNorm, EnsembleLinear, residual_std
+from .recurrent import match_widths, meta_params, positive_int, uniform
+from .registry import register_model
+from .scan import SCAN_METHODS, inverse_softplus, selective_scan
+
+
+@dataclass(frozen=True)
+class MambaConfig:
+    n_layer: int = 12  # two Mamba blocks ~ one transformer block in parameters
+    d_model: int = 192
+    d_state: int = 16
+    d_conv: int = 4
+    d_inner: int | None = None  # default 2 * d_model (Mamba's expand = 2); the fine matching knob
+    dt_rank: int | None = None  # default ceil(d_model / 16)
+    dt_min: float = 1e-3
+    dt_max: float = 1e-1
+    scan: str = "auto"  # parallel scan on CUDA, sequential loop on CPU (scan.py); "reference" for tests
+
+    def __post_init__(self) -> None:
+        for f in ("n_layer", "d_model", "d_state", "d_conv"):
+            positive_int(f, getattr(self, f))
+        for f in ("d_inner", "dt_rank"):
+            if getattr(self, f) is not None:
+                positive_int(f, getattr(self, f))
+        if not 0 < self.dt_min <= self.dt_max:
+            raise ValueError(f"dt_min and dt_max must satisfy 0 < dt_min <= dt_max, got {self.dt_min}, {self.dt_max}")
+        if self.scan not in SCAN_METHODS:
+            raise ValueError(f"scan must be one of {SCAN_METHODS}, got {self.scan!r}")
+
+    @property
+    def inner(self) -> int:
+        return 2 * self.d_model if self.d_inner is None else self.d_inner
+
+    @property
+    def rank(self) -> int:
+        return math.ceil(self.d_model / 16) if self.dt_rank is None else self.dt_rank
+
+
+class CausalDepthwiseConv(nn.Module):
+    """Per-channel causal conv over time: [E, B, L, D] -> same, weight [E, D, k], bias [E, D].
+
+    One grouped F.conv1d with the members folded into the channels (E * D groups).
+    """
+
+    def __init__(self, E: int, channels: int, kernel: int) -> None:
+        super().__init__()
+        self.channels, self.kernel = channels, kernel
+        self.weight = nn.Parameter(torch.empty(E, channels, kernel))
+        self.bias = nn.Parameter(torch.empty(E, channels))
+
+    def reset_member(self, e: int, generator: torch.Generator) -> None:
+        bound = 1.0 / math.sqrt(self.kernel)  # torch's Conv1d default for a depthwise conv
+        with torch.no_grad():
+            self.weight[e].copy_(uniform((self.channels, self.kernel), bound, generator))
+            self.bias[e].copy_(uniform((self.channels,), bound, generator))
+
+    def forward(self, x: Tensor) -> Tensor:
+        E, B, L, D = x.shape
+        xc = x.permute(1, 0, 3, 2).reshape(B, E * D, L)
+        y = F.conv1d(xc, self.weight.reshape(E * D, 1, self.kernel), self.bias.reshape(E * D),
+                     padding=self.kernel - 1, groups=E * D)[..., :L]
+        return y.reshape(B, E, D, L).permute(1, 0, 3, 2)
+
+
+class SelectiveSSM(nn.Module):
+    """The input-dependent parameters (delta, B, C) and the scan: [E, B, L, Di] -> same."""
+
+    def __init__(self, E: int, cfg: MambaConfig) -> None:
+        super().__init__()
+        Di, N, R = cfg.inner, cfg.d_state, cfg.rank
+        self.cfg = cfg
+        self.x_proj = EnsembleLinear(E, Di, R + 2 * N, bias=False)
+        self.dt_weight = nn.Parameter(torch.empty(E, R, Di))
+        self.dt_bias = nn.Parameter(torch.empty(E, Di))
+        self.A_log = nn.Parameter(torch.empty(E, Di, N))
+        self.A_log._no_weight_decay = True  # mamba_ssm's convention: decay would pull A towards -1
+        self.D = nn.Parameter(torch.empty(E, Di))
+
+    def reset_member(self, e: int, generator: torch.Generator) -> None:
+        cfg = self.cfg
+        Di, N, R = cfg.inner, cfg.d_state, cfg.rank
+        with torch.no_grad():
+            self.dt_weight[e].copy_(uniform((R, Di), R ** -0.5, generator))
+            log_dt = torch.rand(Di, generator=generator) * (math.log(cfg.dt_max) - math.log(cfg.dt_min))
+            dt = torch.exp(log_dt + math.log(cfg.dt_min)).clamp(min=1e-4)
+            self.dt_bias[e].copy_(inverse_softplus(dt))
+            self.A_log[e].copy_(torch.log(torch.arange(1, N + 1, dtype=torch.float32)).expand(Di, N))
+            self.D[e].fill_(1.0)
+
+    def forward(self, u: Tensor) -> Tensor:
+        E, B, L, Di = u.shape
+        N, R = self.cfg.d_state, self.cfg.rank
+        dt_low, Bm, Cm = self.x_proj(u).split([R, N, N], dim=-1)
+        delta = F.softplus(torch.baddbmm(self.dt_bias.unsqueeze(1), dt_low.reshape(E, B * L, R), self.dt_weight))
+        A = -torch.exp(self.A_log)  # [E, Di, N]
+        y = selective_scan(u.reshape(E * B, L, Di), delta.reshape(E * B, L, Di),
+                           A.repeat_interleave(B, dim=0), Bm.reshape(E * B, L, N), Cm.reshape(E * B, L, N),
+                           self.D.repeat_interleave(B, dim=0).unsqueeze(1), method=self.cfg.scan)
+        return y.reshape(E, B, L, Di)
+
+
+class MambaBlock(nn.Module):
+    """x + out_proj(SSM(SiLU(conv(in_x))) * SiLU(z)) with [in_x, z] = in_proj(LN(x))."""
+
+    def __init__(self, E: int, cfg: MambaConfig) -> None:
+        super().__init__()
+        self.ln = EnsembleLayerNorm(E, cfg.d_model)
+        self.in_proj = EnsembleLinear(E, cfg.d_model, 2 * cfg.inner, bias=False)
+        self.conv = CausalDepthwiseConv(E, cfg.inner, cfg.d_conv)
+        self.ssm = SelectiveSSM(E, cfg)
+        self.out_proj = EnsembleLinear(E, cfg.inner, cfg.d_model, bias=False, init_std=residual_std(cfg.n_layer))
+
+    def forward(self, x: Tensor) -> Tensor:
+        u, z = self.in_proj(self.ln(x)).chunk(2, dim=-1)
+        y = self.ssm(F.silu(self.conv(u)))
+        return x + self.out_proj(y * F.silu(z))
+
+
+class Mamba(EnsembleModel):
+    """E independent Mamba stacks: tokens [E, B, L] (+ header) -> logits [E, B, L, C]."""
+
+    def __init__(self, shape: TaskShape, cfg: MambaConfig, ensemble: int = 1) -> None:
+        super().__init__(shape, ensemble)
+        self.cfg = cfg
+        self.embed = InputEmbedding(ensemble, shape, cfg.d_model)
+        self.blocks = nn.ModuleList(MambaBlock(ensemble, cfg) for _ in range(cfg.n_layer))
+        self.ln_f = EnsembleLayerNorm(ensemble, cfg.d_model)
+        self.head = EnsembleLinear(ensemble, cfg.d_model, shape.num_classes)
+
+    def set_scan(self, method: str) -> None:
+        """Switch every block's scan: 'auto', 'parallel', 'sequential' or 'reference'."""
+        if method not in SCAN_METHODS:
+            raise ValueError(f"method must be one of {SCAN_METHODS}, got {method!r}")
+        self.cfg = dataclasses.replace(self.cfg, scan=method)
+        for block in self.blocks:
+            block.ssm.cfg = self.cfg
+
+    def forward(self, tokens: Tensor, header: Tensor | None = None) -> Tensor:
+        self.check_inputs(tokens, header)
+        x = self.embed(tokens, header)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+
+def match_mamba(shape: TaskShape, target: int, *, n_layer: int = 12, tolerance: float = 0.01,
+                **cfg) -> MambaConfig:
+    """A MambaConfig of `n_layer` blocks within tolerance of target: d_model, then d_inner.
+
+    Other MambaConfig fields (d_state, d_conv, dt_rank, scan, ...) may be fixed through cfg.
+    """
+    if "d_model" in cfg or "d_inner" in cfg:
+        raise ValueError("match_mamba fits d_model and d_inner itself; do not give them")
+    make = lambda d, di: MambaConfig(n_layer=n_layer, d_model=d, d_inner=di, **cfg)  # noqa: E731
+    d, di = match_widths(lambda d, di: meta_params(lambda: Mamba(shape, make(d, di))), target,
+                         default_fine=lambda d: 2 * d, tolerance=tolerance, what="Mamba")
+    return make(d, None if di == 2 * d else di)
+
+
+@register_model("mamba", "Mamba-1 selective SSM blocks (associative scan on GPU, loop on CPU), pre-norm residual")
+def build_mamba(shape: TaskShape, ensemble: int, match_params: int | None = None, **cfg) -> Mamba:
+    """MambaConfig fields directly, or match_params=N (with n_layer etc.) to fit d_model/d_inner."""
+    config = MambaConfig(**cfg) if match_params is None else match_mamba(shape, int(match_params), **cfg)
+    return Mamba(shape, config, ensemble)

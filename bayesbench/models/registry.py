@@ -1,0 +1,106 @@
+"""Models by name: `get_model("transformer", task, seeds=[0, 1, 2], n_layer=2, d_model=64)`.
+
+A model file registers a builder `(shape: TaskShape, ensemble: int, **cfg) -> EnsembleModel`
+with `@register_model(name, description)`; every module of `bayesbench.models` is imported on
+first lookup, so adding an architecture is adding one file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from .base import EnsembleModel, TaskShape
+
+Builder = Callable[..., EnsembleModel]
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    description: str
+    build: Builder
+
+
+_MODELS: dict[str, ModelEntry] = {}
+_discovered = False
+
+
+def register_model(name: str, description: str = "") -> Callable[[Builder], Builder]:
+    """Decorator adding a builder under `name` (one name, one builder)."""
+
+    def add(build: Builder) -> Builder:
+        if name in _MODELS and _MODELS[name].build is not build:
+            raise ValueError(f"model name {name!r} is already registered")
+        _MODELS[name] = ModelEntry(name, description, build)
+        return build
+
+    return add
+
+
+def _discover() -> None:
+    global _discovered
+    if _discovered:
+        return
+    from bayesbench import models
+
+    for info in pkgutil.iter_modules(models.__path__):
+        try:
+            importlib.import_module(f"{models.__name__}.{info.name}")
+        except Exception as err:  # one broken model file must not take the others down
+            warnings.warn(f"bayesbench.models.{info.name} failed to import and is skipped: "
+                          f"{type(err).__name__}: {err}", RuntimeWarning, stacklevel=3)
+    _discovered = True
+
+
+def list_models() -> dict[str, str]:
+    """{name: one-line description} of every registered architecture."""
+    _discover()
+    return {name: _MODELS[name].description for name in sorted(_MODELS)}
+
+
+def _shape(task_or_shape, max_len: int | None) -> TaskShape:
+    if isinstance(task_or_shape, TaskShape):
+        if max_len is not None and max_len != task_or_shape.max_len:
+            raise ValueError("max_len must not be given with a TaskShape (it already has one)")
+        return task_or_shape
+    return TaskShape.from_task(task_or_shape, max_len)
+
+
+def build_model(name: str, task_or_shape, *, ensemble: int = 1, max_len: int | None = None,
+                **cfg) -> EnsembleModel:
+    """Construct (without initialising) the architecture `name` for a task or TaskShape."""
+    _discover()
+    if name not in _MODELS:
+        raise ValueError(f"unknown model {name!r}; available: {', '.join(sorted(_MODELS))}")
+    try:
+        return _MODELS[name].build(_shape(task_or_shape, max_len), ensemble, **cfg)
+    except TypeError as err:
+        raise ValueError(f"bad configuration for model {name!r}: {err}") from None
+
+
+def get_model(name: str, task_or_shape, *, ensemble: int | None = None, seeds: list[int] | None = None,
+              max_len: int | None = None, device: torch.device | str | None = None, **cfg) -> EnsembleModel:
+    """Build and initialise an ensemble: member e from seeds[e] (default seeds 0..E-1).
+
+    `max_len` sizes the position embeddings (default: the task's seq_len); give the longest
+    evaluation length when the model will be scored on longer sequences than it trains on.
+    """
+    if seeds is None:
+        seeds = list(range(1 if ensemble is None else ensemble))
+    if ensemble is not None and ensemble != len(seeds):
+        raise ValueError(f"ensemble ({ensemble}) must equal the number of seeds ({len(seeds)})")
+    model = build_model(name, task_or_shape, ensemble=len(seeds), max_len=max_len, **cfg)
+    model.init_members(list(seeds))
+    return model.to(device) if device is not None else model
+
+
+def count_params(name: str, task_or_shape, *, max_len: int | None = None, **cfg) -> int:
+    """Parameters of one member, counted on the meta device (no memory, no init)."""
+    with torch.device("meta"):
+        return build_model(name, task_or_shape, ensemble=1, max_len=max_len, **cfg).num_params()

@@ -1,0 +1,87 @@
+"""Paper II's toy: one causal attention head, no residual stream, no LayerNorm, no FFN.
+
+  x = embed(tokens);  q = x W_Q, k = x W_K, v = x W_V (no biases);
+  alpha = softmax(q k^T / sqrt(d_head) + causal mask);  g_i = sum_j alpha_ij v_j;  logits = g W_O.
+W_O maps the context g straight to the C classes, so the upstream gradient u_i = dL/dg_i =
+W_O^T (p_i - y_i) and b_ij = u_i . v_j are exactly the quantities of Paper II's analysis
+(`internals` returns q, k, v, alpha, g for such probes). All weights, embeddings included, are
+drawn N(0, init_std^2) with init_std = 0.1 by default (Paper II's setting).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .base import EnsembleModel, InputEmbedding, TaskShape
+from .layers import EnsembleLinear
+from .recurrent import match_widths, meta_params, positive_int
+from .registry import register_model
+
+
+@dataclass(frozen=True)
+class ToyAttentionConfig:
+    d_model: int = 64  # embedding and value width
+    d_head: int | None = None  # query/key width, default d_model; the fine matching knob
+    init_std: float = 0.1
+
+    def __post_init__(self) -> None:
+        positive_int("d_model", self.d_model)
+        if self.d_head is not None:
+            positive_int("d_head", self.d_head)
+        if not self.init_std > 0:
+            raise ValueError(f"init_std must be positive, got {self.init_std!r}")
+
+    @property
+    def qk_dim(self) -> int:
+        return self.d_model if self.d_head is None else self.d_head
+
+
+class ToyAttention(EnsembleModel):
+    """E independent one-head attention toys: tokens [E, B, L] (+ header) -> logits [E, B, L, C]."""
+
+    def __init__(self, shape: TaskShape, cfg: ToyAttentionConfig, ensemble: int = 1) -> None:
+        super().__init__(shape, ensemble)
+        self.cfg = cfg
+        d, dk, std = cfg.d_model, cfg.qk_dim, cfg.init_std
+        self.embed = InputEmbedding(ensemble, shape, d, init_std=std)
+        self.W_Q = EnsembleLinear(ensemble, d, dk, bias=False, init_std=std)
+        self.W_K = EnsembleLinear(ensemble, d, dk, bias=False, init_std=std)
+        self.W_V = EnsembleLinear(ensemble, d, d, bias=False, init_std=std)
+        self.W_O = EnsembleLinear(ensemble, d, shape.num_classes, bias=False, init_std=std)
+
+    def internals(self, tokens: Tensor, header: Tensor | None = None) -> dict[str, Tensor]:
+        """Every intermediate: x, q, k, v [E, B, L, *], alpha [E, B, L, L], g [E, B, L, d], logits."""
+        self.check_inputs(tokens, header)
+        x = self.embed(tokens, header)
+        q, k, v = self.W_Q(x), self.W_K(x), self.W_V(x)
+        L = tokens.shape[2]
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.cfg.qk_dim)
+        future = torch.ones(L, L, dtype=torch.bool, device=tokens.device).triu(1)
+        alpha = scores.masked_fill(future, float("-inf")).softmax(-1)
+        g = alpha @ v
+        return {"x": x, "q": q, "k": k, "v": v, "alpha": alpha, "g": g, "logits": self.W_O(g)}
+
+    def forward(self, tokens: Tensor, header: Tensor | None = None) -> Tensor:
+        return self.internals(tokens, header)["logits"]
+
+
+def match_toy_attention(shape: TaskShape, target: int, *, tolerance: float = 0.01,
+                        init_std: float = 0.1) -> ToyAttentionConfig:
+    """A toy config within tolerance of target: d_model (with d_head = d_model), then d_head."""
+    make = lambda d, dk: ToyAttentionConfig(d_model=d, d_head=dk, init_std=init_std)  # noqa: E731
+    d, dk = match_widths(lambda d, dk: meta_params(lambda: ToyAttention(shape, make(d, dk))), target,
+                         default_fine=lambda d: d, tolerance=tolerance, what="toy attention")
+    return make(d, None if dk == d else dk)
+
+
+@register_model("toy-attention", "Paper II toy: one causal attention head, no residual/LayerNorm, W_O to logits")
+def build_toy_attention(shape: TaskShape, ensemble: int, match_params: int | None = None,
+                        **cfg) -> ToyAttention:
+    """ToyAttentionConfig fields directly, or match_params=N to fit d_model and d_head."""
+    config = (ToyAttentionConfig(**cfg) if match_params is None
+              else match_toy_attention(shape, int(match_params), **cfg))
+    return ToyAttention(shape, config, ensemble)

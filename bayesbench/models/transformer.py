@@ -1,0 +1,170 @@
+"""A GPT-style causal transformer, ensemble-native (nanoGPT's model.py is the style anchor).
+
+Pre-norm blocks x += attn(ln(x)); x += mlp(ln(x)), learned token and absolute position
+embeddings, a final LayerNorm and a linear head onto the task's C classes. Attention folds the
+ensemble into the batch ([E*B, H, T, Dh]) so one SDPA (or Triton) call serves every member.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .base import EnsembleModel, InputEmbedding, TaskShape
+from .layers import EnsembleLayerNorm, EnsembleLinear, residual_std
+from .registry import register_model
+
+ATTENTION_BACKENDS = ("sdpa", "eager", "triton")
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    n_layer: int = 6
+    n_head: int = 6
+    d_model: int = 192
+    d_ffn: int = 768
+    dropout: float = 0.0
+    bias: bool = True
+    attention: str = "sdpa"
+
+    def __post_init__(self) -> None:
+        for f in ("n_layer", "n_head", "d_model", "d_ffn"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{f} must be a positive integer, got {v!r}")
+        if self.d_model % self.n_head:
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if self.attention not in ATTENTION_BACKENDS:
+            raise ValueError(f"attention must be one of {ATTENTION_BACKENDS}, got {self.attention!r}")
+
+
+def eager_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    """softmax(q k^T / sqrt(d) + causal mask) v, written out (the readable reference)."""
+    T = q.shape[-2]
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+    return scores.masked_fill(future, float("-inf")).softmax(-1) @ v
+
+
+def triton_attention(q: Tensor, k: Tensor, v: Tensor, probe=None) -> Tensor:
+    """The instrumented Triton kernel of `bayesbench.kernels` (imported on first use)."""
+    try:
+        from bayesbench.kernels import attention, triton_available
+    except ImportError as err:
+        raise RuntimeError(f"attention='triton' needs bayesbench.kernels, which failed to import ({err}); "
+                           "use attention='sdpa' or 'eager'") from err
+    if not triton_available():
+        raise RuntimeError("attention='triton' needs the triton package and a CUDA GPU (or TRITON_INTERPRET=1 "
+                           "set before triton is imported); use attention='sdpa' or 'eager'")
+    return attention(q, k, v, causal=True, probe=probe)
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention over [E, B, T, d] with E folded into the batch.
+
+    `probe` is the hook for Paper II's routing-law instrumentation: set it (an
+    `bayesbench.kernels.AttentionProbe`) and use attention='triton'; the next backward fills it.
+    """
+
+    def __init__(self, E: int, cfg: TransformerConfig) -> None:
+        super().__init__()
+        self.n_head, self.d_model, self.backend, self.dropout = cfg.n_head, cfg.d_model, cfg.attention, cfg.dropout
+        self.qkv = EnsembleLinear(E, cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
+        self.proj = EnsembleLinear(E, cfg.d_model, cfg.d_model, bias=cfg.bias, init_std=residual_std(2 * cfg.n_layer))
+        self.probe = None
+
+    def forward(self, x: Tensor) -> Tensor:
+        E, B, T, d = x.shape
+        H = self.n_head
+        qkv = self.qkv(x).view(E * B, T, 3, H, d // H).permute(2, 0, 3, 1, 4)  # [3, E*B, H, T, Dh]
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        if self.backend == "sdpa":
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                               dropout_p=self.dropout if self.training else 0.0)
+        elif self.backend == "eager":
+            y = eager_attention(q, k, v)
+        else:
+            y = triton_attention(q, k, v, probe=self.probe)
+        y = y.transpose(1, 2).reshape(E, B, T, d)
+        return F.dropout(self.proj(y), self.dropout, self.training)
+
+
+class FeedForward(nn.Module):
+    def __init__(self, E: int, cfg: TransformerConfig) -> None:
+        super().__init__()
+        self.fc = EnsembleLinear(E, cfg.d_model, cfg.d_ffn, bias=cfg.bias)
+        self.proj = EnsembleLinear(E, cfg.d_ffn, cfg.d_model, bias=cfg.bias, init_std=residual_std(2 * cfg.n_layer))
+        self.dropout = cfg.dropout
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout(self.proj(F.gelu(self.fc(x))), self.dropout, self.training)
+
+
+class Block(nn.Module):
+    def __init__(self, E: int, cfg: TransformerConfig) -> None:
+        super().__init__()
+        self.ln_1 = EnsembleLayerNorm(E, cfg.d_model)
+        self.attn = CausalSelfAttention(E, cfg)
+        self.ln_2 = EnsembleLayerNorm(E, cfg.d_model)
+        self.mlp = FeedForward(E, cfg)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class Transformer(EnsembleModel):
+    """E independent causal transformers: tokens [E, B, L] (+ header) -> logits [E, B, L, C]."""
+
+    def __init__(self, shape: TaskShape, cfg: TransformerConfig, ensemble: int = 1) -> None:
+        super().__init__(shape, ensemble)
+        self.cfg = cfg
+        self.embed = InputEmbedding(ensemble, shape, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(ensemble, cfg) for _ in range(cfg.n_layer))
+        self.ln_f = EnsembleLayerNorm(ensemble, cfg.d_model)
+        self.head = EnsembleLinear(ensemble, cfg.d_model, shape.num_classes, bias=cfg.bias)
+
+    def set_attention(self, backend: str) -> None:
+        """Switch every layer's attention backend (e.g. to 'eager' for a reference check)."""
+        if backend not in ATTENTION_BACKENDS:
+            raise ValueError(f"backend must be one of {ATTENTION_BACKENDS}, got {backend!r}")
+        for block in self.blocks:
+            block.attn.backend = backend
+
+    def set_probe(self, probe, layer: int) -> None:
+        """Attach an attention probe to one layer (read by the 'triton' backend's backward)."""
+        self.blocks[layer].attn.probe = probe
+
+    def forward(self, tokens: Tensor, header: Tensor | None = None) -> Tensor:
+        self.check_inputs(tokens, header)
+        x = F.dropout(self.embed(tokens, header), self.cfg.dropout, self.training)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+
+PRESETS = {
+    "paper-bijection": TransformerConfig(n_layer=6, n_head=6, d_model=192, d_ffn=768),
+    "paper-hmm": TransformerConfig(n_layer=9, n_head=8, d_model=256, d_ffn=1024),
+}
+
+
+def transformer_config(preset: str | None = None, **overrides) -> TransformerConfig:
+    """A TransformerConfig from a named preset (paper-bijection, paper-hmm) plus overrides."""
+    if preset is None:
+        return TransformerConfig(**overrides)
+    if preset not in PRESETS:
+        raise ValueError(f"preset must be one of {tuple(PRESETS)}, got {preset!r}")
+    return dataclasses.replace(PRESETS[preset], **overrides)
+
+
+@register_model("transformer", "GPT-style causal transformer: pre-norm blocks, learned token/position embeddings")
+def build_transformer(shape: TaskShape, ensemble: int, preset: str | None = None, **cfg) -> Transformer:
+    return Transformer(shape, transformer_config(preset, **cfg), ensemble)

@@ -1,0 +1,174 @@
+"""The results store: one SQLite row per (run, seed).
+
+Default file `./results/bayesbench.sqlite`; override with `--db` or the BAYESBENCH_DB
+environment variable. Several processes may write at once: WAL journal, a busy timeout, each
+write in its own `BEGIN IMMEDIATE` transaction, retried while the database is locked.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import sqlite3
+import time
+from datetime import datetime, timezone
+
+DEFAULT_DB = os.path.join("results", "bayesbench.sqlite")
+BUSY_TIMEOUT_MS = 60_000
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    member INTEGER NOT NULL,
+    group_id TEXT,
+    preset TEXT,
+    task TEXT NOT NULL,
+    task_label TEXT NOT NULL,
+    task_config TEXT NOT NULL,
+    arch TEXT NOT NULL,
+    config TEXT NOT NULL,
+    params INTEGER NOT NULL,
+    steps INTEGER NOT NULL,
+    wall_s REAL,
+    steps_per_s REAL,
+    sequences_per_s REAL,
+    status TEXT NOT NULL,
+    final_loss REAL,
+    entropy_mae_bits REAL,
+    entropy_mae_ci_low REAL,
+    entropy_mae_ci_high REAL,
+    kl_bits REAL,
+    kl_ci_low REAL,
+    kl_ci_high REAL,
+    metrics TEXT,
+    curves TEXT,
+    loss_curve TEXT,
+    environment TEXT,
+    created_at TEXT NOT NULL,
+    UNIQUE (run_id, seed)
+);
+CREATE INDEX IF NOT EXISTS runs_task_arch ON runs (task_label, arch, created_at);
+"""
+
+COLUMNS = ("run_id", "seed", "member", "group_id", "preset", "task", "task_label", "task_config", "arch",
+           "config", "params", "steps", "wall_s", "steps_per_s", "sequences_per_s", "status", "final_loss",
+           "entropy_mae_bits", "entropy_mae_ci_low", "entropy_mae_ci_high", "kl_bits", "kl_ci_low",
+           "kl_ci_high", "metrics", "curves", "loss_curve", "environment", "created_at")
+JSON_COLUMNS = ("task_config", "config", "metrics", "curves", "loss_curve", "environment")
+
+
+def db_path(path: str | None = None) -> str:
+    """The store's path: the argument, else $BAYESBENCH_DB, else ./results/bayesbench.sqlite."""
+    return path or os.environ.get("BAYESBENCH_DB") or DEFAULT_DB
+
+
+def connect(path: str | None = None) -> sqlite3.Connection:
+    """Open (creating if needed) the store in WAL mode with a busy timeout."""
+    path = db_path(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+    _retry(lambda: conn.executescript(SCHEMA))
+    return conn
+
+
+def _retry(action, attempts: int = 20):
+    """Run `action`, retrying with back-off while SQLite says the database is locked or busy."""
+    for i in range(attempts):
+        try:
+            return action()
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) and "busy" not in str(err) or i == attempts - 1:
+                raise
+            time.sleep(min(2.0, 0.05 * 2**i))
+
+
+def _clean(value):
+    """JSON cannot hold NaN/inf: store them as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def write_rows(rows: list[dict], path: str | None = None) -> int:
+    """Insert (or replace, keyed by run_id and seed) rows in one transaction; returns the count."""
+    for row in rows:
+        missing = {"run_id", "seed", "task", "task_label", "arch", "params", "steps", "status"} - set(row)
+        if missing:
+            raise ValueError(f"rows must have {sorted(missing)}")
+    records = []
+    for row in rows:
+        row = {"created_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **row}
+        unknown = set(row) - set(COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown result columns {sorted(unknown)}; known: {', '.join(COLUMNS)}")
+        records.append(tuple(json.dumps(_clean(row.get(c)), allow_nan=False) if c in JSON_COLUMNS
+                             else _clean(row.get(c)) for c in COLUMNS))
+    sql = (f"INSERT OR REPLACE INTO runs ({', '.join(COLUMNS)}) "
+           f"VALUES ({', '.join('?' * len(COLUMNS))})")
+    conn = connect(path)
+    try:
+        def transaction():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(sql, records)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        _retry(transaction)
+    finally:
+        conn.close()
+    return len(records)
+
+
+def read_rows(path: str | None = None, *, where: str = "", params: tuple = ()) -> list[dict]:
+    """Rows as dicts (JSON columns decoded), oldest first; `where` is an SQL condition."""
+    if not os.path.exists(db_path(path)):
+        return []
+    conn = connect(path)
+    try:
+        sql = "SELECT * FROM runs" + (f" WHERE {where}" if where else "") + " ORDER BY created_at, id"
+        rows = _retry(lambda: conn.execute(sql, params).fetchall())
+    finally:
+        conn.close()
+    out = []
+    for r in rows:
+        d = dict(r)
+        for c in JSON_COLUMNS:
+            d[c] = json.loads(d[c]) if d[c] is not None else None
+        out.append(d)
+    return out
+
+
+def environment(device: str, attention: str | None = None) -> dict:
+    """Versions, device and the backends a run used (attention kernel, oracle extension)."""
+    import torch
+
+    import bayesbench
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    dev = str(device)
+    name = torch.cuda.get_device_name(torch.device(dev)) if dev.startswith("cuda") else platform.processor() or "cpu"
+    return {
+        "bayesbench": bayesbench.__version__, "torch": torch.__version__, "triton": triton_version,
+        "python": platform.python_version(), "platform": platform.platform(), "device": dev,
+        "device_name": name, "threads": torch.get_num_threads(), "attention_backend": attention,
+        "oracle_extension": bayesbench.extension_status(),
+    }

@@ -1,0 +1,419 @@
+"""Train an ensemble: E seeds in one model, each exactly the model a solo run would train.
+
+What makes member e of an ensemble with seeds [s_0..s_{E-1}] equal a solo run with seed s_e:
+- initialisation from its own seed (`EnsembleModel.init_members`);
+- its own data stream, seeded from s_e only (`MemberStream`);
+- its loss is the mean over its own supervised positions, and the total loss is the SUM over
+  members, so d(total)/d(member e's parameters) = d(loss_e)/d(member e's parameters);
+- gradient clipping per member: the global norm over member e's slice of every parameter;
+- AdamW is element-wise, so its state and update are per member already.
+
+Also here: learning-rate schedules, a NaN/inf guard that freezes a diverged member (the others
+continue; all diverged stops the run), checkpoints that make `resume=True` reproduce an
+uninterrupted run exactly, optional torch.compile and a tqdm progress bar.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .models import EnsembleModel, get_model
+from .tasks import Batch, Task
+
+SCHEDULES = ("constant", "cosine")
+CHECKPOINT_NAME = "checkpoint.pt"
+_TRAIN_DOMAIN = 2**61  # training data seeds live in [0, 2^61); evaluation seeds above it
+_MIX = 0x9E3779B97F4A7C15
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation settings (SPEC.md 4). `warmup_steps` and `min_lr_ratio` apply to 'cosine'.
+
+    prefetch: batches drawn per task.sample call (sliced afterwards; every step still gets
+    fresh sequences). It is part of the data stream's definition: runs that must match
+    (ensemble vs solo, resume) use the same value.
+    """
+
+    steps: int
+    batch_size: int = 64
+    lr: float = 1e-3
+    schedule: str = "constant"
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.0
+    weight_decay: float = 0.01
+    beta1: float = 0.9
+    beta2: float = 0.999
+    grad_clip: float = 1.0
+    prefetch: int = 16
+    checkpoint_every: int = 0
+    compile: bool = False
+
+    def __post_init__(self) -> None:
+        for f in ("steps", "batch_size", "prefetch"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{f} must be a positive integer, got {v!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr!r}")
+        if self.warmup_steps < 0 or self.checkpoint_every < 0:
+            raise ValueError("warmup_steps and checkpoint_every must be >= 0")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
+        if not self.grad_clip > 0:
+            raise ValueError(f"grad_clip must be > 0, got {self.grad_clip!r}")
+
+    def lr_at(self, step: int) -> float:
+        """Learning rate of step `step` (0-based): constant, or linear warm-up then cosine decay."""
+        if self.schedule == "constant":
+            return self.lr
+        if step < self.warmup_steps:
+            return self.lr * (step + 1) / self.warmup_steps
+        progress = (step - self.warmup_steps) / max(1, self.steps - self.warmup_steps)
+        cosine = 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        return self.lr * (self.min_lr_ratio + (1.0 - self.min_lr_ratio) * cosine)
+
+
+# ---------------------------------------------------------------- data: one stream per member
+
+def data_seed(seed: int) -> int:
+    """The training-data generator seed of model seed `seed` (a different stream from its init)."""
+    return (int(seed) * _MIX + 0x5EED) % _TRAIN_DOMAIN
+
+
+class MemberStream:
+    """Fresh training batches for one member: `next()` -> Batch of `batch_size` sequences.
+
+    Samples `prefetch` batches per task.sample call and hands them out in order: fewer calls
+    into the samplers' per-time-step Python loops, still never a repeated sequence.
+    """
+
+    def __init__(self, task: Task, seed: int, batch_size: int, prefetch: int = 16,
+                 device: torch.device | str = "cpu") -> None:
+        self.task, self.batch_size, self.prefetch = task, batch_size, prefetch
+        self.generator = torch.Generator(device=device).manual_seed(data_seed(seed))
+        self._chunk_state = self.generator.get_state()  # generator state before the current chunk
+        self._chunk: Batch | None = None
+        self._offset = 0
+
+    def _refill(self) -> None:
+        self._chunk_state = self.generator.get_state()
+        self._chunk = self.task.sample(self.batch_size * self.prefetch, self.generator)
+        self._offset = 0
+
+    def next(self) -> Batch:
+        if self._chunk is None or self._offset == self.prefetch:
+            self._refill()
+        b, i = self.batch_size, self._offset
+        self._offset += 1
+        return self._chunk.slice(i * b, (i + 1) * b)
+
+    def state_dict(self) -> dict:
+        """Enough to replay exactly: the generator state before the current chunk, the offset."""
+        return {"chunk_state": self._chunk_state.clone(), "offset": self._offset,
+                "has_chunk": self._chunk is not None}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.generator.set_state(state["chunk_state"].cpu())  # RNG states are CPU byte tensors
+        self._chunk, self._offset = None, 0
+        if state["has_chunk"]:
+            self._refill()
+            self._offset = state["offset"]
+
+
+def stack_members(batches: list[Batch]) -> tuple[Tensor, Tensor | None, Tensor, Tensor]:
+    """Per-member batches -> (tokens [E,B,L], header [E,B,H,D] or None, targets, mask [E,B,L])."""
+    header = None if batches[0].header is None else torch.stack([b.header for b in batches])
+    return (torch.stack([b.tokens for b in batches]), header,
+            torch.stack([b.targets for b in batches]), torch.stack([b.mask for b in batches]))
+
+
+# ---------------------------------------------------------------- loss and per-member clipping
+
+def member_losses(logits: Tensor, targets: Tensor, mask: Tensor) -> Tensor:
+    """Cross-entropy per member, averaged over that member's supervised positions: [E].
+
+    Hard targets [E,B,L] (IGNORE_INDEX off the mask) or soft targets [E,B,L,C].
+    """
+    if targets.dim() == 3:
+        ce = F.cross_entropy(logits.flatten(0, 2).float(), targets.flatten(), reduction="none")
+        ce = ce.view(mask.shape)
+    else:
+        ce = -(targets * torch.log_softmax(logits.float(), -1)).sum(-1)
+    ce = torch.where(mask, ce, torch.zeros((), device=ce.device, dtype=ce.dtype))
+    return ce.sum((1, 2)) / mask.sum((1, 2)).clamp(min=1)
+
+
+def member_grad_norms(params: list[Tensor], ensemble: int) -> Tensor:
+    """Global L2 gradient norm of each member over its slice of every parameter: [E]."""
+    sq = torch.zeros(ensemble, device=params[0].device, dtype=torch.float32)
+    for p in params:
+        if p.grad is not None:
+            sq += p.grad.float().pow(2).reshape(ensemble, -1).sum(1)
+    return sq.sqrt()
+
+
+def clip_per_member(params: list[Tensor], norms: Tensor, max_norm: float) -> None:
+    """Scale member e's gradients by min(1, max_norm / (norm_e + 1e-6)) (torch's clip rule)."""
+    coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+    for p in params:
+        if p.grad is not None:
+            p.grad.mul_(coef.view(-1, *([1] * (p.dim() - 1))).to(p.grad.dtype))
+
+
+def decay_groups(model: EnsembleModel, weight_decay: float) -> list[dict]:
+    """AdamW groups: decay matrices and embeddings (>= 2 dims per member), not biases or norms."""
+    decay = [p for p in model.parameters() if p.dim() >= 3]
+    other = [p for p in model.parameters() if p.dim() < 3]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": other, "weight_decay": 0.0}]
+
+
+# ---------------------------------------------------------------- the loop
+
+@dataclass
+class TrainResult:
+    """What a training run produced. losses: [steps_done, E] training CE per member (nats)."""
+
+    run_id: str
+    model: EnsembleModel
+    seeds: list[int]
+    steps: int
+    losses: Tensor
+    wall_s: float
+    diverged: dict[int, str] = field(default_factory=dict)
+    checkpoint: str | None = None
+    identity: dict = field(default_factory=dict)  # task config, arch, model config, seeds, training
+    meta: dict = field(default_factory=dict)  # caller's notes kept in the checkpoint (preset, label, ...)
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.steps / self.wall_s if self.wall_s > 0 else float("nan")
+
+    def final_loss(self, window: int = 100) -> list[float]:
+        """Per member: mean training cross-entropy (nats) over the last `window` steps."""
+        tail = self.losses[-window:]
+        return [float(tail[:, e].mean()) for e in range(tail.shape[1])]
+
+
+class Trainer:
+    """Holds the model, optimiser and data streams of one ensemble run; `fit()` runs it."""
+
+    def __init__(self, task: Task, arch: str, seeds: list[int], cfg: TrainConfig, *,
+                 model_cfg: dict | None = None, max_len: int | None = None,
+                 device: torch.device | str = "cpu", run_dir: str | None = None,
+                 run_id: str | None = None, meta: dict | None = None) -> None:
+        if not seeds:
+            raise ValueError("seeds must name at least one seed")
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"seeds must be distinct, got {seeds}")
+        self.task, self.arch, self.seeds, self.cfg = task, arch, [int(s) for s in seeds], cfg
+        self.model_cfg, self.max_len = dict(model_cfg or {}), max_len
+        self.device = torch.device(device)
+        self.run_dir, self.run_id = run_dir, run_id or uuid.uuid4().hex[:12]
+        self.meta = dict(meta or {})
+        self.model = get_model(arch, task, seeds=self.seeds, max_len=max_len, device=self.device, **self.model_cfg)
+        self.forward = torch.compile(self.model) if cfg.compile else self.model
+        self.params = list(self.model.parameters())
+        self.optimizer = torch.optim.AdamW(decay_groups(self.model, cfg.weight_decay), lr=cfg.lr,
+                                           betas=(cfg.beta1, cfg.beta2))
+        self.streams = [MemberStream(task, s, cfg.batch_size, cfg.prefetch, self.device) for s in self.seeds]
+        self.step = 0
+        self.losses: list[Tensor] = []
+        self.alive = [True] * len(self.seeds)
+        self.diverged: dict[int, str] = {}
+        self.frozen: dict[int, list[Tensor]] = {}
+        self.elapsed = 0.0
+
+    @property
+    def ensemble(self) -> int:
+        return len(self.seeds)
+
+    def identity(self) -> dict:
+        """What must match for a checkpoint to be resumed by this trainer."""
+        train = dataclasses.asdict(self.cfg)
+        for k in ("checkpoint_every", "compile"):
+            train.pop(k)
+        return {"task": self.task.config(), "arch": self.arch, "model": self.model_cfg,
+                "max_len": self.max_len, "seeds": self.seeds, "train": train}
+
+    # -- one step
+    def train_step(self) -> list[float]:
+        """One AdamW step of every live member; returns the per-member losses (nan if frozen)."""
+        E = self.ensemble
+        tokens, header, targets, mask = stack_members([s.next() for s in self.streams])
+        lr = self.cfg.lr_at(self.step)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.model.train()
+        loss = member_losses(self.forward(tokens, header), targets, mask)
+        values = loss.detach().cpu().tolist()
+        for e in range(E):
+            if self.alive[e] and not math.isfinite(values[e]):
+                self._freeze(e, f"loss = {values[e]}")
+        live = torch.tensor(self.alive, device=self.device)
+        self.optimizer.zero_grad(set_to_none=True)
+        if not any(self.alive):
+            return values
+        torch.where(live, loss, torch.zeros((), device=self.device)).sum().backward()
+        norms = member_grad_norms(self.params, E)
+        for e, n in enumerate(norms.tolist()):
+            if self.alive[e] and not math.isfinite(n):
+                self._freeze(e, f"gradient norm = {n}")
+        live = torch.tensor(self.alive, device=self.device)
+        if not all(self.alive):  # zero (not multiply: nan * 0 = nan) the frozen members' gradients
+            for p in self.params:
+                p.grad = torch.where(live.view(-1, *([1] * (p.dim() - 1))), p.grad, torch.zeros_like(p.grad))
+        clip_per_member(self.params, norms.nan_to_num(0.0), self.cfg.grad_clip)
+        self.optimizer.step()
+        self._restore_frozen()
+        return [v if self.alive[e] else float("nan") for e, v in enumerate(values)]
+
+    def _freeze(self, e: int, why: str) -> None:
+        self.alive[e] = False
+        self.diverged[e] = (f"member {e} (seed {self.seeds[e]}) diverged at step {self.step}: {why}; "
+                            "frozen at its last parameters, the other members continue")
+        self.frozen[e] = [p.detach()[e].clone() for p in self.params]
+        _say(f"bayesbench: {self.diverged[e]}")
+
+    def _restore_frozen(self) -> None:
+        with torch.no_grad():
+            for e, saved in self.frozen.items():
+                for p, value in zip(self.params, saved):
+                    p[e].copy_(value)
+
+    # -- checkpoints
+    def checkpoint_path(self) -> str | None:
+        return None if self.run_dir is None else os.path.join(self.run_dir, CHECKPOINT_NAME)
+
+    def save(self, path: str | None = None) -> str:
+        """Write model, optimiser, data streams, step, RNG and history (atomically)."""
+        path = path or self.checkpoint_path()
+        if path is None:
+            raise ValueError("save needs a path (or a run_dir given to the Trainer)")
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        state = {
+            "identity": self.identity(), "run_id": self.run_id, "step": self.step,
+            "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "streams": [s.state_dict() for s in self.streams],
+            "rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if self.device.type == "cuda" else None,
+            "losses": torch.stack(self.losses) if self.losses else torch.zeros(0, self.ensemble),
+            "alive": self.alive, "diverged": self.diverged, "frozen": self.frozen,
+            "elapsed": self.elapsed, "meta": self.meta,
+        }
+        tmp = f"{path}.tmp{os.getpid()}"
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+        return path
+
+    def load(self, path: str) -> None:
+        """Continue from a checkpoint written by `save` for the same configuration."""
+        state = torch.load(path, map_location=self.device, weights_only=False)
+        mine, theirs = self.identity(), state["identity"]
+        for key in mine:
+            if mine[key] != theirs.get(key):
+                raise ValueError(f"checkpoint {path} was written for another run: {key} differs "
+                                 f"({theirs.get(key)!r} there, {mine[key]!r} here)")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        for stream, s in zip(self.streams, state["streams"]):
+            stream.load_state_dict(s)
+        torch.set_rng_state(state["rng"].cpu())
+        if state["cuda_rng"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])
+        self.run_id, self.step, self.elapsed = state["run_id"], state["step"], state["elapsed"]
+        self.losses = list(state["losses"].cpu().unbind(0))
+        self.alive, self.diverged = list(state["alive"]), dict(state["diverged"])
+        self.frozen = {int(e): [t.to(self.device) for t in v] for e, v in state["frozen"].items()}
+
+    # -- the loop
+    def fit(self, *, progress: bool = True, stop_at: int | None = None, position: int = 0) -> TrainResult:
+        """Train to cfg.steps (or stop after step `stop_at`, as an interruption would).
+
+        `position` is the progress bar's line (several runs in parallel processes)."""
+        from tqdm.auto import tqdm
+
+        end = self.cfg.steps if stop_at is None else min(stop_at, self.cfg.steps)
+        bar = tqdm(total=self.cfg.steps, initial=self.step, disable=not progress, unit="step",
+                   desc=f"{self.task.name} {self.arch} E={self.ensemble}", dynamic_ncols=True, leave=False,
+                   position=position)
+        every = self.cfg.checkpoint_every
+        start = time.perf_counter() - self.elapsed
+        while self.step < end and any(self.alive):
+            values = self.train_step()
+            self.losses.append(torch.tensor(values))
+            self.step += 1
+            self.elapsed = time.perf_counter() - start
+            if every and self.step % every == 0 and self.step < self.cfg.steps and self.run_dir:
+                self.save()
+            if progress and (self.step % 20 == 0 or self.step == end):
+                recent = torch.stack(self.losses[-20:]).nanmean().item()
+                bar.set_postfix(loss=f"{recent:.4f}", refresh=False)
+                bar.update(self.step - bar.n)
+        bar.close()
+        if not any(self.alive):
+            _say(f"bayesbench: every member of {self.task.name}/{self.arch} diverged; run stopped at step {self.step}")
+        path = self.save() if self.run_dir else None
+        losses = torch.stack(self.losses) if self.losses else torch.zeros(0, self.ensemble)
+        return TrainResult(self.run_id, self.model, self.seeds, self.step, losses, self.elapsed,
+                           dict(self.diverged), path, self.identity(), dict(self.meta))
+
+
+def _say(message: str) -> None:
+    from tqdm.auto import tqdm
+
+    tqdm.write(message)
+
+
+def train(task: Task, arch: str, seeds: list[int], cfg: TrainConfig, *, model_cfg: dict | None = None,
+          max_len: int | None = None, device: torch.device | str = "cpu", run_dir: str | None = None,
+          resume: bool = False, progress: bool = True, stop_at: int | None = None,
+          run_id: str | None = None, meta: dict | None = None, position: int = 0) -> TrainResult:
+    """Train `arch` on `task` with one ensemble member per seed; see the module docstring.
+
+    With `run_dir`, checkpoints go to run_dir/checkpoint.pt (every cfg.checkpoint_every steps
+    and at the end); `resume=True` continues from it when it exists.
+    """
+    trainer = Trainer(task, arch, seeds, cfg, model_cfg=model_cfg, max_len=max_len, device=device,
+                      run_dir=run_dir, run_id=run_id, meta=meta)
+    path = trainer.checkpoint_path()
+    if resume:
+        if path is None:
+            raise ValueError("resume=True needs run_dir (where the checkpoint is)")
+        if os.path.exists(path):
+            trainer.load(path)
+    return trainer.fit(progress=progress, stop_at=stop_at, position=position)
+
+
+def load_result(path: str, device: torch.device | str = "cpu") -> TrainResult:
+    """Rebuild a run's model and record from its checkpoint alone (for `bayesbench eval`)."""
+    from .tasks import get_task
+
+    state = torch.load(path, map_location=device, weights_only=False)
+    ident = state["identity"]
+    task_cfg = dict(ident["task"])
+    task = get_task(task_cfg.pop("task"), **task_cfg)
+    model = get_model(ident["arch"], task, seeds=ident["seeds"], max_len=ident["max_len"], device=device,
+                      **ident["model"])
+    model.load_state_dict(state["model"])
+    return TrainResult(state["run_id"], model, list(ident["seeds"]), state["step"], state["losses"].cpu(),
+                       state["elapsed"], dict(state["diverged"]), path, ident, dict(state.get("meta", {})))
+
+
+def task_of(result: TrainResult) -> Task:
+    """The training task a result was trained on (from its identity)."""
+    from .tasks import get_task
+
+    cfg = dict(result.identity["task"])
+    return get_task(cfg.pop("task"), **cfg)

@@ -1,0 +1,151 @@
+"""The trainer: ensemble members equal solo runs, per-member clipping, schedules, the NaN/inf
+guard, and checkpoints that make a resumed run end exactly where an uninterrupted one does."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import torch
+
+from bayesbench.tasks import get_task
+from bayesbench.train import (MemberStream, TrainConfig, Trainer, clip_per_member, data_seed, load_result,
+                              member_grad_norms, train)
+
+TINY = dict(n_layer=2, n_head=2, d_model=16, d_ffn=32)
+
+
+@pytest.fixture(scope="module")
+def bij():
+    return get_task("bijection", V=6)
+
+
+def _cfg(**kw):
+    return TrainConfig(**{"steps": 20, "batch_size": 8, "lr": 3e-3, "prefetch": 4, **kw})
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(((a - b).abs() / b.abs().clamp(min=1e-12)).max())
+
+
+@pytest.mark.parametrize("task_name", ["bijection", "hmm"])
+def test_member_equals_solo_run(task_name):
+    """Member e of seeds [3, 5, 7] has the per-step losses of a solo run with seed s_e."""
+    task = get_task("bijection", V=6) if task_name == "bijection" else get_task("hmm", K=6)
+    cfg = _cfg(steps=25 if task_name == "bijection" else 12, schedule="cosine", warmup_steps=3)
+    ens = train(task, "transformer", [3, 5, 7], cfg, model_cfg=TINY, progress=False)
+    for e, seed in ((0, 3), (2, 7)):
+        solo = train(task, "transformer", [seed], cfg, model_cfg=TINY, progress=False)
+        assert _rel(ens.losses[:, e], solo.losses[:, 0]) < 1e-5
+        for k, v in solo.model.state_dict().items():
+            torch.testing.assert_close(ens.model.member_state(e)[k], v, rtol=1e-4, atol=1e-5)
+
+
+def test_mlp_member_equals_solo_run(bij):
+    cfg = _cfg(steps=10)
+    ens = train(bij, "mlp-prefix", [1, 2], cfg, model_cfg=dict(depth=2, width=16, prefix_dim=4), progress=False)
+    solo = train(bij, "mlp-prefix", [2], cfg, model_cfg=dict(depth=2, width=16, prefix_dim=4), progress=False)
+    assert _rel(ens.losses[:, 1], solo.losses[:, 0]) < 1e-5
+
+
+def test_clipping_is_per_member():
+    """Each member is clipped by its own global norm, as torch's clip_grad_norm_ would a solo model."""
+    params = [torch.nn.Parameter(torch.zeros(3, 4, 5)), torch.nn.Parameter(torch.zeros(3, 5))]
+    scale = torch.tensor([0.01, 3.0, 50.0])
+    grads = [torch.randn(3, 4, 5) * scale.view(3, 1, 1), torch.randn(3, 5) * scale.view(3, 1)]
+    for p, g in zip(params, grads):
+        p.grad = g.clone()
+    norms = member_grad_norms(params, 3)
+    clip_per_member(params, norms, 1.0)
+    for e in range(3):
+        solo = [torch.nn.Parameter(torch.zeros_like(g[e])) for g in grads]
+        for p, g in zip(solo, grads):
+            p.grad = g[e].clone()
+        total = torch.nn.utils.clip_grad_norm_(solo, 1.0)
+        torch.testing.assert_close(norms[e], total)
+        for p, q in zip(params, solo):
+            torch.testing.assert_close(p.grad[e], q.grad)
+    assert float(params[0].grad[0].abs().sum()) == pytest.approx(float(grads[0][0].abs().sum()))  # small: untouched
+
+
+def test_schedules():
+    const = TrainConfig(steps=100, lr=1e-3)
+    assert const.lr_at(0) == const.lr_at(99) == 1e-3
+    cos = TrainConfig(steps=110, lr=3e-4, schedule="cosine", warmup_steps=10)
+    assert cos.lr_at(0) == pytest.approx(3e-5)
+    assert cos.lr_at(9) == pytest.approx(3e-4)
+    assert cos.lr_at(10) == pytest.approx(3e-4)
+    assert cos.lr_at(60) == pytest.approx(1.5e-4)
+    assert cos.lr_at(109) < 1e-6
+    with pytest.raises(ValueError, match="schedule"):
+        TrainConfig(steps=10, schedule="linear")
+    with pytest.raises(ValueError, match="steps"):
+        TrainConfig(steps=0)
+
+
+def test_data_streams_are_per_member_and_replayable(bij):
+    a, b = MemberStream(bij, 0, 4, prefetch=3), MemberStream(bij, 1, 4, prefetch=3)
+    assert not torch.equal(a.next().tokens, b.next().tokens)
+    for _ in range(3):
+        a.next()
+    state = a.state_dict()
+    expected = [a.next().tokens for _ in range(4)]
+    c = MemberStream(bij, 0, 4, prefetch=3)
+    c.load_state_dict(state)
+    assert all(torch.equal(c.next().tokens, t) for t in expected)
+    assert data_seed(0) != data_seed(1) and data_seed(0) < 2**61
+
+
+def test_nan_guard_freezes_only_the_diverged_member(bij):
+    cfg = _cfg(steps=8)
+    trainer = Trainer(bij, "transformer", [0, 1, 2], cfg, model_cfg=TINY)
+    with torch.no_grad():
+        trainer.model.head.weight[1].fill_(float("nan"))
+    before = [p.detach()[1].clone() for p in trainer.model.parameters()]
+    result = trainer.fit(progress=False)
+    assert list(result.diverged) == [1] and "diverged at step 0" in result.diverged[1]
+    assert torch.isnan(result.losses[:, 1]).all()
+    for p, b in zip(trainer.model.parameters(), before):
+        assert torch.equal(p.detach()[1].nan_to_num(7.0), b.nan_to_num(7.0))  # frozen
+    solo = train(bij, "transformer", [2], cfg, model_cfg=TINY, progress=False)
+    assert _rel(result.losses[:, 2], solo.losses[:, 0]) < 1e-5  # the others are untouched
+
+
+def test_all_members_diverged_stops_the_run(bij):
+    trainer = Trainer(bij, "mlp", [0, 1], _cfg(steps=50), model_cfg=dict(depth=1, width=8))
+    with torch.no_grad():
+        trainer.model.head.bias.fill_(float("inf"))
+    result = trainer.fit(progress=False)
+    assert result.steps == 1 and set(result.diverged) == {0, 1}
+
+
+def test_resume_reaches_the_same_final_numbers(bij, tmp_path):
+    cfg = _cfg(steps=20, checkpoint_every=5, schedule="cosine", warmup_steps=4)
+    full = train(bij, "transformer", [0, 1], cfg, model_cfg=TINY, run_dir=str(tmp_path / "full"), progress=False)
+    part = str(tmp_path / "part")
+    first = train(bij, "transformer", [0, 1], cfg, model_cfg=TINY, run_dir=part, progress=False, stop_at=10)
+    assert first.steps == 10
+    torch.manual_seed(1234)  # a resumed process starts with other global RNG state
+    resumed = train(bij, "transformer", [0, 1], cfg, model_cfg=TINY, run_dir=part, resume=True, progress=False)
+    assert resumed.steps == 20 and resumed.run_id == first.run_id
+    assert torch.equal(resumed.losses, full.losses)
+    for k, v in full.model.state_dict().items():
+        assert torch.equal(resumed.model.state_dict()[k], v), k
+    loaded = load_result(os.path.join(part, "checkpoint.pt"))
+    assert loaded.steps == 20 and torch.equal(loaded.losses, full.losses)
+    other = TrainConfig(**{**cfg.__dict__, "lr": 1e-2})
+    with pytest.raises(ValueError, match="train differs"):
+        train(bij, "transformer", [0, 1], other, model_cfg=TINY, run_dir=part, resume=True, progress=False)
+
+
+def test_resume_with_checkpoint_mid_prefetch_chunk(bij, tmp_path):
+    """Interrupt between checkpoints: the resumed run replays from the last checkpoint."""
+    cfg = _cfg(steps=12, checkpoint_every=3, prefetch=5)
+    full = train(bij, "mlp", [4], cfg, model_cfg=dict(depth=2, width=12), progress=False)
+    trainer = Trainer(bij, "mlp", [4], cfg, model_cfg=dict(depth=2, width=12), run_dir=str(tmp_path))
+    trainer.fit(progress=False, stop_at=7)  # checkpoint at 6, then one more step is "lost"
+    resumed = train(bij, "mlp", [4], cfg, model_cfg=dict(depth=2, width=12), run_dir=str(tmp_path), resume=True,
+                    progress=False)
+    assert torch.equal(resumed.losses, full.losses)
+    assert math.isfinite(resumed.final_loss()[0])
