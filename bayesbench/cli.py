@@ -285,7 +285,7 @@ def cmd_models(args) -> int:
 
     print("Architectures:")
     for name, desc in list_models().items():
-        print(f"  {name:12s} {desc}")
+        print(f"  {name:17s} {desc}")
     from .config import get_preset
 
     preset = get_preset(args.preset)
@@ -296,7 +296,7 @@ def cmd_models(args) -> int:
           "position table sized for the longest eval length, biases, LayerNorms, head):")
     for job in jobs:
         n = count_params(job.arch, job.task, max_len=job.max_len, **job.model)
-        print(f"  {job.setup.label:16s} {job.arch:12s} {n:>12,}  {job.model}")
+        print(f"  {job.setup.label:16s} {job.arch:17s} {n:>12,}  {job.model}")
     return 0
 
 

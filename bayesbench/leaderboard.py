@@ -69,7 +69,8 @@ def _aggregate(rows: list[dict]) -> list[dict]:
         for name, ev in evals.items():
             key = (r["task_label"], name, r["arch"])
             g = groups.setdefault(key, {"task": r["task_label"], "eval": name, "arch": r["arch"],
-                                        "params": r["params"], "steps": r["steps"], "seeds": [], "mae": [],
+                                        "params": r["params"], "steps": r["steps"], "wall_s": r["wall_s"],
+                                        "seeds": [], "mae": [],
                                         "kl": [], "positions": ev["positions"],
                                         "n_sequences": ev["entropy_mae"]["n_sequences"], "status": [],
                                         "primary": name == r["metrics"].get("primary")})
@@ -80,7 +81,21 @@ def _aggregate(rows: list[dict]) -> list[dict]:
     out = sorted(groups.values(), key=lambda g: (g["task"], _eval_order(g["eval"]), _mean(g["mae"])))
     for g in out:
         g["mae_mean"], g["kl_mean"] = _mean(g["mae"]), _mean(g["kl"])
+        g["mae_ci"] = seed_interval(g["mae"])
     return out
+
+
+def seed_interval(values: list, level: float = 0.95) -> tuple[float, float]:
+    """t-interval of the mean over seeds (NaN with fewer than two finite values)."""
+    vals = [x for x in values if x is not None and math.isfinite(x)]
+    if len(vals) < 2:
+        return (float("nan"), float("nan"))
+    from scipy.stats import t as student_t
+
+    n, mean = len(vals), sum(vals) / len(vals)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in vals) / (n - 1))
+    half = float(student_t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
+    return (mean - half, mean + half)
 
 
 def _eval_order(name: str):
@@ -107,8 +122,9 @@ def markdown(rows: list[dict]) -> str:
     if not rows:
         return "(no results in the store yet: run `bayesbench run --preset quick`)"
     agg = _aggregate(rows)
-    lines = ["| task | eval | arch | params | steps | seeds | entropy MAE (bits), mean | per seed | KL (bits), mean | x best |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| task | eval | arch | params | steps | wall (s) | seeds | entropy MAE (bits), mean [95% CI over seeds] "
+             "| per seed | KL (bits), mean | x best |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     best: dict[tuple, float] = {}
     for g in agg:
         key = (g["task"], g["eval"])
@@ -116,14 +132,18 @@ def markdown(rows: list[dict]) -> str:
     for g in agg:
         ratio = g["mae_mean"] / best[(g["task"], g["eval"])] if best[(g["task"], g["eval"])] > 0 else float("nan")
         flag = "" if all(s == "ok" for s in g["status"]) else " (diverged member)"
+        lo, hi = g["mae_ci"]
+        ci = f" [{_fmt(max(lo, 0.0))}, {_fmt(hi)}]" if math.isfinite(lo) else ""
         lines.append(f"| {g['task']} | {g['eval']}{'' if not g['primary'] else ' (trained)'} | {g['arch']}{flag} | "
-                     f"{_count(g['params'])} | {g['steps']} | {','.join(map(str, g['seeds']))} | "
-                     f"{_fmt(g['mae_mean'])} | {' '.join(_fmt(x) for x in g['mae'])} | {_fmt(g['kl_mean'])} | "
+                     f"{_count(g['params'])} | {g['steps']} | {g['wall_s']:.0f} | {','.join(map(str, g['seeds']))} | "
+                     f"{_fmt(g['mae_mean'])}{ci} | {' '.join(_fmt(x) for x in g['mae'])} | {_fmt(g['kl_mean'])} | "
                      f"{ratio:.1f}x |")
     notes = ["", "Metrics (bits, log base 2), each averaged over every (sequence, scored position) pair of the "
              "task's fixed evaluation set:",
              "- entropy MAE = mean |H(model) - H(Bayes)|; KL = mean KL(Bayes || model); 'per seed' lists each "
-             "ensemble member in seed order; 'x best' = mean MAE / best mean MAE on that task and eval.",
+             "ensemble member in seed order; the interval is a t-interval of the mean over seeds (clipped at 0); "
+             "'x best' = mean MAE / best mean MAE on that task and eval; wall = training wall time of the whole "
+             "ensemble (all seeds at once).",
              "- scored positions:"]
     seen = set()
     for g in agg:
@@ -149,11 +169,11 @@ def markdown(rows: list[dict]) -> str:
 def to_csv(rows: list[dict]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["task", "eval", "arch", "params", "steps", "seed", "entropy_mae_bits", "kl_bits", "n_sequences",
-                "positions", "status", "run_id"])
+    w.writerow(["task", "eval", "arch", "params", "steps", "wall_s", "seed", "entropy_mae_bits", "kl_bits",
+                "n_sequences", "positions", "status", "run_id"])
     for r in rows:
         for name, ev in ((r["metrics"] or {}).get("evals") or {}).items():
-            w.writerow([r["task_label"], name, r["arch"], r["params"], r["steps"], r["seed"],
+            w.writerow([r["task_label"], name, r["arch"], r["params"], r["steps"], r["wall_s"], r["seed"],
                         ev["entropy_mae"]["mean"], ev["kl"]["mean"], ev["entropy_mae"]["n_sequences"],
                         ev["positions"], r["status"], r["run_id"]])
     return buf.getvalue()

@@ -2,7 +2,9 @@
 
 One PNG per (task, evaluation): left, each architecture's predictive entropy per scored
 position (mean over sequences, one thin line per seed) against the Bayes entropy; right, the
-entropy error |H(model) - H(Bayes)| per position on a log scale.
+entropy error |H(model) - H(Bayes)| per position on a log scale. For tasks evaluated at several
+lengths (HMM K = 20, 30, 50), one more PNG: the error per position at the longest length with
+the trained length marked, and the mean error against K (length generalisation).
 """
 
 from __future__ import annotations
@@ -57,6 +59,52 @@ def plot(db: str | None = None, out_dir: str = "results/plots", *, task: str | N
             ax.legend(fontsize=8)
         fig.tight_layout()
         path = os.path.join(out_dir, f"{_slug(label)}_{_slug(name)}.png")
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        paths.append(path)
+    paths += _length_generalisation(rows, out_dir, plt, colors)
+    return paths
+
+
+def _k(name: str) -> int | None:
+    return int(name[2:]) if name.startswith("K=") and name[2:].isdigit() else None
+
+
+def _length_generalisation(rows: list[dict], out_dir: str, plt, colors: list[str]) -> list[str]:
+    """One PNG per task scored at several K: error per position at the longest K, and error vs K."""
+    by_task: dict[str, list[dict]] = {}
+    for r in rows:
+        if sum(_k(n) is not None for n in (r["curves"] or {})) >= 2:
+            by_task.setdefault(r["task_label"], []).append(r)
+    paths = []
+    for label, group in sorted(by_task.items()):
+        fig, (ax_p, ax_k) = plt.subplots(1, 2, figsize=(11, 4.2))
+        trained = _k((group[0]["metrics"] or {}).get("primary", ""))
+        for i, arch in enumerate(sorted({r["arch"] for r in group})):
+            color = colors[i % len(colors)]
+            members = [r for r in group if r["arch"] == arch]
+            ks = sorted(k for k in (_k(n) for n in members[0]["curves"]) if k is not None)
+            longest = f"K={ks[-1]}"
+            curves = [m["curves"][longest]["entropy_mae"] for m in members]
+            mean_curve = [sum(c[t] for c in curves) / len(curves) for t in range(len(curves[0]))]
+            ax_p.semilogy(range(1, len(mean_curve) + 1), [max(v, 1e-6) for v in mean_curve], color=color,
+                          lw=1.5, label=arch)
+            per_k = [[m["metrics"]["evals"][f"K={k}"]["entropy_mae"]["mean"] for m in members] for k in ks]
+            means = [sum(v) / len(v) for v in per_k]
+            ax_k.errorbar(ks, means, yerr=[[m - min(v) for m, v in zip(means, per_k)],
+                                           [max(v) - m for m, v in zip(means, per_k)]],
+                          color=color, marker="o", capsize=3, label=arch)
+        if trained is not None:
+            ax_p.axvline(trained, color="k", ls="--", lw=1, label=f"trained K={trained}")
+        ax_p.set(xlabel="observation t", ylabel="|H(model) - H(Bayes)| (bits), mean over seeds",
+                 title=f"{label}: error per position at the longest K")
+        ax_k.set(xlabel="evaluation length K", ylabel="entropy MAE (bits)", yscale="log",
+                 title="length generalisation (mean over seeds, bars: seed range)")
+        for ax in (ax_p, ax_k):
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = os.path.join(out_dir, f"{_slug(label)}_length_generalisation.png")
         fig.savefig(path, dpi=120)
         plt.close(fig)
         paths.append(path)

@@ -173,9 +173,13 @@ def clip_per_member(params: list[Tensor], norms: Tensor, max_norm: float) -> Non
 
 
 def decay_groups(model: EnsembleModel, weight_decay: float) -> list[dict]:
-    """AdamW groups: decay matrices and embeddings (>= 2 dims per member), not biases or norms."""
-    decay = [p for p in model.parameters() if p.dim() >= 3]
-    other = [p for p in model.parameters() if p.dim() < 3]
+    """AdamW groups: decay matrices and embeddings (>= 2 dims per member), not biases, norms or
+    parameters flagged `_no_weight_decay` (e.g. Mamba's A_log, which decay would pull to A = -1)."""
+    def decays(p: Tensor) -> bool:
+        return p.dim() >= 3 and not getattr(p, "_no_weight_decay", False)
+
+    decay = [p for p in model.parameters() if decays(p)]
+    other = [p for p in model.parameters() if not decays(p)]
     return [{"params": decay, "weight_decay": weight_decay}, {"params": other, "weight_decay": 0.0}]
 
 

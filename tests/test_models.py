@@ -152,6 +152,52 @@ def test_triton_backend_is_lazy_and_clear(bij):
     torch.testing.assert_close(out, model(tokens), rtol=1e-4, atol=1e-4)
 
 
+def test_triton_backend_trains_like_sdpa_and_fills_the_probe(bij):
+    """Logits and every parameter gradient of the Triton path equal SDPA's; the probe attached
+    to layer 1 holds that layer's routing quantities after backward (E folded into the batch)."""
+    pytest.importorskip("triton")
+    from bayesbench.kernels import AttentionProbe, triton_available
+
+    if not triton_available():
+        pytest.skip("triton present but neither CUDA nor TRITON_INTERPRET=1")
+    tokens = _tokens(bij, 2, 3, seed=4)
+    grads = {}
+    for backend in ("sdpa", "triton"):
+        model = get_model("transformer", bij, seeds=[0, 1], attention=backend, **TINY["transformer"])
+        if backend == "triton":
+            probe = AttentionProbe(mode="full")
+            model.set_probe(probe, 1)
+        logits = model(tokens)
+        (logits.float().pow(2).mean()).backward()
+        grads[backend] = (logits.detach(), [p.grad.clone() for p in model.parameters()])
+    torch.testing.assert_close(grads["triton"][0], grads["sdpa"][0], rtol=1e-4, atol=1e-5)
+    for g_t, g_s in zip(grads["triton"][1], grads["sdpa"][1]):
+        torch.testing.assert_close(g_t, g_s, rtol=1e-3, atol=1e-6)
+    E, B, H, T = 2, 3, TINY["transformer"]["n_head"], bij.seq_len
+    assert probe.ds.shape == (E * B, H, T, T)
+    assert (probe.ds.triu(1) == 0).all() and probe.ds.abs().sum() > 0
+
+
+def test_no_late_attention_ablation(bij):
+    cfg = dict(TINY["transformer"], n_layer=3)
+    full = count_params("transformer", bij, **cfg)
+    ablated = get_model("transformer-no-late-attention", bij, seeds=[0], **cfg)
+    attn_params = sum(p.numel() for p in ablated.blocks[0].attn.parameters()) + \
+        sum(p.numel() for p in ablated.blocks[0].ln_1.parameters())
+    assert ablated.num_params() == full - 2 * attn_params  # top 2 of 3 blocks lose attention
+    assert ablated.blocks[0].attn is not None and ablated.blocks[1].attn is None and ablated.blocks[2].attn is None
+    # with attention off everywhere, position t sees only its own token (and position)
+    none = get_model("transformer", bij, seeds=[0], attn_off_top=3, **cfg)
+    tokens = _tokens(bij, 1, 2)
+    changed = tokens.clone()
+    changed[..., :5] = (changed[..., :5] + 1) % bij.vocab_size
+    torch.testing.assert_close(none(changed)[..., 5:, :], none(tokens)[..., 5:, :])
+    with pytest.raises(ValueError, match=r"attn_off_top must be an integer in \[0, n_layer=3\]"):
+        get_model("transformer", bij, attn_off_top=4, **cfg)
+    with pytest.raises(ValueError, match="layer 2 has no attention"):
+        ablated.set_probe(object(), 2)
+
+
 # ---------------------------------------------------------------- parameter counts
 
 def test_paper_parameter_counts():

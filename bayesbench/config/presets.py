@@ -11,7 +11,7 @@ the same task (models.match_mlp).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -35,23 +35,36 @@ class Preset:
     archs: tuple[str, ...]  # run by default
     device: str = "auto"
     checkpoint_every: int = 0
-    extra_archs: tuple[str, ...] = field(default=())  # configured, run only when asked for
 
 
 _QUICK_TRANSFORMER = {"n_layer": 2, "n_head": 2, "d_model": 64, "d_ffn": 128}
-_QUICK_MLPS = {"mlp": {"match": "transformer", "depth": 4},
-               "mlp-prefix": {"match": "transformer", "depth": 4, "prefix_dim": 16}}
+# Every other architecture is capacity-matched to the quick transformer (within 1%) on each task.
+# Linear attention has the transformer's exact count at the same shape; its quadratic form is the
+# same function as the cumulative-sum form and faster for these short sequences. Mamba keeps two
+# blocks and d_state 8 (paper: 16) to fit the CPU budget: its pure-PyTorch scan materialises the
+# [B, L, d_inner, d_state] state.
+_QUICK_MODELS = {
+    "transformer": _QUICK_TRANSFORMER,
+    "mlp": {"match": "transformer", "depth": 4},
+    "mlp-prefix": {"match": "transformer", "depth": 4, "prefix_dim": 16},
+    "lstm": {"match": "transformer", "n_layer": 2},
+    "gru": {"match": "transformer", "n_layer": 2},
+    "mamba": {"match": "transformer", "n_layer": 2, "d_state": 8},
+    "linear-attention": {**_QUICK_TRANSFORMER, "form": "quadratic"},
+}
+ZOO = ("transformer", "mlp", "mlp-prefix", "lstm", "gru", "mamba", "linear-attention")
 
 QUICK = Preset(
     name="quick",
-    description="2-core CPU, a few minutes: 2-layer d=64 transformer vs capacity-matched MLPs, 3 seeds as one ensemble",
+    description="2-core CPU, about 15 minutes: a 2-layer d=64 transformer against capacity-matched MLPs, "
+                "LSTM, GRU, Mamba and linear attention, 3 seeds as one ensemble each",
     tasks={
-        # Constant lr 1e-3 as SPEC.md; 2500 steps of 32 sequences take the transformer to ~0.02-0.03 bits.
+        # Constant lr 1e-3 as SPEC.md; 2000 steps of 32 sequences take the transformer to ~0.03 bits.
         "bijection": TaskSetup(
             label="bijection V=8",
             task={"name": "bijection", "V": 8},
-            train={"steps": 2500, "batch_size": 32, "lr": 1e-3, "schedule": "constant"},
-            models={"transformer": _QUICK_TRANSFORMER, **_QUICK_MLPS},
+            train={"steps": 2000, "batch_size": 32, "lr": 1e-3, "schedule": "constant"},
+            models=_QUICK_MODELS,
             seeds=3,
         ),
         # SPEC.md's warm-up + cosine shape (warm-up 1% of the steps). Soft targets (cross-entropy
@@ -61,20 +74,30 @@ QUICK = Preset(
         "hmm": TaskSetup(
             label="hmm S=5 K=20 soft",
             task={"name": "hmm", "K": 20, "target": "posterior"},
-            train={"steps": 2000, "batch_size": 32, "lr": 2e-3, "schedule": "cosine", "warmup_steps": 20},
-            models={"transformer": _QUICK_TRANSFORMER, **_QUICK_MLPS},
+            train={"steps": 1500, "batch_size": 32, "lr": 2e-3, "schedule": "cosine", "warmup_steps": 15},
+            models=_QUICK_MODELS,
             seeds=3,
             eval_lengths=(20, 30, 50),
         ),
+        # Sticky chain with rho ~ Beta(1, 1) over 8 symbols, 32 tokens: the model must count stays.
+        "sticky": TaskSetup(
+            label="sticky V=8 L=32",
+            task={"name": "sticky", "V": 8, "L": 32},
+            train={"steps": 800, "batch_size": 32, "lr": 2e-3, "schedule": "cosine", "warmup_steps": 8},
+            models=_QUICK_MODELS,
+            seeds=3,
+        ),
     },
-    archs=("transformer", "mlp"),
+    archs=ZOO,
     device="cpu",
-    extra_archs=("mlp-prefix",),
 )
+
+_PAPER_RECURRENT = {"lstm": {"match": "transformer", "n_layer": 2}, "gru": {"match": "transformer", "n_layer": 2}}
 
 PAPER = Preset(
     name="paper",
-    description="SPEC.md section 4 on a GPU: 2.67M/7.1M-parameter transformers, 100k steps",
+    description="SPEC.md section 4 on a GPU: 2.69M/7.13M-parameter transformers, 100k steps, and every "
+                "other architecture capacity-matched to them",
     tasks={
         "bijection": TaskSetup(
             label="bijection V=20",
@@ -82,7 +105,10 @@ PAPER = Preset(
             train={"steps": 100_000, "batch_size": 128, "lr": 1e-3, "schedule": "constant"},
             models={"transformer": {"preset": "paper-bijection"},
                     "mlp": {"match": "transformer"},
-                    "mlp-prefix": {"match": "transformer"}},
+                    "mlp-prefix": {"match": "transformer"},
+                    **_PAPER_RECURRENT,
+                    "mamba": {"match": "transformer", "n_layer": 12},
+                    "linear-attention": {"n_layer": 6, "n_head": 6, "d_model": 192, "d_ffn": 768}},
             seeds=3,
         ),
         "hmm": TaskSetup(
@@ -91,12 +117,15 @@ PAPER = Preset(
             train={"steps": 100_000, "batch_size": 128, "lr": 3e-4, "schedule": "cosine", "warmup_steps": 1000},
             models={"transformer": {"preset": "paper-hmm"},
                     "mlp": {"match": "transformer"},
-                    "mlp-prefix": {"match": "transformer"}},
+                    "mlp-prefix": {"match": "transformer"},
+                    **_PAPER_RECURRENT,
+                    "mamba": {"match": "transformer", "n_layer": 18},
+                    "linear-attention": {"n_layer": 9, "n_head": 8, "d_model": 256, "d_ffn": 1024}},
             seeds=5,
             eval_lengths=(20, 30, 50),
         ),
     },
-    archs=("transformer", "mlp", "mlp-prefix"),
+    archs=ZOO,
     device="auto",
     checkpoint_every=5000,
 )

@@ -3,6 +3,9 @@
 Pre-norm blocks x += attn(ln(x)); x += mlp(ln(x)), learned token and absolute position
 embeddings, a final LayerNorm and a linear head onto the task's C classes. Attention folds the
 ensemble into the batch ([E*B, H, T, Dh]) so one SDPA (or Triton) call serves every member.
+
+Ablation (Paper I): `attn_off_top=k` removes attention from the top k blocks (their FFNs and
+residuals stay); registered as `transformer-no-late-attention` with k = 2.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class TransformerConfig:
     dropout: float = 0.0
     bias: bool = True
     attention: str = "sdpa"
+    attn_off_top: int = 0  # ablation: blocks n_layer-k..n_layer-1 have no attention
 
     def __post_init__(self) -> None:
         for f in ("n_layer", "n_head", "d_model", "d_ffn"):
@@ -41,6 +45,9 @@ class TransformerConfig:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if isinstance(self.attn_off_top, bool) or not isinstance(self.attn_off_top, int) \
+                or not 0 <= self.attn_off_top <= self.n_layer:
+            raise ValueError(f"attn_off_top must be an integer in [0, n_layer={self.n_layer}], got {self.attn_off_top!r}")
         if self.attention not in ATTENTION_BACKENDS:
             raise ValueError(f"attention must be one of {ATTENTION_BACKENDS}, got {self.attention!r}")
 
@@ -108,15 +115,18 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, E: int, cfg: TransformerConfig) -> None:
+    """Pre-norm block; with attention=False only the FFN sublayer (the ablation's late blocks)."""
+
+    def __init__(self, E: int, cfg: TransformerConfig, attention: bool = True) -> None:
         super().__init__()
-        self.ln_1 = EnsembleLayerNorm(E, cfg.d_model)
-        self.attn = CausalSelfAttention(E, cfg)
+        self.ln_1 = EnsembleLayerNorm(E, cfg.d_model) if attention else None
+        self.attn = CausalSelfAttention(E, cfg) if attention else None
         self.ln_2 = EnsembleLayerNorm(E, cfg.d_model)
         self.mlp = FeedForward(E, cfg)
 
     def forward(self, x: Tensor) -> Tensor:
-        x = x + self.attn(self.ln_1(x))
+        if self.attn is not None:
+            x = x + self.attn(self.ln_1(x))
         return x + self.mlp(self.ln_2(x))
 
 
@@ -127,7 +137,8 @@ class Transformer(EnsembleModel):
         super().__init__(shape, ensemble)
         self.cfg = cfg
         self.embed = InputEmbedding(ensemble, shape, cfg.d_model)
-        self.blocks = nn.ModuleList(Block(ensemble, cfg) for _ in range(cfg.n_layer))
+        first_off = cfg.n_layer - cfg.attn_off_top
+        self.blocks = nn.ModuleList(Block(ensemble, cfg, attention=i < first_off) for i in range(cfg.n_layer))
         self.ln_f = EnsembleLayerNorm(ensemble, cfg.d_model)
         self.head = EnsembleLinear(ensemble, cfg.d_model, shape.num_classes, bias=cfg.bias)
 
@@ -136,10 +147,13 @@ class Transformer(EnsembleModel):
         if backend not in ATTENTION_BACKENDS:
             raise ValueError(f"backend must be one of {ATTENTION_BACKENDS}, got {backend!r}")
         for block in self.blocks:
-            block.attn.backend = backend
+            if block.attn is not None:
+                block.attn.backend = backend
 
     def set_probe(self, probe, layer: int) -> None:
         """Attach an attention probe to one layer (read by the 'triton' backend's backward)."""
+        if self.blocks[layer].attn is None:
+            raise ValueError(f"layer {layer} has no attention (attn_off_top={self.cfg.attn_off_top})")
         self.blocks[layer].attn.probe = probe
 
     def forward(self, tokens: Tensor, header: Tensor | None = None) -> Tensor:
@@ -168,3 +182,10 @@ def transformer_config(preset: str | None = None, **overrides) -> TransformerCon
 @register_model("transformer", "GPT-style causal transformer: pre-norm blocks, learned token/position embeddings")
 def build_transformer(shape: TaskShape, ensemble: int, preset: str | None = None, **cfg) -> Transformer:
     return Transformer(shape, transformer_config(preset, **cfg), ensemble)
+
+
+@register_model("transformer-no-late-attention",
+                "Paper I ablation: the transformer with attention removed from the top k blocks (default 2)")
+def build_no_late_attention(shape: TaskShape, ensemble: int, preset: str | None = None, attn_off_top: int = 2,
+                            **cfg) -> Transformer:
+    return Transformer(shape, transformer_config(preset, attn_off_top=attn_off_top, **cfg), ensemble)
