@@ -127,14 +127,20 @@ class RecurrentLayer(nn.Module):
     w_ih [E, d_in, G*h] and bias [E, G*h] project every timestep at once (one baddbmm); the
     time loop then only does the recurrent product h_{t-1} w_hh (w_hh [E, h, G*h], a baddbmm
     batched over members). Gate blocks follow torch.nn.LSTM/GRU's order.
+
+    Two implementations of the time loop give the same numbers (up to float rounding):
+    `fused` (the default) runs it inside a torch.autograd.Function with a hand-written
+    backward-through-time (`forward_fused`), so autograd records one node per layer instead of
+    ~10 per timestep; `forward_reference` is the plain autograd loop, kept as the reference.
     """
 
     gates = 1
 
-    def __init__(self, E: int, d_in: int, d_model: int) -> None:
+    def __init__(self, E: int, d_in: int, d_model: int, fused: bool = True) -> None:
         super().__init__()
         G = self.gates
         self.d_in, self.d_model = d_in, d_model
+        self.fused = fused
         self.w_ih = nn.Parameter(torch.empty(E, d_in, G * d_model))
         self.bias = nn.Parameter(torch.empty(E, G * d_model))
         self.w_hh = nn.Parameter(torch.empty(E, d_model, G * d_model))
@@ -155,8 +161,17 @@ class RecurrentLayer(nn.Module):
         xp = torch.baddbmm(self.bias.unsqueeze(1), flat, self.w_ih)
         return xp.view(E, L, B, -1).transpose(0, 1)
 
-    def forward(self, x: Tensor) -> Tensor:  # pragma: no cover
+    def forward(self, x: Tensor) -> Tensor:
+        return self.forward_fused(x) if self.fused else self.forward_reference(x)
+
+    def forward_fused(self, x: Tensor) -> Tensor:  # pragma: no cover
         raise NotImplementedError
+
+    def forward_reference(self, x: Tensor) -> Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        return f"E={self.w_hh.shape[0]}, d_in={self.d_in}, d_model={self.d_model}, fused={self.fused}"
 
 
 class RecurrentModel(EnsembleModel):
@@ -179,6 +194,12 @@ class RecurrentModel(EnsembleModel):
         for layer in self.layers:
             x = layer(x)
         return self.head(self.ln_f(x))
+
+    def set_fused(self, fused: bool) -> None:
+        """Switch every layer between the fused time loop (hand-written backward) and the
+        autograd reference loop; parameters and results are the same either way."""
+        for layer in self.layers:
+            layer.fused = bool(fused)
 
 
 def match_rnn(model_class: type[RecurrentModel], shape: TaskShape, target: int, *, n_layer: int = 2,
