@@ -18,6 +18,14 @@ at::Tensor bijection_posterior_cpu(const at::Tensor& keys, const at::Tensor& val
                                    at::ScalarType dtype);
 at::Tensor markov_predictive_cpu(const at::Tensor& seq, int64_t V, double alpha, at::ScalarType dtype);
 
+// Fused selective scan (selective_scan.h, selective_scan_cpu.cpp; CPU only): y [M, L, D], and the
+// gradients (dx, ddelta, dA in A's shape, dB, dC) from dy, recomputing the states.
+using ScanGradsResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+at::Tensor selective_scan_fwd_cpu(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& A,
+                                  const at::Tensor& B, const at::Tensor& C);
+ScanGradsResult selective_scan_bwd_cpu(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& A,
+                                       const at::Tensor& B, const at::Tensor& C, const at::Tensor& dy);
+
 #ifdef BAYESBENCH_WITH_CUDA
 HmmResult hmm_filter_cuda(const at::Tensor& trans, const at::Tensor& emit, const at::Tensor& obs,
                           const std::optional<at::Tensor>& init);

@@ -27,12 +27,20 @@ TORCH_LIBRARY(bayesbench, m) {
   m.def("bijection_posterior(Tensor keys, Tensor values, int V, ScalarType dtype) -> Tensor");
   // In-context Markov chain: predictive of x_{t+1} given x_0..t, [B, L, V].
   m.def("markov_predictive(Tensor seq, int V, float alpha, ScalarType dtype) -> Tensor");
+  // Mamba's selective scan without the skip term (CPU only): y [M, L, D] from x, delta [M, L, D],
+  // A [D, N] or [M, D, N], B, C [M, L, N]; the backward recomputes the states and returns the
+  // gradients of x, delta, A (in A's shape), B and C. models/scan.py pairs them in an autograd Function.
+  m.def("selective_scan_fwd(Tensor x, Tensor delta, Tensor A, Tensor B, Tensor C) -> Tensor");
+  m.def("selective_scan_bwd(Tensor x, Tensor delta, Tensor A, Tensor B, Tensor C, Tensor dy)"
+        " -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(bayesbench, CPU, m) {
   m.impl("hmm_filter", &bb::hmm_filter_cpu);
   m.impl("bijection_posterior", &bb::bijection_posterior_cpu);
   m.impl("markov_predictive", &bb::markov_predictive_cpu);
+  m.impl("selective_scan_fwd", &bb::selective_scan_fwd_cpu);
+  m.impl("selective_scan_bwd", &bb::selective_scan_bwd_cpu);
 }
 
 #ifdef BAYESBENCH_WITH_CUDA

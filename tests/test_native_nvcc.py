@@ -35,7 +35,8 @@ def test_kernels_compile_with_nvcc_alone(tmp_path):
     _nvcc(["-std=c++17", "-ptx", "-I", CSRC, os.path.join(CSRC, "standalone_check.cu"), "-o", str(out)],
           tmp_path)
     ptx = out.read_text()
-    for kernel in ("hmm_filter_tiled_kernel", "hmm_filter_generic_kernel", "bijection_kernel", "markov_kernel"):
+    for kernel in ("hmm_filter_tiled_kernel", "hmm_filter_generic_kernel", "bijection_kernel", "markov_kernel",
+                   "selective_scan_check"):
         assert kernel in ptx
 
 

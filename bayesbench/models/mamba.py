@@ -8,8 +8,8 @@ A = -exp(A_log) is diagonal per channel (S4D-real init A_log[d, n] = log(n + 1))
 b_dt = softplus^{-1}(dt) with dt log-uniform in [1e-3, 1e-1], W_dt ~ U(+-dt_rank^-1/2), conv
 ~ torch's Conv1d default U(+-1/sqrt(k)), other maps N(0, 0.02^2) like the transformer's, W_out
 scaled by 1/sqrt(n_layer). A_log is flagged `_no_weight_decay` (mamba_ssm's convention). The scan
-over time is `scan.selective_scan`: the parallel associative scan on CUDA, the sequential loop
-(the same autograd Function, faster on a CPU) elsewhere, or as configured.
+over time is `scan.selective_scan`: the parallel associative scan on CUDA, the fused native op of
+bayesbench._C on a CPU (the sequential loop when the extension is not built), or as configured.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class MambaConfig:
     dt_rank: int | None = None  # default ceil(d_model / 16)
     dt_min: float = 1e-3
     dt_max: float = 1e-1
-    scan: str = "auto"  # parallel scan on CUDA, sequential loop on CPU (scan.py); "reference" for tests
+    scan: str = "auto"  # CUDA: parallel scan; CPU: native op if built, else sequential loop (scan.py)
 
     def __post_init__(self) -> None:
         for f in ("n_layer", "d_model", "d_state", "d_conv"):
@@ -64,7 +64,10 @@ class MambaConfig:
 class CausalDepthwiseConv(nn.Module):
     """Per-channel causal conv over time: [E, B, L, D] -> same, weight [E, D, k], bias [E, D].
 
-    One grouped F.conv1d with the members folded into the channels (E * D groups).
+    y_t = bias + sum_i weight[..., i] x_{t - k + 1 + i} as k `addcmul`s of time-shifted views of
+    the zero-padded input, in the [E, B, L, D] layout: on a CPU about 3x faster (forward and
+    backward) than a grouped F.conv1d over E * D channels, whose depthwise backward is slow and
+    whose layout needs two transposing copies.
     """
 
     def __init__(self, E: int, channels: int, kernel: int) -> None:
@@ -80,11 +83,13 @@ class CausalDepthwiseConv(nn.Module):
             self.bias[e].copy_(uniform((self.channels,), bound, generator))
 
     def forward(self, x: Tensor) -> Tensor:
-        E, B, L, D = x.shape
-        xc = x.permute(1, 0, 3, 2).reshape(B, E * D, L)
-        y = F.conv1d(xc, self.weight.reshape(E * D, 1, self.kernel), self.bias.reshape(E * D),
-                     padding=self.kernel - 1, groups=E * D)[..., :L]
-        return y.reshape(B, E, D, L).permute(1, 0, 3, 2)
+        L, k = x.shape[2], self.kernel
+        xp = F.pad(x, (0, 0, k - 1, 0))  # k - 1 zero steps before the first
+        w = self.weight.transpose(1, 2).unsqueeze(1)  # [E, 1, k, D]
+        y = torch.addcmul(self.bias[:, None, None], xp[:, :, :L], w[:, :, :1])
+        for i in range(1, k):
+            y = torch.addcmul(y, xp[:, :, i:i + L], w[:, :, i:i + 1])
+        return y
 
 
 class SelectiveSSM(nn.Module):
@@ -153,7 +158,7 @@ class Mamba(EnsembleModel):
         self.head = EnsembleLinear(ensemble, cfg.d_model, shape.num_classes)
 
     def set_scan(self, method: str) -> None:
-        """Switch every block's scan: 'auto', 'parallel', 'sequential' or 'reference'."""
+        """Switch every block's scan: 'auto', 'parallel', 'sequential', 'native' or 'reference'."""
         if method not in SCAN_METHODS:
             raise ValueError(f"method must be one of {SCAN_METHODS}, got {method!r}")
         self.cfg = dataclasses.replace(self.cfg, scan=method)
@@ -182,7 +187,8 @@ def match_mamba(shape: TaskShape, target: int, *, n_layer: int = 12, tolerance: 
     return make(d, None if di == 2 * d else di)
 
 
-@register_model("mamba", "Mamba-1 selective SSM blocks (associative scan on GPU, loop on CPU), pre-norm residual")
+@register_model("mamba", "Mamba-1 selective SSM blocks (associative scan on GPU, fused native scan on CPU), "
+                         "pre-norm residual")
 def build_mamba(shape: TaskShape, ensemble: int, match_params: int | None = None, **cfg) -> Mamba:
     """MambaConfig fields directly, or match_params=N (with n_layer etc.) to fit d_model/d_inner."""
     config = MambaConfig(**cfg) if match_params is None else match_mamba(shape, int(match_params), **cfg)

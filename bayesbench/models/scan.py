@@ -12,18 +12,27 @@ recurrence lam_t = g_t + a_{t+1} lam_{t+1} run in reverse, so training keeps onl
 - "sequential": the plain time loop, O(L) work and ~3 memory passes instead of ~2 log2(L): the
   faster choice on CPUs, where the elementwise passes are memory-bound.
 
+`selective_scan` builds decay = exp(delta A) and inputs = delta B x as [M, L, D, N] tensors and
+runs `linear_scan` on them. Its method "native" instead calls the fused CPU op of the compiled
+extension (`torch.ops.bayesbench.selective_scan_fwd` / `_bwd`, csrc/selective_scan.h): one pass per
+(sequence, channel block) with the state in a small buffer, the backward recomputing the states,
+so nothing of size [M, L, D, N] exists; method "auto" takes it on CPUs when it is built.
+
 `linear_scan_ref` and `selective_scan_ref` are step-by-step autograd references the tests
 compare against (DESIGN.md principle 1).
 """
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 KERNELS = ("parallel", "sequential")
-SCAN_METHODS = ("auto", "parallel", "sequential", "reference")
+SCAN_METHODS = ("auto", "parallel", "sequential", "native", "reference")
+NATIVE_OPS = ("selective_scan_fwd", "selective_scan_bwd")
 
 
 def _check_pair(decay: Tensor, inputs: Tensor) -> None:
@@ -117,12 +126,40 @@ def linear_scan_ref(decay: Tensor, inputs: Tensor) -> Tensor:
     return torch.stack(out, dim=1)
 
 
+_native_available: bool | None = None
+
+
+@torch.compiler.assume_constant_result  # torch.compile calls it once instead of tracing the import
+def native_scan_available() -> bool:
+    """Whether the compiled extension is built with the fused (CPU) selective-scan ops."""
+    global _native_available
+    if _native_available is None:
+        try:
+            from bayesbench.oracle import native  # noqa: F401  (loads bayesbench._C, registers the fake kernels)
+        except ImportError:
+            _native_available = False
+        else:
+            _native_available = all(hasattr(torch.ops.bayesbench, op) for op in NATIVE_OPS)
+    return _native_available
+
+
 def resolve_method(method: str, device: torch.device) -> str:
-    """'auto' is the parallel scan on CUDA and the sequential loop elsewhere."""
+    """'auto' is the parallel scan on CUDA, the native op on a CPU when it is built, else the
+    sequential loop; 'native' where it cannot run raises RuntimeError saying why."""
     if method not in SCAN_METHODS:
         raise ValueError(f"method must be one of {SCAN_METHODS}, got {method!r}")
     if method == "auto":
-        return "parallel" if device.type == "cuda" else "sequential"
+        if device.type == "cuda":
+            return "parallel"
+        return "native" if device.type == "cpu" and native_scan_available() else "sequential"
+    if method == "native":
+        if not native_scan_available():
+            raise RuntimeError("scan method 'native' needs the compiled extension bayesbench._C with the "
+                               "selective_scan ops: build it with `pip install --no-build-isolation -e .`, "
+                               "or use method='sequential'")
+        if device.type != "cpu":
+            raise RuntimeError(f"scan method 'native' has only a CPU kernel, got {device.type} tensors; "
+                               "use 'parallel' (or 'auto') there")
     return method
 
 
@@ -146,18 +183,46 @@ def selective_scan(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D:
 
     x, delta: [M, L, D] (delta > 0); A: [D, N] or [M, D, N] (negative, diagonal per channel);
     B, C: [M, L, N]; D: broadcastable to x, e.g. [D] or [M, 1, D] (skip weights). Returns y
-    [M, L, D]. method: "parallel" / "sequential" (the `linear_scan` kernels), "auto" (parallel
-    on CUDA, sequential elsewhere) or "reference" (`linear_scan_ref`). The state h is
-    materialised as [M, L, D, N] (the price of a pure-PyTorch scan).
+    [M, L, D]. method: "parallel" / "sequential" (the `linear_scan` kernels), "native" (the fused
+    CPU op of bayesbench._C), "auto" (parallel on CUDA, native on a CPU when built, else
+    sequential) or "reference" (`linear_scan_ref`). All but "native" materialise the state h as
+    [M, L, D, N] (the price of a pure-PyTorch scan).
     """
     method = resolve_method(method, x.device)
     _check_selective(x, delta, A, B, C, D)
+    if method == "native":
+        y = _native_selective_scan(x, delta, A, B, C)
+        return y if D is None else y + x * D
     A = A if A.dim() == 3 else A.unsqueeze(0)
     decay = torch.exp(delta.unsqueeze(-1) * A.unsqueeze(1))  # [M, L, D, N]
     inputs = (delta * x).unsqueeze(-1) * B.unsqueeze(2)  # [M, L, D, N]
     h = linear_scan_ref(decay, inputs) if method == "reference" else linear_scan(decay, inputs, method)
     y = torch.einsum("mldn,mln->mld", h, C)
     return y if D is None else y + x * D
+
+
+class _NativeSelectiveScan(torch.autograd.Function):
+    """The fused ops: the forward saves only its inputs, the backward recomputes the states."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor) -> Tensor:
+        ctx.save_for_backward(x, delta, A, B, C)
+        return torch.ops.bayesbench.selective_scan_fwd(x, delta, A, B, C)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_y: Tensor) -> tuple[Tensor | None, ...]:
+        grads = torch.ops.bayesbench.selective_scan_bwd(*ctx.saved_tensors, grad_y)
+        return tuple(g if need else None for g, need in zip(grads, ctx.needs_input_grad))
+
+
+def _native_selective_scan(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor) -> Tensor:
+    """y without the skip term through the fused op, in the promoted dtype of the inputs (float32
+    for half precisions, cast back)."""
+    dtype = functools.reduce(torch.promote_types, (t.dtype for t in (delta, A, B, C)), x.dtype)
+    work = dtype if dtype in (torch.float32, torch.float64) else torch.float32
+    y = _NativeSelectiveScan.apply(*(t.to(work) for t in (x, delta, A, B, C)))
+    return y.to(dtype)
 
 
 def selective_scan_ref(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None = None) -> Tensor:

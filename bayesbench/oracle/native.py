@@ -53,3 +53,18 @@ def _bijection_posterior_fake(keys, values, V, dtype):
 def _markov_predictive_fake(seq, V, alpha, dtype):
     B, L = seq.shape
     return seq.new_empty((B, L, V), dtype=dtype)
+
+
+# The fused selective scan of bayesbench.models.scan (method="native"; CPU kernels only). Its
+# outputs are new contiguous tensors in x's dtype; dA has A's shape ([D, N] or [M, D, N]).
+@torch.library.register_fake("bayesbench::selective_scan_fwd")
+def _selective_scan_fwd_fake(x, delta, A, B, C):
+    torch._check(x.dim() == 3 and delta.shape == x.shape, lambda: "x and delta must both be [M, L, D]")
+    return x.new_empty(x.shape)
+
+
+@torch.library.register_fake("bayesbench::selective_scan_bwd")
+def _selective_scan_bwd_fake(x, delta, A, B, C, dy):
+    torch._check(dy.shape == x.shape, lambda: "dy must have the shape of x")
+    return (x.new_empty(x.shape), x.new_empty(x.shape), x.new_empty(A.shape), x.new_empty(B.shape),
+            x.new_empty(C.shape))
