@@ -79,7 +79,6 @@ def test_same_seed_same_batch_other_seed_other_batch(name, config):
 def recompute_posterior(task, batch):
     """The exact posterior at the supervised positions, from the latents, on the CPU."""
     lat = {k: v.cpu() for k, v in batch.latents.items()}
-    mask = batch.mask.cpu()
     if task.name == "bijection":
         return bijection_posterior(lat["keys"], lat["values"], task.V, dtype=torch.float64)
     if task.name == "hmm":

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .layers import EnsembleEmbedding, EnsembleLinear
+from .layers import EnsembleEmbedding, EnsembleLayerNorm, EnsembleLinear
 
 
 @dataclass(frozen=True)
@@ -122,3 +122,28 @@ class EnsembleModel(nn.Module):
 
     def forward(self, tokens: Tensor, header: Tensor | None = None) -> Tensor:  # pragma: no cover
         raise NotImplementedError
+
+
+class ResidualStack(EnsembleModel):
+    """embed -> residual blocks -> final LayerNorm -> linear head: the skeleton shared by the
+    transformer, linear attention and Mamba (subclasses build the blocks).
+
+    Modules are registered in the order embed, blocks, ln_f, head, which fixes the order of the
+    per-member initialisation draws.
+    """
+
+    def __init__(self, shape: TaskShape, ensemble: int, d_model: int, blocks: list[nn.Module], *,
+                 head_bias: bool = True, embed_dropout: float = 0.0) -> None:
+        super().__init__(shape, ensemble)
+        self.embed = InputEmbedding(ensemble, shape, d_model)
+        self.blocks = nn.ModuleList(blocks)
+        self.ln_f = EnsembleLayerNorm(ensemble, d_model)
+        self.head = EnsembleLinear(ensemble, d_model, shape.num_classes, bias=head_bias)
+        self.embed_dropout = embed_dropout
+
+    def forward(self, tokens: Tensor, header: Tensor | None = None) -> Tensor:
+        self.check_inputs(tokens, header)
+        x = F.dropout(self.embed(tokens, header), self.embed_dropout, self.training)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import EnsembleModel, InputEmbedding, TaskShape
+from .base import ResidualStack, TaskShape
 from .layers import EnsembleLayerNorm, EnsembleLinear, residual_std
 from .recurrent import match_widths, meta_params, positive_int
 from .registry import register_model
@@ -97,23 +97,12 @@ class Block(nn.Module):
         return x + self.fc_proj(F.gelu(self.fc(self.ln_2(x))))
 
 
-class LinearAttention(EnsembleModel):
+class LinearAttention(ResidualStack):
     """E independent linear-attention transformers: tokens [E, B, L] (+ header) -> logits [E, B, L, C]."""
 
     def __init__(self, shape: TaskShape, cfg: LinearAttentionConfig, ensemble: int = 1) -> None:
-        super().__init__(shape, ensemble)
+        super().__init__(shape, ensemble, cfg.d_model, [Block(ensemble, cfg) for _ in range(cfg.n_layer)])
         self.cfg = cfg
-        self.embed = InputEmbedding(ensemble, shape, cfg.d_model)
-        self.blocks = nn.ModuleList(Block(ensemble, cfg) for _ in range(cfg.n_layer))
-        self.ln_f = EnsembleLayerNorm(ensemble, cfg.d_model)
-        self.head = EnsembleLinear(ensemble, cfg.d_model, shape.num_classes)
-
-    def forward(self, tokens: Tensor, header: Tensor | None = None) -> Tensor:
-        self.check_inputs(tokens, header)
-        x = self.embed(tokens, header)
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln_f(x))
 
 
 def match_linear_attention(shape: TaskShape, target: int, *, n_layer: int = 6, n_head: int = 6,

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import EnsembleModel, InputEmbedding, TaskShape
+from .base import ResidualStack, TaskShape
 from .layers import EnsembleLayerNorm, EnsembleLinear, residual_std
 from .recurrent import match_widths, meta_params, positive_int, uniform
 from .registry import register_model
@@ -146,16 +146,12 @@ class MambaBlock(nn.Module):
         return x + self.out_proj(y * F.silu(z))
 
 
-class Mamba(EnsembleModel):
+class Mamba(ResidualStack):
     """E independent Mamba stacks: tokens [E, B, L] (+ header) -> logits [E, B, L, C]."""
 
     def __init__(self, shape: TaskShape, cfg: MambaConfig, ensemble: int = 1) -> None:
-        super().__init__(shape, ensemble)
+        super().__init__(shape, ensemble, cfg.d_model, [MambaBlock(ensemble, cfg) for _ in range(cfg.n_layer)])
         self.cfg = cfg
-        self.embed = InputEmbedding(ensemble, shape, cfg.d_model)
-        self.blocks = nn.ModuleList(MambaBlock(ensemble, cfg) for _ in range(cfg.n_layer))
-        self.ln_f = EnsembleLayerNorm(ensemble, cfg.d_model)
-        self.head = EnsembleLinear(ensemble, cfg.d_model, shape.num_classes)
 
     def set_scan(self, method: str) -> None:
         """Switch every block's scan: 'auto', 'parallel', 'sequential', 'native' or 'reference'."""

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import EnsembleModel, InputEmbedding, TaskShape
+from .base import ResidualStack, TaskShape
 from .layers import EnsembleLayerNorm, EnsembleLinear, residual_std
 from .registry import register_model
 
@@ -130,17 +130,14 @@ class Block(nn.Module):
         return x + self.mlp(self.ln_2(x))
 
 
-class Transformer(EnsembleModel):
+class Transformer(ResidualStack):
     """E independent causal transformers: tokens [E, B, L] (+ header) -> logits [E, B, L, C]."""
 
     def __init__(self, shape: TaskShape, cfg: TransformerConfig, ensemble: int = 1) -> None:
-        super().__init__(shape, ensemble)
-        self.cfg = cfg
-        self.embed = InputEmbedding(ensemble, shape, cfg.d_model)
         first_off = cfg.n_layer - cfg.attn_off_top
-        self.blocks = nn.ModuleList(Block(ensemble, cfg, attention=i < first_off) for i in range(cfg.n_layer))
-        self.ln_f = EnsembleLayerNorm(ensemble, cfg.d_model)
-        self.head = EnsembleLinear(ensemble, cfg.d_model, shape.num_classes, bias=cfg.bias)
+        blocks = [Block(ensemble, cfg, attention=i < first_off) for i in range(cfg.n_layer)]
+        super().__init__(shape, ensemble, cfg.d_model, blocks, head_bias=cfg.bias, embed_dropout=cfg.dropout)
+        self.cfg = cfg
 
     def set_attention(self, backend: str) -> None:
         """Switch every layer's attention backend (e.g. to 'eager' for a reference check)."""
@@ -156,12 +153,6 @@ class Transformer(EnsembleModel):
             raise ValueError(f"layer {layer} has no attention (attn_off_top={self.cfg.attn_off_top})")
         self.blocks[layer].attn.probe = probe
 
-    def forward(self, tokens: Tensor, header: Tensor | None = None) -> Tensor:
-        self.check_inputs(tokens, header)
-        x = F.dropout(self.embed(tokens, header), self.cfg.dropout, self.training)
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln_f(x))
 
 
 PRESETS = {

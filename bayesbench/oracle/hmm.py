@@ -72,6 +72,7 @@ def hmm_filter_reference(
     lik = emit.transpose(1, 2).gather(1, obs.long().unsqueeze(-1).expand(B, L, S))
     prior = init if init is not None else torch.full((B, S), 1.0 / S, dtype=dtype, device=device)
     uniform = torch.full((B, S), 1.0 / S, dtype=dtype, device=device)
+    belief = prior
     for t in range(L):
         if t > 0:
             prior = torch.bmm(belief.unsqueeze(1), trans).squeeze(1)

@@ -156,7 +156,7 @@ class HMMTask(Task):
 
     def sample(self, batch_size, generator=None, *, device=None, dtype=torch.float32) -> Batch:
         trans, emit, init = self.sample_hmms(batch_size, generator, device=device, dtype=dtype)
-        B, S, K, dev = trans.shape[0], self.S, self.K, trans.device
+        B, K, dev = trans.shape[0], self.K, trans.device
         states = torch.empty((B, K), dtype=torch.long, device=dev)
         obs = torch.empty((B, K), dtype=torch.long, device=dev)
         t64, e64 = trans.double(), emit.double()
@@ -172,7 +172,7 @@ class HMMTask(Task):
     def assemble(self, trans: Tensor, emit: Tensor, init: Tensor, states: Tensor, obs: Tensor,
                  post_obs: Tensor) -> Batch:
         """Build the batch (tokens, header, targets) from given HMMs, paths and posteriors."""
-        B, S, V, K, dev, dtype = trans.shape[0], self.S, self.V, self.K, trans.device, trans.dtype
+        B, S, V, dev, dtype = trans.shape[0], self.S, self.V, trans.device, trans.dtype
         L, pos = self.seq_len, self.obs_positions(dev)
         tokens = torch.empty((B, L), dtype=torch.long, device=dev)
         header = None

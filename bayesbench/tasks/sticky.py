@@ -13,13 +13,14 @@ import torch
 
 from ..oracle import sticky_predictive
 from ._random import beta
-from .base import IGNORE_INDEX, Batch, Task, batch_device, check_batch_size
+from .base import Batch, batch_device, check_batch_size
+from .next_symbol import NextSymbolTask, next_symbol_batch
 from .registry import register_task
 
 
 @register_task("sticky")
 @dataclass(frozen=True)
-class StickyTask(Task):
+class StickyTask(NextSymbolTask):
     """Sticky chain over V symbols, L tokens, stickiness rho ~ Beta(a, b)."""
 
     V: int = 8
@@ -30,25 +31,10 @@ class StickyTask(Task):
     name = "sticky"
 
     def __post_init__(self) -> None:
-        if isinstance(self.V, bool) or not isinstance(self.V, int) or self.V < 2:
-            raise ValueError(f"V must be an integer >= 2, got {self.V!r}")
-        if isinstance(self.L, bool) or not isinstance(self.L, int) or self.L < 2:
-            raise ValueError(f"L must be an integer >= 2 (one prediction needs two tokens), got {self.L!r}")
+        super().__post_init__()
         for f in ("a", "b"):
             if not float(getattr(self, f)) > 0:
                 raise ValueError(f"{f} must be > 0 (Beta prior), got {getattr(self, f)!r}")
-
-    @property
-    def vocab_size(self) -> int:
-        return self.V
-
-    @property
-    def num_classes(self) -> int:
-        return self.V
-
-    @property
-    def seq_len(self) -> int:
-        return self.L
 
     def sample(self, batch_size, generator=None, *, device=None, dtype=torch.float32) -> Batch:
         B, V, L = check_batch_size(batch_size), self.V, self.L
@@ -59,16 +45,5 @@ class StickyTask(Task):
         jump = 1 + torch.randint(0, V - 1, (B, L - 1), generator=generator, device=dev)
         step = torch.where(stay, 0, jump)  # x_{t+1} = x_t + step (mod V)
         x = (first + torch.cat([torch.zeros_like(first), step.cumsum(1)], 1)) % V
-        return counting_batch(x, sticky_predictive(x, V, self.a, self.b, dtype=dtype), {"rho": rho.squeeze(1).to(dtype)})
-
-
-def counting_batch(x: torch.Tensor, predictive: torch.Tensor, latents: dict) -> Batch:
-    """A next-symbol batch: positions 0..L-2 predict x[t+1] with the given exact predictive."""
-    B, L = x.shape
-    mask = torch.ones((B, L), dtype=torch.bool, device=x.device)
-    mask[:, -1] = False
-    targets = torch.full((B, L), IGNORE_INDEX, dtype=torch.long, device=x.device)
-    targets[:, :-1] = x[:, 1:]
-    posterior = predictive.clone()
-    posterior[:, -1] = 0.0
-    return Batch(x, mask, targets, posterior, latents)
+        predictive = sticky_predictive(x, V, self.a, self.b, dtype=dtype)
+        return next_symbol_batch(x, predictive, {"rho": rho.squeeze(1).to(dtype)})
