@@ -9,8 +9,9 @@ given, else .benchmarks/, as leaderboard-<scale>.md / .json (plus the SQLite sto
 
 Expected wall time: quick on 2 CPU cores about 15 minutes (docs/leaderboard.md); paper on one
 GPU is hours at 100k steps per run (not yet measured: cap it with BAYESBENCH_LEADERBOARD_STEPS).
-The test asserts the science the leaderboard exists to show: on the bijection tunnel the
-transformer beats the position-wise MLP by at least 5x on every seed.
+At the preset's own step counts the test asserts the science the leaderboard exists to show: on
+the bijection tunnel the transformer beats the position-wise MLP by at least 5x on every seed
+(with a step cap it only records the table: a few steps prove the plumbing, not the science).
 """
 
 from __future__ import annotations
@@ -67,4 +68,6 @@ def test_leaderboard(benchmark, request, tmp_path):
     transformer = [r["entropy_mae_bits"] for r in bijection if r["arch"] == "transformer"]
     mlp = [r["entropy_mae_bits"] for r in bijection if r["arch"] == "mlp"]
     assert transformer and mlp, "the leaderboard must rank the transformer and the MLP on the bijection"
-    assert max(transformer) * 5 <= min(mlp), f"transformer {transformer} vs mlp {mlp}"
+    assert len(rows) == sum(len(job.seeds) for job in jobs)
+    if not steps:
+        assert max(transformer) * 5 <= min(mlp), f"transformer {transformer} vs mlp {mlp}"
