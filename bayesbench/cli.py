@@ -2,7 +2,7 @@
 
     bayesbench run --preset quick            # train every architecture on every task, print the leaderboard
     bayesbench train --task bijection --arch transformer --preset quick --seeds 0,1,2 --steps 500
-    bayesbench eval --run-dir runs/quick/bijection-transformer-s0-1-2
+    bayesbench eval runs/quick/bijection-transformer-s0-1-2
     bayesbench leaderboard --format md       # or csv, json
     bayesbench plot                          # PNGs: entropy per position vs Bayes, error curves
     bayesbench models                        # architectures and their parameter counts
@@ -18,6 +18,8 @@ import os
 import sys
 import time
 import uuid
+
+from .leaderboard import FORMATS
 
 EPILOG = """Results go to an SQLite store (default ./results/bayesbench.sqlite; --db or $BAYESBENCH_DB).
 Metrics are in bits: entropy MAE = mean |H(model) - H(Bayes)| and KL = mean KL(Bayes || model) over the
@@ -85,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     tr = sub.add_parser("train", help="train one arch on one task (an ensemble of seeds), evaluate and store")
     _training(tr)
-    tr.add_argument("--task", required=True, help="task key of the preset (bijection, hmm)")
+    tr.add_argument("--task", required=True, help="task key of the preset (quick: bijection, hmm, sticky)")
     tr.add_argument("--arch", required=True, help="architecture (see `bayesbench models`)")
     tr.add_argument("--seeds", type=_seed_list, help="comma-separated seeds, one ensemble member each (default: 0..N-1 of the preset)")
     tr.add_argument("--json", action="store_true", help="print {\"runs\": [...]} (one record per seed)")
@@ -101,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     lb.add_argument("--task", help="only this task (name like hmm, or label like 'hmm S=5 K=20')")
     lb.add_argument("--arch", help="only this architecture")
     lb.add_argument("--all", action="store_true", help="every stored run, not only the latest per task and arch")
-    lb.add_argument("--format", default="md", choices=("md", "csv", "json"), help="output format (default md)")
+    lb.add_argument("--format", default="md", choices=FORMATS, help="output format (default md)")
     lb.add_argument("--json", action="store_true", help="same as --format json")
     _common(lb)
 
@@ -110,11 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--out", default=os.path.join("results", "plots"), help="output folder (default results/plots)")
     _common(pl)
 
-    md = sub.add_parser("models", help="list the architectures and their parameter counts at the paper and quick sizes")
+    md = sub.add_parser("models", help="list the architectures and their parameter counts at a preset's sizes")
     md.add_argument("--preset", default="paper", help="preset whose sizes to count (default paper)")
 
     tunnels = sub.add_parser("tunnels", help="sample every wind tunnel and print its exact posterior entropy curve")
-    tunnels.add_argument("--batch-size", type=int, default=2048, help="sequences per tunnel (default 2048)")
+    tunnels.add_argument("--batch-size", type=_positive, default=2048, help="sequences per tunnel (default 2048)")
     tunnels.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
     return parser
 
@@ -306,15 +308,17 @@ def _db_name(db: str | None) -> str:
     return db_path(db)
 
 
+def cmd_tunnels(args) -> int:
+    from .demo import print_tunnel_curves
+
+    print_tunnel_curves(args.batch_size, args.seed)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "tunnels":
-        from .demo import print_tunnel_curves
-
-        print_tunnel_curves(args.batch_size, args.seed)
-        return 0
     commands = {"run": cmd_run, "train": cmd_train, "eval": cmd_eval, "leaderboard": cmd_leaderboard,
-                "plot": cmd_plot, "models": cmd_models}
+                "plot": cmd_plot, "models": cmd_models, "tunnels": cmd_tunnels}
     try:
         return commands[args.command](args)
     except ValueError as err:

@@ -29,6 +29,9 @@ from .tasks import Batch, Task
 
 DEFAULT_SEQUENCES = 4096
 _EVAL_DOMAIN = 2**61  # training data seeds are below 2^61 (train.data_seed), evaluation seeds above
+# Part of the on-disk cache key: bump it whenever a sampler or oracle changes what a seed yields,
+# so no stale ground truth is ever served from results/cache.
+EVAL_SET_VERSION = 2
 _cache: dict[str, Batch] = {}
 
 
@@ -41,7 +44,7 @@ def eval_set(task: Task, n: int = DEFAULT_SEQUENCES, *, seed: int | None = None,
              cache_dir: str | None = None) -> Batch:
     """The fixed evaluation batch of `task` (n sequences, CPU), cached by (task, n, seed)."""
     seed = eval_seed(task) if seed is None else seed
-    key = hashlib.sha1(f"{task.describe()}|{n}|{seed}".encode()).hexdigest()[:16]
+    key = hashlib.sha1(f"v{EVAL_SET_VERSION}|{task.describe()}|{n}|{seed}".encode()).hexdigest()[:16]
     if key in _cache:
         return _cache[key]
     path = None if cache_dir is None else os.path.join(cache_dir, f"eval-{task.name}-{key}.pt")
@@ -61,14 +64,19 @@ def eval_set(task: Task, n: int = DEFAULT_SEQUENCES, *, seed: int | None = None,
 @torch.no_grad()
 def predict(model: EnsembleModel, batch: Batch, chunk: int = 512) -> Tensor:
     """Log-probabilities [E, N, L, C] (float64, CPU) of every member on the same sequences."""
+    was_training = model.training
     model.eval()
     device = next(model.parameters()).device
     E, out = model.ensemble, []
     for start in range(0, batch.batch_size, chunk):
-        part = batch.slice(start, start + chunk).to(device)
-        tokens = part.tokens.unsqueeze(0).expand(E, *part.tokens.shape)
-        header = None if part.header is None else part.header.unsqueeze(0).expand(E, *part.header.shape)
+        tokens = batch.tokens[start : start + chunk].to(device)
+        tokens = tokens.unsqueeze(0).expand(E, *tokens.shape)
+        header = None
+        if batch.header is not None:
+            header = batch.header[start : start + chunk].to(device)
+            header = header.unsqueeze(0).expand(E, *header.shape)
         out.append(torch.log_softmax(model(tokens, header).double(), -1).cpu())
+    model.train(was_training)
     return torch.cat(out, dim=1)
 
 
@@ -94,10 +102,18 @@ def evaluate_members(model: EnsembleModel, batch: Batch) -> list[MemberScore]:
         err, kl = (h_q - h_p).abs(), kl_bits(p, log_q=log_q[e])
         curve = lambda v: [float(x) for x in per_position(v, mask)[positions]]  # noqa: E731
         scores.append(MemberScore(
-            summarize(err, mask), summarize(kl, mask), err,
+            summarize_finite(err, mask), summarize_finite(kl, mask), err,
             {"position": positions.tolist(), "entropy_mae": curve(err), "kl": curve(kl),
              "model_entropy": curve(h_q), "bayes_entropy": curve(h_p)}))
     return scores
+
+
+def summarize_finite(values: Tensor, mask: Tensor) -> Summary:
+    """`metrics.summarize`, or an all-NaN Summary when a scored value is not finite (a diverged,
+    frozen member): that member gets no score, its siblings in the ensemble keep theirs."""
+    if torch.isfinite(values[mask]).all():
+        return summarize(values, mask)
+    return Summary(math.nan, math.nan, math.nan, int(mask.any(1).sum()), int(mask.sum()))
 
 
 def permute_hmm_labels(task: Task, batch: Batch, generator: torch.Generator) -> Batch:
@@ -167,21 +183,28 @@ def evaluate(model: EnsembleModel, task: Task, *, lengths: tuple[int, ...] = (),
     if primary is None:  # the trained length was not among `lengths`: score it first anyway
         primary = f"K={task.K}"
         tasks = {primary: task, **tasks}
+    if permutation_check is None:
+        permutation_check = task.name == "hmm"
+    if permutation_check and task.name != "hmm":
+        raise ValueError(f"permutation_check applies to the hmm task only (it relabels hidden states), "
+                         f"got task {task.name!r}")
     out = [{"primary": primary, "evals": {}, "curves": {}} for _ in range(model.ensemble)]
+    plain = None
     for name, t in tasks.items():
         batch = eval_set(t, n_sequences, cache_dir=cache_dir)
-        for e, s in enumerate(evaluate_members(model, batch)):
+        scores = evaluate_members(model, batch)
+        if name == primary:
+            plain = scores
+        for e, s in enumerate(scores):
             out[e]["evals"][name] = {"task": t.describe(), "positions": scored_positions(t),
                                      "entropy_mae": summary_dict(s.entropy_mae), "kl": summary_dict(s.kl)}
             out[e]["curves"][name] = s.curves
-    if permutation_check is None:
-        permutation_check = task.name == "hmm"
     if permutation_check:
         batch = eval_set(task, n_sequences, cache_dir=cache_dir)
         permuted = permute_hmm_labels(task, batch, torch.Generator().manual_seed(eval_seed(task, "permute")))
-        plain, perm = evaluate_members(model, batch), evaluate_members(model, permuted)
+        perm = evaluate_members(model, permuted)
         for e in range(model.ensemble):
-            diff = summarize(plain[e].errors - perm[e].errors, batch.mask)
+            diff = summarize_finite(plain[e].errors - perm[e].errors, batch.mask)
             out[e]["permutation"] = {"eval": primary, "entropy_mae": plain[e].entropy_mae.mean,
                                      "entropy_mae_permuted": perm[e].entropy_mae.mean,
                                      "difference": summary_dict(diff)}

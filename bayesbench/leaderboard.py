@@ -62,12 +62,12 @@ def json_runs(rows: list[dict]) -> dict:
 
 
 def _aggregate(rows: list[dict]) -> list[dict]:
-    """One entry per (task_label, eval, arch) with per-seed values, in a stable order."""
+    """One entry per (task_label, eval, arch, run) with per-seed values, in a stable order."""
     groups: dict[tuple, dict] = {}
     for r in rows:
         evals = (r["metrics"] or {}).get("evals") or {}
         for name, ev in evals.items():
-            key = (r["task_label"], name, r["arch"])
+            key = (r["task_label"], name, r["arch"], r["run_id"])
             g = groups.setdefault(key, {"task": r["task_label"], "eval": name, "arch": r["arch"],
                                         "params": r["params"], "steps": r["steps"], "wall_s": r["wall_s"],
                                         "seeds": [], "mae": [],
@@ -111,6 +111,10 @@ def _fmt(x) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "n/a"
     return f"{x:.4f}" if abs(x) >= 1e-3 else f"{x:.2e}"
+
+
+def _signed(x) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:+.2e}"
 
 
 def _count(n: int) -> str:
@@ -158,8 +162,8 @@ def markdown(rows: list[dict]) -> str:
             p = r["metrics"]["permutation"]
             d = p["difference"]
             notes.append(f"  - {r['task_label']} {p['eval']} {r['arch']} seed {r['seed']}: {_fmt(p['entropy_mae'])} vs "
-                         f"{_fmt(p['entropy_mae_permuted'])}, difference {d['mean']:+.2e} "
-                         f"[{d['ci_low']:+.2e}, {d['ci_high']:+.2e}]")
+                         f"{_fmt(p['entropy_mae_permuted'])}, difference {_signed(d['mean'])} "
+                         f"[{_signed(d['ci_low'])}, {_signed(d['ci_high'])}]")
     bad = [r for r in rows if r["status"] != "ok"]
     for r in bad:
         notes.append(f"- {r['task_label']} {r['arch']} seed {r['seed']}: {r['status']}")

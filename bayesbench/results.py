@@ -102,7 +102,12 @@ def _clean(value):
 
 
 def write_rows(rows: list[dict], path: str | None = None) -> int:
-    """Insert (or replace, keyed by run_id and seed) rows in one transaction; returns the count."""
+    """Insert rows in one transaction; returns the count.
+
+    A row whose (run_id, seed) is already stored (a re-evaluation) updates the stored one but
+    keeps its `created_at` and `environment`: they describe the training run, and the
+    leaderboard's "latest run" is the latest trained, not the latest re-scored.
+    """
     for row in rows:
         missing = {"run_id", "seed", "task", "task_label", "arch", "params", "steps", "status"} - set(row)
         if missing:
@@ -115,8 +120,10 @@ def write_rows(rows: list[dict], path: str | None = None) -> int:
             raise ValueError(f"unknown result columns {sorted(unknown)}; known: {', '.join(COLUMNS)}")
         records.append(tuple(json.dumps(_clean(row.get(c)), allow_nan=False) if c in JSON_COLUMNS
                              else _clean(row.get(c)) for c in COLUMNS))
-    sql = (f"INSERT OR REPLACE INTO runs ({', '.join(COLUMNS)}) "
-           f"VALUES ({', '.join('?' * len(COLUMNS))})")
+    keep = ("run_id", "seed", "created_at", "environment")
+    sql = (f"INSERT INTO runs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
+           f"ON CONFLICT (run_id, seed) DO UPDATE SET "
+           + ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c not in keep))
     conn = connect(path)
     try:
         def transaction():

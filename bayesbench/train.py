@@ -249,7 +249,8 @@ class Trainer:
         for k in ("checkpoint_every", "compile"):
             train.pop(k)
         return {"task": self.task.config(), "arch": self.arch, "model": self.model_cfg,
-                "max_len": self.max_len, "seeds": self.seeds, "train": train}
+                "max_len": self.max_len, "seeds": self.seeds, "train": train,
+                "device_type": self.device.type}  # data generators are per device type
 
     # -- one step
     def train_step(self) -> list[float]:

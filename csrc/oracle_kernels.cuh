@@ -121,7 +121,10 @@ cudaError_t launch_hmm_filter(const HmmArgs<scalar_t, index_t>& a, cudaStream_t 
   bool launched = false;
   int chunk = kHmmMaxChunk;
   size_t smem = 0;
-  if (a.S <= kHmmMaxFixedS && a.V <= 4096) {  // else S * V would not fit in shared memory anyway
+  // The tiled kernel keeps each block's emission tables in shared memory; when they do not fit
+  // the budget (S * V beyond a few hundred elements) the loop below shrinks the chunk, and the
+  // generic kernel takes over. The V bound only keeps the size arithmetic small.
+  if (a.S <= kHmmMaxFixedS && a.V <= 4096) {
     while (chunk > 1 && hmm_smem_bytes<scalar_t>(a.S, a.V, chunk) > kHmmSmemBudget) chunk /= 2;
     smem = hmm_smem_bytes<scalar_t>(a.S, a.V, chunk);
   }

@@ -57,6 +57,12 @@ def validate(q, k, v, *, causal, scale, probe, backend) -> None:
             f"probe: mode 'full' stores T x T matrices and needs T*T < 2**31, got T={T}; "
             "use AttentionProbe(mode='stats') for long sequences"
         )
+    if backend == "triton":
+        # The kernels index rows within one (batch, head) with 32-bit offsets: row * stride_t.
+        for name, x in (("q", q), ("k", k), ("v", v)):
+            if T * max(abs(x.stride(2)), abs(x.stride(3))) >= 2**31:
+                raise ValueError(f"{name}: T * (its time or feature stride) must be < 2**31 for the Triton "
+                                 f"kernels, got T={T}, strides {tuple(x.stride())}; pass a contiguous tensor")
     if backend == "triton" and sys.modules.get("triton") is None and importlib.util.find_spec("triton") is None:
         raise ValueError("backend='triton' needs the triton package; use backend='reference' instead")
     if backend == "triton" and q.device.type != "cuda":

@@ -6,8 +6,10 @@ FlashAttention-2 names) dO = u, dP = b with b_ij = u_i . v_j, Delta_i = rowsum(d
 E_alpha_i[b] and dS = alpha * (b - E[b]). A probe keeps those tensors (mode "full") or only
 per-query / per-key reductions of them (mode "stats", no T x T memory).
 
-Every field is float32 whatever the input dtype (float64 only for a float64 reference run), so
-the routing statistics of a bf16 model are not rounded to 8 bits of mantissa. Fields are None
+Every field is stored and accumulated in float32 whatever the input dtype (float64 only for a
+float64 reference run). One caveat in float16/bfloat16: `expected_b` (Delta = rowsum(dO * O)) is
+computed from the output O as the forward stored it, in the input dtype, so it and `advantage`
+carry O's rounding (about 2^-8 relative in bf16), as FlashAttention-2's Delta does. Fields are None
 until a backward pass through `attention(..., probe=probe)` has filled them; each backward
 overwrites them.
 """

@@ -148,6 +148,9 @@ def eager_attention(
     o = torch.matmul(alpha, v)
     if probe is None or not o.requires_grad:
         return o
+    if not s.requires_grad:
+        raise ValueError("eager_attention with a probe needs q or k to require grad (the probe reads "
+                         "the scores' gradient); only v does here")
     grads: dict[str, torch.Tensor] = {}
     o.register_hook(lambda g: grads.__setitem__("u", g))
     alpha.register_hook(lambda g: grads.__setitem__("b", g))

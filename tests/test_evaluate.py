@@ -97,3 +97,31 @@ def test_hmm_evaluation_lengths_and_permutation_check():
         evaluate(short, task, lengths=lengths, n_sequences=16)
     with pytest.raises(ValueError, match="hmm"):
         evaluate(Uniform(TaskShape.from_task(get_task("bijection", V=4))), get_task("bijection", V=4), lengths=(3,))
+
+
+class OneDiverged(Uniform):
+    """Member 1 outputs NaN logits (a diverged member frozen by the trainer); member 0 is uniform."""
+
+    def forward(self, tokens, header=None):
+        out = super().forward(tokens, header).clone()
+        out[1] = float("nan")
+        return out
+
+
+def test_a_diverged_member_gets_no_score_and_its_siblings_keep_theirs():
+    task = get_task("hmm", K=6)
+    model = OneDiverged(TaskShape.from_task(task))
+    model.train()
+    out = evaluate(model, task, n_sequences=64)
+    assert model.training  # predict restores the mode it found
+    good, bad = out[0]["evals"]["standard"], out[1]["evals"]["standard"]
+    assert 0 < good["entropy_mae"]["mean"] < 3 and good["kl"]["ci_low"] <= good["kl"]["mean"]
+    assert bad["entropy_mae"]["mean"] != bad["entropy_mae"]["mean"]  # NaN: no score
+    assert out[0]["permutation"]["difference"]["mean"] == pytest.approx(0.0, abs=1e-6)  # float32 posteriors
+    assert out[1]["permutation"]["difference"]["mean"] != out[1]["permutation"]["difference"]["mean"]
+
+
+def test_permutation_check_is_for_the_hmm_only():
+    task = get_task("bijection", V=5)
+    with pytest.raises(ValueError, match="permutation_check applies to the hmm task only"):
+        evaluate(Uniform(TaskShape.from_task(task)), task, n_sequences=16, permutation_check=True)

@@ -245,3 +245,26 @@ def test_registry_errors(bij):
         get_model("mlp", bij, **TINY["mlp"])(_tokens(bij, 1, 2, L=bij.seq_len + 1))
     with pytest.raises(ValueError, match="tokens"):
         get_model("mlp", bij, seeds=[0, 1], **TINY["mlp"])(_tokens(bij, 1, 2))
+
+
+def test_inputs_outside_the_vocabulary_or_header_shape_are_refused(bij, hmm):
+    model = get_model("transformer", bij, seeds=[0, 1], **TINY["transformer"])
+    tokens = _tokens(bij, 2, 3)
+    tokens[0, 0, 0] = bij.vocab_size  # unchecked, member 0 would read a row of member 1's table
+    with pytest.raises(ValueError, match=rf"tokens must lie in \[0, {bij.vocab_size - 1}\]"):
+        model(tokens)
+    with pytest.raises(ValueError, match="built for a task without a continuous header"):
+        model(_tokens(bij, 2, 3), torch.zeros(2, 3, 10, 5))
+    h_model = get_model("transformer", hmm, seeds=[0], **TINY["transformer"])
+    with pytest.raises(ValueError, match=r"header must have shape \[E, B, H=10, D=5\]"):
+        h_model(_tokens(hmm, 1, 2), torch.zeros(1, 2, 9, 5))
+
+
+def test_triton_backend_refuses_dropout_and_probes_need_it(bij):
+    with pytest.raises(ValueError, match="attention='triton' has no attention dropout"):
+        get_model("transformer", bij, attention="triton", dropout=0.1, **TINY["transformer"])
+    model = get_model("transformer", bij, seeds=[0], dropout=0.1, **TINY["transformer"])
+    with pytest.raises(ValueError, match="has no attention dropout"):
+        model.set_attention("triton")
+    with pytest.raises(ValueError, match="probes are filled by the 'triton' attention backward"):
+        model.set_probe(object(), 0)

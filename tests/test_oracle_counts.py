@@ -95,6 +95,14 @@ def test_bad_input_raises_a_clear_error(fn, kwargs, message):
         fn(seq, **kwargs)
 
 
+def test_integer_output_dtype_is_rejected():
+    seq = torch.tensor([[0, 1, 2, 3]])
+    with pytest.raises(ValueError, match="dtype must be torch.float32 or torch.float64, got torch.int64"):
+        sticky_predictive(seq, 4, dtype=torch.long)
+    with pytest.raises(ValueError, match="dtype must be torch.float32 or torch.float64"):
+        markov_predictive(seq, 4, dtype=torch.float16)
+
+
 def test_float_sequence_is_rejected():
     with pytest.raises(ValueError, match="seq must be an integer tensor"):
         sticky_predictive(torch.zeros(2, 3), 4)

@@ -25,12 +25,17 @@ def test_round_trip_and_replace(tmp_path):
     rows = read_rows(db)
     assert [(r["run_id"], r["seed"]) for r in rows] == [("a", 0), ("a", 1)]
     assert rows[0]["config"] == {"lr": 1e-3} and rows[0]["curves"] == {"x": [1.0, None]}  # NaN -> null
-    write_rows([_row("a", 1, entropy_mae_bits=0.25)], db)  # re-evaluation replaces the row
+    write_rows([_row("b", 0)], db)
+    first = read_rows(db, where="run_id = ? AND seed = ?", params=("a", 1))[0]
+    write_rows([_row("a", 1, entropy_mae_bits=0.25, environment={"device": "elsewhere"})], db)  # re-evaluation
     rows = read_rows(db, where="run_id = ? AND seed = ?", params=("a", 1))
     assert len(rows) == 1 and rows[0]["entropy_mae_bits"] == 0.25
+    # ... keeps the training run's time stamp and environment, so run "b" stays the latest
+    assert rows[0]["created_at"] == first["created_at"] and rows[0]["environment"] == first["environment"]
+    assert [r["run_id"] for r in read_rows(db)][-1] == "b"
     assert sqlite3.connect(db).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     with pytest.raises(ValueError, match="unknown result columns"):
-        write_rows([_row("b", 0, colour="red")], db)
+        write_rows([_row("c", 0, colour="red")], db)
     with pytest.raises(ValueError, match="must have"):
         write_rows([{"run_id": "c"}], db)
 

@@ -203,7 +203,10 @@ def test_hmm_rows_header_holds_the_matrices():
         ("hmm", {"encoding": "tokens", "S": 21}, "encoding='tokens' needs S, V <= 20"),
         ("hmm", {"init": "random"}, "init must be 'uniform' or 'stationary'"),
         ("hmm", {"target": "soft"}, "target must be 'state'"),
-        ("sticky", {"a": 0}, "a must be > 0"),
+        ("sticky", {"a": 0}, "a must be a positive finite number"),
+        ("sticky", {"b": float("inf")}, "b must be a positive finite number"),
+        ("markov", {"alpha": float("nan")}, "alpha must be a positive finite number"),
+        ("hmm", {"concentration": -1.0}, "concentration must be a positive finite number"),
         ("markov", {"L": 1}, "L must be an integer >= 2"),
     ],
 )
@@ -236,6 +239,19 @@ def test_gamma_and_dirichlet_draws_follow_their_laws(concentration):
     assert stats.kstest(d[:, 0].numpy(), stats.beta(concentration, 2 * concentration).cdf).pvalue > 1e-4
     b = beta(2.0, concentration, (40000,), g, dtype=torch.float64).numpy()
     assert stats.kstest(b, stats.beta(2.0, concentration).cdf).pvalue > 1e-4
+
+
+def test_tiny_concentrations_give_proper_draws():
+    """Gamma draws of concentration 1e-3 underflow to 0; in log space the Dirichlet and Beta
+    draws built from them stay proper distributions (no 0/0)."""
+    g = torch.Generator().manual_seed(0)
+    d = dirichlet(1e-3, (2000, 4), g, dtype=torch.float64)
+    assert torch.isfinite(d).all() and torch.allclose(d.sum(-1), torch.ones(2000, dtype=torch.float64))
+    assert (d.max(-1).values > 0.99).float().mean() > 0.9  # nearly all mass on one symbol
+    b = beta(1e-3, 1e-3, (2000,), g, dtype=torch.float64)
+    assert torch.isfinite(b).all() and ((b < 0.01) | (b > 0.99)).float().mean() > 0.95
+    batch = get_task("sticky", a=1e-3, b=1e-3, L=20).sample(500, g)
+    assert torch.isfinite(batch.posterior).all() and torch.isfinite(batch.latents["rho"]).all()
 
 
 def test_sticky_stickiness_follows_its_prior():

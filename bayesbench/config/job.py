@@ -24,10 +24,15 @@ DEFAULT_RUN_ROOT = "runs"
 
 
 def resolve_device(device: str | None) -> str:
-    """'auto' (or None) -> 'cuda' when available, else 'cpu'."""
+    """'auto' (or None) -> 'cuda' when available, else 'cpu'; a named device must exist."""
     if device in (None, "auto"):
         return "cuda" if torch.cuda.is_available() else "cpu"
-    torch.device(device)  # raises on nonsense
+    try:
+        kind = torch.device(device).type
+    except RuntimeError:
+        raise ValueError(f"--device must be cpu, cuda, cuda:N or auto, got {device!r}") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: no CUDA device is available here (use cpu or auto)")
     return device
 
 

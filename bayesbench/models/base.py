@@ -116,9 +116,19 @@ class EnsembleModel(nn.Module):
         if tokens.shape[2] > self.shape.max_len:
             raise ValueError(f"tokens: sequence length {tokens.shape[2]} exceeds the model's max_len "
                              f"{self.shape.max_len} (size position embeddings for the longest eval length)")
-        if header is not None and (header.dim() != 4 or header.shape[:2] != tokens.shape[:2]):
-            raise ValueError(f"header must have shape [E, B, H, D] matching tokens {list(tokens.shape)}, "
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.shape.vocab_size):
+            raise ValueError(f"tokens must lie in [0, {self.shape.vocab_size - 1}] (the task's vocabulary); "
+                             f"found values in [{int(tokens.min())}, {int(tokens.max())}]")
+        if header is None:
+            return
+        if self.shape.header_dim == 0:
+            raise ValueError("header was given, but this model was built for a task without a continuous header")
+        H, D = self.shape.header_len, self.shape.header_dim
+        if header.dim() != 4 or header.shape[:2] != tokens.shape[:2] or tuple(header.shape[2:]) != (H, D):
+            raise ValueError(f"header must have shape [E, B, H={H}, D={D}] matching tokens {list(tokens.shape)}, "
                              f"got {list(header.shape)}")
+        if H > tokens.shape[2]:
+            raise ValueError(f"header: its {H} positions do not fit in a sequence of {tokens.shape[2]} tokens")
 
     def forward(self, tokens: Tensor, header: Tensor | None = None) -> Tensor:  # pragma: no cover
         raise NotImplementedError

@@ -6,7 +6,7 @@ clipping in the trainer) updates never mix. Inputs are [E, ..., features].
 
 Initialisation is per member: `reset_member(e, generator)` draws slice [e] from that member's
 own CPU generator, so a model built with seeds [s_0, ..., s_{E-1}] holds in slot e exactly the
-numbers of a one-member model built with seed s_e (see `EnsembleModule.init_members`).
+numbers of a one-member model built with seed s_e (see `EnsembleModel.init_members`).
 """
 
 from __future__ import annotations

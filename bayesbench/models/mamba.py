@@ -161,13 +161,6 @@ class Mamba(ResidualStack):
         for block in self.blocks:
             block.ssm.cfg = self.cfg
 
-    def forward(self, tokens: Tensor, header: Tensor | None = None) -> Tensor:
-        self.check_inputs(tokens, header)
-        x = self.embed(tokens, header)
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln_f(x))
-
 
 def match_mamba(shape: TaskShape, target: int, *, n_layer: int = 12, tolerance: float = 0.01,
                 **cfg) -> MambaConfig:

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .base import EnsembleModel, InputEmbedding, TaskShape
-from .layers import EnsembleLayerNorm, EnsembleLinear, residual_std
+from .layers import EnsembleLayerNorm, EnsembleLinear, _normal, residual_std
 from .registry import register_model
 
 PREFERRED_DEPTHS = (18, 19, 20)  # the paper's 18-20 layers
@@ -68,7 +68,7 @@ class PrefixProjection(nn.Module):
 
     def reset_member(self, e: int, generator: torch.Generator) -> None:
         with torch.no_grad():
-            self.slots[e].copy_(torch.randn(self.slots.shape[1:], generator=generator) * self.init_std)
+            self.slots[e].copy_(_normal(tuple(self.slots.shape[1:]), self.init_std, generator))
 
     def forward(self, x: Tensor) -> Tensor:
         L = x.shape[2]
@@ -154,7 +154,6 @@ def _build(shape: TaskShape, ensemble: int, prefix: bool, match_params: int | No
         if "width" in cfg:
             raise ValueError("give either width or match_params, not both")
         depth = cfg.pop("depth", None)
-        cfg = dict(cfg)
         config = match_mlp(shape, int(match_params), prefix=prefix, depths=(depth,) if depth else None, **cfg)
     else:
         config = MLPConfig(prefix=prefix, **cfg)

@@ -26,8 +26,7 @@ from .layers import EnsembleLayerNorm, EnsembleLinear
 
 def glorot_uniform(shape: tuple[int, int], generator: torch.Generator) -> Tensor:
     """U(-r, r), r = sqrt(6 / (fan_in + fan_out)) (Keras' default kernel init for RNNs)."""
-    bound = math.sqrt(6.0 / (shape[0] + shape[1]))
-    return (torch.rand(shape, generator=generator, dtype=torch.float32) * 2 - 1) * bound
+    return uniform(shape, math.sqrt(6.0 / (shape[0] + shape[1])), generator)
 
 
 def uniform(shape: tuple[int, ...], bound: float, generator: torch.Generator) -> Tensor:

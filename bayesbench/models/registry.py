@@ -81,7 +81,11 @@ def build_model(name: str, task_or_shape, *, ensemble: int = 1, max_len: int | N
     try:
         return _MODELS[name].build(_shape(task_or_shape, max_len), ensemble, **cfg)
     except TypeError as err:
-        raise ValueError(f"bad configuration for model {name!r}: {err}") from None
+        # an unknown or missing config field (the builders pass **cfg to a config dataclass) is the
+        # user's; any other TypeError is a bug and keeps its traceback
+        if "unexpected keyword argument" not in str(err) and "required" not in str(err):
+            raise
+        raise ValueError(f"bad configuration for model {name!r}: {err}") from err
 
 
 def get_model(name: str, task_or_shape, *, ensemble: int | None = None, seeds: list[int] | None = None,

@@ -32,7 +32,6 @@ from torch.autograd.function import once_differentiable
 
 KERNELS = ("parallel", "sequential")
 SCAN_METHODS = ("auto", "parallel", "sequential", "native", "reference")
-NATIVE_OPS = ("selective_scan_fwd", "selective_scan_bwd")
 
 
 def _check_pair(decay: Tensor, inputs: Tensor) -> None:
@@ -43,7 +42,8 @@ def _check_pair(decay: Tensor, inputs: Tensor) -> None:
 
 
 def _scan_parallel(a: Tensor, b: Tensor, reverse: bool = False) -> Tensor:
-    """h_t = a_t h_{t-1} + b_t (reverse: h_t = a_t h_{t+1} + b_t) by Hillis-Steele, double-buffered."""
+    """h_t = a_t h_{t-1} + b_t (reverse: h_t = a_t h_{t+1} + b_t) by Hillis-Steele; each level writes
+    fresh h and a buffers (never into the inputs)."""
     L, o, h = b.shape[1], 1, b
     while o < L:
         # level o: h_t += A_t h_{t-o}, A_t *= A_{t-o} (mirrored when reverse); `keep` is already final
@@ -135,11 +135,11 @@ def native_scan_available() -> bool:
     global _native_available
     if _native_available is None:
         try:
-            from bayesbench.oracle import native  # noqa: F401  (loads bayesbench._C, registers the fake kernels)
+            from bayesbench.oracle import native  # loads bayesbench._C, registers the fake kernels
         except ImportError:
             _native_available = False
         else:
-            _native_available = all(hasattr(torch.ops.bayesbench, op) for op in NATIVE_OPS)
+            _native_available = all(hasattr(torch.ops.bayesbench, op) for op in native.SCAN_OPS)
     return _native_available
 
 

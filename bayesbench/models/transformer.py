@@ -50,14 +50,24 @@ class TransformerConfig:
             raise ValueError(f"attn_off_top must be an integer in [0, n_layer={self.n_layer}], got {self.attn_off_top!r}")
         if self.attention not in ATTENTION_BACKENDS:
             raise ValueError(f"attention must be one of {ATTENTION_BACKENDS}, got {self.attention!r}")
+        check_backend_dropout(self.attention, self.dropout)
 
 
-def eager_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-    """softmax(q k^T / sqrt(d) + causal mask) v, written out (the readable reference)."""
+def check_backend_dropout(backend: str, dropout: float) -> None:
+    """The Triton kernel has no attention dropout: refuse rather than silently train another model."""
+    if backend == "triton" and dropout > 0:
+        raise ValueError(f"attention='triton' has no attention dropout; use dropout=0 or attention='sdpa' "
+                         f"(got dropout={dropout})")
+
+
+def eager_attention(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0) -> Tensor:
+    """softmax(q k^T / sqrt(d) + causal mask) v, written out (the readable reference); dropout
+    on the attention weights as SDPA applies it."""
     T = q.shape[-2]
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
     future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
-    return scores.masked_fill(future, float("-inf")).softmax(-1) @ v
+    weights = scores.masked_fill(future, float("-inf")).softmax(-1)
+    return F.dropout(weights, dropout_p) @ v if dropout_p > 0 else weights @ v
 
 
 def triton_attention(q: Tensor, k: Tensor, v: Tensor, probe=None) -> Tensor:
@@ -96,7 +106,7 @@ class CausalSelfAttention(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
                                                dropout_p=self.dropout if self.training else 0.0)
         elif self.backend == "eager":
-            y = eager_attention(q, k, v)
+            y = eager_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
         else:
             y = triton_attention(q, k, v, probe=self.probe)
         y = y.transpose(1, 2).reshape(E, B, T, d)
@@ -143,15 +153,20 @@ class Transformer(ResidualStack):
         """Switch every layer's attention backend (e.g. to 'eager' for a reference check)."""
         if backend not in ATTENTION_BACKENDS:
             raise ValueError(f"backend must be one of {ATTENTION_BACKENDS}, got {backend!r}")
+        check_backend_dropout(backend, self.cfg.dropout)
         for block in self.blocks:
             if block.attn is not None:
                 block.attn.backend = backend
 
     def set_probe(self, probe, layer: int) -> None:
         """Attach an attention probe to one layer (read by the 'triton' backend's backward)."""
-        if self.blocks[layer].attn is None:
+        attn = self.blocks[layer].attn
+        if attn is None:
             raise ValueError(f"layer {layer} has no attention (attn_off_top={self.cfg.attn_off_top})")
-        self.blocks[layer].attn.probe = probe
+        if attn.backend != "triton":
+            raise ValueError(f"probes are filled by the 'triton' attention backward; layer {layer} uses "
+                             f"{attn.backend!r} (set_attention('triton') first)")
+        attn.probe = probe
 
 
 

@@ -1,6 +1,6 @@
 """The Bayes ground truth of every wind tunnel.
 
-Each public function validates its input (same errors on every backend) and dispatches to the
+Each public function validates its input and output dtype (same errors on every backend) and dispatches to the
 compiled op of `bayesbench._C` when it is built for the tensors' device (backend="auto"), else to
 the PyTorch reference beside it.
 """

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from .backend import use_native
-from .validate import check_bijection_inputs
+from .validate import check_bijection_inputs, require_float_dtype
 
 
 def bijection_posterior(
@@ -32,8 +32,7 @@ def bijection_posterior(
         [B, L, V] posteriors; each row sums to 1.
     """
     check_bijection_inputs(keys, values, V)
-    if dtype not in (torch.float32, torch.float64):
-        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
+    require_float_dtype("dtype", dtype)
     if use_native("bijection_posterior", backend, keys.device):
         from . import native
 

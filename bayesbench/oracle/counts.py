@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from .backend import use_native
-from .validate import check_sequence_inputs, require_positive
+from .validate import check_sequence_inputs, require_float_dtype, require_positive
 
 
 def sticky_predictive(seq: Tensor, V: int, a: float = 1.0, b: float = 1.0, *,
@@ -21,6 +21,7 @@ def sticky_predictive(seq: Tensor, V: int, a: float = 1.0, b: float = 1.0, *,
     """Posterior predictive [B, L, V] of the next symbol of a sticky chain with rho ~ Beta(a, b)."""
     check_sequence_inputs("seq", seq, V)
     a, b = require_positive("a", a), require_positive("b", b)
+    require_float_dtype("dtype", dtype)
     if use_native("sticky_predictive", backend, seq.device):
         from . import native
 
@@ -47,6 +48,7 @@ def markov_predictive(seq: Tensor, V: int, alpha: float = 1.0, *, backend: str =
     """Posterior predictive [B, L, V] of the next symbol of a chain with Dirichlet(alpha) rows."""
     check_sequence_inputs("seq", seq, V)
     alpha = require_positive("alpha", alpha)
+    require_float_dtype("dtype", dtype)
     if use_native("markov_predictive", backend, seq.device):
         from . import native
 

@@ -14,7 +14,9 @@ from torch import Tensor
 
 from bayesbench import _C  # noqa: F401  (importing registers the ops)
 
-OPS = ("hmm_filter", "bijection_posterior", "markov_predictive")
+ORACLE_OPS = ("hmm_filter", "bijection_posterior", "markov_predictive")
+SCAN_OPS = ("selective_scan_fwd", "selective_scan_bwd")  # Mamba's fused scan (models/scan.py)
+OPS = ORACLE_OPS + SCAN_OPS
 WITH_CUDA: bool = bool(_C.WITH_CUDA)
 
 

@@ -33,6 +33,12 @@ def require_float(name: str, x: Tensor) -> None:
         raise ValueError(f"{name} must be float32 or float64, got {x.dtype}")
 
 
+def require_float_dtype(name: str, dtype: torch.dtype) -> None:
+    """An output dtype argument: float32 or float64."""
+    if dtype not in FLOAT_DTYPES:
+        raise ValueError(f"{name} must be torch.float32 or torch.float64, got {dtype}")
+
+
 def require_integer(name: str, x: Tensor) -> None:
     if x.dtype not in INT_DTYPES:
         raise ValueError(

@@ -7,8 +7,12 @@ rejection rounds, never over sequences). Same generator state, same numbers.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
+
+from ..oracle.validate import require_positive
 
 
 def _resolve(generator: torch.Generator | None, device: torch.device | str | None) -> torch.device:
@@ -26,14 +30,17 @@ def uniform(shape: tuple[int, ...], generator: torch.Generator | None, device=No
     return u.clamp_(min=tiny)
 
 
-def gamma(concentration: float, shape: tuple[int, ...], generator: torch.Generator | None,
-          device=None, dtype: torch.dtype = torch.float64) -> Tensor:
-    """Gamma(concentration, 1) draws by Marsaglia and Tsang's method (boosted when < 1)."""
-    if not concentration > 0:
-        raise ValueError(f"concentration must be > 0, got {concentration}")
+def log_gamma(concentration: float, shape: tuple[int, ...], generator: torch.Generator | None,
+              device=None, dtype: torch.dtype = torch.float64) -> Tensor:
+    """log of Gamma(concentration, 1) draws (Marsaglia and Tsang, boosted when < 1).
+
+    Kept in log space so tiny concentrations (whose draws underflow to 0) still give proper
+    Dirichlet and Beta draws after normalisation.
+    """
+    concentration = require_positive("concentration", concentration)
     dev = _resolve(generator, device)
     if concentration == 1.0:
-        return -torch.log(uniform(shape, generator, dev, dtype))
+        return torch.log(-torch.log(uniform(shape, generator, dev, dtype)))
     boost = concentration < 1.0
     alpha = concentration + 1.0 if boost else concentration
     d = alpha - 1.0 / 3.0
@@ -46,26 +53,31 @@ def gamma(concentration: float, shape: tuple[int, ...], generator: torch.Generat
         v = (1.0 + c * x) ** 3
         ok = (v > 0) & (torch.log(u) < 0.5 * x * x + d - d * v + d * torch.log(v.clamp(min=1e-300)))
         take = ok & pending
-        out = torch.where(take, d * v, out)
+        out = torch.where(take, math.log(d) + torch.log(v.clamp(min=1e-300)), out)
         pending &= ~take
-    if boost:
-        out = out * uniform(shape, generator, dev, dtype) ** (1.0 / concentration)
+    if boost:  # Gamma(a) = Gamma(a + 1) * U^(1/a)
+        out = out + torch.log(uniform(shape, generator, dev, dtype)) / concentration
     return out
+
+
+def gamma(concentration: float, shape: tuple[int, ...], generator: torch.Generator | None,
+          device=None, dtype: torch.dtype = torch.float64) -> Tensor:
+    """Gamma(concentration, 1) draws."""
+    return log_gamma(concentration, shape, generator, device, dtype).exp()
 
 
 def dirichlet(concentration: float, shape: tuple[int, ...], generator: torch.Generator | None,
               device=None, dtype: torch.dtype = torch.float32) -> Tensor:
     """Symmetric Dirichlet(concentration) rows over the last dimension of `shape`."""
-    g = gamma(concentration, shape, generator, device, torch.float64)
-    return (g / g.sum(-1, keepdim=True)).to(dtype)
+    return torch.softmax(log_gamma(concentration, shape, generator, device), -1).to(dtype)
 
 
 def beta(a: float, b: float, shape: tuple[int, ...], generator: torch.Generator | None,
          device=None, dtype: torch.dtype = torch.float32) -> Tensor:
-    """Beta(a, b) draws as X / (X + Y) with X ~ Gamma(a), Y ~ Gamma(b)."""
-    x = gamma(a, shape, generator, device, torch.float64)
-    y = gamma(b, shape, generator, device, torch.float64)
-    return (x / (x + y)).to(dtype)
+    """Beta(a, b) draws as X / (X + Y) with X ~ Gamma(a), Y ~ Gamma(b), in log space."""
+    x = log_gamma(a, shape, generator, device)
+    y = log_gamma(b, shape, generator, device)
+    return torch.sigmoid(x - y).to(dtype)
 
 
 def permutations(batch: int, n: int, generator: torch.Generator | None, device=None) -> Tensor:
@@ -76,8 +88,7 @@ def permutations(batch: int, n: int, generator: torch.Generator | None, device=N
 
 def categorical(probs: Tensor, generator: torch.Generator | None) -> Tensor:
     """One draw from each row of `probs` [..., C] by inverse CDF (no per-row Python loop)."""
-    u = torch.rand(probs.shape[:-1] + (1,), generator=generator, device=probs.device,
-                   dtype=probs.dtype)
+    u = uniform(probs.shape[:-1] + (1,), generator, probs.device, probs.dtype)
     cdf = probs.cumsum(-1)
     idx = (cdf < u * cdf[..., -1:]).sum(-1)
     return idx.clamp_(max=probs.shape[-1] - 1)

@@ -23,8 +23,9 @@ import torch
 from torch import Tensor
 
 from ..oracle import hmm_filter
+from ..oracle.validate import require_positive
 from ._random import categorical, dirichlet
-from .base import Batch, Task, batch_device, check_batch_size
+from .base import IGNORE_INDEX, Batch, Task, batch_device, check_batch_size
 from .registry import register_task
 
 N_PROB_TOKENS = 96  # hundredths 5..100
@@ -85,8 +86,7 @@ class HMMTask(Task):
                 raise ValueError(f"{f} must be a positive integer, got {v!r}")
         if self.S < 2:
             raise ValueError(f"S must be >= 2 (one state leaves nothing to infer), got {self.S}")
-        if not float(self.concentration) > 0:
-            raise ValueError(f"concentration must be > 0, got {self.concentration!r}")
+        require_positive("concentration", self.concentration)
         if self.init not in ("uniform", "stationary"):
             raise ValueError(f"init must be 'uniform' or 'stationary' (the header must determine it), got {self.init!r}")
         if self.encoding not in ("rows", "tokens"):
@@ -197,7 +197,7 @@ class HMMTask(Task):
         posterior = torch.zeros((B, L, S), dtype=dtype, device=dev)
         posterior[:, pos] = post_obs
         if self.target == "state":
-            targets = torch.full((B, L), -100, dtype=torch.long, device=dev)
+            targets = torch.full((B, L), IGNORE_INDEX, dtype=torch.long, device=dev)
             targets[:, pos] = states
         else:
             targets = posterior.clone()

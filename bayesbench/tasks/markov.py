@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from ..oracle import markov_predictive
+from ..oracle.validate import require_positive
 from ._random import categorical, dirichlet
 from .base import Batch, batch_device, check_batch_size
 from .next_symbol import NextSymbolTask, next_symbol_batch
@@ -29,8 +30,7 @@ class MarkovTask(NextSymbolTask):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not float(self.alpha) > 0:
-            raise ValueError(f"alpha must be > 0 (Dirichlet prior), got {self.alpha!r}")
+        require_positive("alpha", self.alpha)  # the Dirichlet prior's concentration
 
     def sample(self, batch_size, generator=None, *, device=None, dtype=torch.float32) -> Batch:
         B, V, L = check_batch_size(batch_size), self.V, self.L

@@ -1,7 +1,7 @@
 """Sticky chain (SPEC.md 3.3): the next symbol repeats the current one with a per-sequence
 probability rho ~ Beta(a, b), else is uniform over the other V - 1 symbols.
 
-Position t predicts x_{t+1} from x_1..t; the exact predictive is
+Position t predicts x_{t+1} from x_0..x_t; the exact predictive is
 P(stay) = (a + n_stay) / (a + b + t) with the rest spread uniformly (`oracle.sticky_predictive`).
 """
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from ..oracle import sticky_predictive
+from ..oracle.validate import require_positive
 from ._random import beta
 from .base import Batch, batch_device, check_batch_size
 from .next_symbol import NextSymbolTask, next_symbol_batch
@@ -32,9 +33,8 @@ class StickyTask(NextSymbolTask):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for f in ("a", "b"):
-            if not float(getattr(self, f)) > 0:
-                raise ValueError(f"{f} must be > 0 (Beta prior), got {getattr(self, f)!r}")
+        for f in ("a", "b"):  # the Beta prior's parameters
+            require_positive(f, getattr(self, f))
 
     def sample(self, batch_size, generator=None, *, device=None, dtype=torch.float32) -> Batch:
         B, V, L = check_batch_size(batch_size), self.V, self.L
