@@ -185,7 +185,7 @@ def _subsample(losses: torch.Tensor, member: int, points: int = 200) -> list[lis
     n = losses.shape[0]
     if n == 0:
         return []
-    stride = max(1, n // points)
+    stride = max(1, -(-n // points))  # ceil: at most `points` windows
     out = []
     for start in range(0, n, stride):
         window = losses[start : start + stride, member]

@@ -1,12 +1,12 @@
 """Named experiment presets as data: which tasks, architectures, sizes, steps and evaluations.
 
-`quick` is sized for a 2-core CPU (the whole `bayesbench run --preset quick` in a few minutes)
-and still shows the science: a small transformer reaches the bijection posterior, the
+`quick` is sized for a 2-core CPU (the whole `bayesbench run --preset quick` in about 12
+minutes) and still shows the science: a small transformer reaches the bijection posterior, the
 position-wise MLP stays at its floor. `paper` is SPEC.md section 4's configuration, for a GPU.
 
-Architectures named here get the model config given; an MLP entry with `match` gets its width
-(and depth, if not given) chosen so its parameter count is within 1% of the named model's on
-the same task (models.match_mlp).
+Architectures named here get the model config given; an entry with `match` (the MLPs, LSTM,
+GRU, Mamba) gets its widths chosen so its parameter count is within 1% of the named model's on
+the same task (each architecture's `match_params`).
 """
 
 from __future__ import annotations

@@ -45,16 +45,18 @@ class Batch:
     def soft_targets(self) -> bool:
         return self.targets.dim() == 3
 
+    def map(self, fn) -> "Batch":
+        """A batch with `fn` applied to every tensor (latents and header included)."""
+        f = lambda x: None if x is None else fn(x)  # noqa: E731
+        return Batch(f(self.tokens), f(self.mask), f(self.targets), f(self.posterior),
+                     {k: f(v) for k, v in self.latents.items()}, f(self.header))
+
     def to(self, device: torch.device | str) -> "Batch":
-        move = lambda x: None if x is None else x.to(device)  # noqa: E731
-        return Batch(move(self.tokens), move(self.mask), move(self.targets), move(self.posterior),
-                     {k: move(v) for k, v in self.latents.items()}, move(self.header))
+        return self.map(lambda x: x.to(device))
 
     def slice(self, start: int, stop: int) -> "Batch":
         """Sequences start..stop-1 (for evaluating in chunks)."""
-        cut = lambda x: None if x is None else x[start:stop]  # noqa: E731
-        return Batch(cut(self.tokens), cut(self.mask), cut(self.targets), cut(self.posterior),
-                     {k: cut(v) for k, v in self.latents.items()}, cut(self.header))
+        return self.map(lambda x: x[start:stop])
 
 
 class Task(ABC):
