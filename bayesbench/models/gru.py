@@ -20,7 +20,15 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from .base import TaskShape
-from .recurrent import RecurrentLayer, RecurrentModel, RNNConfig, build_rnn, match_rnn
+from .recurrent import (
+    RecurrentLayer,
+    RecurrentModel,
+    RNNConfig,
+    build_rnn,
+    input_projection_grads,
+    match_rnn,
+    recurrent_weight_grad,
+)
 from .registry import register_model
 
 
@@ -141,23 +149,11 @@ class GRUScan(torch.autograd.Function):
                 torch.addcmul(DOUT[t - 1], DH[t], Z[t], out=DH[t - 1])
                 DH[t - 1].baddbmm_(DPf[t], w_t)
         d_p = d_p.view(E, L * B, G)
-        d_x = d_w_ih = d_bias = d_w_hh = d_bias_hn = None
-        if ctx.needs_input_grad[3]:
-            if L > 1:  # gh_t = h_{t-1} w_hh + b_hn with h_{-1} = 0: steps 1.. only
-                d_w_hh = torch.bmm(out[:, :-1].reshape(E, (L - 1) * B, h).transpose(1, 2), d_p[:, B:])
-            else:
-                d_w_hh = torch.zeros_like(w_hh)
-        if ctx.needs_input_grad[4]:
-            d_bias_hn = d_ghn.sum(dim=(1, 2))
+        # While d_p's n block holds d gh_n: the recurrent side (gh = h_{t-1} w_hh + b_hn).
+        d_w_hh = recurrent_weight_grad(out, d_p, w_hh) if ctx.needs_input_grad[3] else None
+        d_bias_hn = d_ghn.sum(dim=(1, 2)) if ctx.needs_input_grad[4] else None
         torch.mul(dh, dn_dh, out=d_ghn)  # now d xp_n = dn_pre (d gh_n = dn_pre r is spent)
-        if ctx.needs_input_grad[0]:
-            E, B, L, d = ctx.x_shape
-            d_x = torch.bmm(d_p, w_ih.transpose(1, 2)).view(E, L, B, d).transpose(1, 2)
-        if ctx.needs_input_grad[1]:
-            d_w_ih = torch.bmm(flat.transpose(1, 2), d_p)
-        if ctx.needs_input_grad[2]:
-            d_bias = d_p.sum(dim=1)
-        return d_x, d_w_ih, d_bias, d_w_hh, d_bias_hn
+        return (*input_projection_grads(ctx, d_p, flat, w_ih), d_w_hh, d_bias_hn)
 
 
 class GRU(RecurrentModel):

@@ -18,7 +18,15 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from .base import TaskShape
-from .recurrent import RecurrentLayer, RecurrentModel, RNNConfig, build_rnn, match_rnn
+from .recurrent import (
+    RecurrentLayer,
+    RecurrentModel,
+    RNNConfig,
+    build_rnn,
+    input_projection_grads,
+    match_rnn,
+    recurrent_weight_grad,
+)
 from .registry import register_model
 
 
@@ -140,20 +148,8 @@ class LSTMScan(torch.autograd.Function):
             DGifg[t].mul_(DC[t].unsqueeze(2))
             DGo[t].mul_(DH[t])
         d_gates = d_gates.view(E, L * B, G)
-        d_x = d_w_ih = d_bias = d_w_hh = None
-        if ctx.needs_input_grad[0]:
-            E, B, L, d = ctx.x_shape
-            d_x = torch.bmm(d_gates, w_ih.transpose(1, 2)).view(E, L, B, d).transpose(1, 2)
-        if ctx.needs_input_grad[1]:
-            d_w_ih = torch.bmm(flat.transpose(1, 2), d_gates)
-        if ctx.needs_input_grad[2]:
-            d_bias = d_gates.sum(dim=1)
-        if ctx.needs_input_grad[3]:
-            if L > 1:  # gates_t = ... + h_{t-1} w_hh with h_{-1} = 0: steps 1.. only
-                d_w_hh = torch.bmm(out[:, :-1].reshape(E, (L - 1) * B, h).transpose(1, 2), d_gates[:, B:])
-            else:
-                d_w_hh = torch.zeros_like(w_hh)
-        return d_x, d_w_ih, d_bias, d_w_hh
+        d_w_hh = recurrent_weight_grad(out, d_gates, w_hh) if ctx.needs_input_grad[3] else None
+        return (*input_projection_grads(ctx, d_gates, flat, w_ih), d_w_hh)
 
 
 class LSTM(RecurrentModel):

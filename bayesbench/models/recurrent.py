@@ -201,6 +201,31 @@ class RecurrentModel(EnsembleModel):
             layer.fused = bool(fused)
 
 
+def input_projection_grads(ctx, d_pre: Tensor, flat: Tensor, w_ih: Tensor) -> tuple[Tensor | None, ...]:
+    """(dx, dW_ih, d bias) of pre = x W_ih + b, all steps at once, for a fused scan's backward.
+
+    d_pre [E, L*B, G] and flat [E, L*B, d] have rows ordered (t, b); ctx.x_shape is x's
+    [E, B, L, d]; a gradient autograd does not need (ctx.needs_input_grad[0..2]) is None.
+    """
+    d_x = d_w_ih = d_bias = None
+    if ctx.needs_input_grad[0]:
+        E, B, L, d = ctx.x_shape
+        d_x = torch.bmm(d_pre, w_ih.transpose(1, 2)).view(E, L, B, d).transpose(1, 2)
+    if ctx.needs_input_grad[1]:
+        d_w_ih = torch.bmm(flat.transpose(1, 2), d_pre)
+    if ctx.needs_input_grad[2]:
+        d_bias = d_pre.sum(dim=1)
+    return d_x, d_w_ih, d_bias
+
+
+def recurrent_weight_grad(out: Tensor, d_pre: Tensor, w_hh: Tensor) -> Tensor:
+    """dW_hh of pre_t += h_{t-1} W_hh with h_{-1} = 0: one bmm over steps 1.. (out [E, L, B, h])."""
+    E, L, B, h = out.shape
+    if L == 1:
+        return torch.zeros_like(w_hh)
+    return torch.bmm(out[:, :-1].reshape(E, (L - 1) * B, h).transpose(1, 2), d_pre[:, B:])
+
+
 def match_rnn(model_class: type[RecurrentModel], shape: TaskShape, target: int, *, n_layer: int = 2,
               tolerance: float = 0.01) -> RNNConfig:
     """The RNNConfig of `n_layer` layers within tolerance of target: d_model, then d_embed."""
