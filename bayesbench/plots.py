@@ -54,16 +54,20 @@ def plot(db: str | None = None, out_dir: str = "results/plots", *, task: str | N
                  title=f"{label}, eval {name}: predictive entropy")
         ax_e.set(xlabel="scored position", ylabel="|H(model) - H(Bayes)| (bits)",
                  title="entropy error per position (one line per seed)")
-        for ax in (ax_h, ax_e):
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = os.path.join(out_dir, f"{_slug(label)}_{_slug(name)}.png")
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(_save(plt, fig, os.path.join(out_dir, f"{_slug(label)}_{_slug(name)}.png")))
     paths += _length_generalisation(rows, out_dir, plt, colors)
     return paths
+
+
+def _save(plt, fig, path: str) -> str:
+    """Grid and legend on every panel, then write the PNG and free the figure."""
+    for ax in fig.axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def _k(name: str) -> int | None:
@@ -100,12 +104,5 @@ def _length_generalisation(rows: list[dict], out_dir: str, plt, colors: list[str
                  title=f"{label}: error per position at the longest K")
         ax_k.set(xlabel="evaluation length K", ylabel="entropy MAE (bits)", yscale="log",
                  title="length generalisation (mean over seeds, bars: seed range)")
-        for ax in (ax_p, ax_k):
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = os.path.join(out_dir, f"{_slug(label)}_length_generalisation.png")
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(_save(plt, fig, os.path.join(out_dir, f"{_slug(label)}_length_generalisation.png")))
     return paths
