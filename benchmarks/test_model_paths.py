@@ -9,10 +9,9 @@ tunnel (V = 8, L = 32), 3 seeds x 32 sequences, models matched to the quick tran
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
+from timing import interleaved
 
 from bayesbench.models.scan import native_scan_available
 from bayesbench.tasks import get_task
@@ -21,22 +20,9 @@ from bayesbench.train import TrainConfig, Trainer
 MATCH = 70152  # the quick transformer's parameters on sticky V=8 L=32
 
 
-def _mean_step(trainer: Trainer, n: int) -> float:
-    start = time.perf_counter()
-    for _ in range(n):
-        trainer.train_step()
-    return (time.perf_counter() - start) / n
-
-
-def _pair(fast: Trainer, slow: Trainer, rounds: int = 3, n: int = 5) -> tuple[float, float]:
-    for _ in range(2):
-        fast.train_step()
-        slow.train_step()
-    tf, ts = [], []
-    for _ in range(rounds):
-        tf.append(_mean_step(fast, n))
-        ts.append(_mean_step(slow, n))
-    return sorted(tf)[rounds // 2], sorted(ts)[rounds // 2]
+def _pair(fast: Trainer, slow: Trainer) -> tuple[float, float]:
+    """Median seconds per training step of fast and slow, timed in alternating rounds."""
+    return interleaved(fast.train_step, slow.train_step, rounds=3, n=5, warmup=2)
 
 
 def _trainer(arch: str, **model_cfg) -> Trainer:

@@ -11,11 +11,10 @@ device-to-device copy); goal within 2x. Ratios go into benchmark.extra_info and 
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 import torch
+from timing import best_of
 
 _C = pytest.importorskip(
     "bayesbench._C",
@@ -31,15 +30,6 @@ from bayesbench.oracle import (  # noqa: E402
 
 B, L, S, V = 65536, 50, 5, 5
 THREADS = 2
-
-
-def _best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def _rows(shape, g, dtype=torch.float32):
@@ -119,11 +109,11 @@ def test_hmm_cpu_native(benchmark, hmm_inputs):
     arrays = tuple(x.numpy() for x in hmm_inputs)
     run_native = lambda: native.hmm_filter(trans, emit, obs)  # noqa: E731
     run_native()
-    best = {"reference": _best(lambda: hmm_filter_reference(*hmm_inputs), 1), "numpy": float("inf"),
+    best = {"reference": best_of(lambda: hmm_filter_reference(*hmm_inputs), 1), "numpy": float("inf"),
             "native": float("inf")}
     for _ in range(8):
-        best["numpy"] = min(best["numpy"], _best(lambda: numpy_forward(*arrays), 1))
-        best["native"] = min(best["native"], _best(run_native, 10))
+        best["numpy"] = min(best["numpy"], best_of(lambda: numpy_forward(*arrays), 1))
+        best["native"] = min(best["native"], best_of(run_native, 10))
     benchmark.extra_info.update(B=B, L=L, S=S, V=V, threads=THREADS, dtype="float32")
     benchmark.pedantic(run_native, rounds=20, iterations=1, warmup_rounds=1)
     _report(benchmark, f"hmm_filter CPU B={B} L={L} S=V={S}", best["native"], B * L,
@@ -136,7 +126,7 @@ def test_markov_cpu_native(benchmark):
     torch.set_num_threads(THREADS)
     b, l, v = 8192, 50, 5
     seq = torch.randint(0, v, (b, l), generator=torch.Generator().manual_seed(1))
-    ref_s = _best(lambda: markov_predictive_reference(seq, v, 1.0), 2)
+    ref_s = best_of(lambda: markov_predictive_reference(seq, v, 1.0), 2)
     benchmark.pedantic(native.markov_predictive, args=(seq, v, 1.0), rounds=20, iterations=1, warmup_rounds=1)
     _report(benchmark, f"markov_predictive CPU B={b} L={l} V={v}", benchmark.stats.stats.min, b * l,
             b * l * (8 + 4 * v), {"reference": ref_s})
@@ -148,7 +138,7 @@ def test_bijection_cpu_native(benchmark):
     g = torch.Generator().manual_seed(2)
     keys = torch.randint(0, v, (b, l), generator=g)
     values = torch.argsort(torch.rand(b, v, generator=g), dim=1).gather(1, keys)
-    ref_s = _best(lambda: bijection_posterior_reference(keys, values, v), 2)
+    ref_s = best_of(lambda: bijection_posterior_reference(keys, values, v), 2)
     benchmark.pedantic(native.bijection_posterior, args=(keys, values, v), rounds=20, iterations=1,
                        warmup_rounds=1)
     _report(benchmark, f"bijection_posterior CPU B={b} L={l} V={v}", benchmark.stats.stats.min, b * l,

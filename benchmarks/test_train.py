@@ -9,33 +9,14 @@ GPU (skipped without CUDA): E = 8 paper-scale transformers vs E = 1; goal: 8 see
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
+from timing import interleaved
 
 from bayesbench.tasks import get_task
 from bayesbench.train import TrainConfig, Trainer
 
 QUICK = dict(n_layer=2, n_head=2, d_model=64, d_ffn=256)
-
-
-def _per_step(step, n: int, sync=lambda: None) -> float:
-    sync()
-    start = time.perf_counter()
-    for _ in range(n):
-        step()
-    sync()
-    return (time.perf_counter() - start) / n
-
-
-def _interleaved(a, b, rounds: int, n: int, sync=lambda: None) -> tuple[float, float]:
-    """Median seconds per call of a and b, measured in alternating rounds."""
-    ta, tb = [], []
-    for _ in range(rounds):
-        ta.append(_per_step(a, n, sync))
-        tb.append(_per_step(b, n, sync))
-    return sorted(ta)[rounds // 2], sorted(tb)[rounds // 2]
 
 
 def test_ensemble_vs_sequential_cpu(benchmark):
@@ -49,10 +30,7 @@ def test_ensemble_vs_sequential_cpu(benchmark):
         for t in solos:
             t.train_step()
 
-    for _ in range(5):
-        ens.train_step()
-        sequential()
-    t_ens, t_seq = _interleaved(ens.train_step, sequential, rounds=5, n=10)
+    t_ens, t_seq = interleaved(ens.train_step, sequential, rounds=5, n=10, warmup=5)
     benchmark.pedantic(ens.train_step, rounds=10, iterations=1)
     ratio = t_seq / t_ens
     benchmark.extra_info.update({
@@ -72,10 +50,7 @@ def test_paper_scale_ensemble_cost_gpu(benchmark):
     cfg = TrainConfig(steps=10**9, batch_size=128, lr=1e-3)
     one = Trainer(task, "transformer", [0], cfg, model_cfg={"preset": "paper-bijection"}, device="cuda")
     eight = Trainer(task, "transformer", list(range(8)), cfg, model_cfg={"preset": "paper-bijection"}, device="cuda")
-    for _ in range(5):
-        one.train_step()
-        eight.train_step()
-    t1, t8 = _interleaved(one.train_step, eight.train_step, rounds=5, n=20, sync=torch.cuda.synchronize)
+    t1, t8 = interleaved(one.train_step, eight.train_step, rounds=5, n=20, warmup=5, sync=torch.cuda.synchronize)
     benchmark.pedantic(eight.train_step, rounds=20, iterations=1, setup=torch.cuda.synchronize)
     cost = t8 / t1
     benchmark.extra_info.update({"e1_steps_per_s": 1 / t1, "e8_steps_per_s": 1 / t8, "e8_cost_vs_e1": cost,

@@ -7,11 +7,10 @@ scripts generate data), so the ratio is meaningful on a noisy machine. Throughpu
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 import torch
+from timing import best_of
 
 from bayesbench.oracle import bijection_posterior, hmm_filter
 from bayesbench.tasks import get_task
@@ -26,15 +25,6 @@ TASKS = [
     ("sticky", {}),
     ("markov", {}),
 ]
-
-
-def best_of(fn, repeats=3) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def loop_bijection(n, V, rng):
