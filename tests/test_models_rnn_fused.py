@@ -128,14 +128,8 @@ def test_fused_matches_torch_nn_with_gradients(name):
     out = layer(x)
     (out * weights).sum().backward()
     for e in range(E):
-        ref = (torch.nn.LSTM if name == "lstm" else torch.nn.GRU)(d, h, batch_first=True).double()
-        with torch.no_grad():
-            ref.weight_ih_l0.copy_(layer.w_ih[e].T)
-            ref.weight_hh_l0.copy_(layer.w_hh[e].T)
-            ref.bias_ih_l0.copy_(layer.bias[e])
-            ref.bias_hh_l0.zero_()
-            if name == "gru":
-                ref.bias_hh_l0[2 * h:].copy_(layer.bias_hn[e])
+        ref = layer.member_as_torch(e)
+        assert type(ref) is (torch.nn.LSTM if name == "lstm" else torch.nn.GRU) and ref.weight_ih_l0.dtype == torch.float64
         ref_out = ref(x[e])[0]
         torch.testing.assert_close(out[e], ref_out, atol=1e-12, rtol=1e-12)
         (ref_out * weights[e]).sum().backward()

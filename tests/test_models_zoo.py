@@ -180,16 +180,9 @@ def test_recurrent_layer_matches_torch(name, bij):
             layer.bias_hn.normal_()
     x = torch.randn(2, 3, 9, layer.d_in)
     out = layer(x)
-    h = layer.d_model
     for e in range(2):
-        ref = (torch.nn.LSTM if name == "lstm" else torch.nn.GRU)(layer.d_in, h, batch_first=True)
-        with torch.no_grad():
-            ref.weight_ih_l0.copy_(layer.w_ih[e].T)
-            ref.weight_hh_l0.copy_(layer.w_hh[e].T)
-            ref.bias_ih_l0.copy_(layer.bias[e])
-            ref.bias_hh_l0.zero_()
-            if name == "gru":
-                ref.bias_hh_l0[2 * h:].copy_(layer.bias_hn[e])
+        ref = layer.member_as_torch(e)
+        assert type(ref) is (torch.nn.LSTM if name == "lstm" else torch.nn.GRU)
         torch.testing.assert_close(out[e], ref(x[e])[0], atol=1e-5, rtol=1e-5)
 
 

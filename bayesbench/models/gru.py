@@ -34,6 +34,7 @@ from .registry import register_model
 
 class GRULayer(RecurrentLayer):
     gates = 3
+    torch_class = nn.GRU
 
     def __init__(self, E: int, d_in: int, d_model: int) -> None:
         super().__init__(E, d_in, d_model)
@@ -44,13 +45,17 @@ class GRULayer(RecurrentLayer):
         with torch.no_grad():
             self.bias_hn[e].zero_()
 
+    def recurrent_bias(self) -> Tensor:
+        """[E, 3h]: 0 for r and z, b_hn for n (torch.nn.GRU's bias_hh layout)."""
+        return F.pad(self.bias_hn, (2 * self.d_model, 0))
+
     def forward_fused(self, x: Tensor) -> Tensor:
         return GRUScan.apply(x, self.w_ih, self.bias, self.w_hh, self.bias_hn).transpose(1, 2)  # [E, B, L, h]
 
     def forward_reference(self, x: Tensor) -> Tensor:
         xp = self.input_projection(x)  # [L, E, B, 3h]
         E, B, h = x.shape[0], x.shape[1], self.d_model
-        rec_bias = F.pad(self.bias_hn, (2 * h, 0)).unsqueeze(1)  # [E, 1, 3h]: 0 for r and z, b_hn for n
+        rec_bias = self.recurrent_bias().unsqueeze(1)  # [E, 1, 3h]
         h_t = x.new_zeros(E, B, h)
         out = []
         for t in range(xp.shape[0]):

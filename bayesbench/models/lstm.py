@@ -14,7 +14,7 @@ tested against).
 from __future__ import annotations
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from .base import TaskShape
@@ -32,6 +32,7 @@ from .registry import register_model
 
 class LSTMLayer(RecurrentLayer):
     gates = 4
+    torch_class = nn.LSTM
 
     def reset_member(self, e: int, generator: torch.Generator) -> None:
         super().reset_member(e, generator)

@@ -134,6 +134,7 @@ class RecurrentLayer(nn.Module):
     """
 
     gates = 1
+    torch_class: type[nn.RNNBase] = nn.RNNBase  # the torch.nn twin (nn.LSTM, nn.GRU)
 
     def __init__(self, E: int, d_in: int, d_model: int, fused: bool = True) -> None:
         super().__init__()
@@ -152,6 +153,21 @@ class RecurrentLayer(nn.Module):
             for g in range(self.gates):
                 self.w_hh[e, :, g * h:(g + 1) * h].copy_(orthogonal(h, generator))
             self.bias[e].zero_()
+
+    def recurrent_bias(self) -> Tensor:
+        """[E, G*h]: the bias added to h_{t-1} W_hh (torch.nn's bias_hh); zero unless a cell has one."""
+        return self.w_hh.new_zeros(self.w_hh.shape[0], self.w_hh.shape[2])
+
+    def member_as_torch(self, e: int) -> nn.RNNBase:
+        """Member e as a one-layer, batch-first torch.nn LSTM/GRU with the same weights: for use
+        outside bayesbench, and an independent check that the gates are the standard ones."""
+        twin = self.torch_class(self.d_in, self.d_model, batch_first=True).to(self.w_ih)
+        with torch.no_grad():
+            twin.weight_ih_l0.copy_(self.w_ih[e].T)
+            twin.weight_hh_l0.copy_(self.w_hh[e].T)
+            twin.bias_ih_l0.copy_(self.bias[e])
+            twin.bias_hh_l0.copy_(self.recurrent_bias()[e])
+        return twin
 
     def input_projection(self, x: Tensor) -> Tensor:
         """x W_ih + b for every timestep, time-major: [L, E, B, G*h] (contiguous per step)."""
