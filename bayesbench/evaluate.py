@@ -3,7 +3,7 @@
 - `eval_set(task, n)`: the task's evaluation sequences, drawn from a seed fixed per task and
   disjoint from every training-data seed, cached in memory (and on disk with `cache_dir`).
 - `evaluate_members(model, batch)`: entropy MAE and KL(p || q) in bits per member, with 95%
-  intervals over sequences (`metrics.summarize`) and per-position curves.
+  intervals over sequences and per-position curves (`metrics.score`).
 - `permute_hmm_labels(task, batch, generator)`: SPEC.md 3.2's label-permutation check: relabel
   the hidden states by sigma (T'[sigma(i), sigma(j)] = T[i, j], E'[sigma(i), o] = E[i, o]) and
   recompute the exact posterior; a model that filters the HMM given in the header must score
@@ -15,20 +15,19 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 import os
 import zlib
 
 import torch
 from torch import Tensor
 
-from .metrics import Summary, entropy_bits, kl_bits, per_position, summarize
+from .metrics import Summary, score, summarize
 from .models import EnsembleModel
 from .oracle import hmm_filter
 from .tasks import Batch, Task
+from .train import TRAIN_SEED_DOMAIN
 
 DEFAULT_SEQUENCES = 4096
-_EVAL_DOMAIN = 2**61  # training data seeds are below 2^61 (train.data_seed), evaluation seeds above
 # Part of the on-disk cache key: bump it whenever a sampler or oracle changes what a seed yields,
 # so no stale ground truth is ever served from results/cache.
 EVAL_SET_VERSION = 2
@@ -37,7 +36,7 @@ _cache: dict[str, Batch] = {}
 
 def eval_seed(task: Task, salt: str = "eval") -> int:
     """Evaluation-set seed of a task: fixed by its configuration, never a training-data seed."""
-    return _EVAL_DOMAIN + zlib.crc32(f"{salt}:{task.describe()}".encode())
+    return TRAIN_SEED_DOMAIN + zlib.crc32(f"{salt}:{task.describe()}".encode())
 
 
 def eval_set(task: Task, n: int = DEFAULT_SEQUENCES, *, seed: int | None = None,
@@ -91,29 +90,20 @@ class MemberScore:
 
 
 def evaluate_members(model: EnsembleModel, batch: Batch) -> list[MemberScore]:
-    """Entropy MAE and KL(p || q) of each member against batch.posterior, with curves."""
+    """Entropy MAE and KL(p || q) of each member against batch.posterior, with curves. A
+    diverged member (non-finite predictions) gets NaN scores; its siblings keep theirs."""
     log_q = predict(model, batch)
     p, mask = batch.posterior.double(), batch.mask
-    h_p = entropy_bits(p)
     positions = mask.any(0).nonzero().flatten()
     scores = []
     for e in range(model.ensemble):
-        h_q = -(log_q[e].exp() * log_q[e]).sum(-1) / math.log(2.0)
-        err, kl = (h_q - h_p).abs(), kl_bits(p, log_q=log_q[e])
-        curve = lambda v: [float(x) for x in per_position(v, mask)[positions]]  # noqa: E731
+        s = score(p, mask, log_q=log_q[e], nonfinite="nan")
+        curve = lambda c: [float(x) for x in c[positions]]  # noqa: E731
         scores.append(MemberScore(
-            summarize_finite(err, mask), summarize_finite(kl, mask), err,
-            {"position": positions.tolist(), "entropy_mae": curve(err), "kl": curve(kl),
-             "model_entropy": curve(h_q), "bayes_entropy": curve(h_p)}))
+            s.entropy_mae, s.kl, s.entropy_error,
+            {"position": positions.tolist(), "entropy_mae": curve(s.entropy_mae_curve), "kl": curve(s.kl_curve),
+             "model_entropy": curve(s.model_entropy_curve), "bayes_entropy": curve(s.bayes_entropy_curve)}))
     return scores
-
-
-def summarize_finite(values: Tensor, mask: Tensor) -> Summary:
-    """`metrics.summarize`, or an all-NaN Summary when a scored value is not finite (a diverged,
-    frozen member): that member gets no score, its siblings in the ensemble keep theirs."""
-    if torch.isfinite(values[mask]).all():
-        return summarize(values, mask)
-    return Summary(math.nan, math.nan, math.nan, int(mask.any(1).sum()), int(mask.sum()))
 
 
 def permute_hmm_labels(task: Task, batch: Batch, generator: torch.Generator) -> Batch:
@@ -150,18 +140,14 @@ def scored_positions(task: Task) -> str:
     return "every supervised position"
 
 
-def summary_dict(s: Summary) -> dict:
-    return {"mean": s.mean, "ci_low": s.ci_low, "ci_high": s.ci_high,
-            "n_sequences": s.n_sequences, "n_positions": s.n_positions}
-
-
 def evaluation_tasks(task: Task, lengths: tuple[int, ...] = ()) -> dict[str, Task]:
-    """{name: task} to score: the training task, plus HMM length-generalisation variants."""
+    """{name: task} to score: the training task first (the primary evaluation), then the HMM
+    length-generalisation variants."""
     if not lengths:
         return {"standard": task}
     if task.name != "hmm":
         raise ValueError(f"eval lengths apply to the hmm task only, got task {task.name!r}")
-    return {f"K={k}": dataclasses.replace(task, K=int(k)) for k in lengths}
+    return {f"K={task.K}": task, **{f"K={k}": dataclasses.replace(task, K=int(k)) for k in lengths}}
 
 
 def max_eval_len(task: Task, lengths: tuple[int, ...] = ()) -> int:
@@ -179,33 +165,29 @@ def evaluate(model: EnsembleModel, task: Task, *, lengths: tuple[int, ...] = (),
     permuted labels.
     """
     tasks = evaluation_tasks(task, lengths)
-    primary = next((name for name, t in tasks.items() if t == task), None)
-    if primary is None:  # the trained length was not among `lengths`: score it first anyway
-        primary = f"K={task.K}"
-        tasks = {primary: task, **tasks}
+    primary = next(iter(tasks))
     if permutation_check is None:
         permutation_check = task.name == "hmm"
     if permutation_check and task.name != "hmm":
         raise ValueError(f"permutation_check applies to the hmm task only (it relabels hidden states), "
                          f"got task {task.name!r}")
     out = [{"primary": primary, "evals": {}, "curves": {}} for _ in range(model.ensemble)]
-    plain = None
     for name, t in tasks.items():
         batch = eval_set(t, n_sequences, cache_dir=cache_dir)
         scores = evaluate_members(model, batch)
         if name == primary:
-            plain = scores
+            plain, plain_batch = scores, batch
         for e, s in enumerate(scores):
             out[e]["evals"][name] = {"task": t.describe(), "positions": scored_positions(t),
-                                     "entropy_mae": summary_dict(s.entropy_mae), "kl": summary_dict(s.kl)}
+                                     "entropy_mae": dataclasses.asdict(s.entropy_mae),
+                                     "kl": dataclasses.asdict(s.kl)}
             out[e]["curves"][name] = s.curves
     if permutation_check:
-        batch = eval_set(task, n_sequences, cache_dir=cache_dir)
-        permuted = permute_hmm_labels(task, batch, torch.Generator().manual_seed(eval_seed(task, "permute")))
-        perm = evaluate_members(model, permuted)
+        seed = eval_seed(task, "permute")
+        perm = evaluate_members(model, permute_hmm_labels(task, plain_batch, torch.Generator().manual_seed(seed)))
         for e in range(model.ensemble):
-            diff = summarize_finite(plain[e].errors - perm[e].errors, batch.mask)
+            diff = summarize(plain[e].errors - perm[e].errors, plain_batch.mask, nonfinite="nan")
             out[e]["permutation"] = {"eval": primary, "entropy_mae": plain[e].entropy_mae.mean,
                                      "entropy_mae_permuted": perm[e].entropy_mae.mean,
-                                     "difference": summary_dict(diff)}
+                                     "difference": dataclasses.asdict(diff)}
     return out

@@ -26,10 +26,15 @@ def entropy_bits(p: Tensor) -> Tensor:
     return -torch.special.xlogy(p, p).sum(-1) / LOG2
 
 
+def entropy_bits_from_log_probs(log_q: Tensor) -> Tensor:
+    """Entropy in bits of exp(log_q), e.g. a model's log_softmax output."""
+    log_q = log_q.double()
+    return -(log_q.exp() * log_q).sum(-1) / LOG2
+
+
 def entropy_bits_from_logits(logits: Tensor) -> Tensor:
     """Entropy in bits of softmax(logits), computed stably from log-probabilities."""
-    logq = torch.log_softmax(logits.double(), -1)
-    return -(logq.exp() * logq).sum(-1) / LOG2
+    return entropy_bits_from_log_probs(torch.log_softmax(logits.double(), -1))
 
 
 def kl_bits(p: Tensor, q: Tensor | None = None, *, log_q: Tensor | None = None) -> Tensor:
@@ -82,13 +87,24 @@ def _check_mask(values: Tensor, mask: Tensor | None) -> Tensor:
     return mask
 
 
-def summarize(values: Tensor, mask: Tensor | None = None, level: float = 0.95) -> Summary:
+NONFINITE = ("raise", "nan")
+
+
+def summarize(values: Tensor, mask: Tensor | None = None, level: float = 0.95, *,
+              nonfinite: str = "raise") -> Summary:
     """Mean of `values` [N, L] over positions where `mask` is True, with a `level` interval.
 
     The interval is a t-interval on the ratio estimator sum_n S_n / sum_n M_n (S_n the sum and
     M_n the count of scored values in sequence n), with the delta-method standard error.
+    `nonfinite` says what a NaN or inf at a scored position means: "raise" (NaN raises, inf
+    gives an infinite mean), or "nan" (a diverged model: the Summary's numbers are all NaN, so
+    it has no score but its sibling ensemble members keep theirs).
     """
+    if nonfinite not in NONFINITE:
+        raise ValueError(f"nonfinite must be one of {NONFINITE}, got {nonfinite!r}")
     mask = _check_mask(values, mask)
+    if nonfinite == "nan" and not bool(torch.isfinite(values[mask]).all()):
+        return Summary(math.nan, math.nan, math.nan, int(mask.any(1).sum()), int(mask.sum()))
     v = torch.where(mask, values.double(), torch.zeros((), dtype=torch.float64, device=values.device))
     if bool(torch.isnan(v).any()):
         raise ValueError("values contain NaN at scored positions; refusing to average them")
@@ -126,31 +142,36 @@ class Score:
 
     entropy_mae: Summary
     kl: Summary
+    entropy_error: Tensor  # [N, L] |H(q) - H(p)| bits, for paired comparisons of two models
     entropy_mae_curve: Tensor  # [L] bits
     kl_curve: Tensor  # [L] bits
     model_entropy_curve: Tensor  # [L] bits
     bayes_entropy_curve: Tensor  # [L] bits
 
 
-def score(p: Tensor, mask: Tensor, *, q: Tensor | None = None, logits: Tensor | None = None) -> Score:
-    """Score a model's predictive (probabilities q or logits, [N, L, C]) against posteriors p."""
-    if (q is None) == (logits is None):
-        raise ValueError("score needs exactly one of q or logits")
-    model = q if q is not None else logits
-    if model.shape != p.shape:
-        raise ValueError(f"the model's predictive must have the shape of p {list(p.shape)}, got {list(model.shape)}")
-    if logits is not None:
-        log_q = torch.log_softmax(logits.double(), -1)
-        h_q = -(log_q.exp() * log_q).sum(-1) / LOG2
-    else:
+def score(p: Tensor, mask: Tensor, *, q: Tensor | None = None, logits: Tensor | None = None,
+          log_q: Tensor | None = None, nonfinite: str = "raise") -> Score:
+    """Score a model's predictive (probabilities q, logits or log-probabilities log_q, all
+    [N, L, C]) against posteriors p; `nonfinite` as in `summarize`."""
+    given = [x for x in (q, logits, log_q) if x is not None]
+    if len(given) != 1:
+        raise ValueError("score needs exactly one of q, logits or log_q")
+    if given[0].shape != p.shape:
+        raise ValueError(f"the model's predictive must have the shape of p {list(p.shape)}, got {list(given[0].shape)}")
+    if q is not None:
         log_q = torch.log(q.double())
         h_q = entropy_bits(q)
+    else:
+        if logits is not None:
+            log_q = torch.log_softmax(logits.double(), -1)
+        h_q = entropy_bits_from_log_probs(log_q)
     h_p = entropy_bits(p)
     err = (h_q - h_p).abs()
     kl = kl_bits(p, log_q=log_q)
     return Score(
-        entropy_mae=summarize(err, mask),
-        kl=summarize(kl, mask),
+        entropy_mae=summarize(err, mask, nonfinite=nonfinite),
+        kl=summarize(kl, mask, nonfinite=nonfinite),
+        entropy_error=err,
         entropy_mae_curve=per_position(err, mask),
         kl_curve=per_position(kl, mask),
         model_entropy_curve=per_position(h_q, mask),

@@ -31,7 +31,7 @@ from .tasks import Batch, Task
 
 SCHEDULES = ("constant", "cosine")
 CHECKPOINT_NAME = "checkpoint.pt"
-_TRAIN_DOMAIN = 2**61  # training data seeds live in [0, 2^61); evaluation seeds above it
+TRAIN_SEED_DOMAIN = 2**61  # training data seeds live in [0, 2^61); evaluate.eval_seed draws above it
 _MIX = 0x9E3779B97F4A7C15
 
 
@@ -89,7 +89,7 @@ class TrainConfig:
 
 def data_seed(seed: int) -> int:
     """The training-data generator seed of model seed `seed` (a different stream from its init)."""
-    return (int(seed) * _MIX + 0x5EED) % _TRAIN_DOMAIN
+    return (int(seed) * _MIX + 0x5EED) % TRAIN_SEED_DOMAIN
 
 
 class MemberStream:

@@ -92,6 +92,10 @@ def test_hmm_evaluation_lengths_and_permutation_check():
     assert p["difference"]["ci_low"] <= p["difference"]["mean"] <= p["difference"]["ci_high"]
     uniform = evaluate(Uniform(TaskShape.from_task(task, max_len)), task, lengths=lengths, n_sequences=64)
     assert uniform[0]["permutation"]["difference"]["mean"] == pytest.approx(0.0, abs=1e-6)  # invariant model
+    # The trained length is always scored, first, and counted in the position table it needs.
+    assert max_eval_len(task, (4,)) == 10 + 6
+    shorter = evaluate(Uniform(TaskShape.from_task(task, 16)), task, lengths=(4,), n_sequences=16)
+    assert shorter[0]["primary"] == "K=6" and list(shorter[0]["evals"]) == ["K=6", "K=4"]
     short = get_model("mlp", task, depth=1, width=8)  # position table only for K = 6
     with pytest.raises(ValueError, match="max_len"):
         evaluate(short, task, lengths=lengths, n_sequences=16)

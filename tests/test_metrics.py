@@ -112,3 +112,31 @@ def test_score_of_the_exact_posterior_is_zero_and_of_uniform_is_known():
     np.testing.assert_allclose(s.model_entropy_curve.numpy(), [2.0, 2.0])
     with pytest.raises(ValueError, match="must have the shape of p"):
         score(p, mask, logits=torch.zeros(4, 2, 3))
+
+
+def test_score_from_log_probs_equals_logits_and_the_nonfinite_rule():
+    g = torch.Generator().manual_seed(0)
+    p = torch.softmax(3 * torch.randn(5, 4, 3, generator=g, dtype=torch.float64), -1)
+    logits = torch.randn(5, 4, 3, generator=g, dtype=torch.float64)
+    mask = torch.rand(5, 4, generator=g) > 0.3
+    mask[2, 1] = True
+    a, b = score(p, mask, logits=logits), score(p, mask, log_q=torch.log_softmax(logits, -1))
+    assert a.entropy_mae == b.entropy_mae and a.kl == b.kl
+    torch.testing.assert_close(a.entropy_error, (entropy_bits_from_logits(logits) - entropy_bits(p)).abs())
+    torch.testing.assert_close(b.entropy_error, a.entropy_error)
+    with pytest.raises(ValueError, match="exactly one of q, logits or log_q"):
+        score(p, mask, logits=logits, log_q=logits)
+    bad = logits.clone()
+    bad[2, 1] = float("nan")  # a scored position
+    with pytest.raises(ValueError, match="NaN"):
+        score(p, mask, logits=bad)
+    diverged = score(p, mask, logits=bad, nonfinite="nan")
+    assert math.isnan(diverged.entropy_mae.mean) and math.isnan(diverged.kl.ci_high)
+    assert (diverged.entropy_mae.n_sequences, diverged.entropy_mae.n_positions) == (
+        int(mask.any(1).sum()), int(mask.sum()))
+    inf = torch.tensor([[float("inf"), 1.0], [2.0, 3.0]])
+    assert summarize(inf).mean == math.inf  # "raise" only refuses NaN
+    assert math.isnan(summarize(inf, nonfinite="nan").mean)
+    assert summarize(inf, torch.tensor([[False, True], [True, True]]), nonfinite="nan").mean == 2.0
+    with pytest.raises(ValueError, match="nonfinite must be one of"):
+        summarize(inf, nonfinite="skip")
