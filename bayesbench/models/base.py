@@ -56,9 +56,8 @@ class InputEmbedding(nn.Module):
                        if shape.header_dim > 0 else None)
 
     def forward(self, tokens: Tensor, header: Tensor | None = None) -> Tensor:
-        E, B, L = tokens.shape
-        positions = torch.arange(L, device=tokens.device).expand(E, L)
-        x = self.tok(tokens) + self.pos(positions).unsqueeze(1)
+        L = tokens.shape[2]
+        x = self.tok(tokens) + self.pos.weight[:, :L].unsqueeze(1)  # positions 0..L-1 of every member
         if self.header is not None:
             if header is None:
                 raise ValueError("header must be given: this model was built for a task with a continuous header")
