@@ -29,7 +29,8 @@ def probe_dtype(compute_dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if compute_dtype == torch.float64 else torch.float32
 
 
-def _weights(q, k, causal: bool, scale: float) -> torch.Tensor:
+def attention_weights(q: torch.Tensor, k: torch.Tensor, *, causal: bool = True, scale: float) -> torch.Tensor:
+    """alpha = softmax(scale * q k^T) over keys, with key j > query i masked out when causal."""
     s = torch.matmul(q, k.transpose(-1, -2)) * scale
     if causal:
         s = s.masked_fill(~causal_mask(q.shape[-2], q.device), float("-inf"))
@@ -80,7 +81,7 @@ class _ReferenceAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, causal, scale, probe):
-        alpha = _weights(q, k, causal, scale)
+        alpha = attention_weights(q, k, causal=causal, scale=scale)
         ctx.save_for_backward(q, k, v, alpha)
         ctx.causal, ctx.scale, ctx.probe = causal, scale, probe
         return torch.matmul(alpha, v)

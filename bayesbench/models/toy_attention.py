@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import torch
 from torch import Tensor
+
+from bayesbench.kernels.reference import attention_weights
 
 from .base import EnsembleModel, InputEmbedding, TaskShape
 from .layers import EnsembleLinear
@@ -58,10 +59,7 @@ class ToyAttention(EnsembleModel):
         self.check_inputs(tokens, header)
         x = self.embed(tokens, header)
         q, k, v = self.W_Q(x), self.W_K(x), self.W_V(x)
-        L = tokens.shape[2]
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.cfg.qk_dim)
-        future = torch.ones(L, L, dtype=torch.bool, device=tokens.device).triu(1)
-        alpha = scores.masked_fill(future, float("-inf")).softmax(-1)
+        alpha = attention_weights(q, k, causal=True, scale=1 / math.sqrt(self.cfg.qk_dim))
         g = alpha @ v
         return {"x": x, "q": q, "k": k, "v": v, "alpha": alpha, "g": g, "logits": self.W_O(g)}
 

@@ -14,9 +14,10 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from bayesbench.kernels.reference import attention_weights
 
 from .base import ResidualStack, TaskShape
 from .layers import EnsembleLayerNorm, EnsembleLinear, residual_std
@@ -63,10 +64,7 @@ def check_backend_dropout(backend: str, dropout: float) -> None:
 def eager_attention(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0) -> Tensor:
     """softmax(q k^T / sqrt(d) + causal mask) v, written out (the readable reference); dropout
     on the attention weights as SDPA applies it."""
-    T = q.shape[-2]
-    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-    future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
-    weights = scores.masked_fill(future, float("-inf")).softmax(-1)
+    weights = attention_weights(q, k, causal=True, scale=1 / math.sqrt(q.shape[-1]))
     return F.dropout(weights, dropout_p) @ v if dropout_p > 0 else weights @ v
 
 
