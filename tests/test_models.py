@@ -268,3 +268,11 @@ def test_triton_backend_refuses_dropout_and_probes_need_it(bij):
         model.set_attention("triton")
     with pytest.raises(ValueError, match="probes are filled by the 'triton' attention backward"):
         model.set_probe(object(), 0)
+    plain = get_model("transformer", bij, seeds=[0], attention="triton", **TINY["transformer"])
+    plain.set_probe(object(), 1)
+    with pytest.raises(ValueError, match="layer 1 would use 'sdpa'"):  # the probe would silently stay empty
+        plain.set_attention("sdpa")
+    assert plain.blocks[1].attn.backend == "triton"
+    plain.set_probe(None, 1)
+    plain.set_attention("sdpa")
+    assert plain.blocks[1].attn.probe is None and plain.blocks[0].attn.backend == "sdpa"

@@ -152,19 +152,28 @@ class Transformer(ResidualStack):
         if backend not in ATTENTION_BACKENDS:
             raise ValueError(f"backend must be one of {ATTENTION_BACKENDS}, got {backend!r}")
         check_backend_dropout(backend, self.cfg.dropout)
+        for layer, block in enumerate(self.blocks):
+            if block.attn is not None:
+                _check_probe_backend(layer, backend, block.attn.probe)
         for block in self.blocks:
             if block.attn is not None:
                 block.attn.backend = backend
 
     def set_probe(self, probe, layer: int) -> None:
-        """Attach an attention probe to one layer (read by the 'triton' backend's backward)."""
+        """Attach an attention probe to one layer (read by the 'triton' backend's backward);
+        None detaches it."""
         attn = self.blocks[layer].attn
         if attn is None:
             raise ValueError(f"layer {layer} has no attention (attn_off_top={self.cfg.attn_off_top})")
-        if attn.backend != "triton":
-            raise ValueError(f"probes are filled by the 'triton' attention backward; layer {layer} uses "
-                             f"{attn.backend!r} (set_attention('triton') first)")
+        _check_probe_backend(layer, attn.backend, probe)
         attn.probe = probe
+
+
+def _check_probe_backend(layer: int, backend: str, probe) -> None:
+    """A probe is filled only by the 'triton' backward: a layer never holds one with another backend."""
+    if probe is not None and backend != "triton":
+        raise ValueError(f"probes are filled by the 'triton' attention backward; layer {layer} would use "
+                         f"{backend!r} (set_attention('triton') first, or set_probe(None, {layer}) to detach)")
 
 
 
