@@ -106,3 +106,14 @@ def test_integer_output_dtype_is_rejected():
 def test_float_sequence_is_rejected():
     with pytest.raises(ValueError, match="seq must be an integer tensor"):
         sticky_predictive(torch.zeros(2, 3), 4)
+
+
+def test_sticky_has_no_compiled_op_auto_is_silent_and_native_refuses(recwarn):
+    seq = torch.tensor([[0, 0, 1, 1, 1]])
+    want = sticky_predictive(seq, 3, backend="reference")
+    torch.testing.assert_close(sticky_predictive(seq, 3, backend="auto"), want)
+    assert not [w for w in recwarn if "bayesbench" in str(w.message)]  # by design, not a degraded mode
+    with pytest.raises(RuntimeError, match="backend='native' for sticky_predictive is unavailable"):
+        sticky_predictive(seq, 3, backend="native")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        sticky_predictive(seq, 3, backend="fast")

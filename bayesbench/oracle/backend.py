@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import torch
 
 BACKENDS = ("auto", "reference", "native")
+# The oracle ops bayesbench._C compiles. Others (the sticky predictive: a cumulative sum,
+# already vectorised in PyTorch) have no compiled kernel by design and use the reference.
+ORACLE_OPS = ("hmm_filter", "bijection_posterior", "markov_predictive")
 _warned: set[str] = set()
 
 
+@functools.cache
 def native_ops():
     """The `torch.ops.bayesbench` namespace when the extension is built, else None."""
     try:
@@ -22,7 +27,7 @@ def native_ops():
 def native_supports(op: str, device: torch.device) -> bool:
     """Whether the built extension has `op` with a kernel for `device`'s type."""
     ops = native_ops()
-    if ops is None or not hasattr(ops, op):
+    if op not in ORACLE_OPS or ops is None or not hasattr(ops, op):
         return False
     if device.type == "cpu":
         return True
@@ -49,28 +54,20 @@ def use_native(op: str, backend: str, device: torch.device) -> bool:
                 "`pip install --no-build-isolation -e .` (see README), or use backend='reference'."
             )
         return True
-    if not supported:
-        _warn_fallback(op, device)
-        return False
-    return True
+    if not supported and op in ORACLE_OPS:  # a degraded mode, unlike an op with no compiled kernel
+        _warn_fallback(device)
+    return supported
 
 
-def _warn_fallback(op: str, device: torch.device) -> None:
-    """Warn once per device type when the extension is missing or lacks that device.
-
-    Ops the extension does not provide at all (cheap, already vectorised in PyTorch) fall back
-    silently: that is by design, not a degraded mode.
-    """
-    ops = native_ops()
-    if ops is not None and not hasattr(ops, op):
-        return
+def _warn_fallback(device: torch.device) -> None:
+    """Warn once per device type when the extension is missing or lacks that device."""
     if device.type not in ("cpu", "cuda"):
         return
     key = device.type
     if key in _warned:
         return
     _warned.add(key)
-    why = "is not built" if ops is None else f"was built without {device.type} kernels"
+    why = "is not built" if native_ops() is None else f"was built without {device.type} kernels"
     warnings.warn(
         f"bayesbench: the compiled oracle bayesbench._C {why}; exact posteriors on {device.type} "
         "use the PyTorch reference (correct, slower). This warning is shown once.",

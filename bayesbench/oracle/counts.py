@@ -22,10 +22,7 @@ def sticky_predictive(seq: Tensor, V: int, a: float = 1.0, b: float = 1.0, *,
     check_sequence_inputs("seq", seq, V)
     a, b = require_positive("a", a), require_positive("b", b)
     require_float_dtype("dtype", dtype)
-    if use_native("sticky_predictive", backend, seq.device):
-        from . import native
-
-        return native.sticky_predictive(seq, V, a, b, dtype)
+    use_native("sticky_predictive", backend, seq.device)  # checks backend; 'native' raises: no compiled op
     return sticky_predictive_reference(seq, V, a, b, dtype)
 
 

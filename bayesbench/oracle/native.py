@@ -14,10 +14,10 @@ from torch import Tensor
 
 from bayesbench import _C  # noqa: F401  (importing registers the ops)
 
-ORACLE_OPS = ("hmm_filter", "bijection_posterior", "markov_predictive")
+from .backend import ORACLE_OPS
+
 SCAN_OPS = ("selective_scan_fwd", "selective_scan_bwd")  # Mamba's fused scan (models/scan.py)
 OPS = ORACLE_OPS + SCAN_OPS
-WITH_CUDA: bool = bool(_C.WITH_CUDA)
 
 
 def hmm_filter(trans: Tensor, emit: Tensor, obs: Tensor, init: Tensor | None = None
