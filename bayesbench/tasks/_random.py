@@ -13,18 +13,13 @@ import torch
 from torch import Tensor
 
 from ..oracle.validate import require_positive
-
-
-def _resolve(generator: torch.Generator | None, device: torch.device | str | None) -> torch.device:
-    if generator is not None:
-        return torch.device(generator.device)
-    return torch.device(device) if device is not None else torch.device("cpu")
+from .base import batch_device
 
 
 def uniform(shape: tuple[int, ...], generator: torch.Generator | None, device=None,
             dtype: torch.dtype = torch.float32) -> Tensor:
     """U(0, 1) draws strictly inside (0, 1), safe for logarithms."""
-    dev = _resolve(generator, device)
+    dev = batch_device(generator, device)
     u = torch.rand(shape, generator=generator, device=dev, dtype=dtype)
     tiny = torch.finfo(dtype).tiny
     return u.clamp_(min=tiny)
@@ -38,7 +33,7 @@ def log_gamma(concentration: float, shape: tuple[int, ...], generator: torch.Gen
     Dirichlet and Beta draws after normalisation.
     """
     concentration = require_positive("concentration", concentration)
-    dev = _resolve(generator, device)
+    dev = batch_device(generator, device)
     if concentration == 1.0:
         return torch.log(-torch.log(uniform(shape, generator, dev, dtype)))
     boost = concentration < 1.0
@@ -82,7 +77,7 @@ def beta(a: float, b: float, shape: tuple[int, ...], generator: torch.Generator 
 
 def permutations(batch: int, n: int, generator: torch.Generator | None, device=None) -> Tensor:
     """`batch` independent uniformly random permutations of 0..n-1, shape [batch, n]."""
-    keys = torch.rand((batch, n), generator=generator, device=_resolve(generator, device))
+    keys = torch.rand((batch, n), generator=generator, device=batch_device(generator, device))
     return keys.argsort(dim=-1)
 
 

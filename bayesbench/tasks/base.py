@@ -113,6 +113,7 @@ class Task(ABC):
 
 
 def batch_device(generator: torch.Generator | None, device) -> torch.device:
+    """Where a batch is drawn: the generator's device (a given device must agree), else device, else CPU."""
     if generator is not None:
         gdev = torch.device(generator.device)
         if device is not None and torch.device(device).type != gdev.type:
