@@ -159,13 +159,14 @@ class HMMTask(Task):
         B, K, dev = trans.shape[0], self.K, trans.device
         states = torch.empty((B, K), dtype=torch.long, device=dev)
         obs = torch.empty((B, K), dtype=torch.long, device=dev)
-        t64, e64 = trans.double(), emit.double()
+        t64, e64 = trans.double(), emit.double()  # the matrices as the header gives them, in float64
+        rows = torch.arange(B, device=dev)
         s = categorical(init.double(), generator)
         for t in range(K):  # loop over time, vectorised over the batch
             if t > 0:
-                s = categorical(t64[torch.arange(B, device=dev), s], generator)
+                s = categorical(t64[rows, s], generator)
             states[:, t] = s
-            obs[:, t] = categorical(e64[torch.arange(B, device=dev), s], generator)
+            obs[:, t] = categorical(e64[rows, s], generator)
         post_obs = hmm_filter(trans, emit, obs, init)  # [B, K, S]
         return self.assemble(trans, emit, init, states, obs, post_obs)
 
