@@ -153,12 +153,10 @@ def _workers(args, jobs) -> int:
 
 def _run_jobs(args, jobs, group_id: str, say) -> list[str]:
     from .config import run_jobs
-    from .models import count_params
 
     workers = _workers(args, jobs)
     for i, job in enumerate(jobs, 1):
-        params = count_params(job.arch, job.task, max_len=job.max_len, **job.model)
-        say(f"[{i}/{len(jobs)}] {job.setup.label} / {job.arch}: {params:,} params per member, "
+        say(f"[{i}/{len(jobs)}] {job.setup.label} / {job.arch}: {job.params:,} params per member, "
             f"{len(job.seeds)} seeds {list(job.seeds)} as one ensemble, {job.train.steps} steps x batch "
             f"{job.train.batch_size}, lr {job.train.lr:g} ({job.train.schedule}) on {job.device}"
             + (f"; position table sized {job.max_len} for the longest eval (K={max(job.setup.eval_lengths)})"
@@ -233,11 +231,10 @@ def cmd_train(args) -> int:
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
     jobs = _jobs(args, tasks=[args.task], archs=[args.arch], seeds=args.seeds)
     run_ids = _run_jobs(args, jobs, uuid.uuid4().hex[:12], say)
-    rows = read_rows(args.db, where="run_id = ?", params=(run_ids[0],))
     if args.json:
-        print(json.dumps(json_runs(rows), indent=2))
+        print(json.dumps(json_runs(read_rows(args.db, where="run_id = ?", params=(run_ids[0],))), indent=2))
     else:
-        print(markdown(select_rows(args.db, task=rows[0]["task_label"], arch=args.arch)))
+        print(markdown(select_rows(args.db, task=jobs[0].setup.label, arch=args.arch)))
     return 0
 
 
@@ -257,7 +254,7 @@ def cmd_eval(args) -> int:
             result.meta["eval_sequences"] = args.eval_sequences
         rows = record(result, db=args.db, device=args.device)
         run_ids.append(rows[0]["run_id"])
-    rows = [r for rid in run_ids for r in read_rows(args.db, where="run_id = ?", params=(rid,))]
+    rows = read_rows(args.db, where=f"run_id IN ({', '.join('?' * len(run_ids))})", params=tuple(run_ids))
     print(json.dumps(json_runs(rows), indent=2) if args.json else markdown(rows))
     return 0
 
@@ -283,7 +280,7 @@ def cmd_plot(args) -> int:
 
 def cmd_models(args) -> int:
     from .config import make_jobs
-    from .models import count_params, list_models
+    from .models import list_models
 
     print("Architectures:")
     for name, desc in list_models().items():
@@ -297,8 +294,7 @@ def cmd_models(args) -> int:
     print(f"\nParameters per ensemble member at preset {args.preset!r} (every tensor counted once: embeddings, "
           "position table sized for the longest eval length, biases, LayerNorms, head):")
     for job in jobs:
-        n = count_params(job.arch, job.task, max_len=job.max_len, **job.model)
-        print(f"  {job.setup.label:16s} {job.arch:17s} {n:>12,}  {job.model}")
+        print(f"  {job.setup.label:16s} {job.arch:17s} {job.params:>12,}  {job.model}")
     return 0
 
 

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .models import EnsembleModel, get_model
-from .tasks import Batch, Task
+from .tasks import Batch, Task, task_from_config
 
 SCHEDULES = ("constant", "cosine")
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -403,12 +403,9 @@ def train(task: Task, arch: str, seeds: list[int], cfg: TrainConfig, *, model_cf
 
 def load_result(path: str, device: torch.device | str = "cpu") -> TrainResult:
     """Rebuild a run's model and record from its checkpoint alone (for `bayesbench eval`)."""
-    from .tasks import get_task
-
     state = torch.load(path, map_location=device, weights_only=False)
     ident = state["identity"]
-    task_cfg = dict(ident["task"])
-    task = get_task(task_cfg.pop("task"), **task_cfg)
+    task = task_from_config(ident["task"])
     model = get_model(ident["arch"], task, seeds=ident["seeds"], max_len=ident["max_len"], device=device,
                       **ident["model"])
     model.load_state_dict(state["model"])
@@ -418,7 +415,4 @@ def load_result(path: str, device: torch.device | str = "cpu") -> TrainResult:
 
 def task_of(result: TrainResult) -> Task:
     """The training task a result was trained on (from its identity)."""
-    from .tasks import get_task
-
-    cfg = dict(result.identity["task"])
-    return get_task(cfg.pop("task"), **cfg)
+    return task_from_config(result.identity["task"])

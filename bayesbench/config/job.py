@@ -8,6 +8,7 @@ writes one row per seed to the results store.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ import torch
 from ..evaluate import DEFAULT_SEQUENCES, evaluate, max_eval_len
 from ..models import TaskShape, count_params, list_models
 from ..results import db_path, environment, write_rows
-from ..tasks import Task, get_task
+from ..tasks import Task, task_from_config
 from ..train import TrainConfig, TrainResult, task_of, train
 from .presets import TaskSetup, get_preset
 
@@ -37,8 +38,7 @@ def resolve_device(device: str | None) -> str:
 
 
 def make_task(setup: TaskSetup) -> Task:
-    cfg = dict(setup.task)
-    return get_task(cfg.pop("name"), **cfg)
+    return task_from_config(setup.task)
 
 
 def resolve_model(setup: TaskSetup, arch: str, task: Task, max_len: int, attention: str | None = None) -> dict:
@@ -68,13 +68,18 @@ class Job:
     seeds: tuple[int, ...]
     device: str
 
-    @property
+    @functools.cached_property
     def task(self) -> Task:
         return make_task(self.setup)
 
-    @property
+    @functools.cached_property
     def max_len(self) -> int:
         return max_eval_len(self.task, self.setup.eval_lengths)
+
+    @functools.cached_property
+    def params(self) -> int:
+        """Parameters per ensemble member."""
+        return count_params(self.arch, self.task, max_len=self.max_len, **self.model)
 
     def run_dir(self, root: str = DEFAULT_RUN_ROOT) -> str:
         seeds = "-".join(str(s) for s in self.seeds)
@@ -132,7 +137,7 @@ def run_job(job: Job, *, db: str | None = None, group_id: str | None = None, run
 
 def job_cost(job: Job) -> float:
     """A rough relative cost (parameters x tokens per step x steps x members) for scheduling."""
-    return count_params(job.arch, job.task, max_len=job.max_len, **job.model) * job.task.seq_len * \
+    return job.params * job.task.seq_len * \
         job.train.batch_size * job.train.steps * len(job.seeds)
 
 

@@ -19,7 +19,7 @@ class TaskSetup:
     """One task of a preset: the task, its training, its models and its evaluation."""
 
     label: str  # e.g. "bijection V=8": the leaderboard's task column
-    task: dict  # get_task(**task) (with "name")
+    task: dict  # task_from_config(task): {"task": name, **fields}, as Task.config() gives
     train: dict  # TrainConfig fields
     models: dict[str, dict]  # arch -> model config
     seeds: int = 3  # ensemble members, seeds 0..seeds-1
@@ -62,7 +62,7 @@ QUICK = Preset(
         # Constant lr 1e-3 as SPEC.md; 2000 steps of 32 sequences take the transformer to ~0.03 bits.
         "bijection": TaskSetup(
             label="bijection V=8",
-            task={"name": "bijection", "V": 8},
+            task={"task": "bijection", "V": 8},
             train={"steps": 2000, "batch_size": 32, "lr": 1e-3, "schedule": "constant"},
             models=_QUICK_MODELS,
             seeds=3,
@@ -73,7 +73,7 @@ QUICK = Preset(
         # seed-dependent 1-2k steps; soft targets get every seed off it within the budget.
         "hmm": TaskSetup(
             label="hmm S=5 K=20 soft",
-            task={"name": "hmm", "K": 20, "target": "posterior"},
+            task={"task": "hmm", "K": 20, "target": "posterior"},
             train={"steps": 1500, "batch_size": 32, "lr": 2e-3, "schedule": "cosine", "warmup_steps": 15},
             models=_QUICK_MODELS,
             seeds=3,
@@ -82,7 +82,7 @@ QUICK = Preset(
         # Sticky chain with rho ~ Beta(1, 1) over 8 symbols, 32 tokens: the model must count stays.
         "sticky": TaskSetup(
             label="sticky V=8 L=32",
-            task={"name": "sticky", "V": 8, "L": 32},
+            task={"task": "sticky", "V": 8, "L": 32},
             train={"steps": 800, "batch_size": 32, "lr": 2e-3, "schedule": "cosine", "warmup_steps": 8},
             models=_QUICK_MODELS,
             seeds=3,
@@ -101,7 +101,7 @@ PAPER = Preset(
     tasks={
         "bijection": TaskSetup(
             label="bijection V=20",
-            task={"name": "bijection", "V": 20},
+            task={"task": "bijection", "V": 20},
             train={"steps": 100_000, "batch_size": 128, "lr": 1e-3, "schedule": "constant"},
             models={"transformer": {"preset": "paper-bijection"},
                     "mlp": {"match": "transformer"},
@@ -113,7 +113,7 @@ PAPER = Preset(
         ),
         "hmm": TaskSetup(
             label="hmm S=5 K=20",
-            task={"name": "hmm", "K": 20},
+            task={"task": "hmm", "K": 20},
             train={"steps": 100_000, "batch_size": 128, "lr": 3e-4, "schedule": "cosine", "warmup_steps": 1000},
             models={"transformer": {"preset": "paper-hmm"},
                     "mlp": {"match": "transformer"},

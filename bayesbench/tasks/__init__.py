@@ -4,7 +4,7 @@ from .base import IGNORE_INDEX, Batch, Task
 from .bijection import BijectionTask
 from .hmm import HMMTask
 from .markov import MarkovTask
-from .registry import get_task, list_tasks, register_task
+from .registry import get_task, list_tasks, register_task, task_from_config
 from .sticky import StickyTask
 
 __all__ = [
@@ -18,4 +18,5 @@ __all__ = [
     "get_task",
     "list_tasks",
     "register_task",
+    "task_from_config",
 ]

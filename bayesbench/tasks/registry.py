@@ -35,5 +35,13 @@ def get_task(name: str, **config) -> Task:
         raise ValueError(f"bad configuration for task {name!r}: {err}; fields: {allowed}") from None
 
 
+def task_from_config(config: dict) -> Task:
+    """The task a `Task.config()` dict describes ({"task": name, **fields}): its inverse."""
+    config = dict(config)
+    if "task" not in config:
+        raise ValueError(f"a task config needs a 'task' entry (the task's name), got keys {sorted(config)}")
+    return get_task(config.pop("task"), **config)
+
+
 def list_tasks() -> list[str]:
     return sorted(_TASKS)
