@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from .base import EnsembleModel, InputEmbedding, TaskShape
 from .layers import EnsembleLayerNorm, EnsembleLinear, _normal, residual_std
+from .recurrent import fit_width
 from .registry import register_model
 
 PREFERRED_DEPTHS = (18, 19, 20)  # the paper's 18-20 layers
@@ -126,15 +127,9 @@ def match_mlp(shape: TaskShape, target: int, *, prefix: bool = False, prefix_dim
     make = lambda d, w: MLPConfig(depth=d, width=w, prefix=prefix, prefix_dim=prefix_dim)  # noqa: E731
     gap = lambda cfg: abs(mlp_param_count(shape, cfg) - target) / target  # noqa: E731
 
-    def free_width(ds):  # the count grows with width: bisect for the closest width per depth
+    def free_width(ds):  # the count grows with width: the closest width per depth
         for d in ds:
-            lo, hi = 1, 1
-            while mlp_param_count(shape, make(d, hi)) < target:
-                lo, hi = hi, hi * 2
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                lo, hi = (mid, hi) if mlp_param_count(shape, make(d, mid)) < target else (lo, mid)
-            yield from (make(d, lo), make(d, hi))
+            yield make(d, fit_width(lambda w, d=d: mlp_param_count(shape, make(d, w)), target))
 
     searches = [[make(d, w) for d in depths for w in (widths or PREFERRED_WIDTHS)],
                 list(free_width(depths)), list(free_width(range(1, 65)))]

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from .base import EnsembleModel, InputEmbedding, TaskShape
 from .layers import EnsembleLayerNorm, EnsembleLinear
+from .registry import meta_params
 
 # ---------------------------------------------------------------------------------------------
 # per-member initialisers (CPU float32 draws from the member's generator, as layers._normal)
@@ -48,12 +49,6 @@ def positive_int(name: str, value) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # capacity matching
-
-
-def meta_params(build: Callable[[], EnsembleModel]) -> int:
-    """Parameters of one member of the model `build()` makes, built on the meta device."""
-    with torch.device("meta"):
-        return build().num_params()
 
 
 def fit_width(count: Callable[[int], int], target: int, *, step: int = 1) -> int:

@@ -104,7 +104,12 @@ def get_model(name: str, task_or_shape, *, ensemble: int | None = None, seeds: l
     return model.to(device) if device is not None else model
 
 
-def count_params(name: str, task_or_shape, *, max_len: int | None = None, **cfg) -> int:
-    """Parameters of one member, counted on the meta device (no memory, no init)."""
+def meta_params(build: Callable[[], EnsembleModel]) -> int:
+    """Parameters of one member of the model `build()` makes, built on the meta device (no memory, no init)."""
     with torch.device("meta"):
-        return build_model(name, task_or_shape, ensemble=1, max_len=max_len, **cfg).num_params()
+        return build().num_params()
+
+
+def count_params(name: str, task_or_shape, *, max_len: int | None = None, **cfg) -> int:
+    """Parameters of one member of the registered model `name` with this configuration."""
+    return meta_params(lambda: build_model(name, task_or_shape, ensemble=1, max_len=max_len, **cfg))
