@@ -308,3 +308,11 @@ def test_toy_attention_structure(bij):
     expected = model.W_O(alpha @ model.W_V(x))
     torch.testing.assert_close(parts["logits"], expected)
     torch.testing.assert_close(model(tokens), expected)
+
+
+def test_set_scan_checks_the_name_and_switches_every_block(bij):
+    model = get_model("mamba", bij, seeds=[0], **TINY["mamba"])
+    with pytest.raises(ValueError, match="scan must be one of"):
+        model.set_scan("fast")
+    model.set_scan("sequential")
+    assert model.cfg.scan == "sequential" and all(b.ssm.cfg.scan == "sequential" for b in model.blocks)

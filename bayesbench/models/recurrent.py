@@ -131,11 +131,11 @@ class RecurrentLayer(nn.Module):
     gates = 1
     torch_class: type[nn.RNNBase] = nn.RNNBase  # the torch.nn twin (nn.LSTM, nn.GRU)
 
-    def __init__(self, E: int, d_in: int, d_model: int, fused: bool = True) -> None:
+    def __init__(self, E: int, d_in: int, d_model: int) -> None:
         super().__init__()
         G = self.gates
         self.d_in, self.d_model = d_in, d_model
-        self.fused = fused
+        self.fused = True  # RecurrentModel.set_fused switches it
         self.w_ih = nn.Parameter(torch.empty(E, d_in, G * d_model))
         self.bias = nn.Parameter(torch.empty(E, G * d_model))
         self.w_hh = nn.Parameter(torch.empty(E, d_model, G * d_model))
