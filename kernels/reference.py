@@ -52,8 +52,10 @@ def fill_probe(
     dv: torch.Tensor,
     causal: bool,
     scale: float,
+    ds: torch.Tensor | None = None,
 ) -> None:
-    """Write every probe field from alpha, u, b (masked entries of b need not be zero) and dv."""
+    """Write every probe field from alpha, u, b (masked entries of b need not be zero) and dv;
+    `ds`, when the caller already has dL/ds, is stored as is instead of -alpha * advantage."""
     out = probe_dtype(alpha.dtype)
     alpha, u, b, dv = (x.to(out) for x in (alpha, u, b, dv))
     t = alpha.shape[-1]
@@ -73,7 +75,7 @@ def fill_probe(
         probe.u = u
         probe.b = b
         probe.advantage = advantage
-        probe.ds = torch.where(keep, -alpha * advantage, zero)
+        probe.ds = torch.where(keep, -alpha * advantage, zero) if ds is None else ds.to(out)
 
 
 class _ReferenceAttention(torch.autograd.Function):
@@ -161,9 +163,7 @@ def eager_attention(
         a = alpha.detach()
         u = grads["u"]
         dv = torch.matmul(a.transpose(-1, -2), u)
-        fill_probe(probe, a, u, grads["b"], dv, causal, float(scale))
-        if probe.full:
-            probe.ds = ds.detach().to(probe_dtype(a.dtype))
+        fill_probe(probe, a, u, grads["b"], dv, causal, float(scale), ds=ds.detach())
 
     s.register_hook(finish)
     return o
