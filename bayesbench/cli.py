@@ -199,11 +199,17 @@ def _headline(rows: list[dict]) -> list[str]:
     return lines
 
 
+def _say(args):
+    """Progress lines: to stderr when stdout carries --json, else to stdout."""
+    stream = sys.stderr if args.json else sys.stdout
+    return lambda m: print(m, file=stream, flush=True)
+
+
 def cmd_run(args) -> int:
     from .leaderboard import json_runs, markdown, select_rows
 
     _setup_torch(args)
-    say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
+    say = _say(args)
     start = time.perf_counter()
     jobs = _jobs(args, tasks=args.tasks, archs=args.archs,
                  seeds=list(range(args.seeds)) if args.seeds else None)
@@ -228,7 +234,7 @@ def cmd_train(args) -> int:
     from .results import read_rows
 
     _setup_torch(args)
-    say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
+    say = _say(args)
     jobs = _jobs(args, tasks=[args.task], archs=[args.arch], seeds=args.seeds)
     run_ids = _run_jobs(args, jobs, uuid.uuid4().hex[:12], say)
     if args.json:

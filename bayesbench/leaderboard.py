@@ -98,8 +98,14 @@ def seed_interval(values: list, level: float = 0.95) -> tuple[float, float]:
     return (mean - half, mean + half)
 
 
+def eval_length(name: str) -> int | None:
+    """K of a length-generalisation evaluation name ("K=30" -> 30, as evaluate names them), else None."""
+    return int(name[2:]) if name.startswith("K=") and name[2:].isdigit() else None
+
+
 def _eval_order(name: str):
-    return (0, int(name[2:])) if name.startswith("K=") and name[2:].isdigit() else (1, 0)
+    k = eval_length(name)
+    return (0, k) if k is not None else (1, 0)
 
 
 def _mean(xs: list) -> float:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 
-from .leaderboard import select_rows
+from .leaderboard import eval_length, select_rows
 
 
 def _slug(text: str) -> str:
@@ -70,24 +70,20 @@ def _save(plt, fig, path: str) -> str:
     return path
 
 
-def _k(name: str) -> int | None:
-    return int(name[2:]) if name.startswith("K=") and name[2:].isdigit() else None
-
-
 def _length_generalisation(rows: list[dict], out_dir: str, plt, colors: list[str]) -> list[str]:
     """One PNG per task scored at several K: error per position at the longest K, and error vs K."""
     by_task: dict[str, list[dict]] = {}
     for r in rows:
-        if sum(_k(n) is not None for n in (r["curves"] or {})) >= 2:
+        if sum(eval_length(n) is not None for n in (r["curves"] or {})) >= 2:
             by_task.setdefault(r["task_label"], []).append(r)
     paths = []
     for label, group in sorted(by_task.items()):
         fig, (ax_p, ax_k) = plt.subplots(1, 2, figsize=(11, 4.2))
-        trained = _k((group[0]["metrics"] or {}).get("primary", ""))
+        trained = eval_length((group[0]["metrics"] or {}).get("primary", ""))
         for i, arch in enumerate(sorted({r["arch"] for r in group})):
             color = colors[i % len(colors)]
             members = [r for r in group if r["arch"] == arch]
-            ks = sorted(k for k in (_k(n) for n in members[0]["curves"]) if k is not None)
+            ks = sorted(k for k in (eval_length(n) for n in members[0]["curves"]) if k is not None)
             longest = f"K={ks[-1]}"
             curves = [m["curves"][longest]["entropy_mae"] for m in members]
             mean_curve = [sum(c[t] for c in curves) / len(curves) for t in range(len(curves[0]))]
