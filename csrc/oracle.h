@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <tuple>
+#include <utility>
 
 namespace bb {
 
@@ -81,6 +82,15 @@ inline at::Tensor prepare_sequence(const at::Tensor& x, const char* name, int64_
   TORCH_CHECK(x.dim() == 2, name, " must be [B, L], got ", x.sizes());
   TORCH_CHECK(V >= min_V && V <= INT32_MAX, "V must be in [", min_V, ", 2^31 - 1], got ", V);
   return as_index(x, name);
+}
+
+// Checked keys and values of bijection_posterior, both in the keys' index type.
+inline std::pair<at::Tensor, at::Tensor> prepare_bijection(const at::Tensor& keys, const at::Tensor& values,
+                                                           int64_t V) {
+  at::Tensor k = prepare_sequence(keys, "keys", V, 1);
+  TORCH_CHECK(values.sizes() == keys.sizes() && values.device() == keys.device(),
+              "values must have the shape and device of keys");
+  return {k, as_index(values, "values").to(k.scalar_type())};
 }
 
 }  // namespace bb

@@ -144,10 +144,8 @@ HmmResult hmm_filter_cpu(const at::Tensor& trans, const at::Tensor& emit, const 
 at::Tensor bijection_posterior_cpu(const at::Tensor& keys, const at::Tensor& values, int64_t V,
                                    at::ScalarType dtype) {
   check_float_dtype(dtype, "dtype");
-  const at::Tensor k = prepare_sequence(keys, "keys", V, 1);
-  TORCH_CHECK(values.sizes() == keys.sizes() && values.device() == keys.device(),
-              "values must have the shape and device of keys");
-  const at::Tensor v = as_index(values, "values").to(k.scalar_type());
+  const auto kv = prepare_bijection(keys, values, V);
+  const at::Tensor &k = kv.first, &v = kv.second;
   const int64_t B = k.size(0), L = k.size(1);
   auto out = empty_output({B, L, V}, k.options().dtype(dtype));
   AT_DISPATCH_FLOATING_TYPES(dtype, "bijection_posterior_cpu", [&] {

@@ -47,11 +47,9 @@ HmmResult hmm_filter_cuda(const at::Tensor& trans, const at::Tensor& emit, const
 at::Tensor bijection_posterior_cuda(const at::Tensor& keys, const at::Tensor& values, int64_t V,
                                     at::ScalarType dtype) {
   check_float_dtype(dtype, "dtype");
-  const at::Tensor k = prepare_sequence(keys, "keys", V, 1);
+  const auto kv = prepare_bijection(keys, values, V);
+  const at::Tensor &k = kv.first, &v = kv.second;
   TORCH_CHECK(k.is_cuda(), "bijection_posterior_cuda: tensors must be on a CUDA device");
-  TORCH_CHECK(values.sizes() == keys.sizes() && values.device() == keys.device(),
-              "values must have the shape and device of keys");
-  const at::Tensor v = as_index(values, "values").to(k.scalar_type());
   const c10::cuda::CUDAGuard guard(k.device());
   const int64_t B = k.size(0), L = k.size(1);
   auto out = at::empty({B, L, V}, k.options().dtype(dtype));
