@@ -1,0 +1,14 @@
+"""Gradient dynamics and geometry of attention: stored measurements, reports and figures.
+
+Shared by `bayesbench profile` (routing law over training), `bayesbench geometry` (the trained
+model's geometry) and `bayesbench emsgd` (EM-like vs SGD schedules). Every measurement is a
+long-format record (run, seed, step, layer, head, name, value) in the `dynamics` table of the
+results store; see docs/dynamics.md.
+"""
+
+from .store import (DynamicsRecord, delete_study, list_studies, read_dynamics, read_study,
+                    register_study, write_dynamics)
+from .report import write_report
+
+__all__ = ["DynamicsRecord", "delete_study", "list_studies", "read_dynamics", "read_study",
+           "register_study", "write_dynamics", "write_report"]

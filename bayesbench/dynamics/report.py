@@ -1,0 +1,31 @@
+"""One-page Markdown reports for dynamics studies, written beside the results store."""
+
+from __future__ import annotations
+
+import os
+
+
+def report_dir(db: str) -> str:
+    """Reports and figures live in `<store folder>/reports/`."""
+    return os.path.join(os.path.dirname(os.path.abspath(db)), "reports")
+
+
+def write_report(path: str, title: str, sections: list[tuple[str, str]], figures: list[str] = ()) -> str:
+    """Write `# title`, then each (heading, Markdown body) section, then the figures as links.
+
+    Figure paths are written relative to the report so the folder can be moved as a whole.
+    Returns the report's path.
+    """
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    lines = [f"# {title}", ""]
+    for heading, body in sections:
+        lines += [f"## {heading}", "", body.rstrip(), ""]
+    if figures:
+        lines += ["## Figures", ""]
+        base = os.path.dirname(os.path.abspath(path))
+        for fig in figures:
+            rel = os.path.relpath(os.path.abspath(fig), base)
+            lines += [f"![{os.path.basename(fig)}]({rel})", ""]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+    return path
