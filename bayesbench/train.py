@@ -27,9 +27,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .models import EnsembleModel, get_model
+from .models.base import check_token_values
+from .optim import FlatMemberAdamW
 from .tasks import Batch, Task, task_from_config
 
 SCHEDULES = ("constant", "cosine")
+# auto: TF32 matmuls on CUDA, exact float32 elsewhere; fp32: exact float32 everywhere; tf32: TF32
+# matmuls (CUDA only); bf16: autocast of the forward pass to bfloat16 (weights and AdamW in float32)
+PRECISIONS = ("auto", "fp32", "tf32", "bf16")
 CHECKPOINT_NAME = "checkpoint.pt"
 TRAIN_SEED_DOMAIN = 2**61  # training data seeds live in [0, 2^61); evaluate.eval_seed draws above it
 _MIX = 0x9E3779B97F4A7C15
@@ -38,6 +43,9 @@ _MIX = 0x9E3779B97F4A7C15
 @dataclass(frozen=True)
 class TrainConfig:
     """Optimisation settings (SPEC.md 4). `warmup_steps` and `min_lr_ratio` apply to 'cosine'.
+
+    precision: see PRECISIONS (evaluation always runs in exact float32). sync_every: how often
+    the losses and the divergence guard are read back to the host (a step itself reads nothing).
 
     prefetch: batches drawn per task.sample call (sliced afterwards; every step still gets
     fresh sequences). It is part of the data stream's definition: runs that must match
@@ -57,9 +65,13 @@ class TrainConfig:
     prefetch: int = 16
     checkpoint_every: int = 0
     compile: bool = False
+    precision: str = "auto"
+    sync_every: int = 20
 
     def __post_init__(self) -> None:
-        for f in ("steps", "batch_size", "prefetch"):
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        for f in ("steps", "batch_size", "prefetch", "sync_every"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{f} must be a positive integer, got {v!r}")
@@ -110,6 +122,7 @@ class MemberStream:
     def _refill(self) -> None:
         self._chunk_state = self.generator.get_state()
         self._chunk = self.task.sample(self.batch_size * self.prefetch, self.generator)
+        check_token_values(self._chunk.tokens, self.task.vocab_size, "sampled tokens")
         self._offset = 0
 
     def next(self) -> Batch:
@@ -155,32 +168,23 @@ def member_losses(logits: Tensor, targets: Tensor, mask: Tensor) -> Tensor:
     return ce.sum((1, 2)) / mask.sum((1, 2)).clamp(min=1)
 
 
-def member_grad_norms(params: list[Tensor], ensemble: int) -> Tensor:
-    """Global L2 gradient norm of each member over its slice of every parameter: [E]."""
-    sq = torch.zeros(ensemble, device=params[0].device, dtype=torch.float32)
-    for p in params:
-        if p.grad is not None:
-            sq += p.grad.float().pow(2).reshape(ensemble, -1).sum(1)
-    return sq.sqrt()
-
-
-def clip_per_member(params: list[Tensor], norms: Tensor, max_norm: float) -> None:
-    """Scale member e's gradients by min(1, max_norm / (norm_e + 1e-6)) (torch's clip rule)."""
-    coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
-    for p in params:
-        if p.grad is not None:
-            p.grad.mul_(coef.view(-1, *([1] * (p.dim() - 1))).to(p.grad.dtype))
-
-
-def decay_groups(model: EnsembleModel, weight_decay: float) -> list[dict]:
-    """AdamW groups: decay matrices and embeddings (>= 2 dims per member), not biases, norms or
+def decays(p: Tensor) -> bool:
+    """Weight decay on matrices and embeddings (>= 2 dims per member), not on biases, norms or
     parameters flagged `_no_weight_decay` (e.g. Mamba's A_log, which decay would pull to A = -1)."""
-    def decays(p: Tensor) -> bool:
-        return p.dim() >= 3 and not getattr(p, "_no_weight_decay", False)
+    return p.dim() >= 3 and not getattr(p, "_no_weight_decay", False)
 
-    decay = [p for p in model.parameters() if decays(p)]
-    other = [p for p in model.parameters() if not decays(p)]
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": other, "weight_decay": 0.0}]
+
+def set_matmul_precision(precision: str, device: torch.device) -> None:
+    """TF32 matmuls on CUDA for 'auto'/'tf32'/'bf16', exact float32 for 'fp32' (process-wide)."""
+    if device.type == "cuda":
+        tf32 = precision != "fp32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+
+
+def autocast(precision: str, device: torch.device):
+    """bfloat16 autocast of the forward pass for precision='bf16'; a no-op context otherwise."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
 # ---------------------------------------------------------------- the loop
@@ -211,7 +215,12 @@ class TrainResult:
 
 
 class Trainer:
-    """Holds the model, optimiser and data streams of one ensemble run; `fit()` runs it."""
+    """Holds the model, optimiser and data streams of one ensemble run; `fit()` runs it.
+
+    A step reads nothing back to the host: the per-member losses go into a device buffer and the
+    divergence guard's `alive` mask stays on the device; both are read every `cfg.sync_every`
+    steps (and before a checkpoint), which is when a diverged member is reported.
+    """
 
     def __init__(self, task: Task, arch: str, seeds: list[int], cfg: TrainConfig, *,
                  model_cfg: dict | None = None, max_len: int | None = None,
@@ -226,17 +235,22 @@ class Trainer:
         self.device = torch.device(device)
         self.run_dir, self.run_id = run_dir, run_id or uuid.uuid4().hex[:12]
         self.meta = dict(meta or {})
+        set_matmul_precision(cfg.precision, self.device)
         self.model = get_model(arch, task, seeds=self.seeds, max_len=max_len, device=self.device, **self.model_cfg)
+        self.model.validate_token_values = False  # MemberStream validates each sampled chunk once
         self.forward = torch.compile(self.model) if cfg.compile else self.model
-        self.params = list(self.model.parameters())
-        self.optimizer = torch.optim.AdamW(decay_groups(self.model, cfg.weight_decay), lr=cfg.lr,
-                                           betas=(cfg.beta1, cfg.beta2))
+        self.optimizer = FlatMemberAdamW(self.model, self.ensemble, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2),
+                                         weight_decay=cfg.weight_decay, decays=decays, max_norm=cfg.grad_clip)
+        self.params = self.optimizer.params
         self.streams = [MemberStream(task, s, cfg.batch_size, cfg.prefetch, self.device) for s in self.seeds]
         self.step = 0
-        self.losses: list[Tensor] = []
-        self.alive = [True] * len(self.seeds)
+        self.losses: list[Tensor] = []  # host copies, one [E] row per step, filled at each sync
+        self.alive = [True] * len(self.seeds)  # host view of the guard, as of the last sync
         self.diverged: dict[int, str] = {}
-        self.frozen: dict[int, list[Tensor]] = {}
+        self._alive = torch.ones(self.ensemble, dtype=torch.bool, device=self.device)
+        self._died_at = torch.full((self.ensemble,), -1, dtype=torch.long, device=self.device)
+        self._why = torch.zeros(self.ensemble, dtype=torch.long, device=self.device)  # 1 loss, 2 gradient
+        self._pending: list[Tensor] = []  # device loss rows not yet read
         self.elapsed = 0.0
 
     @property
@@ -246,56 +260,54 @@ class Trainer:
     def identity(self) -> dict:
         """What must match for a checkpoint to be resumed by this trainer."""
         train = dataclasses.asdict(self.cfg)
-        for k in ("checkpoint_every", "compile"):
+        for k in ("checkpoint_every", "compile", "sync_every"):
             train.pop(k)
         return {"task": self.task.config(), "arch": self.arch, "model": self.model_cfg,
                 "max_len": self.max_len, "seeds": self.seeds, "train": train,
                 "device_type": self.device.type}  # data generators are per device type
 
     # -- one step
-    def train_step(self) -> list[float]:
-        """One AdamW step of every live member; returns the per-member losses (nan if frozen)."""
-        E = self.ensemble
+    def train_step(self) -> Tensor:
+        """One AdamW step of every live member, with no host read; returns the per-member
+        losses [E] on the device (nan for a member that has diverged)."""
         tokens, header, targets, mask = stack_members([s.next() for s in self.streams])
-        lr = self.cfg.lr_at(self.step)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
         self.model.train()
-        loss = member_losses(self.forward(tokens, header), targets, mask)
-        values = loss.detach().cpu().tolist()
+        with autocast(self.cfg.precision, self.device):
+            logits = self.forward(tokens, header)
+        loss = member_losses(logits, targets, mask)
+        ok = self._alive & torch.isfinite(loss.detach())
+        self.optimizer.zero_grad()
+        torch.where(ok, loss, torch.zeros((), device=loss.device, dtype=loss.dtype)).sum().backward()
+        _, ok = self.optimizer.step(self.cfg.lr_at(self.step), ok)
+        newly = self._alive & ~ok
+        self._died_at = torch.where(newly, self.step, self._died_at)
+        self._why = torch.where(newly, torch.where(torch.isfinite(loss.detach()), 2, 1), self._why)
+        self._alive = ok
+        values = torch.where(ok, loss.detach(), torch.full((), float("nan"), device=loss.device))
+        self._pending.append(values)
+        return values
+
+    def sync(self) -> None:
+        """Read the pending loss rows and the guard's state (one device-to-host transfer)."""
+        if not self._pending:
+            return
+        rows = torch.stack(self._pending).float()
+        packed = torch.cat([rows.flatten(), self._alive.float(), self._died_at.float(), self._why.float()]).cpu()
+        n, E = rows.shape
+        self.losses.extend(packed[: n * E].view(n, E).unbind(0))
+        alive, died, why = packed[n * E:].view(3, E).tolist()
+        self._pending = []
         for e in range(E):
-            if self.alive[e] and not math.isfinite(values[e]):
-                self._freeze(e, f"loss = {values[e]}")
-        live = torch.tensor(self.alive, device=self.device)
-        self.optimizer.zero_grad(set_to_none=True)
-        if not any(self.alive):
-            return values
-        torch.where(live, loss, torch.zeros((), device=self.device)).sum().backward()
-        norms = member_grad_norms(self.params, E)
-        for e, n in enumerate(norms.tolist()):
-            if self.alive[e] and not math.isfinite(n):
-                self._freeze(e, f"gradient norm = {n}")
-        live = torch.tensor(self.alive, device=self.device)
-        if not all(self.alive):  # zero (not multiply: nan * 0 = nan) the frozen members' gradients
-            for p in self.params:
-                p.grad = torch.where(live.view(-1, *([1] * (p.dim() - 1))), p.grad, torch.zeros_like(p.grad))
-        clip_per_member(self.params, norms.nan_to_num(0.0), self.cfg.grad_clip)
-        self.optimizer.step()
-        self._restore_frozen()
-        return [v if self.alive[e] else float("nan") for e, v in enumerate(values)]
-
-    def _freeze(self, e: int, why: str) -> None:
-        self.alive[e] = False
-        self.diverged[e] = (f"member {e} (seed {self.seeds[e]}) diverged at step {self.step}: {why}; "
-                            "frozen at its last parameters, the other members continue")
-        self.frozen[e] = [p.detach()[e].clone() for p in self.params]
-        _say(f"bayesbench: {self.diverged[e]}")
-
-    def _restore_frozen(self) -> None:
-        with torch.no_grad():
-            for e, saved in self.frozen.items():
-                for p, value in zip(self.params, saved):
-                    p[e].copy_(value)
+            if self.alive[e] and not alive[e]:
+                self.alive[e] = False
+                reason = "loss is not finite" if why[e] == 1 else "gradient norm is not finite"
+                self.diverged[e] = (f"member {e} (seed {self.seeds[e]}) diverged at step {int(died[e])}: {reason}; "
+                                    "frozen at its last parameters, the other members continue")
+                _say(f"bayesbench: {self.diverged[e]}")
+        if not any(self.alive):  # the run ended when the last member diverged
+            last = max(int(d) for d in died) + 1
+            self.losses = self.losses[:last]
+            self.step = min(self.step, last)
 
     # -- checkpoints
     def checkpoint_path(self) -> str | None:
@@ -306,6 +318,7 @@ class Trainer:
         path = path or self.checkpoint_path()
         if path is None:
             raise ValueError("save needs a path (or a run_dir given to the Trainer)")
+        self.sync()
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         state = {
             "identity": self.identity(), "run_id": self.run_id, "step": self.step,
@@ -314,8 +327,8 @@ class Trainer:
             "rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if self.device.type == "cuda" else None,
             "losses": torch.stack(self.losses) if self.losses else torch.zeros(0, self.ensemble),
-            "alive": self.alive, "diverged": self.diverged, "frozen": self.frozen,
-            "elapsed": self.elapsed, "meta": self.meta,
+            "alive": self.alive, "diverged": self.diverged, "died_at": self._died_at.cpu(),
+            "why": self._why.cpu(), "elapsed": self.elapsed, "meta": self.meta,
         }
         tmp = f"{path}.tmp{os.getpid()}"
         torch.save(state, tmp)
@@ -340,7 +353,10 @@ class Trainer:
         self.run_id, self.step, self.elapsed = state["run_id"], state["step"], state["elapsed"]
         self.losses = list(state["losses"].cpu().unbind(0))
         self.alive, self.diverged = list(state["alive"]), dict(state["diverged"])
-        self.frozen = {int(e): [t.to(self.device) for t in v] for e, v in state["frozen"].items()}
+        self._alive = torch.tensor(self.alive, dtype=torch.bool, device=self.device)
+        self._died_at = state["died_at"].to(self.device)
+        self._why = state["why"].to(self.device)
+        self._pending = []
 
     # -- the loop
     def fit(self, *, progress: bool = True, stop_at: int | None = None, position: int = 0) -> TrainResult:
@@ -353,19 +369,22 @@ class Trainer:
         bar = tqdm(total=self.cfg.steps, initial=self.step, disable=not progress, unit="step",
                    desc=f"{self.task.name} {self.arch} E={self.ensemble}", dynamic_ncols=True, leave=False,
                    position=position)
-        every = self.cfg.checkpoint_every
+        every, sync_every = self.cfg.checkpoint_every, self.cfg.sync_every
         start = time.perf_counter() - self.elapsed
         while self.step < end and any(self.alive):
-            values = self.train_step()
-            self.losses.append(torch.tensor(values))
+            self.train_step()
             self.step += 1
+            if self.step % sync_every == 0 or self.step == end:
+                self.sync()
+                if progress and self.losses:
+                    recent = torch.stack(self.losses[-sync_every:]).nanmean().item()
+                    bar.set_postfix(loss=f"{recent:.4f}", refresh=False)
+                    bar.update(self.step - bar.n)
             self.elapsed = time.perf_counter() - start
-            if every and self.step % every == 0 and self.step < self.cfg.steps and self.run_dir:
+            if every and self.step % every == 0 and self.step < self.cfg.steps and self.run_dir and any(self.alive):
                 self.save()
-            if progress and (self.step % 20 == 0 or self.step == end):
-                recent = torch.stack(self.losses[-20:]).nanmean().item()
-                bar.set_postfix(loss=f"{recent:.4f}", refresh=False)
-                bar.update(self.step - bar.n)
+        self.sync()
+        self.elapsed = time.perf_counter() - start
         bar.close()
         if not any(self.alive):
             _say(f"bayesbench: every member of {self.task.name}/{self.arch} diverged; run stopped at step {self.step}")

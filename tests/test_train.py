@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from bayesbench.tasks import get_task
-from bayesbench.train import (MemberStream, TrainConfig, Trainer, clip_per_member, data_seed, load_result,
-                              member_grad_norms, train)
+from bayesbench.optim import FlatMemberAdamW
+from bayesbench.train import MemberStream, TrainConfig, Trainer, data_seed, load_result, train
 
 TINY = dict(n_layer=2, n_head=2, d_model=16, d_ffn=32)
 
@@ -49,24 +49,75 @@ def test_mlp_member_equals_solo_run(bij):
     assert _rel(ens.losses[:, 1], solo.losses[:, 0]) < 1e-5
 
 
+class _TwoParams(torch.nn.Module):
+    def __init__(self, E: int) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(E, 4, 5))
+        self.b = torch.nn.Parameter(torch.randn(E, 5))
+
+
 def test_clipping_is_per_member():
     """Each member is clipped by its own global norm, as torch's clip_grad_norm_ would a solo model."""
-    params = [torch.nn.Parameter(torch.zeros(3, 4, 5)), torch.nn.Parameter(torch.zeros(3, 5))]
+    torch.manual_seed(0)
+    model = _TwoParams(3)
+    opt = FlatMemberAdamW(model, 3, lr=1e-3, max_norm=1.0)
     scale = torch.tensor([0.01, 3.0, 50.0])
     grads = [torch.randn(3, 4, 5) * scale.view(3, 1, 1), torch.randn(3, 5) * scale.view(3, 1)]
-    for p, g in zip(params, grads):
-        p.grad = g.clone()
-    norms = member_grad_norms(params, 3)
-    clip_per_member(params, norms, 1.0)
+    opt.zero_grad()
+    for p, g in zip(model.parameters(), grads):
+        p.grad.copy_(g)  # the gradient buffer's views
+    norms = opt.member_grad_norms()
+    coef = (1.0 / (norms + 1e-6)).clamp(max=1.0)
+    opt.grad.mul_(opt.member_scale(coef))
     for e in range(3):
         solo = [torch.nn.Parameter(torch.zeros_like(g[e])) for g in grads]
         for p, g in zip(solo, grads):
             p.grad = g[e].clone()
         total = torch.nn.utils.clip_grad_norm_(solo, 1.0)
         torch.testing.assert_close(norms[e], total)
-        for p, q in zip(params, solo):
+        for p, q in zip(model.parameters(), solo):
             torch.testing.assert_close(p.grad[e], q.grad)
-    assert float(params[0].grad[0].abs().sum()) == pytest.approx(float(grads[0][0].abs().sum()))  # small: untouched
+    assert float(model.w.grad[0].abs().sum()) == pytest.approx(float(grads[0][0].abs().sum()))  # small: untouched
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+def test_flat_adamw_matches_torch_adamw_per_member(weight_decay):
+    """Several steps of the flat optimiser = torch.optim.AdamW + clip_grad_norm_ on each member alone;
+    a member whose `ok` is False is left exactly as it was."""
+    torch.manual_seed(1)
+    E = 3
+    model = _TwoParams(E)
+    solos = [[torch.nn.Parameter(p.detach()[e].clone()) for p in model.parameters()] for e in range(E)]
+    opt = FlatMemberAdamW(model, E, lr=3e-2, betas=(0.8, 0.95), weight_decay=weight_decay,
+                          decays=lambda p: p.dim() >= 3, max_norm=0.5)
+    torch_opts = [torch.optim.AdamW([{"params": [s[0]], "weight_decay": weight_decay},
+                                     {"params": [s[1]], "weight_decay": 0.0}], lr=3e-2, betas=(0.8, 0.95))
+                  for s in solos]
+    for step in range(5):
+        grads = [torch.randn(E, 4, 5) * 3, torch.randn(E, 5)]
+        opt.zero_grad()
+        for p, g in zip(model.parameters(), grads):
+            p.grad.copy_(g)
+        ok = torch.tensor([True, step < 2, True])
+        frozen = [p.detach()[1].clone() for p in model.parameters()]
+        opt.step(3e-2, ok)
+        for e in range(E):
+            if not ok[e]:
+                for p, f in zip(model.parameters(), frozen):
+                    assert torch.equal(p.detach()[e], f)
+                continue
+            for s, g in zip(solos[e], grads):
+                s.grad = g[e].clone()
+            torch.nn.utils.clip_grad_norm_(solos[e], 0.5)
+            torch_opts[e].step()
+            for p, s in zip(model.parameters(), solos[e]):
+                torch.testing.assert_close(p.detach()[e], s.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_flat_adamw_rejects_parameters_without_the_member_dimension():
+    model = torch.nn.Linear(3, 4)
+    with pytest.raises(ValueError, match="leading member dimension"):
+        FlatMemberAdamW(model, 2, lr=1e-3)
 
 
 def test_schedules():
