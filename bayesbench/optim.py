@@ -7,24 +7,28 @@ transformer) that is ~1,400 kernel launches per step, most of them tiny.
 
 Here every parameter is a view into one contiguous buffer, laid out parameter-major: parameter i
 occupies ``flat[o_i : o_i + E*n_i]`` as its own contiguous ``[E, ...]`` tensor, so models, custom
-ops and checkpoints see ordinary contiguous parameters. Gradients live in a second buffer of the
-same layout (autograd accumulates into the views in place). A *segment* is member e's slice of
-parameter i; ``lengths`` lists the P*E segment lengths in buffer order. Then one step is:
+ops and checkpoints see ordinary contiguous parameters. After backward the gradients are gathered
+into a buffer of the same layout by one concatenation (autograd hands each parameter a fresh
+gradient; accumulating into preset views would cost one add per parameter instead). A *segment*
+is member e's slice of parameter i; ``lengths`` lists the P*E segment lengths in buffer order.
+Then one step is:
 
 - per-member squared gradient norms: one ``segment_reduce`` over the squared gradient buffer;
 - the NaN/inf guard on the device: a member whose loss or gradient norm is not finite stops being
   updated (``alive``), with no host read;
 - clipping by torch's rule (scale ``min(1, max_norm / (norm_e + 1e-6))``) and the guard's mask as
   one per-element scale;
-- AdamW (decoupled weight decay, bias-corrected moments, torch's formula and order) on the whole
-  buffer: about a dozen ops, whatever the number of parameters.
+- AdamW by torch's own fused kernel (`torch._fused_adamw_`, the kernel behind
+  `torch.optim.AdamW(fused=True)`) on two flat tensors: the decayed prefix and the rest;
+- a diverged member is put back to its parameters before the step (one lerp with weight 0 or 1).
+
+About 25 kernel launches in all, whatever the number of parameter tensors.
 
 Decayed parameters come first in the buffer, so weight decay is one op on a prefix.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 import torch
@@ -70,19 +74,21 @@ class FlatMemberAdamW:
             view = self.param[offset:offset + n].view_as(p)
             view.copy_(p.detach())
             p.data = view  # same Parameter object (modules keep their references), storage in the buffer
-            p.grad = self.grad[offset:offset + n].view_as(p)
+            p.grad = None
             offset += n
         self.lengths = torch.tensor(_segments(self.params, ensemble), dtype=torch.long, device=device)
         self.exp_avg = torch.zeros_like(self.param)
         self.exp_avg_sq = torch.zeros_like(self.param)
-        self.steps = 0  # AdamW's step count (host integer: bias corrections need no device read)
+        self.steps = 0  # AdamW's step count (also kept on the device for the fused kernel)
+        self._step = torch.zeros((), dtype=torch.float32, device=device)
+        self._zero = torch.zeros((), dtype=dtype, device=device)
         self._n_params = len(self.params)
 
     # -- per-member views
     def member_scale(self, per_member: Tensor) -> Tensor:
-        """Expand a per-member vector [E] to one value per buffer element (no host read)."""
-        return torch.repeat_interleave(per_member.repeat(self._n_params), self.lengths,
-                                       output_size=self.param.numel())
+        """Expand per-member values [..., E] to one value per buffer element [..., N] (no host read)."""
+        return torch.repeat_interleave(per_member.repeat(*([1] * (per_member.dim() - 1)), self._n_params),
+                                       self.lengths, dim=-1, output_size=self.param.numel())
 
     def member_grad_norms(self) -> Tensor:
         """Global L2 norm of each member's gradient over all its parameters: [E]."""
@@ -90,32 +96,56 @@ class FlatMemberAdamW:
         return seg.view(self._n_params, self.ensemble).sum(0).sqrt()
 
     def zero_grad(self) -> None:
-        self.grad.zero_()
+        for p in self.params:
+            p.grad = None
+
+    def gather_grads(self) -> Tensor:
+        """Concatenate the parameters' gradients (after backward) into the flat buffer, in one op;
+        a parameter that got no gradient counts as zero. Returns the buffer."""
+        grads = [p.grad.reshape(-1) if p.grad is not None
+                 else torch.zeros(p.numel(), dtype=self.param.dtype, device=self.param.device) for p in self.params]
+        self.grad = torch.cat(grads)
+        return self.grad
 
     # -- the update
     @torch.no_grad()
-    def step(self, lr: float, ok: Tensor) -> tuple[Tensor, Tensor]:
-        """Clip each member and update those where `ok` ([E] bool) holds and the gradient norm is
-        finite; the others are left exactly as they are. Returns (pre-clip norms [E], the members
-        updated [E] bool), both on the device."""
+    def step(self, lr: float, alive: Tensor, loss: Tensor) -> tuple[Tensor, Tensor]:
+        """Clip each member and update those that are `alive` ([E] bool) and whose `loss` ([E])
+        and gradient norm are finite; the others are left exactly as they are. Gradients are read
+        from the parameters' `.grad`. Returns (pre-clip norms [E], the members updated [E]),
+        both on the device: nothing is read back to the host.
+        """
+        g = self.gather_grads()
         norms = self.member_grad_norms()
-        ok = ok & torch.isfinite(norms)
-        coef = (self.max_norm / (norms + 1e-6)).clamp(max=1.0)
-        coef = torch.where(ok, coef, torch.zeros((), dtype=coef.dtype, device=coef.device))
-        g = self.grad.mul_(self.member_scale(coef)).nan_to_num_(0.0, 0.0, 0.0)
-        live = self.member_scale(ok.to(self.param.dtype))
-        beta1, beta2 = self.betas
+        both = norms + loss.detach().to(norms.dtype)
+        ok = alive & ((both - both) == 0)  # x - x == 0 exactly when x is finite (nan and inf give nan)
+        coef = (self.max_norm / (norms + 1e-6)).clamp_(max=1.0)  # torch.nn.utils.clip_grad_norm_'s rule
+        coef = torch.where(ok, coef, self._zero)
+        scale, dead = self.member_scale(torch.stack([coef, (~ok).to(coef.dtype)]))
+        g.mul_(scale).nan_to_num_(0.0, 0.0, 0.0)  # a diverged member's nan/inf gradient becomes 0
+        before = self.param.clone()
+        self._step.add_(1)
         self.steps += 1
-        self.exp_avg.lerp_(g, 1 - beta1)
-        self.exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-        bias1 = 1 - beta1 ** self.steps
-        bias2_sqrt = math.sqrt(1 - beta2 ** self.steps)
-        if self.weight_decay and self.n_decay:
-            head = self.param[:self.n_decay]
-            head.mul_(live[:self.n_decay].mul(-lr * self.weight_decay).add_(1.0))
-        update = self.exp_avg / (self.exp_avg_sq.sqrt() / bias2_sqrt).add_(self.eps)
-        self.param.addcmul_(update, live, value=-lr / bias1)
+        beta1, beta2 = self.betas
+        views = self._views(g)
+        for (params, grads, m, v), decay in zip(views, (self.weight_decay, 0.0)):
+            if params:
+                torch._fused_adamw_(params, grads, m, v, [], [self._step] * len(params), lr=lr, beta1=beta1,
+                                    beta2=beta2, weight_decay=decay, eps=self.eps, amsgrad=False, maximize=False)
+        self.param.lerp_(before, dead)  # weight 1 puts a diverged member back exactly, weight 0 keeps the update
         return norms, ok
+
+    def _views(self, g: Tensor) -> list[tuple[list[Tensor], list[Tensor], list[Tensor], list[Tensor]]]:
+        """(params, grads, exp_avgs, exp_avg_sqs) of the decayed prefix and of the rest, as one
+        flat tensor each (so the fused kernel is one launch per part)."""
+        cut = self.n_decay
+        parts = []
+        for lo, hi in ((0, cut), (cut, self.param.numel())):
+            if hi > lo:
+                parts.append(([self.param[lo:hi]], [g[lo:hi]], [self.exp_avg[lo:hi]], [self.exp_avg_sq[lo:hi]]))
+            else:
+                parts.append(([], [], [], []))
+        return parts
 
     # -- checkpoints
     def state_dict(self) -> dict:
@@ -130,5 +160,6 @@ class FlatMemberAdamW:
         if state["shapes"] != [list(p.shape) for p in self.params] or state["n_decay"] != self.n_decay:
             raise ValueError("optimizer state does not match this model's parameters")
         self.steps = int(state["steps"])
+        self._step.fill_(self.steps)
         self.exp_avg.copy_(state["exp_avg"])
         self.exp_avg_sq.copy_(state["exp_avg_sq"])

@@ -249,7 +249,7 @@ class Trainer:
         self.diverged: dict[int, str] = {}
         self._alive = torch.ones(self.ensemble, dtype=torch.bool, device=self.device)
         self._died_at = torch.full((self.ensemble,), -1, dtype=torch.long, device=self.device)
-        self._why = torch.zeros(self.ensemble, dtype=torch.long, device=self.device)  # 1 loss, 2 gradient
+        self._step_on_device = torch.zeros((), dtype=torch.long, device=self.device)
         self._pending: list[Tensor] = []  # device loss rows not yet read
         self.elapsed = 0.0
 
@@ -275,35 +275,45 @@ class Trainer:
         with autocast(self.cfg.precision, self.device):
             logits = self.forward(tokens, header)
         loss = member_losses(logits, targets, mask)
-        ok = self._alive & torch.isfinite(loss.detach())
         self.optimizer.zero_grad()
-        torch.where(ok, loss, torch.zeros((), device=loss.device, dtype=loss.dtype)).sum().backward()
-        _, ok = self.optimizer.step(self.cfg.lr_at(self.step), ok)
-        newly = self._alive & ~ok
-        self._died_at = torch.where(newly, self.step, self._died_at)
-        self._why = torch.where(newly, torch.where(torch.isfinite(loss.detach()), 2, 1), self._why)
+        loss.sum().backward()  # members are independent: a diverged member's nan stays in its own gradients
+        _, ok = self.optimizer.step(self.cfg.lr_at(self.step), self._alive, loss)
+        self._died_at = torch.where(self._alive & ~ok, self._step_tensor(), self._died_at)
         self._alive = ok
-        values = torch.where(ok, loss.detach(), torch.full((), float("nan"), device=loss.device))
+        values = loss.detach()
         self._pending.append(values)
         return values
 
+    def _step_tensor(self) -> Tensor:
+        self._step_on_device.fill_(self.step)
+        return self._step_on_device
+
     def sync(self) -> None:
-        """Read the pending loss rows and the guard's state (one device-to-host transfer)."""
+        """Read the pending loss rows and the guard's state (one device-to-host transfer).
+
+        A member's losses from the step it diverged on are reported as nan; the reason is read
+        from its loss at that step (not finite: the loss; finite: its gradient norm was not)."""
         if not self._pending:
             return
+        first = self.step - len(self._pending)
         rows = torch.stack(self._pending).float()
-        packed = torch.cat([rows.flatten(), self._alive.float(), self._died_at.float(), self._why.float()]).cpu()
+        packed = torch.cat([rows.flatten(), self._died_at.float()]).cpu()
         n, E = rows.shape
-        self.losses.extend(packed[: n * E].view(n, E).unbind(0))
-        alive, died, why = packed[n * E:].view(3, E).tolist()
+        rows, died = packed[: n * E].view(n, E).clone(), packed[n * E:].tolist()
         self._pending = []
         for e in range(E):
-            if self.alive[e] and not alive[e]:
+            d = int(died[e])
+            if d >= 0:
+                rows[max(0, d - first):, e] = float("nan")
+            if self.alive[e] and d >= 0:
                 self.alive[e] = False
-                reason = "loss is not finite" if why[e] == 1 else "gradient norm is not finite"
-                self.diverged[e] = (f"member {e} (seed {self.seeds[e]}) diverged at step {int(died[e])}: {reason}; "
+                k = d - first  # the row of step d in this window
+                loss_at = float(packed[k * E + e]) if 0 <= k < n else float("nan")
+                reason = "gradient norm is not finite" if math.isfinite(loss_at) else "loss is not finite"
+                self.diverged[e] = (f"member {e} (seed {self.seeds[e]}) diverged at step {d}: {reason}; "
                                     "frozen at its last parameters, the other members continue")
                 _say(f"bayesbench: {self.diverged[e]}")
+        self.losses.extend(rows.unbind(0))
         if not any(self.alive):  # the run ended when the last member diverged
             last = max(int(d) for d in died) + 1
             self.losses = self.losses[:last]
@@ -328,7 +338,7 @@ class Trainer:
             "cuda_rng": torch.cuda.get_rng_state_all() if self.device.type == "cuda" else None,
             "losses": torch.stack(self.losses) if self.losses else torch.zeros(0, self.ensemble),
             "alive": self.alive, "diverged": self.diverged, "died_at": self._died_at.cpu(),
-            "why": self._why.cpu(), "elapsed": self.elapsed, "meta": self.meta,
+            "elapsed": self.elapsed, "meta": self.meta,
         }
         tmp = f"{path}.tmp{os.getpid()}"
         torch.save(state, tmp)
@@ -355,7 +365,6 @@ class Trainer:
         self.alive, self.diverged = list(state["alive"]), dict(state["diverged"])
         self._alive = torch.tensor(self.alive, dtype=torch.bool, device=self.device)
         self._died_at = state["died_at"].to(self.device)
-        self._why = state["why"].to(self.device)
         self._pending = []
 
     # -- the loop

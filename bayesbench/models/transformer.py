@@ -99,7 +99,7 @@ class CausalSelfAttention(nn.Module):
         E, B, T, d = x.shape
         H = self.n_head
         qkv = self.qkv(x).view(E * B, T, 3, H, d // H).permute(2, 0, 3, 1, 4)  # [3, E*B, H, T, Dh]
-        q, k, v = qkv[0], qkv[1], qkv[2]
+        q, k, v = qkv.unbind(0)  # one view op; its backward is one stack (three selects would be three)
         if self.backend == "sdpa":
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
                                                dropout_p=self.dropout if self.training else 0.0)
