@@ -2,9 +2,11 @@
 
 Every parameter has a leading member dimension E: tokens [E, B, L] -> logits [E, B, L, C],
 one forward/backward trains E independent models. `get_model(name, task, seeds=[...])` builds
-and initialises one; `list_models()` names them.
+and initialises one; `list_models()` names them. `from_module(factory, task, seeds=[...])` makes
+any plain nn.Module such an ensemble (`adapter.py`).
 """
 
+from .adapter import AdaptedModel, from_module, from_modules, register_module
 from .base import EnsembleModel, TaskShape
 from .layers import EnsembleEmbedding, EnsembleLayerNorm, EnsembleLinear
 from .mlp import MLP, MLPConfig, match_mlp, mlp_param_count
@@ -14,6 +16,10 @@ from .transformer import Transformer, TransformerConfig
 
 __all__ = [
     "MLP",
+    "AdaptedModel",
+    "from_module",
+    "from_modules",
+    "register_module",
     "TRANSFORMER_PRESETS",
     "EnsembleEmbedding",
     "EnsembleLayerNorm",

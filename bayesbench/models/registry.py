@@ -2,7 +2,9 @@
 
 A model file registers a builder `(shape: TaskShape, ensemble: int, **cfg) -> EnsembleModel`
 with `@register_model(name, description)`; every module of `bayesbench.models` is imported on
-first lookup, so adding an architecture is adding one file.
+first lookup, so adding an architecture is adding one file. A name with a ':' is a model from
+outside the package ('pkg.mod:build', './file.py:build', 'hf:gpt2'), built by
+`bayesbench.models.outside` through the adapter.
 """
 
 from __future__ import annotations
@@ -18,6 +20,11 @@ import torch
 from .base import EnsembleModel, TaskShape
 
 Builder = Callable[..., EnsembleModel]
+
+
+def is_outside(name) -> bool:
+    """Whether `name` names an outside model (`bayesbench.models.outside`): it has a ':'."""
+    return isinstance(name, str) and ":" in name
 
 
 @dataclass(frozen=True)
@@ -76,9 +83,15 @@ def build_model(name: str, task_or_shape, *, ensemble: int = 1, max_len: int | N
                 **cfg) -> EnsembleModel:
     """Construct (without initialising) the architecture `name` for a task or TaskShape."""
     _discover()
-    if name not in _MODELS:
-        raise ValueError(f"unknown model {name!r}; available: {', '.join(sorted(_MODELS))}")
+    outside = name not in _MODELS and is_outside(name)  # 'pkg.mod:build', './file.py:build', 'hf:gpt2'
+    if name not in _MODELS and not outside:
+        raise ValueError(f"unknown model {name!r}; available: {', '.join(sorted(_MODELS))} "
+                         "(or your own: 'pkg.mod:build', './file.py:build', 'hf:gpt2')")
     try:
+        if outside:
+            from .outside import build_outside
+
+            return build_outside(name, _shape(task_or_shape, max_len), ensemble, **cfg)
         return _MODELS[name].build(_shape(task_or_shape, max_len), ensemble, **cfg)
     except TypeError as err:
         # an unknown or missing config field (the builders pass **cfg to a config dataclass) is the
