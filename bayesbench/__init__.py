@@ -9,6 +9,21 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 
+def evaluate_model(model, task, **kwargs):
+    """Score a trained model (a plain nn.Module or an ensemble) on `task`'s fixed evaluation sets
+    and store it; see `bayesbench.scoring.evaluate_model`."""
+    from .scoring import evaluate_model as _evaluate_model
+
+    return _evaluate_model(model, task, **kwargs)
+
+
+def model_spec(task, preset: str = "quick"):
+    """The spec (TaskShape) a model factory gets for `task`; see `bayesbench.scoring.model_spec`."""
+    from .scoring import model_spec as _model_spec
+
+    return _model_spec(task, preset)
+
+
 def extension_status() -> str:
     """Say whether the compiled extension `bayesbench._C` is importable, and with which devices."""
     import torch  # loads libtorch, which the extension links against

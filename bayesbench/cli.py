@@ -3,6 +3,8 @@
     bayesbench run --preset quick            # train every architecture on every task, print the leaderboard
     bayesbench train --task bijection --arch transformer --preset quick --seeds 0,1,2 --steps 500
     bayesbench eval runs/quick/bijection-transformer-s0-1-2
+    bayesbench run --model ./mine.py:build --name mine --tasks bijection,hmm   # your own nn.Module
+    bayesbench score --model ./mine.py:build --checkpoint mine.pt --task bijection
     bayesbench leaderboard --format md       # or csv, json
     bayesbench plot                          # PNGs: entropy per position vs Bayes, error curves
     bayesbench models                        # architectures and their parameter counts
@@ -19,6 +21,7 @@ import sys
 import time
 import uuid
 
+from .cli_model import add_model_options, add_score_parser, cmd_score, model_jobs, split_list
 from .leaderboard import FORMATS
 
 EPILOG = """Results go to an SQLite store (default ./results/bayesbench.sqlite; --db or $BAYESBENCH_DB).
@@ -78,19 +81,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="the main job: train every selected arch on every selected task, store, print the leaderboard")
     _training(run)
-    run.add_argument("--tasks", nargs="+", help="task keys of the preset (default: all, e.g. bijection hmm)")
+    run.add_argument("--tasks", nargs="+", help="task keys of the preset (default: all, e.g. bijection hmm or bijection,hmm)")
     run.add_argument("--archs", nargs="+", help="architectures (default: the preset's, e.g. transformer mlp)")
     run.add_argument("--seeds", type=_positive, help="ensemble members per run, seeds 0..N-1 (default: the preset's)")
     run.add_argument("--jobs", type=_positive, help="training processes in parallel (default: one per CPU core on "
                      "CPU, 1 on a GPU)")
     run.add_argument("--json", action="store_true", help="print {\"runs\": [...]} instead of the table")
+    add_model_options(run)
 
     tr = sub.add_parser("train", help="train one arch on one task (an ensemble of seeds), evaluate and store")
     _training(tr)
     tr.add_argument("--task", required=True, help="task key of the preset (quick: bijection, hmm, sticky)")
-    tr.add_argument("--arch", required=True, help="architecture (see `bayesbench models`)")
+    tr.add_argument("--arch", help="architecture (see `bayesbench models`); or --model for your own")
     tr.add_argument("--seeds", type=_seed_list, help="comma-separated seeds, one ensemble member each (default: 0..N-1 of the preset)")
     tr.add_argument("--json", action="store_true", help="print {\"runs\": [...]} (one record per seed)")
+    add_model_options(tr)
 
     ev = sub.add_parser("eval", help="re-evaluate a trained run from its checkpoint and update the store")
     ev.add_argument("run_dir", nargs="+", help="run directories (with checkpoint.pt) or checkpoint files")
@@ -99,10 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true", help="print {\"runs\": [...]}")
     _common(ev)
 
-    lb = sub.add_parser("leaderboard", help="show stored results (the latest run of each task and arch)")
+    lb = sub.add_parser("leaderboard", help="show stored results (every stored seed of each task, arch and config)")
     lb.add_argument("--task", help="only this task (name like hmm, or label like 'hmm S=5 K=20')")
     lb.add_argument("--arch", help="only this architecture")
-    lb.add_argument("--all", action="store_true", help="every stored run, not only the latest per task and arch")
+    lb.add_argument("--latest", action="store_true", help="only the newest run of each task and arch")
+    lb.add_argument("--all", action="store_true", help="one row per stored run (no pooling of seeds across runs)")
     lb.add_argument("--format", default="md", choices=FORMATS, help="output format (default md)")
     lb.add_argument("--json", action="store_true", help="same as --format json")
     _common(lb)
@@ -114,6 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     md = sub.add_parser("models", help="list the architectures and their parameter counts at a preset's sizes")
     md.add_argument("--preset", default="paper", help="preset whose sizes to count (default paper)")
+
+    add_score_parser(sub)
 
     tunnels = sub.add_parser("tunnels", help="sample every wind tunnel and print its exact posterior entropy curve")
     tunnels.add_argument("--batch-size", type=_positive, default=2048, help="sequences per tunnel (default 2048)")
@@ -137,6 +145,11 @@ def _progress(args) -> bool:
 def _jobs(args, *, tasks, archs, seeds):
     from .config import make_jobs
 
+    tasks = split_list(tasks)
+    if getattr(args, "model", None):
+        return model_jobs(args, tasks=tasks, seeds=seeds, say=_say(args))
+    if getattr(args, "name", None):
+        raise ValueError("--name names a --model; built-in archs keep their names")
     return make_jobs(args.preset, tasks=tasks, archs=archs, seeds=seeds, steps=args.steps, device=args.device,
                      attention=args.attention, compile=args.compile, checkpoint_every=args.checkpoint_every,
                      eval_sequences=args.eval_sequences)
@@ -156,7 +169,7 @@ def _run_jobs(args, jobs, group_id: str, say) -> list[str]:
 
     workers = _workers(args, jobs)
     for i, job in enumerate(jobs, 1):
-        say(f"[{i}/{len(jobs)}] {job.setup.label} / {job.arch}: {job.params:,} params per member, "
+        say(f"[{i}/{len(jobs)}] {job.setup.label} / {job.name or job.arch}: {job.params:,} params per member, "
             f"{len(job.seeds)} seeds {list(job.seeds)} as one ensemble, {job.train.steps} steps x batch "
             f"{job.train.batch_size}, lr {job.train.lr:g} ({job.train.schedule}) on {job.device}"
             + (f"; position table sized {job.max_len} for the longest eval (K={max(job.setup.eval_lengths)})"
@@ -168,7 +181,7 @@ def _run_jobs(args, jobs, group_id: str, say) -> list[str]:
     def done(job, rows):
         r0 = rows[0]
         maes = " ".join(f"{r['entropy_mae_bits']:.4f}" for r in rows)
-        say(f"done: {job.setup.label} / {job.arch} in {r0['wall_s']:.1f} s ({r0['steps_per_s']:.1f} steps/s); "
+        say(f"done: {job.setup.label} / {job.name or job.arch} in {r0['wall_s']:.1f} s ({r0['steps_per_s']:.1f} steps/s); "
             f"entropy MAE (bits) per seed: {maes}")
         for r in rows:
             if r["status"] != "ok":
@@ -217,10 +230,13 @@ def cmd_run(args) -> int:
     say(f"bayesbench run --preset {args.preset}: {len(jobs)} training jobs (group {group_id})")
     _run_jobs(args, jobs, group_id, say)
     rows = select_rows(args.db, group_id=group_id)
+    if args.model and not args.json:  # beside the built-in archs stored for the same tasks
+        rows = [r for r in select_rows(args.db) if r["task_label"] in {job.setup.label for job in jobs}]
     if args.json:
         print(json.dumps(json_runs(rows), indent=2))
         return 0
-    print(f"\nLeaderboard (preset {args.preset}, this run; store: {_db_name(args.db)})\n")
+    scope = "every stored run of these tasks" if args.model else "this run"
+    print(f"\nLeaderboard (preset {args.preset}, {scope}; store: {_db_name(args.db)})\n")
     print(markdown(rows))
     print()
     for line in _headline(rows):
@@ -235,12 +251,14 @@ def cmd_train(args) -> int:
 
     _setup_torch(args)
     say = _say(args)
-    jobs = _jobs(args, tasks=[args.task], archs=[args.arch], seeds=args.seeds)
+    if (args.arch is None) == (args.model is None):
+        raise ValueError("give exactly one of --arch (a built-in architecture) and --model (your own)")
+    jobs = _jobs(args, tasks=[args.task], archs=[args.arch] if args.arch else None, seeds=args.seeds)
     run_ids = _run_jobs(args, jobs, uuid.uuid4().hex[:12], say)
     if args.json:
         print(json.dumps(json_runs(read_rows(args.db, where="run_id = ?", params=(run_ids[0],))), indent=2))
     else:
-        print(markdown(select_rows(args.db, task=jobs[0].setup.label, arch=args.arch)))
+        print(markdown(select_rows(args.db, task=jobs[0].setup.label, arch=jobs[0].name or args.arch)))
     return 0
 
 
@@ -268,8 +286,10 @@ def cmd_eval(args) -> int:
 def cmd_leaderboard(args) -> int:
     from .leaderboard import render, select_rows
 
-    rows = select_rows(args.db, task=args.task, arch=args.arch, latest=not args.all)
-    print(render(rows, "json" if args.json else args.format))
+    if args.latest and args.all:
+        raise ValueError("give at most one of --latest and --all")
+    rows = select_rows(args.db, task=args.task, arch=args.arch, latest=args.latest)
+    print(render(rows, "json" if args.json else args.format, per_run=args.all))
     return 0
 
 
@@ -320,7 +340,7 @@ def cmd_tunnels(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     commands = {"run": cmd_run, "train": cmd_train, "eval": cmd_eval, "leaderboard": cmd_leaderboard,
-                "plot": cmd_plot, "models": cmd_models, "tunnels": cmd_tunnels}
+                "plot": cmd_plot, "models": cmd_models, "tunnels": cmd_tunnels, "score": cmd_score}
     try:
         return commands[args.command](args)
     except ValueError as err:

@@ -67,6 +67,7 @@ class Job:
     train: TrainConfig
     seeds: tuple[int, ...]
     device: str
+    name: str | None = None  # leaderboard name when arch is an outside model ('./mine.py:build' -> 'mine')
 
     @functools.cached_property
     def task(self) -> Task:
@@ -83,10 +84,10 @@ class Job:
 
     def run_dir(self, root: str = DEFAULT_RUN_ROOT) -> str:
         seeds = "-".join(str(s) for s in self.seeds)
-        return os.path.join(root, self.preset, f"{self.key}-{self.arch}-s{seeds}")
+        return os.path.join(root, self.preset, f"{self.key}-{self.name or self.arch}-s{seeds}")
 
     def meta(self, group_id: str | None) -> dict:
-        return {"preset": self.preset, "label": self.setup.label, "group_id": group_id,
+        return {"preset": self.preset, "label": self.setup.label, "group_id": group_id, "name": self.name,
                 "eval_lengths": list(self.setup.eval_lengths), "eval_sequences": self.setup.eval_sequences}
 
 
@@ -199,8 +200,11 @@ def _subsample(losses: torch.Tensor, member: int, points: int = 200) -> list[lis
 
 
 def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
-           cache_dir: str | None = None) -> list[dict]:
+           cache_dir: str | None = None, write: bool = True) -> list[dict]:
     """Evaluate a trained ensemble and write one row per seed (replacing that run's old rows).
+
+    The row's arch is meta["name"] when given (an outside model's leaderboard name), else the
+    identity's arch; identity["train"] is None for a model scored without training here.
 
     Evaluation sets are cached on disk beside the store (`<store folder>/cache`) unless
     `cache_dir` says otherwise, so parallel jobs and later `eval` calls reuse them.
@@ -216,7 +220,7 @@ def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
     attention = model_cfg.get("attention")
     env = environment(device, attention)
     final = result.final_loss()
-    batch = ident["train"]["batch_size"]
+    batch = (ident.get("train") or {}).get("batch_size")
     rows = []
     for e, seed in enumerate(result.seeds):
         s = scores[e]
@@ -224,13 +228,14 @@ def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
         rows.append({
             "run_id": result.run_id, "seed": seed, "member": e, "group_id": meta.get("group_id"),
             "preset": meta.get("preset"), "task": task.name, "task_label": meta.get("label", task.describe()),
-            "task_config": task.config(), "arch": ident["arch"],
+            "task_config": task.config(), "arch": meta.get("name") or ident["arch"],
             "config": {"model": model_cfg, "model_args": ident["model"], "train": ident["train"],
                        "seeds": result.seeds, "max_len": ident["max_len"], "eval_lengths": list(lengths),
                        "eval_sequences": meta.get("eval_sequences"), "checkpoint": result.checkpoint},
             "params": model.num_params(), "steps": result.steps, "wall_s": result.wall_s,
             "steps_per_s": result.steps_per_s,
-            "sequences_per_s": result.steps * batch * len(result.seeds) / result.wall_s if result.wall_s else None,
+            "sequences_per_s": (result.steps * batch * len(result.seeds) / result.wall_s
+                                if result.wall_s and batch else None),
             "status": result.diverged.get(e, "ok"), "final_loss": final[e],
             "entropy_mae_bits": primary["entropy_mae"]["mean"],
             "entropy_mae_ci_low": primary["entropy_mae"]["ci_low"],
@@ -242,5 +247,6 @@ def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
                         "final_loss": "mean training cross-entropy (nats) over the last 100 steps"},
             "curves": s["curves"], "loss_curve": _subsample(result.losses, e), "environment": env,
         })
-    write_rows(rows, db)
+    if write:
+        write_rows(rows, db)
     return rows
