@@ -2,8 +2,10 @@
 
 Every number says what it is: entropy MAE = mean over (sequence, scored position) of
 |H(model) - H(Bayes)| in bits; KL = mean KL(Bayes || model) in bits; both over the task's
-fixed evaluation set, on the positions named in the table's notes. By default each
-(task, arch) shows its most recent run, with one value per seed.
+fixed evaluation set, on the positions named in the table's notes. By default a row pools every
+stored seed of one (task, arch, configuration) across runs (the newest row of a seed run twice),
+with the number of seeds shown; `latest=True` keeps only the newest run of each (task, arch),
+`per_run=True` gives one row per run.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ FORMATS = ("md", "csv", "json")
 
 
 def select_rows(db: str | None = None, *, task: str | None = None, arch: str | None = None,
-                group_id: str | None = None, latest: bool = True) -> list[dict]:
+                group_id: str | None = None, latest: bool = False) -> list[dict]:
     """Stored rows, filtered; with `latest`, only the newest run of each (task_label, arch)."""
     where, params = [], []
     if task:
@@ -61,23 +63,40 @@ def json_runs(rows: list[dict]) -> dict:
     return {"runs": runs}
 
 
-def _aggregate(rows: list[dict]) -> list[dict]:
-    """One entry per (task_label, eval, arch, run) with per-seed values, in a stable order."""
+def config_key(row: dict) -> str:
+    """What must match for two runs' seeds to be pooled in one leaderboard row: the task's
+    configuration, the model's arguments (an outside model's source too), training, position
+    range and evaluation (not the seeds, the checkpoint path or the run)."""
+    cfg = row["config"] or {}
+    model = cfg.get("model") or {}
+    return json.dumps({"task": row["task_config"], "model_args": cfg.get("model_args"), "spec": model.get("spec"),
+                       "train": cfg.get("train"), "max_len": cfg.get("max_len"),
+                       "eval_lengths": cfg.get("eval_lengths"), "eval_sequences": cfg.get("eval_sequences")},
+                      sort_keys=True, default=str)
+
+
+def _aggregate(rows: list[dict], per_run: bool = False) -> list[dict]:
+    """One entry per (task_label, eval, arch, configuration) pooling the seeds of every run (a
+    seed stored twice counts once, its newest row), or per (..., run) with `per_run`; in a stable order."""
     groups: dict[tuple, dict] = {}
-    for r in rows:
+    for r in rows:  # oldest first: a newer row of the same seed replaces the older one
         evals = (r["metrics"] or {}).get("evals") or {}
         for name, ev in evals.items():
-            key = (r["task_label"], name, r["arch"], r["run_id"])
+            key = (r["task_label"], name, r["arch"], r["run_id"] if per_run else config_key(r))
             g = groups.setdefault(key, {"task": r["task_label"], "eval": name, "arch": r["arch"],
-                                        "params": r["params"], "steps": r["steps"], "wall_s": r["wall_s"],
-                                        "seeds": [], "mae": [],
-                                        "kl": [], "positions": ev["positions"],
-                                        "n_sequences": ev["entropy_mae"]["n_sequences"], "status": [],
+                                        "params": r["params"], "steps": r["steps"], "runs": {},
+                                        "by_seed": {}, "positions": ev["positions"],
+                                        "n_sequences": ev["entropy_mae"]["n_sequences"],
                                         "primary": name == r["metrics"].get("primary")})
-            g["seeds"].append(r["seed"])
-            g["mae"].append(ev["entropy_mae"]["mean"])
-            g["kl"].append(ev["kl"]["mean"])
-            g["status"].append(r["status"])
+            g["runs"][r["run_id"]] = r["wall_s"]
+            g["by_seed"][r["seed"]] = (ev["entropy_mae"]["mean"], ev["kl"]["mean"], r["status"])
+    for g in groups.values():
+        seeds = sorted(g.pop("by_seed").items())
+        g["seeds"] = [s for s, _ in seeds]
+        g["mae"], g["kl"], g["status"] = ([v[i] for _, v in seeds] for i in range(3))
+        walls = [w for w in g["runs"].values() if w is not None]
+        g["wall_s"] = sum(walls) / len(walls) if walls else float("nan")
+        g["n_runs"] = len(g.pop("runs"))
     out = sorted(groups.values(), key=lambda g: (g["task"], _eval_order(g["eval"]), _mean(g["mae"])))
     for g in out:
         g["mae_mean"], g["kl_mean"] = _mean(g["mae"]), _mean(g["kl"])
@@ -123,15 +142,24 @@ def _signed(x) -> str:
     return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:+.2e}"
 
 
+def _wall(x) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x:.0f}"
+
+
+def _seeds(g: dict) -> str:
+    runs = f" in {g['n_runs']} runs" if g["n_runs"] > 1 else ""
+    return f"{len(g['seeds'])}{runs}: {','.join(map(str, g['seeds']))}"
+
+
 def _count(n: int) -> str:
     return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k"
 
 
-def markdown(rows: list[dict]) -> str:
+def markdown(rows: list[dict], per_run: bool = False) -> str:
     """The leaderboard table plus notes saying what every number is."""
     if not rows:
         return "(no results in the store yet: run `bayesbench run --preset quick`)"
-    agg = _aggregate(rows)
+    agg = _aggregate(rows, per_run)
     lines = ["| task | eval | arch | params | steps | wall (s) | seeds | entropy MAE (bits), mean [95% CI over seeds] "
              "| per seed | KL (bits), mean | x best |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -145,7 +173,7 @@ def markdown(rows: list[dict]) -> str:
         lo, hi = g["mae_ci"]
         ci = f" [{_fmt(max(lo, 0.0))}, {_fmt(hi)}]" if math.isfinite(lo) else ""
         lines.append(f"| {g['task']} | {g['eval']}{'' if not g['primary'] else ' (trained)'} | {g['arch']}{flag} | "
-                     f"{_count(g['params'])} | {g['steps']} | {g['wall_s']:.0f} | {','.join(map(str, g['seeds']))} | "
+                     f"{_count(g['params'])} | {g['steps']} | {_wall(g['wall_s'])} | {_seeds(g)} | "
                      f"{_fmt(g['mae_mean'])}{ci} | {' '.join(_fmt(x) for x in g['mae'])} | {_fmt(g['kl_mean'])} | "
                      f"{ratio:.1f}x |")
     notes = ["", "Metrics (bits, log base 2), each averaged over every (sequence, scored position) pair of the "
@@ -153,7 +181,9 @@ def markdown(rows: list[dict]) -> str:
              "- entropy MAE = mean |H(model) - H(Bayes)|; KL = mean KL(Bayes || model); 'per seed' lists each "
              "ensemble member in seed order; the interval is a t-interval of the mean over seeds (clipped at 0); "
              "'x best' = mean MAE / best mean MAE on that task and eval; wall = training wall time of the whole "
-             "ensemble (all seeds at once).",
+             "ensemble (all seeds at once; the mean over runs when a row pools several); 'seeds' = how many "
+             "seeds the row pools (every stored run of the same task, arch and configuration; a seed run twice "
+             "counts once, its newest run), then which.",
              "- scored positions:"]
     seen = set()
     for g in agg:
@@ -189,11 +219,11 @@ def to_csv(rows: list[dict]) -> str:
     return buf.getvalue()
 
 
-def render(rows: list[dict], fmt: str = "md") -> str:
+def render(rows: list[dict], fmt: str = "md", per_run: bool = False) -> str:
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
     if fmt == "md":
-        return markdown(rows)
+        return markdown(rows, per_run)
     if fmt == "csv":
         return to_csv(rows).rstrip("\n")
     return json.dumps(json_runs(rows), indent=2)

@@ -27,7 +27,7 @@ def plot(db: str | None = None, out_dir: str = "results/plots", *, task: str | N
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = select_rows(db, task=task, group_id=group_id)
+    rows = select_rows(db, task=task, group_id=group_id, latest=True)
     panels: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
         for name in (r["curves"] or {}):
