@@ -23,15 +23,3 @@ def model_spec(task, preset: str = "quick"):
 
     return _model_spec(task, preset)
 
-
-def extension_status() -> str:
-    """Say whether the compiled extension `bayesbench._C` is importable, and with which devices."""
-    import torch  # loads libtorch, which the extension links against
-
-    try:
-        from bayesbench import _C  # noqa: F401
-    except ImportError as err:  # not built: everything falls back to the PyTorch reference
-        return f"not built ({err}); using the PyTorch reference"
-
-    cuda = hasattr(torch.ops.bayesbench, "hmm_filter") and getattr(_C, "WITH_CUDA", False)
-    return "built (cpu" + (", cuda)" if cuda else ")")

@@ -35,8 +35,8 @@ def split_list(values: list[str] | None) -> list[str] | None:
 
 def model_jobs(args, *, tasks: list[str] | None, seeds: list[int] | None, say) -> list:
     """The preset's transformer jobs for `tasks`, with the architecture replaced by args.model."""
-    from .config import make_jobs
-    from .config.presets import get_preset
+    from .runner import make_jobs
+    from .presets import get_preset
     from .models.hf import hf_sizes
     from .models.outside import HF_PREFIX, default_name, load_factory, normalise
     from .scoring import check_name
@@ -88,7 +88,7 @@ def _sizes(cfg: dict) -> str:
 # ---------------------------------------------------------------- bayesbench score
 
 def add_score_parser(sub) -> None:
-    from .config import PRESETS
+    from .presets import PRESETS
 
     sc = sub.add_parser("score", help="score an already trained model of yours on the fixed evaluation sets and "
                         "store it (no training)")

@@ -32,7 +32,7 @@ def resolve_task(task, preset: str = DEFAULT_PRESET) -> tuple[Task, str, tuple[i
     """(task, leaderboard label, evaluation lengths, evaluation sequences) for a Task or a preset's
     task key. A Task equal to one of the preset's takes that setup's label and evaluations, so
     its rows sit in the same leaderboard rows as the preset's runs."""
-    from .config import get_preset
+    from .presets import get_preset
 
     p = get_preset(preset)
     if isinstance(task, str):
@@ -95,7 +95,7 @@ def evaluate_model(model: nn.Module, task, *, name: str | None = None, db: str |
     long it was trained (0: unknown, trained outside bayesbench). With `store=False` nothing is
     written and the rows are only returned.
     """
-    from .config import record
+    from .runner import record
 
     task, label, lengths, n_seq = resolve_task(task, preset)
     max_len = max_eval_len(task, lengths)

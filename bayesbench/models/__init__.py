@@ -11,7 +11,7 @@ from .base import EnsembleModel, TaskShape
 from .layers import EnsembleEmbedding, EnsembleLayerNorm, EnsembleLinear
 from .mlp import MLP, MLPConfig, match_mlp, mlp_param_count
 from .registry import build_model, count_params, get_model, list_models, register_model
-from .transformer import PRESETS as TRANSFORMER_PRESETS
+from .transformer import SIZES as TRANSFORMER_SIZES
 from .transformer import Transformer, TransformerConfig
 
 __all__ = [
@@ -20,7 +20,7 @@ __all__ = [
     "from_module",
     "from_modules",
     "register_module",
-    "TRANSFORMER_PRESETS",
+    "TRANSFORMER_SIZES",
     "EnsembleEmbedding",
     "EnsembleLayerNorm",
     "EnsembleLinear",
