@@ -106,12 +106,13 @@ def add_score_parser(sub) -> None:
 
 
 def cmd_score(args) -> int:
+    from .checks import positive_int
     from .leaderboard import json_runs, markdown
     from .results import read_rows
     from .scoring import score_checkpoint
 
-    if args.eval_sequences is not None and args.eval_sequences < 1:
-        raise ValueError(f"--eval-sequences must be a positive integer, got {args.eval_sequences}")
+    if args.eval_sequences is not None:
+        positive_int("--eval-sequences", args.eval_sequences)
     scored = score_checkpoint(args.model, args.checkpoint, task=args.task, name=args.name, preset=args.preset,
                               seed=args.seed, db=args.db, eval_sequences=args.eval_sequences, device=args.device)
     rows = read_rows(args.db, where="run_id = ?", params=(scored[0]["run_id"],))

@@ -289,6 +289,7 @@ def test_bad_factories_fail_clearly():
     _bad(IgnoresItsParameters, "do not depend on their own parameters")
     _bad(lambda spec: shared, "ignores the seed")
     _bad(lambda spec: "not a module", "must return a torch.nn.Module")
+    _bad(lambda spec: 1 / 0, "the factory raised ZeroDivisionError")
     _bad(lambda spec: nn.ReLU(), "no parameters")
     _bad(Tuple, "must return a logits tensor")
     _bad(lambda spec: nn.Sequential(nn.Embedding(spec.vocab_size, 4), nn.Linear(3, spec.num_classes)),

@@ -47,6 +47,6 @@ def test_hf_member_equals_solo_run():
 def test_sizes_come_from_the_preset_transformer():
     assert hf_sizes("llama", {"n_layer": 2, "n_head": 2, "d_model": 64, "d_ffn": 128, "attention": "sdpa"}) == \
         {"n_layer": 2, "n_head": 2, "d_model": 64, "d_ffn": 128}
-    assert hf_sizes("gpt2", {"preset": "paper-bijection"}) == {"n_layer": 6, "n_head": 6, "d_model": 192, "d_ffn": 768}
+    assert hf_sizes("gpt2", {"size": "paper-bijection"}) == {"n_layer": 6, "n_head": 6, "d_model": 192, "d_ffn": 768}
     assert hf_sizes("mamba", {"n_layer": 2, "n_head": 2, "d_model": 64, "d_ffn": 128}, d_state=8) == \
         {"n_layer": 2, "d_model": 64, "d_state": 8}

@@ -106,8 +106,8 @@ class AdaptedModel(EnsembleModel):
             raise ValueError(f"factory must be callable as factory(spec) -> nn.Module, got {factory!r}")
         self.factory, self.options = factory, dict(options or {})
         self.cfg = AdapterConfig(spec or _describe(factory), options=tuple(sorted(self.options.items())))
-        with torch.random.fork_rng(devices=[]):  # building the template must not move the global RNG
-            template = self._make()
+        with torch.random.fork_rng(devices=[]), torch.device("cpu"):  # the global RNG is left as it was
+            template = self._make()  # (on the CPU even when counting on the meta device: user code may need data)
         self.takes_header = _takes_header(template)
         if shape.header_dim > 0 and not self.takes_header:
             raise ValueError(f"{self.cfg.spec}: the task gives a continuous header [H={shape.header_len}, "
@@ -118,7 +118,7 @@ class AdaptedModel(EnsembleModel):
             raise ValueError(f"{self.cfg.spec}: the module has no parameters (nothing to train or to seed)")
         self.net = nn.Module()  # the stacked tensors, under the module's own names
         for name, p in template.named_parameters():
-            stacked = nn.Parameter(torch.empty((ensemble, *p.shape), dtype=p.dtype, device=p.device),
+            stacked = nn.Parameter(torch.empty((ensemble, *p.shape), dtype=p.dtype),  # the ambient device
                                    requires_grad=p.requires_grad)
             if getattr(p, "_no_weight_decay", False):
                 stacked._no_weight_decay = True
@@ -129,10 +129,10 @@ class AdaptedModel(EnsembleModel):
             src_owner, leaf = _owner(template, name, create=False)
             owner, _ = _owner(self.net, name, create=True)
             persistent = leaf not in src_owner._non_persistent_buffers_set
-            owner.register_buffer(leaf, b.detach().unsqueeze(0).expand(ensemble, *b.shape).clone()
-                                  if b.device.type != "meta" else torch.empty((ensemble, *b.shape), dtype=b.dtype,
-                                                                              device="meta"),
-                                  persistent=persistent)
+            stacked = torch.empty((ensemble, *b.shape), dtype=b.dtype)
+            if stacked.device.type != "meta":
+                stacked.copy_(b.detach().unsqueeze(0).expand(ensemble, *b.shape))
+            owner.register_buffer(leaf, stacked, persistent=persistent)
             self.buffer_names.append(name)
         # The template only supplies the forward code: its tensors go to the meta device (no
         # memory) and functional_call swaps the stacked slices in. Kept out of the module tree so
@@ -144,7 +144,16 @@ class AdaptedModel(EnsembleModel):
 
     # -- construction
     def _make(self) -> nn.Module:
-        module = self.factory(self.shape, **self.options)
+        try:
+            module = self.factory(self.shape, **self.options)
+        except TypeError as err:
+            if "unexpected keyword argument" in str(err) or "required" in str(err):
+                raise  # a configuration mismatch: the registry names it
+            raise ValueError(f"{self.cfg.spec}: the factory raised TypeError: {_first_line(err)}") from err
+        except ValueError:
+            raise
+        except Exception as err:  # noqa: BLE001  (the user's factory failing is the user's error)
+            raise ValueError(f"{self.cfg.spec}: the factory raised {type(err).__name__}: {_first_line(err)}") from err
         if isinstance(module, EnsembleModel):
             raise ValueError(f"{self.cfg.spec}: the factory returned an ensemble-native {type(module).__name__}; "
                              "register it with bayesbench.models.register_model instead of adapting it")
@@ -159,7 +168,7 @@ class AdaptedModel(EnsembleModel):
             raise ValueError(f"seeds must have one entry per member ({self.ensemble}), got {len(seeds)}")
         modules = []
         for seed in seeds:
-            with torch.random.fork_rng(devices=[]):
+            with torch.random.fork_rng(devices=[]), torch.device("cpu"):
                 torch.manual_seed(seed)
                 module = self._make()
             if module is self._first() or any(module is m for m in modules):

@@ -22,6 +22,7 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
+from ..checks import positive_int
 from .base import TaskShape
 
 KINDS = ("gpt2", "llama", "mamba")
@@ -55,29 +56,28 @@ class HFSequenceModel(nn.Module):
         return self.head(hidden)
 
 
-def _check(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
+def _sizes(**sizes) -> dict[str, int]:
+    return {k: positive_int(k, v) for k, v in sizes.items()}
 
 
 def build_gpt2(spec: TaskShape, n_layer: int = 2, n_head: int = 2, d_model: int = 64, d_ffn: int = 256) -> HFSequenceModel:
     """GPT-2 (learned positions, pre-norm, GELU FFN) of the given sizes."""
     t = _transformers()
-    cfg = t.GPT2Config(vocab_size=spec.vocab_size, n_positions=spec.max_len, n_embd=_check("d_model", d_model),
-                       n_layer=_check("n_layer", n_layer), n_head=_check("n_head", n_head),
-                       n_inner=_check("d_ffn", d_ffn), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                       bos_token_id=None, eos_token_id=None, use_cache=False, attn_implementation="eager")
+    z = _sizes(n_layer=n_layer, n_head=n_head, d_model=d_model, d_ffn=d_ffn)
+    cfg = t.GPT2Config(vocab_size=spec.vocab_size, n_positions=spec.max_len, n_embd=z["d_model"],
+                       n_layer=z["n_layer"], n_head=z["n_head"], n_inner=z["d_ffn"], resid_pdrop=0.0,
+                       embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=None, eos_token_id=None, use_cache=False,
+                       attn_implementation="eager")
     return HFSequenceModel(t.GPT2Model(cfg), spec, d_model)
 
 
 def build_llama(spec: TaskShape, n_layer: int = 2, n_head: int = 2, d_model: int = 64, d_ffn: int = 256) -> HFSequenceModel:
     """Llama (rotary positions, RMSNorm, SwiGLU FFN) of the given sizes."""
     t = _transformers()
-    cfg = t.LlamaConfig(vocab_size=spec.vocab_size, max_position_embeddings=spec.max_len,
-                        hidden_size=_check("d_model", d_model), intermediate_size=_check("d_ffn", d_ffn),
-                        num_hidden_layers=_check("n_layer", n_layer), num_attention_heads=_check("n_head", n_head),
-                        num_key_value_heads=n_head, attention_dropout=0.0, bos_token_id=None,
+    z = _sizes(n_layer=n_layer, n_head=n_head, d_model=d_model, d_ffn=d_ffn)
+    cfg = t.LlamaConfig(vocab_size=spec.vocab_size, max_position_embeddings=spec.max_len, hidden_size=z["d_model"],
+                        intermediate_size=z["d_ffn"], num_hidden_layers=z["n_layer"], num_attention_heads=z["n_head"],
+                        num_key_value_heads=z["n_head"], attention_dropout=0.0, bos_token_id=None,
                         eos_token_id=None, pad_token_id=None, use_cache=False, attn_implementation="eager")
     return HFSequenceModel(t.LlamaModel(cfg), spec, d_model)
 
@@ -85,9 +85,10 @@ def build_llama(spec: TaskShape, n_layer: int = 2, n_head: int = 2, d_model: int
 def build_mamba(spec: TaskShape, n_layer: int = 2, d_model: int = 64, d_state: int = 16) -> HFSequenceModel:
     """Mamba (selective state space, no attention) with the given layers and width."""
     t = _transformers()
-    cfg = t.MambaConfig(vocab_size=spec.vocab_size, hidden_size=_check("d_model", d_model),
-                        num_hidden_layers=_check("n_layer", n_layer), state_size=_check("d_state", d_state),
-                        expand=2, bos_token_id=None, eos_token_id=None, pad_token_id=None, use_cache=False)
+    z = _sizes(n_layer=n_layer, d_model=d_model, d_state=d_state)
+    cfg = t.MambaConfig(vocab_size=spec.vocab_size, hidden_size=z["d_model"], num_hidden_layers=z["n_layer"],
+                        state_size=z["d_state"], expand=2, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+                        use_cache=False)
     return HFSequenceModel(t.MambaModel(cfg), spec, d_model)
 
 
