@@ -181,3 +181,27 @@ def test_bad_input_is_one_line_and_stores_nothing(capsys, env):
     bad["head.bias"].fill_(float("nan"))
     torch.save(bad, "nan.pt")
     _fails(capsys, env, [*score, "--checkpoint", "nan.pt"], "NaN or inf")
+
+
+def test_evaluate_model_refuses_an_ensemble_without_the_seed_dimension(env):
+    """An ensemble-native model must return [E, B, L, C]; one that drops the seed dimension (or
+    gives NaN) is refused before anything is stored."""
+    from bayesbench.models import get_model
+    from bayesbench.tasks import get_task
+
+    task = get_task("bijection", V=8)
+    model = get_model("mlp", task, seeds=[0, 1], depth=1, width=8)
+
+    class NoSeedDim(type(model)):
+        def forward(self, tokens, header=None):
+            return super().forward(tokens, header).mean(0)
+
+    model.__class__ = NoSeedDim
+    with pytest.raises(ValueError, match=r"one slice per member: the seed dimension first"):
+        bayesbench.evaluate_model(model, "bijection", name="noseed", db=env["db"], eval_sequences=32)
+    model.__class__ = NoSeedDim.__mro__[1]
+    with torch.no_grad():
+        model.head.bias[1].fill_(float("nan"))
+    with pytest.raises(ValueError, match=r"member\(s\) \[1\] contain NaN"):
+        bayesbench.evaluate_model(model, "bijection", name="nan", db=env["db"], eval_sequences=32)
+    assert not os.path.exists(env["db"]) or read_rows(env["db"]) == []
