@@ -108,13 +108,13 @@ def add_score_parser(sub) -> None:
 def cmd_score(args) -> int:
     from .checks import positive_int
     from .leaderboard import json_runs, markdown
-    from .results import read_rows
+    from .results import read_records
     from .scoring import score_checkpoint
 
     if args.eval_sequences is not None:
         positive_int("--eval-sequences", args.eval_sequences)
     scored = score_checkpoint(args.model, args.checkpoint, task=args.task, name=args.name, preset=args.preset,
                               seed=args.seed, db=args.db, eval_sequences=args.eval_sequences, device=args.device)
-    rows = read_rows(args.db, where="run_id = ?", params=(scored[0]["run_id"],))
-    print(json.dumps(json_runs(rows), indent=2) if args.json else markdown(rows))
+    records = read_records(args.db, where="run_id = ?", params=(scored[0].run_id,))
+    print(json.dumps(json_runs(records), indent=2) if args.json else markdown(records))
     return 0

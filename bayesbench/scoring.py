@@ -1,9 +1,10 @@
 """Score a model trained anywhere: `bayesbench.evaluate_model(model, task)` and `bayesbench score`.
 
 Both evaluate on the task's fixed evaluation sets (the ones every leaderboard row uses: same
-sequences, same exact posterior, same positions), write one row per member to the results
-store under the model's name, and return those rows: entropy MAE and KL in bits with 95%
-intervals over sequences, every evaluation length (HMM: K = 20, 30, 50), per-position curves.
+sequences, same exact posterior, same positions), write one run record per member to the
+results store under the model's name, and return those records (`RunRecord`): entropy MAE and
+KL in bits with 95% intervals over sequences, every evaluation length (HMM: K = 20, 30, 50),
+per-position curves.
 
 A plain `nn.Module` (tokens [B, L] (+ header) -> logits [B, L, C]) is adapted as one member;
 an ensemble-native model (the zoo's, or `from_module`'s) is scored member by member. Nothing is
@@ -87,7 +88,7 @@ def evaluate_model(model: nn.Module, task, *, name: str | None = None, db: str |
                    preset: str = DEFAULT_PRESET, seeds: list[int] | None = None, steps: int = 0,
                    eval_sequences: int | None = None, store: bool = True, spec: str | None = None,
                    device: str | None = None) -> list:
-    """Score `model` on `task` (a Task or a preset task key) and store it; returns one row per member.
+    """Score `model` on `task` (a Task or a preset task key) and store it; returns one RunRecord per member.
 
     `model`: a plain nn.Module (one member; it must accept the spec's longest evaluation length,
     `max_eval_len`) or an EnsembleModel. `name` is its leaderboard name (default: its class

@@ -9,8 +9,12 @@ from bayesbench.leaderboard import _aggregate, markdown, select_rows
 from bayesbench.results import write_rows
 
 
+def _summary(mean: float) -> dict:
+    return {"mean": mean, "ci_low": mean - 0.01, "ci_high": mean + 0.01, "n_sequences": 64, "n_positions": 512}
+
+
 def _row(run_id: str, seed: int, mae: float, *, lr: float = 1e-3, arch: str = "gru", wall: float = 10.0) -> dict:
-    ev = {"entropy_mae": {"mean": mae, "n_sequences": 64}, "kl": {"mean": 2 * mae}, "positions": "all"}
+    ev = {"task": "bijection(V=8)", "positions": "all", "entropy_mae": _summary(mae), "kl": _summary(2 * mae)}
     return {"run_id": run_id, "seed": seed, "member": 0, "task": "bijection", "task_label": "bijection V=8",
             "task_config": {"task": "bijection", "V": 8}, "arch": arch, "params": 100, "steps": 5, "wall_s": wall,
             "status": "ok", "entropy_mae_bits": mae, "kl_bits": 2 * mae,
@@ -45,6 +49,6 @@ def test_rows_pool_seeds_across_runs(db):
 
 def test_latest_and_per_run_views(db):
     latest = select_rows(db, latest=True)
-    assert {r["run_id"] for r in latest} == {"d"}
+    assert {r.run_id for r in latest} == {"d"}
     per_run = _aggregate(select_rows(db), per_run=True)
     assert sorted(len(g["seeds"]) for g in per_run) == [1, 1, 1, 2]

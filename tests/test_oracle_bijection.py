@@ -70,7 +70,7 @@ def test_int32_inputs_and_float32_output():
         ([[0, 1]], [[0, -1]], 3, r"values must lie in \[0, 2\]; found -1"),
         ([[0, 1]], [[0, 1, 2]], 3, r"values must have shape \[1, 2\]"),
         ([0, 1], [0, 1], 3, r"keys must have shape \[\*, \*\]"),
-        ([[0, 1]], [[0, 1]], 0, r"V must be an integer >= 1"),
+        ([[0, 1]], [[0, 1]], 0, r"V must be a positive integer"),
     ],
 )
 def test_bad_input_raises_a_clear_error(keys, values, V, message):

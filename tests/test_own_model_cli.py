@@ -127,13 +127,15 @@ def test_score_a_plain_state_dict_and_evaluate_model(capsys, env):
     stored = read_rows(env["db"])
     assert len(stored) == 1 and stored[0]["steps"] == 0 and stored[0]["config"]["train"] is None
     # the Python API on the same module: the same numbers, returned (and stored under its name)
-    rows = bayesbench.evaluate_model(net, "bijection", name="mine-py", db=env["db"], eval_sequences=64)
-    assert len(rows) == 1 and rows[0]["entropy_mae_bits"] == pytest.approx(stored[0]["entropy_mae_bits"])
-    assert set(rows[0]["curves"]["standard"]) >= {"position", "entropy_mae", "kl", "model_entropy", "bayes_entropy"}
-    assert rows[0]["kl_bits"] > 0 and len(read_rows(env["db"])) == 2
-    hmm_rows = bayesbench.evaluate_model(mine.build(TaskShape.from_task(get_task("hmm", K=20), 60)), "hmm",
-                                         name="mine-hmm", db=env["db"], eval_sequences=32)
-    assert set(hmm_rows[0]["metrics"]["evals"]) == {"K=20", "K=30", "K=50"}
+    records = bayesbench.evaluate_model(net, "bijection", name="mine-py", db=env["db"], eval_sequences=64)
+    assert len(records) == 1 and records[0].entropy_mae_bits == pytest.approx(stored[0]["entropy_mae_bits"])
+    curve = records[0].curves["standard"]
+    assert len(curve.position) == len(curve.entropy_mae) == len(curve.kl) == len(curve.model_entropy) == 8
+    assert records[0].kl_bits > 0 and records[0].headline.kl.ci_low <= records[0].kl_bits
+    assert len(read_rows(env["db"])) == 2
+    hmm = bayesbench.evaluate_model(mine.build(TaskShape.from_task(get_task("hmm", K=20), 60)), "hmm",
+                                    name="mine-hmm", db=env["db"], eval_sequences=32)
+    assert set(hmm[0].evals) == {"K=20", "K=30", "K=50"} and hmm[0].permutation is not None
 
 
 def _fails(capsys, env, argv, match):

@@ -1,4 +1,4 @@
-"""Ensemble-native sequence models (DESIGN.md principle 2) and a registry by name.
+"""Ensemble-native sequence models and a registry by name.
 
 Every parameter has a leading member dimension E: tokens [E, B, L] -> logits [E, B, L, C],
 one forward/backward trains E independent models. `get_model(name, task, seeds=[...])` builds

@@ -19,7 +19,7 @@ channel block) with the state in a small buffer, the backward recomputing the st
 of size [M, L, D, N] exists; method "auto" takes it on CPUs when it is built.
 
 `linear_scan_ref` and `selective_scan_ref` are step-by-step autograd references the tests
-compare against (DESIGN.md principle 1).
+compare against.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..checks import positive_int
+from ..checks import int_at_least, positive_int
 from ..oracle import bijection_posterior
 from ._random import permutations
 from .base import IGNORE_INDEX, Batch, Task, batch_device, check_batch_size
@@ -52,8 +52,7 @@ class BijectionTask(Task):
         for key, default in VARIANTS[self.variant].items():
             if getattr(self, key) is None:
                 object.__setattr__(self, key, self.V if key == "L" and default is None else default)
-        if isinstance(self.V, bool) or not isinstance(self.V, int) or self.V < 2:
-            raise ValueError(f"V must be an integer >= 2, got {self.V!r}")
+        int_at_least("V", self.V, 2)
         positive_int("L", self.L, "number of pairs")
         if self.keys not in ("permutation", "replacement"):
             raise ValueError(f"keys must be 'permutation' or 'replacement', got {self.keys!r}")
