@@ -20,7 +20,7 @@ import uuid
 import torch
 from torch import nn
 
-from .evaluate import DEFAULT_SEQUENCES, max_eval_len
+from .evaluate import DEFAULT_SEQUENCES, evaluation_tasks, max_eval_len
 from .models import EnsembleModel, TaskShape
 from .models.adapter import AdaptedModel, from_modules
 from .tasks import Task, task_from_config
@@ -58,8 +58,9 @@ def model_spec(task, preset: str = DEFAULT_PRESET) -> TaskShape:
     return TaskShape.from_task(t, max_eval_len(t, lengths))
 
 
-def check_ensemble_output(model: EnsembleModel, task: Task, max_len: int) -> None:
-    """A trial forward of an ensemble-native model: logits [E, B, L, C], finite."""
+def check_ensemble_output(model: EnsembleModel, task: Task) -> None:
+    """A trial forward of an ensemble on two sequences of `task` (give the longest evaluation
+    task): logits [E, B, L, C], finite; anything else is a ValueError naming what is wrong."""
     g = torch.Generator().manual_seed(0)
     batch = task.sample(2, g)
     device = next(model.parameters()).device
@@ -71,6 +72,11 @@ def check_ensemble_output(model: EnsembleModel, task: Task, max_len: int) -> Non
     try:
         with torch.no_grad():
             out = model(tokens, header)
+    except ValueError:
+        raise
+    except Exception as err:  # noqa: BLE001  (the user's model failing is the user's error)
+        raise ValueError(f"model: forward failed on tokens {list(tokens.shape)} of {task.describe()}: "
+                         f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}") from err
     finally:
         model.train(was_training)
     want = (E, *batch.tokens.shape, task.num_classes)
@@ -81,7 +87,6 @@ def check_ensemble_output(model: EnsembleModel, task: Task, max_len: int) -> Non
     if not bool(torch.isfinite(out).all()):
         bad = [e for e in range(E) if not bool(torch.isfinite(out[e]).all())]
         raise ValueError(f"model: the logits of member(s) {bad} contain NaN or inf")
-    del max_len
 
 
 def evaluate_model(model: nn.Module, task, *, name: str | None = None, db: str | None = None,
@@ -113,7 +118,8 @@ def evaluate_model(model: nn.Module, task, *, name: str | None = None, db: str |
         model.seeds = [int(s) for s in seeds]
     if not model.seeds:
         model.seeds = list(range(model.ensemble))
-    check_ensemble_output(model, task, max_len)
+    longest = max(evaluation_tasks(task, lengths).values(), key=lambda t: t.seq_len)
+    check_ensemble_output(model, longest)
     name = name or (type(model.template).__name__ if isinstance(model, AdaptedModel) else type(model).__name__)
     check_name(name)
     arch = model.cfg.spec if isinstance(model, AdaptedModel) else name

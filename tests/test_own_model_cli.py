@@ -136,6 +136,10 @@ def test_score_a_plain_state_dict_and_evaluate_model(capsys, env):
     hmm = bayesbench.evaluate_model(mine.build(TaskShape.from_task(get_task("hmm", K=20), 60)), "hmm",
                                     name="mine-hmm", db=env["db"], eval_sequences=32)
     assert set(hmm[0].evals) == {"K=20", "K=30", "K=50"} and hmm[0].permutation is not None
+    short = mine.build(TaskShape.from_task(get_task("hmm", K=20)))  # positions for K = 20 only, not K = 50
+    with pytest.raises(ValueError, match=r"forward failed on a random trial batch of tokens \[B=2, L=60\]"):
+        bayesbench.evaluate_model(short, "hmm", name="short", db=env["db"], eval_sequences=32)
+    assert len(read_rows(env["db"])) == 3
 
 
 def _fails(capsys, env, argv, match):
