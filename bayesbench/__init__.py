@@ -9,14 +9,17 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 
-def extension_status() -> str:
-    """Say whether the compiled extension `bayesbench._C` is importable, and with which devices."""
-    import torch  # loads libtorch, which the extension links against
+def evaluate_model(model, task, **kwargs):
+    """Score a trained model (a plain nn.Module or an ensemble) on `task`'s fixed evaluation sets
+    and store it; see `bayesbench.scoring.evaluate_model`."""
+    from .scoring import evaluate_model as _evaluate_model
 
-    try:
-        from bayesbench import _C  # noqa: F401
-    except ImportError as err:  # not built: everything falls back to the PyTorch reference
-        return f"not built ({err}); using the PyTorch reference"
+    return _evaluate_model(model, task, **kwargs)
 
-    cuda = hasattr(torch.ops.bayesbench, "hmm_filter") and getattr(_C, "WITH_CUDA", False)
-    return "built (cpu" + (", cuda)" if cuda else ")")
+
+def model_spec(task, preset: str = "quick"):
+    """The spec (TaskShape) a model factory gets for `task`; see `bayesbench.scoring.model_spec`."""
+    from .scoring import model_spec as _model_spec
+
+    return _model_spec(task, preset)
+

@@ -3,6 +3,8 @@
     bayesbench run --preset quick            # train every architecture on every task, print the leaderboard
     bayesbench train --task bijection --arch transformer --preset quick --seeds 0,1,2 --steps 500
     bayesbench eval runs/quick/bijection-transformer-s0-1-2
+    bayesbench run --model ./mine.py:build --name mine --tasks bijection,hmm   # your own nn.Module
+    bayesbench score --model ./mine.py:build --checkpoint mine.pt --task bijection
     bayesbench leaderboard --format md       # or csv, json
     bayesbench plot                          # PNGs: entropy per position vs Bayes, error curves
     bayesbench models                        # architectures and their parameter counts
@@ -13,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
 import uuid
 
+from .checks import positive_int
+from .cli_model import add_model_options, add_score_parser, cmd_score, model_jobs, split_list
 from .leaderboard import FORMATS
 
 EPILOG = """Results go to an SQLite store (default ./results/bayesbench.sqlite; --db or $BAYESBENCH_DB).
@@ -37,13 +40,11 @@ def _seed_list(text: str) -> list[int]:
 
 
 def _positive(text: str) -> int:
+    """argparse type: the text of a positive integer (argparse puts the option's name in front)."""
     try:
-        value = int(text)
+        return positive_int("value", int(text))
     except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -51,7 +52,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _training(p: argparse.ArgumentParser) -> None:
-    from .config import PRESETS
+    from .presets import PRESETS
 
     p.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="sizes, steps and evaluation (default quick)")
     p.add_argument("--steps", type=_positive, help="override the preset's number of training steps")
@@ -78,19 +79,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="the main job: train every selected arch on every selected task, store, print the leaderboard")
     _training(run)
-    run.add_argument("--tasks", nargs="+", help="task keys of the preset (default: all, e.g. bijection hmm)")
+    run.add_argument("--tasks", nargs="+", help="task keys of the preset (default: all, e.g. bijection hmm or bijection,hmm)")
     run.add_argument("--archs", nargs="+", help="architectures (default: the preset's, e.g. transformer mlp)")
     run.add_argument("--seeds", type=_positive, help="ensemble members per run, seeds 0..N-1 (default: the preset's)")
     run.add_argument("--jobs", type=_positive, help="training processes in parallel (default: one per CPU core on "
                      "CPU, 1 on a GPU)")
     run.add_argument("--json", action="store_true", help="print {\"runs\": [...]} instead of the table")
+    add_model_options(run)
 
     tr = sub.add_parser("train", help="train one arch on one task (an ensemble of seeds), evaluate and store")
     _training(tr)
     tr.add_argument("--task", required=True, help="task key of the preset (quick: bijection, hmm, sticky)")
-    tr.add_argument("--arch", required=True, help="architecture (see `bayesbench models`)")
+    tr.add_argument("--arch", help="architecture (see `bayesbench models`); or --model for your own")
     tr.add_argument("--seeds", type=_seed_list, help="comma-separated seeds, one ensemble member each (default: 0..N-1 of the preset)")
     tr.add_argument("--json", action="store_true", help="print {\"runs\": [...]} (one record per seed)")
+    add_model_options(tr)
 
     ev = sub.add_parser("eval", help="re-evaluate a trained run from its checkpoint and update the store")
     ev.add_argument("run_dir", nargs="+", help="run directories (with checkpoint.pt) or checkpoint files")
@@ -99,10 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true", help="print {\"runs\": [...]}")
     _common(ev)
 
-    lb = sub.add_parser("leaderboard", help="show stored results (the latest run of each task and arch)")
+    lb = sub.add_parser("leaderboard", help="show stored results (every stored seed of each task, arch and config)")
     lb.add_argument("--task", help="only this task (name like hmm, or label like 'hmm S=5 K=20')")
     lb.add_argument("--arch", help="only this architecture")
-    lb.add_argument("--all", action="store_true", help="every stored run, not only the latest per task and arch")
+    lb.add_argument("--latest", action="store_true", help="only the newest run of each task and arch")
+    lb.add_argument("--all", action="store_true", help="one row per stored run (no pooling of seeds across runs)")
     lb.add_argument("--format", default="md", choices=FORMATS, help="output format (default md)")
     lb.add_argument("--json", action="store_true", help="same as --format json")
     _common(lb)
@@ -114,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     md = sub.add_parser("models", help="list the architectures and their parameter counts at a preset's sizes")
     md.add_argument("--preset", default="paper", help="preset whose sizes to count (default paper)")
+
+    add_score_parser(sub)
 
     tunnels = sub.add_parser("tunnels", help="sample every wind tunnel and print its exact posterior entropy curve")
     tunnels.add_argument("--batch-size", type=_positive, default=2048, help="sequences per tunnel (default 2048)")
@@ -135,8 +141,13 @@ def _progress(args) -> bool:
 
 
 def _jobs(args, *, tasks, archs, seeds):
-    from .config import make_jobs
+    from .runner import make_jobs
 
+    tasks = split_list(tasks)
+    if getattr(args, "model", None):
+        return model_jobs(args, tasks=tasks, seeds=seeds, say=_line_printer(args))
+    if getattr(args, "name", None):
+        raise ValueError("--name names a --model; built-in archs keep their names")
     return make_jobs(args.preset, tasks=tasks, archs=archs, seeds=seeds, steps=args.steps, device=args.device,
                      attention=args.attention, compile=args.compile, checkpoint_every=args.checkpoint_every,
                      eval_sequences=args.eval_sequences)
@@ -152,11 +163,11 @@ def _workers(args, jobs) -> int:
 
 
 def _run_jobs(args, jobs, group_id: str, say) -> list[str]:
-    from .config import run_jobs
+    from .runner import run_jobs
 
     workers = _workers(args, jobs)
     for i, job in enumerate(jobs, 1):
-        say(f"[{i}/{len(jobs)}] {job.setup.label} / {job.arch}: {job.params:,} params per member, "
+        say(f"[{i}/{len(jobs)}] {job.setup.label} / {job.name or job.arch}: {job.params:,} params per member, "
             f"{len(job.seeds)} seeds {list(job.seeds)} as one ensemble, {job.train.steps} steps x batch "
             f"{job.train.batch_size}, lr {job.train.lr:g} ({job.train.schedule}) on {job.device}"
             + (f"; position table sized {job.max_len} for the longest eval (K={max(job.setup.eval_lengths)})"
@@ -165,65 +176,48 @@ def _run_jobs(args, jobs, group_id: str, say) -> list[str]:
         say(f"running {len(jobs)} jobs in {workers} processes (one per core, {args.threads or 'cores/processes'} "
             "threads each; --jobs 1 runs them one by one)")
 
-    def done(job, rows):
-        r0 = rows[0]
-        maes = " ".join(f"{r['entropy_mae_bits']:.4f}" for r in rows)
-        say(f"done: {job.setup.label} / {job.arch} in {r0['wall_s']:.1f} s ({r0['steps_per_s']:.1f} steps/s); "
+    def done(job, records):
+        r0 = records[0]
+        maes = " ".join(f"{r.entropy_mae_bits:.4f}" for r in records)
+        say(f"done: {job.setup.label} / {job.name or job.arch} in {r0.wall_s:.1f} s ({r0.steps_per_s:.1f} steps/s); "
             f"entropy MAE (bits) per seed: {maes}")
-        for r in rows:
-            if r["status"] != "ok":
-                say(f"      WARNING: {r['status']}")
+        for r in records:
+            if r.status != "ok":
+                say(f"      WARNING: {r.status}")
 
     results = run_jobs(jobs, workers=workers, threads=args.threads, on_done=done, db=args.db, group_id=group_id,
                        run_root=args.runs_dir, resume=args.resume, progress=_progress(args))
-    return [rows[0]["run_id"] for rows in results]
+    return [records[0].run_id for records in results]
 
 
-def _headline(rows: list[dict]) -> list[str]:
-    """Per task: the ranking by mean entropy MAE, and whether the transformer beats the
-    position-wise MLP on every seed (worst transformer seed against best MLP seed)."""
-    lines = []
-    by_task: dict[str, dict[str, list[float]]] = {}
-    for r in rows:
-        by_task.setdefault(r["task_label"], {}).setdefault(r["arch"], []).append(r["entropy_mae_bits"])
-    for task, archs in by_task.items():
-        mean = {a: sum(v) / len(v) for a, v in archs.items()}
-        ranking = " < ".join(f"{a} {mean[a]:.4f}" for a in sorted(mean, key=mean.get))
-        lines.append(f"{task}: mean entropy MAE (bits), best first: {ranking}")
-        if "transformer" in archs and "mlp" in archs:
-            worst_t, best_m = max(archs["transformer"]), min(archs["mlp"])
-            factor = best_m / worst_t if worst_t > 0 else math.inf
-            verdict = "below" if factor > 1 else "NOT below"
-            lines.append(f"{task}: transformer is {verdict} the position-wise MLP on every seed, by {factor:.1f}x "
-                         f"(worst transformer seed {worst_t:.4f} bits, best MLP seed {best_m:.4f} bits)")
-    return lines
-
-
-def _say(args):
+def _line_printer(args):
     """Progress lines: to stderr when stdout carries --json, else to stdout."""
     stream = sys.stderr if args.json else sys.stdout
     return lambda m: print(m, file=stream, flush=True)
 
 
 def cmd_run(args) -> int:
-    from .leaderboard import json_runs, markdown, select_rows
+    from .leaderboard import headline, json_runs, markdown, select_rows
 
     _setup_torch(args)
-    say = _say(args)
+    say = _line_printer(args)
     start = time.perf_counter()
     jobs = _jobs(args, tasks=args.tasks, archs=args.archs,
                  seeds=list(range(args.seeds)) if args.seeds else None)
     group_id = uuid.uuid4().hex[:12]
     say(f"bayesbench run --preset {args.preset}: {len(jobs)} training jobs (group {group_id})")
     _run_jobs(args, jobs, group_id, say)
-    rows = select_rows(args.db, group_id=group_id)
+    records = select_rows(args.db, group_id=group_id)
+    if args.model and not args.json:  # beside the built-in archs stored for the same tasks
+        records = [r for r in select_rows(args.db) if r.task_label in {job.setup.label for job in jobs}]
     if args.json:
-        print(json.dumps(json_runs(rows), indent=2))
+        print(json.dumps(json_runs(records), indent=2))
         return 0
-    print(f"\nLeaderboard (preset {args.preset}, this run; store: {_db_name(args.db)})\n")
-    print(markdown(rows))
+    scope = "every stored run of these tasks" if args.model else "this run"
+    print(f"\nLeaderboard (preset {args.preset}, {scope}; store: {_db_name(args.db)})\n")
+    print(markdown(records))
     print()
-    for line in _headline(rows):
+    for line in headline(records):
         print(line)
     print(f"\nTotal wall time {time.perf_counter() - start:.0f} s. `bayesbench plot` draws the per-position curves.")
     return 0
@@ -231,23 +225,25 @@ def cmd_run(args) -> int:
 
 def cmd_train(args) -> int:
     from .leaderboard import json_runs, markdown, select_rows
-    from .results import read_rows
+    from .results import read_records
 
     _setup_torch(args)
-    say = _say(args)
-    jobs = _jobs(args, tasks=[args.task], archs=[args.arch], seeds=args.seeds)
+    say = _line_printer(args)
+    if (args.arch is None) == (args.model is None):
+        raise ValueError("give exactly one of --arch (a built-in architecture) and --model (your own)")
+    jobs = _jobs(args, tasks=[args.task], archs=[args.arch] if args.arch else None, seeds=args.seeds)
     run_ids = _run_jobs(args, jobs, uuid.uuid4().hex[:12], say)
     if args.json:
-        print(json.dumps(json_runs(read_rows(args.db, where="run_id = ?", params=(run_ids[0],))), indent=2))
+        print(json.dumps(json_runs(read_records(args.db, where="run_id = ?", params=(run_ids[0],))), indent=2))
     else:
-        print(markdown(select_rows(args.db, task=jobs[0].setup.label, arch=args.arch)))
+        print(markdown(select_rows(args.db, task=jobs[0].setup.label, arch=jobs[0].name or args.arch)))
     return 0
 
 
 def cmd_eval(args) -> int:
-    from .config import record
     from .leaderboard import json_runs, markdown
-    from .results import read_rows
+    from .results import read_records
+    from .runner import record
     from .train import CHECKPOINT_NAME, load_result
 
     run_ids = []
@@ -258,18 +254,20 @@ def cmd_eval(args) -> int:
         result = load_result(ckpt, args.device)
         if args.eval_sequences:
             result.meta["eval_sequences"] = args.eval_sequences
-        rows = record(result, db=args.db, device=args.device)
-        run_ids.append(rows[0]["run_id"])
-    rows = read_rows(args.db, where=f"run_id IN ({', '.join('?' * len(run_ids))})", params=tuple(run_ids))
-    print(json.dumps(json_runs(rows), indent=2) if args.json else markdown(rows))
+        records = record(result, db=args.db, device=args.device)
+        run_ids.append(records[0].run_id)
+    records = read_records(args.db, where=f"run_id IN ({', '.join('?' * len(run_ids))})", params=tuple(run_ids))
+    print(json.dumps(json_runs(records), indent=2) if args.json else markdown(records))
     return 0
 
 
 def cmd_leaderboard(args) -> int:
     from .leaderboard import render, select_rows
 
-    rows = select_rows(args.db, task=args.task, arch=args.arch, latest=not args.all)
-    print(render(rows, "json" if args.json else args.format))
+    if args.latest and args.all:
+        raise ValueError("give at most one of --latest and --all")
+    records = select_rows(args.db, task=args.task, arch=args.arch, latest=args.latest)
+    print(render(records, "json" if args.json else args.format, per_run=args.all))
     return 0
 
 
@@ -285,13 +283,13 @@ def cmd_plot(args) -> int:
 
 
 def cmd_models(args) -> int:
-    from .config import make_jobs
     from .models import list_models
+    from .presets import get_preset
+    from .runner import make_jobs
 
     print("Architectures:")
     for name, desc in list_models().items():
         print(f"  {name:17s} {desc}")
-    from .config import get_preset
 
     preset = get_preset(args.preset)
     jobs = [job for key, setup in preset.tasks.items()
@@ -320,7 +318,7 @@ def cmd_tunnels(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     commands = {"run": cmd_run, "train": cmd_train, "eval": cmd_eval, "leaderboard": cmd_leaderboard,
-                "plot": cmd_plot, "models": cmd_models, "tunnels": cmd_tunnels}
+                "plot": cmd_plot, "models": cmd_models, "tunnels": cmd_tunnels, "score": cmd_score}
     try:
         return commands[args.command](args)
     except ValueError as err:

@@ -11,7 +11,8 @@ import torch
 
 from bayesbench.tasks import get_task
 from bayesbench.optim import FlatMemberAdamW
-from bayesbench.train import MemberStream, TrainConfig, Trainer, data_seed, load_result, train
+from bayesbench.seeds import data_seed
+from bayesbench.train import MemberStream, TrainConfig, Trainer, load_result, train
 
 TINY = dict(n_layer=2, n_head=2, d_model=16, d_ffn=32)
 

@@ -1,20 +1,26 @@
-"""Ensemble-native sequence models (DESIGN.md principle 2) and a registry by name.
+"""Ensemble-native sequence models and a registry by name.
 
 Every parameter has a leading member dimension E: tokens [E, B, L] -> logits [E, B, L, C],
 one forward/backward trains E independent models. `get_model(name, task, seeds=[...])` builds
-and initialises one; `list_models()` names them.
+and initialises one; `list_models()` names them. `from_module(factory, task, seeds=[...])` makes
+any plain nn.Module such an ensemble (`adapter.py`).
 """
 
+from .adapter import AdaptedModel, from_module, from_modules, register_module
 from .base import EnsembleModel, TaskShape
 from .layers import EnsembleEmbedding, EnsembleLayerNorm, EnsembleLinear
 from .mlp import MLP, MLPConfig, match_mlp, mlp_param_count
 from .registry import build_model, count_params, get_model, list_models, register_model
-from .transformer import PRESETS as TRANSFORMER_PRESETS
+from .transformer import SIZES as TRANSFORMER_SIZES
 from .transformer import Transformer, TransformerConfig
 
 __all__ = [
     "MLP",
-    "TRANSFORMER_PRESETS",
+    "AdaptedModel",
+    "from_module",
+    "from_modules",
+    "register_module",
+    "TRANSFORMER_SIZES",
     "EnsembleEmbedding",
     "EnsembleLayerNorm",
     "EnsembleLinear",
