@@ -74,10 +74,13 @@ def fill_probe(
     ds = torch.where(keep, -alpha * advantage, zero) if ds is None else ds.to(out)
     probe.ds_norm = ds.norm(dim=-1)
     if probe.full:
+        # T x T matrices in the probe's matrix dtype (float32 means the compute's float type).
+        mat = out if probe.matrix_dtype == torch.float32 else probe.matrix_dtype
         probe.u = u
-        probe.b = b
-        probe.advantage = advantage
-        probe.ds = ds
+        probe.advantage = advantage.to(mat)
+        probe.alpha = torch.where(keep, alpha, zero).to(mat)
+        probe.b = b.to(mat) if "b" in probe.store else None
+        probe.ds = ds.to(mat) if "ds" in probe.store else None
 
 
 class _ReferenceAttention(torch.autograd.Function):

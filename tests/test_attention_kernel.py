@@ -29,7 +29,8 @@ TOL = 1e-3  # float32 relative error (max abs error / max abs reference)
 SHAPES = [(1, 1, 1, 24), (2, 1, 37, 24), (1, 2, 93, 64), (2, 2, 37, 64)]
 CASES = [(s, c) for s in SHAPES for c in (True, False)]
 IDS = [f"B{b}H{h}T{t}D{d}-{'causal' if c else 'full'}" for (b, h, t, d), c in CASES]
-FULL_ONLY = ("u", "b", "advantage", "ds")
+FULL_ONLY = ("u", "b", "advantage", "alpha", "ds")  # b, ds derived from advantage and alpha
+STORED = ("u", "advantage", "alpha")  # what the full probe's kernel writes by default
 STATS = ("expected_b", "entropy", "mean_abs_advantage", "max_abs_advantage", "value_update_norm", "ds_norm")
 
 
@@ -113,7 +114,7 @@ def test_output_and_gradients_match_float64_reference(shape, causal):
 def test_full_probe_matches_float64_reference(shape, causal):
     _, probe, _, ref_probe = case(shape, causal, "full")
     B, H, T, D = shape
-    expect = {"u": (B, H, T, D), "b": (B, H, T, T), "advantage": (B, H, T, T), "ds": (B, H, T, T)}
+    expect = {"u": (B, H, T, D), **{n: (B, H, T, T) for n in ("b", "advantage", "alpha", "ds")}}
     for name in FULL_ONLY + STATS:
         x = getattr(probe, name)
         assert x.dtype == torch.float32 and x.device.type == DEV.type, name
@@ -127,7 +128,7 @@ def test_masked_entries_are_exactly_zero(shape, causal):
     _, probe, _, _ = case(shape, causal, "full")
     T = shape[2]
     above = ~causal_mask(T, probe.b.device)
-    for name in ("b", "advantage", "ds"):
+    for name in ("b", "advantage", "alpha", "ds"):
         x = getattr(probe, name)
         if causal:
             assert torch.equal(x[..., above], torch.zeros_like(x[..., above])), name
@@ -182,26 +183,75 @@ def test_probe_does_not_change_output_or_gradients(shape, causal):
                 torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6, msg=f"{mode} {name}")
 
 
-def test_no_probe_allocates_no_probe_memory(monkeypatch):
-    """Backward without a probe allocates only delta, dq, dk, dv; stats adds 5 vectors, full 4 more."""
+def test_probe_memory_is_what_the_mode_records(monkeypatch):
+    """Bytes the backward allocates: without a probe only Delta, dq, dk, dv; the stats mode adds
+    five [B,H,T] vectors; the full mode adds u and two T x T matrices (advantage, alpha), in bf16
+    at half the bytes, and one more per field in `store`."""
     import bayesbench.kernels.attention_bwd as bwd
 
-    counts = {}
+    allocated = []
     real = torch.empty
 
-    def counting(*args, **kwargs):
+    def recording(*args, **kwargs):
+        out = real(*args, **kwargs)
         if sys._getframe(1).f_globals.get("__name__") == bwd.__name__:
-            counts["n"] = counts.get("n", 0) + 1
-        return real(*args, **kwargs)
+            allocated.append(out.numel() * out.element_size())
+        return out
 
-    monkeypatch.setattr(torch, "empty", counting)
-    q, k, v, do = make_inputs((1, 1, 20, 16), seed=3)
-    seen = {}
-    for mode in (None, "stats", "full"):
-        counts["n"] = 0
-        run(attention, q, k, v, do, causal=True, probe=AttentionProbe(mode) if mode else None)
-        seen[mode] = counts["n"]
-    assert seen == {None: 4, "stats": 9, "full": 13}
+    monkeypatch.setattr(torch, "empty", recording)
+    B, H, T, D = 1, 2, 20, 16
+    q, k, v, do = make_inputs((B, H, T, D), seed=3)
+    vec, mat = 4 * B * H * T, B * H * T * T
+    plain = vec + 3 * 4 * B * H * T * D  # Delta, dq, dk, dv (float32 inputs)
+    want = {
+        None: plain,
+        ("stats", (), torch.float32): plain + 5 * vec,
+        ("full", (), torch.float32): plain + 5 * vec + 4 * B * H * T * D + 2 * 4 * mat,
+        ("full", (), torch.bfloat16): plain + 5 * vec + 4 * B * H * T * D + 2 * 2 * mat,
+        ("full", ("b", "ds"), torch.float32): plain + 5 * vec + 4 * B * H * T * D + 4 * 4 * mat,
+    }
+    for key, nbytes in want.items():
+        allocated.clear()
+        probe = AttentionProbe(key[0], store=key[1], matrix_dtype=key[2]) if key else None
+        run(attention, q, k, v, do, causal=True, probe=probe)
+        assert sum(allocated) == nbytes, key
+        if probe is not None:
+            big = [n for n, x in probe.tensors().items() if x.dim() == 4 and x.shape[-1] == T and n != "u"]
+            assert sorted(big) == sorted(("advantage", "alpha") + key[1] if key[0] == "full" else ()), key
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_stored_b_ds_and_bf16_matrices(causal):
+    """store=("b", "ds") makes the kernel write them; they equal the derived ones and the
+    reference. matrix_dtype=bfloat16 keeps advantage and alpha in bf16 (rounding only)."""
+    shape = (2, 1, 37, 24)
+    _, derived, _, ref = case(shape, causal, "full")
+    q, k, v, do = make_inputs(shape, seed=hash((shape, causal)) % 10_000)
+    stored = AttentionProbe("full", store=("b", "ds"))
+    with poisoned_empty():
+        run(attention, q, k, v, do, causal=causal, probe=stored)
+    assert set(stored.tensors()) >= {"b", "ds"}
+    for name in ("b", "ds"):
+        assert rel_err(getattr(stored, name), getattr(ref, name)) < TOL, name
+        assert rel_err(getattr(stored, name), getattr(derived, name)) < TOL, name
+    assert "b" not in derived.tensors() and "ds" not in derived.tensors()
+    half = AttentionProbe("full", matrix_dtype=torch.bfloat16)
+    run(attention, q, k, v, do, causal=causal, probe=half)
+    for name in ("advantage", "alpha"):
+        x = getattr(half, name)
+        assert x.dtype == torch.bfloat16, name
+        assert rel_err(x.float(), getattr(ref, name)) < 1e-2, name
+    assert half.u.dtype == half.expected_b.dtype == torch.float32
+    assert rel_err(half.ds, ref.ds) < 2e-2 and rel_err(half.b, ref.b) < 2e-2
+
+
+def test_probe_arguments_are_checked():
+    with pytest.raises(ValueError, match="store must name"):
+        AttentionProbe("full", store=("u",))
+    with pytest.raises(ValueError, match="needs mode 'full'"):
+        AttentionProbe("stats", store=("b",))
+    with pytest.raises(ValueError, match="matrix_dtype"):
+        AttentionProbe("full", matrix_dtype=torch.float16)
 
 
 def test_probe_filled_only_by_backward_and_overwritten():
@@ -213,7 +263,7 @@ def test_probe_filled_only_by_backward_and_overwritten():
     assert not probe.filled
     o.backward(do)
     first = probe.b.clone()
-    assert probe.filled and set(probe.tensors()) == set(FULL_ONLY + STATS)
+    assert probe.filled and set(probe.tensors()) == set(STORED + STATS)
     o = attention(qq, k, v, probe=probe)
     o.backward(2 * do)  # b is linear in the upstream gradient
     torch.testing.assert_close(probe.b, 2 * first)
@@ -225,7 +275,7 @@ def test_reference_backend_matches_autograd_and_sdpa():
     """The explicit reference backward against autograd through SDPA, and the eager probe."""
     q, k, v, do = (x.double().cpu() for x in make_inputs((2, 2, 23, 12), seed=11))
     for causal in (True, False):
-        ref_probe, eager_probe = AttentionProbe("full"), AttentionProbe("full")
+        ref_probe, eager_probe = AttentionProbe("full"), AttentionProbe("full", store=("b", "ds"))
         ref = run(attention, q, k, v, do, causal=causal, probe=ref_probe, backend="reference")
         sdpa = run(
             lambda q, k, v, causal, probe: torch.nn.functional.scaled_dot_product_attention(

@@ -27,7 +27,9 @@ from bayesbench.oracle import (  # noqa: E402
     native,
 )
 
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() and _C.WITH_CUDA else [])
+# On the GPU check (BAYESBENCH_REQUIRE_CUDA=1, see tests/conftest.py) the CUDA cases always run.
+REQUIRE_CUDA = os.environ.get("BAYESBENCH_REQUIRE_CUDA", "") not in ("", "0")
+DEVICES = ["cpu"] + (["cuda"] if (torch.cuda.is_available() and _C.WITH_CUDA) or REQUIRE_CUDA else [])
 DTYPES = [torch.float32, torch.float64]
 TOL = {torch.float32: dict(atol=2e-5, rtol=1e-4), torch.float64: dict(atol=1e-12, rtol=1e-10)}
 
