@@ -9,20 +9,23 @@ The argument specialisation mirrors what the launcher sees for contiguous inputs
 of 16: feature strides equal to 1 are compile-time constants, other strides, T, D and pointers are
 divisible by 16.
 
-    python -m bayesbench.kernels.aot            # the full matrix as a Markdown table
-    python -m bayesbench.kernels.aot --quick    # the representative subset the CI test compiles
+    python -m bayesbench.kernels.aot --workers 2    # the full matrix as a Markdown table
+    python -m bayesbench.kernels.aot --quick        # the representative subset the CI test compiles
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import itertools
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 
@@ -64,7 +67,8 @@ class Usage:
     seconds: float  # compile time
 
 
-def variants(quick: bool = False) -> list[Variant]:
+def variants(quick: bool = False, dtypes: tuple[str, ...] = tuple(DTYPES),
+             head_dims: tuple[int, ...] = HEAD_DIMS) -> list[Variant]:
     """Every distinct kernel variant (kernels that ignore a setting appear once for it).
 
     quick: a representative subset: every kernel at its largest tiles (D = 128 and 64) in bf16,
@@ -80,7 +84,7 @@ def variants(quick: bool = False) -> list[Variant]:
             Variant("dq", "fp32", 128, True, "stats"),
         ]
     out = []
-    for dtype, d in itertools.product(DTYPES, HEAD_DIMS):
+    for dtype, d in itertools.product(dtypes, head_dims):
         out.append(Variant("delta", dtype, d, False, "off"))
         for causal in (True, False):
             out.append(Variant("fwd", dtype, d, causal, "off"))
@@ -175,6 +179,34 @@ def compile_variant(v: Variant, arch: int = 90) -> Usage:
                  compiled.metadata.shared + res.get("SHARED", 0), seconds)
 
 
+def usage_from_dict(d: dict) -> Usage:
+    return Usage(Variant(**d["variant"]), Tile(**d["tile"]), d["registers"], d["spill_bytes"], d["shared_bytes"],
+                 d["seconds"])
+
+
+def compile_in_subprocesses(todo: list[Variant], arch: int = 90, workers: int = 1) -> list[Usage]:
+    """compile_variant in fresh interpreters without TRITON_INTERPRET (under the interpreter
+    @triton.jit yields functions the compiler cannot take), `workers` at a time; input order."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # the default; silences triton 3.9's notice
+    chunks = [todo[i::workers] for i in range(workers)]
+
+    def run(chunk: list[Variant]) -> list[Usage]:
+        if not chunk:
+            return []
+        arg = json.dumps([asdict(v) for v in chunk])
+        proc = subprocess.run([sys.executable, "-m", "bayesbench.kernels.aot", "--arch", str(arch), "--json", arg],
+                              env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"compiling for sm_{arch} failed:\n{proc.stderr[-4000:]}")
+        return [usage_from_dict(d) for d in json.loads(proc.stdout.strip().splitlines()[-1])]
+
+    with concurrent.futures.ThreadPoolExecutor(max(1, workers)) as pool:
+        results = list(pool.map(run, chunks))
+    by_variant = {u.variant: u for chunk in results for u in chunk}
+    return [by_variant[v] for v in todo]
+
+
 def markdown(rows: list[Usage], arch: int = 90) -> str:
     """The resource table as Markdown."""
     import triton
@@ -195,11 +227,18 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="only the representative subset")
     parser.add_argument("--arch", type=int, default=90, help="CUDA compute capability x 10 (default 90)")
+    parser.add_argument("--workers", type=int, default=1, help="compiling processes (default 1)")
+    parser.add_argument("--dtypes", default=",".join(DTYPES), help="comma-separated subset of fp32,fp16,bf16")
+    parser.add_argument("--dims", default=",".join(map(str, HEAD_DIMS)), help="comma-separated head dims")
+    parser.add_argument("--json", metavar="VARIANTS", help=argparse.SUPPRESS)  # internal: one JSON line out
     args = parser.parse_args(argv)
-    from tqdm import tqdm
-
-    rows = [compile_variant(v, args.arch) for v in tqdm(variants(args.quick), desc="compile")]
-    print(markdown(rows, args.arch))
+    if args.json is not None:
+        rows = [compile_variant(Variant(**d), args.arch) for d in json.loads(args.json)]
+        print(json.dumps([asdict(u) for u in rows]))
+        return
+    todo = variants(args.quick, tuple(args.dtypes.split(",")), tuple(int(d) for d in args.dims.split(",")))
+    print(f"compiling {len(todo)} variants for sm_{args.arch} in {args.workers} process(es)", file=sys.stderr)
+    print(markdown(compile_in_subprocesses(todo, args.arch, args.workers), args.arch))
 
 
 if __name__ == "__main__":
