@@ -114,8 +114,8 @@ step_build() {
     if step build 300 env BAYESBENCH_CUDA=1 "$PYTHON" setup.py build_ext --inplace; then
         # torch first: the extension links against libc10 / libtorch, which torch loads.
         step import_ext 60 "$PYTHON" -c "
-import torch, bayesbench, bayesbench._C as C
-print('extension:', bayesbench.extension_status(), '| WITH_CUDA', C.WITH_CUDA, '| WITH_OPENMP', C.WITH_OPENMP)
+import torch, bayesbench.ops, bayesbench._C as C
+print('extension:', bayesbench.ops.extension_status(), '| WITH_CUDA', C.WITH_CUDA, '| WITH_OPENMP', C.WITH_OPENMP)
 assert C.WITH_CUDA, 'bayesbench._C was built without CUDA'" && return 0
     fi
     # Never leave a broken or half-built extension behind (a dry run touches nothing).
