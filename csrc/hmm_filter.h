@@ -11,7 +11,7 @@ namespace bb {
 
 // Filter state of K independent HMMs ("lanes") with a compile-time number of states S. The
 // matrices and beliefs live in fixed-size local arrays: registers on the GPU (K = 1, one thread
-// per HMM); on the CPU, K = 4 or 8 lanes run in lockstep so the innermost loops over k are SIMD
+// per HMM); on the CPU, K = 4 lanes run in lockstep so the innermost loops over k are SIMD
 // and K independent dependency chains hide the latency of each step.
 template <typename scalar_t, int S, int K = 1>
 struct HmmFixed {

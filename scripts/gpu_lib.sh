@@ -77,7 +77,7 @@ finish() {
 # ---- the steps ----------------------------------------------------------------------------------
 
 step_env() {
-    step env 30 bash -c '
+    step env 60 bash -c '
         date -u +"%Y-%m-%dT%H:%M:%SZ"
         nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || true
         command -v nvcc && nvcc --version | tail -n 2

@@ -26,7 +26,7 @@ needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
 
 def _nvcc(args, tmp_path):
     cmd = [NVCC, *args]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}"
     return proc
 
