@@ -8,6 +8,7 @@ before triton is first imported, so it is set here, at collection time.
 from __future__ import annotations
 
 import os
+import re
 
 import torch
 
@@ -22,6 +23,44 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 @pytest.fixture(params=DEVICES)
 def device(request) -> torch.device:
     return torch.device(request.param)
+
+
+# ---- GPU runs: BAYESBENCH_REQUIRE_CUDA=1 turns a missing device or extension into failures ------
+# On a CPU machine the CUDA cases drop out (DEVICES) and modules that need bayesbench._C skip. On
+# the GPU check (scripts/gpu_*.sh) that would make a broken CUDA build read as skips, so there a
+# missing device fails the session, the CUDA device is always a test parameter, and any skip whose
+# reason names CUDA, a GPU, nvcc or bayesbench._C is reported as a failure.
+REQUIRE_CUDA = os.environ.get("BAYESBENCH_REQUIRE_CUDA", "") not in ("", "0")
+CUDA_SKIP = re.compile(r"cuda|gpu|nvcc|bayesbench\._C", re.IGNORECASE)
+if REQUIRE_CUDA and "cuda" not in DEVICES:
+    DEVICES.append("cuda")
+
+
+def pytest_configure(config) -> None:
+    if REQUIRE_CUDA and not torch.cuda.is_available():
+        raise pytest.UsageError("BAYESBENCH_REQUIRE_CUDA=1 but torch sees no CUDA device")
+
+
+def _skip_is_failure(report) -> bool:
+    if not (REQUIRE_CUDA and report.skipped) or not isinstance(report.longrepr, tuple):
+        return False
+    return bool(CUDA_SKIP.search(str(report.longrepr[2])))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if _skip_is_failure(report):
+        report.outcome, report.longrepr = "failed", f"BAYESBENCH_REQUIRE_CUDA=1: skip of a CUDA case: {report.longrepr[2]}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    report = outcome.get_result()
+    if _skip_is_failure(report):
+        report.outcome, report.longrepr = "failed", f"BAYESBENCH_REQUIRE_CUDA=1: module skipped: {report.longrepr[2]}"
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:

@@ -28,7 +28,8 @@ DEVICE = torch.device("cuda" if GPU else "cpu")
 DTYPE = torch.bfloat16 if GPU else torch.float32
 B, H = (4, 8) if GPU else (1, 2)
 SIZES = [(t, d) for t in (64, 256, 1024, 4096) for d in (32, 64)] if GPU else [(32, 16)]
-VARIANTS = ("sdpa", "eager_full", "triton", "triton_stats", "triton_full")  # baselines first
+# baselines first; triton_full_bf16 keeps the probe's T x T matrices (advantage, alpha) in bf16
+VARIANTS = ("sdpa", "eager_full", "triton", "triton_stats", "triton_full", "triton_full_bf16")
 ROUNDS = dict(rounds=20, warmup_rounds=3, iterations=1) if GPU else dict(rounds=3, warmup_rounds=1, iterations=1)
 
 _MEDIANS: dict[tuple[int, int, str], float] = {}  # seconds, filled as the benchmarks run
@@ -48,6 +49,7 @@ def make_step(variant: str, t: int, d: int):
     )
     do = torch.randn(B, H, t, d, generator=g, device=DEVICE, dtype=DTYPE)
     probe = {"triton_stats": AttentionProbe("stats"), "triton_full": AttentionProbe("full"),
+             "triton_full_bf16": AttentionProbe("full", matrix_dtype=torch.bfloat16),
              "eager_full": AttentionProbe("full")}.get(variant)
 
     def forward():
@@ -98,9 +100,9 @@ def test_attention_fwd_bwd(benchmark, t, d, variant):
     info.update(T=t, D=d, B=B, H=H, dtype=str(DTYPE), device=str(DEVICE), variant=variant,
                 median_ms=median * 1e3, interpreter=not GPU)
     info["ratio_vs_sdpa"] = median / baseline(t, d, "sdpa")
-    if variant in ("triton_stats", "triton_full"):
+    if variant in ("triton_stats", "triton_full", "triton_full_bf16"):
         info["ratio_vs_triton"] = median / baseline(t, d, "triton")
-    if variant == "triton_full":
+    if variant in ("triton_full", "triton_full_bf16"):
         info["speedup_vs_eager"] = baseline(t, d, "eager_full") / median
         info["goal_full_le_2x_sdpa"] = info["ratio_vs_sdpa"] <= 2.0
         info["goal_full_3x_faster_than_eager"] = info["speedup_vs_eager"] >= 3.0

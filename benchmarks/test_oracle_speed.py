@@ -4,7 +4,7 @@ CPU (2 threads): B = 65536 HMMs, L = 50 steps, S = V = 5, float32, against the P
 and a vectorised numpy forward pass; goal >= 10x both. Also the Markov predictive and the
 bijection posterior against their references. GPU (skipped without one): 2^20 HMMs x 50 steps
 against the memory-bandwidth floor (the bytes the op must read and write, moved at the speed of a
-device-to-device copy); goal within 2x. The HMM goals are asserted (the GPU one only on a GPU);
+device-to-device copy); goal within 1.5x of the floor at peak bandwidth. The HMM goals are asserted (the GPU one only on a GPU);
 the Markov and bijection rows have no goal and are report-only. Ratios go into
 benchmark.extra_info and are printed.
 
@@ -222,7 +222,8 @@ def measure_hmm_gpu(obs_dtype: torch.dtype = torch.int64, b: int = 1 << 20, l: i
                     reason="needs a CUDA device and bayesbench._C built with CUDA")
 @pytest.mark.parametrize("obs_dtype", [torch.int64, torch.int32])
 def test_hmm_gpu_bandwidth(benchmark, obs_dtype):
-    """Goal: within 2x of the floor (about 0.6 ms on an H200)."""
+    """Goal: within 1.5x of the floor at peak DRAM bandwidth (H200, 4.8 TB/s: floor 0.35 ms with
+    int64 observations, 0.31 ms with int32; goal 0.53 / 0.46 ms)."""
     info = measure_hmm_gpu(obs_dtype)
     benchmark.extra_info.update(info)
     dev = torch.device("cuda")
@@ -231,7 +232,7 @@ def test_hmm_gpu_bandwidth(benchmark, obs_dtype):
     obs = torch.randint(0, 5, (1 << 20, 50), generator=g, device=dev).to(obs_dtype)
     benchmark.pedantic(lambda: (ops.hmm_filter(trans, trans, obs), torch.cuda.synchronize()),
                        rounds=10, iterations=1, warmup_rounds=1)
-    assert info["ratio_to_floor"] <= 2.0, f"goal: within 2x of the bandwidth floor, got {info['ratio_to_floor']:.2f}x"
+    assert info["ratio_to_floor"] <= 1.5, f"goal: within 1.5x of the bandwidth floor, got {info['ratio_to_floor']:.2f}x"
 
 
 if __name__ == "__main__":  # without pytest-benchmark: python benchmarks/test_oracle_speed.py [out.json]

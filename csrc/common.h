@@ -13,7 +13,7 @@
 #define BB_HOST_DEVICE
 #endif
 
-// Inlined even into the CPU loop's AVX2 clone (oracle_cpu.cpp), where it then gets wide vectors.
+// Forced inline into the CPU lane loop (oracle_cpu.cpp) and the CUDA kernels.
 #if defined(__CUDACC__)
 #define BB_INLINE __forceinline__
 #elif defined(__GNUC__)

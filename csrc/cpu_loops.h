@@ -1,5 +1,5 @@
-// CPU-side plumbing shared by oracle_cpu.cpp and hmm_cpu_avx2.cpp: raw pointers of one
-// hmm_filter call and a dynamically scheduled parallel loop.
+// CPU-side plumbing shared by oracle_cpu.cpp and selective_scan_cpu.cpp: raw pointers of one
+// hmm_filter call, a dynamically scheduled parallel loop and the run-time AVX2 test.
 #pragma once
 
 #include <ATen/Parallel.h>
@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 
 namespace bb {
 
@@ -45,12 +46,16 @@ void parallel_for_dynamic(int64_t n, int64_t grain, const F& f) {
 }
 
 // Whether this CPU runs AVX2 and FMA (x86-64 builds with GCC or Clang; false elsewhere, and when
-// the environment sets BAYESBENCH_NO_AVX2).
-bool cpu_has_avx2();
-
-// Filters the first (B / 8) * 8 HMMs with the AVX2 float32 kernel and returns how many it did,
-// or 0 when that kernel does not apply (no AVX2, S > 8, large V); the caller does the rest.
-template <typename index_t>
-int64_t hmm_filter_avx2(const HmmPtrs<float, index_t>& p, int64_t B, int S);
+// the environment sets BAYESBENCH_NO_AVX2, which the tests use to cover the baseline loops). The
+// selective scan's AVX2 clones are chosen with it.
+inline bool cpu_has_avx2() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          std::getenv("BAYESBENCH_NO_AVX2") == nullptr;
+  return has;
+#else
+  return false;
+#endif
+}
 
 }  // namespace bb

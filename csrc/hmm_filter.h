@@ -11,7 +11,7 @@ namespace bb {
 
 // Filter state of K independent HMMs ("lanes") with a compile-time number of states S. The
 // matrices and beliefs live in fixed-size local arrays: registers on the GPU (K = 1, one thread
-// per HMM); on the CPU, K = 4 or 8 lanes run in lockstep so the innermost loops over k are SIMD
+// per HMM); on the CPU, K = 4 lanes run in lockstep so the innermost loops over k are SIMD
 // and K independent dependency chains hide the latency of each step.
 template <typename scalar_t, int S, int K = 1>
 struct HmmFixed {
@@ -97,6 +97,37 @@ struct HmmFixed {
     }
   }
 };
+
+// Copy `rows` runs of `span` elements from src (run q at src + q * src_stride) to dst (run q at
+// dst + q * dst_stride), `threads` threads taking consecutive elements in turn (thread `tid` the
+// elements tid, tid + threads, ...). No division per element: each thread finds its first
+// (run, offset) once and then steps by `threads` elements, carrying into the next run with one
+// compare. The tiled CUDA HMM kernel stages emissions and writes posteriors back with it; a
+// `k / span` per element was most of that kernel's instructions.
+template <typename T>
+BB_HOST_DEVICE BB_INLINE void copy_runs(T* __restrict__ dst, int64_t dst_stride, const T* __restrict__ src,
+                                        int src_stride, int rows, int span, int tid, int threads) {
+  const int n = rows * span;
+  if (tid >= n) return;
+  const int q0 = tid / span;  // once per call
+  int r = tid - q0 * span;
+  int64_t d = q0 * dst_stride + r;
+  int s = q0 * src_stride + r;
+  const int q_step = threads / span, r_step = threads - q_step * span;
+  const int64_t d_step = q_step * dst_stride + r_step;
+  const int s_step = q_step * src_stride + r_step;
+  for (int k = tid; k < n; k += threads) {
+    dst[d] = src[s];
+    r += r_step;
+    d += d_step;
+    s += s_step;
+    if (r >= span) {  // r and r_step are below span: at most one carry
+      r -= span;
+      d += dst_stride - span;
+      s += src_stride - span;
+    }
+  }
+}
 
 // Any S, no local arrays: the posterior rows of `post` ([L, S], this HMM's slice) are the
 // working memory (row t-1 is the belief that step t propagates). Used where S has no fixed

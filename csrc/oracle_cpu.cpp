@@ -1,7 +1,9 @@
 // CPU implementations: at::parallel_for (OpenMP, dynamically scheduled) over the batch, each
 // sequence running the shared per-sequence routines of the headers. For S <= 16 the HMM filter
-// runs groups of K HMMs as the SIMD lanes of HmmFixed (an AVX2 clone when the CPU has it; float32
-// with S <= 8 has its own AVX2 kernel in hmm_cpu_avx2.cpp); larger S take the generic routine.
+// runs groups of 4 HMMs as the SIMD lanes of HmmFixed (2x the generic routine); larger S take the
+// generic routine. (An 8-lane AVX2 clone of the lane loop and a float32 AVX2-intrinsics kernel
+// existed; measured at B = 65536, L = 50, S = V = 5 they were no faster than the 4 lanes or within
+// 10% of them, so they were removed: BENCHMARKS.md.)
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 
@@ -21,10 +23,8 @@
 namespace bb {
 namespace {
 
-constexpr int kMaxFixedS = 16;         // S in 1..16 gets a fixed-size filter
-constexpr int kLanes = 4;              // HMMs per fixed-size filter (SIMD over the batch)
-constexpr int kAvx2Lanes = 8;          // the same with AVX2 (one 8-float vector)
-constexpr int kMaxAvx2S = 8;           // S with an AVX2 clone of the loop
+constexpr int kMaxFixedS = 16;  // S in 1..16 gets a fixed-size filter
+constexpr int kLanes = 4;       // HMMs per fixed-size filter (SIMD over the batch)
 
 // A new output tensor whose pages this op touches first. Large ones ask for transparent huge
 // pages (as numpy does for its large arrays): the page faults of a fresh 64 MB output otherwise
@@ -72,16 +72,6 @@ BB_INLINE void hmm_groups(const HmmPtrs<scalar_t, index_t>& p, int64_t g_begin, 
   }
 }
 
-// The same loop compiled for AVX2 + FMA (8 float lanes per vector), chosen at run time.
-#if defined(__x86_64__) && defined(__GNUC__)
-#define BB_HAVE_AVX2_CLONE 1
-template <typename scalar_t, typename index_t, int S, int K>
-__attribute__((target("avx2,fma"))) void hmm_groups_avx2(const HmmPtrs<scalar_t, index_t>& p, int64_t g_begin,
-                                                         int64_t g_end) {
-  hmm_groups<scalar_t, index_t, S, K>(p, g_begin, g_end);
-}
-#endif
-
 template <typename scalar_t, typename index_t>
 void hmm_filter_loop(const HmmInputs& in, at::Tensor& post, at::Tensor& loglik, at::Tensor& dead) {
   const int64_t L = in.L, S = in.S, V = in.V;
@@ -98,25 +88,8 @@ void hmm_filter_loop(const HmmInputs& in, at::Tensor& post, at::Tensor& loglik, 
                                             p.init ? p.init + b * S : nullptr, L, static_cast<int>(S),
                                             static_cast<int>(V), p.post + b * L * S, p.loglik + b, p.dead + b);
   };
-  if constexpr (std::is_same_v<scalar_t, float>) {
-    const int64_t done = hmm_filter_avx2<index_t>(p, in.B, static_cast<int>(S));  // 0 if not applicable
-    if (done > 0) {
-      generic(done, in.B);
-      return;
-    }
-  }
   const bool fixed = dispatch_fixed<1, kMaxFixedS>(static_cast<int>(S), [&](auto s_const) {
     constexpr int kS = decltype(s_const)::value;
-#ifdef BB_HAVE_AVX2_CLONE
-    if (kS <= kMaxAvx2S && cpu_has_avx2()) {
-      constexpr int kK = kAvx2Lanes;
-      parallel_for_dynamic(in.B / kK, grain_for(kK * L * kS), [&](int64_t g0, int64_t g1) {
-        hmm_groups_avx2<scalar_t, index_t, kS, kK>(p, g0, g1);
-      });
-      generic(in.B / kK * kK, in.B);
-      return;
-    }
-#endif
     parallel_for_dynamic(in.B / kLanes, grain_for(kLanes * L * kS), [&](int64_t g0, int64_t g1) {
       hmm_groups<scalar_t, index_t, kS, kLanes>(p, g0, g1);
     });

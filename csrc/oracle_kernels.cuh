@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kHmmThreads) hmm_filter_tiled_kernel(HmmArgs<s
   const int64_t b = b0 + tid;
 
   const int sv = S * V;  // the block's emit is nb * sv contiguous elements
-  for (int k = tid; k < nb * sv; k += kHmmThreads) s_emit[(k / sv) * es + k % sv] = a.emit[b0 * sv + k];
+  copy_runs(s_emit, es, a.emit + b0 * sv, sv, nb, sv, tid, kHmmThreads);
   HmmFixed<scalar_t, S> f;
   if (active) f.start(0, a.trans + b * S * S, a.init ? a.init + b * S : nullptr);
   __syncthreads();
@@ -89,13 +89,8 @@ __global__ void __launch_bounds__(kHmmThreads) hmm_filter_tiled_kernel(HmmArgs<s
       }
     }
     __syncthreads();
-    const int span = n * S;  // contiguous elements of each HMM in this chunk
-    scalar_t* dst = a.post + b0 * row + t0 * S;
-    for (int k = tid; k < nb * span; k += kHmmThreads) {
-      const int q = k / span;
-      const int r = k - q * span;
-      dst[q * row + r] = s_post[q * ps + r];
-    }
+    // Each HMM's chunk is n * S contiguous elements of post, one row apart.
+    copy_runs(a.post + b0 * row + t0 * S, row, s_post, ps, nb, n * S, tid, kHmmThreads);
     __syncthreads();
   }
   if (active) {

@@ -5,10 +5,15 @@ Three launches:
   _bwd_dkdv   per key block: dv_j = sum_i alpha_ij dO_i, dk_j = scale * sum_i dS_ij q_i;
               stats probe: ||dv_j|| (the value update norm)
   _bwd_dq     per query block: dq_i = scale * sum_j dS_ij k_j, with dS = P * (dP - Delta);
-              full probe: u = dO, b = dP, advantage = Delta - dP, ds = dS (T x T, masked = 0);
-              stats probe: entropy (bits), mean and max |advantage| over visible keys.
-alpha is rebuilt from the saved base-2 LSE. FULL and STATS are tl.constexpr, so without a probe
-the probe code is not compiled and no probe memory is allocated.
+              full probe: u = dO, advantage = Delta - dP, alpha = P (T x T, masked = 0), and
+              b = dP, ds = dS only when the probe asks to store them;
+              stats probe: entropy (bits), mean and max |advantage| over visible keys,
+              ||dS_i|| (the norm of dL/ds over the query's keys).
+alpha is rebuilt from the saved base-2 LSE. FULL, STATS, STORE_B, STORE_DS are tl.constexpr, so
+without a probe the probe code is not compiled and no probe memory is allocated. Every loop over
+blocks is split as in the Triton tutorial: blocks wholly visible run without the causal / bounds
+mask (MASK=False), only the diagonal block (causal) or the partial last block (full attention)
+pays for it. The grid is 1-D with the (batch, head) index fastest.
 """
 
 from __future__ import annotations
@@ -31,9 +36,9 @@ def _bwd_delta(
     BLOCK_M: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
-    blocks = tl.cdiv(T, BLOCK_M)  # 1-D grid, query blocks fastest
-    pid_m = tl.program_id(0) % blocks
-    pid_bh = tl.program_id(0) // blocks
+    heads = tl.num_programs(0) // tl.cdiv(T, BLOCK_M)  # 1-D grid, (batch, head) fastest
+    pid_bh = tl.program_id(0) % heads
+    pid_m = tl.program_id(0) // heads
     off_b = (pid_bh // H).to(tl.int64)
     off_h = (pid_bh % H).to(tl.int64)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -44,6 +49,39 @@ def _bwd_delta(
     do = tl.load(DO + off_b * sdb + off_h * sdh + offs_m[:, None] * sdt + offs_d[None, :] * sdd,
                  mask=mask, other=0.0).to(tl.float32)
     tl.store(DELTA + pid_bh.to(tl.int64) * T + offs_m, tl.sum(o * do, 1), mask=offs_m < T)
+
+
+@triton.jit
+def _dkdv_blocks(
+    dk, dv, k, v, Q, DO, LSE, DELTA, sqt, sqd, sdt, sdd, offs_n, offs_d, d_ok, T, qk_scale, lo, hi,
+    MASK: tl.constexpr,
+    UPCAST: tl.constexpr,
+    PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+):
+    """Query blocks [lo, hi) for one key block. MASK=True only on the causal diagonal; elsewhere
+    padded query rows load q = dO = 0 (and LSE = Delta = 0) and add exact zeros, unmasked."""
+    for start_m in range(lo, hi, BLOCK_M):
+        offs_m = start_m + tl.arange(0, BLOCK_M)
+        row_ok = offs_m < T
+        q_mask = row_ok[:, None] & d_ok[None, :]
+        q = tl.load(Q + offs_m[:, None] * sqt + offs_d[None, :] * sqd, mask=q_mask, other=0.0)
+        do = tl.load(DO + offs_m[:, None] * sdt + offs_d[None, :] * sdd, mask=q_mask, other=0.0)
+        if UPCAST:
+            q = q.to(tl.float32)
+            do = do.to(tl.float32)
+        lse = tl.load(LSE + offs_m, mask=row_ok, other=0.0)
+        delta = tl.load(DELTA + offs_m, mask=row_ok, other=0.0)
+        # Transposed tiles [keys, queries]: pT_ji = alpha_ij.
+        st = tl.dot(k, tl.trans(q), input_precision=PRECISION) * qk_scale
+        pt = tl.exp2(st - lse[None, :])
+        if MASK:
+            pt = tl.where(offs_n[:, None] <= offs_m[None, :], pt, 0.0)
+        dv += tl.dot(pt.to(do.dtype), do, input_precision=PRECISION)
+        dpt = tl.dot(v, tl.trans(do), input_precision=PRECISION)
+        dst = pt * (dpt - delta[None, :])
+        dk += tl.dot(dst.to(q.dtype), q, input_precision=PRECISION)
+    return dk, dv
 
 
 @triton.jit
@@ -62,9 +100,9 @@ def _bwd_dkdv(
     BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
-    blocks = tl.cdiv(T, BLOCK_N)  # 1-D grid, key blocks fastest
-    pid_n = tl.program_id(0) % blocks
-    pid_bh = tl.program_id(0) // blocks
+    heads = tl.num_programs(0) // tl.cdiv(T, BLOCK_N)  # 1-D grid, (batch, head) fastest
+    pid_bh = tl.program_id(0) % heads
+    pid_n = tl.program_id(0) // heads
     off_b = (pid_bh // H).to(tl.int64)
     off_h = (pid_bh % H).to(tl.int64)
     Q += off_b * sqb + off_h * sqh
@@ -88,32 +126,18 @@ def _bwd_dkdv(
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
 
+    # Padded keys are never stored. Causal: queries before this key block never see it; the
+    # queries of the block's own rows (BLOCK_N is a multiple of BLOCK_M) need the mask, later ones
+    # see every key of the block.
     lo = 0
-    if CAUSAL:  # queries before this key block never see it
-        lo = (pid_n * BLOCK_N) // BLOCK_M * BLOCK_M
-    for start_m in range(lo, T, BLOCK_M):
-        offs_m = start_m + tl.arange(0, BLOCK_M)
-        row_ok = offs_m < T
-        q_mask = row_ok[:, None] & d_ok[None, :]
-        q = tl.load(Q + offs_m[:, None] * sqt + offs_d[None, :] * sqd, mask=q_mask, other=0.0)
-        do = tl.load(DO + offs_m[:, None] * sdt + offs_d[None, :] * sdd, mask=q_mask, other=0.0)
-        if UPCAST:
-            q = q.to(tl.float32)
-            do = do.to(tl.float32)
-        lse = tl.load(LSE + offs_m, mask=row_ok, other=0.0)
-        delta = tl.load(DELTA + offs_m, mask=row_ok, other=0.0)
-        # Transposed tiles [keys, queries]: pT_ji = alpha_ij.
-        st = tl.dot(k, tl.trans(q), input_precision=PRECISION) * qk_scale
-        # Padded keys are never stored; padded queries have q = dO = 0 and add exact zeros.
-        if CAUSAL:
-            keep = offs_n[:, None] <= offs_m[None, :]
-        else:
-            keep = row_ok[None, :]
-        pt = tl.where(keep, tl.exp2(st - lse[None, :]), 0.0)
-        dv += tl.dot(pt.to(do.dtype), do, input_precision=PRECISION)
-        dpt = tl.dot(v, tl.trans(do), input_precision=PRECISION)
-        dst = pt * (dpt - delta[None, :])
-        dk += tl.dot(dst.to(q.dtype), q, input_precision=PRECISION)
+    if CAUSAL:
+        lo = pid_n * BLOCK_N
+        mid = (pid_n + 1) * BLOCK_N
+        dk, dv = _dkdv_blocks(dk, dv, k, v, Q, DO, LSE, DELTA, sqt, sqd, sdt, sdd, offs_n, offs_d, d_ok, T,
+                              qk_scale, lo, mid, True, UPCAST, PRECISION, BLOCK_M)
+        lo = mid
+    dk, dv = _dkdv_blocks(dk, dv, k, v, Q, DO, LSE, DELTA, sqt, sqd, sdt, sdd, offs_n, offs_d, d_ok, T,
+                          qk_scale, lo, T, False, UPCAST, PRECISION, BLOCK_M)
 
     dk *= scale
     out = offs_n[:, None] * D + offs_d[None, :]  # dk, dv are contiguous [B, H, T, D]
@@ -124,9 +148,80 @@ def _bwd_dkdv(
 
 
 @triton.jit
+def _dq_blocks(
+    dq, ent, abs_sum, abs_max, ds_sq, q, do, lse, delta, K, V, ADV, ALPHA, BMAT, DSMAT,
+    skt, skd, svt, svd, offs_m, offs_n, offs_d, row_ok, d_ok, T, qk_scale, lo, hi,
+    MASK: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    FULL: tl.constexpr,
+    STATS: tl.constexpr,
+    STORE_B: tl.constexpr,
+    STORE_DS: tl.constexpr,
+    UPCAST: tl.constexpr,
+    PRECISION: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    """Key blocks [lo, hi) for one query block: dq, the stats and the full probe's tiles.
+    MASK=False: every key of the block is real and visible to every row (no where, no key
+    bounds); MASK=True: the causal diagonal block or the partial last block."""
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        col_ok = cols < T
+        if MASK:
+            kv_mask = col_ok[:, None] & d_ok[None, :]
+        else:
+            kv_mask = d_ok[None, :]
+        k = tl.load(K + cols[:, None] * skt + offs_d[None, :] * skd, mask=kv_mask, other=0.0)
+        v = tl.load(V + cols[:, None] * svt + offs_d[None, :] * svd, mask=kv_mask, other=0.0)
+        if UPCAST:
+            k = k.to(tl.float32)
+            v = v.to(tl.float32)
+        s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale
+        log2p = s - lse[:, None]
+        p = tl.exp2(log2p)
+        if MASK:
+            if CAUSAL:  # for a real row i, j <= i < T also rules out padded keys
+                keep = cols[None, :] <= offs_m[:, None]
+            else:
+                keep = col_ok[None, :]
+            p = tl.where(keep, p, 0.0)
+        dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)  # b_ij = u_i . v_j
+        ds = p * (dp - delta[:, None])
+        dq += tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)
+        if STATS:  # FULL implies STATS (see attention_backward)
+            adv = delta[:, None] - dp
+            if MASK:
+                adv = tl.where(keep, adv, 0.0)
+            abs_adv = tl.abs(adv)
+            abs_sum += tl.sum(abs_adv, 1)
+            abs_max = tl.maximum(abs_max, tl.max(abs_adv, 1))
+            ds_sq += tl.sum(ds * ds, 1)  # ds is 0 where p is (masked keys)
+            plogp = p * log2p
+            if MASK:
+                plogp = tl.where(keep, plogp, 0.0)  # 0 * -inf
+            ent += tl.sum(plogp, 1)
+        if FULL:
+            offs = offs_m[:, None] * T + cols[None, :]
+            if MASK:
+                out_mask = row_ok[:, None] & col_ok[None, :]
+            else:
+                out_mask = row_ok[:, None]
+            tl.store(ADV + offs, adv.to(ADV.dtype.element_ty), mask=out_mask)
+            tl.store(ALPHA + offs, p.to(ALPHA.dtype.element_ty), mask=out_mask)
+            if STORE_B:
+                bij = dp
+                if MASK:
+                    bij = tl.where(keep, dp, 0.0)
+                tl.store(BMAT + offs, bij.to(BMAT.dtype.element_ty), mask=out_mask)
+            if STORE_DS:
+                tl.store(DSMAT + offs, ds.to(DSMAT.dtype.element_ty), mask=out_mask)
+    return dq, ent, abs_sum, abs_max, ds_sq
+
+
+@triton.jit
 def _bwd_dq(
     Q, K, V, DO, LSE, DELTA, DQ,
-    U, BMAT, ADV, DSMAT, ENT, MEANA, MAXA,
+    U, ADV, ALPHA, BMAT, DSMAT, ENT, MEANA, MAXA, DSN,
     sqb, sqh, sqt, sqd,
     skb, skh, skt, skd,
     svb, svh, svt, svd,
@@ -135,18 +230,20 @@ def _bwd_dq(
     CAUSAL: tl.constexpr,
     FULL: tl.constexpr,
     STATS: tl.constexpr,
+    STORE_B: tl.constexpr,
+    STORE_DS: tl.constexpr,
     UPCAST: tl.constexpr,
     PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
-    # 1-D grid, query blocks fastest (no 65535 limit on B*H); causal: longest rows first.
-    blocks = tl.cdiv(T, BLOCK_M)
-    pid_m = tl.program_id(0) % blocks
-    pid_bh = tl.program_id(0) // blocks
+    # 1-D grid, (batch, head) fastest (no 65535 limit on B*H); causal: longest rows first.
+    heads = tl.num_programs(0) // tl.cdiv(T, BLOCK_M)
+    pid_bh = tl.program_id(0) % heads
+    pid_m = tl.program_id(0) // heads
     if CAUSAL:
-        pid_m = blocks - 1 - pid_m
+        pid_m = tl.cdiv(T, BLOCK_M) - 1 - pid_m
     off_b = (pid_bh // H).to(tl.int64)
     off_h = (pid_bh % H).to(tl.int64)
     Q += off_b * sqb + off_h * sqh
@@ -156,8 +253,9 @@ def _bwd_dq(
     row0 = pid_bh.to(tl.int64) * T
     # Probe matrices are contiguous [B, H, T, T]: int64 base per head, int32 offsets in a tile
     # (so T * T < 2**31, checked by the wrapper).
-    BMAT += row0 * T
     ADV += row0 * T
+    ALPHA += row0 * T
+    BMAT += row0 * T
     DSMAT += row0 * T
     DQ += row0 * D  # dq and u are contiguous [B, H, T, D]
     U += row0 * D
@@ -166,6 +264,7 @@ def _bwd_dq(
     ENT += row0
     MEANA += row0
     MAXA += row0
+    DSN += row0
 
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
@@ -183,46 +282,27 @@ def _bwd_dq(
     lse = tl.load(LSE + offs_m, mask=row_ok, other=0.0)
     delta = tl.load(DELTA + offs_m, mask=row_ok, other=0.0)
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    if STATS:
-        ent = tl.zeros([BLOCK_M], dtype=tl.float32)  # sum_j alpha_ij log2 alpha_ij
-        abs_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
-        abs_max = tl.zeros([BLOCK_M], dtype=tl.float32)
+    ent = tl.zeros([BLOCK_M], dtype=tl.float32)  # sum_j alpha_ij log2 alpha_ij (stats only)
+    abs_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
+    abs_max = tl.zeros([BLOCK_M], dtype=tl.float32)
+    ds_sq = tl.zeros([BLOCK_M], dtype=tl.float32)  # sum_j (dL/ds_ij)^2
 
-    hi = T
+    # Unmasked blocks, then masked ones (BLOCK_M is a multiple of BLOCK_N). Causal: keys left of
+    # the query block, then its diagonal block; full attention: whole blocks, then the tail.
     if CAUSAL:
-        hi = tl.minimum((pid_m + 1) * BLOCK_M, T)
-    for start_n in range(0, hi, BLOCK_N):
-        cols = start_n + offs_n
-        col_ok = cols < T
-        kv_mask = col_ok[:, None] & d_ok[None, :]
-        k = tl.load(K + cols[:, None] * skt + offs_d[None, :] * skd, mask=kv_mask, other=0.0)
-        v = tl.load(V + cols[:, None] * svt + offs_d[None, :] * svd, mask=kv_mask, other=0.0)
-        if UPCAST:
-            k = k.to(tl.float32)
-            v = v.to(tl.float32)
-        s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale
-        if CAUSAL:  # for a real row i, j <= i < T also rules out padded keys
-            keep = cols[None, :] <= offs_m[:, None]
-        else:
-            keep = col_ok[None, :]
-        log2p = s - lse[:, None]
-        p = tl.where(keep, tl.exp2(log2p), 0.0)
-        dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)  # b_ij = u_i . v_j
-        ds = p * (dp - delta[:, None])
-        dq += tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)
-        if STATS:  # FULL implies STATS (see attention_backward)
-            adv = tl.where(keep, delta[:, None] - dp, 0.0)
-        if FULL:
-            offs = offs_m[:, None] * T + cols[None, :]
-            out_mask = row_ok[:, None] & col_ok[None, :]
-            tl.store(BMAT + offs, tl.where(keep, dp, 0.0), mask=out_mask)
-            tl.store(ADV + offs, adv, mask=out_mask)
-            tl.store(DSMAT + offs, tl.where(keep, ds, 0.0), mask=out_mask)
-        if STATS:
-            ent += tl.sum(tl.where(keep, p * log2p, 0.0), 1)
-            abs_adv = tl.abs(adv)
-            abs_sum += tl.sum(abs_adv, 1)
-            abs_max = tl.maximum(abs_max, tl.max(abs_adv, 1))
+        mid = pid_m * BLOCK_M
+        end = (pid_m + 1) * BLOCK_M
+    else:
+        mid = T // BLOCK_N * BLOCK_N
+        end = T
+    dq, ent, abs_sum, abs_max, ds_sq = _dq_blocks(
+        dq, ent, abs_sum, abs_max, ds_sq, q, do, lse, delta, K, V, ADV, ALPHA, BMAT, DSMAT,
+        skt, skd, svt, svd, offs_m, offs_n, offs_d, row_ok, d_ok, T, qk_scale, 0, mid,
+        False, CAUSAL, FULL, STATS, STORE_B, STORE_DS, UPCAST, PRECISION, BLOCK_N)
+    dq, ent, abs_sum, abs_max, ds_sq = _dq_blocks(
+        dq, ent, abs_sum, abs_max, ds_sq, q, do, lse, delta, K, V, ADV, ALPHA, BMAT, DSMAT,
+        skt, skd, svt, svd, offs_m, offs_n, offs_d, row_ok, d_ok, T, qk_scale, mid, end,
+        True, CAUSAL, FULL, STATS, STORE_B, STORE_DS, UPCAST, PRECISION, BLOCK_N)
 
     dq *= scale
     tl.store(DQ + offs_m[:, None] * D + offs_d[None, :], dq.to(DQ.dtype.element_ty),
@@ -230,13 +310,16 @@ def _bwd_dq(
     if FULL:
         if CAUSAL:  # key blocks wholly above the diagonal: write the masked zeros
             zero = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-            for start_n in range((hi + BLOCK_N - 1) // BLOCK_N * BLOCK_N, T, BLOCK_N):
+            for start_n in range(end, T, BLOCK_N):
                 cols = start_n + offs_n
                 offs = offs_m[:, None] * T + cols[None, :]
                 out_mask = row_ok[:, None] & (cols < T)[None, :]
-                tl.store(BMAT + offs, zero, mask=out_mask)
-                tl.store(ADV + offs, zero, mask=out_mask)
-                tl.store(DSMAT + offs, zero, mask=out_mask)
+                tl.store(ADV + offs, zero.to(ADV.dtype.element_ty), mask=out_mask)
+                tl.store(ALPHA + offs, zero.to(ALPHA.dtype.element_ty), mask=out_mask)
+                if STORE_B:
+                    tl.store(BMAT + offs, zero.to(BMAT.dtype.element_ty), mask=out_mask)
+                if STORE_DS:
+                    tl.store(DSMAT + offs, zero.to(DSMAT.dtype.element_ty), mask=out_mask)
     if STATS:
         if CAUSAL:
             count = (offs_m + 1).to(tl.float32)
@@ -245,6 +328,7 @@ def _bwd_dq(
         tl.store(ENT + offs_m, -ent, mask=row_ok)
         tl.store(MEANA + offs_m, abs_sum / count, mask=row_ok)
         tl.store(MAXA + offs_m, abs_max, mask=row_ok)
+        tl.store(DSN + offs_m, tl.sqrt(ds_sq), mask=row_ok)
 
 
 def attention_backward(
@@ -272,13 +356,20 @@ def attention_backward(
     )
     full = probe is not None and probe.full
     stats = probe is not None  # the full mode records the stats too
+    store_b = full and "b" in probe.store
+    store_ds = full and "ds" in probe.store
     # Without a probe the probe pointers are never dereferenced (constexpr-false branches).
-    u = b = adv = ds = ent = mean_a = max_a = vnorm = delta
+    u = adv = alpha = bmat = dsmat = ent = mean_a = max_a = vnorm = dsn = delta
     if full:
+        mat = dict(dtype=probe.matrix_dtype, device=dev)
         u = torch.empty((B, H, T, D), **f32)
-        b, adv, ds = (torch.empty((B, H, T, T), **f32) for _ in range(3))
+        adv, alpha = (torch.empty((B, H, T, T), **mat) for _ in range(2))
+        if store_b:
+            bmat = torch.empty((B, H, T, T), **mat)
+        if store_ds:
+            dsmat = torch.empty((B, H, T, T), **mat)
     if stats:
-        ent, mean_a, max_a, vnorm = (torch.empty((B, H, T), **f32) for _ in range(4))
+        ent, mean_a, max_a, vnorm, dsn = (torch.empty((B, H, T), **f32) for _ in range(5))
 
     dq = torch.empty((B, H, T, D), dtype=q.dtype, device=dev)
     dk = torch.empty((B, H, T, D), dtype=k.dtype, device=dev)
@@ -292,15 +383,19 @@ def attention_backward(
     )
     t = cfg.dq
     _bwd_dq[(triton.cdiv(T, t.m) * B * H,)](
-        q, k, v, do, lse, delta, dq, u, b, adv, ds, ent, mean_a, max_a,
+        q, k, v, do, lse, delta, dq, u, adv, alpha, bmat, dsmat, ent, mean_a, max_a, dsn,
         *strides, H, T, D, scale, scale * LOG2E,
-        FULL=full, BLOCK_M=t.m, BLOCK_N=t.n, num_warps=t.warps, num_stages=t.stages, **common,
+        FULL=full, STORE_B=store_b, STORE_DS=store_ds,
+        BLOCK_M=t.m, BLOCK_N=t.n, num_warps=t.warps, num_stages=t.stages, **common,
     )
     if probe is not None:
         probe.causal, probe.scale = causal, scale
         probe.expected_b = delta
         probe.entropy, probe.mean_abs_advantage = ent, mean_a
         probe.max_abs_advantage, probe.value_update_norm = max_a, vnorm
+        probe.ds_norm = dsn
         if full:
-            probe.u, probe.b, probe.advantage, probe.ds = u, b, adv, ds
+            probe.u, probe.advantage, probe.alpha = u, adv, alpha
+            probe.b = bmat if store_b else None
+            probe.ds = dsmat if store_ds else None
     return dq, dk, dv

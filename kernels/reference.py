@@ -60,11 +60,16 @@ def fill_probe(
     probe.mean_abs_advantage = abs_adv.sum(-1) / key_counts(t, causal, alpha.device, out)
     probe.max_abs_advantage = abs_adv.amax(-1)
     probe.value_update_norm = dv.norm(dim=-1)
+    ds = torch.where(keep, -alpha * advantage, zero) if ds is None else ds.to(out)
+    probe.ds_norm = ds.norm(dim=-1)
     if probe.full:
+        # T x T matrices in the probe's matrix dtype (float32 means the compute's float type).
+        mat = out if probe.matrix_dtype == torch.float32 else probe.matrix_dtype
         probe.u = u
-        probe.b = b
-        probe.advantage = advantage
-        probe.ds = torch.where(keep, -alpha * advantage, zero) if ds is None else ds.to(out)
+        probe.advantage = advantage.to(mat)
+        probe.alpha = torch.where(keep, alpha, zero).to(mat)
+        probe.b = b.to(mat) if "b" in probe.store else None
+        probe.ds = ds.to(mat) if "ds" in probe.store else None
 
 
 class _ReferenceAttention(torch.autograd.Function):

@@ -31,8 +31,9 @@ TOL = 1e-3  # float32 relative error (max abs error / max abs reference)
 SHAPES = [(1, 1, 1, 24), (2, 1, 37, 24), (1, 2, 93, 64), (2, 2, 37, 64)]
 CASES = [(s, c) for s in SHAPES for c in (True, False)]
 IDS = [f"B{b}H{h}T{t}D{d}-{'causal' if c else 'full'}" for (b, h, t, d), c in CASES]
-FULL_ONLY = ("u", "b", "advantage", "ds")
-STATS = ("expected_b", "entropy", "mean_abs_advantage", "max_abs_advantage", "value_update_norm")
+FULL_ONLY = ("u", "b", "advantage", "alpha", "ds")  # b, ds derived from advantage and alpha
+STORED = ("u", "advantage", "alpha")  # what the full probe's kernel writes by default
+STATS = ("expected_b", "entropy", "mean_abs_advantage", "max_abs_advantage", "value_update_norm", "ds_norm")
 
 
 def rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
@@ -115,7 +116,7 @@ def test_output_and_gradients_match_float64_reference(shape, causal):
 def test_full_probe_matches_float64_reference(shape, causal):
     _, probe, _, ref_probe = case(shape, causal, "full")
     B, H, T, D = shape
-    expect = {"u": (B, H, T, D), "b": (B, H, T, T), "advantage": (B, H, T, T), "ds": (B, H, T, T)}
+    expect = {"u": (B, H, T, D), **{n: (B, H, T, T) for n in ("b", "advantage", "alpha", "ds")}}
     for name in FULL_ONLY + STATS:
         x = getattr(probe, name)
         assert x.dtype == torch.float32 and x.device.type == DEV.type, name
@@ -129,7 +130,7 @@ def test_masked_entries_are_exactly_zero(shape, causal):
     _, probe, _, _ = case(shape, causal, "full")
     T = shape[2]
     above = ~causal_mask(T, probe.b.device)
-    for name in ("b", "advantage", "ds"):
+    for name in ("b", "advantage", "alpha", "ds"):
         x = getattr(probe, name)
         if causal:
             assert torch.equal(x[..., above], torch.zeros_like(x[..., above])), name
@@ -164,6 +165,7 @@ def test_stats_mode_equals_reductions_of_full_mode(shape, causal):
     assert rel_err(stats.max_abs_advantage, abs_adv.amax(-1)) < TOL
     assert rel_err(stats.expected_b, full.expected_b) < TOL
     assert rel_err(stats.value_update_norm, dv.norm(dim=-1)) < TOL
+    assert rel_err(stats.ds_norm, full.ds.norm(dim=-1)) < TOL
     alpha = ref_alpha(shape, causal)
     entropy_bits = -torch.special.xlogy(alpha, alpha).sum(-1) / torch.log(torch.tensor(2.0)).double()
     assert rel_err(stats.entropy, entropy_bits) < TOL
@@ -216,7 +218,54 @@ def test_probe_memory_is_what_the_mode_promises():
     extra = sum(sizes["stats"]) - sum(sizes[None])
     vectors = len(STATS) * B * H * T * 4  # bytes of the stats fields, [B, H, T] each
     assert vectors <= extra <= 8 * vectors, f"the stats probe added {extra} bytes, not O(B H T) ({vectors})"
-    assert sum(n >= square for n in sizes["full"]) >= 3  # b, advantage, ds
+    assert sum(n >= square for n in sizes["full"]) >= 2  # advantage, alpha (b, ds are derived)
+
+
+def test_full_probe_stores_what_it_is_asked_to():
+    """The full probe's T x T tensors: advantage and alpha (float32, or bf16 at half the bytes),
+    plus b and ds only when `store` names them."""
+    B, H, T, D = 1, 2, 20, 16
+    q, k, v, do = make_inputs((B, H, T, D), seed=3)
+    for store, dtype in (((), torch.float32), ((), torch.bfloat16), (("b", "ds"), torch.float32)):
+        probe = AttentionProbe("full", store=store, matrix_dtype=dtype)
+        run(attention, q, k, v, do, causal=True, probe=probe)
+        square = {n: x for n, x in probe.tensors().items() if x.shape == (B, H, T, T)}
+        assert sorted(square) == sorted(("advantage", "alpha") + store), store
+        assert all(x.dtype == dtype for x in square.values()), dtype
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_stored_b_ds_and_bf16_matrices(causal):
+    """store=("b", "ds") makes the kernel write them; they equal the derived ones and the
+    reference. matrix_dtype=bfloat16 keeps advantage and alpha in bf16 (rounding only)."""
+    shape = (2, 1, 37, 24)
+    _, derived, _, ref = case(shape, causal, "full")
+    q, k, v, do = make_inputs(shape, seed=hash((shape, causal)) % 10_000)
+    stored = AttentionProbe("full", store=("b", "ds"))
+    with poisoned_empty():
+        run(attention, q, k, v, do, causal=causal, probe=stored)
+    assert set(stored.tensors()) >= {"b", "ds"}
+    for name in ("b", "ds"):
+        assert rel_err(getattr(stored, name), getattr(ref, name)) < TOL, name
+        assert rel_err(getattr(stored, name), getattr(derived, name)) < TOL, name
+    assert "b" not in derived.tensors() and "ds" not in derived.tensors()
+    half = AttentionProbe("full", matrix_dtype=torch.bfloat16)
+    run(attention, q, k, v, do, causal=causal, probe=half)
+    for name in ("advantage", "alpha"):
+        x = getattr(half, name)
+        assert x.dtype == torch.bfloat16, name
+        assert rel_err(x.float(), getattr(ref, name)) < 1e-2, name
+    assert half.u.dtype == half.expected_b.dtype == torch.float32
+    assert rel_err(half.ds, ref.ds) < 2e-2 and rel_err(half.b, ref.b) < 2e-2
+
+
+def test_probe_arguments_are_checked():
+    with pytest.raises(ValueError, match="store must name"):
+        AttentionProbe("full", store=("u",))
+    with pytest.raises(ValueError, match="needs mode 'full'"):
+        AttentionProbe("stats", store=("b",))
+    with pytest.raises(ValueError, match="matrix_dtype"):
+        AttentionProbe("full", matrix_dtype=torch.float16)
 
 
 def test_probe_filled_only_by_backward_and_overwritten():
@@ -228,7 +277,7 @@ def test_probe_filled_only_by_backward_and_overwritten():
     assert not probe.filled
     o.backward(do)
     first = probe.b.clone()
-    assert probe.filled and set(probe.tensors()) == set(FULL_ONLY + STATS)
+    assert probe.filled and set(probe.tensors()) == set(STORED + STATS)
     o = attention(qq, k, v, probe=probe)
     o.backward(2 * do)  # b is linear in the upstream gradient
     torch.testing.assert_close(probe.b, 2 * first)
@@ -240,7 +289,7 @@ def test_reference_backend_matches_autograd_and_sdpa():
     """The explicit reference backward against autograd through SDPA, and the eager probe."""
     q, k, v, do = (x.double().cpu() for x in make_inputs((2, 2, 23, 12), seed=11))
     for causal in (True, False):
-        ref_probe, eager_probe = AttentionProbe("full"), AttentionProbe("full")
+        ref_probe, eager_probe = AttentionProbe("full"), AttentionProbe("full", store=("b", "ds"))
         ref = run(attention, q, k, v, do, causal=causal, probe=ref_probe, backend="reference")
         sdpa = run(
             lambda q, k, v, causal, probe: torch.nn.functional.scaled_dot_product_attention(
