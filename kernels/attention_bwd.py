@@ -6,7 +6,8 @@ Three launches:
               stats probe: ||dv_j|| (the value update norm)
   _bwd_dq     per query block: dq_i = scale * sum_j dS_ij k_j, with dS = P * (dP - Delta);
               full probe: u = dO, b = dP, advantage = Delta - dP, ds = dS (T x T, masked = 0);
-              stats probe: entropy (bits), mean and max |advantage| over visible keys.
+              stats probe: entropy (bits), mean and max |advantage| over visible keys,
+              ||dS_i|| (the norm of dL/ds over the query's keys).
 alpha is rebuilt from the saved base-2 LSE. FULL and STATS are tl.constexpr, so without a probe
 the probe code is not compiled and no probe memory is allocated.
 """
@@ -126,7 +127,7 @@ def _bwd_dkdv(
 @triton.jit
 def _bwd_dq(
     Q, K, V, DO, LSE, DELTA, DQ,
-    U, BMAT, ADV, DSMAT, ENT, MEANA, MAXA,
+    U, BMAT, ADV, DSMAT, ENT, MEANA, MAXA, DSN,
     sqb, sqh, sqt, sqd,
     skb, skh, skt, skd,
     svb, svh, svt, svd,
@@ -166,6 +167,7 @@ def _bwd_dq(
     ENT += row0
     MEANA += row0
     MAXA += row0
+    DSN += row0
 
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
@@ -187,6 +189,7 @@ def _bwd_dq(
         ent = tl.zeros([BLOCK_M], dtype=tl.float32)  # sum_j alpha_ij log2 alpha_ij
         abs_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
         abs_max = tl.zeros([BLOCK_M], dtype=tl.float32)
+        ds_sq = tl.zeros([BLOCK_M], dtype=tl.float32)  # sum_j (dL/ds_ij)^2
 
     hi = T
     if CAUSAL:
@@ -223,6 +226,7 @@ def _bwd_dq(
             abs_adv = tl.abs(adv)
             abs_sum += tl.sum(abs_adv, 1)
             abs_max = tl.maximum(abs_max, tl.max(abs_adv, 1))
+            ds_sq += tl.sum(ds * ds, 1)  # ds is 0 where p is (masked keys)
 
     dq *= scale
     tl.store(DQ + offs_m[:, None] * D + offs_d[None, :], dq.to(DQ.dtype.element_ty),
@@ -245,6 +249,7 @@ def _bwd_dq(
         tl.store(ENT + offs_m, -ent, mask=row_ok)
         tl.store(MEANA + offs_m, abs_sum / count, mask=row_ok)
         tl.store(MAXA + offs_m, abs_max, mask=row_ok)
+        tl.store(DSN + offs_m, tl.sqrt(ds_sq), mask=row_ok)
 
 
 def attention_backward(
@@ -273,12 +278,12 @@ def attention_backward(
     full = probe is not None and probe.full
     stats = probe is not None  # the full mode records the stats too
     # Without a probe the probe pointers are never dereferenced (constexpr-false branches).
-    u = b = adv = ds = ent = mean_a = max_a = vnorm = delta
+    u = b = adv = ds = ent = mean_a = max_a = vnorm = dsn = delta
     if full:
         u = torch.empty((B, H, T, D), **f32)
         b, adv, ds = (torch.empty((B, H, T, T), **f32) for _ in range(3))
     if stats:
-        ent, mean_a, max_a, vnorm = (torch.empty((B, H, T), **f32) for _ in range(4))
+        ent, mean_a, max_a, vnorm, dsn = (torch.empty((B, H, T), **f32) for _ in range(5))
 
     dq = torch.empty((B, H, T, D), dtype=q.dtype, device=dev)
     dk = torch.empty((B, H, T, D), dtype=k.dtype, device=dev)
@@ -292,7 +297,7 @@ def attention_backward(
     )
     t = cfg.dq
     _bwd_dq[(triton.cdiv(T, t.m) * B * H,)](
-        q, k, v, do, lse, delta, dq, u, b, adv, ds, ent, mean_a, max_a,
+        q, k, v, do, lse, delta, dq, u, b, adv, ds, ent, mean_a, max_a, dsn,
         *strides, H, T, D, scale, scale * LOG2E,
         FULL=full, BLOCK_M=t.m, BLOCK_N=t.n, num_warps=t.warps, num_stages=t.stages, **common,
     )
@@ -301,6 +306,7 @@ def attention_backward(
         probe.expected_b = delta
         probe.entropy, probe.mean_abs_advantage = ent, mean_a
         probe.max_abs_advantage, probe.value_update_norm = max_a, vnorm
+        probe.ds_norm = dsn
         if full:
             probe.u, probe.b, probe.advantage, probe.ds = u, b, adv, ds
     return dq, dk, dv

@@ -30,6 +30,7 @@ STATS_FIELDS = (
     "mean_abs_advantage",
     "max_abs_advantage",
     "value_update_norm",
+    "ds_norm",
 )
 
 
@@ -51,6 +52,7 @@ class AttentionProbe:
       mean_abs_advantage [B,H,T] mean of |A_ij| over the keys j that query i may see
       max_abs_advantage [B,H,T]  max of |A_ij| over the same keys
       value_update_norm [B,H,T]  per key j: || sum_i alpha_ij u_i ||_2 (= ||dL/dv_j||)
+      ds_norm [B,H,T]            per query i: || dL/ds_i. ||_2 = sqrt(sum_j (alpha_ij A_ij)^2)
     """
 
     mode: str = "full"
@@ -65,6 +67,7 @@ class AttentionProbe:
     mean_abs_advantage: torch.Tensor | None = field(default=None, repr=False)
     max_abs_advantage: torch.Tensor | None = field(default=None, repr=False)
     value_update_norm: torch.Tensor | None = field(default=None, repr=False)
+    ds_norm: torch.Tensor | None = field(default=None, repr=False)
 
     entropy_unit = "bits"
 

@@ -71,11 +71,13 @@ def fill_probe(
     probe.mean_abs_advantage = abs_adv.sum(-1) / key_counts(t, causal, alpha.device, out)
     probe.max_abs_advantage = abs_adv.amax(-1)
     probe.value_update_norm = dv.norm(dim=-1)
+    ds = torch.where(keep, -alpha * advantage, zero) if ds is None else ds.to(out)
+    probe.ds_norm = ds.norm(dim=-1)
     if probe.full:
         probe.u = u
         probe.b = b
         probe.advantage = advantage
-        probe.ds = torch.where(keep, -alpha * advantage, zero) if ds is None else ds.to(out)
+        probe.ds = ds
 
 
 class _ReferenceAttention(torch.autograd.Function):

@@ -30,7 +30,7 @@ SHAPES = [(1, 1, 1, 24), (2, 1, 37, 24), (1, 2, 93, 64), (2, 2, 37, 64)]
 CASES = [(s, c) for s in SHAPES for c in (True, False)]
 IDS = [f"B{b}H{h}T{t}D{d}-{'causal' if c else 'full'}" for (b, h, t, d), c in CASES]
 FULL_ONLY = ("u", "b", "advantage", "ds")
-STATS = ("expected_b", "entropy", "mean_abs_advantage", "max_abs_advantage", "value_update_norm")
+STATS = ("expected_b", "entropy", "mean_abs_advantage", "max_abs_advantage", "value_update_norm", "ds_norm")
 
 
 def rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
@@ -162,6 +162,7 @@ def test_stats_mode_equals_reductions_of_full_mode(shape, causal):
     assert rel_err(stats.max_abs_advantage, abs_adv.amax(-1)) < TOL
     assert rel_err(stats.expected_b, full.expected_b) < TOL
     assert rel_err(stats.value_update_norm, dv.norm(dim=-1)) < TOL
+    assert rel_err(stats.ds_norm, full.ds.norm(dim=-1)) < TOL
     alpha = ref_alpha(shape, causal)
     entropy_bits = -torch.special.xlogy(alpha, alpha).sum(-1) / torch.log(torch.tensor(2.0)).double()
     assert rel_err(stats.entropy, entropy_bits) < TOL
@@ -182,7 +183,7 @@ def test_probe_does_not_change_output_or_gradients(shape, causal):
 
 
 def test_no_probe_allocates_no_probe_memory(monkeypatch):
-    """Backward without a probe allocates only delta, dq, dk, dv; stats adds 4 vectors, full 4 more."""
+    """Backward without a probe allocates only delta, dq, dk, dv; stats adds 5 vectors, full 4 more."""
     import bayesbench.kernels.attention_bwd as bwd
 
     counts = {}
@@ -200,7 +201,7 @@ def test_no_probe_allocates_no_probe_memory(monkeypatch):
         counts["n"] = 0
         run(attention, q, k, v, do, causal=True, probe=AttentionProbe(mode) if mode else None)
         seen[mode] = counts["n"]
-    assert seen == {None: 4, "stats": 8, "full": 12}
+    assert seen == {None: 4, "stats": 9, "full": 13}
 
 
 def test_probe_filled_only_by_backward_and_overwritten():
