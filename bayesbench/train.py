@@ -238,6 +238,16 @@ class Trainer:
         self.diverged: dict[int, str] = {}
         self.frozen: dict[int, list[Tensor]] = {}
         self.elapsed = 0.0
+        # Observers of each step (e.g. bayesbench.dynamics' profiler): objects with optional
+        # before_forward(trainer), before_update(trainer, tokens, header) (gradients final, clipped)
+        # and after_update(trainer, tokens, header); trainer.step is the 0-based step being taken.
+        self.hooks: list = []
+
+    def _call_hooks(self, name: str, *args) -> None:
+        for hook in self.hooks:
+            fn = getattr(hook, name, None)
+            if fn is not None:
+                fn(self, *args)
 
     @property
     def ensemble(self) -> int:
@@ -261,6 +271,7 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.model.train()
+        self._call_hooks("before_forward")
         loss = member_losses(self.forward(tokens, header), targets, mask)
         values = loss.detach().cpu().tolist()
         for e in range(E):
@@ -280,8 +291,10 @@ class Trainer:
             for p in self.params:
                 p.grad = torch.where(live.view(-1, *([1] * (p.dim() - 1))), p.grad, torch.zeros_like(p.grad))
         clip_per_member(self.params, norms.nan_to_num(0.0), self.cfg.grad_clip)
+        self._call_hooks("before_update", tokens, header)
         self.optimizer.step()
         self._restore_frozen()
+        self._call_hooks("after_update", tokens, header)
         return [v if self.alive[e] else float("nan") for e, v in enumerate(values)]
 
     def _freeze(self, e: int, why: str) -> None:
