@@ -39,6 +39,8 @@ def add_parser(sub, seed_list, positive, common) -> None:
     p.add_argument("--every", type=int, default=10, help="probe every k-th step (default 10)")
     p.add_argument("--law-every", type=int, default=1, help="check the routing law on every n-th probed step "
                                                             "(default 1: all; 0: never, stats probes only)")
+    p.add_argument("--law-sequences", type=positive, default=8, help="sequences of the step's batch per member "
+                                                                     "used by the law check (default 8)")
     p.add_argument("--flush-every", type=positive, default=200, help="steps between writes to the store (default 200)")
     p.add_argument("--checkpoints", type=int, default=21, help="checkpoints for maps and calibration (default 21)")
     p.add_argument("--probe-sequences", type=positive, default=16, help="fixed sequences whose maps are kept (default 16)")
@@ -121,7 +123,7 @@ def build(args, study_id: str):
     config = {**source, "arch": trainer.arch, "task_config": trainer.task.config(), "seeds": trainer.seeds,
               "model": trainer.model_cfg, "train": dataclasses.asdict(trainer.cfg), "optimizer": args.optimizer,
               "attention": attention, "every": args.every, "law_every": args.law_every,
-              "flush_every": args.flush_every, "device": str(device), "layers": layers,
+              "flush_every": args.flush_every, "law_sequences": args.law_sequences, "device": str(device), "layers": layers,
               "probe_sequences": args.probe_sequences, "eval_sequences": args.eval_sequences,
               "run_dir": run_dir, "threads": torch.get_num_threads()}
     return trainer, config
@@ -145,7 +147,8 @@ def cmd_profile(args) -> int:
     start_step, end_step = trainer.step, trainer.cfg.steps
     checkpoints = checkpoint_steps(end_step - start_step, args.checkpoints, start=start_step)
     cfg = ProfileConfig(every=args.every, law_every=args.law_every, flush_every=args.flush_every,
-                        backend=config["attention"], checkpoints=tuple(checkpoints))
+                        backend=config["attention"], checkpoints=tuple(checkpoints),
+                        law_sequences=args.law_sequences)
     cache = os.path.join(os.path.dirname(os.path.abspath(db_path(args.db))), "cache")
     eval_batch = eval_set(trainer.task, args.eval_sequences, cache_dir=cache)
     probe_batch = eval_set(trainer.task, args.probe_sequences, seed=eval_seed(trainer.task, "profile-probe"))

@@ -4,7 +4,8 @@ Every `every`-th step (0, every, 2*every, ...) the attention layers switch to th
 ("eager" or "reference" on CPU, "triton" on a GPU) with a probe on each layer; the backward fills
 them and `ProbeSet.summaries` reduces them to one number per (member, layer, head) on the
 device. Every `law_every`-th profiled step the probe keeps the T x T advantage and, after the
-optimiser step, the routing-law statistics are computed (routing.py). At the checkpoint steps
+optimiser step, the routing-law statistics are computed (routing.py) on the first
+`law_sequences` sequences of that step's batch. At the checkpoint steps
 the attention maps of a fixed probe batch and the entropy MAE / KL of a fixed evaluation set
 are taken (frames.py). Everything stays on the device until a flush (every `flush_every`
 steps and at the end), which copies it to the host once and writes one batch to the store.
@@ -38,9 +39,10 @@ class ProfileConfig:
     flush_every: int = 200
     backend: str = "eager"
     checkpoints: tuple[int, ...] = ()
+    law_sequences: int = 8  # the law check uses the first n sequences of the step's batch per member
 
     def __post_init__(self) -> None:
-        for name in ("every", "flush_every"):
+        for name in ("every", "flush_every", "law_sequences"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
@@ -121,6 +123,10 @@ class Profiler:
     # -- the pieces
     def _check_law(self, trainer, tokens: Tensor, header: Tensor | None) -> None:
         model = trainer.model
+        n = self.cfg.law_sequences
+        tokens = tokens[:, :n]
+        header = None if header is None else header[:, :n]
+        advantage = self._advantage[:, :, :n]
         delta = [p.detach() - p0 for p, p0 in zip(trainer.params, self._params0)]
         s0, predicted = predicted_change(model, self._params0, delta, tokens, header)
         was_training = model.training
@@ -130,7 +136,7 @@ class Profiler:
         model.train(was_training)
         from .routing import law_statistics
 
-        stats = law_statistics(s1 - s0, predicted, self._advantage.to(s0.dtype), masked_softmax(s0))  # [4, L, E, H]
+        stats = law_statistics(s1 - s0, predicted, advantage.to(s0.dtype), masked_softmax(s0))  # [4, L, E, H]
         self._rows.append((self._law_step, "law", LAW_NAMES, stats.transpose(1, 2)))
         self.law_steps += 1
         self._law_step, self._advantage, self._params0 = None, None, None
