@@ -39,12 +39,14 @@ def attention_layers(model) -> list[int]:
 
 
 def summarize_probe(probe: AttentionProbe, ensemble: int) -> Tensor:
-    """[len(PROBE_NAMES), E, H] float32 summaries of one filled probe (stays on its device)."""
+    """[len(PROBE_NAMES), E, H] summaries of one filled probe (float32, float64 for a float64
+    model; stays on its device)."""
     if not probe.filled:
         raise ValueError("probe is empty: no backward pass has filled it")
 
     def split(x: Tensor) -> Tensor:  # [E*B, H, T] -> [E, B, H, T]
-        return x.reshape(ensemble, -1, *x.shape[1:]).float()
+        x = x.reshape(ensemble, -1, *x.shape[1:])
+        return x if x.dtype == torch.float64 else x.float()
 
     ent, mean_a, max_a = split(probe.entropy), split(probe.mean_abs_advantage), split(probe.max_abs_advantage)
     dsn, vn = split(probe.ds_norm), split(probe.value_update_norm)
