@@ -4,6 +4,7 @@
 #   oracle/      scripts/gpu_oracle.sh: build bayesbench._C with CUDA, native tests on cuda, GPU benchmark
 #   attention/   scripts/gpu_attention.sh: Triton kernel tests natively, benchmarks vs SDPA and eager
 #   train.json   benchmarks/test_train.py: E = 8 paper-scale ensemble vs E = 1
+#   dynamics.json benchmarks/test_dynamics.py: Triton stats probe every step vs unprofiled (goal <= 1.3x)
 #   leaderboard  benchmarks/test_leaderboard.py at paper scale, capped at LEADERBOARD_STEPS (default 300)
 # Copy the numbers into BENCHMARKS.md with the date and machine. Oracle, attention and train take
 # about 10 minutes on an H200 (mostly the CUDA build and Triton compiles); the capped leaderboard
@@ -20,6 +21,8 @@ bash scripts/gpu_attention.sh "$OUT/attention" || status=1
 unset TRITON_INTERPRET
 timeout 300 "$PY" -m pytest benchmarks/test_train.py -q -k gpu --benchmark-json="$OUT/train.json" \
     >"$OUT/train.log" 2>&1 || status=1
+timeout 300 "$PY" -m pytest benchmarks/test_dynamics.py -q -k gpu --benchmark-json="$OUT/dynamics.json" \
+    >"$OUT/dynamics.log" 2>&1 || status=1
 if [ -z "${SKIP_LEADERBOARD:-}" ]; then
     BAYESBENCH_LEADERBOARD=paper BAYESBENCH_LEADERBOARD_STEPS="${LEADERBOARD_STEPS:-300}" \
         timeout 900 "$PY" -m pytest benchmarks/test_leaderboard.py -q --benchmark-json="$OUT/leaderboard_bench.json" \
