@@ -119,6 +119,8 @@ def test_triton_stats_probe_matches_reference(bij):
         probes.attach("stats")
         member_losses(model(tokens), targets, mask).sum().backward()
         got[backend] = probes.summaries()
+        for p in probes.probes:  # stats mode: O(B H T) per layer, no T x T tensor kept
+            assert p.tensors() and all(t.shape == (2 * 3, 2, bij.seq_len) for t in p.tensors().values())
         probes.detach()
     torch.testing.assert_close(got["triton"], got["reference"], rtol=2e-3, atol=1e-7)
 
@@ -207,6 +209,7 @@ def test_free_scores_move_by_lr_alpha_advantage():
     stats = law_statistics(delta_s[None, None], pred, probe.advantage[None, None], alpha[None, None])
     assert torch.equal(stats[LAW_NAMES.index("law_sign_agreement")], torch.ones(1, 1, H, dtype=torch.float64))
     torch.testing.assert_close(stats[LAW_NAMES.index("law_r2")], torch.ones(1, 1, H, dtype=torch.float64))
+    torch.testing.assert_close(stats[LAW_NAMES.index("law_cosine")], torch.ones(1, 1, H, dtype=torch.float64))
 
 
 def test_law_statistics_known_values():
@@ -219,8 +222,9 @@ def test_law_statistics_known_values():
     # A != 0 entries: (1,0) w .25 agree, (1,1) w .75 disagree, (2,0) .5 agree, (2,1) .25 agree, (2,2) .25 no
     assert stats[0].item() == pytest.approx((0.25 + 0.5 + 0.25) / 2.0)
     assert stats[2].item() == pytest.approx(1.0)  # prediction = actual
+    push = (alpha * adv)[0, 0][keep]
+    assert stats[4].item() == pytest.approx(float((visible := ds[0, 0][keep]) @ push / (visible.norm() * push.norm())))
     half = law_statistics(ds, ds * 0.5, adv, alpha)
-    visible = ds[0, 0][keep]
     ss_tot = ((visible - visible.mean()) ** 2).sum()
     assert half[2].item() == pytest.approx(1 - float(((visible * 0.5) ** 2).sum() / ss_tot))
     with pytest.raises(ValueError, match="must share one shape"):

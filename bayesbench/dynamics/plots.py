@@ -161,7 +161,8 @@ def plot_profile(study_id: str, db: str | None = None, out_dir: str = ".", summa
         curves = []
         for i, (name, label) in enumerate((("law_r2", "R^2 of first-order prediction"),
                                            ("law_sign_agreement", "alpha-weighted sign agreement"),
-                                           ("law_sign_agreement_centred", "sign agreement, centred"))):
+                                           ("law_sign_agreement_centred", "sign agreement, centred"),
+                                           ("law_cosine", "cos(Delta s, alpha A)"))):
             x, ys = seed_curves(records, name, layer)
             if x:
                 curves.append(Curve(label, x, ys, color=colors[i]))

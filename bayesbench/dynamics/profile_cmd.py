@@ -54,7 +54,8 @@ def add_parser(sub, seed_list, positive, common) -> None:
     p.add_argument("--run", help="continue this stored run (run_id, run directory or checkpoint file)")
     p.add_argument("--device", help="cpu, cuda or auto (default: the preset's)")
     p.add_argument("--runs-dir", default="runs", help="where the profiled model's checkpoint goes (default ./runs)")
-    p.add_argument("--threads", type=positive, help="torch CPU threads")
+    p.add_argument("--threads", type=positive, help="torch CPU threads (default 1 on CPU: these models are small, "
+                                                    "and one thread per process uses a shared core best)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the study's numbers as JSON")
     common(p)
@@ -139,8 +140,7 @@ def cmd_profile(args) -> int:
     from .report import report_dir
     from .store import register_study
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads or 1)
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
     study_id = f"profile-{uuid.uuid4().hex[:10]}"
     trainer, config = build(args, study_id)

@@ -29,15 +29,17 @@ def profile_sections(config: dict, summary: dict) -> list[tuple[str, str]]:
              f"({t.get('profiled_steps')} probed steps, {t.get('law_checks')} law checks, {t.get('records')} records)")
     law = summary.get("law", {})
     rows = ["| layer | R^2 mean | R^2 median | R^2 min | sign agreement | centred sign agreement | "
-            "median rel. error of prediction | checks (seed x head x step) |", "|---|---|---|---|---|---|---|---|"]
+            "cos(Delta s, alpha A) | median rel. error of prediction | checks (seed x head x step) |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for layer, v in sorted(law.items(), key=lambda kv: int(kv[0])):
         rows.append(f"| {layer} | {_f(v['r2_mean'], '.4f')} | {_f(v['r2_median'], '.4f')} | {_f(v['r2_min'], '.4f')} | "
-                    f"{_f(v['sign_agreement'])} | {_f(v['sign_agreement_centred'])} | "
+                    f"{_f(v['sign_agreement'])} | {_f(v['sign_agreement_centred'])} | {_f(v.get('cosine'))} | "
                     f"{_f(v['pred_rel_error_median'], '.2e')} | {v['checks']} |")
     law_text = ("Per layer, over every (seed, head, checked step): R^2 of the actual score change Delta s after the "
                 "optimiser step against its first-order prediction (a Jacobian-vector product along the step's "
                 "parameter update), and the alpha-weighted share of visible (i, j) where sign(Delta s_ij) = "
-                "sign(A_ij) (centred: Delta s minus its alpha-mean per query).\n\n" + "\n".join(rows)
+                "sign(A_ij) (centred: Delta s minus its alpha-mean per query), and the cosine between Delta s and "
+                "alpha * A (= -dL/ds).\n\n" + "\n".join(rows)
                 if law else "No routing-law checks in this study (--law-every 0).")
     frames = summary.get("frames", {})
     cal = summary.get("calibration", {})

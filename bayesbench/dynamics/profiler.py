@@ -136,7 +136,7 @@ class Profiler:
         model.train(was_training)
         from .routing import law_statistics
 
-        stats = law_statistics(s1 - s0, predicted, advantage.to(s0.dtype), masked_softmax(s0))  # [4, L, E, H]
+        stats = law_statistics(s1 - s0, predicted, advantage.to(s0.dtype), masked_softmax(s0))  # [5, L, E, H]
         self._rows.append((self._law_step, "law", LAW_NAMES, stats.transpose(1, 2)))
         self.law_steps += 1
         self._law_step, self._advantage, self._params0 = None, None, None

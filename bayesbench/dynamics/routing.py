@@ -13,6 +13,9 @@ with parameters theta -> theta + Delta theta, on that step's batch, per (member,
                       visible entries, J Delta theta the first-order prediction (a Jacobian-vector
                       product of the scores along the update, torch.func.jvp)
     pred_rel_error    ||Delta s - J Delta theta|| / ||Delta s||
+    cosine            cos(Delta s, alpha * A) over the visible entries: 1 when each score moves in
+                      proportion to its own -dL/ds (free scores), near 0 when the update through
+                      shared weights is unrelated to the entry's own gradient
 
 Scores are the scaled scores s_ij = q_i . k_j / sqrt(d_head) of the transformer's eval-mode
 forward (no dropout), computed by `transformer_scores`.
@@ -31,7 +34,7 @@ from bayesbench.kernels.reference import causal_mask
 
 from .probes import attention_layers
 
-LAW_NAMES = ("law_sign_agreement", "law_sign_agreement_centred", "law_r2", "law_pred_rel_error")
+LAW_NAMES = ("law_sign_agreement", "law_sign_agreement_centred", "law_r2", "law_pred_rel_error", "law_cosine")
 
 
 def transformer_scores(model, tokens: Tensor, header: Tensor | None = None) -> Tensor:
@@ -112,10 +115,10 @@ class _Fn(nn.Module):
 
 
 def law_statistics(delta_s: Tensor, predicted: Tensor, advantage: Tensor, alpha: Tensor) -> Tensor:
-    """[len(LAW_NAMES), ...lead] for tensors [...lead, B, H, T, T] reduced over (B, T, T).
+    """[len(LAW_NAMES), ..., H] for tensors [..., B, H, T, T] reduced over (B, T, T).
 
     Inputs share the shape [..., B, H, T, T] (causal); returns the statistics per leading index
-    and head, i.e. shape [4, ..., H]. Entries above the diagonal are ignored.
+    and head. Entries above the diagonal are ignored.
     """
     if not (delta_s.shape == predicted.shape == advantage.shape == alpha.shape):
         raise ValueError(f"delta_s, predicted, advantage and alpha must share one shape, got "
@@ -142,4 +145,6 @@ def law_statistics(delta_s: Tensor, predicted: Tensor, advantage: Tensor, alpha:
     resid = torch.where(keep, (delta_s - predicted) ** 2, z).sum(red)
     r2 = 1 - resid / ss_tot
     rel = resid.sqrt() / ds_k.pow(2).sum(red).sqrt()
-    return torch.stack([agreement(delta_s), agreement(centred), r2, rel])
+    push = torch.where(keep, alpha * advantage, z)  # -dL/ds
+    cosine = (ds_k * push).sum(red) / (ds_k.pow(2).sum(red).sqrt() * push.pow(2).sum(red).sqrt())
+    return torch.stack([agreement(delta_s), agreement(centred), r2, rel, cosine])

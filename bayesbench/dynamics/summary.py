@@ -30,7 +30,7 @@ def law_summary(records: list[DynamicsRecord]) -> dict[int, dict]:
     """Per layer: R^2 and sign agreements over every (seed, checked step, head)."""
     out: dict[int, dict] = {}
     names = {"law_r2": "r2", "law_sign_agreement": "sign", "law_sign_agreement_centred": "sign_centred",
-             "law_pred_rel_error": "pred_rel_error"}
+             "law_pred_rel_error": "pred_rel_error", "law_cosine": "cosine"}
     by_layer: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
         if r.name in names:
@@ -39,7 +39,7 @@ def law_summary(records: list[DynamicsRecord]) -> dict[int, dict]:
         r2 = _finite(vals["r2"])
         out[layer] = {"r2_mean": _mean(r2), "r2_median": statistics.median(r2) if r2 else math.nan,
                       "r2_min": min(r2) if r2 else math.nan,
-                      "sign_agreement": _mean(vals["sign"]), "sign_agreement_centred": _mean(vals["sign_centred"]),
+                      "sign_agreement": _mean(vals["sign"]), "cosine": _mean(vals["cosine"]), "sign_agreement_centred": _mean(vals["sign_centred"]),
                       "pred_rel_error_median": statistics.median(_finite(vals["pred_rel_error"]))
                       if _finite(vals["pred_rel_error"]) else math.nan,
                       "checks": len(vals["r2"])}
