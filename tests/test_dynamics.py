@@ -18,7 +18,7 @@ from bayesbench.dynamics.probes import PROBE_NAMES, ProbeSet, attention_layers
 from bayesbench.dynamics.routing import (LAW_NAMES, law_statistics, masked_softmax, predicted_change,
                                          transformer_scores)
 from bayesbench.kernels import AttentionProbe, attention
-from bayesbench.kernels.reference import causal_mask
+from bayesbench.models.attention import causal_mask
 from bayesbench.models import get_model
 from bayesbench.tasks import get_task
 from bayesbench.train import TrainConfig, Trainer, member_losses

@@ -25,7 +25,7 @@ PROBE_ATTENTION = ("triton", "eager", "reference")
 
 def add_parser(sub, seed_list, positive, common) -> None:
     """Register `profile` on the CLI's subparsers (helpers are the CLI's own argument types)."""
-    from ..config import PRESETS
+    from ..presets import PRESETS
 
     p = sub.add_parser("profile", help="train with the routing-law probe every k-th step; store the dynamics, "
                                        "figures and a report (Paper II)")
@@ -75,8 +75,8 @@ def build(args, study_id: str):
     """Everything the profile needs, validated before the store is touched: (trainer, config dict)."""
     import torch
 
-    from ..config import make_jobs
-    from ..config.job import resolve_device
+    from ..runner import make_jobs
+    from ..runner import resolve_device
     from .probes import attention_layers
     from .resume import find_checkpoint, load_run_state, select_seeds, trainer_from_state
     from ..train import Trainer

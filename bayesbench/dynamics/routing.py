@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, jvp
 
-from bayesbench.kernels.reference import causal_mask
+from bayesbench.models.attention import causal_mask
 
 from .probes import attention_layers
 
