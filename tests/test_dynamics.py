@@ -274,7 +274,7 @@ PROFILE = BASE + ["--seeds", "0,1"]
 def test_profile_command_end_to_end(tmp_path, capsys):
     db = str(tmp_path / "store.sqlite")
     rc = main(PROFILE + ["--db", db, "--runs-dir", str(tmp_path / "runs"), "--optimizer", "sgd", "--lr", "1e-3",
-                         "--json"])
+                         "--json"])  # the quick preset's bijection V=8 transformer
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     study = out["study_id"]
@@ -293,6 +293,24 @@ def test_profile_command_end_to_end(tmp_path, capsys):
     assert "Routing law on real training" in text and "Frame vs precision" in text
     for f in out["summary"]["figures"]:
         assert os.path.getsize(f) > 1000
+    # calibration and drift records against a direct computation from the saved model and maps
+    from bayesbench.evaluate import eval_set, evaluate_members
+    from bayesbench.train import load_result
+
+    result = load_result(os.path.join(out["config"]["run_dir"], "checkpoint.pt"))
+    scores = evaluate_members(result.model, eval_set(get_task("bijection", V=8), 32))
+    last = max(r.step for r in records if r.name == "entropy_mae")
+    assert last == 12
+    for e, seed in enumerate((0, 1)):
+        stored = [r.value for r in records if r.name == "entropy_mae" and r.step == last and r.seed == seed]
+        assert stored == [pytest.approx(scores[e].entropy_mae.mean, rel=1e-6)]
+    saved = torch.load(os.path.join(os.path.dirname(out["summary"]["figures"][0]), "maps.pt"))
+    assert saved["steps"] == out["config"]["checkpoint_steps"] == [0, 3, 12]
+    tv = tv_to_final(saved["maps"].float())  # [C, L, E, B, H]
+    for r in records:
+        if r.name == "map_drift" and r.head >= 0:
+            c, e = saved["steps"].index(r.step), saved["seeds"].index(r.seed)
+            assert r.value == pytest.approx(float(tv[c, r.layer, e, :, r.head].mean()), rel=1e-5, abs=1e-7)
     assert main(["plot", "--dynamics", study, "--db", db, "--out", str(tmp_path / "plots")]) == 0
     assert len(os.listdir(tmp_path / "plots")) == len(out["summary"]["figures"])
 

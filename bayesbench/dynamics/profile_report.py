@@ -15,12 +15,15 @@ def _f(x, fmt: str = ".3f") -> str:
 def profile_sections(config: dict, summary: dict) -> list[tuple[str, str]]:
     seeds = config["seeds"]
     t = summary.get("timing", {})
+    n = config["law_every"]
+    law_when = ("routing law not checked" if n == 0 else
+                f"routing law checked on {'every' if n == 1 else f'every {n}th'} probed step, on "
+                f"{config.get('law_sequences', 8)} sequences of its batch per member")
     setup = (f"- task `{config['task_config']}`, arch `{config['arch']}` ({config['model']}), seeds {seeds} "
              f"({len(seeds)} members trained as one ensemble, all probed in the same step)\n"
              f"- optimiser {config['optimizer']} at lr {config['train']['lr']:g} ({config['train']['schedule']}), "
              f"batch {config['train']['batch_size']}, gradient clipping {config['train']['grad_clip']} per member\n"
-             f"- probe every {config['every']} steps through the `{config['attention']}` attention backward; routing "
-             f"law checked on every {config['law_every']}-th probed step (0 = never)\n"
+             f"- probe every {config['every']} steps through the `{config['attention']}` attention backward; {law_when}\n"
              f"- {len(config['checkpoint_steps'])} checkpoints (steps {config['checkpoint_steps']}): attention maps of "
              f"{config['probe_sequences']} fixed sequences; entropy MAE and KL(Bayes || model) in bits on "
              f"{config['eval_sequences']} fixed evaluation sequences, scored on {config['scored_positions']}\n"
