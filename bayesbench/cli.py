@@ -9,6 +9,7 @@
     bayesbench plot                          # PNGs: entropy per position vs Bayes, error curves
     bayesbench models                        # architectures and their parameter counts
     bayesbench tunnels                       # the exact posterior entropy curve of every tunnel
+    bayesbench profile --preset quick        # routing-law dynamics of attention while it learns (docs/dynamics.md)
 """
 
 from __future__ import annotations
@@ -114,7 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plot", help="PNG figures: model vs Bayes entropy per position, error curves per arch")
     pl.add_argument("--task", help="only this task")
     pl.add_argument("--out", default=os.path.join("results", "plots"), help="output folder (default results/plots)")
+    pl.add_argument("--dynamics", metavar="STUDY", help="draw a dynamics study's curves instead (e.g. a profile's id)")
     _common(pl)
+
+    from .dynamics.profile_cmd import add_parser as add_profile
+    add_profile(sub, _seed_list, _positive, _common)
 
     md = sub.add_parser("models", help="list the architectures and their parameter counts at a preset's sizes")
     md.add_argument("--preset", default="paper", help="preset whose sizes to count (default paper)")
@@ -274,6 +279,11 @@ def cmd_leaderboard(args) -> int:
 def cmd_plot(args) -> int:
     from .plots import plot
 
+    if args.dynamics:
+        from .dynamics.profile_cmd import cmd_plot_dynamics
+        for p in cmd_plot_dynamics(args.dynamics, args.db, args.out):
+            print(p)
+        return 0
     paths = plot(args.db, args.out, task=args.task)
     if not paths:
         print("no stored runs to plot: run `bayesbench run --preset quick` first")
@@ -319,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     commands = {"run": cmd_run, "train": cmd_train, "eval": cmd_eval, "leaderboard": cmd_leaderboard,
                 "plot": cmd_plot, "models": cmd_models, "tunnels": cmd_tunnels, "score": cmd_score}
+    from .dynamics.profile_cmd import cmd_profile
+    commands["profile"] = cmd_profile
     try:
         return commands[args.command](args)
     except ValueError as err:

@@ -234,7 +234,7 @@ class Trainer:
         self.forward = torch.compile(self.model) if cfg.compile else self.model
         self.optimizer = FlatMemberAdamW(self.model, self.ensemble, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2),
                                          weight_decay=cfg.weight_decay, decays=decays, max_norm=cfg.grad_clip)
-        self.params = self.optimizer.params
+        self.params = list(self.model.parameters())  # model order (the optimiser's buffer puts decayed ones first)
         self.streams = [MemberStream(task, s, cfg.batch_size, cfg.prefetch, self.device) for s in self.seeds]
         self.step = 0
         self.losses: list[Tensor] = []  # host copies, one [E] row per step, filled at each sync
@@ -245,6 +245,17 @@ class Trainer:
         self._step_on_device = torch.zeros((), dtype=torch.long, device=self.device)
         self._pending: list[Tensor] = []  # device loss rows not yet read
         self.elapsed = 0.0
+        # Observers of each step (e.g. bayesbench.dynamics' profiler): objects with optional
+        # before_forward(trainer), before_update(trainer, tokens, header) (gradients computed; the
+        # optimiser step, which clips them per member, comes next)
+        # and after_update(trainer, tokens, header); trainer.step is the 0-based step being taken.
+        self.hooks: list = []
+
+    def _call_hooks(self, name: str, *args) -> None:
+        for hook in self.hooks:
+            fn = getattr(hook, name, None)
+            if fn is not None:
+                fn(self, *args)
 
     @property
     def ensemble(self) -> int:
@@ -265,14 +276,17 @@ class Trainer:
         losses [E] on the device (nan for a member that has diverged)."""
         tokens, header, targets, mask = stack_members([s.next() for s in self.streams])
         self.model.train()
+        self._call_hooks("before_forward")
         with autocast(self.cfg.precision, self.device):
             logits = self.forward(tokens, header)
         loss = member_losses(logits, targets, mask)
         self.optimizer.zero_grad()
         loss.sum().backward()  # members are independent: a diverged member's nan stays in its own gradients
+        self._call_hooks("before_update", tokens, header)
         _, ok = self.optimizer.step(self.cfg.lr_at(self.step), self._alive, loss)
         self._died_at = torch.where(self._alive & ~ok, self._step_tensor(), self._died_at)
         self._alive = ok
+        self._call_hooks("after_update", tokens, header)
         values = loss.detach()
         self._pending.append(values)
         return values

@@ -9,13 +9,14 @@
 #                    import check; native oracle tests on cpu and cuda
 #   attention tests  the Triton kernel tests, natively
 # Phase 2, one at a time (GPU timings): HMM filter benchmark (2^20 HMMs x 50 steps, once),
-#   attention benchmarks (vs SDPA and eager), E = 8 training step cost.
+#   attention benchmarks (vs SDPA and eager), E = 8 training step cost, the profiler's Triton
+#   stats-probe overhead (benchmarks/test_dynamics.py, goal <= 1.3x).
 # Opt-in: RUN_LEADERBOARD=1 adds the capped paper-scale leaderboard (up to 15 minutes; report-only
 # for the science: a capped run times the pipeline, its goal is asserted uncapped).
 #
 # Expected on one H200 (16 cores), from the sizes of the work (not yet measured on a GPU):
 # env 5 s; install 10 s; build 150 s; import 5 s; oracle tests 60 s (all parallel with the
-# attention tests, 150 s); HMM benchmark 30 s; attention benchmarks 90 s; training 60 s:
+# attention tests, 150 s); HMM benchmark 30 s; attention benchmarks 90 s; training 60 s; dynamics 30 s:
 # about 6.5 minutes in all. Every step has its own `timeout` and the whole run a budget
 # (GPU_CHECK_BUDGET_S, default 540 s), so it ends within 9 minutes whatever happens.
 #
@@ -53,6 +54,7 @@ else
 fi
 step_attention_bench
 step_train_bench
+step_dynamics_bench
 if [ "${RUN_LEADERBOARD:-0}" = 1 ]; then
     step_leaderboard
 fi

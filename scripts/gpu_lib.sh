@@ -156,6 +156,12 @@ step_train_bench() {
         --benchmark-json="$WORK/train_bench.json"
 }
 
+step_dynamics_bench() {
+    # the profiler's GPU goal: Triton stats probe on every step <= 1.3x an unprofiled step
+    step dynamics_bench 120 "$PYTHON" -m pytest benchmarks/test_dynamics.py -k gpu -q -rs -p no:cacheprovider \
+        --benchmark-json="$WORK/dynamics_bench.json"
+}
+
 step_leaderboard() {
     step leaderboard 900 env BAYESBENCH_LEADERBOARD=paper BAYESBENCH_LEADERBOARD_STEPS="${LEADERBOARD_STEPS:-300}" \
         "$PYTHON" -m pytest benchmarks/test_leaderboard.py -q -rs -p no:cacheprovider \

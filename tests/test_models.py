@@ -176,6 +176,15 @@ def test_triton_backend_trains_like_sdpa_and_fills_the_probe(bij):
     E, B, H, T = 2, 3, TINY["transformer"]["n_head"], bij.seq_len
     assert probe.ds.shape == (E * B, H, T, T)
     assert (probe.ds.triu(1) == 0).all() and probe.ds.abs().sum() > 0
+    # The CPU probe paths (reference backward, eager autograd hooks) record the same fields.
+    for backend in ("reference", "eager"):
+        model = get_model("transformer", bij, seeds=[0, 1], attention=backend, **TINY["transformer"])
+        other = AttentionProbe(mode="full")
+        model.set_probe(other, 1)
+        model(tokens).float().pow(2).mean().backward()
+        for name in other.field_names():
+            torch.testing.assert_close(getattr(other, name), getattr(probe, name), rtol=1e-3, atol=1e-6,
+                                       msg=f"{backend} {name}")
 
 
 def test_no_late_attention_ablation(bij):
@@ -266,7 +275,10 @@ def test_triton_backend_refuses_dropout_and_probes_need_it(bij):
     model = get_model("transformer", bij, seeds=[0], dropout=0.1, **TINY["transformer"])
     with pytest.raises(ValueError, match="has no attention dropout"):
         model.set_attention("triton")
-    with pytest.raises(ValueError, match="probes are filled by the 'triton' attention backward"):
+    with pytest.raises(ValueError, match=r"probes are filled by the \('eager', 'triton', 'reference'\)"):
+        model.set_probe(object(), 0)
+    model.set_attention("eager")
+    with pytest.raises(ValueError, match="probes need dropout=0"):
         model.set_probe(object(), 0)
     plain = get_model("transformer", bij, seeds=[0], attention="triton", **TINY["transformer"])
     plain.set_probe(object(), 1)

@@ -23,7 +23,8 @@ from .base import ResidualStack, TaskShape
 from .layers import EnsembleLayerNorm, EnsembleLinear, residual_std
 from .registry import register_model
 
-ATTENTION_BACKENDS = ("sdpa", "eager", "triton")
+ATTENTION_BACKENDS = ("sdpa", "eager", "triton", "reference")
+PROBE_BACKENDS = ("eager", "triton", "reference")  # the backends whose backward fills a probe
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,10 @@ class TransformerConfig:
 
 
 def check_backend_dropout(backend: str, dropout: float) -> None:
-    """The Triton kernel has no attention dropout: refuse rather than silently train another model."""
-    if backend == "triton" and dropout > 0:
-        raise ValueError(f"attention='triton' has no attention dropout; use dropout=0 or attention='sdpa' "
+    """The Triton kernel and the reference have no attention dropout: refuse rather than silently
+    train another model."""
+    if backend in ("triton", "reference") and dropout > 0:
+        raise ValueError(f"attention={backend!r} has no attention dropout; use dropout=0 or attention='sdpa' "
                          f"(got dropout={dropout})")
 
 
@@ -76,7 +78,8 @@ class CausalSelfAttention(nn.Module):
     """Multi-head causal self-attention over [E, B, T, d] with E folded into the batch.
 
     `probe` is the hook for Paper II's routing-law instrumentation: set it (an
-    `bayesbench.kernels.AttentionProbe`) and use attention='triton'; the next backward fills it.
+    `bayesbench.kernels.AttentionProbe`) with attention 'triton' (fused kernels), 'reference'
+    (explicit PyTorch backward) or 'eager' (autograd hooks); the next backward fills it.
     """
 
     def __init__(self, E: int, cfg: TransformerConfig) -> None:
@@ -94,8 +97,14 @@ class CausalSelfAttention(nn.Module):
         if self.backend == "sdpa":
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
                                                dropout_p=self.dropout if self.training else 0.0)
-        elif self.backend == "eager":
+        elif self.backend == "eager" and self.probe is None:
             y = softmax_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
+        elif self.backend == "eager":  # autograd with hooks fills the probe (no attention dropout)
+            from bayesbench.kernels.reference import eager_attention as probed_eager
+            y = probed_eager(q, k, v, causal=True, probe=self.probe)
+        elif self.backend == "reference":
+            from bayesbench.kernels.reference import reference_attention
+            y = reference_attention(q, k, v, causal=True, probe=self.probe)
         else:
             y = triton_attention(q, k, v, probe=self.probe)
         y = y.transpose(1, 2).reshape(E, B, T, d)
@@ -151,19 +160,22 @@ class Transformer(ResidualStack):
                 block.attn.backend = backend
 
     def set_probe(self, probe, layer: int) -> None:
-        """Attach an attention probe to one layer (read by the 'triton' backend's backward);
-        None detaches it."""
+        """Attach an attention probe to one layer (filled by the 'triton', 'reference' or 'eager'
+        backward); None detaches it."""
         attn = self.blocks[layer].attn
         if attn is None:
             raise ValueError(f"layer {layer} has no attention (attn_off_top={self.cfg.attn_off_top})")
         _check_probe_backend(layer, attn.backend, probe)
+        if probe is not None and self.cfg.dropout > 0:
+            raise ValueError(f"probes need dropout=0 (the probed attention backwards have no attention dropout), "
+                             f"got dropout={self.cfg.dropout}")
         attn.probe = probe
 
 
 def _check_probe_backend(layer: int, backend: str, probe) -> None:
-    """A probe is filled only by the 'triton' backward: a layer never holds one with another backend."""
-    if probe is not None and backend != "triton":
-        raise ValueError(f"probes are filled by the 'triton' attention backward; layer {layer} would use "
+    """A probe is filled only by the backwards of PROBE_BACKENDS: a layer never holds one with 'sdpa'."""
+    if probe is not None and backend not in PROBE_BACKENDS:
+        raise ValueError(f"probes are filled by the {PROBE_BACKENDS} attention backwards; layer {layer} would use "
                          f"{backend!r} (set_attention('triton') first, or set_probe(None, {layer}) to detach)")
 
 
