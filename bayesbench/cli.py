@@ -118,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     tunnels = sub.add_parser("tunnels", help="sample every wind tunnel and print its exact posterior entropy curve")
     tunnels.add_argument("--batch-size", type=_positive, default=2048, help="sequences per tunnel (default 2048)")
     tunnels.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+
+    from .dynamics.emsgd_study import add_parser as add_emsgd
+    add_emsgd(sub)
     return parser
 
 
@@ -321,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     commands = {"run": cmd_run, "train": cmd_train, "eval": cmd_eval, "leaderboard": cmd_leaderboard,
                 "plot": cmd_plot, "models": cmd_models, "tunnels": cmd_tunnels}
+    from .dynamics.emsgd_study import cmd_emsgd
+    commands["emsgd"] = cmd_emsgd
     try:
         return commands[args.command](args)
     except ValueError as err:
