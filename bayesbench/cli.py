@@ -121,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .dynamics.emsgd_study import add_parser as add_emsgd
     add_emsgd(sub)
+    from .dynamics.geometry_study import add_parser as add_geometry
+    add_geometry(sub)
     return parser
 
 
@@ -325,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     commands = {"run": cmd_run, "train": cmd_train, "eval": cmd_eval, "leaderboard": cmd_leaderboard,
                 "plot": cmd_plot, "models": cmd_models, "tunnels": cmd_tunnels}
     from .dynamics.emsgd_study import cmd_emsgd
-    commands["emsgd"] = cmd_emsgd
+    from .dynamics.geometry_study import cmd_geometry
+    commands["emsgd"], commands["geometry"] = cmd_emsgd, cmd_geometry
     try:
         return commands[args.command](args)
     except ValueError as err:
