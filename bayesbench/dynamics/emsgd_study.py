@@ -12,9 +12,7 @@ Numbers go to the `studies` / `dynamics` tables of the results store; the report
 
 from __future__ import annotations
 
-import argparse
 import json
-import math
 import os
 import sys
 import uuid
@@ -23,6 +21,7 @@ import torch
 
 from .report import report_dir, write_report
 from .speedup import speedup
+from .stats import mean_ci
 from .store import register_study, write_dynamics
 from .sticky_chain import (beta_sticky_data, conditional_entropy, nats_to_bits, paper_data, symbol_means,
                            transition_matrix)
@@ -148,7 +147,7 @@ def _toy(variant, seeds, steps, length, sequences, chunk, out_dir, progress):
         "variant": variant, "seeds": len(seeds), "steps": steps,
         "speedup_per_seed": per_seed.as_dict(), "speedup_pooled": pooled.as_dict(), "authors_speedup": AUTHORS_SPEEDUP,
         "floors_nats": floors, "floors_bits": {k: nats_to_bits(v) for k, v in floors.items()},
-        "final_loss_sgd": _mean_ci(sgd[:, steps]), "final_loss_em": _mean_ci(em[:, steps]),
+        "final_loss_sgd": mean_ci(sgd[:, steps]), "final_loss_em": mean_ci(em[:, steps]),
         "em_ahead_seeds": ahead,
         "attention_entropy": {n: {"step0": float(ent[j, :, 0].mean()), f"step{run.record_steps[i100]}":
                                   float(ent[j, :, i100].mean()), "final": float(ent[j, :, -1].mean())}
@@ -182,11 +181,6 @@ def _max_entropy(data) -> float:
     return float(torch.log(torch.arange(1, N + 1).double()).mean())
 
 
-def _mean_ci(x: torch.Tensor) -> dict:
-    x = x.double()
-    n = x.numel()
-    half = 1.96 * float(x.std()) / math.sqrt(n) if n > 1 else float("nan")
-    return {"mean": float(x.mean()), "ci_low": float(x.mean()) - half, "ci_high": float(x.mean()) + half, "n": n}
 
 
 def _headline(variant, summary, per_seed, pooled) -> list[str]:
@@ -248,10 +242,10 @@ def _deep(seeds, steps, length, out_dir, progress):
                "speedup_per_seed": per_seed.as_dict(), "speedup_pooled": pooled.as_dict(),
                "authors_speedup": AUTHORS_SPEEDUP, "floors_nats": floors,
                "floors_bits": {k: nats_to_bits(v) for k, v in floors.items()},
-               "final_loss_sgd": _mean_ci(base[:, steps]), "final_loss_em": _mean_ci(em[:, steps]),
+               "final_loss_sgd": mean_ci(base[:, steps]), "final_loss_em": mean_ci(em[:, steps]),
                "em_ahead_seeds": int((em[:, steps] < base[:, steps]).sum()),
-               "test": {n: {"loss": _mean_ci(run.test_loss[j]), "entropy": _mean_ci(run.test_entropy[j]),
-                            "accuracy": _mean_ci(run.test_accuracy[j]),
+               "test": {n: {"loss": mean_ci(run.test_loss[j]), "entropy": mean_ci(run.test_entropy[j]),
+                            "accuracy": mean_ci(run.test_accuracy[j]),
                             "entropy_gap_to_H": float(run.test_entropy[j].mean()) - H}
                         for j, n in enumerate(run.schedules)}}
     records = []

@@ -3,7 +3,10 @@
 - Key orthogonality (section 5.1): the layer-0 key of each hypothesis token (averaged over its
   occurrences in the evaluation set), per head; the cosine matrix over those tokens and its mean
   off-diagonal |cos|. 0 is an orthogonal frame; random vectors in d dimensions give about
-  sqrt(2 / (pi d)); the same model at initialisation is the baseline.
+  sqrt(2 / (pi d)); the same model at initialisation is the baseline. A component shared by
+  every key (the key bias, say) shifts all of a query's scores equally and so cannot change
+  attention: the *centred* variant subtracts the keys' mean first (n centred vectors of a regular
+  simplex, the most separated frame, have cos = -1 / (n - 1)).
 - Attention entropy per layer and head (QK sharpening with depth): mean over the scored
   positions of H(alpha_i) = -sum_j alpha_ij log2 alpha_ij (bits), and its ratio to log2(i + 1),
   the entropy of uniform attention over the i + 1 visible keys.
@@ -191,6 +194,7 @@ class Geometry:
     key_offdiag_concat: Tensor  # [E] all heads' keys concatenated
     key_offdiag_init: Tensor  # [E, H] the same at initialisation
     key_offdiag_static: Tensor  # [E, H] keys of the token embeddings alone (no position)
+    key_offdiag_centred: Tensor  # [E, H] keys minus their mean over the hypothesis tokens
     attn_entropy: dict[int, Tensor]  # layer -> [E, H] bits
     attn_entropy_ratio: dict[int, Tensor]  # layer -> [E, H]
     value_var: dict[int, list[list[float]]]  # layer -> per member, variance share of PC1..3
@@ -215,6 +219,7 @@ def measure(model: Transformer, batch, task, init_model: Transformer | None = No
     hyp, words = hypothesis_tokens(task)
     keys = token_keys(trace, tokens, hyp, first)  # [E, H, n, Dh]
     cos, off = offdiag_abs_cos(keys)
+    _, off_centred = offdiag_abs_cos(keys - keys.mean(2, keepdim=True))
     _, off_cat = offdiag_abs_cos(keys.permute(0, 2, 1, 3).reshape(E, len(hyp), -1))
     if init_model is not None:
         init_model.eval()
@@ -238,5 +243,5 @@ def measure(model: Transformer, batch, task, init_model: Transformer | None = No
              for i in attn_layers for h in range(model.blocks[i].attn.n_head)}
     layers = {i: entropy_mae(instrumented_forward(model, tokens, header, skip_layers=(i,), keep=False).logits, post, mask)
               for i in range(len(model.blocks))}
-    return Geometry(list(getattr(model, "seeds", [])) or list(range(E)), hyp, words, cos, off, off_cat, off_init, off_static,
+    return Geometry(list(getattr(model, "seeds", [])) or list(range(E)), hyp, words, cos, off, off_cat, off_init, off_static, off_centred,
                     ent, ratio, var, rho, points, intact, heads, layers)

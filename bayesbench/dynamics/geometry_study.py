@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 
 import torch
 
 from .geometry import Geometry, check_transformer, measure
 from .report import report_dir, write_report
+from .stats import mean_ci
 from .store import delete_study, register_study, write_dynamics
 
 
@@ -52,11 +52,6 @@ def _load(run: str):
     return load_result(ckpt)
 
 
-def _mean_ci(x: torch.Tensor) -> dict:
-    x = x.double().flatten()
-    n = x.numel()
-    half = 1.96 * float(x.std()) / math.sqrt(n) if n > 1 else float("nan")
-    return {"mean": float(x.mean()), "ci_low": float(x.mean()) - half, "ci_high": float(x.mean()) + half, "n": n}
 
 
 def run_geometry(run: str, *, sequences: int = 1024, db: str | None = None) -> dict:
@@ -97,28 +92,30 @@ def summarize(g: Geometry, task: str, sequences: int) -> dict:
     layers = sorted(g.attn_entropy)
     d_head = g.key_cos.shape[-1]
     intact = g.intact_mae
-    heads = {f"L{i}H{h}": {"mae": _mean_ci(v), "ratio": _mean_ci(v / intact)} for (i, h), v in g.head_mae.items()}
+    heads = {f"L{i}H{h}": {"mae": mean_ci(v), "ratio": mean_ci(v / intact)} for (i, h), v in g.head_mae.items()}
     worst = max(heads, key=lambda k: heads[k]["ratio"]["mean"])
     out = {
         "task": task, "sequences": sequences, "seeds": g.seeds, "hypothesis_tokens": g.hyp_words,
-        "key_offdiag_abs_cos_layer0": _mean_ci(g.key_offdiag.mean(1)),
+        "key_offdiag_abs_cos_layer0": mean_ci(g.key_offdiag.mean(1)),
         "key_offdiag_abs_cos_layer0_per_head": g.key_offdiag.mean(0).tolist(),
-        "key_offdiag_abs_cos_layer0_all_heads": _mean_ci(g.key_offdiag_concat),
-        "key_offdiag_abs_cos_layer0_init": _mean_ci(g.key_offdiag_init.mean(1)),
-        "key_offdiag_abs_cos_layer0_token_only": _mean_ci(g.key_offdiag_static.mean(1)),
-        "attention_entropy_bits": {i: _mean_ci(g.attn_entropy[i].mean(1)) for i in layers},
-        "attention_entropy_ratio": {i: _mean_ci(g.attn_entropy_ratio[i].mean(1)) for i in layers},
-        "value_pc1_variance": {i: _mean_ci(torch.tensor([v[0] for v in g.value_var[i]])) for i in layers},
-        "value_pc1_spearman_posterior_entropy": {i: _mean_ci(torch.tensor(g.value_spearman[i])) for i in layers},
-        "value_pc1_abs_spearman": {i: _mean_ci(torch.tensor(g.value_spearman[i]).abs()) for i in layers},
-        "intact_entropy_mae_bits": _mean_ci(intact),
+        "key_offdiag_abs_cos_layer0_all_heads": mean_ci(g.key_offdiag_concat),
+        "key_offdiag_abs_cos_layer0_init": mean_ci(g.key_offdiag_init.mean(1)),
+        "key_offdiag_abs_cos_layer0_token_only": mean_ci(g.key_offdiag_static.mean(1)),
+        "key_offdiag_abs_cos_layer0_centred": mean_ci(g.key_offdiag_centred.mean(1)),
+        "attention_entropy_bits": {i: mean_ci(g.attn_entropy[i].mean(1)) for i in layers},
+        "attention_entropy_ratio": {i: mean_ci(g.attn_entropy_ratio[i].mean(1)) for i in layers},
+        "value_pc1_variance": {i: mean_ci(torch.tensor([v[0] for v in g.value_var[i]])) for i in layers},
+        "value_pc1_spearman_posterior_entropy": {i: mean_ci(torch.tensor(g.value_spearman[i])) for i in layers},
+        "value_pc1_abs_spearman": {i: mean_ci(torch.tensor(g.value_spearman[i]).abs()) for i in layers},
+        "intact_entropy_mae_bits": mean_ci(intact),
         "head_ablation": heads, "most_destructive_head": worst,
-        "layer_ablation": {f"L{i}": {"mae": _mean_ci(v), "ratio": _mean_ci(v / intact)} for i, v in g.layer_mae.items()},
+        "layer_ablation": {f"L{i}": {"mae": mean_ci(v), "ratio": mean_ci(v / intact)} for i, v in g.layer_mae.items()},
     }
     ent = [out["attention_entropy_ratio"][i]["mean"] for i in layers]
     out["headline"] = [
         f"layer-0 keys of {g.hyp_words}: mean off-diagonal |cos| {out['key_offdiag_abs_cos_layer0']['mean']:.3f} "
-        f"(token embeddings alone {out['key_offdiag_abs_cos_layer0_token_only']['mean']:.3f}; "
+        f"(centred {out['key_offdiag_abs_cos_layer0_centred']['mean']:.3f}, simplex {1 / (len(g.hyp_tokens) - 1):.3f}; "
+        f"token embeddings alone {out['key_offdiag_abs_cos_layer0_token_only']['mean']:.3f}; "
         f"at initialisation {out['key_offdiag_abs_cos_layer0_init']['mean']:.3f}; random vectors in {d_head} dims "
         f"~{math.sqrt(2 / (math.pi * d_head)):.3f})",
         "attention entropy / uniform by layer: " + ", ".join(f"L{i} {v:.3f}" for i, v in zip(layers, ent)),
@@ -139,6 +136,7 @@ def records(g: Geometry) -> list[tuple]:
         for h in range(g.key_offdiag.shape[1]):
             rows += [(s, -1, first, h, "key_offdiag_abs_cos", float(g.key_offdiag[e, h])),
                      (s, -1, first, h, "key_offdiag_abs_cos_token_only", float(g.key_offdiag_static[e, h])),
+                     (s, -1, first, h, "key_offdiag_abs_cos_centred", float(g.key_offdiag_centred[e, h])),
                      (s, -1, first, h, "key_offdiag_abs_cos_init", float(g.key_offdiag_init[e, h]))]
         rows.append((s, -1, first, -1, "key_offdiag_abs_cos_all_heads", float(g.key_offdiag_concat[e])))
         for i in g.attn_entropy:
@@ -163,11 +161,13 @@ def sections(g: Geometry, config: dict) -> list[tuple[str, str]]:
     s = summarize(g, config["task"], config["sequences"])
     n = len(g.seeds)
     setting = (f"Run {config['run_id']}: {config['arch']} {config['model']} on {config['task']}, {config['steps']} steps, "
-               f"seeds {config['seeds']}; measured on {config['sequences']} evaluation sequences. Intervals: mean over the "
-               f"{n} seeds ± 1.96 standard errors.")
+               f"seeds {config['seeds']}; measured on {config['sequences']} evaluation sequences. Intervals: 95% t-intervals of the mean over the "
+               f"{n} seeds.")
     keys = ["| quantity | mean [95% CI] over seeds |", "|---|---|",
             f"| layer-0 mean off-diagonal \\|cos\\|, per head then averaged | {_ci(s['key_offdiag_abs_cos_layer0'])} |",
             f"| the same, all heads' keys concatenated | {_ci(s['key_offdiag_abs_cos_layer0_all_heads'])} |",
+            f"| centred keys (their mean over the tokens subtracted; a regular simplex gives "
+            f"{1 / (len(g.hyp_tokens) - 1):.3f}) | {_ci(s['key_offdiag_abs_cos_layer0_centred'])} |",
             f"| keys of the token embeddings alone (no position, no context) | "
             f"{_ci(s['key_offdiag_abs_cos_layer0_token_only'])} |",
             f"| the same model at initialisation (baseline) | {_ci(s['key_offdiag_abs_cos_layer0_init'])} |",
