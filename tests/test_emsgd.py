@@ -17,7 +17,7 @@ from bayesbench.dynamics import read_dynamics, read_study
 from bayesbench.dynamics.emsgd import ToyShape, init_weights, member_losses, toy_forward, train_toy
 from bayesbench.dynamics.emsgd_deep import DeepConfig, train_deep
 from bayesbench.dynamics.emsgd_study import default_seeds, run_study
-from bayesbench.dynamics.speedup import speedup, steps_to_reach
+from bayesbench.dynamics.speedup import pooled_steps, speedup, steps_to_reach
 from bayesbench.dynamics.sticky_chain import (beta_sticky_data, conditional_entropy, filter_predictive,
                                               paper_data, symbol_means, transition_matrix)
 
@@ -166,6 +166,12 @@ def test_speedup_on_constructed_curves():
     assert pooled.steps == [2, 4, 5, 10] and pooled.threshold == "pooled"
     per = speedup(fast, slow2, n)
     assert per.steps == [10, 10, 5, 10]  # thresholds 0.4, 0.4 never reached; 2.0 is not below 2.0
+    gen = torch.Generator().manual_seed(2)  # the vectorised pooled bootstrap against a plain loop
+    curves = 2.0 - torch.rand(5, n + 1, generator=gen).cumsum(1) / n + 0.3 * torch.rand(5, n + 1, generator=gen)
+    finals = 1.0 + torch.rand(5, generator=gen)
+    draws = torch.randint(0, 5, (40, 5), generator=gen)
+    loop = torch.stack([steps_to_reach(curves[r], finals[r].mean().expand(5), n).double() for r in draws])
+    assert torch.equal(pooled_steps(curves, finals, draws, n), loop)
     with pytest.raises(ValueError, match="at least 2 seeds"):
         speedup(fast[:1], slow[:1], n)
     with pytest.raises(ValueError, match="n_steps"):
@@ -216,7 +222,7 @@ def test_cli_json_and_bad_inputs(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["variant"] == "beta" and out["seeds"] == 2
     assert 0 < out["floors_nats"]["exact predictive floor (mean over seeds)"] < math.log(8)
-    for argv, words in ((["--seeds", "1"], "--seeds must be an integer >= 2"),
+    for argv, words in ((["--seeds", "1"], "--seeds must be an integer >= 2 (a speed-up interval needs at least 2), got 1"),
                         (["--steps", "0"], "--steps must be a positive integer"),
                         (["--length", "2"], "--length must be an integer >= 3")):
         assert main(["emsgd", *argv, "--db", db]) == 2

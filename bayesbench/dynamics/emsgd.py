@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..checks import positive_int
 from .sticky_chain import ChainData
 
 WEIGHTS = ("W_Q", "W_K", "W_V", "W_O")
@@ -127,8 +128,7 @@ def train_toy(data: list[ChainData], seeds: list[int], *, steps: int = 1000, sch
     """
     if len(data) != len(seeds) or not seeds:
         raise ValueError(f"data must hold one ChainData per seed ({len(seeds)} seeds, got {len(data)})")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    positive_int("steps", steps)
     schedules = dict(schedules or SCHEDULES)
     names, E, S = list(schedules), len(seeds), len(schedules)
     x = torch.stack([d.inputs for d in data])  # [E, B, N, d]

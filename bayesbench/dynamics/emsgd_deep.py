@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..checks import positive_int
 from ..models.layers import EnsembleLayerNorm, EnsembleLinear
 from ..train import clip_per_member, member_grad_norms
 from .emsgd import member_losses
@@ -112,8 +113,7 @@ def _cosine(step: int, steps: int) -> float:
 def train_deep(train: list[ChainData], test: list[ChainData], seeds: list[int], *, steps: int = 2000,
                cfg: DeepConfig = DeepConfig(), progress: bool = False) -> DeepRun:
     """Train both schedules (one ensemble model each, every seed a member) and score the held-out data."""
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    positive_int("steps", steps)
     from tqdm.auto import tqdm
 
     E = len(seeds)

@@ -19,6 +19,7 @@ import uuid
 
 import torch
 
+from ..checks import int_at_least, positive_int
 from .report import report_dir, write_report
 from .speedup import speedup
 from .stats import mean_ci
@@ -36,8 +37,7 @@ TEST_SEED_OFFSET = 10000  # the authors' held-out sequence of seed s is drawn fr
 
 def default_seeds(n: int) -> list[int]:
     """The authors' five seeds, then 0, 1, 2, ... until there are n."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-        raise ValueError(f"seeds must be an integer >= 2 (a speed-up interval needs at least 2), got {n!r}")
+    int_at_least("seeds", n, 2, "a speed-up interval needs at least 2")
     out = list(AUTHORS_SEEDS[:n])
     i = 0
     while len(out) < n:
@@ -63,25 +63,15 @@ def add_parser(sub) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def _positive(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
-
-
 def cmd_emsgd(args) -> int:
     """The command: run, store, plot, report; prints the report's path (or --json)."""
     if args.threads:
-        torch.set_num_threads(_positive("--threads", args.threads))
-    if args.seeds < 2:
-        raise ValueError(f"--seeds must be an integer >= 2 (a speed-up interval needs at least 2), got {args.seeds}")
-    seeds = default_seeds(args.seeds)
-    steps = _positive("--steps", DEFAULTS[args.variant]["steps"] if args.steps is None else args.steps)
-    length = DEFAULTS[args.variant]["length"] if args.length is None else args.length
-    if length < 3:
-        raise ValueError(f"--length must be an integer >= 3, got {length}")
+        torch.set_num_threads(positive_int("--threads", args.threads))
+    seeds = default_seeds(int_at_least("--seeds", args.seeds, 2, "a speed-up interval needs at least 2"))
+    steps = positive_int("--steps", DEFAULTS[args.variant]["steps"] if args.steps is None else args.steps)
+    length = int_at_least("--length", DEFAULTS[args.variant]["length"] if args.length is None else args.length, 3)
     progress = not args.no_progress and sys.stderr.isatty()
-    summary = run_study(args.variant, seeds, steps=steps, length=length, sequences=_positive("--sequences", args.sequences),
+    summary = run_study(args.variant, seeds, steps=steps, length=length, sequences=positive_int("--sequences", args.sequences),
                         chunk=args.chunk, db=args.db, progress=progress)
     if args.json:
         print(json.dumps(summary, indent=2))

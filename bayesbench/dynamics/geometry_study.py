@@ -16,6 +16,7 @@ import os
 
 import torch
 
+from ..checks import int_at_least
 from .geometry import Geometry, check_transformer, measure
 from .report import report_dir, write_report
 from .stats import mean_ci
@@ -62,8 +63,7 @@ def run_geometry(run: str, *, sequences: int = 1024, db: str | None = None) -> d
     from ..train import task_of
     from . import geometry_plots
 
-    if isinstance(sequences, bool) or not isinstance(sequences, int) or sequences < 2:
-        raise ValueError(f"--sequences must be an integer >= 2, got {sequences!r}")
+    int_at_least("--sequences", sequences, 2)
     result = _load(run)
     ident = result.identity
     check_transformer(result.model)

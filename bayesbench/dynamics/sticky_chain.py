@@ -30,13 +30,14 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ..checks import int_at_least
+
 MEANS_SEED = 0  # the authors draw the symbol means from seed 0 for every run
 
 
 def transition_matrix(n_symbols: int = 8, self_weight: float = 0.3) -> Tensor:
     """The authors' sticky transition matrix [V, V] (float32, as theirs); see the module docstring."""
-    if isinstance(n_symbols, bool) or not isinstance(n_symbols, int) or n_symbols < 2:
-        raise ValueError(f"n_symbols must be an integer >= 2, got {n_symbols!r}")
+    int_at_least("n_symbols", n_symbols, 2)
     if not 0.0 < self_weight < 1.0:
         raise ValueError(f"self_weight must be in (0, 1), got {self_weight!r}")
     i = torch.arange(n_symbols)
@@ -119,8 +120,7 @@ def filter_predictive(x: Tensor, P: Tensor, mu: Tensor) -> Tensor:
 
 def paper_data(seed: int, T: int = 2000, n_symbols: int = 8, d: int = 20, self_weight: float = 0.3) -> ChainData:
     """The paper variant's data for one seed (one sequence, N = T - 1 scored positions)."""
-    if isinstance(T, bool) or not isinstance(T, int) or T < 3:
-        raise ValueError(f"T (sequence length) must be an integer >= 3, got {T!r}")
+    int_at_least("T", T, 3, "sequence length")
     P, mu = transition_matrix(n_symbols, self_weight), symbol_means(n_symbols, d)
     x, y = sample_chain(seed, T, P, mu)
     pred = filter_predictive(x, P, mu).float()
