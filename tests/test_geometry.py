@@ -150,3 +150,17 @@ def test_geometry_bad_inputs(trained, tmp_path, capsys):
         assert len(err) == 1 and words in err[0]
     assert main(["geometry", trained["transformer"], "--sequences", "1", "--db", trained["db"]]) == 2
     assert "--sequences must be an integer >= 2" in capsys.readouterr().err
+
+
+def test_hmm_with_header_rows_instrumented_forward_and_hypothesis_tokens():
+    from bayesbench.tasks import get_task
+
+    task = get_task("hmm", K=6)
+    model = get_model("transformer", task, seeds=[0, 1], n_layer=2, n_head=2, d_model=16, d_ffn=32).eval()
+    batch = eval_set(task, 16)
+    tokens = batch.tokens.unsqueeze(0).expand(2, *batch.tokens.shape)
+    header = batch.header.unsqueeze(0).expand(2, *batch.header.shape)
+    with torch.no_grad():
+        assert torch.allclose(instrumented_forward(model, tokens, header).logits, model(tokens, header), atol=1e-5)
+    g = measure(model, batch, task)
+    assert g.hyp_tokens == list(range(task.V, task.V + task.S)) and g.key_offdiag.shape == (2, 2)
