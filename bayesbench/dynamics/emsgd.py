@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..checks import positive_int
+from ..models.attention import attention_weights
 from .sticky_chain import ChainData
 
 WEIGHTS = ("W_Q", "W_K", "W_V", "W_O")
@@ -72,9 +73,7 @@ def toy_forward(W: dict[str, Tensor], x: Tensor) -> tuple[Tensor, Tensor]:
     q = torch.bmm(flat, W["W_Q"]).view(M * B, N, -1)
     k = torch.bmm(flat, W["W_K"]).view(M * B, N, -1)
     v = torch.bmm(flat, W["W_V"]).view(M * B, N, -1)
-    scores = torch.bmm(q, k.transpose(1, 2)) / math.sqrt(q.shape[-1])
-    causal = torch.ones(N, N, dtype=torch.bool, device=x.device).triu(1)
-    alpha = torch.softmax(scores.masked_fill(causal, float("-inf")), -1)
+    alpha = attention_weights(q, k, causal=True, scale=1 / math.sqrt(q.shape[-1]))
     g = torch.bmm(alpha, v).view(M, B * N, -1)
     logits = torch.bmm(g, W["W_O"]).view(M, B, N, -1)
     return logits, alpha.view(M, B, N, N)

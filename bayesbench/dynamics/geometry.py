@@ -32,14 +32,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..metrics import entropy_bits, score
+from ..models.attention import attention_weights
 from ..models.transformer import Transformer
-
-
-def _attention_weights(q: Tensor, k: Tensor) -> Tensor:
-    s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    L = q.shape[-2]
-    s = s.masked_fill(torch.ones(L, L, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-    return torch.softmax(s, -1)
 
 
 @dataclass
@@ -86,7 +80,7 @@ def instrumented_forward(model: Transformer, tokens: Tensor, header: Tensor | No
             H, d = att.n_head, att.d_model
             qkv = att.qkv(block.ln_1(x)).view(E, B, L, 3, H, d // H).permute(3, 0, 1, 4, 2, 5)
             q, k, v = qkv[0], qkv[1], qkv[2]  # [E, B, H, L, Dh]
-            alpha = _attention_weights(q, k)
+            alpha = attention_weights(q, k, causal=True, scale=1 / math.sqrt(q.shape[-1]))
             y = alpha @ v
             for layer, head in zero_heads:
                 if layer == i:
