@@ -129,6 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
     tunnels = sub.add_parser("tunnels", help="sample every wind tunnel and print its exact posterior entropy curve")
     tunnels.add_argument("--batch-size", type=_positive, default=2048, help="sequences per tunnel (default 2048)")
     tunnels.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+
+    from .dynamics.emsgd_study import add_parser as add_emsgd
+    add_emsgd(sub)
+    from .dynamics.geometry_study import add_parser as add_geometry
+    add_geometry(sub)
     return parser
 
 
@@ -331,6 +336,9 @@ def main(argv: list[str] | None = None) -> int:
                 "plot": cmd_plot, "models": cmd_models, "tunnels": cmd_tunnels, "score": cmd_score}
     from .dynamics.profile_cmd import cmd_profile
     commands["profile"] = cmd_profile
+    from .dynamics.emsgd_study import cmd_emsgd
+    from .dynamics.geometry_study import cmd_geometry
+    commands["emsgd"], commands["geometry"] = cmd_emsgd, cmd_geometry
     try:
         return commands[args.command](args)
     except ValueError as err:
