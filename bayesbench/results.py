@@ -44,6 +44,9 @@ CREATE TABLE IF NOT EXISTS runs (
     kl_bits REAL,
     kl_ci_low REAL,
     kl_ci_high REAL,
+    entropy_mae_positional_bits REAL,
+    entropy_mae_positional_ci_low REAL,
+    entropy_mae_positional_ci_high REAL,
     metrics TEXT,
     curves TEXT,
     loss_curve TEXT,
@@ -57,7 +60,8 @@ CREATE INDEX IF NOT EXISTS runs_task_arch ON runs (task_label, arch, created_at)
 COLUMNS = ("run_id", "seed", "member", "group_id", "preset", "task", "task_label", "task_config", "arch",
            "config", "params", "steps", "wall_s", "steps_per_s", "sequences_per_s", "status", "final_loss",
            "entropy_mae_bits", "entropy_mae_ci_low", "entropy_mae_ci_high", "kl_bits", "kl_ci_low",
-           "kl_ci_high", "metrics", "curves", "loss_curve", "environment", "created_at")
+           "kl_ci_high", "entropy_mae_positional_bits", "entropy_mae_positional_ci_low",
+           "entropy_mae_positional_ci_high", "metrics", "curves", "loss_curve", "environment", "created_at")
 JSON_COLUMNS = ("task_config", "config", "metrics", "curves", "loss_curve", "environment")
 
 
@@ -76,7 +80,24 @@ def connect(path: str | None = None) -> sqlite3.Connection:
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
     _retry(lambda: conn.executescript(SCHEMA))
+    _retry(lambda: _add_missing_columns(conn))
     return conn
+
+
+ADDED_COLUMNS = {"entropy_mae_positional_bits": "REAL", "entropy_mae_positional_ci_low": "REAL",
+                 "entropy_mae_positional_ci_high": "REAL"}
+
+
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    """Bring a store created by an older version up to the current columns (NULL in old rows)."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(runs)").fetchall()}
+    for name, kind in ADDED_COLUMNS.items():
+        if name not in have:
+            try:
+                conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+            except sqlite3.OperationalError as err:  # another process added it first
+                if "duplicate column" not in str(err):
+                    raise
 
 
 def _retry(action, attempts: int = 20):

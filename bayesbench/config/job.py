@@ -74,7 +74,7 @@ class Job:
 
     @functools.cached_property
     def max_len(self) -> int:
-        return max_eval_len(self.task, self.setup.eval_lengths)
+        return max_eval_len(self.task, self.setup.eval_lengths, self.setup.eval_scored)
 
     @functools.cached_property
     def params(self) -> int:
@@ -87,22 +87,27 @@ class Job:
 
     def meta(self, group_id: str | None) -> dict:
         return {"preset": self.preset, "label": self.setup.label, "group_id": group_id,
-                "eval_lengths": list(self.setup.eval_lengths), "eval_sequences": self.setup.eval_sequences}
+                "eval_lengths": list(self.setup.eval_lengths), "eval_scored": list(self.setup.eval_scored),
+                "eval_sequences": self.setup.eval_sequences}
 
 
 def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] | None = None,
               seeds: list[int] | None = None, steps: int | None = None, device: str | None = None,
               attention: str | None = None, compile: bool = False,
               checkpoint_every: int | None = None, eval_sequences: int | None = None) -> list[Job]:
-    """Every (task, arch) of the preset, or of the given selections, as resolved jobs."""
+    """Every (task, arch) of the preset, or of the given selections, as resolved jobs.
+
+    Without `archs`, each task runs its own default architectures (`TaskSetup.archs`, else the
+    preset's); a named arch must be configured for every selected task.
+    """
     p = get_preset(preset)
     keys = list(tasks or p.tasks)
     for k in keys:
         if k not in p.tasks:
             raise ValueError(f"task {k!r} is not in preset {preset!r}; available: {', '.join(p.tasks)}")
-    archs = list(archs or p.archs)
+    explicit = bool(archs)
     known = list_models()
-    for a in archs:
+    for a in archs or ():
         if a not in known:
             raise ValueError(f"unknown arch {a!r}; available: {', '.join(known)}")
     dev = resolve_device(device or p.device)
@@ -112,7 +117,7 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
         if eval_sequences is not None:
             setup = dataclasses.replace(setup, eval_sequences=eval_sequences)
         task = make_task(setup)
-        max_len = max_eval_len(task, setup.eval_lengths)
+        max_len = max_eval_len(task, setup.eval_lengths, setup.eval_scored)
         train_cfg = dict(setup.train, checkpoint_every=p.checkpoint_every if checkpoint_every is None
                          else checkpoint_every, compile=compile)
         if steps is not None:
@@ -120,7 +125,7 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
             if train_cfg.get("warmup_steps", 0) > steps // 10:  # keep the warm-up a small fraction
                 train_cfg["warmup_steps"] = max(0, steps // 100)
         member_seeds = tuple(seeds) if seeds is not None else tuple(range(setup.seeds))
-        for a in archs:
+        for a in (archs if explicit else (setup.archs or p.archs)):
             jobs.append(Job(preset, k, setup, a, resolve_model(setup, a, task, max_len, attention),
                             TrainConfig(**train_cfg), member_seeds, dev))
     return jobs
@@ -210,8 +215,9 @@ def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
         cache_dir = os.path.join(os.path.dirname(os.path.abspath(db_path(db))), "cache")
     model = result.model
     lengths = tuple(meta.get("eval_lengths", ()))
-    scores = evaluate(model, task, lengths=lengths, n_sequences=meta.get("eval_sequences", DEFAULT_SEQUENCES),
-                      cache_dir=cache_dir)
+    scored = tuple(meta.get("eval_scored", ()))
+    scores = evaluate(model, task, lengths=lengths, scored=scored,
+                      n_sequences=meta.get("eval_sequences", DEFAULT_SEQUENCES), cache_dir=cache_dir)
     model_cfg = dataclasses.asdict(model.cfg) if dataclasses.is_dataclass(getattr(model, "cfg", None)) else {}
     attention = model_cfg.get("attention")
     env = environment(device, attention)
@@ -226,7 +232,7 @@ def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
             "preset": meta.get("preset"), "task": task.name, "task_label": meta.get("label", task.describe()),
             "task_config": task.config(), "arch": ident["arch"],
             "config": {"model": model_cfg, "model_args": ident["model"], "train": ident["train"],
-                       "seeds": result.seeds, "max_len": ident["max_len"], "eval_lengths": list(lengths),
+                       "seeds": result.seeds, "max_len": ident["max_len"], "eval_lengths": list(lengths), "eval_scored": list(scored),
                        "eval_sequences": meta.get("eval_sequences"), "checkpoint": result.checkpoint},
             "params": model.num_params(), "steps": result.steps, "wall_s": result.wall_s,
             "steps_per_s": result.steps_per_s,
@@ -237,6 +243,9 @@ def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
             "entropy_mae_ci_high": primary["entropy_mae"]["ci_high"],
             "kl_bits": primary["kl"]["mean"], "kl_ci_low": primary["kl"]["ci_low"],
             "kl_ci_high": primary["kl"]["ci_high"],
+            "entropy_mae_positional_bits": primary["entropy_mae_positional"]["mean"],
+            "entropy_mae_positional_ci_low": primary["entropy_mae_positional"]["ci_low"],
+            "entropy_mae_positional_ci_high": primary["entropy_mae_positional"]["ci_high"],
             "metrics": {"primary": s["primary"], "evals": s["evals"], "permutation": s.get("permutation"),
                         "param_breakdown": model.param_breakdown(),
                         "final_loss": "mean training cross-entropy (nats) over the last 100 steps"},
