@@ -19,7 +19,7 @@ import sys
 import time
 import uuid
 
-from .leaderboard import FORMATS
+from .leaderboard import FORMATS, METRICS
 
 EPILOG = """Results go to an SQLite store (default ./results/bayesbench.sqlite; --db or $BAYESBENCH_DB).
 Metrics are in bits: entropy MAE = mean |H(model) - H(Bayes)| and KL = mean KL(Bayes || model) over the
@@ -104,6 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     lb.add_argument("--arch", help="only this architecture")
     lb.add_argument("--all", action="store_true", help="every stored run, not only the latest per task and arch")
     lb.add_argument("--format", default="md", choices=FORMATS, help="output format (default md)")
+    lb.add_argument("--metric", default="entropy_mae", choices=tuple(METRICS),
+                    help="rank by this metric (default entropy_mae; see docs/science.md, Metrics)")
     lb.add_argument("--json", action="store_true", help="same as --format json")
     _common(lb)
 
@@ -269,7 +271,7 @@ def cmd_leaderboard(args) -> int:
     from .leaderboard import render, select_rows
 
     rows = select_rows(args.db, task=args.task, arch=args.arch, latest=not args.all)
-    print(render(rows, "json" if args.json else args.format))
+    print(render(rows, "json" if args.json else args.format, args.metric))
     return 0
 
 

@@ -1,9 +1,14 @@
 """Leaderboards: queries over the results store, as Markdown, CSV or JSON.
 
-Every number says what it is: entropy MAE = mean over (sequence, scored position) of
-|H(model) - H(Bayes)| in bits; KL = mean KL(Bayes || model) in bits; both over the task's
-fixed evaluation set, on the positions named in the table's notes. By default each
-(task, arch) shows its most recent run, with one value per seed.
+Every number says what it is (docs/science.md, "Metrics"), all in bits over the task's fixed
+evaluation set, on the positions named in the table's notes:
+- entropy_mae: mean over (sequence, scored position) of |H(model) - H(Bayes)|;
+- entropy_mae_positional: mean over scored positions of |mean H(model) - mean H(Bayes)|, the
+  means over sequences (the authors' bijection metric, Paper I Table 1);
+- kl: mean KL(Bayes || model) (the authors' HMM metric).
+The table ranks by one of them (`metric`) and names it in its header. Below each task and
+evaluation, two computed floors: the uniform predictor and the best context-ignoring one
+(`bayesbench.floors`). By default each (task, arch) shows its most recent run, one value per seed.
 """
 
 from __future__ import annotations
@@ -16,6 +21,25 @@ import math
 from .results import read_rows
 
 FORMATS = ("md", "csv", "json")
+METRICS = {
+    "entropy_mae": "entropy MAE per (sequence, position): mean |H(model) - H(Bayes)|",
+    "entropy_mae_positional": "entropy MAE of per-position means: mean over positions of "
+                              "|mean H(model) - mean H(Bayes)| (the authors' bijection metric, Paper I Table 1)",
+    "kl": "KL(Bayes || model), mean over (sequence, position) (the authors' HMM metric)",
+}
+SHORT = {"entropy_mae": "entropy MAE", "entropy_mae_positional": "positional entropy MAE", "kl": "KL"}
+
+
+def check_metric(metric: str) -> str:
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {tuple(METRICS)}, got {metric!r}")
+    return metric
+
+
+def _ev_mean(ev: dict, metric: str) -> float:
+    """One evaluation's mean of `metric` (NaN when the run predates that metric)."""
+    m = ev.get(metric)
+    return float("nan") if m is None or m.get("mean") is None else m["mean"]
 
 
 def select_rows(db: str | None = None, *, task: str | None = None, arch: str | None = None,
@@ -53,16 +77,19 @@ def json_runs(rows: list[dict]) -> dict:
             "kl_bits": r["kl_bits"], "kl_ci": [r["kl_ci_low"], r["kl_ci_high"]],
             "wall_s": r["wall_s"], "steps_per_s": r["steps_per_s"], "status": r["status"],
             "preset": r["preset"], "group_id": r["group_id"], "eval": m.get("primary"),
+            "entropy_mae_positional_bits": r.get("entropy_mae_positional_bits"),
             "evals": {name: {"entropy_mae_bits": ev["entropy_mae"]["mean"], "kl_bits": ev["kl"]["mean"],
-                             "positions": ev["positions"]}
+                             "entropy_mae_positional_bits": _ev_mean(ev, "entropy_mae_positional"),
+                             "positions": ev["positions"], "floors": ev.get("floors")}
                       for name, ev in (m.get("evals") or {}).items()},
             "permutation": m.get("permutation"), "created_at": r["created_at"],
         })
     return {"runs": runs}
 
 
-def _aggregate(rows: list[dict]) -> list[dict]:
-    """One entry per (task_label, eval, arch, run) with per-seed values, in a stable order."""
+def _aggregate(rows: list[dict], metric: str = "entropy_mae") -> list[dict]:
+    """One entry per (task_label, eval, arch, run) with per-seed values of every metric, ordered
+    by task, eval and the mean of `metric`."""
     groups: dict[tuple, dict] = {}
     for r in rows:
         evals = (r["metrics"] or {}).get("evals") or {}
@@ -70,19 +97,24 @@ def _aggregate(rows: list[dict]) -> list[dict]:
             key = (r["task_label"], name, r["arch"], r["run_id"])
             g = groups.setdefault(key, {"task": r["task_label"], "eval": name, "arch": r["arch"],
                                         "params": r["params"], "steps": r["steps"], "wall_s": r["wall_s"],
-                                        "seeds": [], "mae": [],
-                                        "kl": [], "positions": ev["positions"],
+                                        "seeds": [], "values": {m: [] for m in METRICS},
+                                        "positions": ev["positions"], "floors": ev.get("floors"),
                                         "n_sequences": ev["entropy_mae"]["n_sequences"], "status": [],
                                         "primary": name == r["metrics"].get("primary")})
             g["seeds"].append(r["seed"])
-            g["mae"].append(ev["entropy_mae"]["mean"])
-            g["kl"].append(ev["kl"]["mean"])
+            for m in METRICS:
+                g["values"][m].append(_ev_mean(ev, m))
+            g["floors"] = g["floors"] or ev.get("floors")
             g["status"].append(r["status"])
-    out = sorted(groups.values(), key=lambda g: (g["task"], _eval_order(g["eval"]), _mean(g["mae"])))
+    out = sorted(groups.values(), key=lambda g: (g["task"], _eval_order(g["eval"]), _sort_key(_mean(g["values"][metric]))))
     for g in out:
-        g["mae_mean"], g["kl_mean"] = _mean(g["mae"]), _mean(g["kl"])
-        g["mae_ci"] = seed_interval(g["mae"])
+        g["means"] = {m: _mean(v) for m, v in g["values"].items()}
+        g["ci"] = seed_interval(g["values"][metric])
     return out
+
+
+def _sort_key(x: float) -> float:
+    return x if math.isfinite(x) else math.inf
 
 
 def seed_interval(values: list, level: float = 0.95) -> tuple[float, float]:
@@ -127,34 +159,46 @@ def _count(n: int) -> str:
     return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k"
 
 
-def markdown(rows: list[dict]) -> str:
-    """The leaderboard table plus notes saying what every number is."""
+def markdown(rows: list[dict], metric: str = "entropy_mae") -> str:
+    """The leaderboard table ranked by `metric`, floor rows per task and evaluation, and notes
+    saying what every number is."""
+    check_metric(metric)
     if not rows:
         return "(no results in the store yet: run `bayesbench run --preset quick`)"
-    agg = _aggregate(rows)
-    lines = ["| task | eval | arch | params | steps | wall (s) | seeds | entropy MAE (bits), mean [95% CI over seeds] "
-             "| per seed | KL (bits), mean | x best |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    agg = _aggregate(rows, metric)
+    others = [m for m in METRICS if m != metric]
+    lines = [f"| task | eval | arch | params | steps | wall (s) | seeds | **{SHORT[metric]}** (bits), mean "
+             f"[95% CI over seeds] | per seed | " + " | ".join(f"{SHORT[m]} (bits), mean" for m in others)
+             + " | x best |",
+             "|---|---|---|---|---|---|---|---|---|" + "---|" * len(others) + "---|"]
     best: dict[tuple, float] = {}
     for g in agg:
         key = (g["task"], g["eval"])
-        best[key] = min(best.get(key, math.inf), g["mae_mean"])
-    for g in agg:
-        ratio = g["mae_mean"] / best[(g["task"], g["eval"])] if best[(g["task"], g["eval"])] > 0 else float("nan")
+        v = g["means"][metric]
+        best[key] = min(best.get(key, math.inf), v if math.isfinite(v) else math.inf)
+    for i, g in enumerate(agg):
+        key = (g["task"], g["eval"])
+        ratio = g["means"][metric] / best[key] if 0 < best[key] < math.inf else float("nan")
         flag = "" if all(s == "ok" for s in g["status"]) else " (diverged member)"
-        lo, hi = g["mae_ci"]
+        lo, hi = g["ci"]
         ci = f" [{_fmt(max(lo, 0.0))}, {_fmt(hi)}]" if math.isfinite(lo) else ""
         lines.append(f"| {g['task']} | {g['eval']}{'' if not g['primary'] else ' (trained)'} | {g['arch']}{flag} | "
                      f"{_count(g['params'])} | {g['steps']} | {g['wall_s']:.0f} | {','.join(map(str, g['seeds']))} | "
-                     f"{_fmt(g['mae_mean'])}{ci} | {' '.join(_fmt(x) for x in g['mae'])} | {_fmt(g['kl_mean'])} | "
-                     f"{ratio:.1f}x |")
-    notes = ["", "Metrics (bits, log base 2), each averaged over every (sequence, scored position) pair of the "
-             "task's fixed evaluation set:",
-             "- entropy MAE = mean |H(model) - H(Bayes)|; KL = mean KL(Bayes || model); 'per seed' lists each "
-             "ensemble member in seed order; the interval is a t-interval of the mean over seeds (clipped at 0); "
-             "'x best' = mean MAE / best mean MAE on that task and eval; wall = training wall time of the whole "
-             "ensemble (all seeds at once).",
-             "- scored positions:"]
+                     f"{_fmt(g['means'][metric])}{ci} | {' '.join(_fmt(x) for x in g['values'][metric])} | "
+                     + " | ".join(_fmt(g["means"][m]) for m in others) + f" | {ratio:.1f}x |")
+        last = i + 1 == len(agg) or (agg[i + 1]["task"], agg[i + 1]["eval"]) != key
+        if last:
+            lines += _floor_lines(agg, key, metric, others)
+    notes = ["", f"Ranked by **{SHORT[metric]}** = {METRICS[metric]}. Every metric in bits (log base 2) over the "
+             "task's fixed evaluation set (docs/science.md, \"Metrics\"):"]
+    notes += [f"- {SHORT[m]} = {METRICS[m]}" for m in METRICS]
+    notes += ["- 'per seed' lists each ensemble member in seed order; the interval is a t-interval of the mean over "
+              "seeds (clipped at 0); 'x best' = mean / best mean on that task and eval (floors excluded); wall = "
+              "training wall time of the whole ensemble (all seeds at once).",
+              "- floor rows (computed, not trained, on the same sequences): uniform = 1/C for every class; marginal = "
+              "the best predictor that ignores the context (the mean posterior at each position, estimated from an "
+              "independent sample). A model at a floor has learned nothing usable from the context.",
+              "- scored positions:"]
     seen = set()
     for g in agg:
         if (g["task"], g["eval"]) not in seen:
@@ -162,8 +206,9 @@ def markdown(rows: list[dict]) -> str:
             notes.append(f"  - {g['task']} {g['eval']}: {g['positions']}; {g['n_sequences']} sequences")
     perm = [r for r in rows if (r["metrics"] or {}).get("permutation")]
     if perm:
-        notes.append("- HMM label-permutation check (SPEC.md 3.2; same sequences, hidden states relabelled, "
-                     "posterior recomputed): MAE vs permuted MAE, difference with 95% CI:")
+        notes.append("- HMM label-permutation check (docs/science.md, \"HMM state tracking\"; same sequences, hidden "
+                     "states relabelled, posterior recomputed): entropy MAE vs permuted entropy MAE, difference with "
+                     "95% CI:")
         for r in perm:
             p = r["metrics"]["permutation"]
             d = p["difference"]
@@ -176,24 +221,41 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines + notes)
 
 
+def _floor_lines(agg: list[dict], key: tuple, metric: str, others: list[str]) -> list[str]:
+    """The floor rows of one (task, eval), from the first run that stored them."""
+    floors = next((g["floors"] for g in agg if (g["task"], g["eval"]) == key and g["floors"]), None)
+    if not floors:
+        return []
+    out = []
+    for name in ("uniform", "marginal"):
+        f = floors.get(name)
+        if not f:
+            continue
+        val = lambda m: f[m]["mean"] if m in f else None  # noqa: E731
+        out.append(f"| {key[0]} | {key[1]} | *{name} (floor)* | - | - | - | - | {_fmt(val(metric))} | - | "
+                   + " | ".join(_fmt(val(m)) for m in others) + " | - |")
+    return out
+
+
 def to_csv(rows: list[dict]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["task", "eval", "arch", "params", "steps", "wall_s", "seed", "entropy_mae_bits", "kl_bits",
-                "n_sequences", "positions", "status", "run_id"])
+    w.writerow(["task", "eval", "arch", "params", "steps", "wall_s", "seed", "entropy_mae_bits",
+                "entropy_mae_positional_bits", "kl_bits", "n_sequences", "positions", "status", "run_id"])
     for r in rows:
         for name, ev in ((r["metrics"] or {}).get("evals") or {}).items():
             w.writerow([r["task_label"], name, r["arch"], r["params"], r["steps"], r["wall_s"], r["seed"],
-                        ev["entropy_mae"]["mean"], ev["kl"]["mean"], ev["entropy_mae"]["n_sequences"],
-                        ev["positions"], r["status"], r["run_id"]])
+                        ev["entropy_mae"]["mean"], _ev_mean(ev, "entropy_mae_positional"), ev["kl"]["mean"],
+                        ev["entropy_mae"]["n_sequences"], ev["positions"], r["status"], r["run_id"]])
     return buf.getvalue()
 
 
-def render(rows: list[dict], fmt: str = "md") -> str:
+def render(rows: list[dict], fmt: str = "md", metric: str = "entropy_mae") -> str:
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+    check_metric(metric)
     if fmt == "md":
-        return markdown(rows)
+        return markdown(rows, metric)
     if fmt == "csv":
         return to_csv(rows).rstrip("\n")
     return json.dumps(json_runs(rows), indent=2)
