@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from bayesbench.config import get_preset
+from bayesbench.presets import get_preset
 from bayesbench.floors import floor_scores, marginal_log_q, uniform_log_q
 from bayesbench.metrics import entropy_bits
 from bayesbench.tasks import get_task
