@@ -186,7 +186,7 @@ def test_uniform_floors_of_the_paper_settings_are_the_papers_mlp_rows():
     cfg.pop("task")
     hmm = get_task("hmm", **cfg)
     assert (hmm.K, hmm.encoding, hmm.rounding, hmm.target) == (20, "tokens", "authors", "posterior")
-    f = _uniform_floor(hmm, n=16384)  # per-sequence values spread widely: a larger sample
+    f = _uniform_floor(hmm, n=16384)  # per-sequence values spread widely (32768 sequences: 0.4148 +- 0.0013)
     for metric in ("entropy_mae", "entropy_mae_positional", "kl"):
         assert f["uniform"][metric]["mean"] == pytest.approx(0.42, abs=0.01)
     assert f["uniform"]["kl"]["ci_high"] - f["uniform"]["kl"]["ci_low"] < 0.01  # 95% interval
