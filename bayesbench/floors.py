@@ -16,12 +16,10 @@ A model above these rows has learned nothing from the context that a constant co
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 from torch import Tensor
 
-from .metrics import score
+from .metrics import Summary, score
 from .tasks import Batch, Task
 
 FLOORS = ("uniform", "marginal")
@@ -52,20 +50,19 @@ def marginal_log_q(batch: Batch, reference: Batch) -> Tensor:
     return torch.log(mean).unsqueeze(0).expand(batch.posterior.shape)
 
 
-def floor_scores(batch: Batch, reference: Batch) -> dict[str, dict]:
-    """{"uniform": {...}, "marginal": {...}}: each the three metrics as Summary dicts, on the
+def floor_scores(batch: Batch, reference: Batch) -> dict[str, dict[str, Summary]]:
+    """{"uniform": {metric: Summary}, "marginal": {...}}: the three metrics of each floor on the
     batch's scored positions (the marginal estimated from `reference`)."""
     p, mask = batch.posterior.double(), batch.mask
     out = {}
     for name, log_q in (("uniform", uniform_log_q(batch)), ("marginal", marginal_log_q(batch, reference))):
         s = score(p, mask, log_q=log_q)
-        out[name] = {"entropy_mae": dataclasses.asdict(s.entropy_mae),
-                     "entropy_mae_positional": dataclasses.asdict(s.entropy_mae_positional),
-                     "kl": dataclasses.asdict(s.kl)}
+        out[name] = {"entropy_mae": s.entropy_mae, "entropy_mae_positional": s.entropy_mae_positional, "kl": s.kl}
     return out
 
 
-def task_floors(task: Task, n_sequences: int = 4096, *, cache_dir: str | None = None) -> dict[str, dict]:
+def task_floors(task: Task, n_sequences: int = 4096, *,
+                cache_dir: str | None = None) -> dict[str, dict[str, Summary]]:
     """The floors of `task` on its fixed evaluation set (see `bayesbench.evaluate.eval_set`)."""
     from .evaluate import eval_seed, eval_set
 

@@ -1,6 +1,6 @@
 """Leaderboards: queries over the results store, as Markdown, CSV or JSON.
 
-Every number says what it is (docs/science.md, "Metrics"), all in bits over the task's fixed
+Every number says what it is (docs/science.md#metrics), all in bits over the task's fixed
 evaluation set, on the positions named in the table's notes:
 - entropy_mae: mean over (sequence, scored position) of |H(model) - H(Bayes)|;
 - entropy_mae_positional: mean over scored positions of |mean H(model) - mean H(Bayes)|, the
@@ -8,7 +8,9 @@ evaluation set, on the positions named in the table's notes:
 - kl: mean KL(Bayes || model) (the authors' HMM metric).
 The table ranks by one of them (`metric`) and names it in its header. Below each task and
 evaluation, two computed floors: the uniform predictor and the best context-ignoring one
-(`bayesbench.floors`). By default each (task, arch) shows its most recent run, one value per seed.
+(`bayesbench.floors`). By default each (task, arch) shows its most recent run, with one value
+per seed. Input everywhere: the stored `RunRecord`s (`select_rows`). `headline` states the
+science the leaderboard exists to show.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import io
 import json
 import math
 
-from .results import read_rows
+from .record import EvalResult, RunRecord
+from .results import read_records
 
 FORMATS = ("md", "csv", "json")
 METRICS = {
@@ -36,15 +39,15 @@ def check_metric(metric: str) -> str:
     return metric
 
 
-def _ev_mean(ev: dict, metric: str) -> float:
+def _ev_mean(ev: EvalResult, metric: str) -> float:
     """One evaluation's mean of `metric` (NaN when the run predates that metric)."""
-    m = ev.get(metric)
-    return float("nan") if m is None or m.get("mean") is None else m["mean"]
+    s = getattr(ev, metric)
+    return math.nan if s is None else s.mean
 
 
 def select_rows(db: str | None = None, *, task: str | None = None, arch: str | None = None,
-                group_id: str | None = None, latest: bool = True) -> list[dict]:
-    """Stored rows, filtered; with `latest`, only the newest run of each (task_label, arch)."""
+                group_id: str | None = None, latest: bool = True) -> list[RunRecord]:
+    """Stored records, filtered; with `latest`, only the newest run of each (task_label, arch)."""
     where, params = [], []
     if task:
         where.append("(task = ? OR task_label = ?)")
@@ -55,58 +58,82 @@ def select_rows(db: str | None = None, *, task: str | None = None, arch: str | N
     if group_id:
         where.append("group_id = ?")
         params.append(group_id)
-    rows = read_rows(db, where=" AND ".join(where), params=tuple(params))
+    records = read_records(db, where=" AND ".join(where), params=tuple(params))
     if latest:
         newest: dict[tuple[str, str], str] = {}
-        for r in rows:  # oldest first, so the last run seen wins
-            newest[(r["task_label"], r["arch"])] = r["run_id"]
-        rows = [r for r in rows if newest[(r["task_label"], r["arch"])] == r["run_id"]]
-    return rows
+        for r in records:  # oldest first, so the last run seen wins
+            newest[(r.task_label, r.arch)] = r.run_id
+        records = [r for r in records if newest[(r.task_label, r.arch)] == r.run_id]
+    return records
 
 
-def json_runs(rows: list[dict]) -> dict:
+def _num(x: float | None) -> float | None:
+    """A number for JSON: non-finite (a diverged member's scores) as null."""
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _json_eval(ev: EvalResult) -> dict:
+    """An evaluation's means in bits (one `<metric>_bits` key per metric) and its scored positions."""
+    out = {f"{name}_bits": _num(s.mean) for name, s in ev.metrics().items()}
+    out["positions"] = ev.positions
+    if ev.floors is not None:
+        out["floors"] = {name: {f"{m}_bits": _num(s.mean) for m, s in scores.items()}
+                         for name, scores in ev.floors.items()}
+    return out
+
+
+def json_runs(records: list[RunRecord]) -> dict:
     """{"runs": [...]}: one flat record per (run, seed), for --json."""
     runs = []
-    for r in rows:
-        m = r["metrics"] or {}
+    for r in records:
+        head = r.headline
         runs.append({
-            "run_id": r["run_id"], "seed": r["seed"], "task": r["task"], "task_label": r["task_label"],
-            "arch": r["arch"], "params": r["params"], "steps": r["steps"], "final_loss": r["final_loss"],
-            "entropy_mae_bits": r["entropy_mae_bits"],
-            "entropy_mae_ci": [r["entropy_mae_ci_low"], r["entropy_mae_ci_high"]],
-            "kl_bits": r["kl_bits"], "kl_ci": [r["kl_ci_low"], r["kl_ci_high"]],
-            "wall_s": r["wall_s"], "steps_per_s": r["steps_per_s"], "status": r["status"],
-            "preset": r["preset"], "group_id": r["group_id"], "eval": m.get("primary"),
-            "entropy_mae_positional_bits": r.get("entropy_mae_positional_bits"),
-            "evals": {name: {"entropy_mae_bits": ev["entropy_mae"]["mean"], "kl_bits": ev["kl"]["mean"],
-                             "entropy_mae_positional_bits": _ev_mean(ev, "entropy_mae_positional"),
-                             "positions": ev["positions"], "floors": ev.get("floors")}
-                      for name, ev in (m.get("evals") or {}).items()},
-            "permutation": m.get("permutation"), "created_at": r["created_at"],
+            "run_id": r.run_id, "seed": r.seed, "task": r.task, "task_label": r.task_label,
+            "arch": r.arch, "params": r.params, "steps": r.steps, "final_loss": _num(r.final_loss),
+            "entropy_mae_bits": _num(head.entropy_mae.mean),
+            "entropy_mae_ci": [_num(head.entropy_mae.ci_low), _num(head.entropy_mae.ci_high)],
+            "kl_bits": _num(head.kl.mean), "kl_ci": [_num(head.kl.ci_low), _num(head.kl.ci_high)],
+            "wall_s": r.wall_s, "steps_per_s": r.steps_per_s, "status": r.status,
+            "entropy_mae_positional_bits": _num(r.entropy_mae_positional_bits),
+            "preset": r.preset, "group_id": r.group_id, "eval": r.primary,
+            "evals": {name: _json_eval(ev) for name, ev in r.evals.items()},
+            "permutation": _clean_json(r.permutation.to_json()) if r.permutation is not None else None,
+            "created_at": r.created_at,
         })
     return {"runs": runs}
 
 
-def _aggregate(rows: list[dict], metric: str = "entropy_mae") -> list[dict]:
+def _clean_json(value):
+    """Non-finite floats anywhere in a JSON-ready value as null."""
+    if isinstance(value, float):
+        return _num(value)
+    if isinstance(value, dict):
+        return {k: _clean_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean_json(v) for v in value]
+    return value
+
+
+def _aggregate(records: list[RunRecord], metric: str = "entropy_mae") -> list[dict]:
     """One entry per (task_label, eval, arch, run) with per-seed values of every metric, ordered
     by task, eval and the mean of `metric`."""
     groups: dict[tuple, dict] = {}
-    for r in rows:
-        evals = (r["metrics"] or {}).get("evals") or {}
-        for name, ev in evals.items():
-            key = (r["task_label"], name, r["arch"], r["run_id"])
-            g = groups.setdefault(key, {"task": r["task_label"], "eval": name, "arch": r["arch"],
-                                        "params": r["params"], "steps": r["steps"], "wall_s": r["wall_s"],
+    for r in records:
+        for name, ev in r.evals.items():
+            key = (r.task_label, name, r.arch, r.run_id)
+            g = groups.setdefault(key, {"task": r.task_label, "eval": name, "arch": r.arch,
+                                        "params": r.params, "steps": r.steps, "wall_s": r.wall_s,
                                         "seeds": [], "values": {m: [] for m in METRICS},
-                                        "positions": ev["positions"], "floors": ev.get("floors"),
-                                        "n_sequences": ev["entropy_mae"]["n_sequences"], "status": [],
-                                        "primary": name == r["metrics"].get("primary")})
-            g["seeds"].append(r["seed"])
+                                        "positions": ev.positions, "floors": ev.floors,
+                                        "n_sequences": ev.entropy_mae.n_sequences, "status": [],
+                                        "primary": name == r.primary})
+            g["seeds"].append(r.seed)
             for m in METRICS:
                 g["values"][m].append(_ev_mean(ev, m))
-            g["floors"] = g["floors"] or ev.get("floors")
-            g["status"].append(r["status"])
-    out = sorted(groups.values(), key=lambda g: (g["task"], _eval_order(g["eval"]), _sort_key(_mean(g["values"][metric]))))
+            g["floors"] = g["floors"] or ev.floors
+            g["status"].append(r.status)
+    out = sorted(groups.values(),
+                 key=lambda g: (g["task"], _eval_order(g["eval"]), _sort_key(_mean(g["values"][metric]))))
     for g in out:
         g["means"] = {m: _mean(v) for m, v in g["values"].items()}
         g["ci"] = seed_interval(g["values"][metric])
@@ -159,13 +186,13 @@ def _count(n: int) -> str:
     return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k"
 
 
-def markdown(rows: list[dict], metric: str = "entropy_mae") -> str:
+def markdown(records: list[RunRecord], metric: str = "entropy_mae") -> str:
     """The leaderboard table ranked by `metric`, floor rows per task and evaluation, and notes
     saying what every number is."""
     check_metric(metric)
-    if not rows:
+    if not records:
         return "(no results in the store yet: run `bayesbench run --preset quick`)"
-    agg = _aggregate(rows, metric)
+    agg = _aggregate(records, metric)
     others = [m for m in METRICS if m != metric]
     lines = [f"| task | eval | arch | params | steps | wall (s) | seeds | **{SHORT[metric]}** (bits), mean "
              f"[95% CI over seeds] | per seed | " + " | ".join(f"{SHORT[m]} (bits), mean" for m in others)
@@ -186,11 +213,10 @@ def markdown(rows: list[dict], metric: str = "entropy_mae") -> str:
                      f"{_count(g['params'])} | {g['steps']} | {g['wall_s']:.0f} | {','.join(map(str, g['seeds']))} | "
                      f"{_fmt(g['means'][metric])}{ci} | {' '.join(_fmt(x) for x in g['values'][metric])} | "
                      + " | ".join(_fmt(g["means"][m]) for m in others) + f" | {ratio:.1f}x |")
-        last = i + 1 == len(agg) or (agg[i + 1]["task"], agg[i + 1]["eval"]) != key
-        if last:
+        if i + 1 == len(agg) or (agg[i + 1]["task"], agg[i + 1]["eval"]) != key:
             lines += _floor_lines(agg, key, metric, others)
     notes = ["", f"Ranked by **{SHORT[metric]}** = {METRICS[metric]}. Every metric in bits (log base 2) over the "
-             "task's fixed evaluation set (docs/science.md, \"Metrics\"):"]
+             "task's fixed evaluation set (docs/science.md#metrics):"]
     notes += [f"- {SHORT[m]} = {METRICS[m]}" for m in METRICS]
     notes += ["- 'per seed' lists each ensemble member in seed order; the interval is a t-interval of the mean over "
               "seeds (clipped at 0); 'x best' = mean / best mean on that task and eval (floors excluded); wall = "
@@ -204,20 +230,19 @@ def markdown(rows: list[dict], metric: str = "entropy_mae") -> str:
         if (g["task"], g["eval"]) not in seen:
             seen.add((g["task"], g["eval"]))
             notes.append(f"  - {g['task']} {g['eval']}: {g['positions']}; {g['n_sequences']} sequences")
-    perm = [r for r in rows if (r["metrics"] or {}).get("permutation")]
+    perm = [r for r in records if r.permutation is not None]
     if perm:
-        notes.append("- HMM label-permutation check (docs/science.md, \"HMM state tracking\"; same sequences, hidden "
-                     "states relabelled, posterior recomputed): entropy MAE vs permuted entropy MAE, difference with "
-                     "95% CI:")
+        notes.append("- HMM label-permutation check (docs/science.md#hmm-state-tracking; same sequences, hidden states "
+                     "relabelled, posterior recomputed): entropy MAE vs permuted entropy MAE, difference with 95% CI:")
         for r in perm:
-            p = r["metrics"]["permutation"]
-            d = p["difference"]
-            notes.append(f"  - {r['task_label']} {p['eval']} {r['arch']} seed {r['seed']}: {_fmt(p['entropy_mae'])} vs "
-                         f"{_fmt(p['entropy_mae_permuted'])}, difference {_signed(d['mean'])} "
-                         f"[{_signed(d['ci_low'])}, {_signed(d['ci_high'])}]")
-    bad = [r for r in rows if r["status"] != "ok"]
-    for r in bad:
-        notes.append(f"- {r['task_label']} {r['arch']} seed {r['seed']}: {r['status']}")
+            p = r.permutation
+            d = p.difference
+            notes.append(f"  - {r.task_label} {p.eval} {r.arch} seed {r.seed}: {_fmt(p.entropy_mae)} vs "
+                         f"{_fmt(p.entropy_mae_permuted)}, difference {_signed(d.mean)} "
+                         f"[{_signed(d.ci_low)}, {_signed(d.ci_high)}]")
+    for r in records:
+        if r.status != "ok":
+            notes.append(f"- {r.task_label} {r.arch} seed {r.seed}: {r.status}")
     return "\n".join(lines + notes)
 
 
@@ -228,34 +253,63 @@ def _floor_lines(agg: list[dict], key: tuple, metric: str, others: list[str]) ->
         return []
     out = []
     for name in ("uniform", "marginal"):
-        f = floors.get(name)
-        if not f:
+        scores = floors.get(name)
+        if not scores:
             continue
-        val = lambda m: f[m]["mean"] if m in f else None  # noqa: E731
+        val = lambda m: scores[m].mean if m in scores else None  # noqa: E731
         out.append(f"| {key[0]} | {key[1]} | *{name} (floor)* | - | - | - | - | {_fmt(val(metric))} | - | "
                    + " | ".join(_fmt(val(m)) for m in others) + " | - |")
     return out
 
 
-def to_csv(rows: list[dict]) -> str:
+def _csv_number(x: float | None) -> float | str:
+    """As the store gave it before: a non-finite score is an empty cell."""
+    return "" if x is None or not math.isfinite(x) else x
+
+
+def to_csv(records: list[RunRecord]) -> str:
+    """One line per (run, seed, evaluation): every metric's mean in bits (`<metric>_bits`)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["task", "eval", "arch", "params", "steps", "wall_s", "seed", "entropy_mae_bits",
-                "entropy_mae_positional_bits", "kl_bits", "n_sequences", "positions", "status", "run_id"])
-    for r in rows:
-        for name, ev in ((r["metrics"] or {}).get("evals") or {}).items():
-            w.writerow([r["task_label"], name, r["arch"], r["params"], r["steps"], r["wall_s"], r["seed"],
-                        ev["entropy_mae"]["mean"], _ev_mean(ev, "entropy_mae_positional"), ev["kl"]["mean"],
-                        ev["entropy_mae"]["n_sequences"], ev["positions"], r["status"], r["run_id"]])
+    names = [name for name in EvalResult.metric_names()
+             if any(getattr(ev, name) is not None for r in records for ev in r.evals.values())]
+    w.writerow(["task", "eval", "arch", "params", "steps", "wall_s", "seed", *(f"{n}_bits" for n in names),
+                "n_sequences", "positions", "status", "run_id"])
+    for r in records:
+        for name, ev in r.evals.items():
+            means = [_csv_number(getattr(ev, n).mean) if getattr(ev, n) is not None else "" for n in names]
+            w.writerow([r.task_label, name, r.arch, r.params, r.steps, r.wall_s, r.seed, *means,
+                        ev.entropy_mae.n_sequences, ev.positions, r.status, r.run_id])
     return buf.getvalue()
 
 
-def render(rows: list[dict], fmt: str = "md", metric: str = "entropy_mae") -> str:
+def render(records: list[RunRecord], fmt: str = "md", metric: str = "entropy_mae") -> str:
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
     check_metric(metric)
     if fmt == "md":
-        return markdown(rows, metric)
+        return markdown(records, metric)
     if fmt == "csv":
-        return to_csv(rows).rstrip("\n")
-    return json.dumps(json_runs(rows), indent=2)
+        return to_csv(records).rstrip("\n")
+    return json.dumps(json_runs(records), indent=2)
+
+
+def headline(records: list[RunRecord]) -> list[str]:
+    """The science in two lines per task: the ranking by mean headline entropy MAE, and whether
+    the transformer beats the position-wise MLP on every seed (worst transformer seed against
+    best MLP seed), as Paper I reports it for the bijection."""
+    lines = []
+    by_task: dict[str, dict[str, list[float]]] = {}
+    for r in records:
+        by_task.setdefault(r.task_label, {}).setdefault(r.arch, []).append(r.entropy_mae_bits)
+    for task, archs in by_task.items():
+        mean = {a: sum(v) / len(v) for a, v in archs.items()}
+        ranking = " < ".join(f"{a} {mean[a]:.4f}" for a in sorted(mean, key=mean.get))
+        lines.append(f"{task}: mean entropy MAE (bits), best first: {ranking}")
+        if "transformer" in archs and "mlp" in archs:
+            worst_t, best_m = max(archs["transformer"]), min(archs["mlp"])
+            factor = best_m / worst_t if worst_t > 0 else math.inf
+            verdict = "below" if factor > 1 else "NOT below"
+            lines.append(f"{task}: transformer is {verdict} the position-wise MLP on every seed, by {factor:.1f}x "
+                         f"(worst transformer seed {worst_t:.4f} bits, best MLP seed {best_m:.4f} bits)")
+    return lines

@@ -170,7 +170,7 @@ def test_uniform_floors_of_the_paper_settings_are_the_papers_mlp_rows():
     bij = get_task("bijection", **{**cfg, "supervise": "values"})
     f = _uniform_floor(bij)
     for metric in ("entropy_mae", "entropy_mae_positional", "kl"):  # equal for the uniform predictor
-        assert f["uniform"][metric]["mean"] == pytest.approx(1.849, abs=0.01)
+        assert f["uniform"][metric].mean == pytest.approx(1.849, abs=0.01)
     # the exact value: E[log2 20 - H_t] with keys drawn with replacement, by enumeration of the
     # number of distinct keys seen before t (a repeat has H = 0)
     V, L = 20, 19
@@ -179,7 +179,7 @@ def test_uniform_floors_of_the_paper_settings_are_the_papers_mlp_rows():
     for _ in range(L):
         exact += sum(dist[d] * (math.log2(V) - (d / V) * 0 - (1 - d / V) * math.log2(V - d)) for d in range(V))
         dist = [dist[d] * d / V + (dist[d - 1] * (V - d + 1) / V if d else 0.0) for d in range(V + 1)]
-    assert f["uniform"]["entropy_mae"]["mean"] == pytest.approx(exact / L, abs=0.01)
+    assert f["uniform"]["entropy_mae"].mean == pytest.approx(exact / L, abs=0.01)
     assert exact / L == pytest.approx(1.849, abs=0.001)
 
     cfg = dict(preset.tasks["hmm"].task)
@@ -188,11 +188,11 @@ def test_uniform_floors_of_the_paper_settings_are_the_papers_mlp_rows():
     assert (hmm.K, hmm.encoding, hmm.rounding, hmm.target) == (20, "tokens", "authors", "posterior")
     f = _uniform_floor(hmm, n=16384)  # per-sequence values spread widely (32768 sequences: 0.4148 +- 0.0013)
     for metric in ("entropy_mae", "entropy_mae_positional", "kl"):
-        assert f["uniform"][metric]["mean"] == pytest.approx(0.42, abs=0.01)
-    assert f["uniform"]["kl"]["ci_high"] - f["uniform"]["kl"]["ci_low"] < 0.01  # 95% interval
+        assert f["uniform"][metric].mean == pytest.approx(0.42, abs=0.01)
+    assert f["uniform"]["kl"].ci_high - f["uniform"]["kl"].ci_low < 0.01  # 95% interval
     # the default `rows` prior (unclipped rows) is a different data set: 0.51
     rows = _uniform_floor(get_task("hmm", K=20))
-    assert rows["uniform"]["kl"]["mean"] == pytest.approx(0.51, abs=0.01)
+    assert rows["uniform"]["kl"].mean == pytest.approx(0.51, abs=0.01)
 
 
 def test_marginal_floor_is_the_mean_posterior_per_position():
@@ -206,7 +206,7 @@ def test_marginal_floor_is_the_mean_posterior_per_position():
     assert torch.equal(uniform_log_q(batch).exp()[0, t], torch.full((4,), 0.25, dtype=torch.float64))
     # the marginal never loses to the uniform predictor in KL by more than sampling noise
     f = floor_scores(batch, ref)
-    assert f["marginal"]["kl"]["mean"] <= f["uniform"]["kl"]["mean"] + 0.02
+    assert f["marginal"]["kl"].mean <= f["uniform"]["kl"].mean + 0.02
     with pytest.raises(ValueError, match="reference batch must have"):
         marginal_log_q(batch, get_task("sticky", V=4, L=11).sample(3, torch.Generator().manual_seed(0)))
 
