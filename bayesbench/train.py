@@ -37,7 +37,7 @@ CHECKPOINT_NAME = "checkpoint.pt"
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Optimisation settings (SPEC.md 4). `warmup_steps` and `min_lr_ratio` apply to 'cosine'.
+    """Optimisation settings (docs/science.md#architectures-and-training; Paper I, Sec. 3.3-3.4). `warmup_steps` and `min_lr_ratio` apply to 'cosine'.
 
     prefetch: batches drawn per task.sample call (sliced afterwards; every step still gets
     fresh sequences). It is part of the data stream's definition: runs that must match
