@@ -23,11 +23,12 @@ import uuid
 
 from .checks import positive_int
 from .cli_model import add_model_options, add_score_parser, cmd_score, model_jobs, split_list
-from .leaderboard import FORMATS
+from .leaderboard import FORMATS, METRICS
 
 EPILOG = """Results go to an SQLite store (default ./results/bayesbench.sqlite; --db or $BAYESBENCH_DB).
-Metrics are in bits: entropy MAE = mean |H(model) - H(Bayes)| and KL = mean KL(Bayes || model) over the
-scored positions of a fixed evaluation set. Run `bayesbench COMMAND --help` for each command's options."""
+Metrics are in bits over the scored positions of a fixed evaluation set: entropy MAE = mean |H(model) - H(Bayes)|,
+positional entropy MAE = mean over positions of |mean H(model) - mean H(Bayes)| (the authors' bijection metric),
+KL = mean KL(Bayes || model) (docs/science.md#metrics). Run `bayesbench COMMAND --help` for each command's options."""
 
 
 def _seed_list(text: str) -> list[int]:
@@ -109,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     lb.add_argument("--latest", action="store_true", help="only the newest run of each task and arch")
     lb.add_argument("--all", action="store_true", help="one row per stored run (no pooling of seeds across runs)")
     lb.add_argument("--format", default="md", choices=FORMATS, help="output format (default md)")
+    lb.add_argument("--metric", default="entropy_mae", choices=tuple(METRICS),
+                    help="rank by this metric (default entropy_mae; see docs/science.md, Metrics)")
     lb.add_argument("--json", action="store_true", help="same as --format json")
     _common(lb)
 
@@ -277,7 +280,7 @@ def cmd_leaderboard(args) -> int:
     if args.latest and args.all:
         raise ValueError("give at most one of --latest and --all")
     records = select_rows(args.db, task=args.task, arch=args.arch, latest=args.latest)
-    print(render(records, "json" if args.json else args.format, per_run=args.all))
+    print(render(records, "json" if args.json else args.format, args.metric, per_run=args.all))
     return 0
 
 

@@ -2,9 +2,11 @@
 
 - `eval_set(task, n)`: the task's evaluation sequences, drawn from a seed fixed per task and
   disjoint from every training-data seed, cached in memory (and on disk with `cache_dir`).
-- `evaluate_members(model, batch)`: entropy MAE and KL(p || q) in bits per member, with 95%
-  intervals over sequences and per-position curves (`metrics.score`).
-- `permute_hmm_labels(task, batch, generator)`: SPEC.md 3.2's label-permutation check: relabel
+- `evaluate_members(model, batch)`: the three metrics in bits per member (entropy MAE per
+  sequence and position, entropy MAE of per-position means, KL(p || q)), with 95% intervals
+  over sequences and per-position curves (`metrics.score`).
+- `permute_hmm_labels(task, batch, generator)`: the label-permutation check (docs/science.md,
+  "HMM state tracking"; Paper I, arXiv 2512.22471, Fig. 8): relabel
   the hidden states by sigma (T'[sigma(i), sigma(j)] = T[i, j], E'[sigma(i), o] = E[i, o]) and
   recompute the exact posterior; a model that filters the HMM given in the header must score
   the same on both (paired difference with its interval).
@@ -81,13 +83,13 @@ class MemberScore:
 
     entropy_mae: Summary
     kl: Summary
+    entropy_mae_positional: Summary
     errors: Tensor  # [N, L] |H(q) - H(p)|, for paired comparisons
     curves: PositionCurves
 
 
 def evaluate_members(model: EnsembleModel, batch: Batch) -> list[MemberScore]:
-    """Entropy MAE and KL(p || q) of each member against batch.posterior, with curves. A
-    diverged member (non-finite predictions) gets NaN scores; its siblings keep theirs."""
+    """The three metrics of each member against batch.posterior, with curves. A diverged member (non-finite predictions) gets NaN scores; its siblings keep theirs."""
     log_q = predict(model, batch)
     p, mask = batch.posterior.double(), batch.mask
     positions = mask.any(0).nonzero().flatten()
@@ -96,7 +98,7 @@ def evaluate_members(model: EnsembleModel, batch: Batch) -> list[MemberScore]:
         s = score(p, mask, log_q=log_q[e], nonfinite="nan")
         curve = lambda c: [float(x) for x in c[positions]]  # noqa: E731
         scores.append(MemberScore(
-            s.entropy_mae, s.kl, s.entropy_error,
+            s.entropy_mae, s.kl, s.entropy_mae_positional, s.entropy_error,
             PositionCurves(position=positions.tolist(), entropy_mae=curve(s.entropy_mae_curve), kl=curve(s.kl_curve),
                            model_entropy=curve(s.model_entropy_curve), bayes_entropy=curve(s.bayes_entropy_curve))))
     return scores
@@ -136,9 +138,26 @@ def scored_positions(task: Task) -> str:
     return "every supervised position"
 
 
-def evaluation_tasks(task: Task, lengths: tuple[int, ...] = ()) -> dict[str, Task]:
-    """{name: task} to score: the training task first (the primary evaluation), then the HMM
-    length-generalisation variants."""
+SCORED_SETS = {"values": "values", "values+query": "both", "query": "query"}  # eval name -> supervise
+
+
+def evaluation_tasks(task: Task, lengths: tuple[int, ...] = (), scored: tuple[str, ...] = ()) -> dict[str, Task]:
+    """{name: task} to score: the primary evaluation first.
+
+    `lengths` (HMM): the trained K first, then the length-generalisation variants ("K=30").
+    `scored` (bijection): which positions each evaluation scores, by name: "values" (the value
+    positions, where the papers' bijection numbers are measured), "values+query" (also the final
+    retrieval query, which the authors' training script supervises) or "query".
+    """
+    if lengths and scored:
+        raise ValueError("give eval lengths (hmm) or scored position sets (bijection), not both")
+    if scored:
+        if task.name != "bijection":
+            raise ValueError(f"scored position sets apply to the bijection task only, got task {task.name!r}")
+        unknown = [s for s in scored if s not in SCORED_SETS]
+        if unknown:
+            raise ValueError(f"scored sets must be among {tuple(SCORED_SETS)}, got {unknown}")
+        return {name: dataclasses.replace(task, supervise=SCORED_SETS[name]) for name in scored}
     if not lengths:
         return {"standard": task}
     if task.name != "hmm":
@@ -146,21 +165,24 @@ def evaluation_tasks(task: Task, lengths: tuple[int, ...] = ()) -> dict[str, Tas
     return {f"K={task.K}": task, **{f"K={k}": dataclasses.replace(task, K=int(k)) for k in lengths}}
 
 
-def max_eval_len(task: Task, lengths: tuple[int, ...] = ()) -> int:
+def max_eval_len(task: Task, lengths: tuple[int, ...] = (), scored: tuple[str, ...] = ()) -> int:
     """Position embeddings must cover this length (the longest evaluation sequence)."""
-    return max(t.seq_len for t in evaluation_tasks(task, lengths).values())
+    return max(t.seq_len for t in evaluation_tasks(task, lengths, scored).values())
 
 
-def evaluate(model: EnsembleModel, task: Task, *, lengths: tuple[int, ...] = (),
+def evaluate(model: EnsembleModel, task: Task, *, lengths: tuple[int, ...] = (), scored: tuple[str, ...] = (),
              n_sequences: int = DEFAULT_SEQUENCES, permutation_check: bool | None = None,
              cache_dir: str | None = None) -> list[MemberEvaluation]:
     """Score every member; returns one MemberEvaluation per member.
 
-    The primary evaluation is the training task itself (for the HMM: K as trained). With
-    `permutation_check` (default: on for the HMM) the primary set is also scored with
-    permuted labels.
+    The primary evaluation is the first of `evaluation_tasks` (for the HMM: K as trained). Each
+    evaluation holds the three metrics and the floors (uniform and context-ignoring marginal
+    predictors, `bayesbench.floors`) on the same sequences. With `permutation_check` (default:
+    on for the HMM) the primary set is also scored with permuted labels.
     """
-    tasks = evaluation_tasks(task, lengths)
+    from .floors import MARGINAL_SEQUENCES, floor_scores
+
+    tasks = evaluation_tasks(task, lengths, scored)
     primary = next(iter(tasks))
     if permutation_check is None:
         permutation_check = task.name == "hmm"
@@ -172,11 +194,13 @@ def evaluate(model: EnsembleModel, task: Task, *, lengths: tuple[int, ...] = (),
     for name, t in tasks.items():
         batch = eval_set(t, n_sequences, cache_dir=cache_dir)
         scores = evaluate_members(model, batch)
+        floors = floor_scores(batch, eval_set(t, MARGINAL_SEQUENCES, seed=eval_seed(t, "marginal"),
+                                              cache_dir=cache_dir))
         if name == primary:
             plain, plain_batch = scores, batch
         for e, s in enumerate(scores):
             evals[e][name] = EvalResult(task=t.describe(), positions=scored_positions(t), entropy_mae=s.entropy_mae,
-                                        kl=s.kl)
+                                        kl=s.kl, entropy_mae_positional=s.entropy_mae_positional, floors=floors)
             curves[e][name] = s.curves
     checks: list[PermutationCheck | None] = [None] * model.ensemble
     if permutation_check:

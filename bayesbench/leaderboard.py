@@ -1,12 +1,18 @@
 """Leaderboards: queries over the results store, as Markdown, CSV or JSON.
 
-Every number says what it is: entropy MAE = mean over (sequence, scored position) of
-|H(model) - H(Bayes)| in bits; KL = mean KL(Bayes || model) in bits; both over the task's
-fixed evaluation set, on the positions named in the table's notes. By default a row pools every
-stored seed of one (task, arch, configuration) across runs (the newest record of a seed run
-twice), with the number of seeds shown; `latest=True` keeps only the newest run of each (task,
-arch), `per_run=True` gives one row per run. Input everywhere: the stored
-`RunRecord`s (`select_rows`). `headline` states the science the leaderboard exists to show.
+Every number says what it is (docs/science.md#metrics), all in bits over the task's fixed
+evaluation set, on the positions named in the table's notes:
+- entropy_mae: mean over (sequence, scored position) of |H(model) - H(Bayes)|;
+- entropy_mae_positional: mean over scored positions of |mean H(model) - mean H(Bayes)|, the
+  means over sequences (the authors' bijection metric, Paper I Table 1);
+- kl: mean KL(Bayes || model) (the authors' HMM metric).
+The table ranks by one of them (`metric`) and names it in its header. Below each task and
+evaluation, two computed floors: the uniform predictor and the best context-ignoring one
+(`bayesbench.floors`). By default a row pools every stored seed of one (task, arch,
+configuration) across runs (the newest record of a seed run twice), with the number of seeds
+shown; `latest=True` keeps only the newest run of each (task, arch), `per_run=True` gives one
+row per run. Input everywhere: the stored `RunRecord`s (`select_rows`). `headline` states the
+science the leaderboard exists to show.
 """
 
 from __future__ import annotations
@@ -20,6 +26,25 @@ from .record import EvalResult, RunRecord
 from .results import read_records
 
 FORMATS = ("md", "csv", "json")
+METRICS = {
+    "entropy_mae": "entropy MAE per (sequence, position): mean |H(model) - H(Bayes)|",
+    "entropy_mae_positional": "entropy MAE of per-position means: mean over positions of "
+                              "|mean H(model) - mean H(Bayes)| (the authors' bijection metric, Paper I Table 1)",
+    "kl": "KL(Bayes || model), mean over (sequence, position) (the authors' HMM metric)",
+}
+SHORT = {"entropy_mae": "entropy MAE", "entropy_mae_positional": "positional entropy MAE", "kl": "KL"}
+
+
+def check_metric(metric: str) -> str:
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {tuple(METRICS)}, got {metric!r}")
+    return metric
+
+
+def _ev_mean(ev: EvalResult, metric: str) -> float:
+    """One evaluation's mean of `metric` (NaN when the run predates that metric)."""
+    s = getattr(ev, metric)
+    return math.nan if s is None else s.mean
 
 
 def select_rows(db: str | None = None, *, task: str | None = None, arch: str | None = None,
@@ -53,6 +78,9 @@ def _json_eval(ev: EvalResult) -> dict:
     """An evaluation's means in bits (one `<metric>_bits` key per metric) and its scored positions."""
     out = {f"{name}_bits": _num(s.mean) for name, s in ev.metrics().items()}
     out["positions"] = ev.positions
+    if ev.floors is not None:
+        out["floors"] = {name: {f"{m}_bits": _num(s.mean) for m, s in scores.items()}
+                         for name, scores in ev.floors.items()}
     return out
 
 
@@ -68,6 +96,7 @@ def json_runs(records: list[RunRecord]) -> dict:
             "entropy_mae_ci": [_num(head.entropy_mae.ci_low), _num(head.entropy_mae.ci_high)],
             "kl_bits": _num(head.kl.mean), "kl_ci": [_num(head.kl.ci_low), _num(head.kl.ci_high)],
             "wall_s": r.wall_s, "steps_per_s": r.steps_per_s, "status": r.status,
+            "entropy_mae_positional_bits": _num(r.entropy_mae_positional_bits),
             "preset": r.preset, "group_id": r.group_id, "eval": r.primary,
             "evals": {name: _json_eval(ev) for name, ev in r.evals.items()},
             "permutation": _clean_json(r.permutation.to_json()) if r.permutation is not None else None,
@@ -99,32 +128,40 @@ def config_key(record: RunRecord) -> str:
                       sort_keys=True, default=str)
 
 
-def _aggregate(records: list[RunRecord], per_run: bool = False) -> list[dict]:
+def _aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: bool = False) -> list[dict]:
     """One entry per (task_label, eval, arch, configuration) pooling the seeds of every run (a
-    seed stored twice counts once, its newest record), or per (..., run) with `per_run`; in a
-    stable order."""
+    seed stored twice counts once, its newest record), or per (..., run) with `per_run`, with
+    per-seed values of every metric; ordered by task, eval and the mean of `metric`."""
     groups: dict[tuple, dict] = {}
     for r in records:  # oldest first: a newer record of the same seed replaces the older one
         for name, ev in r.evals.items():
             key = (r.task_label, name, r.arch, r.run_id if per_run else config_key(r))
             g = groups.setdefault(key, {"task": r.task_label, "eval": name, "arch": r.arch,
                                         "params": r.params, "steps": r.steps, "runs": {}, "by_seed": {},
-                                        "positions": ev.positions, "n_sequences": ev.entropy_mae.n_sequences,
+                                        "positions": ev.positions, "floors": ev.floors,
+                                        "n_sequences": ev.entropy_mae.n_sequences,
                                         "primary": name == r.primary})
             g["runs"][r.run_id] = r.wall_s
-            g["by_seed"][r.seed] = (ev.entropy_mae.mean, ev.kl.mean, r.status)
+            g["by_seed"][r.seed] = ({m: _ev_mean(ev, m) for m in METRICS}, r.status)
+            g["floors"] = g["floors"] or ev.floors
     for g in groups.values():
         seeds = sorted(g.pop("by_seed").items())
         g["seeds"] = [s for s, _ in seeds]
-        g["mae"], g["kl"], g["status"] = ([v[i] for _, v in seeds] for i in range(3))
+        g["values"] = {m: [v[m] for _, (v, _) in seeds] for m in METRICS}
+        g["status"] = [st for _, (_, st) in seeds]
         walls = [w for w in g["runs"].values() if w is not None]
         g["wall_s"] = sum(walls) / len(walls) if walls else float("nan")
         g["n_runs"] = len(g.pop("runs"))
-    out = sorted(groups.values(), key=lambda g: (g["task"], _eval_order(g["eval"]), _mean(g["mae"])))
+    out = sorted(groups.values(),
+                 key=lambda g: (g["task"], _eval_order(g["eval"]), _sort_key(_mean(g["values"][metric]))))
     for g in out:
-        g["mae_mean"], g["kl_mean"] = _mean(g["mae"]), _mean(g["kl"])
-        g["mae_ci"] = seed_interval(g["mae"])
+        g["means"] = {m: _mean(v) for m, v in g["values"].items()}
+        g["ci"] = seed_interval(g["values"][metric])
     return out
+
+
+def _sort_key(x: float) -> float:
+    return x if math.isfinite(x) else math.inf
 
 
 def seed_interval(values: list, level: float = 0.95) -> tuple[float, float]:
@@ -178,36 +215,47 @@ def _count(n: int) -> str:
     return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k"
 
 
-def markdown(records: list[RunRecord], per_run: bool = False) -> str:
-    """The leaderboard table plus notes saying what every number is."""
+def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: bool = False) -> str:
+    """The leaderboard table ranked by `metric`, floor rows per task and evaluation, and notes
+    saying what every number is."""
+    check_metric(metric)
     if not records:
         return "(no results in the store yet: run `bayesbench run --preset quick`)"
-    agg = _aggregate(records, per_run)
-    lines = ["| task | eval | arch | params | steps | wall (s) | seeds | entropy MAE (bits), mean [95% CI over seeds] "
-             "| per seed | KL (bits), mean | x best |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    agg = _aggregate(records, metric, per_run)
+    others = [m for m in METRICS if m != metric]
+    lines = [f"| task | eval | arch | params | steps | wall (s) | seeds | **{SHORT[metric]}** (bits), mean "
+             f"[95% CI over seeds] | per seed | " + " | ".join(f"{SHORT[m]} (bits), mean" for m in others)
+             + " | x best |",
+             "|---|---|---|---|---|---|---|---|---|" + "---|" * len(others) + "---|"]
     best: dict[tuple, float] = {}
     for g in agg:
         key = (g["task"], g["eval"])
-        best[key] = min(best.get(key, math.inf), g["mae_mean"])
-    for g in agg:
-        ratio = g["mae_mean"] / best[(g["task"], g["eval"])] if best[(g["task"], g["eval"])] > 0 else float("nan")
+        v = g["means"][metric]
+        best[key] = min(best.get(key, math.inf), v if math.isfinite(v) else math.inf)
+    for i, g in enumerate(agg):
+        key = (g["task"], g["eval"])
+        ratio = g["means"][metric] / best[key] if 0 < best[key] < math.inf else float("nan")
         flag = "" if all(s == "ok" for s in g["status"]) else " (diverged member)"
-        lo, hi = g["mae_ci"]
+        lo, hi = g["ci"]
         ci = f" [{_fmt(max(lo, 0.0))}, {_fmt(hi)}]" if math.isfinite(lo) else ""
         lines.append(f"| {g['task']} | {g['eval']}{'' if not g['primary'] else ' (trained)'} | {g['arch']}{flag} | "
                      f"{_count(g['params'])} | {g['steps']} | {_wall(g['wall_s'])} | {_seeds(g)} | "
-                     f"{_fmt(g['mae_mean'])}{ci} | {' '.join(_fmt(x) for x in g['mae'])} | {_fmt(g['kl_mean'])} | "
-                     f"{ratio:.1f}x |")
-    notes = ["", "Metrics (bits, log base 2), each averaged over every (sequence, scored position) pair of the "
-             "task's fixed evaluation set:",
-             "- entropy MAE = mean |H(model) - H(Bayes)|; KL = mean KL(Bayes || model); 'per seed' lists each "
-             "ensemble member in seed order; the interval is a t-interval of the mean over seeds (clipped at 0); "
-             "'x best' = mean MAE / best mean MAE on that task and eval; wall = training wall time of the whole "
-             "ensemble (all seeds at once; the mean over runs when a row pools several); 'seeds' = how many "
-             "seeds the row pools (every stored run of the same task, arch and configuration; a seed run twice "
-             "counts once, its newest run), then which.",
-             "- scored positions:"]
+                     f"{_fmt(g['means'][metric])}{ci} | {' '.join(_fmt(x) for x in g['values'][metric])} | "
+                     + " | ".join(_fmt(g["means"][m]) for m in others) + f" | {ratio:.1f}x |")
+        if i + 1 == len(agg) or (agg[i + 1]["task"], agg[i + 1]["eval"]) != key:
+            lines += _floor_lines(agg, key, metric, others)
+    notes = ["", f"Ranked by **{SHORT[metric]}** = {METRICS[metric]}. Every metric in bits (log base 2) over the "
+             "task's fixed evaluation set (docs/science.md#metrics):"]
+    notes += [f"- {SHORT[m]} = {METRICS[m]}" for m in METRICS]
+    notes += ["- 'per seed' lists each ensemble member in seed order; the interval is a t-interval of the mean over "
+              "seeds (clipped at 0); 'x best' = mean / best mean on that task and eval (floors excluded); wall = "
+              "training wall time of the whole ensemble (all seeds at once; the mean over runs when a row pools several); "
+              "'seeds' = how many seeds the row pools (every stored run of the same task, arch and configuration; a "
+              "seed run twice counts once, its newest run), then which.",
+              "- floor rows (computed, not trained, on the same sequences): uniform = 1/C for every class; marginal = "
+              "the best predictor that ignores the context (the mean posterior at each position, estimated from an "
+              "independent sample). A model at a floor has learned nothing usable from the context.",
+              "- scored positions:"]
     seen = set()
     for g in agg:
         if (g["task"], g["eval"]) not in seen:
@@ -215,8 +263,8 @@ def markdown(records: list[RunRecord], per_run: bool = False) -> str:
             notes.append(f"  - {g['task']} {g['eval']}: {g['positions']}; {g['n_sequences']} sequences")
     perm = [r for r in records if r.permutation is not None]
     if perm:
-        notes.append("- HMM label-permutation check (SPEC.md 3.2; same sequences, hidden states relabelled, "
-                     "posterior recomputed): MAE vs permuted MAE, difference with 95% CI:")
+        notes.append("- HMM label-permutation check (docs/science.md#hmm-state-tracking; same sequences, hidden states "
+                     "relabelled, posterior recomputed): entropy MAE vs permuted entropy MAE, difference with 95% CI:")
         for r in perm:
             p = r.permutation
             d = p.difference
@@ -227,6 +275,22 @@ def markdown(records: list[RunRecord], per_run: bool = False) -> str:
         if r.status != "ok":
             notes.append(f"- {r.task_label} {r.arch} seed {r.seed}: {r.status}")
     return "\n".join(lines + notes)
+
+
+def _floor_lines(agg: list[dict], key: tuple, metric: str, others: list[str]) -> list[str]:
+    """The floor rows of one (task, eval), from the first run that stored them."""
+    floors = next((g["floors"] for g in agg if (g["task"], g["eval"]) == key and g["floors"]), None)
+    if not floors:
+        return []
+    out = []
+    for name in ("uniform", "marginal"):
+        scores = floors.get(name)
+        if not scores:
+            continue
+        val = lambda m: scores[m].mean if m in scores else None  # noqa: E731
+        out.append(f"| {key[0]} | {key[1]} | *{name} (floor)* | - | - | - | - | {_fmt(val(metric))} | - | "
+                   + " | ".join(_fmt(val(m)) for m in others) + " | - |")
+    return out
 
 
 def _csv_number(x: float | None) -> float | str:
@@ -250,11 +314,12 @@ def to_csv(records: list[RunRecord]) -> str:
     return buf.getvalue()
 
 
-def render(records: list[RunRecord], fmt: str = "md", per_run: bool = False) -> str:
+def render(records: list[RunRecord], fmt: str = "md", metric: str = "entropy_mae", per_run: bool = False) -> str:
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+    check_metric(metric)
     if fmt == "md":
-        return markdown(records, per_run)
+        return markdown(records, metric, per_run)
     if fmt == "csv":
         return to_csv(records).rstrip("\n")
     return json.dumps(json_runs(records), indent=2)

@@ -1,12 +1,22 @@
-"""Metrics in bits (SPEC.md section 2): entropy, entropy MAE and KL(p || q), per position and
-averaged with a 95% confidence interval.
+"""Metrics in bits (docs/science.md, "Metrics"): entropy, two entropy errors and KL(p || q), per
+position and averaged with a 95% confidence interval.
 
 Conventions: p is the exact posterior, q the model's predictive; both are [..., C] probability
 vectors. 0 log 0 = 0. `mask` marks the supervised positions that are scored; everything else is
-ignored. Averages are over all scored (sequence, position) pairs, mean_{n,t}, as in the papers;
-the interval treats sequences as the independent units (positions within a sequence are
-correlated) with a ratio estimator, so sequences with different numbers of scored positions are
-handled exactly.
+ignored. Three averages, always named:
+
+- `entropy_mae`: mean over every scored (sequence, position) pair of |H(q) - H(p)|. The
+  interval treats sequences as the independent units (positions within a sequence are
+  correlated) with a ratio estimator, so sequences with different numbers of scored positions
+  are handled exactly.
+- `entropy_mae_positional`: mean over scored positions t of |mean_n H(q_{n,t}) - mean_n H(p_{n,t})|,
+  the error of the per-position mean entropies. This is what the authors' evaluation code
+  computes for the bijection table of Paper I ("The Bayesian Geometry of Transformer
+  Attention", arXiv 2512.22471, Table 1). By the triangle inequality it is never larger than
+  `entropy_mae` when every scored position is scored in the same sequences. Interval: the
+  jackknife over sequences.
+- `kl`: mean over scored pairs of KL(p || q) (the authors' HMM error, which their code labels
+  "MAE"); interval as `entropy_mae`.
 """
 
 from __future__ import annotations
@@ -53,7 +63,7 @@ def kl_bits(p: Tensor, q: Tensor | None = None, *, log_q: Tensor | None = None) 
 
 
 def entropy_error_bits(q: Tensor, p: Tensor) -> Tensor:
-    """|H(q) - H(p)| in bits at every position (the papers' headline error before averaging)."""
+    """|H(q) - H(p)| in bits at every position (the per-sequence entropy error before averaging)."""
     return (entropy_bits(q) - entropy_bits(p)).abs()
 
 
@@ -136,12 +146,58 @@ def per_position(values: Tensor, mask: Tensor | None = None) -> Tensor:
     return torch.where(counts > 0, v.sum(0) / counts.clamp(min=1), torch.full_like(counts, float("nan")))
 
 
+def positional_mae(h_q: Tensor, h_p: Tensor, mask: Tensor | None = None, level: float = 0.95, *,
+                   nonfinite: str = "raise") -> Summary:
+    """mean_t |mean_n h_q[n, t] - mean_n h_p[n, t]| over positions t scored in any sequence,
+    with a jackknife `level` interval over sequences.
+
+    h_q, h_p: [N, L] entropies (bits) of the model and of the posterior. Each position's means
+    run over the sequences scored there. The jackknife recomputes the statistic with each
+    sequence left out (vectorised: [N, L] work), se^2 = (n-1)/n sum (theta_(-n) - mean)^2, and
+    uses a t-interval with n-1 degrees of freedom. The statistic is an absolute value of a mean,
+    so it is biased upwards by noise when the true per-position difference is near 0; the
+    interval describes its sampling spread, not that bias.
+    """
+    if nonfinite not in NONFINITE:
+        raise ValueError(f"nonfinite must be one of {NONFINITE}, got {nonfinite!r}")
+    if h_q.shape != h_p.shape:
+        raise ValueError(f"h_q and h_p must have the same shape, got {list(h_q.shape)} and {list(h_p.shape)}")
+    mask = _check_mask(h_q, mask)
+    keep = mask.any(1)
+    n, n_pos = int(keep.sum()), int(mask.sum())
+    if n == 0:
+        raise ValueError("mask selects no position: nothing to average")
+    d = h_q.double() - h_p.double()
+    if nonfinite == "nan" and not bool(torch.isfinite(d[mask]).all()):
+        return Summary(math.nan, math.nan, math.nan, n, n_pos)
+    if bool(torch.isnan(d[mask]).any()):
+        raise ValueError("values contain NaN at scored positions; refusing to average them")
+    m = mask[keep].double()
+    d = torch.where(mask[keep], d[keep], torch.zeros((), dtype=torch.float64, device=d.device))
+    total, count = d.sum(0), m.sum(0)  # [L]
+    scored = count > 0
+    mean = float((total[scored] / count[scored]).abs().mean())
+    if n < 2 or not math.isfinite(mean):
+        return Summary(mean, float("nan") if n < 2 else mean, float("nan") if n < 2 else mean, n, n_pos)
+    loo_count = count - m  # [n, L]: counts with sequence i left out
+    loo_ok = loo_count > 0
+    loo_diff = torch.where(loo_ok, (total - d) / loo_count.clamp(min=1), torch.zeros_like(d)).abs()
+    loo = loo_diff.sum(1) / loo_ok.sum(1).clamp(min=1)  # [n] statistic without sequence i
+    se = math.sqrt(float((n - 1) / n * ((loo - loo.mean()) ** 2).sum()))
+    from scipy.stats import t as student_t
+
+    half = float(student_t.ppf(0.5 + level / 2.0, n - 1)) * se
+    return Summary(mean, mean - half, mean + half, n, n_pos)
+
+
 @dataclass(frozen=True)
 class Score:
-    """Entropy MAE and KL of a model against the exact posterior, averaged and per position."""
+    """The three errors of a model against the exact posterior (docs/science.md, "Metrics"),
+    averaged and per position."""
 
-    entropy_mae: Summary
-    kl: Summary
+    entropy_mae: Summary  # mean_{n,t} |H(q) - H(p)|
+    kl: Summary  # mean_{n,t} KL(p || q)
+    entropy_mae_positional: Summary  # mean_t |mean_n H(q) - mean_n H(p)|
     entropy_error: Tensor  # [N, L] |H(q) - H(p)| bits, for paired comparisons of two models
     entropy_mae_curve: Tensor  # [L] bits
     kl_curve: Tensor  # [L] bits
@@ -171,6 +227,7 @@ def score(p: Tensor, mask: Tensor, *, q: Tensor | None = None, logits: Tensor | 
     return Score(
         entropy_mae=summarize(err, mask, nonfinite=nonfinite),
         kl=summarize(kl, mask, nonfinite=nonfinite),
+        entropy_mae_positional=positional_mae(h_q, h_p, mask, nonfinite=nonfinite),
         entropy_error=err,
         entropy_mae_curve=per_position(err, mask),
         kl_curve=per_position(kl, mask),

@@ -1,8 +1,10 @@
 """Figures from the results store (matplotlib, Agg backend: PNG files, no display needed).
 
 One PNG per (task, evaluation): left, each architecture's predictive entropy per scored
-position (mean over sequences, one thin line per seed) against the Bayes entropy; right, the
-entropy error |H(model) - H(Bayes)| per position on a log scale. For tasks evaluated at several
+position (mean over sequences, one thin line per seed) against the Bayes entropy (the gap
+between these two curves, averaged over positions, is the positional entropy MAE); right, the
+per-sequence entropy MAE at each position, mean over sequences of |H(model) - H(Bayes)|, on a
+log scale. Every axis names its metric (docs/science.md, "Metrics"). For tasks evaluated at several
 lengths (HMM K = 20, 30, 50), one more PNG: the error per position at the longest length with
 the trained length marked, and the mean error against K (length generalisation).
 """
@@ -53,8 +55,8 @@ def plot(db: str | None = None, out_dir: str = "results/plots", *, task: str | N
             ax_h.plot(*bayes, "k--", lw=2, label="Bayes (exact)")
         ax_h.set(xlabel="scored position (1 = first prediction)", ylabel="entropy (bits)",
                  title=f"{label}, eval {name}: predictive entropy")
-        ax_e.set(xlabel="scored position", ylabel="|H(model) - H(Bayes)| (bits)",
-                 title="entropy error per position (one line per seed)")
+        ax_e.set(xlabel="scored position", ylabel="mean over sequences of |H(model) - H(Bayes)| (bits)",
+                 title="entropy MAE per position (per-sequence metric; one line per seed)")
         paths.append(_save(plt, fig, os.path.join(out_dir, f"{_slug(label)}_{_slug(name)}.png")))
     paths += _length_generalisation(records, out_dir, plt, colors)
     return paths
@@ -97,9 +99,9 @@ def _length_generalisation(records: list[RunRecord], out_dir: str, plt, colors: 
                           color=color, marker="o", capsize=3, label=arch)
         if trained is not None:
             ax_p.axvline(trained, color="k", ls="--", lw=1, label=f"trained K={trained}")
-        ax_p.set(xlabel="observation t", ylabel="|H(model) - H(Bayes)| (bits), mean over seeds",
+        ax_p.set(xlabel="observation t", ylabel="mean |H(model) - H(Bayes)| (bits), mean over seeds",
                  title=f"{label}: error per position at the longest K")
-        ax_k.set(xlabel="evaluation length K", ylabel="entropy MAE (bits)", yscale="log",
+        ax_k.set(xlabel="evaluation length K", ylabel="entropy MAE per (sequence, position) (bits)", yscale="log",
                  title="length generalisation (mean over seeds, bars: seed range)")
         paths.append(_save(plt, fig, os.path.join(out_dir, f"{_slug(label)}_length_generalisation.png")))
     return paths

@@ -5,8 +5,10 @@ writes it as one SQLite row and reads it back, and the leaderboard and the plots
 fields (`record.evals["K=30"].entropy_mae.mean`, not nested dict paths).
 
 Scores are per evaluation set: `evals[name]` is an `EvalResult` (for the HMM the names are
-"K=20", "K=30", ...; otherwise "standard"), and `primary` names the one that is the training task
-itself (the headline numbers). An `EvalResult`'s metrics are its fields typed `Summary`
+"K=20", "K=30", ...; for the bijection "values" and "values+query"; otherwise "standard"), and
+`primary` names the one that is the training task itself (the headline numbers). Each holds the
+three metrics (docs/science.md#metrics) and the floors (uniform and context-ignoring predictors
+scored on the same sequences, `bayesbench.floors`). An `EvalResult`'s metrics are its fields typed `Summary`
 (`metrics.Summary`: mean with a 95% interval over sequences, all in bits): adding a metric is
 adding a field typed `Summary | None = None` here and computing it in `evaluate.evaluate`;
 `metric_names()`, the JSON (de)serialisation and the leaderboard's JSON and CSV pick it up, and
@@ -39,8 +41,11 @@ class EvalResult:
 
     task: str  # the evaluated task, described (e.g. "hmm(S=5, V=5, K=30, ...)")
     positions: str  # which positions the numbers average over, in words
-    entropy_mae: Summary  # mean |H(model) - H(Bayes)|
+    entropy_mae: Summary  # mean over (sequence, position) of |H(model) - H(Bayes)|
     kl: Summary  # mean KL(Bayes || model)
+    entropy_mae_positional: Summary | None = None  # mean over positions of |mean H(model) - mean H(Bayes)|
+    # {"uniform" | "marginal": {metric name: Summary}}: the floors on the same sequences
+    floors: dict[str, dict[str, Summary]] | None = None
 
     @classmethod
     def metric_names(cls) -> tuple[str, ...]:
@@ -62,6 +67,9 @@ class EvalResult:
         for f in dataclasses.fields(cls):
             if f.name in metrics:
                 args[f.name] = _summary_from_json(d.get(f.name))
+            elif f.name == "floors":
+                args[f.name] = None if d.get("floors") is None else {
+                    name: {m: _summary_from_json(v) for m, v in scores.items()} for name, scores in d["floors"].items()}
             elif f.name in d:
                 args[f.name] = d[f.name]
         return cls(**args)
@@ -181,3 +189,9 @@ class RunRecord:
     def kl_bits(self) -> float:
         """Headline KL(Bayes || model) (bits) on the primary evaluation."""
         return self.headline.kl.mean
+
+    @property
+    def entropy_mae_positional_bits(self) -> float:
+        """Headline positional entropy MAE (bits) on the primary evaluation (NaN if not measured)."""
+        s = self.headline.entropy_mae_positional
+        return math.nan if s is None else s.mean

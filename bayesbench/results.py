@@ -51,6 +51,9 @@ CREATE TABLE IF NOT EXISTS runs (
     kl_bits REAL,
     kl_ci_low REAL,
     kl_ci_high REAL,
+    entropy_mae_positional_bits REAL,
+    entropy_mae_positional_ci_low REAL,
+    entropy_mae_positional_ci_high REAL,
     metrics TEXT,
     curves TEXT,
     loss_curve TEXT,
@@ -61,11 +64,13 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE INDEX IF NOT EXISTS runs_task_arch ON runs (task_label, arch, created_at);
 """
 
-SCHEMA_VERSION = 1  # PRAGMA user_version of stores this module writes (0: written before it was set)
+SCHEMA_VERSION = 2  # PRAGMA user_version of stores this module writes (0: written before it was set;
+# 2 added the entropy_mae_positional columns, which older stores gain on opening)
 COLUMNS = ("run_id", "seed", "member", "group_id", "preset", "task", "task_label", "task_config", "arch",
            "config", "params", "steps", "wall_s", "steps_per_s", "sequences_per_s", "status", "final_loss",
            "entropy_mae_bits", "entropy_mae_ci_low", "entropy_mae_ci_high", "kl_bits", "kl_ci_low",
-           "kl_ci_high", "metrics", "curves", "loss_curve", "environment", "created_at")
+           "kl_ci_high", "entropy_mae_positional_bits", "entropy_mae_positional_ci_low",
+           "entropy_mae_positional_ci_high", "metrics", "curves", "loss_curve", "environment", "created_at")
 JSON_COLUMNS = ("task_config", "config", "metrics", "curves", "loss_curve", "environment")
 
 
@@ -84,6 +89,8 @@ def connect(path: str | None = None) -> sqlite3.Connection:
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
     try:
+        if conn.execute("PRAGMA user_version").fetchone()[0] <= SCHEMA_VERSION:
+            _retry(lambda: _add_missing_columns(conn))
         _check_schema(conn, path)
     except ValueError:
         conn.close()
@@ -106,6 +113,26 @@ def _check_schema(conn: sqlite3.Connection, path: str) -> None:
     if have and missing:
         raise ValueError(f"results store {path} has a 'runs' table without the columns {missing} "
                          "(written by another program or an incompatible bayesbench); use another --db")
+
+
+# Columns added after SCHEMA_VERSION 1: a version-1 (or unversioned) store gains them, NULL in
+# its old rows, before the schema check.
+ADDED_COLUMNS = {"entropy_mae_positional_bits": "REAL", "entropy_mae_positional_ci_low": "REAL",
+                 "entropy_mae_positional_ci_high": "REAL"}
+
+
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    """Bring an existing `runs` table of an older version up to the current columns."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(runs)").fetchall()}
+    if not have:
+        return
+    for name, kind in ADDED_COLUMNS.items():
+        if name not in have:
+            try:
+                conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+            except sqlite3.OperationalError as err:  # another process added it first
+                if "duplicate column" not in str(err):
+                    raise
 
 
 def _retry(action, attempts: int = 20):
@@ -143,6 +170,10 @@ def to_row(record: RunRecord) -> dict:
         "entropy_mae_bits": head.entropy_mae.mean, "entropy_mae_ci_low": head.entropy_mae.ci_low,
         "entropy_mae_ci_high": head.entropy_mae.ci_high,
         "kl_bits": head.kl.mean, "kl_ci_low": head.kl.ci_low, "kl_ci_high": head.kl.ci_high,
+        **({} if head.entropy_mae_positional is None else {
+            "entropy_mae_positional_bits": head.entropy_mae_positional.mean,
+            "entropy_mae_positional_ci_low": head.entropy_mae_positional.ci_low,
+            "entropy_mae_positional_ci_high": head.entropy_mae_positional.ci_high}),
         "metrics": {"primary": ev.primary, "evals": {name: e.to_json() for name, e in ev.evals.items()},
                     "permutation": ev.permutation.to_json() if ev.permutation is not None else None,
                     "param_breakdown": record.param_breakdown, "final_loss": FINAL_LOSS_MEANING},

@@ -77,7 +77,7 @@ class Job:
 
     @functools.cached_property
     def max_len(self) -> int:
-        return max_eval_len(self.task, self.setup.eval_lengths)
+        return max_eval_len(self.task, self.setup.eval_lengths, self.setup.eval_scored)
 
     @functools.cached_property
     def params(self) -> int:
@@ -90,22 +90,27 @@ class Job:
 
     def meta(self, group_id: str | None) -> dict:
         return {"preset": self.preset, "label": self.setup.label, "group_id": group_id, "name": self.name,
-                "eval_lengths": list(self.setup.eval_lengths), "eval_sequences": self.setup.eval_sequences}
+                "eval_lengths": list(self.setup.eval_lengths), "eval_scored": list(self.setup.eval_scored),
+                "eval_sequences": self.setup.eval_sequences}
 
 
 def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] | None = None,
               seeds: list[int] | None = None, steps: int | None = None, device: str | None = None,
               attention: str | None = None, compile: bool = False,
               checkpoint_every: int | None = None, eval_sequences: int | None = None) -> list[Job]:
-    """Every (task, arch) of the preset, or of the given selections, as resolved jobs."""
+    """Every (task, arch) of the preset, or of the given selections, as resolved jobs.
+
+    Without `archs`, each task runs its own default architectures (`TaskSetup.archs`, else the
+    preset's); a named arch must be configured for every selected task.
+    """
     p = get_preset(preset)
     keys = list(tasks or p.tasks)
     for k in keys:
         if k not in p.tasks:
             raise ValueError(f"task {k!r} is not in preset {preset!r}; available: {', '.join(p.tasks)}")
-    archs = list(archs or p.archs)
+    explicit = bool(archs)
     known = list_models()
-    for a in archs:
+    for a in archs or ():
         if a not in known:
             raise ValueError(f"unknown arch {a!r}; available: {', '.join(known)}")
     dev = resolve_device(device or p.device)
@@ -115,7 +120,7 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
         if eval_sequences is not None:
             setup = dataclasses.replace(setup, eval_sequences=eval_sequences)
         task = make_task(setup)
-        max_len = max_eval_len(task, setup.eval_lengths)
+        max_len = max_eval_len(task, setup.eval_lengths, setup.eval_scored)
         train_cfg = dict(setup.train, checkpoint_every=p.checkpoint_every if checkpoint_every is None
                          else checkpoint_every, compile=compile)
         if steps is not None:
@@ -123,7 +128,7 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
             if train_cfg.get("warmup_steps", 0) > steps // 10:  # keep the warm-up a small fraction
                 train_cfg["warmup_steps"] = max(0, steps // 100)
         member_seeds = tuple(seeds) if seeds is not None else tuple(range(setup.seeds))
-        for a in archs:
+        for a in (archs if explicit else (setup.archs or p.archs)):
             jobs.append(Job(preset, k, setup, a, resolve_model(setup, a, task, max_len, attention),
                             TrainConfig(**train_cfg), member_seeds, dev))
     return jobs
@@ -215,15 +220,17 @@ def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
         cache_dir = os.path.join(os.path.dirname(os.path.abspath(db_path(db))), "cache")
     model = result.model
     lengths = tuple(meta.get("eval_lengths", ()))
-    scores = evaluate(model, task, lengths=lengths, n_sequences=meta.get("eval_sequences", DEFAULT_SEQUENCES),
-                      cache_dir=cache_dir)
+    scored = tuple(meta.get("eval_scored", ()))
+    scores = evaluate(model, task, lengths=lengths, scored=scored,
+                      n_sequences=meta.get("eval_sequences", DEFAULT_SEQUENCES), cache_dir=cache_dir)
     model_cfg = dataclasses.asdict(model.cfg) if dataclasses.is_dataclass(getattr(model, "cfg", None)) else {}
     attention = model_cfg.get("attention")
     env = environment(device, attention)
     final = result.final_loss()
     batch = (ident.get("train") or {}).get("batch_size")  # None: scored without training here
     config = {"model": model_cfg, "model_args": ident["model"], "train": ident["train"], "seeds": result.seeds,
-              "max_len": ident["max_len"], "eval_lengths": list(lengths), "eval_sequences": meta.get("eval_sequences"),
+              "max_len": ident["max_len"], "eval_lengths": list(lengths), "eval_scored": list(scored),
+              "eval_sequences": meta.get("eval_sequences"),
               "checkpoint": result.checkpoint}
     sequences_per_s = result.steps * batch * len(result.seeds) / result.wall_s if result.wall_s and batch else None
     records = [RunRecord(

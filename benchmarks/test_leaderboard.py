@@ -1,6 +1,6 @@
 """The architecture leaderboard as a benchmark (`pytest benchmarks/test_leaderboard.py`).
 
-Scale: `paper` (SPEC.md configurations, several seeds per ensemble) when a CUDA device is
+Scale: `paper` (the papers' settings, docs/reproducing.md; several seeds per ensemble) when a CUDA device is
 present, else `quick` (the CPU preset of `bayesbench run --preset quick`). Override with
 BAYESBENCH_LEADERBOARD=quick|paper|off and BAYESBENCH_LEADERBOARD_STEPS=N (cap on training
 steps, to fit a time budget; the table then says the steps used). The leaderboard is written

@@ -1,4 +1,4 @@
-// Posterior of the bijection-elimination tunnel for one sequence (SPEC.md 3.1), written once for
+// Posterior of the bijection-elimination tunnel for one sequence (docs/science.md#bijection-elimination; Paper I, Sec. 3.1), written once for
 // the CPU loop and the CUDA kernels. At position k, after the pairs (keys[j], values[j]), j < k:
 // a point mass on the known value if keys[k] was seen, else uniform over the unseen values.
 #pragma once

@@ -1,5 +1,5 @@
 // The scaled forward algorithm of one HMM, written once for the CPU loop and the CUDA kernels
-// (SPEC.md 3.2): alpha_1 = pi0 * E[:, o_1], alpha_t = (alpha_{t-1} T) * E[:, o_t], normalised
+// (docs/science.md#hmm-state-tracking; Paper I, Sec. 3.2): alpha_1 = pi0 * E[:, o_1], alpha_t = (alpha_{t-1} T) * E[:, o_t], normalised
 // every step; the log-likelihood is the sum of the logs of the normalisers. A step whose
 // normaliser is zero is "dead": its belief restarts uniform (no NaN) and the first such step is
 // reported, so the caller can raise the same error as the PyTorch reference.

@@ -1,4 +1,4 @@
-// Posterior predictive of the in-context Markov chain for one sequence (SPEC.md 3.3), written
+// Posterior predictive of the in-context Markov chain for one sequence (docs/science.md#sticky-chain-and-in-context-markov-chain; Paper II, Sec. 7.2), written
 // once for the CPU loop and the CUDA kernels: rows of T ~ Dirichlet(alpha), so after the
 // transitions seen up to position t, p(x_{t+1} = j | x_t = i) = (alpha + N_ij) / (V alpha + N_i).
 // One pass with a V x V count table: O(V^2 + L V) per sequence (clearing the table, then the

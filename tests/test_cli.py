@@ -47,28 +47,32 @@ def test_train_json_and_leaderboard_formats(capsys, store):
     data = _train_json(capsys, store)
     assert [r["seed"] for r in data["runs"]] == [0, 1]
     # 4 steps at lr 1e-3 leave the transformer's predictions near uniform (init std 0.02): its
-    # entropy MAE must be the uniform predictor's, about 1.09 bits on bijection V=8
-    uniform = _uniform_mae_bits(get_task("bijection", V=8))
+    # entropy MAE must be the uniform predictor's, about 1.25 bits at the value positions of the
+    # quick bijection (V=8, 7 pairs, keys with replacement)
+    uniform = _uniform_mae_bits(get_task("bijection", V=8, variant="code", L=7, supervise="values"))
     for r in data["runs"]:
         assert RUN_KEYS <= set(r) and r["task"] == "bijection" and r["arch"] == "transformer" and r["steps"] == 4
         assert r["entropy_mae_bits"] == pytest.approx(uniform, abs=0.05) and r["params"] > 0
         lo, hi = r["entropy_mae_ci"]
-        assert lo < r["entropy_mae_bits"] < hi and r["evals"]["standard"]["entropy_mae_bits"] == r["entropy_mae_bits"]
+        assert lo < r["entropy_mae_bits"] < hi and r["evals"]["values"]["entropy_mae_bits"] == r["entropy_mae_bits"]
     lb = json.loads(_run(capsys, "leaderboard", "--db", store["db"], "--json"))
     assert {r["run_id"] for r in lb["runs"]} == {data["runs"][0]["run_id"]}
     md = _run(capsys, "leaderboard", "--db", store["db"], "--format", "md")
-    assert "| bijection V=8 |" in md and "entropy MAE" in md and "scored positions" in md
+    assert "| bijection V=8 L=7 repl |" in md and "entropy MAE" in md and "scored positions" in md
+    assert "*uniform (floor)*" in md and "*marginal (floor)*" in md
+    md = _run(capsys, "leaderboard", "--db", store["db"], "--metric", "entropy_mae_positional")
+    assert "**positional entropy MAE** (bits)" in md.splitlines()[0]
     csv = _run(capsys, "leaderboard", "--db", store["db"], "--format", "csv", "--task", "bijection")
-    assert csv.splitlines()[0].startswith("task,eval,arch") and len(csv.splitlines()) == 3
+    assert csv.splitlines()[0].startswith("task,eval,arch") and len(csv.splitlines()) == 1 + 2 * 2  # seeds x evals
 
 
 def test_run_quick_subset_prints_leaderboard_and_plots(capsys, store):
     out = _run(capsys, "run", "--preset", "quick", "--tasks", "bijection", "hmm", "--archs", "transformer", "mlp",
                "--seeds", "2", "--steps", "3", "--eval-sequences", "64", "--db", store["db"],
                "--runs-dir", store["runs"], "--no-progress")
-    assert "Leaderboard" in out and "| hmm S=5 K=20 soft | K=50 |" in out and "| bijection V=8 |" in out
+    assert "Leaderboard" in out and "| hmm S=5 K=20 tokens | K=50 |" in out and "| bijection V=8 L=7 repl |" in out
     assert "label-permutation" in out
-    assert "bijection V=8: transformer is" in out and "mean entropy MAE (bits), best first:" in out
+    assert "bijection V=8 L=7 repl: transformer is" in out and "mean entropy MAE (bits), best first:" in out
     rows = json.loads(_run(capsys, "leaderboard", "--db", store["db"], "--json"))["runs"]
     assert len(rows) == 2 * 2 * 2  # tasks x archs x seeds
     hmm = [r for r in rows if r["task"] == "hmm"][0]
@@ -76,8 +80,9 @@ def test_run_quick_subset_prints_leaderboard_and_plots(capsys, store):
     out = _run(capsys, "plot", "--db", store["db"], "--out", str(store["tmp"] / "plots"))
     pngs = [line for line in out.splitlines() if line.endswith(".png")]
     names = sorted(os.path.basename(p) for p in pngs)
-    assert names == ["bijection_V=8_standard.png", "hmm_S=5_K=20_soft_K=20.png", "hmm_S=5_K=20_soft_K=30.png",
-                     "hmm_S=5_K=20_soft_K=50.png", "hmm_S=5_K=20_soft_length_generalisation.png"]
+    assert names == ["bijection_V=8_L=7_repl_values.png", "bijection_V=8_L=7_repl_values_query.png",
+                     "hmm_S=5_K=20_tokens_K=20.png", "hmm_S=5_K=20_tokens_K=30.png", "hmm_S=5_K=20_tokens_K=50.png",
+                     "hmm_S=5_K=20_tokens_length_generalisation.png"]
     assert all(os.path.getsize(p) > 1000 for p in pngs)
 
 
@@ -98,7 +103,7 @@ def test_resume_flag_continues_the_run(capsys, store):
 
 def test_models_tunnels_and_help(capsys):
     out = _run(capsys, "models", "--preset", "paper")
-    assert "2,688,788" in out and "transformer" in out and "mlp-prefix" in out
+    assert "2,688,596" in out  # 6 layers, d 192, 39 positions and "transformer" in out and "mlp-prefix" in out
     out = _run(capsys, "tunnels", "--batch-size", "16")
     assert "H_Bayes" in out
     help_text = build_parser().format_help()

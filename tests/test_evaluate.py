@@ -128,3 +128,25 @@ def test_permutation_check_is_for_the_hmm_only():
     task = get_task("bijection", V=5)
     with pytest.raises(ValueError, match="permutation_check applies to the hmm task only"):
         evaluate(Uniform(TaskShape.from_task(task)), task, n_sequences=16, permutation_check=True)
+
+
+def test_bijection_scored_sets_hold_three_metrics_and_the_floors():
+    task = get_task("bijection", V=6, variant="code", L=5)  # trained on values + query
+    scored = ("values", "values+query")
+    model = Uniform(TaskShape.from_task(task, max_eval_len(task, scored=scored)))
+    out = evaluate(model, task, scored=scored, n_sequences=128)
+    assert out[0].primary == "values" and list(out[0].evals) == ["values", "values+query"]
+    for name, ev in out[1].evals.items():
+        # the model is the uniform predictor: its three numbers are the uniform floor's, and for a
+        # predictor whose entropy is >= every posterior's, the two entropy errors coincide
+        for metric in ("entropy_mae", "entropy_mae_positional", "kl"):
+            assert getattr(ev, metric).mean == pytest.approx(ev.floors["uniform"][metric].mean, rel=1e-9), (name, metric)
+        assert ev.entropy_mae_positional.mean == pytest.approx(ev.entropy_mae.mean, rel=1e-9)
+        assert ev.floors["marginal"]["kl"].mean >= 0
+    values, both = out[0].evals["values"], out[0].evals["values+query"]
+    assert values.entropy_mae.n_positions == 128 * 5 and both.entropy_mae.n_positions == 128 * 6
+    assert "final query" in both.positions and "final query" not in values.positions
+    with pytest.raises(ValueError, match="scored sets must be among"):
+        evaluate(model, task, scored=("keys",), n_sequences=16)
+    with pytest.raises(ValueError, match="bijection task only"):
+        evaluate(Uniform(TaskShape.from_task(get_task("hmm", K=4))), get_task("hmm", K=4), scored=("values",))

@@ -15,6 +15,7 @@ from bayesbench.metrics import (
     entropy_error_bits,
     kl_bits,
     per_position,
+    positional_mae,
     score,
     summarize,
 )
@@ -140,3 +141,77 @@ def test_score_from_log_probs_equals_logits_and_the_nonfinite_rule():
     assert summarize(inf, torch.tensor([[False, True], [True, True]]), nonfinite="nan").mean == 2.0
     with pytest.raises(ValueError, match="nonfinite must be one of"):
         summarize(inf, nonfinite="skip")
+
+
+def _positional_numpy(h_q: np.ndarray, h_p: np.ndarray, mask: np.ndarray) -> float:
+    """mean_t |mean_n h_q - mean_n h_p| over positions scored in any sequence, in plain NumPy."""
+    diffs = []
+    for t in range(h_q.shape[1]):
+        rows = mask[:, t]
+        if rows.any():
+            diffs.append(abs(h_q[rows, t].mean() - h_p[rows, t].mean()))
+    return float(np.mean(diffs))
+
+
+@pytest.mark.parametrize("shape,ragged", [((7, 5), False), ((33, 1), False), ((40, 9), True), ((3, 13), True)])
+def test_positional_mae_against_numpy_and_its_jackknife(shape, ragged):
+    g = torch.Generator().manual_seed(sum(shape))
+    N, L = shape
+    p = torch.softmax(2 * torch.randn(N, L, 6, generator=g, dtype=torch.float64), -1)
+    logits = torch.randn(N, L, 6, generator=g, dtype=torch.float64)
+    mask = torch.rand(N, L, generator=g) > 0.4 if ragged else torch.ones(N, L, dtype=torch.bool)
+    mask[0, 0] = True
+    s = score(p, mask, logits=logits)
+    h_q, h_p = entropy_bits_from_logits(logits).numpy(), entropy_bits(p).numpy()
+    m = mask.numpy()
+    want = _positional_numpy(h_q, h_p, m)
+    assert s.entropy_mae_positional.mean == pytest.approx(want, rel=1e-12)
+    # jackknife: the statistic recomputed with each scored sequence left out, in a plain loop
+    keep = [n for n in range(N) if m[n].any()]
+    loo = []
+    for n in keep:
+        others = [i for i in keep if i != n]
+        loo.append(_positional_numpy(h_q[others], h_p[others], m[others]))
+    loo = np.array(loo)
+    k = len(keep)
+    se = math.sqrt((k - 1) / k * ((loo - loo.mean()) ** 2).sum())
+    half = stats.t.ppf(0.975, k - 1) * se
+    assert s.entropy_mae_positional.half_width == pytest.approx(half, rel=1e-9)
+    assert s.entropy_mae_positional.n_sequences == k and s.entropy_mae_positional.n_positions == int(m.sum())
+
+
+def test_positional_mae_never_exceeds_the_per_sequence_mae():
+    """mean_t |mean_n d| <= mean_t mean_n |d| = mean_{n,t} |d| when every position is scored in
+    every sequence; equality iff the sign of d is constant at each position."""
+    g = torch.Generator().manual_seed(7)
+    for trial in range(20):
+        N, L, C = 50, 1 + trial % 6, 2 + trial % 5
+        p = torch.softmax(3 * torch.randn(N, L, C, generator=g, dtype=torch.float64), -1)
+        logits = (trial % 4) * torch.randn(N, L, C, generator=g, dtype=torch.float64)
+        mask = torch.ones(N, L, dtype=torch.bool)
+        s = score(p, mask, logits=logits)
+        assert s.entropy_mae_positional.mean <= s.entropy_mae.mean + 1e-12
+    # a predictor that ignores the prefix (constant entropy at each position) on a curve that
+    # varies across sequences: positional is far smaller than per-sequence
+    h_p = torch.tensor([[0.0, 2.0], [2.0, 0.0]], dtype=torch.float64).repeat(10, 1)
+    h_q = torch.ones_like(h_p)
+    assert positional_mae(h_q, h_p).mean == 0.0 and summarize((h_q - h_p).abs()).mean == 1.0
+    # uniform q entropy >= every H(p): the two are equal
+    p = torch.softmax(torch.randn(30, 4, 5, generator=g, dtype=torch.float64), -1)
+    u = score(p, torch.ones(30, 4, dtype=torch.bool), logits=torch.zeros(30, 4, 5, dtype=torch.float64))
+    assert u.entropy_mae_positional.mean == pytest.approx(u.entropy_mae.mean, rel=1e-12)
+
+
+def test_positional_mae_bad_input_and_nonfinite():
+    h = torch.zeros(4, 3)
+    with pytest.raises(ValueError, match="same shape"):
+        positional_mae(h, torch.zeros(4, 2))
+    with pytest.raises(ValueError, match="selects no position"):
+        positional_mae(h, h, torch.zeros(4, 3, dtype=torch.bool))
+    bad = h.clone()
+    bad[1, 2] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        positional_mae(bad, h)
+    assert math.isnan(positional_mae(bad, h, nonfinite="nan").mean)
+    one = positional_mae(torch.ones(1, 3), h[:1])
+    assert one.mean == 1.0 and math.isnan(one.ci_low)  # one sequence: no interval

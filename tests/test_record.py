@@ -85,10 +85,11 @@ def test_a_new_metric_is_one_field():
     class Extended(EvalResult):
         entropy_mae_late: Summary | None = None
 
-    assert EvalResult.metric_names() == ("entropy_mae", "kl")
-    assert Extended.metric_names() == ("entropy_mae", "kl", "entropy_mae_late")
+    assert EvalResult.metric_names() == ("entropy_mae", "kl", "entropy_mae_positional")
+    assert Extended.metric_names() == ("entropy_mae", "kl", "entropy_mae_positional", "entropy_mae_late")
     old = _record(0).evals["K=6"].to_json()
     ext = Extended.from_json(old)
+    # _record's evaluations have no positional metric either (None): metrics() leaves it out
     assert ext.entropy_mae_late is None and list(ext.metrics()) == ["entropy_mae", "kl"]
     new = dataclasses.replace(ext, entropy_mae_late=_summary(0.125))
     assert Extended.from_json(new.to_json()).metrics()["entropy_mae_late"] == _summary(0.125)

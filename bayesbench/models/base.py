@@ -48,17 +48,21 @@ class InputEmbedding(nn.Module):
     are added to the embedding of the slot token at the same position.
     """
 
-    def __init__(self, ensemble: int, shape: TaskShape, dim: int, init_std: float = 0.02) -> None:
+    def __init__(self, ensemble: int, shape: TaskShape, dim: int, init_std: float = 0.02,
+                 learned_positions: bool = True) -> None:
         super().__init__()
         self.shape = shape
         self.tok = EnsembleEmbedding(ensemble, shape.vocab_size, dim, init_std)
-        self.pos = EnsembleEmbedding(ensemble, shape.max_len, dim, init_std)
+        # None when the model encodes positions elsewhere (the transformer's rotary attention)
+        self.pos = EnsembleEmbedding(ensemble, shape.max_len, dim, init_std) if learned_positions else None
         self.header = (EnsembleLinear(ensemble, shape.header_dim, dim, bias=False, init_std=init_std)
                        if shape.header_dim > 0 else None)
 
     def forward(self, tokens: Tensor, header: Tensor | None = None) -> Tensor:
         L = tokens.shape[2]
-        x = self.tok(tokens) + self.pos.weight[:, :L].unsqueeze(1)  # positions 0..L-1 of every member
+        x = self.tok(tokens)
+        if self.pos is not None:
+            x = x + self.pos.weight[:, :L].unsqueeze(1)  # positions 0..L-1 of every member
         if self.header is not None:
             if header is None:
                 raise ValueError("header must be given: this model was built for a task with a continuous header")
@@ -158,9 +162,9 @@ class ResidualStack(EnsembleModel):
     """
 
     def __init__(self, shape: TaskShape, ensemble: int, d_model: int, blocks: list[nn.Module], *,
-                 head_bias: bool = True, embed_dropout: float = 0.0) -> None:
+                 head_bias: bool = True, embed_dropout: float = 0.0, learned_positions: bool = True) -> None:
         super().__init__(shape, ensemble)
-        self.embed = InputEmbedding(ensemble, shape, d_model)
+        self.embed = InputEmbedding(ensemble, shape, d_model, learned_positions=learned_positions)
         self.blocks = nn.ModuleList(blocks)
         self.ln_f = EnsembleLayerNorm(ensemble, d_model)
         self.head = EnsembleLinear(ensemble, d_model, shape.num_classes, bias=head_bias)

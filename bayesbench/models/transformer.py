@@ -6,6 +6,12 @@ ensemble into the batch ([E*B, H, T, Dh]) so one SDPA (or Triton) call serves ev
 
 Ablation (Paper I): `attn_off_top=k` removes attention from the top k blocks (their FFNs and
 residuals stay); registered as `transformer-no-late-attention` with k = 2.
+
+Positions (`position`): "learned" (the papers' absolute position table, default) or "rope"
+(rotary embeddings: q and k of every head are rotated by an angle proportional to the position,
+so attention scores depend on relative offsets only and no table row is left untrained past the
+training length; Su et al., "RoFormer", arXiv 2104.09864). Length generalisation is then a
+property of the architecture rather than of the embedding table (docs/reproducing.md).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -25,6 +32,8 @@ from .registry import register_model
 
 ATTENTION_BACKENDS = ("sdpa", "eager", "triton", "reference")
 PROBE_BACKENDS = ("eager", "triton", "reference")  # the backends whose backward fills a probe
+POSITIONS = ("learned", "rope")
+ROPE_BASE = 10000.0
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,7 @@ class TransformerConfig:
     bias: bool = True
     attention: str = "sdpa"
     attn_off_top: int = 0  # ablation: blocks n_layer-k..n_layer-1 have no attention
+    position: str = "learned"  # "learned" absolute table or "rope" (rotary q/k)
 
     def __post_init__(self) -> None:
         for f in ("n_layer", "n_head", "d_model", "d_ffn"):
@@ -51,6 +61,24 @@ class TransformerConfig:
         if self.attention not in ATTENTION_BACKENDS:
             raise ValueError(f"attention must be one of {ATTENTION_BACKENDS}, got {self.attention!r}")
         check_backend_dropout(self.attention, self.dropout)
+        if self.position not in POSITIONS:
+            raise ValueError(f"position must be one of {POSITIONS}, got {self.position!r}")
+        if self.position == "rope" and (self.d_model // self.n_head) % 2:
+            raise ValueError(f"position='rope' needs an even head dimension, got d_model/n_head = "
+                             f"{self.d_model}/{self.n_head} = {self.d_model // self.n_head}")
+
+
+def rotary(x: Tensor, base: float = ROPE_BASE) -> Tensor:
+    """Rotary position embedding of x [..., T, Dh] (Dh even): channel pairs (i, i + Dh/2) at
+    position t are rotated by the angle t * base^(-2i/Dh). Then rotary(q)_m . rotary(k)_n depends
+    on q, k and m - n only."""
+    T, Dh = x.shape[-2], x.shape[-1]
+    half = Dh // 2
+    inv_freq = base ** (-torch.arange(half, device=x.device, dtype=torch.float64) / half)
+    angle = torch.arange(T, device=x.device, dtype=torch.float64)[:, None] * inv_freq[None, :]  # [T, half]
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
 
 
 def check_backend_dropout(backend: str, dropout: float) -> None:
@@ -85,6 +113,7 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, E: int, cfg: TransformerConfig) -> None:
         super().__init__()
         self.n_head, self.d_model, self.backend, self.dropout = cfg.n_head, cfg.d_model, cfg.attention, cfg.dropout
+        self.rope = cfg.position == "rope"
         self.qkv = EnsembleLinear(E, cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
         self.proj = EnsembleLinear(E, cfg.d_model, cfg.d_model, bias=cfg.bias, init_std=residual_std(2 * cfg.n_layer))
         self.probe = None
@@ -94,6 +123,8 @@ class CausalSelfAttention(nn.Module):
         H = self.n_head
         qkv = self.qkv(x).view(E * B, T, 3, H, d // H).permute(2, 0, 3, 1, 4)  # [3, E*B, H, T, Dh]
         q, k, v = qkv.unbind(0)  # one view op; its backward is one stack (three selects would be three)
+        if self.rope:
+            q, k = rotary(q), rotary(k)
         if self.backend == "sdpa":
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
                                                dropout_p=self.dropout if self.training else 0.0)
@@ -144,7 +175,8 @@ class Transformer(ResidualStack):
     def __init__(self, shape: TaskShape, cfg: TransformerConfig, ensemble: int = 1) -> None:
         first_off = cfg.n_layer - cfg.attn_off_top
         blocks = [Block(ensemble, cfg, attention=i < first_off) for i in range(cfg.n_layer)]
-        super().__init__(shape, ensemble, cfg.d_model, blocks, head_bias=cfg.bias, embed_dropout=cfg.dropout)
+        super().__init__(shape, ensemble, cfg.d_model, blocks, head_bias=cfg.bias, embed_dropout=cfg.dropout,
+                         learned_positions=cfg.position == "learned")
         self.cfg = cfg
 
     def set_attention(self, backend: str) -> None:

@@ -1,4 +1,4 @@
-"""Exact posterior of the bijection-elimination tunnel (SPEC.md 3.1).
+"""Exact posterior of the bijection-elimination tunnel (docs/science.md#bijection-elimination; Paper I, Sec. 3.1).
 
 pi is a uniformly random bijection of {0..V-1}. At position k, after the pairs
 (keys[j], values[j]) for j < k, the posterior over pi(keys[k]) is a point mass on the known value

@@ -1,6 +1,6 @@
 """Exact HMM filtering: p(s_t | o_1..t) for a batch of independent HMMs.
 
-The scaled forward algorithm (SPEC.md 3.2): alpha_1 = pi0 * E[:, o_1], then
+The scaled forward algorithm (docs/science.md#hmm-state-tracking; Paper I, Sec. 3.2): alpha_1 = pi0 * E[:, o_1], then
 alpha_t = (alpha_{t-1} T) * E[:, o_t], normalised at every step, so any length is stable. The
 log-likelihood is the sum of the log normalisers.
 """

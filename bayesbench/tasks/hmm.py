@@ -1,4 +1,5 @@
-"""HMM state tracking (SPEC.md 3.2): filter a fresh random HMM given in the sequence's header.
+"""HMM state tracking (docs/science.md, "HMM state tracking"; Paper I, arXiv 2512.22471, Sec. 3.2):
+filter a fresh random HMM given in the sequence's header.
 
 Each sequence draws T (S x S) and E (S x V) with Dirichlet(concentration) rows, a hidden path
 s_1..s_K and observations o_1..o_K. At o_t's position the model predicts p(s_t | o_1..t, T, E),
@@ -11,8 +12,16 @@ Header encodings:
 - "tokens" (the authors' code): [TRANS] S*S probability tokens [EMIT] S*V probability tokens
   [SEP], then [OBS] o_t pairs; 53 + 2K tokens for S = V = 5. Probability tokens are hundredths
   0.05..1.00 (96 tokens). Rows are drawn, clipped at 0.05, renormalised and rounded to hundredths
-  that sum to exactly 1 with every entry >= 0.05 (largest-remainder rounding, then a repair
-  that moves hundredths from the largest entry); the ground truth uses these rounded matrices.
+  that sum to exactly 1 with every entry >= 0.05; the ground truth uses these rounded matrices.
+  Two rounding rules (`rounding`):
+  - "authors" (their code's rule, `round_rows_authors`): round each entry to the nearest
+    hundredth, raise entries below 0.05 to 0.05, then repair the row sum one hundredth at a
+    time: a shortfall goes to the smallest entries first, an excess comes off the largest
+    entries first (skipping entries at 0.05), cycling through that order; ties in the order
+    go to the lower index.
+  - "largest-remainder" (`discretise_rows`): floor, then hand the missing hundredths to the
+    largest remainders, then move units from the largest entry to any entry below 0.05.
+  They give a different row for about 29% of Dirichlet(1) rows (by one hundredth in two entries).
 """
 
 from __future__ import annotations
@@ -53,6 +62,39 @@ def discretise_rows(p: Tensor) -> Tensor:
     return h
 
 
+def round_rows_authors(p: Tensor) -> Tensor:
+    """The authors' rounding of probability rows to integer hundredths >= 5 summing to exactly 100.
+
+    p: [..., n] rows (any non-negative weights: they are clipped at 0.05 and renormalised first,
+    as the authors' prior does). Returns a long tensor. Rule (see the module docstring): nearest
+    hundredth (ties to even), raise to 5, then repair the sum by +-1 steps cycling through the
+    entries in increasing order (shortfall) or decreasing order (excess), skipping an entry that
+    is at 100 (shortfall) or at 5 (excess); the order is fixed before the repair starts and ties
+    go to the lower index (a stable sort).
+    """
+    n = p.shape[-1]
+    if n * MIN_HUNDREDTHS > 100:
+        raise ValueError(f"rows of length {n} cannot all be >= 0.05")
+    q = p.double().clamp(min=MIN_HUNDREDTHS / 100.0)
+    q = q / q.sum(-1, keepdim=True)
+    cents = torch.round(q * 100.0).long().clamp(min=MIN_HUNDREDTHS)
+    diff = 100 - cents.sum(-1)
+    up = torch.argsort(cents, dim=-1, stable=True)  # smallest first
+    down = torch.argsort(-cents, dim=-1, stable=True)  # largest first
+    i = 0
+    while bool((diff != 0).any()):
+        j = torch.where(diff > 0, up[..., i % n], down[..., i % n]).unsqueeze(-1)
+        cj = cents.gather(-1, j).squeeze(-1)
+        step = torch.where((diff > 0) & (cj < 100), 1, torch.where((diff < 0) & (cj > MIN_HUNDREDTHS), -1, 0))
+        cents = cents.scatter_add(-1, j, step.unsqueeze(-1))
+        diff = diff - step
+        i += 1
+    return cents
+
+
+ROUNDING = {"authors": round_rows_authors, "largest-remainder": discretise_rows}
+
+
 def stationary(trans: Tensor) -> Tensor:
     """Stationary distribution pi = pi T of each row-stochastic [B, S, S] matrix."""
     B, S, _ = trans.shape
@@ -77,6 +119,7 @@ class HMMTask(Task):
     init: str = "uniform"
     encoding: str = "rows"
     target: str = "state"
+    rounding: str = "largest-remainder"  # "tokens" encoding: how rows are rounded to hundredths
 
     name = "hmm"
 
@@ -92,6 +135,8 @@ class HMMTask(Task):
             raise ValueError(f"encoding must be 'rows' or 'tokens', got {self.encoding!r}")
         if self.encoding == "tokens" and max(self.S, self.V) * MIN_HUNDREDTHS > 100:
             raise ValueError(f"encoding='tokens' needs S, V <= 20 (entries >= 0.05), got S={self.S}, V={self.V}")
+        if self.rounding not in ROUNDING:
+            raise ValueError(f"rounding must be one of {tuple(ROUNDING)}, got {self.rounding!r}")
         if self.target not in ("state", "posterior"):
             raise ValueError(f"target must be 'state' (hard) or 'posterior' (soft), got {self.target!r}")
 
@@ -144,8 +189,9 @@ class HMMTask(Task):
         trans = dirichlet(self.concentration, (B, S, S), generator, dev, torch.float64)
         emit = dirichlet(self.concentration, (B, S, V), generator, dev, torch.float64)
         if self.encoding == "tokens":
-            trans = discretise_rows(trans).double() / 100.0
-            emit = discretise_rows(emit).double() / 100.0
+            rounding = ROUNDING[self.rounding]
+            trans = rounding(trans).double() / 100.0
+            emit = rounding(emit).double() / 100.0
         trans, emit = trans.to(dtype), emit.to(dtype)
         if self.init == "uniform":
             init = torch.full((B, S), 1.0 / S, dtype=dtype, device=dev)
