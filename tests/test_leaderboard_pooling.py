@@ -37,12 +37,12 @@ def test_rows_pool_seeds_across_runs(db):
     agg = _aggregate(select_rows(db))
     assert len(agg) == 2
     pooled = next(g for g in agg if g["n_runs"] == 3)
-    assert pooled["seeds"] == [0, 1, 2] and pooled["mae"] == [0.10, 0.40, 0.30]
-    assert pooled["mae_mean"] == pytest.approx(0.8 / 3) and pooled["wall_s"] == pytest.approx(50 / 3)
-    lo, hi = pooled["mae_ci"]
+    assert pooled["seeds"] == [0, 1, 2] and pooled["values"]["entropy_mae"] == [0.10, 0.40, 0.30]
+    assert pooled["means"]["entropy_mae"] == pytest.approx(0.8 / 3) and pooled["wall_s"] == pytest.approx(50 / 3)
+    lo, hi = pooled["ci"]
     assert lo < 0.8 / 3 < hi
     other = next(g for g in agg if g["n_runs"] == 1)
-    assert other["seeds"] == [0] and other["mae"] == [0.90]
+    assert other["seeds"] == [0] and other["values"]["entropy_mae"] == [0.90]
     md = markdown(select_rows(db))
     assert "| 3 in 3 runs: 0,1,2 |" in md and "| 1: 0 |" in md
 
