@@ -61,6 +61,9 @@ def _training(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="cpu, cuda, cuda:1 or auto (default: the preset's; quick=cpu, paper=auto)")
     p.add_argument("--attention", choices=("sdpa", "eager", "triton"), help="transformer attention backend (default sdpa)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--precision", choices=("auto", "fp32", "tf32", "bf16"),
+                   help="training matmul precision: auto (TF32 on CUDA, float32 on CPU; the default), fp32, tf32, "
+                        "or bf16 (autocast forward); evaluation always runs in float32")
     p.add_argument("--runs-dir", default="runs", help="where checkpoints go (default ./runs)")
     p.add_argument("--resume", action="store_true", help="continue from the run directory's checkpoint if there is one")
     p.add_argument("--checkpoint-every", type=_positive, help="checkpoint every N steps (default: the preset's; always at the end)")
@@ -162,8 +165,8 @@ def _jobs(args, *, tasks, archs, seeds):
     if getattr(args, "name", None):
         raise ValueError("--name names a --model; built-in archs keep their names")
     return make_jobs(args.preset, tasks=tasks, archs=archs, seeds=seeds, steps=args.steps, device=args.device,
-                     attention=args.attention, compile=args.compile, checkpoint_every=args.checkpoint_every,
-                     eval_sequences=args.eval_sequences)
+                     attention=args.attention, compile=args.compile, precision=args.precision,
+                     checkpoint_every=args.checkpoint_every, eval_sequences=args.eval_sequences)
 
 
 def _workers(args, jobs) -> int:

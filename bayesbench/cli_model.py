@@ -48,7 +48,7 @@ def model_jobs(args, *, tasks: list[str] | None, seeds: list[int] | None, say) -
     name = check_name(args.name or default_name(spec))
     preset = get_preset(args.preset)
     base = make_jobs(args.preset, tasks=tasks, archs=["transformer"], seeds=seeds, steps=args.steps,
-                     device=args.device, attention=args.attention, compile=args.compile,
+                     device=args.device, attention=args.attention, compile=args.compile, precision=args.precision,
                      checkpoint_every=args.checkpoint_every, eval_sequences=args.eval_sequences)
     jobs = []
     for job in base:

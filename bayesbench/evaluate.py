@@ -16,9 +16,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
+from typing import Iterator
 
 import torch
 from torch import Tensor
@@ -59,8 +61,25 @@ def eval_set(task: Task, n: int = DEFAULT_SEQUENCES, *, seed: int | None = None,
 
 
 @torch.no_grad()
+@contextlib.contextmanager
+def exact_float32() -> Iterator[None]:
+    """Full float32 matmuls (no TF32) inside the block, whatever the training precision set."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
 def predict(model: EnsembleModel, batch: Batch, chunk: int = 512) -> Tensor:
-    """Log-probabilities [E, N, L, C] (float64, CPU) of every member on the same sequences."""
+    """Log-probabilities [E, N, L, C] (float64, CPU) of every member on the same sequences,
+    computed in exact float32 (no TF32, no autocast) whatever precision the model trained in."""
+    with exact_float32(), torch.autocast("cuda", enabled=False), torch.autocast("cpu", enabled=False):
+        return _predict(model, batch, chunk)
+
+
+def _predict(model: EnsembleModel, batch: Batch, chunk: int) -> Tensor:
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device

@@ -96,7 +96,7 @@ class Job:
 
 def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] | None = None,
               seeds: list[int] | None = None, steps: int | None = None, device: str | None = None,
-              attention: str | None = None, compile: bool = False,
+              attention: str | None = None, compile: bool = False, precision: str | None = None,
               checkpoint_every: int | None = None, eval_sequences: int | None = None) -> list[Job]:
     """Every (task, arch) of the preset, or of the given selections, as resolved jobs.
 
@@ -123,6 +123,8 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
         max_len = max_eval_len(task, setup.eval_lengths, setup.eval_scored)
         train_cfg = dict(setup.train, checkpoint_every=p.checkpoint_every if checkpoint_every is None
                          else checkpoint_every, compile=compile)
+        if precision is not None:
+            train_cfg["precision"] = precision
         if steps is not None:
             train_cfg["steps"] = steps
             if train_cfg.get("warmup_steps", 0) > steps // 10:  # keep the warm-up a small fraction

@@ -46,3 +46,23 @@ def test_count_ops_separates_kernels_from_views():
     counted = count_ops(lambda: (x.view(20) * 2).sum())
     assert counted.ops["aten.view"] == 1 and counted.ops["aten.mul"] == 1 and counted.ops["aten.sum"] == 1
     assert counted.kernels == 2 and counted.total == 3
+
+
+def test_precision_option_bf16_trains_and_evaluation_stays_float32():
+    """precision='bf16' autocasts the training forward; `predict` runs without autocast."""
+    from bayesbench.evaluate import predict
+
+    task = get_task("bijection", V=6)
+    trainer = Trainer(task, "transformer", [0, 1], TrainConfig(steps=4, batch_size=8, precision="bf16"),
+                      model_cfg=SMALL)
+    result = trainer.fit(progress=False)
+    assert torch.isfinite(result.losses).all()
+    batch = task.sample(4, torch.Generator().manual_seed(3))
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # a caller's autocast does not leak into scoring
+        log_q = predict(trainer.model, batch)
+    trainer.model.eval()
+    with torch.no_grad():
+        exact = torch.log_softmax(trainer.model(batch.tokens.expand(2, *batch.tokens.shape)).double(), -1)
+    torch.testing.assert_close(log_q, exact, rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="precision"):
+        TrainConfig(steps=1, precision="fp8")
