@@ -115,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     md = sub.add_parser("models", help="list the architectures and their parameter counts at a preset's sizes")
     md.add_argument("--preset", default="paper", help="preset whose sizes to count (default paper)")
 
+    from .sweep.cli import add_sweep_parser
+    add_sweep_parser(sub)
+
     tunnels = sub.add_parser("tunnels", help="sample every wind tunnel and print its exact posterior entropy curve")
     tunnels.add_argument("--batch-size", type=_positive, default=2048, help="sequences per tunnel (default 2048)")
     tunnels.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
@@ -317,10 +320,17 @@ def cmd_tunnels(args) -> int:
     return 0
 
 
+def _cmd_sweep(args) -> int:
+    from .sweep.cli import cmd_sweep
+
+    return cmd_sweep(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     commands = {"run": cmd_run, "train": cmd_train, "eval": cmd_eval, "leaderboard": cmd_leaderboard,
-                "plot": cmd_plot, "models": cmd_models, "tunnels": cmd_tunnels}
+                "plot": cmd_plot, "models": cmd_models, "tunnels": cmd_tunnels,
+                "sweep": _cmd_sweep}
     try:
         return commands[args.command](args)
     except ValueError as err:

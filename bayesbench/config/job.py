@@ -199,11 +199,12 @@ def _subsample(losses: torch.Tensor, member: int, points: int = 200) -> list[lis
 
 
 def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
-           cache_dir: str | None = None) -> list[dict]:
+           cache_dir: str | None = None, write: bool = True) -> list[dict]:
     """Evaluate a trained ensemble and write one row per seed (replacing that run's old rows).
 
     Evaluation sets are cached on disk beside the store (`<store folder>/cache`) unless
     `cache_dir` says otherwise, so parallel jobs and later `eval` calls reuse them.
+    `write=False` only returns the rows (a sweep's workers: the sweep driver writes them).
     """
     task, meta, ident = task_of(result), result.meta, result.identity
     if cache_dir is None:
@@ -242,5 +243,6 @@ def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
                         "final_loss": "mean training cross-entropy (nats) over the last 100 steps"},
             "curves": s["curves"], "loss_curve": _subsample(result.losses, e), "environment": env,
         })
-    write_rows(rows, db)
+    if write:
+        write_rows(rows, db)
     return rows
