@@ -1,9 +1,15 @@
-"""Sweeps on the local process pool: the stored numbers are `bayesbench train`'s, a rerun skips
-what is stored, a pool worker killed mid-job is retried and resumes from its checkpoint, and a
-driver killed with -9 leaves a sweep that a rerun finishes without duplicating or re-training."""
+"""Running sweeps, on the local process pool and on Ray (tests marked `ray`, which start a local
+2-CPU Ray once for the module; deselect with -m 'not ray').
+
+Checked on both: the stored numbers are those of `bayesbench train` / the local pool (training
+is deterministic per seed on CPU), a rerun skips what is stored, a worker killed mid-job is
+retried and resumes from its checkpoint, and a driver killed with -9 leaves a sweep that a rerun
+finishes without losing, duplicating or re-training anything.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sqlite3
@@ -135,17 +141,7 @@ def test_driver_killed_then_rerun_loses_and_duplicates_nothing(reference, tmp_pa
            "--no-progress", "--jobs", "1"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     driver = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    deadline = time.monotonic() + 600
-    # kill -9 once the first job is stored and the next one has written a checkpoint
-    while time.monotonic() < deadline and driver.poll() is None:
-        stored = _count_rows(db)[0]
-        ckpts = [sj for sj in jobs if os.path.exists(os.path.join(sj.run_dir(str(runs)), CHECKPOINT_NAME))]
-        if stored >= 1 and len(ckpts) > stored:
-            break
-        time.sleep(0.05)
-    assert driver.poll() is None, "the sweep finished before it could be interrupted"
-    driver.send_signal(signal.SIGKILL)
-    driver.wait()
+    _wait_then_kill(driver, db, jobs, runs)
     time.sleep(1.0)  # the pool worker dies with its driver (parent-death signal)
     done_rows = {(r["run_id"], r["seed"]): r for r in read_rows(str(db))}
     done_keys = {k for k, _ in done_rows}
@@ -166,4 +162,88 @@ def test_driver_killed_then_rerun_loses_and_duplicates_nothing(reference, tmp_pa
         sj = next(s for s in jobs if s.key == key)
         assert os.path.getmtime(os.path.join(sj.run_dir(str(runs)), CHECKPOINT_NAME)) == mtime
     # nothing lost, nothing twice, and the numbers of an uninterrupted sweep
+    assert _count_rows(db) == (4, 4) and _numbers(db) == numbers
+
+
+# ---------------------------------------------------------------- Ray
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray with 2 CPUs for this module; yields its address (other drivers join it)."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+
+
+def _ray_executor(max_retries: int = 2):
+    from bayesbench.sweep.ray_executor import RayExecutor
+    from bayesbench.sweep.spec import Resources
+
+    return RayExecutor("auto", Resources(cpus=1), max_retries=max_retries)
+
+
+def _wait_then_kill(driver, db, jobs, runs) -> None:
+    """SIGKILL the driver once a job is stored and another has written a checkpoint."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and driver.poll() is None:
+        stored = _count_rows(db)[0]
+        ckpts = [sj for sj in jobs if os.path.exists(os.path.join(sj.run_dir(str(runs)), CHECKPOINT_NAME))]
+        if stored >= 1 and len(ckpts) > stored:
+            break
+        time.sleep(0.05)
+    assert driver.poll() is None, "the sweep finished before it could be interrupted"
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+
+
+@pytest.mark.ray
+def test_ray_worker_killed_mid_job_is_retried_and_numbers_match_the_local_pool(reference, ray_cluster, tmp_path):
+    path, _, numbers = reference
+    jobs = expand(load_sweep(path))
+    target = next(sj for sj in jobs if sj.job.arch == "transformer")
+    pids, killed = {}, []
+
+    def kill_once(event):
+        if event["kind"] == "start":
+            pids[event["key"]] = event["pid"]
+        if event["kind"] == "step" and event["key"] == target.key and event["step"] >= 10 and not killed:
+            os.kill(pids[target.key], signal.SIGKILL)  # the Ray worker process running the job
+            killed.append(event["step"])
+
+    db = tmp_path / "r.sqlite"
+    out = run_sweep(jobs, _ray_executor(), db=str(db), runs_dir=str(tmp_path / "runs"), progress=False,
+                    say=lambda m: None, on_event=kill_once)
+    assert killed and not out.failed and sorted(out.trained) == sorted(sj.key for sj in jobs)
+    assert out.retried == {target.key: 1}  # only the killed job, once
+    assert out.resumed[target.key] >= 10  # from its checkpoint, not from step 0
+    # identical stored numbers to the local pool, each (job, seed) stored once
+    assert _numbers(db) == numbers and _count_rows(db) == (4, 4)
+
+
+@pytest.mark.ray
+def test_ray_driver_killed_then_rerun_loses_and_duplicates_nothing(reference, ray_cluster, tmp_path):
+    path, _, numbers = reference
+    jobs = expand(load_sweep(path))
+    db, runs = tmp_path / "r.sqlite", tmp_path / "runs"
+    cmd = [sys.executable, "-m", "bayesbench.cli", "sweep", path, "--ray", ray_cluster, "--db", str(db),
+           "--runs-dir", str(runs), "--no-progress"]
+    driver = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+    _wait_then_kill(driver, db, jobs, runs)
+    time.sleep(2.0)  # Ray ends the tasks of a driver that died
+    done_rows = {(r["run_id"], r["seed"]): r for r in read_rows(str(db))}
+    done_keys = {k for k, _ in done_rows}
+    partial = {sj.key for sj in jobs if sj.key not in done_keys
+               and os.path.exists(os.path.join(sj.run_dir(str(runs)), CHECKPOINT_NAME))}
+    assert 1 <= len(done_keys) < 4 and partial
+    out = run_sweep(jobs, _ray_executor(), db=str(db), runs_dir=str(runs), progress=False, say=lambda m: None)
+    assert sorted(out.skipped) == sorted(done_keys) and not out.failed
+    assert sorted(out.trained) == sorted(sj.key for sj in jobs if sj.key not in done_keys)
+    assert partial <= set(out.resumed) and all(step >= 10 for step in out.resumed.values())
+    after = {(r["run_id"], r["seed"]): r for r in read_rows(str(db))}
+    for k, row in done_rows.items():  # finished jobs were not re-trained
+        assert after[k]["id"] == row["id"] and after[k]["wall_s"] == row["wall_s"]
     assert _count_rows(db) == (4, 4) and _numbers(db) == numbers
