@@ -67,6 +67,7 @@ def run_sweep(jobs: list[SweepJob], executor, *, db: str | None, runs_dir: str, 
     from tqdm.auto import tqdm
 
     say = say or tqdm.write
+    runs_dir = os.path.abspath(runs_dir)  # workers may start elsewhere (Ray): one absolute path for all
     start = time.perf_counter()
     out = SweepOutcome(jobs)
     stored = stored_keys(jobs, db)

@@ -80,9 +80,12 @@ class LocalExecutor:
         def drain(events) -> None:
             while True:
                 try:
-                    on_event(events.get_nowait())
+                    event = events.get_nowait()
                 except queue_mod.Empty:
                     return
+                except Exception:  # a worker killed while writing an event: drop what it left
+                    return
+                on_event(event)
 
         while todo:
             broken: list[SweepJob] = []
