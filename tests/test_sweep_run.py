@@ -118,7 +118,7 @@ def test_a_killed_pool_worker_is_retried_and_resumes_from_its_checkpoint(referen
     assert _numbers(db) == numbers and _count_rows(db) == (4, 4)
 
 
-def test_a_job_that_raises_fails_alone_and_is_not_retried(reference, tmp_path):
+def test_a_job_that_raises_fails_alone_and_is_not_retried(reference, tmp_path, capsys):
     path, _, _ = reference
     jobs = [sj for sj in expand(load_sweep(path)) if sj.job.arch == "mlp"]  # two cheap jobs
     bad = jobs[0]
@@ -126,9 +126,13 @@ def test_a_job_that_raises_fails_alone_and_is_not_retried(reference, tmp_path):
     with open(os.path.join(bad.run_dir(str(tmp_path / "runs")), CHECKPOINT_NAME), "w") as f:
         f.write("not a checkpoint")
     db = tmp_path / "r.sqlite"
+    lines = []
     out = run_sweep(jobs, LocalExecutor(2, 1, max_retries=2), db=str(db), runs_dir=str(tmp_path / "runs"),
-                    progress=False, say=lambda m: None)
+                    progress=True, say=lines.append)  # with the progress bar on (to stderr)
     assert list(out.failed) == [bad.key] and bad.key not in out.retried
+    assert f"FAILED: {bad.label}: UnpicklingError" in "\n".join(lines)
+    assert f"done: {jobs[1].label}" in "\n".join(lines)
+    assert "done=1" in capsys.readouterr().err  # the bar's jobs done / running / failed
     assert out.trained == [jobs[1].key] and _count_rows(db) == (1, 1)
     assert out.failed[bad.key].startswith("UnpicklingError")  # the job's own error, reported as it is
 
