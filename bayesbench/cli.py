@@ -19,6 +19,7 @@ import sys
 import time
 import uuid
 
+from .checks import positive_int
 from .leaderboard import FORMATS
 
 EPILOG = """Results go to an SQLite store (default ./results/bayesbench.sqlite; --db or $BAYESBENCH_DB).
@@ -37,13 +38,11 @@ def _seed_list(text: str) -> list[int]:
 
 
 def _positive(text: str) -> int:
+    """argparse type: the text of a positive integer (argparse puts the option's name in front)."""
     try:
-        value = int(text)
+        return positive_int("value", int(text))
     except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -51,7 +50,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _training(p: argparse.ArgumentParser) -> None:
-    from .config import PRESETS
+    from .presets import PRESETS
 
     p.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="sizes, steps and evaluation (default quick)")
     p.add_argument("--steps", type=_positive, help="override the preset's number of training steps")
@@ -138,7 +137,7 @@ def _progress(args) -> bool:
 
 
 def _jobs(args, *, tasks, archs, seeds):
-    from .config import make_jobs
+    from .runner import make_jobs
 
     return make_jobs(args.preset, tasks=tasks, archs=archs, seeds=seeds, steps=args.steps, device=args.device,
                      attention=args.attention, compile=args.compile, checkpoint_every=args.checkpoint_every,
@@ -155,7 +154,7 @@ def _workers(args, jobs) -> int:
 
 
 def _run_jobs(args, jobs, group_id: str, say) -> list[str]:
-    from .config import run_jobs
+    from .runner import run_jobs
 
     workers = _workers(args, jobs)
     for i, job in enumerate(jobs, 1):
@@ -202,7 +201,7 @@ def _headline(rows: list[dict]) -> list[str]:
     return lines
 
 
-def _say(args):
+def _line_printer(args):
     """Progress lines: to stderr when stdout carries --json, else to stdout."""
     stream = sys.stderr if args.json else sys.stdout
     return lambda m: print(m, file=stream, flush=True)
@@ -212,7 +211,7 @@ def cmd_run(args) -> int:
     from .leaderboard import json_runs, markdown, select_rows
 
     _setup_torch(args)
-    say = _say(args)
+    say = _line_printer(args)
     start = time.perf_counter()
     jobs = _jobs(args, tasks=args.tasks, archs=args.archs,
                  seeds=list(range(args.seeds)) if args.seeds else None)
@@ -237,7 +236,7 @@ def cmd_train(args) -> int:
     from .results import read_rows
 
     _setup_torch(args)
-    say = _say(args)
+    say = _line_printer(args)
     jobs = _jobs(args, tasks=[args.task], archs=[args.arch], seeds=args.seeds)
     run_ids = _run_jobs(args, jobs, uuid.uuid4().hex[:12], say)
     if args.json:
@@ -248,9 +247,9 @@ def cmd_train(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from .config import record
     from .leaderboard import json_runs, markdown
     from .results import read_rows
+    from .runner import record
     from .train import CHECKPOINT_NAME, load_result
 
     run_ids = []
@@ -288,13 +287,13 @@ def cmd_plot(args) -> int:
 
 
 def cmd_models(args) -> int:
-    from .config import make_jobs
     from .models import list_models
+    from .presets import get_preset
+    from .runner import make_jobs
 
     print("Architectures:")
     for name, desc in list_models().items():
         print(f"  {name:17s} {desc}")
-    from .config import get_preset
 
     preset = get_preset(args.preset)
     jobs = [job for key, setup in preset.tasks.items()

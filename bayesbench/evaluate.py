@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-import zlib
 
 import torch
 from torch import Tensor
@@ -24,19 +23,14 @@ from torch import Tensor
 from .metrics import Summary, score, summarize
 from .models import EnsembleModel
 from .oracle import hmm_filter
+from .seeds import eval_seed
 from .tasks import Batch, Task
-from .train import TRAIN_SEED_DOMAIN
 
 DEFAULT_SEQUENCES = 4096
 # Part of the on-disk cache key: bump it whenever a sampler or oracle changes what a seed yields,
 # so no stale ground truth is ever served from results/cache.
 EVAL_SET_VERSION = 2
 _cache: dict[str, Batch] = {}
-
-
-def eval_seed(task: Task, salt: str = "eval") -> int:
-    """Evaluation-set seed of a task: fixed by its configuration, never a training-data seed."""
-    return TRAIN_SEED_DOMAIN + zlib.crc32(f"{salt}:{task.describe()}".encode())
 
 
 def eval_set(task: Task, n: int = DEFAULT_SEQUENCES, *, seed: int | None = None,

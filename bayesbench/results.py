@@ -164,6 +164,7 @@ def environment(device: str, attention: str | None = None) -> dict:
     import torch
 
     import bayesbench
+    from bayesbench.ops import extension_status
 
     try:
         import triton
@@ -177,5 +178,5 @@ def environment(device: str, attention: str | None = None) -> dict:
         "bayesbench": bayesbench.__version__, "torch": torch.__version__, "triton": triton_version,
         "python": platform.python_version(), "platform": platform.platform(), "device": dev,
         "device_name": name, "threads": torch.get_num_threads(), "attention_backend": attention,
-        "oracle_extension": bayesbench.extension_status(),
+        "oracle_extension": extension_status(),
     }

@@ -6,12 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bayesbench.evaluate import (eval_seed, eval_set, evaluate, evaluate_members, max_eval_len, permute_hmm_labels,
-                                 predict)
+from bayesbench.evaluate import eval_set, evaluate, evaluate_members, max_eval_len, permute_hmm_labels, predict
 from bayesbench.metrics import entropy_bits
 from bayesbench.models import EnsembleModel, TaskShape, get_model
 from bayesbench.tasks import get_task
-from bayesbench.train import data_seed
+from bayesbench.seeds import data_seed, eval_seed
 
 
 class Uniform(EnsembleModel):

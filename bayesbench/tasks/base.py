@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from ..checks import positive_int
+
 IGNORE_INDEX = -100  # hard target at unsupervised positions (torch's cross-entropy default)
 
 
@@ -123,6 +125,4 @@ def batch_device(generator: torch.Generator | None, device) -> torch.device:
 
 
 def check_batch_size(batch_size: int) -> int:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    return batch_size
+    return positive_int("batch_size", batch_size)

@@ -1,8 +1,9 @@
-"""Jobs: one (task, architecture, seed ensemble) of a preset, resolved to concrete configs.
+"""The experiment runner: a preset's (task, architecture, seed ensemble) jobs, trained, scored, stored.
 
-`make_jobs` turns a preset and the command line's selections into jobs; `run_job` trains one
-(checkpointing into its run directory), then `record` scores it on the fixed evaluation sets and
-writes one row per seed to the results store.
+`make_jobs` turns a preset (`bayesbench.presets`) and the command line's selections into jobs;
+`run_jobs` runs them (a process pool on CPU); `run_job` trains one (checkpointing into its run
+directory), then `record` scores it on the fixed evaluation sets and writes one row per seed to
+the results store.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from dataclasses import dataclass
 
 import torch
 
-from ..evaluate import DEFAULT_SEQUENCES, evaluate, max_eval_len
-from ..models import TaskShape, count_params, list_models
-from ..results import db_path, environment, write_rows
-from ..tasks import Task, task_from_config
-from ..train import TrainConfig, TrainResult, task_of, train
+from .evaluate import DEFAULT_SEQUENCES, evaluate, max_eval_len
+from .models import TaskShape, count_params, list_models
 from .presets import TaskSetup, get_preset
+from .results import db_path, environment, write_rows
+from .tasks import Task, task_from_config
+from .train import TrainConfig, TrainResult, task_of, train
 
 DEFAULT_RUN_ROOT = "runs"
 
