@@ -67,7 +67,7 @@ def test_grid_expands_every_axis_with_stable_distinct_keys(tmp_path):
 
 def test_defaults_follow_the_preset(tmp_path):
     jobs = expand(load_sweep(_write(tmp_path, 'preset = "quick"\n', "quick.toml")))
-    from bayesbench.config import make_jobs
+    from bayesbench.runner import make_jobs
 
     ref = make_jobs("quick")
     assert len(jobs) == len(ref) == 21
@@ -80,7 +80,7 @@ def test_defaults_follow_the_preset(tmp_path):
 def test_shipped_quick_sweep_is_the_quick_leaderboard():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     jobs = expand(load_sweep(os.path.join(root, "sweeps", "quick.toml")))
-    from bayesbench.config import make_jobs
+    from bayesbench.runner import make_jobs
 
     ref = make_jobs("quick")
     assert [(sj.job.key, sj.job.arch, sj.job.seeds, sj.job.model, sj.job.train.steps, sj.job.train.lr,

@@ -114,7 +114,7 @@ def _summary(jobs: list[SweepJob], rows: list[dict], states: dict[str, str]) -> 
 
 def cmd_sweep(args) -> int:
     """Check the sweep file, then run it (or with --dry-run, show it); exit 1 if a job failed."""
-    from ..config import resolve_device
+    from ..runner import resolve_device
     from ..leaderboard import json_runs
     from ..results import db_path, read_rows
     from .driver import run_sweep

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ..config import Job, get_preset
-from ..config.job import make_task, resolve_model
 from ..evaluate import max_eval_len
 from ..models import count_params
+from ..presets import get_preset
+from ..runner import Job, make_task, resolve_model
 from ..train import TrainConfig
 from .spec import Resources, SweepSpec
 

@@ -24,7 +24,7 @@ import runpy
 import tomllib
 from dataclasses import dataclass, field, fields
 
-from ..config import PRESETS, get_preset
+from ..presets import PRESETS, get_preset
 from ..models import list_models
 from ..train import TrainConfig
 

@@ -26,7 +26,7 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
     """
     import torch
 
-    from ..config import record
+    from ..runner import record
     from ..train import Trainer
 
     if threads:
