@@ -18,7 +18,8 @@ import torch
 from .evaluate import DEFAULT_SEQUENCES, evaluate, max_eval_len
 from .models import TaskShape, count_params, list_models
 from .presets import TaskSetup, get_preset
-from .results import db_path, environment, write_rows
+from .record import RunRecord
+from .results import db_path, environment, write_records
 from .tasks import Task, task_from_config
 from .train import TrainConfig, TrainResult, task_of, train
 
@@ -128,8 +129,8 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
 
 
 def run_job(job: Job, *, db: str | None = None, group_id: str | None = None, run_root: str = DEFAULT_RUN_ROOT,
-            resume: bool = False, progress: bool = True, position: int = 0) -> list[dict]:
-    """Train the job's ensemble, evaluate it and store one row per seed; returns the rows."""
+            resume: bool = False, progress: bool = True, position: int = 0) -> list[RunRecord]:
+    """Train the job's ensemble, evaluate it and store one record per seed; returns the records."""
     result = train(job.task, job.arch, list(job.seeds), job.train, model_cfg=job.model, max_len=job.max_len,
                    device=job.device, run_dir=job.run_dir(run_root), resume=resume, progress=progress,
                    meta=job.meta(group_id), position=position)
@@ -142,22 +143,21 @@ def job_cost(job: Job) -> float:
         job.train.batch_size * job.train.steps * len(job.seeds)
 
 
-def _worker(job: Job, threads: int | None, position: int, kwargs: dict) -> list[dict]:
+def _worker(job: Job, threads: int | None, position: int, kwargs: dict) -> list[RunRecord]:
     if threads:
         torch.set_num_threads(threads)
-    rows = run_job(job, position=position, **kwargs)
-    return [{k: r[k] for k in ("run_id", "seed", "entropy_mae_bits", "status", "wall_s", "steps_per_s")}
-            for r in rows]
+    return run_job(job, position=position, **kwargs)
 
 
-def run_jobs(jobs: list[Job], *, workers: int = 1, threads: int | None = None, on_done=None, **kwargs) -> list[list[dict]]:
+def run_jobs(jobs: list[Job], *, workers: int = 1, threads: int | None = None, on_done=None,
+             **kwargs) -> list[list[RunRecord]]:
     """Run jobs, `workers` at a time in separate processes (1: in this process, in order).
 
     Small models use a CPU core better as one single-threaded process each than as one
     process with several intra-op threads, so on CPU the quick preset runs its jobs in
     parallel processes with `threads` (default: cores // workers) threads each; they all write
     to the same results store (safe for concurrent writers). Longest jobs start first.
-    `on_done(job, rows)` is called as each finishes; returns compact rows per job, in job order.
+    `on_done(job, records)` is called as each finishes; returns the records per job, in job order.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
@@ -175,7 +175,7 @@ def run_jobs(jobs: list[Job], *, workers: int = 1, threads: int | None = None, o
     threads = threads or max(1, (os.cpu_count() or 1) // workers)
 
     order = sorted(range(len(jobs)), key=lambda i: -job_cost(jobs[i]))
-    results: dict[int, list[dict]] = {}
+    results: dict[int, list[RunRecord]] = {}
     ctx = multiprocessing.get_context("spawn")  # no fork after torch has started its thread pools
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         futures = {pool.submit(_worker, jobs[i], threads, n % workers, kwargs): i for n, i in enumerate(order)}
@@ -200,12 +200,12 @@ def _subsample(losses: torch.Tensor, member: int, points: int = 200) -> list[lis
 
 
 def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
-           cache_dir: str | None = None, write: bool = True) -> list[dict]:
-    """Evaluate a trained ensemble and write one row per seed (replacing that run's old rows).
+           cache_dir: str | None = None, write: bool = True) -> list[RunRecord]:
+    """Evaluate a trained ensemble and write one record per seed (replacing that run's old ones).
 
     Evaluation sets are cached on disk beside the store (`<store folder>/cache`) unless
     `cache_dir` says otherwise, so parallel jobs and later `eval` calls reuse them.
-    `write=False` only returns the rows (a sweep's workers: the sweep driver writes them).
+    `write=False` only returns the records (a sweep's workers: the sweep driver writes them).
     """
     task, meta, ident = task_of(result), result.meta, result.identity
     if cache_dir is None:
@@ -219,31 +219,18 @@ def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
     env = environment(device, attention)
     final = result.final_loss()
     batch = ident["train"]["batch_size"]
-    rows = []
-    for e, seed in enumerate(result.seeds):
-        s = scores[e]
-        primary = s["evals"][s["primary"]]
-        rows.append({
-            "run_id": result.run_id, "seed": seed, "member": e, "group_id": meta.get("group_id"),
-            "preset": meta.get("preset"), "task": task.name, "task_label": meta.get("label", task.describe()),
-            "task_config": task.config(), "arch": ident["arch"],
-            "config": {"model": model_cfg, "model_args": ident["model"], "train": ident["train"],
-                       "seeds": result.seeds, "max_len": ident["max_len"], "eval_lengths": list(lengths),
-                       "eval_sequences": meta.get("eval_sequences"), "checkpoint": result.checkpoint},
-            "params": model.num_params(), "steps": result.steps, "wall_s": result.wall_s,
-            "steps_per_s": result.steps_per_s,
-            "sequences_per_s": result.steps * batch * len(result.seeds) / result.wall_s if result.wall_s else None,
-            "status": result.diverged.get(e, "ok"), "final_loss": final[e],
-            "entropy_mae_bits": primary["entropy_mae"]["mean"],
-            "entropy_mae_ci_low": primary["entropy_mae"]["ci_low"],
-            "entropy_mae_ci_high": primary["entropy_mae"]["ci_high"],
-            "kl_bits": primary["kl"]["mean"], "kl_ci_low": primary["kl"]["ci_low"],
-            "kl_ci_high": primary["kl"]["ci_high"],
-            "metrics": {"primary": s["primary"], "evals": s["evals"], "permutation": s.get("permutation"),
-                        "param_breakdown": model.param_breakdown(),
-                        "final_loss": "mean training cross-entropy (nats) over the last 100 steps"},
-            "curves": s["curves"], "loss_curve": _subsample(result.losses, e), "environment": env,
-        })
+    config = {"model": model_cfg, "model_args": ident["model"], "train": ident["train"], "seeds": result.seeds,
+              "max_len": ident["max_len"], "eval_lengths": list(lengths), "eval_sequences": meta.get("eval_sequences"),
+              "checkpoint": result.checkpoint}
+    sequences_per_s = result.steps * batch * len(result.seeds) / result.wall_s if result.wall_s else None
+    records = [RunRecord(
+        run_id=result.run_id, seed=seed, member=e, group_id=meta.get("group_id"), preset=meta.get("preset"),
+        task=task.name, task_label=meta.get("label", task.describe()), task_config=task.config(), arch=ident["arch"],
+        config=config, params=model.num_params(), steps=result.steps, wall_s=result.wall_s,
+        steps_per_s=result.steps_per_s, sequences_per_s=sequences_per_s, status=result.diverged.get(e, "ok"),
+        final_loss=final[e], evaluation=scores[e], param_breakdown=model.param_breakdown(),
+        loss_curve=_subsample(result.losses, e), environment=env,
+    ) for e, seed in enumerate(result.seeds)]
     if write:
-        write_rows(rows, db)
-    return rows
+        write_records(records, db)
+    return records

@@ -63,17 +63,17 @@ def test_leaderboard(benchmark, request, tmp_path):
         run_jobs(jobs, workers=workers, db=db, group_id=group, run_root=str(tmp_path / "runs"), progress=False)
 
     benchmark.pedantic(run, rounds=1, iterations=1)
-    rows = select_rows(db, group_id=group)
-    (out / f"leaderboard-{scale}.md").write_text(markdown(rows) + "\n")
-    (out / f"leaderboard-{scale}.json").write_text(json.dumps(json_runs(rows), indent=2) + "\n")
-    benchmark.extra_info.update({"scale": scale, "jobs": len(jobs), "rows": len(rows),
+    records = select_rows(db, group_id=group)
+    (out / f"leaderboard-{scale}.md").write_text(markdown(records) + "\n")
+    (out / f"leaderboard-{scale}.json").write_text(json.dumps(json_runs(records), indent=2) + "\n")
+    benchmark.extra_info.update({"scale": scale, "jobs": len(jobs), "rows": len(records),
                                  "leaderboard": str(out / f"leaderboard-{scale}.md")})
 
-    bijection = [r for r in rows if r["task"] == "bijection"]
-    transformer = [r["entropy_mae_bits"] for r in bijection if r["arch"] == "transformer"]
-    mlp = [r["entropy_mae_bits"] for r in bijection if r["arch"] == "mlp"]
+    bijection = [r for r in records if r.task == "bijection"]
+    transformer = [r.entropy_mae_bits for r in bijection if r.arch == "transformer"]
+    mlp = [r.entropy_mae_bits for r in bijection if r.arch == "mlp"]
     assert transformer and mlp, "the leaderboard must rank the transformer and the MLP on the bijection"
-    assert len(rows) == sum(len(job.seeds) for job in jobs)
+    assert len(records) == sum(len(job.seeds) for job in jobs)
     if steps:
         benchmark.extra_info["science_goal"] = f"not asserted (steps capped at {steps}): report-only"
         warnings.warn(f"leaderboard benchmark: steps capped at {steps}, so the science goal (transformer 5x "

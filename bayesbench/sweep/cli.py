@@ -96,17 +96,17 @@ def _job_json(sj: SweepJob, state: str, error: str | None = None) -> dict:
     return out
 
 
-def _summary(jobs: list[SweepJob], rows: list[dict], states: dict[str, str]) -> str:
-    by_key: dict[str, list[dict]] = {}
-    for r in rows:
-        by_key.setdefault(r["run_id"], []).append(r)
+def _summary(jobs: list[SweepJob], records: list, states: dict[str, str]) -> str:
+    by_key: dict[str, list] = {}
+    for r in records:
+        by_key.setdefault(r.run_id, []).append(r)
     lines = ["| task | arch | size | lr | seeds | params | steps | eval | entropy MAE (bits) per seed | KL (bits) "
              "per seed | this run |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for sj in jobs:
-        j, rs = sj.job, sorted(by_key.get(sj.key, []), key=lambda r: r["seed"])
-        mae = " ".join(f"{r['entropy_mae_bits']:.4f}" for r in rs) or "-"
-        kl = " ".join(f"{r['kl_bits']:.4f}" for r in rs) or "-"
-        primary = (rs[0]["metrics"] or {}).get("primary", "-") if rs else "-"
+        j, rs = sj.job, sorted(by_key.get(sj.key, []), key=lambda r: r.seed)
+        mae = " ".join(f"{r.entropy_mae_bits:.4f}" for r in rs) or "-"
+        kl = " ".join(f"{r.kl_bits:.4f}" for r in rs) or "-"
+        primary = rs[0].primary if rs else "-"
         lines.append(f"| {j.setup.label} | {j.arch} | {sj.size or '-'} | {j.train.lr:g} | {list(j.seeds)} | "
                      f"{j.params:,} | {j.train.steps} | {primary} | {mae} | {kl} | {states[sj.key]} |")
     return "\n".join(lines)
@@ -116,7 +116,7 @@ def cmd_sweep(args) -> int:
     """Check the sweep file, then run it (or with --dry-run, show it); exit 1 if a job failed."""
     from ..runner import resolve_device
     from ..leaderboard import json_runs
-    from ..results import db_path, read_rows
+    from ..results import db_path, read_records
     from .driver import run_sweep
     from .expand import expand
     from .spec import load_sweep
@@ -160,17 +160,17 @@ def cmd_sweep(args) -> int:
     for key, why in outcome.failed.items():
         states[key] = f"FAILED: {why}"
     keys = [sj.key for sj in jobs]
-    rows = read_rows(args.db, where=f"run_id IN ({', '.join('?' * len(keys))})", params=tuple(keys))
+    records = read_records(args.db, where=f"run_id IN ({', '.join('?' * len(keys))})", params=tuple(keys))
     if args.json:
         print(json.dumps({"sweep": spec.name, "wall_s": outcome.wall_s,
                           "jobs": [_job_json(sj, states[sj.key].split(" ")[0].rstrip(":,").lower(),
                                              outcome.failed.get(sj.key)) for sj in jobs],
-                          **json_runs(rows)}, indent=2))
+                          **json_runs(records)}, indent=2))
     else:
         print(f"\nSweep {spec.name!r}: {len(outcome.trained)} trained, {len(outcome.skipped)} already stored, "
               f"{len(outcome.failed)} failed in {outcome.wall_s:.0f} s (store {db_path(args.db)}, group "
               f"sweep-{spec.name}). Entropy MAE and KL in bits on each task's primary evaluation.\n")
-        print(_summary(jobs, rows, states))
+        print(_summary(jobs, records, states))
         print("\n`bayesbench leaderboard --all` and `bayesbench plot` read the same store.")
     if outcome.failed:
         say(f"bayesbench sweep: {len(outcome.failed)} job(s) failed; fix the cause and run the same command again "

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..results import connect, db_path, write_rows
+from ..results import connect, db_path, write_records
 from ..train import CHECKPOINT_NAME
 from .expand import SweepJob
 
@@ -108,13 +108,13 @@ def run_sweep(jobs: list[SweepJob], executor, *, db: str | None, runs_dir: str, 
             running.discard(key)
             say(f"retrying {sj.label} (attempt {event['attempt']}): {event['why']}")
         elif kind == "done":
-            write_rows(event["rows"], db)
+            write_records(event["records"], db)
             finished.add(key)
             running.discard(key)
             out.trained.append(key)
             advance(key, sj.job.train.steps)
-            maes = " ".join(f"{r['entropy_mae_bits']:.4f}" for r in event["rows"])
-            say(f"done: {sj.label} ({event['rows'][0]['wall_s']:.1f} s training); entropy MAE (bits) per "
+            maes = " ".join(f"{r.entropy_mae_bits:.4f}" for r in event["records"])
+            say(f"done: {sj.label} ({event['records'][0].wall_s:.1f} s training); entropy MAE (bits) per "
                       f"seed: {maes}")
         elif kind == "failed":
             finished.add(key)

@@ -1,5 +1,5 @@
 """What runs on a worker (a local pool process or a Ray task): train one sweep job, score it,
-hand the rows back. Workers never write the results store; the driver does (one writer).
+hand the run records back. Workers never write the results store; the driver does (one writer).
 
 The job checkpoints into its run directory under the shared runs directory every
 `checkpoint_every` steps; a worker that finds a checkpoint there (an earlier attempt that died,
@@ -19,7 +19,7 @@ Report = Callable[[dict], None]
 
 
 def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | None = None) -> dict:
-    """Train (or finish) the job and evaluate it; returns {"key", "rows", "resumed_from", ...}.
+    """Train (or finish) the job and evaluate it; returns {"key", "records", "resumed_from", ...}.
 
     Events sent through `report`: {"kind": "start", "key", "pid", "host", "step"} once the
     checkpoint (if any) is loaded, then {"kind": "step", "key", "step"} after each checkpoint.
@@ -46,6 +46,6 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
         send({"kind": "step", "key": sj.key, "step": trainer.step})
         if trainer.step >= job.train.steps or not any(trainer.alive):
             break
-    rows = record(result, device=job.device, cache_dir=os.path.join(runs_dir, "cache"), write=False)
-    return {"key": sj.key, "rows": rows, "resumed_from": resumed_from, "pid": os.getpid(),
+    records = record(result, device=job.device, cache_dir=os.path.join(runs_dir, "cache"), write=False)
+    return {"key": sj.key, "records": records, "resumed_from": resumed_from, "pid": os.getpid(),
             "host": socket.gethostname()}
