@@ -64,6 +64,50 @@ def _count_rows(db) -> tuple[int, int]:
     return total, distinct
 
 
+def _pool_workers(pid: int) -> list[int]:
+    """The local pool's worker processes among `pid`'s children (Linux /proc)."""
+    out = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/children") as f:
+            for child in f.read().split():
+                try:
+                    with open(f"/proc/{child}/cmdline", "rb") as c:
+                        if b"spawn_main" in c.read():
+                            out.append(int(child))
+                except FileNotFoundError:
+                    pass
+    return out
+
+
+def _alive(pids: list[int]) -> bool:
+    """Whether any of `pids` still runs (a zombie counts as ended)."""
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split(")")[-1].split()[0] != "Z":
+                    return True
+        except FileNotFoundError:
+            pass
+    return False
+
+
+def _wait_then_kill(driver, db, jobs, runs) -> list[int]:
+    """SIGKILL the driver once a job is stored and another has written a checkpoint; returns
+    the driver's local pool worker processes as they were just before."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and driver.poll() is None:
+        stored = _count_rows(db)[0]
+        ckpts = [sj for sj in jobs if os.path.exists(os.path.join(sj.run_dir(str(runs)), CHECKPOINT_NAME))]
+        if stored >= 1 and len(ckpts) > stored:
+            break
+        time.sleep(0.05)
+    assert driver.poll() is None, "the sweep finished before it could be interrupted"
+    workers = _pool_workers(driver.pid)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    return workers
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """The tiny sweep run once on the local pool, uninterrupted: (sweep file, store, rows)."""
@@ -145,8 +189,12 @@ def test_driver_killed_then_rerun_loses_and_duplicates_nothing(reference, tmp_pa
            "--no-progress", "--jobs", "1"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     driver = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    _wait_then_kill(driver, db, jobs, runs)
-    time.sleep(1.0)  # the pool worker dies with its driver (parent-death signal)
+    workers = _wait_then_kill(driver, db, jobs, runs)
+    # the pool worker dies with its driver (parent-death signal): no orphan trains on
+    deadline = time.monotonic() + 30
+    while _alive(workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert workers and not _alive(workers)
     done_rows = {(r["run_id"], r["seed"]): r for r in read_rows(str(db))}
     done_keys = {k for k, _ in done_rows}
     mtimes = {sj.key: os.path.getmtime(os.path.join(sj.run_dir(str(runs)), CHECKPOINT_NAME)) for sj in jobs
@@ -187,20 +235,6 @@ def _ray_executor(max_retries: int = 2):
     from bayesbench.sweep.spec import Resources
 
     return RayExecutor("auto", Resources(cpus=1), max_retries=max_retries)
-
-
-def _wait_then_kill(driver, db, jobs, runs) -> None:
-    """SIGKILL the driver once a job is stored and another has written a checkpoint."""
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and driver.poll() is None:
-        stored = _count_rows(db)[0]
-        ckpts = [sj for sj in jobs if os.path.exists(os.path.join(sj.run_dir(str(runs)), CHECKPOINT_NAME))]
-        if stored >= 1 and len(ckpts) > stored:
-            break
-        time.sleep(0.05)
-    assert driver.poll() is None, "the sweep finished before it could be interrupted"
-    driver.send_signal(signal.SIGKILL)
-    driver.wait()
 
 
 @pytest.mark.ray
