@@ -131,6 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     md.add_argument("--preset", default="paper", help="preset whose sizes to count (default paper)")
 
     add_score_parser(sub)
+    from .sweep.cli import add_sweep_parser
+    add_sweep_parser(sub)
 
     tunnels = sub.add_parser("tunnels", help="sample every wind tunnel and print its exact posterior entropy curve")
     tunnels.add_argument("--batch-size", type=_positive, default=2048, help="sequences per tunnel (default 2048)")
@@ -336,6 +338,12 @@ def cmd_tunnels(args) -> int:
     return 0
 
 
+def _cmd_sweep(args) -> int:
+    from .sweep.cli import cmd_sweep
+
+    return cmd_sweep(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     commands = {"run": cmd_run, "train": cmd_train, "eval": cmd_eval, "leaderboard": cmd_leaderboard,
@@ -345,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     from .dynamics.emsgd_study import cmd_emsgd
     from .dynamics.geometry_study import cmd_geometry
     commands["emsgd"], commands["geometry"] = cmd_emsgd, cmd_geometry
+    commands["sweep"] = _cmd_sweep
     try:
         return commands[args.command](args)
     except ValueError as err:

@@ -216,6 +216,7 @@ def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
 
     Evaluation sets are cached on disk beside the store (`<store folder>/cache`) unless
     `cache_dir` says otherwise, so parallel jobs and later `eval` calls reuse them.
+    `write=False` only returns the records (a sweep's workers: the sweep driver writes them).
     """
     task, meta, ident = task_of(result), result.meta, result.identity
     if cache_dir is None:

@@ -1,0 +1,134 @@
+"""The sweep driver: skip what the store holds, run the rest on an executor, store results.
+
+Exactly once: a job's rows are keyed (run_id = the job's stable key, seed), a job whose every
+seed is stored is skipped, and storing is an upsert on that key, so a result that arrives twice
+(a retried task, a rerun after the driver was killed between a job's end and its write) replaces
+itself instead of adding a row. The driver is the store's only writer. Jobs that were
+interrupted resume from their checkpoints (the workers look for them).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..results import connect, db_path, write_records
+from ..train import CHECKPOINT_NAME
+from .expand import SweepJob
+
+
+@dataclass
+class SweepOutcome:
+    """What a sweep run did: keys skipped (already stored), trained, failed (key -> why), retried
+    (key -> retries), resumed (key -> the step its checkpoint had reached), and its wall time."""
+
+    jobs: list[SweepJob]
+    skipped: list[str] = field(default_factory=list)
+    trained: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    retried: dict[str, int] = field(default_factory=dict)
+    resumed: dict[str, int] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+
+def stored_keys(jobs: list[SweepJob], db: str | None) -> set[str]:
+    """Keys of the jobs whose every seed has a row in the store."""
+    if not jobs or not os.path.exists(db_path(db)):
+        return set()
+    conn = connect(db)
+    try:
+        keys = [sj.key for sj in jobs]
+        have: dict[str, set[int]] = {}
+        for i in range(0, len(keys), 500):  # SQLite's bound-parameter limit
+            chunk = keys[i:i + 500]
+            rows = conn.execute(f"SELECT run_id, seed FROM runs WHERE run_id IN ({', '.join('?' * len(chunk))})",
+                                chunk).fetchall()
+            for run_id, seed in rows:
+                have.setdefault(run_id, set()).add(seed)
+    finally:
+        conn.close()
+    return {sj.key for sj in jobs if set(sj.job.seeds) <= have.get(sj.key, set())}
+
+
+def job_state(sj: SweepJob, stored: set[str], runs_dir: str) -> str:
+    """"stored", "checkpoint" (interrupted: will resume) or "new"."""
+    if sj.key in stored:
+        return "stored"
+    return "checkpoint" if os.path.exists(os.path.join(sj.run_dir(runs_dir), CHECKPOINT_NAME)) else "new"
+
+
+def run_sweep(jobs: list[SweepJob], executor, *, db: str | None, runs_dir: str, progress: bool = True,
+              say: Callable[[str], None] | None = None, on_event: Callable[[dict], None] | None = None) -> SweepOutcome:
+    """Run the jobs not yet stored on `executor`, writing each job's rows as it finishes.
+
+    `on_event(event)` sees every event (tests use it to kill a worker mid-job)."""
+    from tqdm.auto import tqdm
+
+    say = say or tqdm.write
+    runs_dir = os.path.abspath(runs_dir)  # workers may start elsewhere (Ray): one absolute path for all
+    start = time.perf_counter()
+    out = SweepOutcome(jobs)
+    stored = stored_keys(jobs, db)
+    out.skipped = [sj.key for sj in jobs if sj.key in stored]
+    todo = [sj for sj in jobs if sj.key not in stored]
+    by_key = {sj.key: sj for sj in todo}
+    resuming = sum(job_state(sj, stored, runs_dir) == "checkpoint" for sj in todo)
+    say(f"{len(jobs)} jobs: {len(out.skipped)} already stored (skipped), {len(todo)} to run"
+        + (f" ({resuming} resume from checkpoints)" if resuming else "")
+        + (f" on {executor.describe()}" if todo else ""))
+    if not todo:
+        out.wall_s = time.perf_counter() - start
+        return out
+    bar = tqdm(total=sum(sj.job.train.steps for sj in todo), unit="step", desc="sweep", disable=not progress,
+               dynamic_ncols=True)
+    steps: dict[str, int] = {}
+    running: set[str] = set()
+    finished: set[str] = set()
+
+    def advance(key: str, step: int) -> None:
+        if step > steps.get(key, 0):
+            bar.update(step - steps.get(key, 0))
+            steps[key] = step
+
+    def handle(event: dict) -> None:
+        key, kind = event["key"], event["kind"]
+        sj = by_key[key]
+        if kind == "start" and key not in finished:
+            running.add(key)
+            if event["step"] > 0:
+                out.resumed[key] = max(out.resumed.get(key, 0), event["step"])
+                say(f"resuming {sj.label} from its checkpoint at step {event['step']}")
+            advance(key, event["step"])
+        elif kind == "step" and key not in finished:
+            advance(key, event["step"])
+        elif kind == "retry":
+            out.retried[key] = out.retried.get(key, 0) + 1
+            running.discard(key)
+            say(f"retrying {sj.label} (attempt {event['attempt']}): {event['why']}")
+        elif kind == "done":
+            write_records(event["records"], db)
+            finished.add(key)
+            running.discard(key)
+            out.trained.append(key)
+            advance(key, sj.job.train.steps)
+            maes = " ".join(f"{r.entropy_mae_bits:.4f}" for r in event["records"])
+            say(f"done: {sj.label} ({event['records'][0].wall_s:.1f} s training); entropy MAE (bits) per "
+                      f"seed: {maes}")
+        elif kind == "failed":
+            finished.add(key)
+            running.discard(key)
+            out.failed[key] = event["error"]
+            say(f"FAILED: {sj.label}: {event['error']}")
+        bar.set_postfix(done=len(out.trained), running=len(running), failed=len(out.failed), refresh=False)
+        bar.refresh()
+        if on_event is not None:
+            on_event(event)
+
+    try:
+        executor.run(todo, runs_dir, handle)
+    finally:
+        bar.close()
+    out.wall_s = time.perf_counter() - start
+    return out

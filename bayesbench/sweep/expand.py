@@ -1,0 +1,138 @@
+"""A checked sweep's points -> resolved jobs, each with a stable key.
+
+The key of a job is a hash of everything that decides its stored numbers: the task's
+configuration and evaluation (label, lengths, set size), the architecture and its resolved model
+configuration (capacity matching already applied), the training configuration, the seeds and
+the device kind. The store keeps one row per (run_id, seed) and a sweep's run_id IS this key, so
+each (job configuration, seed) has one stable row key: re-running a sweep finds what is already
+stored, and writing a result twice replaces it instead of adding a second row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ..evaluate import max_eval_len
+from ..models import count_params
+from ..presets import get_preset
+from ..runner import Job, make_task, resolve_model
+from ..train import TrainConfig
+from .spec import Resources, SweepSpec
+
+KEY_CHARS = 16  # hex characters of the SHA-256 kept: 64 bits
+
+
+@dataclass(frozen=True)
+class SweepJob:
+    """One job of a sweep: a resolved `Job` (an ensemble of seeds) and how the sweep runs it."""
+
+    key: str  # stable hash of the resolved configuration; the stored rows' run_id
+    job: Job
+    size: str | None  # the sweep's name for the model size, if it has a sizes axis
+    checkpoint_every: int  # steps between checkpoints (and progress reports)
+    group_id: str  # stored with every row: "sweep-<name>"
+
+    @property
+    def label(self) -> str:
+        """Task / arch [size] [lr] seeds: how the job is named in progress lines and tables."""
+        j = self.job
+        size = f" [{self.size}]" if self.size else ""
+        return f"{j.setup.label} / {j.arch}{size} lr {j.train.lr:g} seeds {list(j.seeds)}"
+
+    def run_dir(self, root: str) -> str:
+        """Its checkpoint folder under the shared runs directory (named by its key)."""
+        j = self.job
+        parts = [j.key, j.arch] + ([self.size] if self.size else []) + [f"lr{j.train.lr:g}",
+                                                                         "s" + "-".join(map(str, j.seeds))]
+        return os.path.join(root, "sweep", f"{'-'.join(parts)}-{self.key}")
+
+    @property
+    def tokens(self) -> int:
+        """Training tokens over all members: steps x batch x sequence length x members."""
+        j = self.job
+        return j.train.steps * j.train.batch_size * j.task.seq_len * len(j.seeds)
+
+    @property
+    def flops(self) -> float:
+        """Estimated training compute: 6 x parameters per member x tokens (forward + backward)."""
+        return 6.0 * self.job.params * self.tokens
+
+
+def job_key(job: Job) -> str:
+    """SHA-256 (first 16 hex characters) of the job's resolved configuration; see the module doc."""
+    train = dataclasses.asdict(job.train)
+    train.pop("checkpoint_every")  # when checkpoints are written changes no number
+    ident = {"task": job.task.config(), "label": job.setup.label, "eval_lengths": list(job.setup.eval_lengths),
+             "eval_sequences": job.setup.eval_sequences, "arch": job.arch, "model": job.model,
+             "max_len": job.max_len, "train": train, "seeds": list(job.seeds),
+             "device": torch.device(job.device).type}
+    text = json.dumps(ident, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:KEY_CHARS]
+
+
+def gpu_share(job: SweepJob, resources: Resources) -> float:
+    """GPUs a job asks Ray for: 0 on CPU; the sweep's `resources.gpus`; or by size ("auto"):
+    a quarter of a GPU below 2M parameters x members, half below 20M, else a whole one."""
+    if torch.device(job.job.device).type != "cuda":
+        return 0.0
+    if resources.gpus != "auto":
+        return float(resources.gpus)
+    size = job.job.params * len(job.job.seeds)
+    return 0.25 if size < 2_000_000 else 0.5 if size < 20_000_000 else 1.0
+
+
+def expand(spec: SweepSpec, *, device: Callable[[str], str] | None = None) -> list[SweepJob]:
+    """Resolve every point of `spec` into a job; `device` maps the requested device ("auto",
+    "cuda", ...) to the one used (default: unchanged, "auto" -> "cpu"). Builds every model on the
+    meta device to count its parameters, so a bad model setting fails here, before anything runs."""
+    device = device or (lambda d: "cpu" if d == "auto" else d)
+    jobs: list[SweepJob] = []
+    seen: dict[str, int] = {}
+    for i, pt in enumerate(spec.points):
+        where = f"sweep file {spec.path}: job {i + 1} ({pt['task']} / {pt['arch']}" + \
+                (f" size {pt['size']})" if pt["size"] else ")")
+        preset = get_preset(pt["preset"])
+        setup = preset.tasks[pt["task"]]
+        if pt["eval_sequences"] is not None:
+            setup = dataclasses.replace(setup, eval_sequences=pt["eval_sequences"])
+        if pt["models"]:
+            models = dict(setup.models)
+            for arch, override in pt["models"].items():
+                models[arch] = {**models.get(arch, {}), **override}
+            setup = dataclasses.replace(setup, models=models)
+        task = make_task(setup)
+        max_len = max_eval_len(task, setup.eval_lengths)
+        try:
+            model = resolve_model(setup, pt["arch"], task, max_len, pt["attention"])
+            count_params(pt["arch"], task, max_len=max_len, **model)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{where}: bad model settings: {err}") from None
+        train = dict(setup.train)
+        if pt["lr"] is not None:
+            train["lr"] = pt["lr"]
+        if pt["steps"] is not None:
+            train["steps"] = pt["steps"]
+            if train.get("warmup_steps", 0) > pt["steps"] // 10:  # as `bayesbench run --steps`
+                train["warmup_steps"] = max(0, pt["steps"] // 100)
+        train.update(pt["train"])
+        try:
+            train_cfg = TrainConfig(**train, checkpoint_every=0, compile=False)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{where}: bad training settings: {err}") from None
+        job = Job(pt["preset"], pt["task"], setup, pt["arch"], model, train_cfg, tuple(pt["seeds"]),
+                  device(pt["device"]))
+        key = job_key(job)
+        if key in seen:
+            raise ValueError(f"{where}: the same job as job {seen[key] + 1} (identical configuration and seeds); "
+                             "each job is trained and stored once")
+        seen[key] = i
+        every = pt["checkpoint_every"] or preset.checkpoint_every or max(1, train_cfg.steps // 10)
+        jobs.append(SweepJob(key, job, pt["size"], min(every, train_cfg.steps), f"sweep-{spec.name}"))
+    return jobs

@@ -1,0 +1,126 @@
+"""The Ray executor: one Ray task per job, with the job's CPUs and (fractional) GPUs.
+
+Ray is an optional extra (`pip install 'bayesbench[ray]'`); asking for it without it installed
+is a clear error. Ray retries a task whose worker process or node died (`max_retries`, system
+failures only; a job that raises is not retried: the same config would raise again), and the
+retried task resumes from the job's last checkpoint in the shared runs directory. Progress
+comes back through a Ray queue; results come back as the tasks' return values, and the driver
+alone writes them to the store.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from .expand import SweepJob, gpu_share
+from .spec import Resources
+from .worker import train_and_score
+
+MISSING = ("--ray needs Ray, which is not installed: pip install 'bayesbench[ray]' (or pip install ray) "
+           "on the driver and on every node of the cluster")
+
+
+def import_ray():
+    """The `ray` module, or a ValueError saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ValueError(MISSING) from None
+    return ray
+
+
+def _ray_job(sj: SweepJob, runs_dir: str, threads: int, events) -> dict:
+    def send(event: dict) -> None:
+        events.put(event)
+
+    return train_and_score(sj, runs_dir, threads, send)
+
+
+class RayExecutor:
+    """Submit jobs to a Ray cluster: `address` is "auto" (the running cluster this machine
+    belongs to), "local" (start a private one-machine Ray) or a cluster address (host:port,
+    ray://host:10001)."""
+
+    name = "Ray"
+
+    def __init__(self, address: str, resources: Resources, max_retries: int = 2) -> None:
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        ray = import_ray()
+        self.ray, self.resources, self.max_retries = ray, resources, max_retries
+        self.started = False
+        if not ray.is_initialized():
+            try:
+                if address == "local":
+                    ray.init(include_dashboard=False, logging_level=logging.WARNING)
+                else:
+                    ray.init(address=address, logging_level=logging.WARNING)
+            except (ConnectionError, RuntimeError, ValueError) as err:
+                raise ValueError(f"--ray {address}: cannot connect to a Ray cluster ({err}); start one with "
+                                 "`ray start --head` (docs/sweeps.md) or use --ray local") from None
+            self.started = True
+
+    def gpus(self) -> float:
+        """GPUs in the cluster (for device "auto")."""
+        return float(self.ray.cluster_resources().get("GPU", 0))
+
+    def describe(self) -> str:
+        res = self.ray.cluster_resources()
+        return (f"Ray cluster: {len(self.ray.nodes())} node(s), {res.get('CPU', 0):g} CPUs, {res.get('GPU', 0):g} "
+                f"GPUs; {self.resources.cpus} CPU(s) per job, up to {self.max_retries} retries")
+
+    def close(self) -> None:
+        if self.started:
+            self.ray.shutdown()
+
+    def run(self, jobs: list[SweepJob], runs_dir: str, on_event: Callable[[dict], None]) -> None:
+        """Run every job as a Ray task; events as LocalExecutor.run (a second "start" of a job
+        means Ray retried it: reported as "retry")."""
+        ray = self.ray
+        from ray.util.queue import Empty, Queue
+
+        events = Queue(actor_options={"num_cpus": 0})
+        task = ray.remote(_ray_job)
+        refs = {}
+        for sj in sorted(jobs, key=lambda sj: -sj.flops):
+            ref = task.options(num_cpus=self.resources.cpus, num_gpus=gpu_share(sj, self.resources),
+                               max_retries=self.max_retries, retry_exceptions=False,
+                               name=f"bayesbench:{sj.key}").remote(sj, runs_dir, self.resources.cpus, events)
+            refs[ref] = sj
+        starts: dict[str, int] = {}
+
+        def drain() -> None:
+            while True:
+                try:
+                    event = events.get_nowait()
+                except Empty:
+                    return
+                if event["kind"] == "start":
+                    starts[event["key"]] = starts.get(event["key"], 0) + 1
+                    if starts[event["key"]] > 1:
+                        on_event({"kind": "retry", "key": event["key"], "attempt": starts[event["key"]],
+                                  "why": "Ray restarted it after its worker died"})
+                on_event(event)
+
+        try:
+            while refs:
+                ready, _ = ray.wait(list(refs), num_returns=1, timeout=0.2)
+                drain()
+                for ref in ready:
+                    sj = refs.pop(ref)
+                    try:
+                        out = ray.get(ref)
+                    except ray.exceptions.RayTaskError as err:  # the job raised
+                        cause = err.cause if getattr(err, "cause", None) is not None else err
+                        on_event({"kind": "failed", "key": sj.key, "error": f"{type(cause).__name__}: {cause}"})
+                    except ray.exceptions.RayError as err:  # worker or node lost, retries spent
+                        on_event({"kind": "failed", "key": sj.key,
+                                  "error": f"{type(err).__name__} after {self.max_retries} retries: {err}"})
+                    else:
+                        on_event({"kind": "done", "key": sj.key, **out})
+            drain()
+        finally:
+            for ref in refs:
+                ray.cancel(ref, force=True)
+            ray.kill(events.actor)
