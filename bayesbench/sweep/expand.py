@@ -70,6 +70,7 @@ def job_key(job: Job) -> str:
     train = dataclasses.asdict(job.train)
     train.pop("checkpoint_every")  # when checkpoints are written changes no number
     ident = {"task": job.task.config(), "label": job.setup.label, "eval_lengths": list(job.setup.eval_lengths),
+             "eval_scored": list(job.setup.eval_scored),
              "eval_sequences": job.setup.eval_sequences, "arch": job.arch, "model": job.model,
              "max_len": job.max_len, "train": train, "seeds": list(job.seeds),
              "device": torch.device(job.device).type}
@@ -108,7 +109,7 @@ def expand(spec: SweepSpec, *, device: Callable[[str], str] | None = None) -> li
                 models[arch] = {**models.get(arch, {}), **override}
             setup = dataclasses.replace(setup, models=models)
         task = make_task(setup)
-        max_len = max_eval_len(task, setup.eval_lengths)
+        max_len = max_eval_len(task, setup.eval_lengths, setup.eval_scored)
         try:
             model = resolve_model(setup, pt["arch"], task, max_len, pt["attention"])
             count_params(pt["arch"], task, max_len=max_len, **model)

@@ -18,7 +18,6 @@ file, the key and the rule.
 from __future__ import annotations
 
 import difflib
-import itertools
 import os
 import runpy
 import tomllib
@@ -203,7 +202,9 @@ def expand_grid(path: str, grid: dict) -> list[dict]:
         if t not in p.tasks:
             raise ValueError(f"sweep file {path}: unknown task {t!r} in tasks (preset {preset!r} has "
                              f"{', '.join(p.tasks)})")
-    archs = _str_list(path, "archs", grid.get("archs", list(p.archs)))
+    explicit_archs = "archs" in grid
+    archs = _str_list(path, "archs", grid["archs"]) if explicit_archs else \
+        sorted({a for t in tasks for a in (p.tasks[t].archs or p.archs)})
     known = list(list_models())
     for a in archs:
         if a not in known:
@@ -240,7 +241,12 @@ def expand_grid(path: str, grid: dict) -> list[dict]:
     if "attention" in shared:
         _choice(path, "attention", shared["attention"], ATTENTION)
     points = []
-    for task, (size, models), arch, lr in itertools.product(tasks, size_items, archs, lrs):
+    def task_archs(task: str) -> list[str]:  # without `archs`, each task runs its preset defaults (as `run` does)
+        return archs if explicit_archs else list(p.tasks[task].archs or p.archs)
+
+    combos = [(task, size_item, arch, lr) for task in tasks for size_item in size_items
+              for arch in task_archs(task) for lr in lrs]
+    for task, (size, models), arch, lr in combos:
         seeds = _seeds(path, "seeds", grid["seeds"]) if "seeds" in grid else tuple(range(p.tasks[task].seeds))
         group = ensemble or len(seeds)
         for i in range(0, len(seeds), group):
