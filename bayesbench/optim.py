@@ -29,6 +29,7 @@ Decayed parameters come first in the buffer, so weight decay is one op on a pref
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import torch
@@ -46,9 +47,11 @@ class FlatMemberAdamW:
     do), one dtype and one device. `decays(p)` says whether parameter p gets weight decay.
     """
 
+    ALGORITHMS = ("adamw", "sgd")
+
     def __init__(self, model: nn.Module, ensemble: int, *, lr: float, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, decays: Callable[[Tensor], bool] = lambda p: True,
-                 max_norm: float = 1.0) -> None:
+                 max_norm: float = 1.0, algorithm: str = "adamw") -> None:
         params = [p for p in model.parameters() if p.requires_grad]
         if not params:
             raise ValueError("model has no trainable parameters")
@@ -59,6 +62,8 @@ class FlatMemberAdamW:
         dtypes, devices = {p.dtype for p in params}, {p.device for p in params}
         if len(dtypes) != 1 or len(devices) != 1:
             raise ValueError(f"all parameters must share one dtype and device, got {dtypes} on {devices}")
+        self.algorithm = algorithm
+        self.set_algorithm(algorithm)
         self.ensemble, self.lr, self.betas, self.eps = ensemble, lr, betas, eps
         self.weight_decay, self.max_norm = weight_decay, max_norm
         decayed = [p for p in params if decays(p)]
@@ -83,6 +88,13 @@ class FlatMemberAdamW:
         self._step = torch.zeros((), dtype=torch.float32, device=device)
         self._zero = torch.zeros((), dtype=dtype, device=device)
         self._n_params = len(self.params)
+
+    def set_algorithm(self, algorithm: str) -> None:
+        """'adamw' (default) or 'sgd': plain SGD, the same clipping and guard, no weight decay or
+        momentum (the gradient-dynamics profiler's setting, where the update is -lr * gradient)."""
+        if algorithm not in self.ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {self.ALGORITHMS}, got {algorithm!r}")
+        self.algorithm = algorithm
 
     # -- per-member views
     def member_scale(self, per_member: Tensor) -> Tensor:
@@ -123,6 +135,11 @@ class FlatMemberAdamW:
         coef = torch.where(ok, coef, self._zero)
         scale, dead = self.member_scale(torch.stack([coef, (~ok).to(coef.dtype)]))
         g.mul_(scale).nan_to_num_(0.0, 0.0, 0.0)  # a diverged member's nan/inf gradient becomes 0
+        if self.algorithm == "sgd":  # a zero gradient leaves a diverged member exactly where it is
+            self.steps += 1
+            self._step.add_(1)
+            self.param.add_(g, alpha=-lr)
+            return norms, ok
         before = self.param.clone()
         self._step.add_(1)
         self.steps += 1
@@ -149,7 +166,7 @@ class FlatMemberAdamW:
 
     # -- checkpoints
     def state_dict(self) -> dict:
-        return {"kind": "flat-member-adamw", "steps": self.steps, "exp_avg": self.exp_avg,
+        return {"kind": "flat-member-adamw", "algorithm": self.algorithm, "steps": self.steps, "exp_avg": self.exp_avg,
                 "exp_avg_sq": self.exp_avg_sq, "shapes": [list(p.shape) for p in self.params],
                 "n_decay": self.n_decay}
 
@@ -159,7 +176,47 @@ class FlatMemberAdamW:
                              "bayesbench, before the flat per-member AdamW): train this run from step 0")
         if state["shapes"] != [list(p.shape) for p in self.params] or state["n_decay"] != self.n_decay:
             raise ValueError("optimizer state does not match this model's parameters")
+        self.set_algorithm(state.get("algorithm", "adamw"))
         self.steps = int(state["steps"])
         self._step.fill_(self.steps)
         self.exp_avg.copy_(state["exp_avg"])
         self.exp_avg_sq.copy_(state["exp_avg_sq"])
+
+
+def select_members(state: dict, members: list[int], ensemble: int) -> dict:
+    """The optimiser state (from `state_dict`) of an `ensemble`-member run restricted to some of
+    its members, in the given order: to continue a subset of a run's seeds."""
+    index = torch.tensor(members, dtype=torch.long)
+    out = dict(state)
+    for key in ("exp_avg", "exp_avg_sq"):
+        flat, parts, offset = state[key], [], 0
+        for shape in state["shapes"]:
+            n = math.prod(shape)
+            block = flat[offset:offset + n].view(ensemble, -1)
+            parts.append(block.index_select(0, index.to(flat.device)).reshape(-1))
+            offset += n
+        out[key] = torch.cat(parts)
+    out["shapes"] = [[len(members), *shape[1:]] for shape in state["shapes"]]
+    out["n_decay"] = state["n_decay"] // ensemble * len(members)
+    return out
+
+
+# ---------------------------------------------------------------- per-parameter reference versions
+
+def member_grad_norms(params: list[Tensor], ensemble: int) -> Tensor:
+    """Global L2 gradient norm of each member over its slice of every parameter: [E]. The plain
+    per-parameter loop (the reference `FlatMemberAdamW.member_grad_norms` is tested against, and
+    what a hand-written loop over parameters with a leading member dimension can use)."""
+    sq = torch.zeros(ensemble, device=params[0].device, dtype=torch.float32)
+    for p in params:
+        if p.grad is not None:
+            sq += p.grad.float().pow(2).reshape(ensemble, -1).sum(1)
+    return sq.sqrt()
+
+
+def clip_per_member(params: list[Tensor], norms: Tensor, max_norm: float) -> None:
+    """Scale member e's gradients by min(1, max_norm / (norm_e + 1e-6)) (torch's clip rule)."""
+    coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+    for p in params:
+        if p.grad is not None:
+            p.grad.mul_(coef.view(-1, *([1] * (p.dim() - 1))).to(p.grad.dtype))

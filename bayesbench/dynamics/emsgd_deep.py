@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from ..checks import positive_int
 from ..models.layers import EnsembleLayerNorm, EnsembleLinear
-from ..train import clip_per_member, member_grad_norms
+from ..optim import clip_per_member, member_grad_norms
 from .emsgd import member_losses
 from .sticky_chain import ChainData
 

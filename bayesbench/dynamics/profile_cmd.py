@@ -62,12 +62,9 @@ def add_parser(sub, seed_list, positive, common) -> None:
 
 
 def _make_optimizer(trainer, name: str):
-    import torch
-
-    from ..train import decay_groups
-
-    if name == "sgd":
-        return torch.optim.SGD(decay_groups(trainer.model, 0.0), lr=trainer.cfg.lr, momentum=0.0)
+    """The trainer's flat per-member optimiser, switched to plain SGD for --optimizer sgd (same
+    per-member clipping and divergence guard; no momentum, no weight decay)."""
+    trainer.optimizer.set_algorithm(name)
     return trainer.optimizer
 
 

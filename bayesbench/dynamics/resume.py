@@ -7,6 +7,7 @@ import os
 
 import torch
 
+from ..optim import select_members
 from ..results import read_rows
 from ..tasks import task_from_config
 from ..train import CHECKPOINT_NAME, TrainConfig, Trainer
@@ -73,12 +74,7 @@ def trainer_from_state(state: dict, seeds: list[int], extra_steps: int, *, devic
                       max_len=ident["max_len"], device=device, run_dir=run_dir, meta=meta)
     trainer.model.load_state_dict({k: v.index_select(0, sel) if v.dim() and v.shape[0] == E else v
                                    for k, v in state["model"].items()})
-    opt = state["optimizer"]
-    sliced = {"param_groups": opt["param_groups"], "state": {}}
-    for key, st in opt["state"].items():
-        sliced["state"][key] = {n: (t.index_select(0, sel.to(t.device)) if torch.is_tensor(t) and t.dim() and t.shape[0] == E
-                                    else t) for n, t in st.items()}
-    trainer.optimizer.load_state_dict(sliced)
+    trainer.optimizer.load_state_dict(select_members(state["optimizer"], idx, E))
     for stream, i in zip(trainer.streams, idx):
         stream.load_state_dict(state["streams"][i])
     trainer.step = int(state["step"])
