@@ -22,6 +22,7 @@ class NextSymbolTask(Task):
             raise ValueError(f"V must be an integer >= 2, got {self.V!r}")
         if isinstance(self.L, bool) or not isinstance(self.L, int) or self.L < 2:
             raise ValueError(f"L must be an integer >= 2 (one prediction needs two tokens), got {self.L!r}")
+        self.check_size()
 
     @property
     def vocab_size(self) -> int:
