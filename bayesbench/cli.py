@@ -19,6 +19,7 @@ import sys
 import time
 import uuid
 
+from .cli_errors import add_debug_flag, no_rows_message, run_command
 from .leaderboard import FORMATS
 
 EPILOG = """Results go to an SQLite store (default ./results/bayesbench.sqlite; --db or $BAYESBENCH_DB).
@@ -31,8 +32,8 @@ def _seed_list(text: str) -> list[int]:
         seeds = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"--seeds must be comma-separated integers like 0,1,2, got {text!r}") from None
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise argparse.ArgumentTypeError(f"--seeds must list distinct integers, got {text!r}")
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f"--seeds must list distinct non-negative integers, got {text!r}")
     return seeds
 
 
@@ -118,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     tunnels = sub.add_parser("tunnels", help="sample every wind tunnel and print its exact posterior entropy curve")
     tunnels.add_argument("--batch-size", type=_positive, default=2048, help="sequences per tunnel (default 2048)")
     tunnels.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+    add_debug_flag(parser, sub)
     return parser
 
 
@@ -247,17 +249,21 @@ def cmd_train(args) -> int:
 def cmd_eval(args) -> int:
     from .config import record
     from .leaderboard import json_runs, markdown
-    from .results import read_rows
+    from .results import prepare_store, read_rows
     from .train import CHECKPOINT_NAME, load_result
 
-    run_ids = []
-    for path in args.run_dir:
+    prepare_store(args.db)
+    results = []
+    for path in args.run_dir:  # every checkpoint read (and any damage named) before anything is stored
         ckpt = os.path.join(path, CHECKPOINT_NAME) if os.path.isdir(path) else path
         if not os.path.exists(ckpt):
-            raise SystemExit(f"bayesbench eval: no checkpoint at {ckpt}")
+            raise ValueError(f"no checkpoint at {ckpt}")
         result = load_result(ckpt, args.device)
         if args.eval_sequences:
             result.meta["eval_sequences"] = args.eval_sequences
+        results.append(result)
+    run_ids = []
+    for result in results:
         rows = record(result, db=args.db, device=args.device)
         run_ids.append(rows[0]["run_id"])
     rows = read_rows(args.db, where=f"run_id IN ({', '.join('?' * len(run_ids))})", params=tuple(run_ids))
@@ -269,6 +275,8 @@ def cmd_leaderboard(args) -> int:
     from .leaderboard import render, select_rows
 
     rows = select_rows(args.db, task=args.task, arch=args.arch, latest=not args.all)
+    if not rows and (args.task or args.arch):
+        raise ValueError(no_rows_message(args.db, task=args.task, arch=args.arch))
     print(render(rows, "json" if args.json else args.format))
     return 0
 
@@ -277,6 +285,8 @@ def cmd_plot(args) -> int:
     from .plots import plot
 
     paths = plot(args.db, args.out, task=args.task)
+    if not paths and args.task:
+        raise ValueError(no_rows_message(args.db, task=args.task))
     if not paths:
         print("no stored runs to plot: run `bayesbench run --preset quick` first")
     for p in paths:
@@ -318,14 +328,13 @@ def cmd_tunnels(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run a command; a failure is one line on stderr and a non-zero exit (`cli_errors`).
+    Without `argv` (the program itself) an interrupted command exits at once."""
+    program, argv = argv is None, sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     commands = {"run": cmd_run, "train": cmd_train, "eval": cmd_eval, "leaderboard": cmd_leaderboard,
                 "plot": cmd_plot, "models": cmd_models, "tunnels": cmd_tunnels}
-    try:
-        return commands[args.command](args)
-    except ValueError as err:
-        print(f"bayesbench {args.command}: {err}", file=sys.stderr)
-        return 2
+    return run_command(commands[args.command], args, argv, exit_now=program)
 
 
 if __name__ == "__main__":
