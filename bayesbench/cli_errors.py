@@ -18,6 +18,7 @@ import shlex
 import sys
 from collections.abc import Callable
 
+from . import interrupt
 from .interrupt import Interrupted
 
 DEBUG_ENV = "BAYESBENCH_DEBUG"
@@ -62,12 +63,7 @@ def run_command(fn: Callable[[argparse.Namespace], int], args: argparse.Namespac
         code, line = explain(err, args, argv)
         print(f"bayesbench {args.command}: {line}", file=sys.stderr, flush=True)
         if exit_now and isinstance(err, KeyboardInterrupt):
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except (OSError, ValueError):
-                    pass
-            os._exit(code)
+            interrupt.exit_now(code)
         return code
 
 

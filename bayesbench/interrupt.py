@@ -73,16 +73,28 @@ def reset() -> None:
     _requested = None
 
 
+def exit_now(code: int) -> None:
+    """Leave the process at once (os._exit) after flushing stdout/stderr and releasing what
+    multiprocessing registered (semaphores, e.g. tqdm's lock, which the resource tracker would
+    otherwise report as leaked). For a process that has saved everything it must: the
+    interpreter's own teardown of torch can take seconds on a loaded machine."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    with contextlib.suppress(Exception):
+        from multiprocessing import util
+
+        util._run_finalizers(0)  # what multiprocessing's atexit hook runs for these
+    os._exit(code)
+
+
 def _handler(signum: int, frame) -> None:
     global _requested
     name = signal.Signals(signum).name
     repeat = _requested is not None
     _requested = _requested or name
     if _mode == "worker" and not _in_job:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        os._exit(128 + signum)  # idle: nothing to keep
+        exit_now(128 + signum)  # idle: nothing to keep
     if _deferring and not (repeat and _mode == "main"):
         return  # honoured at the next safe point
     raise Interrupted(_requested)

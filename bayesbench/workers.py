@@ -17,12 +17,9 @@ this process decides what every worker does.
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
-import os
 import pickle
 import signal
-import sys
 import time
 import traceback
 from collections import deque
@@ -74,10 +71,7 @@ def _worker_main(conn, fn: Callable, initializer: Callable | None, initargs: tup
         except (BrokenPipeError, OSError):
             return
         if interrupt.requested():  # told to stop and answered: leave now, skipping a slow teardown
-            for stream in (sys.stdout, sys.stderr):
-                with contextlib.suppress(Exception):
-                    stream.flush()
-            os._exit(0)
+            interrupt.exit_now(0)
 
 
 def _exit_words(code: int | None) -> str:
