@@ -35,7 +35,7 @@ $(STAMP): pyproject.toml setup.py requirements.txt $(EXT_SOURCES) | $(SETUP_DEPS
 	$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install -q "$(TORCH_SPEC)"
 	$(PYTHON) -m pip install -q -r requirements.txt
 	$(PYTHON) -m pip install -q --no-build-isolation -e .
-	@$(PYTHON) -c "import bayesbench, torch; print('bayesbench', bayesbench.__version__, '| torch', torch.__version__, '| extension:', bayesbench.extension_status())"
+	@$(PYTHON) -c "import bayesbench, bayesbench.ops, torch; print('bayesbench', bayesbench.__version__, '| torch', torch.__version__, '| extension:', bayesbench.ops.extension_status())"
 	@touch $(STAMP)
 
 setup: $(STAMP)

@@ -7,16 +7,3 @@ ensemble-native models, a trainer, a results store and a leaderboard.
 from __future__ import annotations
 
 __version__ = "0.1.0"
-
-
-def extension_status() -> str:
-    """Say whether the compiled extension `bayesbench._C` is importable, and with which devices."""
-    import torch  # loads libtorch, which the extension links against
-
-    try:
-        from bayesbench import _C  # noqa: F401
-    except ImportError as err:  # not built: everything falls back to the PyTorch reference
-        return f"not built ({err}); using the PyTorch reference"
-
-    cuda = hasattr(torch.ops.bayesbench, "hmm_filter") and getattr(_C, "WITH_CUDA", False)
-    return "built (cpu" + (", cuda)" if cuda else ")")

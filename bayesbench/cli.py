@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
 import uuid
 
+from .checks import positive_int
 from .cli_errors import add_debug_flag, no_rows_message, run_command
 from .leaderboard import FORMATS
 
@@ -38,13 +38,11 @@ def _seed_list(text: str) -> list[int]:
 
 
 def _positive(text: str) -> int:
+    """argparse type: the text of a positive integer (argparse puts the option's name in front)."""
     try:
-        value = int(text)
+        return positive_int("value", int(text))
     except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -52,7 +50,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _training(p: argparse.ArgumentParser) -> None:
-    from .config import PRESETS
+    from .presets import PRESETS
 
     p.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="sizes, steps and evaluation (default quick)")
     p.add_argument("--steps", type=_positive, help="override the preset's number of training steps")
@@ -137,7 +135,7 @@ def _progress(args) -> bool:
 
 
 def _jobs(args, *, tasks, archs, seeds):
-    from .config import make_jobs
+    from .runner import make_jobs
 
     return make_jobs(args.preset, tasks=tasks, archs=archs, seeds=seeds, steps=args.steps, device=args.device,
                      attention=args.attention, compile=args.compile, checkpoint_every=args.checkpoint_every,
@@ -154,7 +152,7 @@ def _workers(args, jobs) -> int:
 
 
 def _run_jobs(args, jobs, group_id: str, say) -> list[str]:
-    from .config import run_jobs
+    from .runner import run_jobs
 
     workers = _workers(args, jobs)
     for i, job in enumerate(jobs, 1):
@@ -167,65 +165,45 @@ def _run_jobs(args, jobs, group_id: str, say) -> list[str]:
         say(f"running {len(jobs)} jobs in {workers} processes (one per core, {args.threads or 'cores/processes'} "
             "threads each; --jobs 1 runs them one by one)")
 
-    def done(job, rows):
-        r0 = rows[0]
-        maes = " ".join(f"{r['entropy_mae_bits']:.4f}" for r in rows)
-        say(f"done: {job.setup.label} / {job.arch} in {r0['wall_s']:.1f} s ({r0['steps_per_s']:.1f} steps/s); "
+    def done(job, records):
+        r0 = records[0]
+        maes = " ".join(f"{r.entropy_mae_bits:.4f}" for r in records)
+        say(f"done: {job.setup.label} / {job.arch} in {r0.wall_s:.1f} s ({r0.steps_per_s:.1f} steps/s); "
             f"entropy MAE (bits) per seed: {maes}")
-        for r in rows:
-            if r["status"] != "ok":
-                say(f"      WARNING: {r['status']}")
+        for r in records:
+            if r.status != "ok":
+                say(f"      WARNING: {r.status}")
 
     results = run_jobs(jobs, workers=workers, threads=args.threads, on_done=done, db=args.db, group_id=group_id,
                        run_root=args.runs_dir, resume=args.resume, progress=_progress(args))
-    return [rows[0]["run_id"] for rows in results]
+    return [records[0].run_id for records in results]
 
 
-def _headline(rows: list[dict]) -> list[str]:
-    """Per task: the ranking by mean entropy MAE, and whether the transformer beats the
-    position-wise MLP on every seed (worst transformer seed against best MLP seed)."""
-    lines = []
-    by_task: dict[str, dict[str, list[float]]] = {}
-    for r in rows:
-        by_task.setdefault(r["task_label"], {}).setdefault(r["arch"], []).append(r["entropy_mae_bits"])
-    for task, archs in by_task.items():
-        mean = {a: sum(v) / len(v) for a, v in archs.items()}
-        ranking = " < ".join(f"{a} {mean[a]:.4f}" for a in sorted(mean, key=mean.get))
-        lines.append(f"{task}: mean entropy MAE (bits), best first: {ranking}")
-        if "transformer" in archs and "mlp" in archs:
-            worst_t, best_m = max(archs["transformer"]), min(archs["mlp"])
-            factor = best_m / worst_t if worst_t > 0 else math.inf
-            verdict = "below" if factor > 1 else "NOT below"
-            lines.append(f"{task}: transformer is {verdict} the position-wise MLP on every seed, by {factor:.1f}x "
-                         f"(worst transformer seed {worst_t:.4f} bits, best MLP seed {best_m:.4f} bits)")
-    return lines
-
-
-def _say(args):
+def _line_printer(args):
     """Progress lines: to stderr when stdout carries --json, else to stdout."""
     stream = sys.stderr if args.json else sys.stdout
     return lambda m: print(m, file=stream, flush=True)
 
 
 def cmd_run(args) -> int:
-    from .leaderboard import json_runs, markdown, select_rows
+    from .leaderboard import headline, json_runs, markdown, select_rows
 
     _setup_torch(args)
-    say = _say(args)
+    say = _line_printer(args)
     start = time.perf_counter()
     jobs = _jobs(args, tasks=args.tasks, archs=args.archs,
                  seeds=list(range(args.seeds)) if args.seeds else None)
     group_id = uuid.uuid4().hex[:12]
     say(f"bayesbench run --preset {args.preset}: {len(jobs)} training jobs (group {group_id})")
     _run_jobs(args, jobs, group_id, say)
-    rows = select_rows(args.db, group_id=group_id)
+    records = select_rows(args.db, group_id=group_id)
     if args.json:
-        print(json.dumps(json_runs(rows), indent=2))
+        print(json.dumps(json_runs(records), indent=2))
         return 0
     print(f"\nLeaderboard (preset {args.preset}, this run; store: {_db_name(args.db)})\n")
-    print(markdown(rows))
+    print(markdown(records))
     print()
-    for line in _headline(rows):
+    for line in headline(records):
         print(line)
     print(f"\nTotal wall time {time.perf_counter() - start:.0f} s. `bayesbench plot` draws the per-position curves.")
     return 0
@@ -233,23 +211,23 @@ def cmd_run(args) -> int:
 
 def cmd_train(args) -> int:
     from .leaderboard import json_runs, markdown, select_rows
-    from .results import read_rows
+    from .results import read_records
 
     _setup_torch(args)
-    say = _say(args)
+    say = _line_printer(args)
     jobs = _jobs(args, tasks=[args.task], archs=[args.arch], seeds=args.seeds)
     run_ids = _run_jobs(args, jobs, uuid.uuid4().hex[:12], say)
     if args.json:
-        print(json.dumps(json_runs(read_rows(args.db, where="run_id = ?", params=(run_ids[0],))), indent=2))
+        print(json.dumps(json_runs(read_records(args.db, where="run_id = ?", params=(run_ids[0],))), indent=2))
     else:
         print(markdown(select_rows(args.db, task=jobs[0].setup.label, arch=args.arch)))
     return 0
 
 
 def cmd_eval(args) -> int:
-    from .config import record
     from .leaderboard import json_runs, markdown
-    from .results import prepare_store, read_rows
+    from .results import prepare_store, read_records
+    from .runner import record
     from .train import CHECKPOINT_NAME, load_result
 
     prepare_store(args.db)
@@ -264,20 +242,20 @@ def cmd_eval(args) -> int:
         results.append(result)
     run_ids = []
     for result in results:
-        rows = record(result, db=args.db, device=args.device)
-        run_ids.append(rows[0]["run_id"])
-    rows = read_rows(args.db, where=f"run_id IN ({', '.join('?' * len(run_ids))})", params=tuple(run_ids))
-    print(json.dumps(json_runs(rows), indent=2) if args.json else markdown(rows))
+        records = record(result, db=args.db, device=args.device)
+        run_ids.append(records[0].run_id)
+    records = read_records(args.db, where=f"run_id IN ({', '.join('?' * len(run_ids))})", params=tuple(run_ids))
+    print(json.dumps(json_runs(records), indent=2) if args.json else markdown(records))
     return 0
 
 
 def cmd_leaderboard(args) -> int:
     from .leaderboard import render, select_rows
 
-    rows = select_rows(args.db, task=args.task, arch=args.arch, latest=not args.all)
-    if not rows and (args.task or args.arch):
+    records = select_rows(args.db, task=args.task, arch=args.arch, latest=not args.all)
+    if not records and (args.task or args.arch):
         raise ValueError(no_rows_message(args.db, task=args.task, arch=args.arch))
-    print(render(rows, "json" if args.json else args.format))
+    print(render(records, "json" if args.json else args.format))
     return 0
 
 
@@ -295,13 +273,13 @@ def cmd_plot(args) -> int:
 
 
 def cmd_models(args) -> int:
-    from .config import make_jobs
     from .models import list_models
+    from .presets import get_preset
+    from .runner import make_jobs
 
     print("Architectures:")
     for name, desc in list_models().items():
         print(f"  {name:17s} {desc}")
-    from .config import get_preset
 
     preset = get_preset(args.preset)
     jobs = [job for key, setup in preset.tasks.items()

@@ -8,7 +8,8 @@
   the hidden states by sigma (T'[sigma(i), sigma(j)] = T[i, j], E'[sigma(i), o] = E[i, o]) and
   recompute the exact posterior; a model that filters the HMM given in the header must score
   the same on both (paired difference with its interval).
-- `evaluate(model, task, ...)`: all of it, as JSON-ready dicts per member for the store.
+- `evaluate(model, task, ...)`: all of it, one `record.MemberEvaluation` per member (typed
+  `EvalResult`s per evaluation set, curves, the permutation check) for the run record.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import dataclasses
 import hashlib
 import os
 import sys
-import zlib
 
 import torch
 from torch import Tensor
@@ -26,19 +26,15 @@ from .checkpoint import DamagedFile, load_checkpoint, save_atomic
 from .metrics import Summary, score, summarize
 from .models import EnsembleModel
 from .oracle import hmm_filter
+from .record import EvalResult, MemberEvaluation, PermutationCheck, PositionCurves
+from .seeds import eval_seed
 from .tasks import Batch, Task
-from .train import TRAIN_SEED_DOMAIN
 
 DEFAULT_SEQUENCES = 4096
 # Part of the on-disk cache key: bump it whenever a sampler or oracle changes what a seed yields,
 # so no stale ground truth is ever served from results/cache.
 EVAL_SET_VERSION = 2
 _cache: dict[str, Batch] = {}
-
-
-def eval_seed(task: Task, salt: str = "eval") -> int:
-    """Evaluation-set seed of a task: fixed by its configuration, never a training-data seed."""
-    return TRAIN_SEED_DOMAIN + zlib.crc32(f"{salt}:{task.describe()}".encode())
 
 
 def eval_set(task: Task, n: int = DEFAULT_SEQUENCES, *, seed: int | None = None,
@@ -95,7 +91,7 @@ class MemberScore:
     entropy_mae: Summary
     kl: Summary
     errors: Tensor  # [N, L] |H(q) - H(p)|, for paired comparisons
-    curves: dict[str, list[float]]
+    curves: PositionCurves
 
 
 def evaluate_members(model: EnsembleModel, batch: Batch) -> list[MemberScore]:
@@ -110,8 +106,8 @@ def evaluate_members(model: EnsembleModel, batch: Batch) -> list[MemberScore]:
         curve = lambda c: [float(x) for x in c[positions]]  # noqa: E731
         scores.append(MemberScore(
             s.entropy_mae, s.kl, s.entropy_error,
-            {"position": positions.tolist(), "entropy_mae": curve(s.entropy_mae_curve), "kl": curve(s.kl_curve),
-             "model_entropy": curve(s.model_entropy_curve), "bayes_entropy": curve(s.bayes_entropy_curve)}))
+            PositionCurves(position=positions.tolist(), entropy_mae=curve(s.entropy_mae_curve), kl=curve(s.kl_curve),
+                           model_entropy=curve(s.model_entropy_curve), bayes_entropy=curve(s.bayes_entropy_curve))))
     return scores
 
 
@@ -166,8 +162,8 @@ def max_eval_len(task: Task, lengths: tuple[int, ...] = ()) -> int:
 
 def evaluate(model: EnsembleModel, task: Task, *, lengths: tuple[int, ...] = (),
              n_sequences: int = DEFAULT_SEQUENCES, permutation_check: bool | None = None,
-             cache_dir: str | None = None) -> list[dict]:
-    """Score every member; returns per member {"primary", "evals", "curves", "permutation"}.
+             cache_dir: str | None = None) -> list[MemberEvaluation]:
+    """Score every member; returns one MemberEvaluation per member.
 
     The primary evaluation is the training task itself (for the HMM: K as trained). With
     `permutation_check` (default: on for the HMM) the primary set is also scored with
@@ -180,23 +176,23 @@ def evaluate(model: EnsembleModel, task: Task, *, lengths: tuple[int, ...] = (),
     if permutation_check and task.name != "hmm":
         raise ValueError(f"permutation_check applies to the hmm task only (it relabels hidden states), "
                          f"got task {task.name!r}")
-    out = [{"primary": primary, "evals": {}, "curves": {}} for _ in range(model.ensemble)]
+    evals: list[dict[str, EvalResult]] = [{} for _ in range(model.ensemble)]
+    curves: list[dict[str, PositionCurves]] = [{} for _ in range(model.ensemble)]
     for name, t in tasks.items():
         batch = eval_set(t, n_sequences, cache_dir=cache_dir)
         scores = evaluate_members(model, batch)
         if name == primary:
             plain, plain_batch = scores, batch
         for e, s in enumerate(scores):
-            out[e]["evals"][name] = {"task": t.describe(), "positions": scored_positions(t),
-                                     "entropy_mae": dataclasses.asdict(s.entropy_mae),
-                                     "kl": dataclasses.asdict(s.kl)}
-            out[e]["curves"][name] = s.curves
+            evals[e][name] = EvalResult(task=t.describe(), positions=scored_positions(t), entropy_mae=s.entropy_mae,
+                                        kl=s.kl)
+            curves[e][name] = s.curves
+    checks: list[PermutationCheck | None] = [None] * model.ensemble
     if permutation_check:
         seed = eval_seed(task, "permute")
         perm = evaluate_members(model, permute_hmm_labels(task, plain_batch, torch.Generator().manual_seed(seed)))
         for e in range(model.ensemble):
             diff = summarize(plain[e].errors - perm[e].errors, plain_batch.mask, nonfinite="nan")
-            out[e]["permutation"] = {"eval": primary, "entropy_mae": plain[e].entropy_mae.mean,
-                                     "entropy_mae_permuted": perm[e].entropy_mae.mean,
-                                     "difference": dataclasses.asdict(diff)}
-    return out
+            checks[e] = PermutationCheck(eval=primary, entropy_mae=plain[e].entropy_mae.mean,
+                                         entropy_mae_permuted=perm[e].entropy_mae.mean, difference=diff)
+    return [MemberEvaluation(primary, evals[e], curves[e], checks[e]) for e in range(model.ensemble)]

@@ -3,7 +3,8 @@
 Every number says what it is: entropy MAE = mean over (sequence, scored position) of
 |H(model) - H(Bayes)| in bits; KL = mean KL(Bayes || model) in bits; both over the task's
 fixed evaluation set, on the positions named in the table's notes. By default each
-(task, arch) shows its most recent run, with one value per seed.
+(task, arch) shows its most recent run, with one value per seed. Input everywhere: the stored
+`RunRecord`s (`select_rows`). `headline` states the science the leaderboard exists to show.
 """
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ import io
 import json
 import math
 
-from .results import read_rows
+from .record import EvalResult, RunRecord
+from .results import read_records
 
 FORMATS = ("md", "csv", "json")
 
 
 def select_rows(db: str | None = None, *, task: str | None = None, arch: str | None = None,
-                group_id: str | None = None, latest: bool = True) -> list[dict]:
-    """Stored rows, filtered; with `latest`, only the newest run of each (task_label, arch)."""
+                group_id: str | None = None, latest: bool = True) -> list[RunRecord]:
+    """Stored records, filtered; with `latest`, only the newest run of each (task_label, arch)."""
     where, params = [], []
     if task:
         where.append("(task = ? OR task_label = ?)")
@@ -31,53 +33,73 @@ def select_rows(db: str | None = None, *, task: str | None = None, arch: str | N
     if group_id:
         where.append("group_id = ?")
         params.append(group_id)
-    rows = read_rows(db, where=" AND ".join(where), params=tuple(params))
+    records = read_records(db, where=" AND ".join(where), params=tuple(params))
     if latest:
         newest: dict[tuple[str, str], str] = {}
-        for r in rows:  # oldest first, so the last run seen wins
-            newest[(r["task_label"], r["arch"])] = r["run_id"]
-        rows = [r for r in rows if newest[(r["task_label"], r["arch"])] == r["run_id"]]
-    return rows
+        for r in records:  # oldest first, so the last run seen wins
+            newest[(r.task_label, r.arch)] = r.run_id
+        records = [r for r in records if newest[(r.task_label, r.arch)] == r.run_id]
+    return records
 
 
-def json_runs(rows: list[dict]) -> dict:
+def _num(x: float | None) -> float | None:
+    """A number for JSON: non-finite (a diverged member's scores) as null."""
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _json_eval(ev: EvalResult) -> dict:
+    """An evaluation's means in bits (one `<metric>_bits` key per metric) and its scored positions."""
+    out = {f"{name}_bits": _num(s.mean) for name, s in ev.metrics().items()}
+    out["positions"] = ev.positions
+    return out
+
+
+def json_runs(records: list[RunRecord]) -> dict:
     """{"runs": [...]}: one flat record per (run, seed), for --json."""
     runs = []
-    for r in rows:
-        m = r["metrics"] or {}
+    for r in records:
+        head = r.headline
         runs.append({
-            "run_id": r["run_id"], "seed": r["seed"], "task": r["task"], "task_label": r["task_label"],
-            "arch": r["arch"], "params": r["params"], "steps": r["steps"], "final_loss": r["final_loss"],
-            "entropy_mae_bits": r["entropy_mae_bits"],
-            "entropy_mae_ci": [r["entropy_mae_ci_low"], r["entropy_mae_ci_high"]],
-            "kl_bits": r["kl_bits"], "kl_ci": [r["kl_ci_low"], r["kl_ci_high"]],
-            "wall_s": r["wall_s"], "steps_per_s": r["steps_per_s"], "status": r["status"],
-            "preset": r["preset"], "group_id": r["group_id"], "eval": m.get("primary"),
-            "evals": {name: {"entropy_mae_bits": ev["entropy_mae"]["mean"], "kl_bits": ev["kl"]["mean"],
-                             "positions": ev["positions"]}
-                      for name, ev in (m.get("evals") or {}).items()},
-            "permutation": m.get("permutation"), "created_at": r["created_at"],
+            "run_id": r.run_id, "seed": r.seed, "task": r.task, "task_label": r.task_label,
+            "arch": r.arch, "params": r.params, "steps": r.steps, "final_loss": _num(r.final_loss),
+            "entropy_mae_bits": _num(head.entropy_mae.mean),
+            "entropy_mae_ci": [_num(head.entropy_mae.ci_low), _num(head.entropy_mae.ci_high)],
+            "kl_bits": _num(head.kl.mean), "kl_ci": [_num(head.kl.ci_low), _num(head.kl.ci_high)],
+            "wall_s": r.wall_s, "steps_per_s": r.steps_per_s, "status": r.status,
+            "preset": r.preset, "group_id": r.group_id, "eval": r.primary,
+            "evals": {name: _json_eval(ev) for name, ev in r.evals.items()},
+            "permutation": _clean_json(r.permutation.to_json()) if r.permutation is not None else None,
+            "created_at": r.created_at,
         })
     return {"runs": runs}
 
 
-def _aggregate(rows: list[dict]) -> list[dict]:
+def _clean_json(value):
+    """Non-finite floats anywhere in a JSON-ready value as null."""
+    if isinstance(value, float):
+        return _num(value)
+    if isinstance(value, dict):
+        return {k: _clean_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean_json(v) for v in value]
+    return value
+
+
+def _aggregate(records: list[RunRecord]) -> list[dict]:
     """One entry per (task_label, eval, arch, run) with per-seed values, in a stable order."""
     groups: dict[tuple, dict] = {}
-    for r in rows:
-        evals = (r["metrics"] or {}).get("evals") or {}
-        for name, ev in evals.items():
-            key = (r["task_label"], name, r["arch"], r["run_id"])
-            g = groups.setdefault(key, {"task": r["task_label"], "eval": name, "arch": r["arch"],
-                                        "params": r["params"], "steps": r["steps"], "wall_s": r["wall_s"],
-                                        "seeds": [], "mae": [],
-                                        "kl": [], "positions": ev["positions"],
-                                        "n_sequences": ev["entropy_mae"]["n_sequences"], "status": [],
-                                        "primary": name == r["metrics"].get("primary")})
-            g["seeds"].append(r["seed"])
-            g["mae"].append(ev["entropy_mae"]["mean"])
-            g["kl"].append(ev["kl"]["mean"])
-            g["status"].append(r["status"])
+    for r in records:
+        for name, ev in r.evals.items():
+            key = (r.task_label, name, r.arch, r.run_id)
+            g = groups.setdefault(key, {"task": r.task_label, "eval": name, "arch": r.arch,
+                                        "params": r.params, "steps": r.steps, "wall_s": r.wall_s,
+                                        "seeds": [], "mae": [], "kl": [], "positions": ev.positions,
+                                        "n_sequences": ev.entropy_mae.n_sequences, "status": [],
+                                        "primary": name == r.primary})
+            g["seeds"].append(r.seed)
+            g["mae"].append(ev.entropy_mae.mean)
+            g["kl"].append(ev.kl.mean)
+            g["status"].append(r.status)
     out = sorted(groups.values(), key=lambda g: (g["task"], _eval_order(g["eval"]), _mean(g["mae"])))
     for g in out:
         g["mae_mean"], g["kl_mean"] = _mean(g["mae"]), _mean(g["kl"])
@@ -127,11 +149,11 @@ def _count(n: int) -> str:
     return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k"
 
 
-def markdown(rows: list[dict]) -> str:
+def markdown(records: list[RunRecord]) -> str:
     """The leaderboard table plus notes saying what every number is."""
-    if not rows:
+    if not records:
         return "(no results in the store yet: run `bayesbench run --preset quick`)"
-    agg = _aggregate(rows)
+    agg = _aggregate(records)
     lines = ["| task | eval | arch | params | steps | wall (s) | seeds | entropy MAE (bits), mean [95% CI over seeds] "
              "| per seed | KL (bits), mean | x best |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -160,40 +182,69 @@ def markdown(rows: list[dict]) -> str:
         if (g["task"], g["eval"]) not in seen:
             seen.add((g["task"], g["eval"]))
             notes.append(f"  - {g['task']} {g['eval']}: {g['positions']}; {g['n_sequences']} sequences")
-    perm = [r for r in rows if (r["metrics"] or {}).get("permutation")]
+    perm = [r for r in records if r.permutation is not None]
     if perm:
         notes.append("- HMM label-permutation check (SPEC.md 3.2; same sequences, hidden states relabelled, "
                      "posterior recomputed): MAE vs permuted MAE, difference with 95% CI:")
         for r in perm:
-            p = r["metrics"]["permutation"]
-            d = p["difference"]
-            notes.append(f"  - {r['task_label']} {p['eval']} {r['arch']} seed {r['seed']}: {_fmt(p['entropy_mae'])} vs "
-                         f"{_fmt(p['entropy_mae_permuted'])}, difference {_signed(d['mean'])} "
-                         f"[{_signed(d['ci_low'])}, {_signed(d['ci_high'])}]")
-    bad = [r for r in rows if r["status"] != "ok"]
-    for r in bad:
-        notes.append(f"- {r['task_label']} {r['arch']} seed {r['seed']}: {r['status']}")
+            p = r.permutation
+            d = p.difference
+            notes.append(f"  - {r.task_label} {p.eval} {r.arch} seed {r.seed}: {_fmt(p.entropy_mae)} vs "
+                         f"{_fmt(p.entropy_mae_permuted)}, difference {_signed(d.mean)} "
+                         f"[{_signed(d.ci_low)}, {_signed(d.ci_high)}]")
+    for r in records:
+        if r.status != "ok":
+            notes.append(f"- {r.task_label} {r.arch} seed {r.seed}: {r.status}")
     return "\n".join(lines + notes)
 
 
-def to_csv(rows: list[dict]) -> str:
+def _csv_number(x: float | None) -> float | str:
+    """As the store gave it before: a non-finite score is an empty cell."""
+    return "" if x is None or not math.isfinite(x) else x
+
+
+def to_csv(records: list[RunRecord]) -> str:
+    """One line per (run, seed, evaluation): every metric's mean in bits (`<metric>_bits`)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["task", "eval", "arch", "params", "steps", "wall_s", "seed", "entropy_mae_bits", "kl_bits",
+    names = [name for name in EvalResult.metric_names()
+             if any(getattr(ev, name) is not None for r in records for ev in r.evals.values())]
+    w.writerow(["task", "eval", "arch", "params", "steps", "wall_s", "seed", *(f"{n}_bits" for n in names),
                 "n_sequences", "positions", "status", "run_id"])
-    for r in rows:
-        for name, ev in ((r["metrics"] or {}).get("evals") or {}).items():
-            w.writerow([r["task_label"], name, r["arch"], r["params"], r["steps"], r["wall_s"], r["seed"],
-                        ev["entropy_mae"]["mean"], ev["kl"]["mean"], ev["entropy_mae"]["n_sequences"],
-                        ev["positions"], r["status"], r["run_id"]])
+    for r in records:
+        for name, ev in r.evals.items():
+            means = [_csv_number(getattr(ev, n).mean) if getattr(ev, n) is not None else "" for n in names]
+            w.writerow([r.task_label, name, r.arch, r.params, r.steps, r.wall_s, r.seed, *means,
+                        ev.entropy_mae.n_sequences, ev.positions, r.status, r.run_id])
     return buf.getvalue()
 
 
-def render(rows: list[dict], fmt: str = "md") -> str:
+def render(records: list[RunRecord], fmt: str = "md") -> str:
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
     if fmt == "md":
-        return markdown(rows)
+        return markdown(records)
     if fmt == "csv":
-        return to_csv(rows).rstrip("\n")
-    return json.dumps(json_runs(rows), indent=2)
+        return to_csv(records).rstrip("\n")
+    return json.dumps(json_runs(records), indent=2)
+
+
+def headline(records: list[RunRecord]) -> list[str]:
+    """The science in two lines per task: the ranking by mean headline entropy MAE, and whether
+    the transformer beats the position-wise MLP on every seed (worst transformer seed against
+    best MLP seed), as Paper I reports it for the bijection."""
+    lines = []
+    by_task: dict[str, dict[str, list[float]]] = {}
+    for r in records:
+        by_task.setdefault(r.task_label, {}).setdefault(r.arch, []).append(r.entropy_mae_bits)
+    for task, archs in by_task.items():
+        mean = {a: sum(v) / len(v) for a, v in archs.items()}
+        ranking = " < ".join(f"{a} {mean[a]:.4f}" for a in sorted(mean, key=mean.get))
+        lines.append(f"{task}: mean entropy MAE (bits), best first: {ranking}")
+        if "transformer" in archs and "mlp" in archs:
+            worst_t, best_m = max(archs["transformer"]), min(archs["mlp"])
+            factor = best_m / worst_t if worst_t > 0 else math.inf
+            verdict = "below" if factor > 1 else "NOT below"
+            lines.append(f"{task}: transformer is {verdict} the position-wise MLP on every seed, by {factor:.1f}x "
+                         f"(worst transformer seed {worst_t:.4f} bits, best MLP seed {best_m:.4f} bits)")
+    return lines

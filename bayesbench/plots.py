@@ -13,6 +13,7 @@ import os
 import re
 
 from .leaderboard import eval_length, select_rows
+from .record import RunRecord
 
 
 def _slug(text: str) -> str:
@@ -27,27 +28,27 @@ def plot(db: str | None = None, out_dir: str = "results/plots", *, task: str | N
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = select_rows(db, task=task, group_id=group_id)
-    panels: dict[tuple[str, str], list[dict]] = {}
-    for r in rows:
-        for name in (r["curves"] or {}):
-            panels.setdefault((r["task_label"], name), []).append(r)
+    records = select_rows(db, task=task, group_id=group_id)
+    panels: dict[tuple[str, str], list[RunRecord]] = {}
+    for r in records:
+        for name in r.curves:
+            panels.setdefault((r.task_label, name), []).append(r)
     os.makedirs(out_dir, exist_ok=True)
     paths = []
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for (label, name), group in sorted(panels.items()):
         fig, (ax_h, ax_e) = plt.subplots(1, 2, figsize=(11, 4.2))
-        archs = sorted({r["arch"] for r in group})
+        archs = sorted({r.arch for r in group})
         bayes = None
         for i, arch in enumerate(archs):
             color = colors[i % len(colors)]
-            for j, r in enumerate(x for x in group if x["arch"] == arch):
-                c = r["curves"][name]
-                x = list(range(1, len(c["position"]) + 1))
-                bayes = (x, c["bayes_entropy"])
+            for j, r in enumerate(x for x in group if x.arch == arch):
+                c = r.curves[name]
+                x = list(range(1, len(c.position) + 1))
+                bayes = (x, c.bayes_entropy)
                 lab = arch if j == 0 else None
-                ax_h.plot(x, c["model_entropy"], color=color, lw=1.2, alpha=0.8, label=lab)
-                ax_e.semilogy(x, [max(v, 1e-6) for v in c["entropy_mae"]], color=color, lw=1.2, alpha=0.8, label=lab)
+                ax_h.plot(x, c.model_entropy, color=color, lw=1.2, alpha=0.8, label=lab)
+                ax_e.semilogy(x, [max(v, 1e-6) for v in c.entropy_mae], color=color, lw=1.2, alpha=0.8, label=lab)
         if bayes is not None:
             ax_h.plot(*bayes, "k--", lw=2, label="Bayes (exact)")
         ax_h.set(xlabel="scored position (1 = first prediction)", ylabel="entropy (bits)",
@@ -55,7 +56,7 @@ def plot(db: str | None = None, out_dir: str = "results/plots", *, task: str | N
         ax_e.set(xlabel="scored position", ylabel="|H(model) - H(Bayes)| (bits)",
                  title="entropy error per position (one line per seed)")
         paths.append(_save(plt, fig, os.path.join(out_dir, f"{_slug(label)}_{_slug(name)}.png")))
-    paths += _length_generalisation(rows, out_dir, plt, colors)
+    paths += _length_generalisation(records, out_dir, plt, colors)
     return paths
 
 
@@ -70,26 +71,26 @@ def _save(plt, fig, path: str) -> str:
     return path
 
 
-def _length_generalisation(rows: list[dict], out_dir: str, plt, colors: list[str]) -> list[str]:
+def _length_generalisation(records: list[RunRecord], out_dir: str, plt, colors: list[str]) -> list[str]:
     """One PNG per task scored at several K: error per position at the longest K, and error vs K."""
-    by_task: dict[str, list[dict]] = {}
-    for r in rows:
-        if sum(eval_length(n) is not None for n in (r["curves"] or {})) >= 2:
-            by_task.setdefault(r["task_label"], []).append(r)
+    by_task: dict[str, list[RunRecord]] = {}
+    for r in records:
+        if sum(eval_length(n) is not None for n in r.curves) >= 2:
+            by_task.setdefault(r.task_label, []).append(r)
     paths = []
     for label, group in sorted(by_task.items()):
         fig, (ax_p, ax_k) = plt.subplots(1, 2, figsize=(11, 4.2))
-        trained = eval_length((group[0]["metrics"] or {}).get("primary", ""))
-        for i, arch in enumerate(sorted({r["arch"] for r in group})):
+        trained = eval_length(group[0].primary)
+        for i, arch in enumerate(sorted({r.arch for r in group})):
             color = colors[i % len(colors)]
-            members = [r for r in group if r["arch"] == arch]
-            ks = sorted(k for k in (eval_length(n) for n in members[0]["curves"]) if k is not None)
+            members = [r for r in group if r.arch == arch]
+            ks = sorted(k for k in (eval_length(n) for n in members[0].curves) if k is not None)
             longest = f"K={ks[-1]}"
-            curves = [m["curves"][longest]["entropy_mae"] for m in members]
+            curves = [m.curves[longest].entropy_mae for m in members]
             mean_curve = [sum(c[t] for c in curves) / len(curves) for t in range(len(curves[0]))]
             ax_p.semilogy(range(1, len(mean_curve) + 1), [max(v, 1e-6) for v in mean_curve], color=color,
                           lw=1.5, label=arch)
-            per_k = [[m["metrics"]["evals"][f"K={k}"]["entropy_mae"]["mean"] for m in members] for k in ks]
+            per_k = [[m.evals[f"K={k}"].entropy_mae.mean for m in members] for k in ks]
             means = [sum(v) / len(v) for v in per_k]
             ax_k.errorbar(ks, means, yerr=[[m - min(v) for m, v in zip(means, per_k)],
                                            [max(v) - m for m, v in zip(means, per_k)]],

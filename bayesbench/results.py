@@ -1,12 +1,16 @@
-"""The results store: one SQLite row per (run, seed).
+"""The results store: one SQLite row per (run, seed), written from and read back as `RunRecord`s.
 
 Default file `./results/bayesbench.sqlite`; override with `--db` or the BAYESBENCH_DB
 environment variable. Several processes may write at once: WAL journal, a busy timeout, each
 write in its own `BEGIN IMMEDIATE` transaction, retried while the database is locked.
 
+The table `runs` is meant to be read with plain SQL too: docs/results.md documents every column
+and the JSON layouts of the JSON columns. A store written by another version of bayesbench
+loads when its table has these columns, and otherwise fails with a message naming what differs.
+
 A store that cannot be used (a directory, a file that is not SQLite or is damaged, a place that
-cannot be written) raises `StoreError`, a ValueError naming the file and what is wrong, and the
-file is left as it is; `prepare_store` finds that out before any training.
+cannot be written, a foreign `runs` table) raises `StoreError`, a ValueError naming the file and
+what is wrong, and the file is left as it is; `prepare_store` finds that out before any training.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ import platform
 import sqlite3
 import time
 from datetime import datetime, timezone
+
+from .record import (FINAL_LOSS_MEANING, EvalResult, MemberEvaluation, PermutationCheck, PositionCurves,
+                     RunRecord)
 
 DEFAULT_DB = os.path.join("results", "bayesbench.sqlite")
 BUSY_TIMEOUT_MS = 60_000
@@ -58,6 +65,7 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE INDEX IF NOT EXISTS runs_task_arch ON runs (task_label, arch, created_at);
 """
 
+SCHEMA_VERSION = 1  # PRAGMA user_version of stores this module writes (0: written before it was set)
 COLUMNS = ("run_id", "seed", "member", "group_id", "preset", "task", "task_label", "task_config", "arch",
            "config", "params", "steps", "wall_s", "steps_per_s", "sequences_per_s", "status", "final_loss",
            "entropy_mae_bits", "entropy_mae_ci_low", "entropy_mae_ci_high", "kl_bits", "kl_ci_low",
@@ -115,16 +123,36 @@ def connect(path: str | None = None) -> sqlite3.Connection:
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+        _check_schema(conn, path)
         _retry(lambda: conn.executescript(SCHEMA))
+        if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            _retry(lambda: conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}"))
     except sqlite3.Error as err:
         conn.close()
         raise _store_error(path, err) from None
+    except ValueError:
+        conn.close()
+        raise
     return conn
 
 
+def _check_schema(conn: sqlite3.Connection, path: str) -> None:
+    """Refuse a store written by a newer schema, or whose `runs` table lacks a column this
+    version reads or writes (stores from before SCHEMA_VERSION existed have them all)."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"results store {path} has schema version {version}, newer than this bayesbench's "
+                         f"{SCHEMA_VERSION}: upgrade bayesbench, or use another --db")
+    have = {r[1] for r in conn.execute("PRAGMA table_info(runs)").fetchall()}
+    missing = [c for c in COLUMNS if c not in have]
+    if have and missing:
+        raise StoreError(f"results store {path} has a 'runs' table without the columns {missing} "
+                         "(written by another program or an incompatible bayesbench); use another --db")
+
+
 def prepare_store(path: str | None = None) -> str:
-    """Open or create the store, check that it can be written and has this version's columns,
-    and create its evaluation cache folder, all before any training; returns the store's path.
+    """Open or create the store (checking its columns), check that it can be written, and
+    create its evaluation cache folder, all before any training; returns the store's path.
     Raises StoreError naming what cannot be used."""
     path = db_path(path)
     conn = connect(path)
@@ -133,15 +161,10 @@ def prepare_store(path: str | None = None) -> str:
             conn.execute("BEGIN IMMEDIATE")  # takes the write lock: fails here if it cannot be written
             conn.execute("ROLLBACK")
         _retry(probe)
-        have = {r["name"] for r in conn.execute("PRAGMA table_info(runs)")}
     except sqlite3.Error as err:
         raise _store_error(path, err) from None
     finally:
         conn.close()
-    missing = [c for c in COLUMNS if c not in have]
-    if missing:
-        raise StoreError(f"results store {path} holds a 'runs' table of something else (it lacks "
-                         f"{', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); choose another --db")
     cache = cache_dir_for(path)
     try:
         os.makedirs(cache, exist_ok=True)
@@ -177,8 +200,59 @@ def _clean(value):
     return value
 
 
+def to_row(record: RunRecord) -> dict:
+    """The columns of `record` (JSON columns as Python objects; docs/results.md)."""
+    head = record.headline
+    ev = record.evaluation
+    row = {
+        "run_id": record.run_id, "seed": record.seed, "member": record.member, "group_id": record.group_id,
+        "preset": record.preset, "task": record.task, "task_label": record.task_label,
+        "task_config": record.task_config, "arch": record.arch, "config": record.config, "params": record.params,
+        "steps": record.steps, "wall_s": record.wall_s, "steps_per_s": record.steps_per_s,
+        "sequences_per_s": record.sequences_per_s, "status": record.status, "final_loss": record.final_loss,
+        "entropy_mae_bits": head.entropy_mae.mean, "entropy_mae_ci_low": head.entropy_mae.ci_low,
+        "entropy_mae_ci_high": head.entropy_mae.ci_high,
+        "kl_bits": head.kl.mean, "kl_ci_low": head.kl.ci_low, "kl_ci_high": head.kl.ci_high,
+        "metrics": {"primary": ev.primary, "evals": {name: e.to_json() for name, e in ev.evals.items()},
+                    "permutation": ev.permutation.to_json() if ev.permutation is not None else None,
+                    "param_breakdown": record.param_breakdown, "final_loss": FINAL_LOSS_MEANING},
+        "curves": {name: c.to_json() for name, c in ev.curves.items()},
+        "loss_curve": record.loss_curve, "environment": record.environment,
+    }
+    if record.created_at is not None:
+        row["created_at"] = record.created_at
+    return row
+
+
+def from_row(row: dict) -> RunRecord:
+    """A stored row (JSON columns decoded) back as a RunRecord."""
+    metrics = row["metrics"] or {}
+    if "evals" not in metrics or "primary" not in metrics:
+        raise ValueError(f"stored run {row['run_id']} seed {row['seed']} has no per-evaluation metrics "
+                         "(metrics.evals / metrics.primary): it was not written by bayesbench's run record")
+    curves = row["curves"] or {}
+    evaluation = MemberEvaluation(
+        primary=metrics["primary"],
+        evals={name: EvalResult.from_json(e) for name, e in metrics["evals"].items()},
+        curves={name: PositionCurves.from_json(c) for name, c in curves.items()},
+        permutation=PermutationCheck.from_json(metrics.get("permutation")))
+    return RunRecord(
+        run_id=row["run_id"], seed=row["seed"], member=row["member"], group_id=row["group_id"],
+        preset=row["preset"], task=row["task"], task_label=row["task_label"], task_config=row["task_config"],
+        arch=row["arch"], config=row["config"], params=row["params"], steps=row["steps"], wall_s=row["wall_s"],
+        steps_per_s=row["steps_per_s"], sequences_per_s=row["sequences_per_s"], status=row["status"],
+        final_loss=row["final_loss"], evaluation=evaluation, param_breakdown=metrics.get("param_breakdown") or {},
+        loss_curve=row["loss_curve"] or [], environment=row["environment"] or {}, created_at=row["created_at"])
+
+
+def write_records(records: list[RunRecord], path: str | None = None) -> int:
+    """Store one row per record (`write_rows` of `to_row`); returns the count."""
+    return write_rows([to_row(r) for r in records], path)
+
+
 def write_rows(rows: list[dict], path: str | None = None) -> int:
-    """Insert rows in one transaction; returns the count.
+    """Insert raw rows (column -> value, JSON columns as Python objects) in one transaction;
+    returns the count.
 
     A row whose (run_id, seed) is already stored (a re-evaluation) updates the stored one but
     keeps its `created_at` and `environment`: they describe the training run, and the
@@ -188,14 +262,14 @@ def write_rows(rows: list[dict], path: str | None = None) -> int:
         missing = {"run_id", "seed", "task", "task_label", "arch", "params", "steps", "status"} - set(row)
         if missing:
             raise ValueError(f"rows must have {sorted(missing)}")
-    records = []
+    values = []
     for row in rows:
         row = {"created_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **row}
         unknown = set(row) - set(COLUMNS)
         if unknown:
             raise ValueError(f"unknown result columns {sorted(unknown)}; known: {', '.join(COLUMNS)}")
-        records.append(tuple(json.dumps(_clean(row.get(c)), allow_nan=False) if c in JSON_COLUMNS
-                             else _clean(row.get(c)) for c in COLUMNS))
+        values.append(tuple(json.dumps(_clean(row.get(c)), allow_nan=False) if c in JSON_COLUMNS
+                            else _clean(row.get(c)) for c in COLUMNS))
     keep = ("run_id", "seed", "created_at", "environment")
     sql = (f"INSERT INTO runs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
            f"ON CONFLICT (run_id, seed) DO UPDATE SET "
@@ -205,7 +279,7 @@ def write_rows(rows: list[dict], path: str | None = None) -> int:
         def transaction():
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.executemany(sql, records)
+                conn.executemany(sql, values)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -215,11 +289,16 @@ def write_rows(rows: list[dict], path: str | None = None) -> int:
         raise _store_error(db_path(path), err) from None
     finally:
         conn.close()
-    return len(records)
+    return len(values)
+
+
+def read_records(path: str | None = None, *, where: str = "", params: tuple = ()) -> list[RunRecord]:
+    """Stored records, oldest first; `where` is an SQL condition on the columns (docs/results.md)."""
+    return [from_row(r) for r in read_rows(path, where=where, params=params)]
 
 
 def read_rows(path: str | None = None, *, where: str = "", params: tuple = ()) -> list[dict]:
-    """Rows as dicts (JSON columns decoded), oldest first; `where` is an SQL condition."""
+    """Raw rows as dicts (JSON columns decoded), oldest first; `where` is an SQL condition."""
     if not os.path.exists(db_path(path)):
         return []
     conn = connect(path)
@@ -248,6 +327,7 @@ def environment(device: str, attention: str | None = None) -> dict:
     import torch
 
     import bayesbench
+    from bayesbench.ops import extension_status
 
     try:
         import triton
@@ -261,5 +341,5 @@ def environment(device: str, attention: str | None = None) -> dict:
         "bayesbench": bayesbench.__version__, "torch": torch.__version__, "triton": triton_version,
         "python": platform.python_version(), "platform": platform.platform(), "device": dev,
         "device_name": name, "threads": torch.get_num_threads(), "attention_backend": attention,
-        "oracle_extension": bayesbench.extension_status(),
+        "oracle_extension": extension_status(),
     }

@@ -28,8 +28,10 @@ from torch import Tensor
 
 from . import interrupt
 from .checkpoint import DamagedFile, load_checkpoint, remove_leftovers, save_atomic
+from .checks import positive_int
 from .models import EnsembleModel, get_model
 from .runlock import run_lock
+from .seeds import data_seed
 from .tasks import Batch, Task, task_from_config
 
 SCHEDULES = ("constant", "cosine")
@@ -37,8 +39,6 @@ CHECKPOINT_NAME = "checkpoint.pt"
 # What `Trainer.save` writes and `Trainer.load` / `load_result` need.
 CHECKPOINT_KEYS = ("identity", "run_id", "step", "model", "optimizer", "streams", "rng", "cuda_rng", "losses",
                    "alive", "diverged", "frozen", "elapsed")
-TRAIN_SEED_DOMAIN = 2**61  # training data seeds live in [0, 2^61); evaluate.eval_seed draws above it
-_MIX = 0x9E3779B97F4A7C15
 
 
 @dataclass(frozen=True)
@@ -66,9 +66,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for f in ("steps", "batch_size", "prefetch"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{f} must be a positive integer, got {v!r}")
+            positive_int(f, getattr(self, f))
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if not self.lr > 0:
@@ -92,11 +90,6 @@ class TrainConfig:
 
 
 # ---------------------------------------------------------------- data: one stream per member
-
-def data_seed(seed: int) -> int:
-    """The training-data generator seed of model seed `seed` (a different stream from its init)."""
-    return (int(seed) * _MIX + 0x5EED) % TRAIN_SEED_DOMAIN
-
 
 class MemberStream:
     """Fresh training batches for one member: `next()` -> Batch of `batch_size` sequences.

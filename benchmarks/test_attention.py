@@ -4,8 +4,10 @@ same probe tensors.
 
 GPU: T in 64, 256, 1024, 4096 and D in 32, 64 (B=4, H=8, bfloat16). CPU (Triton interpreter):
 one tiny size, only to prove the benchmarks run. Ratios against baselines measured in the same
-run go into benchmark.extra_info; the GPU goals are full <= 2x SDPA, full >= 3x faster than
-eager, stats <= 1.3x the un-instrumented kernel (recorded, not asserted).
+run go into benchmark.extra_info. The goals are a GPU's: full probe <= 2x SDPA, full probe >= 3x
+faster than eager, stats probe <= 1.3x the un-instrumented kernel. They are asserted on a GPU
+and recorded (goal_* in extra_info, not asserted) under the CPU interpreter, whose timings say
+nothing about a GPU.
 
 Run: pytest benchmarks/test_attention.py [--benchmark-json=out.json]
 """
@@ -104,4 +106,6 @@ def test_attention_fwd_bwd(benchmark, t, d, variant):
         info["goal_full_3x_faster_than_eager"] = info["speedup_vs_eager"] >= 3.0
     if variant == "triton_stats":
         info["goal_stats_le_1.3x_triton"] = info["ratio_vs_triton"] <= 1.3
-    assert median > 0
+    missed = [k for k, v in info.items() if k.startswith("goal_") and not v]
+    if GPU:
+        assert not missed, f"T={t} D={d} {variant}: goals missed {missed} ({info})"

@@ -9,15 +9,20 @@ given, else .benchmarks/, as leaderboard-<scale>.md / .json (plus the SQLite sto
 
 Expected wall time: quick on 2 CPU cores about 15 minutes (docs/leaderboard.md); paper on one
 GPU is hours at 100k steps per run (not yet measured: cap it with BAYESBENCH_LEADERBOARD_STEPS).
-At the preset's own step counts the test asserts the science the leaderboard exists to show: on
-the bijection tunnel the transformer beats the position-wise MLP by at least 5x on every seed
-(with a step cap it only records the table: a few steps prove the plumbing, not the science).
+Goal, asserted at the preset's own step counts: the science the leaderboard exists to show, on
+the bijection tunnel the transformer beats the position-wise MLP by at least 5x on every seed.
+With a step cap (BAYESBENCH_LEADERBOARD_STEPS) the run is REPORT-ONLY for the science: a few
+hundred steps prove the plumbing and time the pipeline, not the science, so the goal is not
+asserted; extra_info says `science_goal: "not asserted (steps capped at N)"` and a warning says so
+in pytest's summary. What is asserted either way: one row per seed of every job, and both the
+transformer and the MLP ranked on the bijection.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import pytest
@@ -44,7 +49,7 @@ def test_leaderboard(benchmark, request, tmp_path):
     scale = _scale()
     if scale == "off":
         pytest.skip("BAYESBENCH_LEADERBOARD=off")
-    from bayesbench.config import make_jobs, run_jobs
+    from bayesbench.runner import make_jobs, run_jobs
     from bayesbench.leaderboard import json_runs, markdown, select_rows
 
     steps = os.environ.get("BAYESBENCH_LEADERBOARD_STEPS")
@@ -58,16 +63,21 @@ def test_leaderboard(benchmark, request, tmp_path):
         run_jobs(jobs, workers=workers, db=db, group_id=group, run_root=str(tmp_path / "runs"), progress=False)
 
     benchmark.pedantic(run, rounds=1, iterations=1)
-    rows = select_rows(db, group_id=group)
-    (out / f"leaderboard-{scale}.md").write_text(markdown(rows) + "\n")
-    (out / f"leaderboard-{scale}.json").write_text(json.dumps(json_runs(rows), indent=2) + "\n")
-    benchmark.extra_info.update({"scale": scale, "jobs": len(jobs), "rows": len(rows),
+    records = select_rows(db, group_id=group)
+    (out / f"leaderboard-{scale}.md").write_text(markdown(records) + "\n")
+    (out / f"leaderboard-{scale}.json").write_text(json.dumps(json_runs(records), indent=2) + "\n")
+    benchmark.extra_info.update({"scale": scale, "jobs": len(jobs), "rows": len(records),
                                  "leaderboard": str(out / f"leaderboard-{scale}.md")})
 
-    bijection = [r for r in rows if r["task"] == "bijection"]
-    transformer = [r["entropy_mae_bits"] for r in bijection if r["arch"] == "transformer"]
-    mlp = [r["entropy_mae_bits"] for r in bijection if r["arch"] == "mlp"]
+    bijection = [r for r in records if r.task == "bijection"]
+    transformer = [r.entropy_mae_bits for r in bijection if r.arch == "transformer"]
+    mlp = [r.entropy_mae_bits for r in bijection if r.arch == "mlp"]
     assert transformer and mlp, "the leaderboard must rank the transformer and the MLP on the bijection"
-    assert len(rows) == sum(len(job.seeds) for job in jobs)
-    if not steps:
+    assert len(records) == sum(len(job.seeds) for job in jobs)
+    if steps:
+        benchmark.extra_info["science_goal"] = f"not asserted (steps capped at {steps}): report-only"
+        warnings.warn(f"leaderboard benchmark: steps capped at {steps}, so the science goal (transformer 5x "
+                      "below the MLP on every bijection seed) is not asserted: report-only", UserWarning)
+    else:
+        benchmark.extra_info["science_goal"] = "asserted: transformer <= MLP / 5 on every bijection seed"
         assert max(transformer) * 5 <= min(mlp), f"transformer {transformer} vs mlp {mlp}"

@@ -5,6 +5,7 @@ ratio goes to extra_info. Fast paths: the LSTM/GRU fused backward-through-time
 (`set_fused(True)` vs the autograd loop) and Mamba's compiled selective scan (`scan="native"`
 vs the PyTorch time loop, when bayesbench._C is built). Sizes: the quick preset's sticky
 tunnel (V = 8, L = 32), 3 seeds x 32 sequences, models matched to the quick transformer.
+Report-only: the ratios are recorded (BENCHMARKS.md), no speed goal is stated or asserted.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each sampler is compared, in the same run, with a per-sequence Python loop (how the papers'
 scripts generate data), so the ratio is meaningful on a noisy machine. Throughput
-(sequences/s) and the ratio land in `extra_info`.
+(sequences/s) and the ratio land in `extra_info`. Report-only: no speed goal is stated or asserted.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 // The one registration file: op schemas (TORCH_LIBRARY), the CPU and CUDA kernels
 // (TORCH_LIBRARY_IMPL), and the Python module `bayesbench._C` whose import registers them.
-// The fake (meta) implementations for torch.compile live in bayesbench/oracle/native.py.
+// The Python side (fake kernels for torch.compile, the selective scan's autograd formula, typed
+// wrappers) is bayesbench/ops.py, named below with set_python_module.
 #include <Python.h>
 #include <torch/library.h>
 
@@ -19,7 +20,7 @@
 #endif
 
 TORCH_LIBRARY(bayesbench, m) {
-  m.set_python_module("bayesbench.oracle.native");
+  m.set_python_module("bayesbench.ops");
   // HMM filtering: posteriors [B, L, S] (dtype of trans), log-likelihood [B] (float64) and the
   // first step with zero likelihood [B] (int64, -1 if none).
   m.def("hmm_filter(Tensor trans, Tensor emit, Tensor obs, Tensor? init) -> (Tensor, Tensor, Tensor)");

@@ -12,13 +12,12 @@ only when the Triton backend is first used, so the reference works without it.
 
 from .function import MAX_HEAD_DIM, attention, triton_available, validate
 from .probe import AttentionProbe
-from .reference import attention_weights, eager_attention, reference_attention
+from .reference import eager_attention, reference_attention
 
 __all__ = [
     "AttentionProbe",
     "MAX_HEAD_DIM",
     "attention",
-    "attention_weights",
     "eager_attention",
     "reference_attention",
     "triton_available",

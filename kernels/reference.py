@@ -14,27 +14,16 @@ import math
 import torch
 from torch.autograd.function import once_differentiable
 
+from bayesbench.models.attention import attention_weights, causal_mask
+
 from .probe import AttentionProbe
 
 LN2 = math.log(2.0)
 
 
-def causal_mask(t: int, device: torch.device) -> torch.Tensor:
-    """Boolean [T, T] mask, True where key j may be seen by query i (j <= i)."""
-    return torch.ones(t, t, dtype=torch.bool, device=device).tril()
-
-
 def probe_dtype(compute_dtype: torch.dtype) -> torch.dtype:
     """Probe fields are float32, or float64 when the computation itself is float64."""
     return torch.float64 if compute_dtype == torch.float64 else torch.float32
-
-
-def attention_weights(q: torch.Tensor, k: torch.Tensor, *, causal: bool = True, scale: float) -> torch.Tensor:
-    """alpha = softmax(scale * q k^T) over keys, with key j > query i masked out when causal."""
-    s = torch.matmul(q, k.transpose(-1, -2)) * scale
-    if causal:
-        s = s.masked_fill(~causal_mask(q.shape[-2], q.device), float("-inf"))
-    return torch.softmax(s, dim=-1)
 
 
 def key_counts(t: int, causal: bool, device: torch.device, dtype: torch.dtype) -> torch.Tensor:

@@ -43,7 +43,7 @@ if [ $rc -ne 0 ]; then
   rm -f bayesbench/_C*.so  # never leave a half-built extension behind
   exit 1
 fi
-"$PY" -c "import bayesbench, bayesbench._C as C; print('extension:', bayesbench.extension_status(), '| WITH_CUDA', C.WITH_CUDA, '| WITH_OPENMP', C.WITH_OPENMP)" \
+"$PY" -c "import bayesbench.ops, bayesbench._C as C; print('extension:', bayesbench.ops.extension_status(), '| WITH_CUDA', C.WITH_CUDA, '| WITH_OPENMP', C.WITH_OPENMP)" \
   2>&1 | tee -a "$SUMMARY"
 
 # 3. Tests: every native test runs on cpu and cuda (the device list comes from the build).

@@ -15,10 +15,12 @@ import sys
 
 import pytest
 import torch
+import torch.utils._pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from bayesbench.kernels import AttentionProbe, attention, eager_attention, reference_attention
 from bayesbench.kernels.config import interpreting
-from bayesbench.kernels.reference import causal_mask
+from bayesbench.models.attention import causal_mask
 
 CUDA = torch.cuda.is_available()
 DEV = torch.device("cuda" if CUDA else "cpu")
@@ -181,26 +183,40 @@ def test_probe_does_not_change_output_or_gradients(shape, causal):
                 torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6, msg=f"{mode} {name}")
 
 
-def test_no_probe_allocates_no_probe_memory(monkeypatch):
-    """Backward without a probe allocates only delta, dq, dk, dv; stats adds 4 vectors, full 4 more."""
-    import bayesbench.kernels.attention_bwd as bwd
+class _TensorBytes(TorchDispatchMode):
+    """Records the size in bytes of every tensor an aten op returns while it is active (the
+    Triton interpreter's byte copies of the kernel arguments included)."""
 
-    counts = {}
-    real = torch.empty
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: list[int] = []
 
-    def counting(*args, **kwargs):
-        if sys._getframe(1).f_globals.get("__name__") == bwd.__name__:
-            counts["n"] = counts.get("n", 0) + 1
-        return real(*args, **kwargs)
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.sizes += [t.numel() * t.element_size() for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        return out
 
-    monkeypatch.setattr(torch, "empty", counting)
-    q, k, v, do = make_inputs((1, 1, 20, 16), seed=3)
-    seen = {}
+
+def test_probe_memory_is_what_the_mode_promises():
+    """What the backward allocates, by probe mode: without a probe and with the stats probe no
+    tensor of T x T per head ever exists (O(T D) memory, as FlashAttention), and the stats probe
+    costs O(T) per head more than no probe; the full probe holds its [B, H, T, T] fields."""
+    B, H, T, D = 1, 2, 128, 16
+    q, k, v, do = make_inputs((B, H, T, D), seed=3)
+    square = B * H * T * T * 4  # bytes of one float32 [B, H, T, T] tensor
+    sizes = {}
     for mode in (None, "stats", "full"):
-        counts["n"] = 0
-        run(attention, q, k, v, do, causal=True, probe=AttentionProbe(mode) if mode else None)
-        seen[mode] = counts["n"]
-    assert seen == {None: 4, "stats": 8, "full": 12}
+        qq, kk, vv = (x.detach().clone().requires_grad_() for x in (q, k, v))
+        o = attention(qq, kk, vv, causal=True, probe=AttentionProbe(mode) if mode else None)
+        with _TensorBytes() as seen:
+            o.backward(do)
+        sizes[mode] = seen.sizes
+    for mode in (None, "stats"):
+        assert max(sizes[mode]) < square, f"probe {mode}: a T x T tensor was allocated ({max(sizes[mode])} bytes)"
+    extra = sum(sizes["stats"]) - sum(sizes[None])
+    vectors = len(STATS) * B * H * T * 4  # bytes of the stats fields, [B, H, T] each
+    assert vectors <= extra <= 8 * vectors, f"the stats probe added {extra} bytes, not O(B H T) ({vectors})"
+    assert sum(n >= square for n in sizes["full"]) >= 3  # b, advantage, ds
 
 
 def test_probe_filled_only_by_backward_and_overwritten():

@@ -6,12 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bayesbench.evaluate import (eval_seed, eval_set, evaluate, evaluate_members, max_eval_len, permute_hmm_labels,
-                                 predict)
+from bayesbench.evaluate import eval_set, evaluate, evaluate_members, max_eval_len, permute_hmm_labels, predict
 from bayesbench.metrics import entropy_bits
 from bayesbench.models import EnsembleModel, TaskShape, get_model
 from bayesbench.tasks import get_task
-from bayesbench.train import data_seed
+from bayesbench.seeds import data_seed, eval_seed
 
 
 class Uniform(EnsembleModel):
@@ -52,8 +51,8 @@ def test_uniform_model_scores_in_closed_form():
     expected = (torch.log2(torch.tensor(5.0, dtype=torch.float64)) - h_p).abs()[batch.mask].mean()
     assert scores[0].entropy_mae.mean == pytest.approx(float(expected), rel=1e-9)
     assert scores[0].kl.mean == pytest.approx(float(expected), rel=1e-6)  # KL(p || uniform) = log C - H(p)
-    assert len(scores[0].curves["entropy_mae"]) == 5  # the 5 value positions
-    assert scores[0].curves["bayes_entropy"][0] == pytest.approx(2.321928, rel=1e-5)
+    assert len(scores[0].curves.entropy_mae) == 5  # the 5 value positions
+    assert scores[0].curves.bayes_entropy[0] == pytest.approx(2.321928, rel=1e-5)
 
 
 def test_permuted_hmm_has_the_permuted_posterior():
@@ -84,18 +83,18 @@ def test_hmm_evaluation_lengths_and_permutation_check():
     assert max_len == 10 + 9
     model = get_model("transformer", task, seeds=[0, 1], max_len=max_len, n_layer=1, n_head=2, d_model=8, d_ffn=8)
     out = evaluate(model, task, lengths=lengths, n_sequences=64)
-    assert len(out) == 2 and out[0]["primary"] == "K=6"
-    assert set(out[0]["evals"]) == {"K=6", "K=9"}
-    assert len(out[0]["curves"]["K=9"]["entropy_mae"]) == 9
-    p = out[1]["permutation"]
-    assert p["difference"]["mean"] == pytest.approx(p["entropy_mae"] - p["entropy_mae_permuted"], abs=1e-12)
-    assert p["difference"]["ci_low"] <= p["difference"]["mean"] <= p["difference"]["ci_high"]
+    assert len(out) == 2 and out[0].primary == "K=6"
+    assert set(out[0].evals) == {"K=6", "K=9"} and out[0].evals["K=9"].entropy_mae.n_sequences == 64
+    assert len(out[0].curves["K=9"].entropy_mae) == 9
+    p = out[1].permutation
+    assert p.difference.mean == pytest.approx(p.entropy_mae - p.entropy_mae_permuted, abs=1e-12)
+    assert p.difference.ci_low <= p.difference.mean <= p.difference.ci_high
     uniform = evaluate(Uniform(TaskShape.from_task(task, max_len)), task, lengths=lengths, n_sequences=64)
-    assert uniform[0]["permutation"]["difference"]["mean"] == pytest.approx(0.0, abs=1e-6)  # invariant model
+    assert uniform[0].permutation.difference.mean == pytest.approx(0.0, abs=1e-6)  # invariant model
     # The trained length is always scored, first, and counted in the position table it needs.
     assert max_eval_len(task, (4,)) == 10 + 6
     shorter = evaluate(Uniform(TaskShape.from_task(task, 16)), task, lengths=(4,), n_sequences=16)
-    assert shorter[0]["primary"] == "K=6" and list(shorter[0]["evals"]) == ["K=6", "K=4"]
+    assert shorter[0].primary == "K=6" and list(shorter[0].evals) == ["K=6", "K=4"]
     short = get_model("mlp", task, depth=1, width=8)  # position table only for K = 6
     with pytest.raises(ValueError, match="max_len"):
         evaluate(short, task, lengths=lengths, n_sequences=16)
@@ -118,11 +117,11 @@ def test_a_diverged_member_gets_no_score_and_its_siblings_keep_theirs():
     model.train()
     out = evaluate(model, task, n_sequences=64)
     assert model.training  # predict restores the mode it found
-    good, bad = out[0]["evals"]["standard"], out[1]["evals"]["standard"]
-    assert 0 < good["entropy_mae"]["mean"] < 3 and good["kl"]["ci_low"] <= good["kl"]["mean"]
-    assert bad["entropy_mae"]["mean"] != bad["entropy_mae"]["mean"]  # NaN: no score
-    assert out[0]["permutation"]["difference"]["mean"] == pytest.approx(0.0, abs=1e-6)  # float32 posteriors
-    assert out[1]["permutation"]["difference"]["mean"] != out[1]["permutation"]["difference"]["mean"]
+    good, bad = out[0].evals["standard"], out[1].evals["standard"]
+    assert 0 < good.entropy_mae.mean < 3 and good.kl.ci_low <= good.kl.mean
+    assert bad.entropy_mae.mean != bad.entropy_mae.mean  # NaN: no score
+    assert out[0].permutation.difference.mean == pytest.approx(0.0, abs=1e-6)  # float32 posteriors
+    assert out[1].permutation.difference.mean != out[1].permutation.difference.mean
 
 
 def test_permutation_check_is_for_the_hmm_only():

@@ -204,12 +204,12 @@ def test_paper_parameter_counts():
     """Per member, every tensor once; V = 20 bijection (vocab 40, 40 positions, 20 classes);
     HMM rows encoding (vocab 15, header width 5, 5 classes) with positions for K = 50 (60)."""
     bij = get_task("bijection", V=20)
-    model = build_model("transformer", bij, preset="paper-bijection")
+    model = build_model("transformer", bij, size="paper-bijection")
     assert model.param_breakdown() == {"embed": 15_360, "blocks": 2_669_184, "ln_f": 384, "head": 3_860}
-    assert model.num_params() == 2_688_788 == count_params("transformer", bij, preset="paper-bijection")
+    assert model.num_params() == 2_688_788 == count_params("transformer", bij, size="paper-bijection")
     hmm = get_task("hmm", K=20)
     with torch.device("meta"):
-        m = build_model("transformer", hmm, preset="paper-hmm", max_len=60)
+        m = build_model("transformer", hmm, size="paper-hmm", max_len=60)
     assert m.param_breakdown() == {"embed": 20_480, "blocks": 7_107_840, "ln_f": 512, "head": 1_285}
     assert m.num_params() == 7_130_117
 
@@ -217,7 +217,7 @@ def test_paper_parameter_counts():
 @pytest.mark.parametrize("prefix", [False, True])
 def test_mlp_count_formula_and_matching(prefix):
     shape = TaskShape.from_task(get_task("bijection", V=20))
-    target = count_params("transformer", shape, preset="paper-bijection")
+    target = count_params("transformer", shape, size="paper-bijection")
     cfg = match_mlp(shape, target, prefix=prefix)
     n = mlp_param_count(shape, cfg)
     assert abs(n - target) / target <= 0.01

@@ -123,7 +123,7 @@ def test_capacity_matching(name, bij):
 
 def test_capacity_matching_paper_scale():
     shape = TaskShape.from_task(get_task("bijection"))
-    target = count_params("transformer", shape, preset="paper-bijection")
+    target = count_params("transformer", shape, size="paper-bijection")
     for cfg, name in ((match_lstm(shape, target), "lstm"), (match_mamba(shape, target, n_layer=12), "mamba")):
         assert abs(count_params(name, shape, **vars(cfg)) - target) / target <= 0.01
 

@@ -19,12 +19,11 @@ _C = pytest.importorskip(
     reason="the compiled extension bayesbench._C is not built (pip install --no-build-isolation -e .)",
 )
 
-from bayesbench import oracle  # noqa: E402
+from bayesbench import ops, oracle  # noqa: E402
 from bayesbench.oracle import (  # noqa: E402
     bijection_posterior_reference,
     hmm_filter_reference,
     markov_predictive_reference,
-    native,
 )
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() and _C.WITH_CUDA else [])
@@ -83,13 +82,13 @@ HMM_SIZES = [(1, 2, 2, 1), (3, 3, 7, 2), (33, 5, 5, 17), (1, 16, 32, 50), (257, 
 @pytest.mark.parametrize("B,S,V,L", HMM_SIZES)
 def test_hmm_filter_matches_reference(dev, B, S, V, L, dtype):
     args = _hmm(B, S, V, L, dtype, dev, seed=B * 1000 + S * 10 + V, init=S % 2 == 1)
-    _assert_hmm_equal(native.hmm_filter(*args), hmm_filter_reference(*args), dtype, L)
+    _assert_hmm_equal(ops.hmm_filter(*args), hmm_filter_reference(*args), dtype, L)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_hmm_filter_large_batch(dev, dtype):
     args = _hmm(4099, 5, 5, 50, dtype, dev, seed=7)  # not a multiple of any lane or block width
-    _assert_hmm_equal(native.hmm_filter(*args), hmm_filter_reference(*args), dtype, 50)
+    _assert_hmm_equal(ops.hmm_filter(*args), hmm_filter_reference(*args), dtype, 50)
 
 
 @pytest.mark.parametrize("S", [3, 5, 20])
@@ -98,14 +97,14 @@ def test_hmm_filter_impossible_steps_match(dev, S):
     args = _hmm(300, S, 4, 30, torch.float64, dev, seed=S, sparsity=0.6)
     ref = hmm_filter_reference(*args)
     assert 0 < int((ref[2] >= 0).sum()) < 300  # both kinds present
-    _assert_hmm_equal(native.hmm_filter(*args), ref, torch.float64, 30)
+    _assert_hmm_equal(ops.hmm_filter(*args), ref, torch.float64, 30)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_hmm_filter_long_sequence_is_stable(dev, dtype):
     L = 20000
     args = _hmm(3, 5, 5, L, dtype, dev, seed=11)
-    post, loglik, dead = native.hmm_filter(*args)
+    post, loglik, dead = ops.hmm_filter(*args)
     assert torch.isfinite(post).all() and torch.isfinite(loglik).all() and (dead == -1).all()
     assert (loglik < -L * 0.1).all()  # far below what an unscaled float product could represent
     _assert_hmm_equal((post, loglik, dead), hmm_filter_reference(*args), dtype, L)
@@ -115,13 +114,13 @@ def test_hmm_filter_without_avx2():
     """The baseline CPU loops (the AVX2 ones are chosen at run time on this CPU), in a subprocess."""
     code = (
         "import torch\n"
-        "from bayesbench.oracle import native, hmm_filter_reference as ref\n"
+        "from bayesbench import ops\nfrom bayesbench.oracle import hmm_filter_reference as ref\n"
         "g = torch.Generator().manual_seed(0)\n"
         "for dtype, S, V, B in [(torch.float32, 5, 5, 37), (torch.float64, 3, 4, 21), (torch.float32, 8, 70, 9)]:\n"
         "    t = torch.rand(B, S, S, generator=g, dtype=dtype) + 0.01; t /= t.sum(-1, keepdim=True)\n"
         "    e = torch.rand(B, S, V, generator=g, dtype=dtype) + 0.01; e /= e.sum(-1, keepdim=True)\n"
         "    o = torch.randint(0, V, (B, 23), generator=g)\n"
-        "    for a, b in zip(native.hmm_filter(t, e, o), ref(t, e, o)):\n"
+        "    for a, b in zip(ops.hmm_filter(t, e, o), ref(t, e, o)):\n"
         "        torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-5)\n"
         "print('ok')\n"
     )
@@ -139,20 +138,20 @@ def test_hmm_filter_non_contiguous(dev):
     o_nc = torch.stack([obs, obs], -1)[..., 0]
     i_nc = torch.stack([init, init], -1)[..., 1]
     assert not any(x.is_contiguous() for x in (t_nc, e_nc, o_nc, i_nc))
-    _assert_hmm_equal(native.hmm_filter(t_nc, e_nc, o_nc, i_nc), want, torch.float32, 23)
+    _assert_hmm_equal(ops.hmm_filter(t_nc, e_nc, o_nc, i_nc), want, torch.float32, 23)
 
 
 @pytest.mark.parametrize("obs_dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
 def test_hmm_filter_obs_dtypes(dev, obs_dtype):
     trans, emit, obs, _ = _hmm(10, 4, 6, 12, torch.float64, dev, seed=5)
     want = hmm_filter_reference(trans, emit, obs)
-    _assert_hmm_equal(native.hmm_filter(trans, emit, obs.to(obs_dtype)), want, torch.float64, 12)
+    _assert_hmm_equal(ops.hmm_filter(trans, emit, obs.to(obs_dtype)), want, torch.float64, 12)
 
 
 @pytest.mark.parametrize("B,L", [(0, 5), (4, 0), (0, 0)])
 def test_hmm_filter_empty(dev, B, L):
     args = _hmm(B, 3, 4, L, torch.float32, dev, seed=1)
-    post, loglik, dead = native.hmm_filter(*args)
+    post, loglik, dead = ops.hmm_filter(*args)
     assert post.shape == (B, L, 3) and loglik.shape == dead.shape == (B,)
     assert (loglik == 0).all() and (dead == -1).all()
     _assert_hmm_equal((post, loglik, dead), hmm_filter_reference(*args), torch.float32, L)
@@ -160,8 +159,8 @@ def test_hmm_filter_empty(dev, B, L):
 
 def test_hmm_filter_backend_auto_uses_native(dev, monkeypatch):
     calls = []
-    real = native.hmm_filter
-    monkeypatch.setattr(native, "hmm_filter", lambda *a: calls.append(1) or real(*a))
+    real = ops.hmm_filter
+    monkeypatch.setattr(ops, "hmm_filter", lambda *a: calls.append(1) or real(*a))
     trans, emit, obs, _ = _hmm(2, 3, 3, 4, torch.float32, dev, seed=2)
     oracle.hmm_filter(trans, emit, obs)
     assert calls == [1]
@@ -183,7 +182,7 @@ def _pairs(B, L, V, seed, device):
 @pytest.mark.parametrize("B,L,V", [(1, 1, 1), (3, 2, 2), (17, 17, 5), (64, 50, 20), (5, 50, 32), (2, 0, 3), (0, 4, 3)])
 def test_bijection_matches_reference(dev, B, L, V, dtype):
     keys, values = _pairs(B, L, V, seed=B + L + V, device=dev)
-    got = native.bijection_posterior(keys, values, V, dtype)
+    got = ops.bijection_posterior(keys, values, V, dtype)
     want = bijection_posterior_reference(keys, values, V, dtype)
     assert got.dtype == dtype and got.shape == (B, L, V)
     assert torch.equal(got, want)  # same arithmetic, bit for bit
@@ -193,8 +192,8 @@ def test_bijection_non_contiguous_and_int_dtypes(dev):
     keys, values = _pairs(12, 19, 20, seed=4, device=dev)
     want = bijection_posterior_reference(keys, values, 20)
     k_nc, v_nc = keys.t().contiguous().t(), values.t().contiguous().t()
-    assert torch.equal(native.bijection_posterior(k_nc, v_nc, 20), want)
-    assert torch.equal(native.bijection_posterior(keys.to(torch.uint8), values.to(torch.int32), 20), want)
+    assert torch.equal(ops.bijection_posterior(k_nc, v_nc, 20), want)
+    assert torch.equal(ops.bijection_posterior(keys.to(torch.uint8), values.to(torch.int32), 20), want)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -202,7 +201,7 @@ def test_bijection_non_contiguous_and_int_dtypes(dev):
                                          (2, 2000, 4, 2.5), (3, 0, 4, 1.0), (0, 3, 4, 1.0)])
 def test_markov_matches_reference(dev, B, L, V, alpha, dtype):
     seq = torch.randint(0, V, (B, L), generator=_gen(B + L)).to(dev)
-    got = native.markov_predictive(seq, V, alpha, dtype)
+    got = ops.markov_predictive(seq, V, alpha, dtype)
     assert got.dtype == dtype and got.shape == (B, L, V)
     assert torch.equal(got, markov_predictive_reference(seq, V, alpha, dtype))  # bit for bit
 
@@ -210,8 +209,8 @@ def test_markov_matches_reference(dev, B, L, V, alpha, dtype):
 def test_markov_non_contiguous_and_int_dtypes(dev):
     seq = torch.randint(0, 6, (8, 40), generator=_gen(9)).to(dev)
     want = markov_predictive_reference(seq, 6, 1.0)
-    assert torch.equal(native.markov_predictive(seq.t().contiguous().t(), 6, 1.0), want)
-    assert torch.equal(native.markov_predictive(seq.to(torch.int8), 6, 1.0), want)
+    assert torch.equal(ops.markov_predictive(seq.t().contiguous().t(), 6, 1.0), want)
+    assert torch.equal(ops.markov_predictive(seq.to(torch.int8), 6, 1.0), want)
 
 
 # ---- identical errors through the public API --------------------------------------------------
@@ -289,9 +288,9 @@ def test_torch_compile_fullgraph(dev):
     keys, values = _pairs(5, 9, 7, seed=5, device=dev)
 
     def fn(trans, emit, obs, init, keys, values):
-        post, loglik, _ = native.hmm_filter(trans, emit, obs, init)
-        bij = native.bijection_posterior(keys, values, 7, torch.float32)
-        mk = native.markov_predictive(keys, 7, 1.0, torch.float32)
+        post, loglik, _ = ops.hmm_filter(trans, emit, obs, init)
+        bij = ops.bijection_posterior(keys, values, 7, torch.float32)
+        mk = ops.markov_predictive(keys, 7, 1.0, torch.float32)
         return post.sum(-1) + loglik[:, None], bij * 2, mk + 1
 
     compiled = torch.compile(fn, backend="aot_eager", fullgraph=True)
@@ -302,5 +301,5 @@ def test_torch_compile_fullgraph(dev):
 def test_module_flags():
     assert isinstance(_C.WITH_CUDA, bool) and isinstance(_C.WITH_OPENMP, bool)
     assert _C.WITH_OPENMP, "the CPU kernels were built without OpenMP (missing -fopenmp)"
-    missing = [op for op in native.OPS if not hasattr(torch.ops.bayesbench, op)]  # dir() lists only ops used so far
+    missing = [op for op in ops.OPS if not hasattr(torch.ops.bayesbench, op)]  # dir() lists only ops used so far
     assert not missing, f"ops not registered by bayesbench._C: {missing}"

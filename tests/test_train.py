@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from bayesbench.tasks import get_task
-from bayesbench.train import (MemberStream, TrainConfig, Trainer, clip_per_member, data_seed, load_result,
-                              member_grad_norms, train)
+from bayesbench.seeds import data_seed
+from bayesbench.train import (MemberStream, TrainConfig, Trainer, clip_per_member, load_result, member_grad_norms,
+                              train)
 
 TINY = dict(n_layer=2, n_head=2, d_model=16, d_ffn=32)
 

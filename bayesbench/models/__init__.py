@@ -1,4 +1,4 @@
-"""Ensemble-native sequence models (DESIGN.md principle 2) and a registry by name.
+"""Ensemble-native sequence models and a registry by name.
 
 Every parameter has a leading member dimension E: tokens [E, B, L] -> logits [E, B, L, C],
 one forward/backward trains E independent models. `get_model(name, task, seeds=[...])` builds
@@ -9,12 +9,12 @@ from .base import EnsembleModel, TaskShape
 from .layers import EnsembleEmbedding, EnsembleLayerNorm, EnsembleLinear
 from .mlp import MLP, MLPConfig, match_mlp, mlp_param_count
 from .registry import build_model, count_params, get_model, list_models, register_model
-from .transformer import PRESETS as TRANSFORMER_PRESETS
+from .transformer import SIZES as TRANSFORMER_SIZES
 from .transformer import Transformer, TransformerConfig
 
 __all__ = [
     "MLP",
-    "TRANSFORMER_PRESETS",
+    "TRANSFORMER_SIZES",
     "EnsembleEmbedding",
     "EnsembleLayerNorm",
     "EnsembleLinear",

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..checks import positive_int
 from .layers import EnsembleEmbedding, EnsembleLayerNorm, EnsembleLinear
 
 
@@ -71,8 +72,7 @@ class EnsembleModel(nn.Module):
 
     def __init__(self, shape: TaskShape, ensemble: int) -> None:
         super().__init__()
-        if isinstance(ensemble, bool) or not isinstance(ensemble, int) or ensemble < 1:
-            raise ValueError(f"ensemble must be a positive integer (number of members), got {ensemble!r}")
+        positive_int("ensemble", ensemble, "number of members")
         self.shape = shape
         self.ensemble = ensemble
         self.seeds: list[int] = []

@@ -17,10 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-
-def _normal(shape: tuple[int, ...], std: float, generator: torch.Generator) -> Tensor:
-    """N(0, std^2) draws on the CPU (device-independent numbers for a given seed)."""
-    return torch.randn(shape, generator=generator, dtype=torch.float32) * std
+from .initialisers import normal
 
 
 class EnsembleLinear(nn.Module):
@@ -40,7 +37,7 @@ class EnsembleLinear(nn.Module):
 
     def reset_member(self, e: int, generator: torch.Generator) -> None:
         with torch.no_grad():
-            self.weight[e].copy_(_normal((self.in_features, self.out_features), self.init_std, generator))
+            self.weight[e].copy_(normal((self.in_features, self.out_features), self.init_std, generator))
             if self.bias is not None:
                 self.bias[e].zero_()
 
@@ -71,7 +68,7 @@ class EnsembleEmbedding(nn.Module):
 
     def reset_member(self, e: int, generator: torch.Generator) -> None:
         with torch.no_grad():
-            self.weight[e].copy_(_normal((self.num_embeddings, self.dim), self.init_std, generator))
+            self.weight[e].copy_(normal((self.num_embeddings, self.dim), self.init_std, generator))
 
     def forward(self, ids: Tensor) -> Tensor:
         E = ids.shape[0]

@@ -16,9 +16,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..checks import positive_int
 from .base import ResidualStack, TaskShape
+from .capacity import match_widths, meta_params
 from .layers import EnsembleLayerNorm, EnsembleLinear, residual_std
-from .recurrent import match_widths, meta_params, positive_int
 from .registry import register_model
 
 FORMS = ("cumsum", "quadratic")

@@ -22,9 +22,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..checks import positive_int
 from .base import ResidualStack, TaskShape
+from .capacity import match_widths, meta_params
+from .initialisers import uniform
 from .layers import EnsembleLayerNorm, EnsembleLinear, residual_std
-from .recurrent import match_widths, meta_params, positive_int, uniform
 from .registry import register_model
 from .scan import SCAN_METHODS, inverse_softplus, selective_scan
 

@@ -23,9 +23,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..checks import positive_int
 from .base import EnsembleModel, InputEmbedding, TaskShape
-from .layers import EnsembleLayerNorm, EnsembleLinear, _normal, residual_std
-from .recurrent import fit_width
+from .capacity import fit_width
+from .initialisers import normal
+from .layers import EnsembleLayerNorm, EnsembleLinear, residual_std
 from .registry import register_model
 
 PREFERRED_DEPTHS = (18, 19, 20)  # the paper's 18-20 layers
@@ -41,9 +43,7 @@ class MLPConfig:
 
     def __post_init__(self) -> None:
         for f in ("depth", "width", "prefix_dim"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{f} must be a positive integer, got {v!r}")
+            positive_int(f, getattr(self, f))
 
 
 class ResidualLayer(nn.Module):
@@ -69,7 +69,7 @@ class PrefixProjection(nn.Module):
 
     def reset_member(self, e: int, generator: torch.Generator) -> None:
         with torch.no_grad():
-            self.slots[e].copy_(_normal(tuple(self.slots.shape[1:]), self.init_std, generator))
+            self.slots[e].copy_(normal(tuple(self.slots.shape[1:]), self.init_std, generator))
 
     def forward(self, x: Tensor) -> Tensor:
         L = x.shape[2]
@@ -121,8 +121,7 @@ def match_mlp(shape: TaskShape, target: int, *, prefix: bool = False, prefix_dim
     when nothing there is within tolerance (e.g. a small quick-preset target), keeps the depths
     and frees the width, then frees the depth (1..64) too. Ties go to the earlier candidate.
     """
-    if isinstance(target, bool) or not isinstance(target, int) or target < 1:
-        raise ValueError(f"target must be a positive integer parameter count, got {target!r}")
+    positive_int("target", target, "parameter count")
     depths = tuple(depths or PREFERRED_DEPTHS)
     make = lambda d, w: MLPConfig(depth=d, width=w, prefix=prefix, prefix_dim=prefix_dim)  # noqa: E731
     gap = lambda cfg: abs(mlp_param_count(shape, cfg) - target) / target  # noqa: E731

@@ -1,99 +1,21 @@
-"""Shared pieces of the architecture zoo: per-member initialisers, the stacked-RNN model that
-LSTM and GRU share, and capacity matching (pick widths so a model has N parameters).
+"""The stacked-RNN language model that LSTM and GRU share: config, layer base class, model,
+the gradient pieces of their fused backward-through-time, and their capacity matching.
 
-Capacity matching: every architecture's count grows with a coarse width (d_model: the hidden or
-residual width) in steps too big for 1% at small sizes (~2/d_model relative per unit), so each
-`match_<arch>` fits the coarse width by bisection and then a fine knob (LSTM/GRU: the embedding
-width; Mamba: d_inner; linear attention: d_ffn; toy attention: d_head) by a second bisection.
-Counts come from building the model on the meta device, so they are exact by construction.
+Each cell (lstm.py, gru.py) subclasses `RecurrentLayer` with its gates and its fused scan.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import Tensor, nn
 
+from ..checks import positive_int
 from .base import EnsembleModel, InputEmbedding, TaskShape
+from .capacity import match_widths, meta_params
+from .initialisers import glorot_uniform, orthogonal
 from .layers import EnsembleLayerNorm, EnsembleLinear
-from .registry import meta_params
-
-# ---------------------------------------------------------------------------------------------
-# per-member initialisers (CPU float32 draws from the member's generator, as layers._normal)
-
-
-def glorot_uniform(shape: tuple[int, int], generator: torch.Generator) -> Tensor:
-    """U(-r, r), r = sqrt(6 / (fan_in + fan_out)) (Keras' default kernel init for RNNs)."""
-    return uniform(shape, math.sqrt(6.0 / (shape[0] + shape[1])), generator)
-
-
-def uniform(shape: tuple[int, ...], bound: float, generator: torch.Generator) -> Tensor:
-    """U(-bound, bound) draws."""
-    return (torch.rand(shape, generator=generator, dtype=torch.float32) * 2 - 1) * bound
-
-
-def orthogonal(n: int, generator: torch.Generator) -> Tensor:
-    """A Haar-random n x n orthogonal matrix: QR of a Gaussian with the sign of diag(R) fixed
-    (what torch.nn.init.orthogonal_ does; the QR runs in float64 so Q^T Q = I to ~1e-7)."""
-    q, r = torch.linalg.qr(torch.randn((n, n), generator=generator, dtype=torch.float32).double())
-    return (q * torch.sign(torch.diagonal(r)).unsqueeze(0)).float()
-
-
-def positive_int(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
-# ---------------------------------------------------------------------------------------------
-# capacity matching
-
-
-def fit_width(count: Callable[[int], int], target: int, *, step: int = 1) -> int:
-    """The multiple of `step` (>= step) whose count is closest to target, for count increasing."""
-    lo, hi = step, step
-    if count(lo) >= target:
-        return lo
-    while count(hi) < target:
-        lo, hi = hi, hi * 2
-    while hi - lo > step:  # invariant: count(lo) < target <= count(hi)
-        mid = (lo + hi) // (2 * step) * step
-        lo, hi = (mid, hi) if count(mid) < target else (lo, mid)
-    return lo if target - count(lo) <= count(hi) - target else hi
-
-
-def match_widths(count: Callable[[int, int], int], target: int, *, default_fine: Callable[[int], int],
-                 coarse_step: int = 1, fine_step: int = 1, tolerance: float = 0.01,
-                 what: str = "model") -> tuple[int, int]:
-    """(coarse, fine) widths whose count is within `tolerance` of target.
-
-    The coarse width is fitted with the fine one at its default (e.g. d_embed = d_model); for it
-    and its two neighbours the candidates are the default fine width and the fitted one. Among
-    those within tolerance the one whose fine width is nearest its default wins (the most
-    standard shape; then the smaller gap); if none is, a ValueError names the closest.
-    """
-    positive_int("target", target)
-    if not 0 < tolerance < 1:
-        raise ValueError(f"tolerance must be in (0, 1), got {tolerance!r}")
-    coarse = fit_width(lambda c: count(c, default_fine(c)), target, step=coarse_step)
-    candidates = []
-    for c in (coarse - coarse_step, coarse, coarse + coarse_step):
-        if c >= coarse_step:
-            for f in (default_fine(c), fit_width(lambda f, c=c: count(c, f), target, step=fine_step)):
-                candidates.append((abs(count(c, f) - target) / target, c, f))
-    ok = [cand for cand in candidates if cand[0] <= tolerance]
-    if ok:
-        _, c, f = min(ok, key=lambda cand: (abs(cand[2] - default_fine(cand[1])), cand[0]))
-        return c, f
-    _, c, f = min(candidates)
-    raise ValueError(f"no {what} within {tolerance:.0%} of {target} parameters "
-                     f"(closest: {count(c, f)} at widths {c}, {f}; try another n_layer)")
-
-
-# ---------------------------------------------------------------------------------------------
-# stacked RNN language model (LSTM, GRU)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 
 A model file registers a builder `(shape: TaskShape, ensemble: int, **cfg) -> EnsembleModel`
 with `@register_model(name, description)`; every module of `bayesbench.models` is imported on
-first lookup, so adding an architecture is adding one file.
+first lookup, so adding an architecture is adding one file. A module whose import fails raises,
+except for a missing optional package (not bayesbench's own), which skips it with a warning
+naming the package.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Callable
 import torch
 
 from .base import EnsembleModel, TaskShape
+from .capacity import meta_params
 
 Builder = Callable[..., EnsembleModel]
 
@@ -52,9 +55,13 @@ def _discover() -> None:
     for info in pkgutil.iter_modules(models.__path__):
         try:
             importlib.import_module(f"{models.__name__}.{info.name}")
-        except Exception as err:  # one broken model file must not take the others down
-            warnings.warn(f"bayesbench.models.{info.name} failed to import and is skipped: "
-                          f"{type(err).__name__}: {err}", RuntimeWarning, stacklevel=3)
+        except ModuleNotFoundError as err:
+            # a model needing an optional package that is not installed is skipped, by name; a
+            # broken model file (any other error, or a missing bayesbench module) is a bug and raises
+            if err.name is None or err.name.split(".")[0] == "bayesbench":
+                raise
+            warnings.warn(f"bayesbench.models.{info.name} needs the optional package {err.name!r}, which is "
+                          "not installed: its architectures are not available", RuntimeWarning, stacklevel=3)
     _discovered = True
 
 
@@ -102,12 +109,6 @@ def get_model(name: str, task_or_shape, *, ensemble: int | None = None, seeds: l
     model = build_model(name, task_or_shape, ensemble=len(seeds), max_len=max_len, **cfg)
     model.init_members(list(seeds))
     return model.to(device) if device is not None else model
-
-
-def meta_params(build: Callable[[], EnsembleModel]) -> int:
-    """Parameters of one member of the model `build()` makes, built on the meta device (no memory, no init)."""
-    with torch.device("meta"):
-        return build().num_params()
 
 
 def count_params(name: str, task_or_shape, *, max_len: int | None = None, **cfg) -> int:

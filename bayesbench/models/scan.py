@@ -14,12 +14,12 @@ recurrence lam_t = g_t + a_{t+1} lam_{t+1} run in reverse, so training keeps onl
 
 `selective_scan` builds decay = exp(delta A) and inputs = delta B x as [M, L, D, N] tensors and
 runs `linear_scan` on them. Its method "native" instead calls the fused CPU op of the compiled
-extension (`torch.ops.bayesbench.selective_scan_fwd` / `_bwd`, csrc/selective_scan.h): one pass per
-(sequence, channel block) with the state in a small buffer, the backward recomputing the states,
-so nothing of size [M, L, D, N] exists; method "auto" takes it on CPUs when it is built.
+extension (`bayesbench.ops.selective_scan`, csrc/selective_scan.h): one pass per (sequence,
+channel block) with the state in a small buffer, the backward recomputing the states, so nothing
+of size [M, L, D, N] exists; method "auto" takes it on CPUs when it is built.
 
 `linear_scan_ref` and `selective_scan_ref` are step-by-step autograd references the tests
-compare against (DESIGN.md principle 1).
+compare against.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ import functools
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
+
+from .. import ops
 
 KERNELS = ("parallel", "sequential")
 SCAN_METHODS = ("auto", "parallel", "sequential", "native", "reference")
@@ -134,12 +136,7 @@ def native_scan_available() -> bool:
     """Whether the compiled extension is built with the fused (CPU) selective-scan ops."""
     global _native_available
     if _native_available is None:
-        try:
-            from bayesbench.oracle import native  # loads bayesbench._C, registers the fake kernels
-        except ImportError:
-            _native_available = False
-        else:
-            _native_available = all(hasattr(torch.ops.bayesbench, op) for op in native.SCAN_OPS)
+        _native_available = all(ops.available(op) for op in ops.SCAN_OPS)
     return _native_available
 
 
@@ -201,27 +198,12 @@ def selective_scan(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D:
     return y if D is None else y + x * D
 
 
-class _NativeSelectiveScan(torch.autograd.Function):
-    """The fused ops: the forward saves only its inputs, the backward recomputes the states."""
-
-    @staticmethod
-    def forward(ctx, x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor) -> Tensor:
-        ctx.save_for_backward(x, delta, A, B, C)
-        return torch.ops.bayesbench.selective_scan_fwd(x, delta, A, B, C)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_y: Tensor) -> tuple[Tensor | None, ...]:
-        grads = torch.ops.bayesbench.selective_scan_bwd(*ctx.saved_tensors, grad_y)
-        return tuple(g if need else None for g, need in zip(grads, ctx.needs_input_grad))
-
-
 def _native_selective_scan(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor) -> Tensor:
     """y without the skip term through the fused op, in the promoted dtype of the inputs (float32
     for half precisions, cast back)."""
     dtype = functools.reduce(torch.promote_types, (t.dtype for t in (delta, A, B, C)), x.dtype)
     work = dtype if dtype in (torch.float32, torch.float64) else torch.float32
-    y = _NativeSelectiveScan.apply(*(t.to(work) for t in (x, delta, A, B, C)))
+    y = ops.selective_scan(*(t.to(work) for t in (x, delta, A, B, C)))
     return y.to(dtype)
 
 

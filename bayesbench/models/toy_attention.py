@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from bayesbench.kernels.reference import attention_weights
-
+from ..checks import positive_int
+from .attention import attention_weights
 from .base import EnsembleModel, InputEmbedding, TaskShape
+from .capacity import match_widths, meta_params
 from .layers import EnsembleLinear
-from .recurrent import match_widths, meta_params, positive_int
 from .registry import register_model
 
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bayesbench.kernels.reference import attention_weights
-
+from ..checks import positive_int
+from .attention import softmax_attention
 from .base import ResidualStack, TaskShape
 from .layers import EnsembleLayerNorm, EnsembleLinear, residual_std
 from .registry import register_model
@@ -39,9 +39,7 @@ class TransformerConfig:
 
     def __post_init__(self) -> None:
         for f in ("n_layer", "n_head", "d_model", "d_ffn"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{f} must be a positive integer, got {v!r}")
+            positive_int(f, getattr(self, f))
         if self.d_model % self.n_head:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})")
         if not 0.0 <= self.dropout < 1.0:
@@ -59,13 +57,6 @@ def check_backend_dropout(backend: str, dropout: float) -> None:
     if backend == "triton" and dropout > 0:
         raise ValueError(f"attention='triton' has no attention dropout; use dropout=0 or attention='sdpa' "
                          f"(got dropout={dropout})")
-
-
-def eager_attention(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0) -> Tensor:
-    """softmax(q k^T / sqrt(d) + causal mask) v, written out (the readable reference); dropout
-    on the attention weights as SDPA applies it."""
-    weights = attention_weights(q, k, causal=True, scale=1 / math.sqrt(q.shape[-1]))
-    return F.dropout(weights, dropout_p) @ v if dropout_p > 0 else weights @ v
 
 
 def triton_attention(q: Tensor, k: Tensor, v: Tensor, probe=None) -> Tensor:
@@ -104,7 +95,7 @@ class CausalSelfAttention(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
                                                dropout_p=self.dropout if self.training else 0.0)
         elif self.backend == "eager":
-            y = eager_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
+            y = softmax_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
         else:
             y = triton_attention(q, k, v, probe=self.probe)
         y = y.transpose(1, 2).reshape(E, B, T, d)
@@ -176,29 +167,30 @@ def _check_probe_backend(layer: int, backend: str, probe) -> None:
                          f"{backend!r} (set_attention('triton') first, or set_probe(None, {layer}) to detach)")
 
 
-
-PRESETS = {
+# The papers' named model sizes (Paper I's bijection and HMM transformers): `size="paper-hmm"`.
+# Not experiment presets (`bayesbench.presets`), which choose tasks, sizes, steps and seeds.
+SIZES = {
     "paper-bijection": TransformerConfig(n_layer=6, n_head=6, d_model=192, d_ffn=768),
     "paper-hmm": TransformerConfig(n_layer=9, n_head=8, d_model=256, d_ffn=1024),
 }
 
 
-def transformer_config(preset: str | None = None, **overrides) -> TransformerConfig:
-    """A TransformerConfig from a named preset (paper-bijection, paper-hmm) plus overrides."""
-    if preset is None:
+def transformer_config(size: str | None = None, **overrides) -> TransformerConfig:
+    """A TransformerConfig from a named size (paper-bijection, paper-hmm) plus overrides."""
+    if size is None:
         return TransformerConfig(**overrides)
-    if preset not in PRESETS:
-        raise ValueError(f"preset must be one of {tuple(PRESETS)}, got {preset!r}")
-    return dataclasses.replace(PRESETS[preset], **overrides)
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {tuple(SIZES)}, got {size!r}")
+    return dataclasses.replace(SIZES[size], **overrides)
 
 
 @register_model("transformer", "GPT-style causal transformer: pre-norm blocks, learned token/position embeddings")
-def build_transformer(shape: TaskShape, ensemble: int, preset: str | None = None, **cfg) -> Transformer:
-    return Transformer(shape, transformer_config(preset, **cfg), ensemble)
+def build_transformer(shape: TaskShape, ensemble: int, size: str | None = None, **cfg) -> Transformer:
+    return Transformer(shape, transformer_config(size, **cfg), ensemble)
 
 
 @register_model("transformer-no-late-attention",
                 "Paper I ablation: the transformer with attention removed from the top k blocks (default 2)")
-def build_no_late_attention(shape: TaskShape, ensemble: int, preset: str | None = None, attn_off_top: int = 2,
+def build_no_late_attention(shape: TaskShape, ensemble: int, size: str | None = None, attn_off_top: int = 2,
                             **cfg) -> Transformer:
-    return Transformer(shape, transformer_config(preset, attn_off_top=attn_off_top, **cfg), ensemble)
+    return Transformer(shape, transformer_config(size, attn_off_top=attn_off_top, **cfg), ensemble)

@@ -1,40 +1,26 @@
-"""Choosing between the PyTorch reference and the compiled ops of `bayesbench._C`."""
+"""Choosing between the PyTorch reference and the compiled ops (`bayesbench.ops`) for one call."""
 
 from __future__ import annotations
 
-import functools
 import warnings
 
 import torch
 
+from .. import ops
+from ..ops import ORACLE_OPS
+
 BACKENDS = ("auto", "reference", "native")
-# The oracle ops bayesbench._C compiles. Others (the sticky predictive: a cumulative sum,
-# already vectorised in PyTorch) have no compiled kernel by design and use the reference.
-ORACLE_OPS = ("hmm_filter", "bijection_posterior", "markov_predictive")
 _warned: set[str] = set()
 
 
-@functools.cache
-def native_ops():
-    """The `torch.ops.bayesbench` namespace when the extension is built, else None."""
-    try:
-        from bayesbench import _C  # noqa: F401  (importing registers the ops)
-    except ImportError:
-        return None
-    return torch.ops.bayesbench
-
-
 def native_supports(op: str, device: torch.device) -> bool:
-    """Whether the built extension has `op` with a kernel for `device`'s type."""
-    ops = native_ops()
-    if op not in ORACLE_OPS or ops is None or not hasattr(ops, op):
+    """Whether the built extension has the oracle op `op` with a kernel for `device`'s type."""
+    if op not in ORACLE_OPS or not ops.available(op):
         return False
     if device.type == "cpu":
         return True
     if device.type == "cuda":
-        from bayesbench import _C
-
-        return bool(getattr(_C, "WITH_CUDA", False))
+        return ops.has_cuda()
     return False
 
 
@@ -48,7 +34,7 @@ def use_native(op: str, backend: str, device: torch.device) -> bool:
     if backend == "native":
         if not supported:
             why = ("the compiled extension bayesbench._C is not built"
-                   if native_ops() is None else f"bayesbench._C has no {op} kernel for {device.type}")
+                   if ops.load() is None else f"bayesbench._C has no {op} kernel for {device.type}")
             raise RuntimeError(
                 f"backend='native' for {op} is unavailable: {why}. Build it with "
                 "`pip install --no-build-isolation -e .` (see README), or use backend='reference'."
@@ -67,7 +53,7 @@ def _warn_fallback(device: torch.device) -> None:
     if key in _warned:
         return
     _warned.add(key)
-    why = "is not built" if native_ops() is None else f"was built without {device.type} kernels"
+    why = "is not built" if ops.load() is None else f"was built without {device.type} kernels"
     warnings.warn(
         f"bayesbench: the compiled oracle bayesbench._C {why}; exact posteriors on {device.type} "
         "use the PyTorch reference (correct, slower). This warning is shown once.",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .. import ops
 from .backend import use_native
 from .validate import check_bijection_inputs, require_float_dtype
 
@@ -34,9 +35,7 @@ def bijection_posterior(
     check_bijection_inputs(keys, values, V)
     require_float_dtype("dtype", dtype)
     if use_native("bijection_posterior", backend, keys.device):
-        from . import native
-
-        return native.bijection_posterior(keys, values, V, dtype)
+        return ops.bijection_posterior(keys, values, V, dtype)
     return bijection_posterior_reference(keys, values, V, dtype)
 
 

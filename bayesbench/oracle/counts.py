@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .. import ops
 from .backend import use_native
 from .validate import check_sequence_inputs, require_float_dtype, require_positive
 
@@ -47,9 +48,7 @@ def markov_predictive(seq: Tensor, V: int, alpha: float = 1.0, *, backend: str =
     alpha = require_positive("alpha", alpha)
     require_float_dtype("dtype", dtype)
     if use_native("markov_predictive", backend, seq.device):
-        from . import native
-
-        return native.markov_predictive(seq, V, alpha, dtype)
+        return ops.markov_predictive(seq, V, alpha, dtype)
     return markov_predictive_reference(seq, V, alpha, dtype)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .. import ops
 from .backend import use_native
 from .validate import check_hmm_inputs, raise_if_impossible
 
@@ -43,9 +44,7 @@ def hmm_filter(
     """
     check_hmm_inputs(trans, emit, obs, init)
     if use_native("hmm_filter", backend, trans.device):
-        from . import native
-
-        post, loglik, dead_step = native.hmm_filter(trans, emit, obs, init)
+        post, loglik, dead_step = ops.hmm_filter(trans, emit, obs, init)
     else:
         post, loglik, dead_step = hmm_filter_reference(trans, emit, obs, init)
     raise_if_impossible(dead_step)

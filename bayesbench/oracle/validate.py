@@ -8,6 +8,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..checks import int_at_least, positive_int
+
 #: |row sum - 1| allowed for a probability row, by dtype (stated in the error message).
 ROW_SUM_ATOL: dict[torch.dtype, float] = {torch.float64: 1e-6, torch.float32: 1e-4}
 FLOAT_DTYPES = (torch.float32, torch.float64)
@@ -99,14 +101,6 @@ def require_positive(name: str, value: float) -> float:
     return v
 
 
-def require_count(name: str, value: int, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
-    return value
-
-
 def check_hmm_inputs(trans: Tensor, emit: Tensor, obs: Tensor, init: Tensor | None) -> None:
     """All checks of `hmm_filter` that do not need the forward pass."""
     for name, x in (("trans", trans), ("emit", emit), ("obs", obs)):
@@ -151,7 +145,7 @@ def raise_if_impossible(dead_step: Tensor) -> None:
 
 def check_bijection_inputs(keys: Tensor, values: Tensor, V: int) -> None:
     """Shapes, ranges and consistency of (key, value) pairs with one bijection per sequence."""
-    require_count("V", V, 1)
+    positive_int("V", V)
     require_tensor("keys", keys)
     require_tensor("values", values)
     require_integer("keys", keys)
@@ -199,7 +193,7 @@ def _raise_contradiction(k: Tensor, v: Tensor, b: int) -> None:
 
 def check_sequence_inputs(name: str, seq: Tensor, V: int) -> None:
     """A batch of symbol sequences [B, L] over V symbols."""
-    require_count("V", V, 2)
+    int_at_least("V", V, 2)
     require_tensor(name, seq)
     require_integer(name, seq)
     require_shape(name, seq, (None, None), "batch B, position L")

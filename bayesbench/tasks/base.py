@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from ..checks import positive_int
+
 IGNORE_INDEX = -100  # hard target at unsupervised positions (torch's cross-entropy default)
 #: The most memory one sampled sequence may need (`Task.sequence_bytes`): a task configured
 #: beyond it is refused when it is built, with the size it would need.
@@ -185,6 +187,4 @@ def check_fits(task: Task, batch_size: int, device: torch.device, dtype: torch.d
 
 
 def check_batch_size(batch_size: int) -> int:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    return batch_size
+    return positive_int("batch_size", batch_size)

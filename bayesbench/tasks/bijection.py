@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..checks import int_at_least, positive_int
 from ..oracle import bijection_posterior
 from ._random import permutations
 from .base import IGNORE_INDEX, Batch, Task, batch_device, check_batch_size, check_fits
@@ -51,10 +52,8 @@ class BijectionTask(Task):
         for key, default in VARIANTS[self.variant].items():
             if getattr(self, key) is None:
                 object.__setattr__(self, key, self.V if key == "L" and default is None else default)
-        if isinstance(self.V, bool) or not isinstance(self.V, int) or self.V < 2:
-            raise ValueError(f"V must be an integer >= 2, got {self.V!r}")
-        if isinstance(self.L, bool) or not isinstance(self.L, int) or self.L < 1:
-            raise ValueError(f"L must be a positive integer (number of pairs), got {self.L!r}")
+        int_at_least("V", self.V, 2)
+        positive_int("L", self.L, "number of pairs")
         if self.keys not in ("permutation", "replacement"):
             raise ValueError(f"keys must be 'permutation' or 'replacement', got {self.keys!r}")
         if self.keys == "permutation" and self.L > self.V:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ..checks import positive_int
 from ..oracle import hmm_filter
 from ..oracle.validate import require_positive
 from ._random import categorical, dirichlet
@@ -81,9 +82,7 @@ class HMMTask(Task):
 
     def __post_init__(self) -> None:
         for f in ("S", "V", "K"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{f} must be a positive integer, got {v!r}")
+            positive_int(f, getattr(self, f))
         if self.S < 2:
             raise ValueError(f"S must be >= 2 (one state leaves nothing to infer), got {self.S}")
         require_positive("concentration", self.concentration)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..checks import int_at_least
 from .base import IGNORE_INDEX, Batch, Task
 
 
@@ -18,10 +19,8 @@ class NextSymbolTask(Task):
     L: int = 50
 
     def __post_init__(self) -> None:
-        if isinstance(self.V, bool) or not isinstance(self.V, int) or self.V < 2:
-            raise ValueError(f"V must be an integer >= 2, got {self.V!r}")
-        if isinstance(self.L, bool) or not isinstance(self.L, int) or self.L < 2:
-            raise ValueError(f"L must be an integer >= 2 (one prediction needs two tokens), got {self.L!r}")
+        int_at_least("V", self.V, 2)
+        int_at_least("L", self.L, 2, "one prediction needs two tokens")
         self.check_size()
 
     @property

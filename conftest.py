@@ -1,4 +1,5 @@
-"""Shared test configuration.
+"""Shared pytest configuration of tests/ and benchmarks/ (this file sits at the rootdir, so it
+applies to both).
 
 Triton kernels run under the interpreter when no GPU is present; TRITON_INTERPRET must be set
 before triton is first imported, so it is set here, at collection time.

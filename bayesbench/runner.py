@@ -1,8 +1,9 @@
-"""Jobs: one (task, architecture, seed ensemble) of a preset, resolved to concrete configs.
+"""The experiment runner: a preset's (task, architecture, seed ensemble) jobs, trained, scored, stored.
 
-`make_jobs` turns a preset and the command line's selections into jobs; `run_job` trains one
-(checkpointing into its run directory), then `record` scores it on the fixed evaluation sets and
-writes one row per seed to the results store.
+`make_jobs` turns a preset (`bayesbench.presets`) and the command line's selections into jobs;
+`run_jobs` runs them (a process pool on CPU); `run_job` trains one (checkpointing into its run
+directory), then `record` scores it on the fixed evaluation sets and writes one row per seed to
+the results store.
 """
 
 from __future__ import annotations
@@ -14,14 +15,15 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import interrupt
-from ..evaluate import DEFAULT_SEQUENCES, evaluate, max_eval_len
-from ..models import TaskShape, count_params, list_models
-from ..results import cache_dir_for, environment, prepare_store, write_rows
-from ..runlock import run_lock
-from ..tasks import Task, task_from_config
-from ..train import TrainConfig, TrainResult, task_of, train
+from . import interrupt
+from .evaluate import DEFAULT_SEQUENCES, evaluate, max_eval_len
+from .models import TaskShape, count_params, list_models
 from .presets import TaskSetup, get_preset
+from .record import RunRecord
+from .results import cache_dir_for, environment, prepare_store, write_records
+from .runlock import run_lock
+from .tasks import Task, task_from_config
+from .train import TrainConfig, TrainResult, task_of, train
 
 DEFAULT_RUN_ROOT = "runs"
 
@@ -44,7 +46,7 @@ def check_triton(device: str) -> None:
     TRITON_INTERPRET=1): checked before any work, not at the first forward pass."""
     import importlib.util
 
-    from ..kernels.config import interpreting
+    from .kernels.config import interpreting
 
     if importlib.util.find_spec("triton") is None:
         raise ValueError("--attention triton needs the triton package (pip install 'bayesbench[kernels]'); "
@@ -150,8 +152,8 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
 
 
 def run_job(job: Job, *, db: str | None = None, group_id: str | None = None, run_root: str = DEFAULT_RUN_ROOT,
-            resume: bool = False, progress: bool = True, position: int = 0) -> list[dict]:
-    """Train the job's ensemble, evaluate it and store one row per seed; returns the rows.
+            resume: bool = False, progress: bool = True, position: int = 0) -> list[RunRecord]:
+    """Train the job's ensemble, evaluate it and store one record per seed; returns the records.
 
     The run directory stays locked from training to the stored rows (`runlock`). A stop
     request raises `interrupt.Interrupted` naming this job and where it stopped; its rows are
@@ -182,30 +184,26 @@ def job_cost(job: Job) -> float:
         job.train.batch_size * job.train.steps * len(job.seeds)
 
 
-def _compact(rows: list[dict]) -> list[dict]:
-    return [{k: r[k] for k in ("run_id", "seed", "entropy_mae_bits", "status", "wall_s", "steps_per_s")}
-            for r in rows]
-
-
 def _set_threads(threads: int | None) -> None:
     if threads:
         torch.set_num_threads(threads)
 
 
-def _in_worker(item: tuple[Job, dict], slot: int) -> list[dict]:
+def _in_worker(item: tuple[Job, dict], slot: int) -> list[RunRecord]:
     """One job in a worker process (`workers.run_parallel`); `slot` is its progress bar's line."""
     job, kwargs = item
-    return _compact(run_job(job, position=slot, **kwargs))
+    return run_job(job, position=slot, **kwargs)
 
 
-def run_jobs(jobs: list[Job], *, workers: int = 1, threads: int | None = None, on_done=None, **kwargs) -> list[list[dict]]:
+def run_jobs(jobs: list[Job], *, workers: int = 1, threads: int | None = None, on_done=None,
+             **kwargs) -> list[list[RunRecord]]:
     """Run jobs, `workers` at a time in separate processes (1: in this process, in order).
 
     Small models use a CPU core better as one single-threaded process each than as one
     process with several intra-op threads, so on CPU the quick preset runs its jobs in
     parallel processes with `threads` (default: cores // workers) threads each; they all write
     to the same results store (safe for concurrent writers). Longest jobs start first.
-    `on_done(job, rows)` is called as each finishes; returns compact rows per job, in job order.
+    `on_done(job, records)` is called as each finishes; returns the records per job, in job order.
 
     The store (`db`) and its evaluation cache are opened, created and checked before any
     training (`results.prepare_store`). SIGINT or SIGTERM stops every job within seconds:
@@ -219,7 +217,7 @@ def run_jobs(jobs: list[Job], *, workers: int = 1, threads: int | None = None, o
     with interrupt.handling():
         if workers == 1:
             return _run_here(jobs, threads, on_done, kwargs)
-        from ..workers import run_parallel
+        from .workers import run_parallel
 
         threads = threads or max(1, (os.cpu_count() or 1) // workers)
         order = sorted(range(len(jobs)), key=lambda i: -job_cost(jobs[i]))
@@ -229,16 +227,16 @@ def run_jobs(jobs: list[Job], *, workers: int = 1, threads: int | None = None, o
                             describe=lambda item: item[0].describe())
 
 
-def _run_here(jobs: list[Job], threads: int | None, on_done, kwargs: dict) -> list[list[dict]]:
+def _run_here(jobs: list[Job], threads: int | None, on_done, kwargs: dict) -> list[list[RunRecord]]:
     """The jobs one by one in this process (`run_jobs` with one worker)."""
     _set_threads(threads)
     out = []
     try:
         for job in jobs:
-            rows = _compact(run_job(job, **kwargs))
-            out.append(rows)
+            records = run_job(job, **kwargs)
+            out.append(records)
             if on_done:
-                on_done(job, rows)
+                on_done(job, records)
     except interrupt.Interrupted as stop:
         stop.finished, stop.not_started = len(out), len(jobs) - len(out) - 1
         raise
@@ -258,8 +256,8 @@ def _subsample(losses: torch.Tensor, member: int, points: int = 200) -> list[lis
 
 
 def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
-           cache_dir: str | None = None) -> list[dict]:
-    """Evaluate a trained ensemble and write one row per seed (replacing that run's old rows).
+           cache_dir: str | None = None) -> list[RunRecord]:
+    """Evaluate a trained ensemble and write one record per seed (replacing that run's old ones).
 
     Evaluation sets are cached on disk beside the store (`<store folder>/cache`) unless
     `cache_dir` says otherwise, so parallel jobs and later `eval` calls reuse them.
@@ -276,30 +274,17 @@ def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
     env = environment(device, attention)
     final = result.final_loss()
     batch = ident["train"]["batch_size"]
-    rows = []
-    for e, seed in enumerate(result.seeds):
-        s = scores[e]
-        primary = s["evals"][s["primary"]]
-        rows.append({
-            "run_id": result.run_id, "seed": seed, "member": e, "group_id": meta.get("group_id"),
-            "preset": meta.get("preset"), "task": task.name, "task_label": meta.get("label", task.describe()),
-            "task_config": task.config(), "arch": ident["arch"],
-            "config": {"model": model_cfg, "model_args": ident["model"], "train": ident["train"],
-                       "seeds": result.seeds, "max_len": ident["max_len"], "eval_lengths": list(lengths),
-                       "eval_sequences": meta.get("eval_sequences"), "checkpoint": result.checkpoint},
-            "params": model.num_params(), "steps": result.steps, "wall_s": result.wall_s,
-            "steps_per_s": result.steps_per_s,
-            "sequences_per_s": result.steps * batch * len(result.seeds) / result.wall_s if result.wall_s else None,
-            "status": result.diverged.get(e, "ok"), "final_loss": final[e],
-            "entropy_mae_bits": primary["entropy_mae"]["mean"],
-            "entropy_mae_ci_low": primary["entropy_mae"]["ci_low"],
-            "entropy_mae_ci_high": primary["entropy_mae"]["ci_high"],
-            "kl_bits": primary["kl"]["mean"], "kl_ci_low": primary["kl"]["ci_low"],
-            "kl_ci_high": primary["kl"]["ci_high"],
-            "metrics": {"primary": s["primary"], "evals": s["evals"], "permutation": s.get("permutation"),
-                        "param_breakdown": model.param_breakdown(),
-                        "final_loss": "mean training cross-entropy (nats) over the last 100 steps"},
-            "curves": s["curves"], "loss_curve": _subsample(result.losses, e), "environment": env,
-        })
-    write_rows(rows, db)
-    return rows
+    config = {"model": model_cfg, "model_args": ident["model"], "train": ident["train"], "seeds": result.seeds,
+              "max_len": ident["max_len"], "eval_lengths": list(lengths), "eval_sequences": meta.get("eval_sequences"),
+              "checkpoint": result.checkpoint}
+    sequences_per_s = result.steps * batch * len(result.seeds) / result.wall_s if result.wall_s else None
+    records = [RunRecord(
+        run_id=result.run_id, seed=seed, member=e, group_id=meta.get("group_id"), preset=meta.get("preset"),
+        task=task.name, task_label=meta.get("label", task.describe()), task_config=task.config(), arch=ident["arch"],
+        config=config, params=model.num_params(), steps=result.steps, wall_s=result.wall_s,
+        steps_per_s=result.steps_per_s, sequences_per_s=sequences_per_s, status=result.diverged.get(e, "ok"),
+        final_loss=final[e], evaluation=scores[e], param_breakdown=model.param_breakdown(),
+        loss_curve=_subsample(result.losses, e), environment=env,
+    ) for e, seed in enumerate(result.seeds)]
+    write_records(records, db)
+    return records

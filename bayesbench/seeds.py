@@ -1,0 +1,25 @@
+"""The seed domains: training-data streams and evaluation sets never share a generator seed.
+
+Training data of model seed s comes from `data_seed(s)`, in [0, 2^61); every evaluation set
+(and the label permutation of the HMM check) comes from `eval_seed(task, salt)`, at or above
+2^61 and fixed by the task's configuration. So no evaluation sequence is ever drawn from a
+training stream's generator.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+TRAIN_SEED_DOMAIN = 2**61  # training-data seeds live in [0, 2^61); evaluation seeds above it
+_MIX = 0x9E3779B97F4A7C15  # odd 64-bit constant (2^64 / golden ratio): spreads consecutive seeds
+
+
+def data_seed(seed: int) -> int:
+    """The training-data generator seed of model seed `seed` (a different stream from its init)."""
+    return (int(seed) * _MIX + 0x5EED) % TRAIN_SEED_DOMAIN
+
+
+def eval_seed(task, salt: str = "eval") -> int:
+    """Evaluation-set seed of a task (anything with `describe()`): fixed by its configuration,
+    never a training-data seed."""
+    return TRAIN_SEED_DOMAIN + zlib.crc32(f"{salt}:{task.describe()}".encode())
