@@ -122,8 +122,8 @@ def connect(path: str | None = None) -> sqlite3.Connection:
     try:
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        _retry(lambda: _check_schema(conn, path))  # before anything writes: a foreign file stays as it was
         _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
-        _check_schema(conn, path)
         _retry(lambda: conn.executescript(SCHEMA))
         if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
             _retry(lambda: conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}"))
