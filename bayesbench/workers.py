@@ -58,8 +58,8 @@ def _worker_main(conn, fn: Callable, initializer: Callable | None, initargs: tup
             message = conn.recv()
         except (EOFError, OSError):
             return
-        if message is None:
-            return
+        if message is None:  # no more work: leave without the interpreter's slow teardown
+            interrupt.exit_now(0)
         index, item, slot = message
         try:
             with interrupt.job():
@@ -200,8 +200,8 @@ def _stop(slots: list[_Slot], items: list, describe, results: dict, pending: deq
     answered: set[int] = set()
     try:
         while running and time.monotonic() < deadline:
-            wait([s.conn for s in running.values()] + [s.process.sentinel for s in running.values()],
-                 timeout=max(0.0, deadline - time.monotonic()))
+            wait([s.conn for s in running.values() if s.index is not None]
+                 + [s.process.sentinel for s in running.values()], timeout=max(0.0, deadline - time.monotonic()))
             for number, slot in list(running.items()):
                 answer = _collect(slot) if slot.index is not None else None
                 if answer is not None:
