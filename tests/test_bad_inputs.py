@@ -276,3 +276,62 @@ def test_run_lock_is_reentrant_in_one_process_and_exclusive_across_processes(tmp
         assert f"in use by process {os.getpid()}" in out
     assert not (tmp_path / LOCK_NAME).exists()
     assert issubclass(RunDirLocked, ValueError)
+
+
+# ---------------------------------------------------------------- never a silently wrong number
+
+def _posterior_and_mask(seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    p = torch.softmax(torch.randn(7, 5, 3, generator=g), -1)
+    mask = torch.rand(7, 5, generator=g) > 0.3
+    p = torch.where(mask.unsqueeze(-1), p, torch.zeros(()))  # zeros off the scored positions, as tasks give
+    return p, mask, g
+
+
+def test_score_refuses_a_predictive_that_is_not_a_distribution():
+    from bayesbench.metrics import score
+
+    p, mask, g = _posterior_and_mask()
+    with pytest.raises(ValueError, match=r"q \(the model's predictive\) at the scored positions .* summing to 1"):
+        score(p, mask, q=torch.rand(p.shape, generator=g) * 5)  # the example
+    negative = p.clone()
+    negative[mask] = negative[mask] * torch.tensor([1.5, -0.5, 1.0])
+    with pytest.raises(ValueError, match="must be non-negative"):
+        score(p, mask, q=negative)
+    nan = p.clone()
+    nan[mask.nonzero()[0].tolist()] = float("nan")
+    with pytest.raises(ValueError, match="must be finite at every scored position"):
+        score(p, mask, q=nan)
+    diverged = score(p, mask, q=nan, nonfinite="nan")  # a diverged member: NaN, not an error
+    assert diverged.entropy_mae.mean != diverged.entropy_mae.mean
+    with pytest.raises(ValueError, match="log_q .* must hold log-probabilities"):
+        score(p, mask, log_q=torch.log(torch.rand(p.shape, generator=g, dtype=torch.float64) * 5))
+    # q = p is perfect even though p is all zeros off the scored positions (those are not checked)
+    exact = score(p, mask, q=p)
+    assert exact.entropy_mae.mean == 0.0 and abs(exact.kl.mean) < 1e-12
+    logits = torch.randn(p.shape, generator=g, dtype=torch.float64)
+    a = score(p, mask, logits=logits)
+    b = score(p, mask, log_q=torch.log_softmax(logits, -1))
+    c = score(p, mask, q=torch.softmax(logits.float(), -1))  # float32 rows within the oracle's tolerance
+    assert a.kl.mean == pytest.approx(b.kl.mean, abs=1e-12) == pytest.approx(c.kl.mean, abs=1e-5)
+    assert a.kl.mean >= 0
+
+
+def test_tasks_too_large_to_serve_are_refused_with_the_size_they_need(monkeypatch):
+    from bayesbench.tasks import base, get_task
+
+    with pytest.raises(ValueError, match=r"bijection\(V=1000000.* too large to sample: one sequence needs at least "
+                                         r"7\.3 TiB"):
+        get_task("bijection", V=10**6)  # the example: it failed in sample, allocating terabytes
+    with pytest.raises(ValueError, match="markov.*3.0 GiB"):
+        get_task("markov", V=20000)
+    with pytest.raises(ValueError, match="hmm.*too large"):
+        get_task("hmm", K=10**8)
+    task = get_task("bijection", V=8)
+    assert task.sequence_bytes() == task.seq_len * task.num_classes * 4 + 2 * task.seq_len * 8
+    monkeypatch.setattr(base, "available_bytes", lambda device: 100 * 2**20)  # a device with 100 MiB free
+    need = 10**6 * task.sequence_bytes()
+    with pytest.raises(ValueError, match=rf"sampling 1000000 sequences of bijection.* needs at least "
+                                         rf"{base.format_bytes(need)} on cpu, which has 100.0 MiB free"):
+        task.sample(10**6)  # refused before anything is allocated
+    assert task.sample(64).tokens.shape == (64, task.seq_len)  # small batches are not even checked
