@@ -22,6 +22,7 @@ import time
 import uuid
 
 from .checks import positive_int
+from .cli_errors import add_debug_flag, no_rows_message, run_command
 from .cli_model import add_model_options, add_score_parser, cmd_score, model_jobs, split_list
 from .leaderboard import FORMATS, METRICS
 
@@ -36,8 +37,8 @@ def _seed_list(text: str) -> list[int]:
         seeds = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"--seeds must be comma-separated integers like 0,1,2, got {text!r}") from None
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise argparse.ArgumentTypeError(f"--seeds must list distinct integers, got {text!r}")
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f"--seeds must list distinct non-negative integers, got {text!r}")
     return seeds
 
 
@@ -142,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_emsgd(sub)
     from .dynamics.geometry_study import add_parser as add_geometry
     add_geometry(sub)
+    add_debug_flag(parser, sub)
     return parser
 
 
@@ -260,18 +262,22 @@ def cmd_train(args) -> int:
 
 def cmd_eval(args) -> int:
     from .leaderboard import json_runs, markdown
-    from .results import read_records
+    from .results import prepare_store, read_records
     from .runner import record
     from .train import CHECKPOINT_NAME, load_result
 
-    run_ids = []
-    for path in args.run_dir:
+    prepare_store(args.db)
+    results = []
+    for path in args.run_dir:  # every checkpoint read (and any damage named) before anything is stored
         ckpt = os.path.join(path, CHECKPOINT_NAME) if os.path.isdir(path) else path
         if not os.path.exists(ckpt):
-            raise SystemExit(f"bayesbench eval: no checkpoint at {ckpt}")
+            raise ValueError(f"no checkpoint at {ckpt}")
         result = load_result(ckpt, args.device)
         if args.eval_sequences:
             result.meta["eval_sequences"] = args.eval_sequences
+        results.append(result)
+    run_ids = []
+    for result in results:
         records = record(result, db=args.db, device=args.device)
         run_ids.append(records[0].run_id)
     records = read_records(args.db, where=f"run_id IN ({', '.join('?' * len(run_ids))})", params=tuple(run_ids))
@@ -285,6 +291,8 @@ def cmd_leaderboard(args) -> int:
     if args.latest and args.all:
         raise ValueError("give at most one of --latest and --all")
     records = select_rows(args.db, task=args.task, arch=args.arch, latest=args.latest)
+    if not records and (args.task or args.arch):
+        raise ValueError(no_rows_message(args.db, task=args.task, arch=args.arch))
     print(render(records, "json" if args.json else args.format, args.metric, per_run=args.all))
     return 0
 
@@ -298,6 +306,8 @@ def cmd_plot(args) -> int:
             print(p)
         return 0
     paths = plot(args.db, args.out, task=args.task)
+    if not paths and args.task:
+        raise ValueError(no_rows_message(args.db, task=args.task))
     if not paths:
         print("no stored runs to plot: run `bayesbench run --preset quick` first")
     for p in paths:
@@ -345,6 +355,9 @@ def _cmd_sweep(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run a command; a failure is one line on stderr and a non-zero exit (`cli_errors`).
+    Without `argv` (the program itself) an interrupted command exits at once."""
+    program, argv = argv is None, sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     commands = {"run": cmd_run, "train": cmd_train, "eval": cmd_eval, "leaderboard": cmd_leaderboard,
                 "plot": cmd_plot, "models": cmd_models, "tunnels": cmd_tunnels, "score": cmd_score}
@@ -354,11 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     from .dynamics.geometry_study import cmd_geometry
     commands["emsgd"], commands["geometry"] = cmd_emsgd, cmd_geometry
     commands["sweep"] = _cmd_sweep
-    try:
-        return commands[args.command](args)
-    except ValueError as err:
-        print(f"bayesbench {args.command}: {err}", file=sys.stderr)
-        return 2
+    return run_command(commands[args.command], args, argv, exit_now=program)
 
 
 if __name__ == "__main__":

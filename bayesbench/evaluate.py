@@ -20,11 +20,13 @@ import contextlib
 import dataclasses
 import hashlib
 import os
+import sys
 from typing import Iterator
 
 import torch
 from torch import Tensor
 
+from .checkpoint import DamagedFile, load_checkpoint, save_atomic
 from .metrics import Summary, score, summarize
 from .models import EnsembleModel
 from .oracle import hmm_filter
@@ -47,20 +49,26 @@ def eval_set(task: Task, n: int = DEFAULT_SEQUENCES, *, seed: int | None = None,
     if key in _cache:
         return _cache[key]
     path = None if cache_dir is None else os.path.join(cache_dir, f"eval-{task.name}-{key}.pt")
-    if path is not None and os.path.exists(path):
-        batch = Batch(**torch.load(path, weights_only=True))
-    else:
+    batch = _read_cached(path) if path is not None and os.path.exists(path) else None
+    if batch is None:
         batch = task.sample(n, torch.Generator().manual_seed(seed))
         if path is not None:
-            os.makedirs(cache_dir, exist_ok=True)
-            tmp = f"{path}.tmp{os.getpid()}"
-            torch.save({f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}, tmp)
-            os.replace(tmp, path)
+            save_atomic({f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}, path)
     _cache[key] = batch
     return batch
 
 
-@torch.no_grad()
+def _read_cached(path: str) -> Batch | None:
+    """A cached evaluation set, or None (with a note naming the file) when it is damaged: it is
+    derived data, redrawn from its fixed seed and rewritten."""
+    try:
+        return Batch(**load_checkpoint(path, weights_only=True, what="cached evaluation set"))
+    except (DamagedFile, TypeError):
+        print(f"bayesbench: the cached evaluation set {path} is unreadable (damaged or from another version); "
+              "redrawing it from its fixed seed and replacing the file", file=sys.stderr, flush=True)
+        return None
+
+
 @contextlib.contextmanager
 def exact_float32() -> Iterator[None]:
     """Full float32 matmuls (no TF32) inside the block, whatever the training precision set."""
@@ -72,6 +80,7 @@ def exact_float32() -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
+@torch.no_grad()
 def predict(model: EnsembleModel, batch: Batch, chunk: int = 512) -> Tensor:
     """Log-probabilities [E, N, L, C] (float64, CPU) of every member on the same sequences,
     computed in exact float32 (no TF32, no autocast) whatever precision the model trained in."""

@@ -205,15 +205,60 @@ class Score:
     bayes_entropy_curve: Tensor  # [L] bits
 
 
+#: |logsumexp(log_q) - 0| allowed for a row of log-probabilities (float64 rows; float32 rows
+#: get ROW_SUM_ATOL[float32] of the oracle's checks).
+LOG_SUM_ATOL = 1e-6
+
+
+def _check_predictive(mask: Tensor, q: Tensor | None, log_q: Tensor | None, nonfinite: str) -> None:
+    """q must be a probability distribution (finite, non-negative, summing to 1) and log_q its
+    logarithm at every scored position; rows with a NaN/inf are the `nonfinite` rule's business
+    when it is "nan" (a diverged member scores NaN), an error otherwise."""
+    from .oracle.validate import ROW_SUM_ATOL, require_distribution_rows
+
+    if mask.shape != (q if q is not None else log_q).shape[:-1] or mask.dtype != torch.bool:
+        return  # summarize names the mask's problem
+    name = "q (the model's predictive)" if q is not None else "log_q (the model's log-predictive)"
+    rows = (q if q is not None else log_q)[mask]
+    finite = torch.isfinite(rows).all(-1) if q is not None else ~torch.isnan(rows).any(-1)
+    if nonfinite == "nan":
+        rows = rows[finite]
+    elif not bool(finite.all()):
+        raise ValueError(f"{name} must be finite at every scored position (no NaN{' or inf' if q is not None else ''});"
+                         " pass nonfinite='nan' to score a diverged model as NaN")
+    if q is not None:
+        if rows.dtype not in ROW_SUM_ATOL:
+            rows = rows.double()
+        require_distribution_rows(f"{name} at the scored positions", rows)
+        return
+    if bool((rows == math.inf).any()):
+        raise ValueError(f"{name} must be <= 0 (log-probabilities); found +inf at a scored position")
+    atol = LOG_SUM_ATOL if rows.dtype == torch.float64 else ROW_SUM_ATOL[torch.float32]
+    total = torch.logsumexp(rows.double(), -1)
+    off = (total.abs() > atol)
+    if bool(off.any()):
+        raise ValueError(f"{name} must hold log-probabilities at the scored positions: exp(log_q) sums to "
+                         f"{float(total[off][0].exp()):.8g} in a row (allowed: logsumexp within {atol:g} of 0)")
+
+
 def score(p: Tensor, mask: Tensor, *, q: Tensor | None = None, logits: Tensor | None = None,
           log_q: Tensor | None = None, nonfinite: str = "raise") -> Score:
     """Score a model's predictive (probabilities q, logits or log-probabilities log_q, all
-    [N, L, C]) against posteriors p; `nonfinite` as in `summarize`."""
+    [N, L, C]) against posteriors p; `nonfinite` as in `summarize`.
+
+    q must be a distribution at every scored position (finite, non-negative, each row summing
+    to 1 within the oracle's tolerance `oracle.validate.ROW_SUM_ATOL`), and log_q its logarithm
+    (logsumexp 0): anything else would give a silently wrong entropy and a negative KL.
+    Unscored positions are not checked (p itself is all zeros there)."""
     given = [x for x in (q, logits, log_q) if x is not None]
     if len(given) != 1:
         raise ValueError("score needs exactly one of q, logits or log_q")
     if given[0].shape != p.shape:
         raise ValueError(f"the model's predictive must have the shape of p {list(p.shape)}, got {list(given[0].shape)}")
+    if nonfinite not in NONFINITE:
+        raise ValueError(f"nonfinite must be one of {NONFINITE}, got {nonfinite!r}")
+    if logits is None:
+        _check_predictive(mask, q, log_q, nonfinite)
     if q is not None:
         log_q = torch.log(q.double())
         h_q = entropy_bits(q)

@@ -7,6 +7,10 @@ write in its own `BEGIN IMMEDIATE` transaction, retried while the database is lo
 The table `runs` is meant to be read with plain SQL too: docs/results.md documents every column
 and the JSON layouts of the JSON columns. A store written by another version of bayesbench
 loads when its table has these columns, and otherwise fails with a message naming what differs.
+
+A store that cannot be used (a directory, a file that is not SQLite or is damaged, a place that
+cannot be written, a foreign `runs` table) raises `StoreError`, a ValueError naming the file and
+what is wrong, and the file is left as it is; `prepare_store` finds that out before any training.
 """
 
 from __future__ import annotations
@@ -74,30 +78,68 @@ COLUMNS = ("run_id", "seed", "member", "group_id", "preset", "task", "task_label
 JSON_COLUMNS = ("task_config", "config", "metrics", "curves", "loss_curve", "environment")
 
 
+class StoreError(ValueError):
+    """The results store (or its evaluation cache) cannot be used; the message says why."""
+
+
 def db_path(path: str | None = None) -> str:
     """The store's path: the argument, else $BAYESBENCH_DB, else ./results/bayesbench.sqlite."""
     return path or os.environ.get("BAYESBENCH_DB") or DEFAULT_DB
 
 
+def cache_dir_for(path: str | None = None) -> str:
+    """The evaluation-set cache beside the store: `<store folder>/cache`."""
+    return os.path.join(os.path.dirname(os.path.abspath(db_path(path))), "cache")
+
+
+def _store_error(path: str, err: BaseException) -> StoreError:
+    """One line for an SQLite or OS error on the store at `path`."""
+    text = str(err)
+    if "not a database" in text:
+        why = "is not an SQLite database (file is not a database); it was left as it is"
+    elif "malformed" in text or "corrupt" in text:
+        why = f"is damaged ({text}); it was left as it is: restore a copy or choose another --db"
+    elif "readonly" in text or "read-only" in text:
+        why = f"cannot be written ({text}): choose a writable --db"
+    elif "unable to open" in text:
+        why = (f"cannot be opened or created ({text}): is its folder missing or read-only? "
+               "choose a writable --db")
+    else:
+        why = f"cannot be used ({type(err).__name__}: {text})"
+    return StoreError(f"results store {path} {why}")
+
+
 def connect(path: str | None = None) -> sqlite3.Connection:
     """Open (creating if needed) the store in WAL mode with a busy timeout."""
     path = db_path(path)
+    if os.path.isdir(path):
+        raise StoreError(f"results store {path} is a directory; --db must name a file, "
+                         f"e.g. {os.path.join(path, 'bayesbench.sqlite')}")
     folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-    conn.row_factory = sqlite3.Row
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
     try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as err:
+        raise StoreError(f"results store {path}: its folder {folder} cannot be created ({err.strerror})") from None
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    except sqlite3.Error as err:
+        raise _store_error(path, err) from None
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if conn.execute("PRAGMA user_version").fetchone()[0] <= SCHEMA_VERSION:
-            _retry(lambda: _add_missing_columns(conn))
-        _check_schema(conn, path)
+            _retry(lambda: _add_missing_columns(conn))  # an older bayesbench store gains the new columns
+        _retry(lambda: _check_schema(conn, path))  # before anything writes: a foreign file stays as it was
+        _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+        _retry(lambda: conn.executescript(SCHEMA))
+        if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            _retry(lambda: conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}"))
+    except sqlite3.Error as err:
+        conn.close()
+        raise _store_error(path, err) from None
     except ValueError:
         conn.close()
         raise
-    _retry(lambda: conn.executescript(SCHEMA))
-    if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
-        _retry(lambda: conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}"))
     return conn
 
 
@@ -106,12 +148,12 @@ def _check_schema(conn: sqlite3.Connection, path: str) -> None:
     version reads or writes (stores from before SCHEMA_VERSION existed have them all)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
-        raise ValueError(f"results store {path} has schema version {version}, newer than this bayesbench's "
+        raise StoreError(f"results store {path} has schema version {version}, newer than this bayesbench's "
                          f"{SCHEMA_VERSION}: upgrade bayesbench, or use another --db")
     have = {r[1] for r in conn.execute("PRAGMA table_info(runs)").fetchall()}
     missing = [c for c in COLUMNS if c not in have]
     if have and missing:
-        raise ValueError(f"results store {path} has a 'runs' table without the columns {missing} "
+        raise StoreError(f"results store {path} has a 'runs' table without the columns {missing} "
                          "(written by another program or an incompatible bayesbench); use another --db")
 
 
@@ -124,8 +166,8 @@ ADDED_COLUMNS = {"entropy_mae_positional_bits": "REAL", "entropy_mae_positional_
 def _add_missing_columns(conn: sqlite3.Connection) -> None:
     """Bring an existing `runs` table of an older version up to the current columns."""
     have = {r[1] for r in conn.execute("PRAGMA table_info(runs)").fetchall()}
-    if not have:
-        return
+    if not have or not set(COLUMNS) - set(ADDED_COLUMNS) <= have:
+        return  # no table yet, or not a bayesbench table (the schema check names it; nothing is altered)
     for name, kind in ADDED_COLUMNS.items():
         if name not in have:
             try:
@@ -133,6 +175,34 @@ def _add_missing_columns(conn: sqlite3.Connection) -> None:
             except sqlite3.OperationalError as err:  # another process added it first
                 if "duplicate column" not in str(err):
                     raise
+
+
+def prepare_store(path: str | None = None) -> str:
+    """Open or create the store (checking its columns), check that it can be written, and
+    create its evaluation cache folder, all before any training; returns the store's path.
+    Raises StoreError naming what cannot be used."""
+    path = db_path(path)
+    conn = connect(path)
+    try:
+        def probe():
+            conn.execute("BEGIN IMMEDIATE")  # takes the write lock: fails here if it cannot be written
+            conn.execute("ROLLBACK")
+        _retry(probe)
+    except sqlite3.Error as err:
+        raise _store_error(path, err) from None
+    finally:
+        conn.close()
+    cache = cache_dir_for(path)
+    try:
+        os.makedirs(cache, exist_ok=True)
+        probe_file = os.path.join(cache, f".write-test-{os.getpid()}")
+        with open(probe_file, "wb"):
+            pass
+        os.unlink(probe_file)
+    except OSError as err:
+        raise StoreError(f"the evaluation cache {cache} beside results store {path} cannot be created or "
+                         f"written ({err.strerror}); choose a --db in a writable folder") from None
+    return path
 
 
 def _retry(action, attempts: int = 20):
@@ -246,6 +316,8 @@ def write_rows(rows: list[dict], path: str | None = None) -> int:
                 conn.execute("ROLLBACK")
                 raise
         _retry(transaction)
+    except sqlite3.Error as err:
+        raise _store_error(db_path(path), err) from None
     finally:
         conn.close()
     return len(values)
@@ -264,13 +336,19 @@ def read_rows(path: str | None = None, *, where: str = "", params: tuple = ()) -
     try:
         sql = "SELECT * FROM runs" + (f" WHERE {where}" if where else "") + " ORDER BY created_at, id"
         rows = _retry(lambda: conn.execute(sql, params).fetchall())
+    except sqlite3.Error as err:
+        raise _store_error(db_path(path), err) from None
     finally:
         conn.close()
     out = []
     for r in rows:
         d = dict(r)
-        for c in JSON_COLUMNS:
-            d[c] = json.loads(d[c]) if d[c] is not None else None
+        try:
+            for c in JSON_COLUMNS:
+                d[c] = json.loads(d[c]) if d[c] is not None else None
+        except (TypeError, ValueError) as err:
+            raise StoreError(f"results store {db_path(path)} is damaged: row {d.get('id')} (run {d.get('run_id')}, "
+                             f"seed {d.get('seed')}) has unreadable {c} ({err}); it was left as it is") from None
         out.append(d)
     return out
 

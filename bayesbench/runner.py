@@ -15,11 +15,13 @@ from dataclasses import dataclass
 
 import torch
 
+from . import interrupt
 from .evaluate import DEFAULT_SEQUENCES, evaluate, max_eval_len
 from .models import TaskShape, count_params, list_models
 from .presets import TaskSetup, get_preset
 from .record import RunRecord
-from .results import db_path, environment, write_records
+from .results import cache_dir_for, environment, prepare_store, write_records
+from .runlock import run_lock
 from .tasks import Task, task_from_config
 from .train import TrainConfig, TrainResult, task_of, train
 
@@ -37,6 +39,21 @@ def resolve_device(device: str | None) -> str:
     if kind == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"--device {device}: no CUDA device is available here (use cpu or auto)")
     return device
+
+
+def check_triton(device: str) -> None:
+    """--attention triton needs the triton package and a CUDA device (or Triton's interpreter,
+    TRITON_INTERPRET=1): checked before any work, not at the first forward pass."""
+    import importlib.util
+
+    from .kernels.config import interpreting
+
+    if importlib.util.find_spec("triton") is None:
+        raise ValueError("--attention triton needs the triton package (pip install 'bayesbench[kernels]'); "
+                         "use --attention sdpa or eager")
+    if torch.device(device).type != "cuda" and not interpreting():
+        raise ValueError(f"--attention triton needs a CUDA device, and this run is on {device}; use --attention "
+                         "sdpa or eager (or set TRITON_INTERPRET=1 for Triton's slow interpreter on the CPU)")
 
 
 def make_task(setup: TaskSetup) -> Task:
@@ -84,6 +101,10 @@ class Job:
         """Parameters per ensemble member."""
         return count_params(self.arch, self.task, max_len=self.max_len, **self.model)
 
+    def describe(self) -> str:
+        """'task label / arch', how messages name the job."""
+        return f"{self.setup.label} / {self.arch}"
+
     def run_dir(self, root: str = DEFAULT_RUN_ROOT) -> str:
         seeds = "-".join(str(s) for s in self.seeds)
         return os.path.join(root, self.preset, f"{self.key}-{self.name or self.arch}-s{seeds}")
@@ -114,6 +135,8 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
         if a not in known:
             raise ValueError(f"unknown arch {a!r}; available: {', '.join(known)}")
     dev = resolve_device(device or p.device)
+    if attention == "triton":
+        check_triton(dev)
     jobs = []
     for k in keys:
         setup = p.tasks[k]
@@ -138,11 +161,29 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
 
 def run_job(job: Job, *, db: str | None = None, group_id: str | None = None, run_root: str = DEFAULT_RUN_ROOT,
             resume: bool = False, progress: bool = True, position: int = 0) -> list[RunRecord]:
-    """Train the job's ensemble, evaluate it and store one record per seed; returns the records."""
-    result = train(job.task, job.arch, list(job.seeds), job.train, model_cfg=job.model, max_len=job.max_len,
-                   device=job.device, run_dir=job.run_dir(run_root), resume=resume, progress=progress,
-                   meta=job.meta(group_id), position=position)
-    return record(result, db=db, device=job.device)
+    """Train the job's ensemble, evaluate it and store one record per seed; returns the records.
+
+    The run directory stays locked from training to the stored rows (`runlock`). A stop
+    request raises `interrupt.Interrupted` naming this job and where it stopped; its rows are
+    then not stored (each store write is one transaction: all of a job's rows or none).
+    """
+    result = None
+    try:
+        with run_lock(job.run_dir(run_root)):
+            result = train(job.task, job.arch, list(job.seeds), job.train, model_cfg=job.model, max_len=job.max_len,
+                           device=job.device, run_dir=job.run_dir(run_root), resume=resume, progress=progress,
+                           meta=job.meta(group_id), position=position)
+            return record(result, db=db, device=job.device)
+    except interrupt.Interrupted as stop:
+        name = job.describe()
+        if stop.stopped:
+            for s in stop.stopped:
+                s["run"] = name
+        elif result is not None:
+            stop.stopped.append({"run": name, "phase": "evaluation", "checkpoint": result.checkpoint})
+        else:
+            stop.stopped.append({"run": name, "phase": "setup"})
+        raise
 
 
 def job_cost(job: Job) -> float:
@@ -151,10 +192,15 @@ def job_cost(job: Job) -> float:
         job.train.batch_size * job.train.steps * len(job.seeds)
 
 
-def _worker(job: Job, threads: int | None, position: int, kwargs: dict) -> list[RunRecord]:
+def _set_threads(threads: int | None) -> None:
     if threads:
         torch.set_num_threads(threads)
-    return run_job(job, position=position, **kwargs)
+
+
+def _in_worker(item: tuple[Job, dict], slot: int) -> list[RunRecord]:
+    """One job in a worker process (`workers.run_parallel`); `slot` is its progress bar's line."""
+    job, kwargs = item
+    return run_job(job, position=slot, **kwargs)
 
 
 def run_jobs(jobs: list[Job], *, workers: int = 1, threads: int | None = None, on_done=None,
@@ -166,33 +212,43 @@ def run_jobs(jobs: list[Job], *, workers: int = 1, threads: int | None = None, o
     parallel processes with `threads` (default: cores // workers) threads each; they all write
     to the same results store (safe for concurrent writers). Longest jobs start first.
     `on_done(job, records)` is called as each finishes; returns the records per job, in job order.
+
+    The store (`db`) and its evaluation cache are opened, created and checked before any
+    training (`results.prepare_store`). SIGINT or SIGTERM stops every job within seconds:
+    each writes a checkpoint at its current step, nothing unfinished is stored, and
+    `interrupt.Interrupted` says which jobs stopped where (`workers.run_parallel`); a job that
+    fails stops the others the same way and its error is raised.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
-    if workers == 1:
-        out = []
+    prepare_store(kwargs.get("db"))
+    with interrupt.handling():
+        if workers == 1:
+            return _run_here(jobs, threads, on_done, kwargs)
+        from .workers import run_parallel
+
+        threads = threads or max(1, (os.cpu_count() or 1) // workers)
+        order = sorted(range(len(jobs)), key=lambda i: -job_cost(jobs[i]))
+        return run_parallel(_in_worker, [(job, kwargs) for job in jobs], workers=workers, order=order,
+                            initializer=_set_threads, initargs=(threads,),
+                            on_result=(lambda i, rows: on_done(jobs[i], rows)) if on_done else None,
+                            describe=lambda item: item[0].describe())
+
+
+def _run_here(jobs: list[Job], threads: int | None, on_done, kwargs: dict) -> list[list[RunRecord]]:
+    """The jobs one by one in this process (`run_jobs` with one worker)."""
+    _set_threads(threads)
+    out = []
+    try:
         for job in jobs:
-            rows = _worker(job, threads, 0, kwargs)
+            records = run_job(job, **kwargs)
+            out.append(records)
             if on_done:
-                on_done(job, rows)
-            out.append(rows)
-        return out
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    threads = threads or max(1, (os.cpu_count() or 1) // workers)
-
-    order = sorted(range(len(jobs)), key=lambda i: -job_cost(jobs[i]))
-    results: dict[int, list[RunRecord]] = {}
-    ctx = multiprocessing.get_context("spawn")  # no fork after torch has started its thread pools
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futures = {pool.submit(_worker, jobs[i], threads, n % workers, kwargs): i for n, i in enumerate(order)}
-        for fut in as_completed(futures):
-            i = futures[fut]
-            results[i] = fut.result()
-            if on_done:
-                on_done(jobs[i], results[i])
-    return [results[i] for i in range(len(jobs))]
+                on_done(job, records)
+    except interrupt.Interrupted as stop:
+        stop.finished, stop.not_started = len(out), len(jobs) - len(out) - 1
+        raise
+    return out
 
 
 def _subsample(losses: torch.Tensor, member: int, points: int = 200) -> list[list[float]]:
@@ -220,7 +276,7 @@ def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
     """
     task, meta, ident = task_of(result), result.meta, result.identity
     if cache_dir is None:
-        cache_dir = os.path.join(os.path.dirname(os.path.abspath(db_path(db))), "cache")
+        cache_dir = cache_dir_for(db)
     model = result.model
     lengths = tuple(meta.get("eval_lengths", ()))
     scored = tuple(meta.get("eval_scored", ()))

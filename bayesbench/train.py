@@ -26,10 +26,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from . import interrupt
+from .checkpoint import DamagedFile, load_checkpoint, remove_leftovers, save_atomic
 from .checks import positive_int
 from .models import EnsembleModel, get_model
 from .models.base import check_token_values
 from .optim import FlatMemberAdamW
+from .runlock import run_lock
 from .seeds import data_seed
 from .tasks import Batch, Task, task_from_config
 
@@ -38,6 +41,9 @@ SCHEDULES = ("constant", "cosine")
 # matmuls (CUDA only); bf16: autocast of the forward pass to bfloat16 (weights and AdamW in float32)
 PRECISIONS = ("auto", "fp32", "tf32", "bf16")
 CHECKPOINT_NAME = "checkpoint.pt"
+# What `Trainer.save` writes and `Trainer.load` / `load_result` need.
+CHECKPOINT_KEYS = ("identity", "run_id", "step", "model", "optimizer", "streams", "rng", "cuda_rng", "losses",
+                   "alive", "diverged", "died_at", "elapsed")
 
 
 @dataclass(frozen=True)
@@ -223,6 +229,8 @@ class Trainer:
             raise ValueError("seeds must name at least one seed")
         if len(set(seeds)) != len(seeds):
             raise ValueError(f"seeds must be distinct, got {seeds}")
+        if any(isinstance(s, bool) or int(s) != s or s < 0 for s in seeds):
+            raise ValueError(f"seeds must be non-negative integers, got {seeds}")
         self.task, self.arch, self.seeds, self.cfg = task, arch, [int(s) for s in seeds], cfg
         self.model_cfg, self.max_len = dict(model_cfg or {}), max_len
         self.device = torch.device(device)
@@ -326,17 +334,25 @@ class Trainer:
             self.losses = self.losses[:last]
             self.step = min(self.step, last)
 
+    def _stop(self, signame: str) -> None:
+        """A stop request between two steps: checkpoint this step, then raise `Interrupted`."""
+        path = self.save() if self.run_dir else None
+        stop = interrupt.Interrupted(signame)
+        stop.stopped.append({"run": f"{self.task.name} / {self.arch}", "phase": "training", "step": self.step,
+                             "steps": self.cfg.steps, "checkpoint": path})
+        raise stop
+
     # -- checkpoints
     def checkpoint_path(self) -> str | None:
         return None if self.run_dir is None else os.path.join(self.run_dir, CHECKPOINT_NAME)
 
     def save(self, path: str | None = None) -> str:
-        """Write model, optimiser, data streams, step, RNG and history (atomically)."""
+        """Write model, optimiser, data streams, step, RNG and history (atomically: the file at
+        `path` is always a whole checkpoint, see `checkpoint.save_atomic`)."""
         path = path or self.checkpoint_path()
         if path is None:
             raise ValueError("save needs a path (or a run_dir given to the Trainer)")
         self.sync()
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         state = {
             "identity": self.identity(), "run_id": self.run_id, "step": self.step,
             "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
@@ -347,21 +363,22 @@ class Trainer:
             "alive": self.alive, "diverged": self.diverged, "died_at": self._died_at.cpu(),
             "elapsed": self.elapsed, "meta": self.meta,
         }
-        tmp = f"{path}.tmp{os.getpid()}"
-        torch.save(state, tmp)
-        os.replace(tmp, path)
-        return path
+        return save_atomic(state, path)
 
     def load(self, path: str) -> None:
         """Continue from a checkpoint written by `save` for the same configuration."""
-        state = torch.load(path, map_location=self.device, weights_only=False)
+        state = load_checkpoint(path, self.device, required=CHECKPOINT_KEYS)
         mine, theirs = self.identity(), state["identity"]
         for key in mine:
             if mine[key] != theirs.get(key):
                 raise ValueError(f"checkpoint {path} was written for another run: {key} differs "
                                  f"({theirs.get(key)!r} there, {mine[key]!r} here)")
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        try:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as err:
+            raise DamagedFile(f"checkpoint {path} is damaged: its weights or optimiser state do not fit the model "
+                              f"it names ({' '.join(str(err).split())[:200]}); it was left as it is") from err
         for stream, s in zip(self.streams, state["streams"]):
             stream.load_state_dict(s)
         torch.set_rng_state(state["rng"].cpu())
@@ -387,21 +404,27 @@ class Trainer:
                    position=position)
         every, sync_every = self.cfg.checkpoint_every, self.cfg.sync_every
         start = time.perf_counter() - self.elapsed
-        while self.step < end and any(self.alive):
-            self.train_step()
-            self.step += 1
-            if self.step % sync_every == 0 or self.step == end:
-                self.sync()
-                if progress and self.losses:
-                    recent = torch.stack(self.losses[-sync_every:]).nanmean().item()
-                    bar.set_postfix(loss=f"{recent:.4f}", refresh=False)
-                    bar.update(self.step - bar.n)
+        try:
+            with interrupt.deferred():  # a step is never cut in half: a stop request waits for its end
+                while self.step < end and any(self.alive):
+                    self.train_step()
+                    self.step += 1
+                    if self.step % sync_every == 0 or self.step == end:
+                        self.sync()
+                        if progress and self.losses:
+                            recent = torch.stack(self.losses[-sync_every:]).nanmean().item()
+                            bar.set_postfix(loss=f"{recent:.4f}", refresh=False)
+                            bar.update(self.step - bar.n)
+                    self.elapsed = time.perf_counter() - start
+                    if every and self.step % every == 0 and self.step < self.cfg.steps and self.run_dir \
+                            and any(self.alive):
+                        self.save()
+                    if interrupt.requested():
+                        self._stop(interrupt.requested())
+            self.sync()
             self.elapsed = time.perf_counter() - start
-            if every and self.step % every == 0 and self.step < self.cfg.steps and self.run_dir and any(self.alive):
-                self.save()
-        self.sync()
-        self.elapsed = time.perf_counter() - start
-        bar.close()
+        finally:
+            bar.close()
         if not any(self.alive):
             _say(f"bayesbench: every member of {self.task.name}/{self.arch} diverged; run stopped at step {self.step}")
         path = self.save() if self.run_dir else None
@@ -411,9 +434,12 @@ class Trainer:
 
 
 def _say(message: str) -> None:
+    """A note to stderr (stdout may carry --json), around any progress bar."""
+    import sys
+
     from tqdm.auto import tqdm
 
-    tqdm.write(message)
+    tqdm.write(message, file=sys.stderr)
 
 
 def train(task: Task, arch: str, seeds: list[int], cfg: TrainConfig, *, model_cfg: dict | None = None,
@@ -422,28 +448,50 @@ def train(task: Task, arch: str, seeds: list[int], cfg: TrainConfig, *, model_cf
           run_id: str | None = None, meta: dict | None = None, position: int = 0) -> TrainResult:
     """Train `arch` on `task` with one ensemble member per seed; see the module docstring.
 
-    With `run_dir`, checkpoints go to run_dir/checkpoint.pt (every cfg.checkpoint_every steps
-    and at the end); `resume=True` continues from it when it exists.
+    With `run_dir`, checkpoints go to run_dir/checkpoint.pt (every cfg.checkpoint_every steps,
+    at the end, and at the step a stop request (SIGINT, SIGTERM) arrives); `resume=True`
+    continues from it when it exists, and says from which step. The run directory is locked
+    for the duration (`runlock.run_lock`): a second process on it gets a ValueError.
     """
+    if resume and run_dir is None:
+        raise ValueError("resume=True needs run_dir (where the checkpoint is)")
+    if run_dir is None:
+        return _train(task, arch, seeds, cfg, model_cfg, max_len, device, None, resume, progress, stop_at, run_id,
+                      meta, position)
+    with run_lock(run_dir, say=_say):
+        remove_leftovers(os.path.join(run_dir, CHECKPOINT_NAME))  # temporary files of killed saves
+        return _train(task, arch, seeds, cfg, model_cfg, max_len, device, run_dir, resume, progress, stop_at,
+                      run_id, meta, position)
+
+
+def _train(task, arch, seeds, cfg, model_cfg, max_len, device, run_dir, resume, progress, stop_at, run_id, meta,
+           position) -> TrainResult:
     trainer = Trainer(task, arch, seeds, cfg, model_cfg=model_cfg, max_len=max_len, device=device,
                       run_dir=run_dir, run_id=run_id, meta=meta)
     path = trainer.checkpoint_path()
     if resume:
-        if path is None:
-            raise ValueError("resume=True needs run_dir (where the checkpoint is)")
         if os.path.exists(path):
             trainer.load(path)
+            done = " (training had finished)" if trainer.step >= cfg.steps else ""
+            _say(f"bayesbench: resumed {task.name} / {arch} seeds {trainer.seeds} from step {trainer.step} of "
+                 f"{cfg.steps}{done} ({path})")
+        else:
+            _say(f"bayesbench: no checkpoint at {path} to resume: {task.name} / {arch} starts at step 0")
     return trainer.fit(progress=progress, stop_at=stop_at, position=position)
 
 
 def load_result(path: str, device: torch.device | str = "cpu") -> TrainResult:
     """Rebuild a run's model and record from its checkpoint alone (for `bayesbench eval`)."""
-    state = torch.load(path, map_location=device, weights_only=False)
+    state = load_checkpoint(path, device, required=CHECKPOINT_KEYS)
     ident = state["identity"]
     task = task_from_config(ident["task"])
     model = get_model(ident["arch"], task, seeds=ident["seeds"], max_len=ident["max_len"], device=device,
                       **ident["model"])
-    model.load_state_dict(state["model"])
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as err:
+        raise DamagedFile(f"checkpoint {path} is damaged: its weights do not fit the model it names "
+                          f"({' '.join(str(err).split())[:200]}); it was left as it is") from err
     return TrainResult(state["run_id"], model, list(ident["seeds"]), state["step"], state["losses"].cpu(),
                        state["elapsed"], dict(state["diverged"]), path, ident, dict(state.get("meta", {})))
 

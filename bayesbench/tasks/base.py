@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
@@ -12,6 +13,11 @@ from torch import Tensor
 from ..checks import positive_int
 
 IGNORE_INDEX = -100  # hard target at unsupervised positions (torch's cross-entropy default)
+#: The most memory one sampled sequence may need (`Task.sequence_bytes`): a task configured
+#: beyond it is refused when it is built, with the size it would need.
+MAX_SEQUENCE_BYTES = 2**30
+#: Batches needing less than this are not checked against the device's free memory.
+CHECK_FREE_ABOVE_BYTES = 2**28
 
 
 @dataclass
@@ -106,6 +112,21 @@ class Task(ABC):
         float type of the posterior and soft targets.
         """
 
+    def sequence_bytes(self, dtype: torch.dtype = torch.float32) -> int:
+        """A lower bound on the memory one sampled sequence takes: its posterior [L, C] in
+        `dtype` and its long tokens and targets [L] (tasks add their latents and soft targets)."""
+        item = torch.empty((), dtype=dtype).element_size()
+        return self.seq_len * self.num_classes * item + 2 * self.seq_len * 8
+
+    def check_size(self) -> None:
+        """Refuse (ValueError) a configuration whose single sequence needs more than
+        MAX_SEQUENCE_BYTES, saying how much it would need."""
+        need = self.sequence_bytes()
+        if need > MAX_SEQUENCE_BYTES:
+            raise ValueError(f"{self.describe()} is too large to sample: one sequence needs at least {format_bytes(need)} "
+                             f"(its L={self.seq_len} x C={self.num_classes} posterior, targets and latents), above the limit "
+                             f"of {format_bytes(MAX_SEQUENCE_BYTES)} per sequence")
+
     def config(self) -> dict:
         return {"task": self.name, **dataclasses.asdict(self)}  # type: ignore[arg-type]
 
@@ -122,6 +143,47 @@ def batch_device(generator: torch.Generator | None, device) -> torch.device:
             raise ValueError(f"device {device} does not match the generator's device {gdev}")
         return gdev
     return torch.device(device) if device is not None else torch.device("cpu")
+
+
+def format_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB' (binary units)."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def available_bytes(device: torch.device) -> int | None:
+    """Memory free for new tensors on `device` (CPU: MemAvailable; CUDA: free memory), or None
+    when it cannot be told."""
+    try:
+        if device.type == "cuda":
+            return int(torch.cuda.mem_get_info(device)[0])
+        if device.type == "cpu":
+            try:
+                with open("/proc/meminfo") as f:
+                    for line in f:
+                        if line.startswith("MemAvailable:"):
+                            return int(line.split()[1]) * 1024
+            except OSError:
+                pass
+            return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (RuntimeError, ValueError, OSError, AttributeError):
+        return None
+    return None
+
+
+def check_fits(task: Task, batch_size: int, device: torch.device, dtype: torch.dtype = torch.float32) -> None:
+    """Refuse (ValueError) to sample a batch whose lower-bound size exceeds the device's free
+    memory, before allocating any of it."""
+    need = batch_size * task.sequence_bytes(dtype)
+    if need < CHECK_FREE_ABOVE_BYTES:
+        return
+    free = available_bytes(device)
+    if free is not None and need > free:
+        raise ValueError(f"sampling {batch_size} sequences of {task.describe()} needs at least {format_bytes(need)} "
+                         f"on {device}, which has {format_bytes(free)} free; use fewer sequences or a smaller task")
 
 
 def check_batch_size(batch_size: int) -> int:

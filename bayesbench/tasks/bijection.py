@@ -22,7 +22,7 @@ import torch
 from ..checks import int_at_least, positive_int
 from ..oracle import bijection_posterior
 from ._random import permutations
-from .base import IGNORE_INDEX, Batch, Task, batch_device, check_batch_size
+from .base import IGNORE_INDEX, Batch, Task, batch_device, check_batch_size, check_fits
 from .registry import register_task
 
 VARIANTS = {
@@ -62,6 +62,7 @@ class BijectionTask(Task):
             raise ValueError(f"supervise must be one of {SUPERVISE}, got {self.supervise!r}")
         if self.supervise in ("query", "both") and not self.query:
             raise ValueError(f"supervise={self.supervise!r} needs query=True")
+        self.check_size()
 
     @property
     def vocab_size(self) -> int:
@@ -78,6 +79,7 @@ class BijectionTask(Task):
     def sample(self, batch_size, generator=None, *, device=None, dtype=torch.float32) -> Batch:
         B, V, L = check_batch_size(batch_size), self.V, self.L
         dev = batch_device(generator, device)
+        check_fits(self, B, dev, dtype)
         perm = permutations(B, V, generator, dev)  # pi: key -> value index
         if self.keys == "permutation":
             x = permutations(B, V, generator, dev)[:, :L]

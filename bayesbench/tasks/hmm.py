@@ -35,7 +35,7 @@ from ..checks import positive_int
 from ..oracle import hmm_filter
 from ..oracle.validate import require_positive
 from ._random import categorical, dirichlet
-from .base import IGNORE_INDEX, Batch, Task, batch_device, check_batch_size
+from .base import IGNORE_INDEX, Batch, Task, batch_device, check_batch_size, check_fits
 from .registry import register_task
 
 N_PROB_TOKENS = 96  # hundredths 5..100
@@ -139,6 +139,14 @@ class HMMTask(Task):
             raise ValueError(f"rounding must be one of {tuple(ROUNDING)}, got {self.rounding!r}")
         if self.target not in ("state", "posterior"):
             raise ValueError(f"target must be 'state' (hard) or 'posterior' (soft), got {self.target!r}")
+        self.check_size()
+
+    def sequence_bytes(self, dtype: torch.dtype = torch.float32) -> int:
+        """Posterior (and soft targets) [L, S], T [S, S] and E [S, V] in float64 while sampling, header."""
+        item = torch.empty((), dtype=dtype).element_size()
+        soft = self.seq_len * self.S * item if self.target == "posterior" else 0
+        header = 2 * self.S * self.header_dim * item
+        return super().sequence_bytes(dtype) + soft + header + (self.S * self.S + self.S * self.V) * 8
 
     # token ids of the "tokens" encoding
     @property
@@ -186,6 +194,7 @@ class HMMTask(Task):
         """Draw (trans, emit, init) for `batch_size` HMMs as the encoding sees them."""
         B, S, V = check_batch_size(batch_size), self.S, self.V
         dev = batch_device(generator, device)
+        check_fits(self, B, dev, dtype)
         trans = dirichlet(self.concentration, (B, S, S), generator, dev, torch.float64)
         emit = dirichlet(self.concentration, (B, S, V), generator, dev, torch.float64)
         if self.encoding == "tokens":

@@ -12,7 +12,7 @@ import torch
 from ..oracle import markov_predictive
 from ..oracle.validate import require_positive
 from ._random import categorical, dirichlet
-from .base import Batch, batch_device, check_batch_size
+from .base import Batch, batch_device, check_batch_size, check_fits
 from .next_symbol import NextSymbolTask, next_symbol_batch
 from .registry import register_task
 
@@ -32,9 +32,14 @@ class MarkovTask(NextSymbolTask):
         super().__post_init__()
         require_positive("alpha", self.alpha)  # the Dirichlet prior's concentration
 
+    def sequence_bytes(self, dtype: torch.dtype = torch.float32) -> int:
+        """Posterior [L, V], the transition matrix [V, V] and the oracle's counts [L, V] in float64."""
+        return super().sequence_bytes(dtype) + (self.V * self.V + self.L * self.V) * 8
+
     def sample(self, batch_size, generator=None, *, device=None, dtype=torch.float32) -> Batch:
         B, V, L = check_batch_size(batch_size), self.V, self.L
         dev = batch_device(generator, device)
+        check_fits(self, B, dev, dtype)
         trans = dirichlet(self.alpha, (B, V, V), generator, dev, torch.float64)
         x = torch.empty((B, L), dtype=torch.long, device=dev)
         x[:, 0] = torch.randint(0, V, (B,), generator=generator, device=dev)

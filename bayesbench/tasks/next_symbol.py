@@ -21,6 +21,7 @@ class NextSymbolTask(Task):
     def __post_init__(self) -> None:
         int_at_least("V", self.V, 2)
         int_at_least("L", self.L, 2, "one prediction needs two tokens")
+        self.check_size()
 
     @property
     def vocab_size(self) -> int:

@@ -14,7 +14,7 @@ import torch
 from ..oracle import sticky_predictive
 from ..oracle.validate import require_positive
 from ._random import beta
-from .base import Batch, batch_device, check_batch_size
+from .base import Batch, batch_device, check_batch_size, check_fits
 from .next_symbol import NextSymbolTask, next_symbol_batch
 from .registry import register_task
 
@@ -39,6 +39,7 @@ class StickyTask(NextSymbolTask):
     def sample(self, batch_size, generator=None, *, device=None, dtype=torch.float32) -> Batch:
         B, V, L = check_batch_size(batch_size), self.V, self.L
         dev = batch_device(generator, device)
+        check_fits(self, B, dev, dtype)
         rho = beta(self.a, self.b, (B, 1), generator, dev, torch.float64)
         first = torch.randint(0, V, (B, 1), generator=generator, device=dev)
         stay = torch.rand((B, L - 1), generator=generator, device=dev, dtype=torch.float64) < rho

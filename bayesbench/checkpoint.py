@@ -1,0 +1,90 @@
+"""Checkpoint files: written atomically, read back with any damage named.
+
+`save_atomic` writes to a temporary file beside the target, flushes it to disk and renames it
+over the target, so the file at `path` is always a whole checkpoint: an interruption (Ctrl-C,
+kill -9, a full disk) leaves the previous one. `load_checkpoint` turns every way a file can be
+unreadable (empty, truncated, not a checkpoint, missing entries) into `DamagedFile`, a
+ValueError naming the file and what is wrong, and never modifies the file.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import torch
+
+TMP_INFIX = ".tmp"
+
+
+class DamagedFile(ValueError):
+    """An input file that cannot be used as it is (named in the message, left untouched)."""
+
+
+def save_atomic(obj, path: str) -> str:
+    """torch.save `obj` to `path` atomically (temporary file, fsync, rename); returns `path`."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = f"{path}{TMP_INFIX}{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def remove_leftovers(path: str) -> list[str]:
+    """Delete temporary files of `save_atomic(..., path)` left by killed processes (call only
+    while holding the run directory's lock, so no live writer owns them); returns them."""
+    gone = []
+    for tmp in glob.glob(glob.escape(path) + TMP_INFIX + "*"):
+        try:
+            os.unlink(tmp)
+            gone.append(tmp)
+        except OSError:
+            pass
+    return gone
+
+
+def _damage(path: str, err: BaseException) -> str:
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        size = None
+    if size == 0:
+        return "the file is empty"
+    text = str(err).split(". ")[0].strip() or type(err).__name__
+    return f"it is truncated or not a PyTorch checkpoint ({size:,} bytes; {type(err).__name__}: {text})"
+
+
+def load_checkpoint(path: str, map_location=None, *, required: tuple[str, ...] = (), what: str = "checkpoint",
+                    weights_only: bool = False) -> dict:
+    """torch.load a checkpoint, naming `path` and the damage in a `DamagedFile` if it cannot be
+    read or lacks a `required` entry. The file itself is never changed."""
+    if os.path.isdir(path):
+        raise DamagedFile(f"{what} {path} is a directory, not a file")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=weights_only)
+    except FileNotFoundError:
+        raise DamagedFile(f"{what} {path} does not exist") from None
+    except PermissionError as err:
+        raise DamagedFile(f"{what} {path} cannot be read: {err.strerror}") from None
+    except Exception as err:  # noqa: BLE001 - any failure to parse the file is damage
+        raise DamagedFile(f"{what} {path} is damaged: {_damage(path, err)}; it was left as it is "
+                          "(move it away to start over, or restore a copy)") from err
+    if not isinstance(state, dict):
+        raise DamagedFile(f"{what} {path} is not a bayesbench {what} (it holds a {type(state).__name__}, "
+                          "not a dict); it was left as it is")
+    missing = [k for k in required if k not in state]
+    if missing:
+        raise DamagedFile(f"{what} {path} is not a bayesbench {what} or is from an incompatible version: "
+                          f"it lacks {', '.join(missing)}; it was left as it is")
+    return state
