@@ -39,3 +39,26 @@ def test_a_broken_model_file_raises(monkeypatch, error):
     with pytest.raises(type(error)):
         _discover_with(monkeypatch, error)
     assert not registry._discovered
+
+
+def test_homes_name_every_builtin_architecture_where_discovery_finds_it():
+    """registry.HOMES (build one architecture by importing its file alone) matches full discovery."""
+    from bayesbench.models import list_models, registry
+
+    found = {name: registry._MODELS[name].build.__module__.rsplit(".", 1)[1] for name in list_models()
+             if registry._MODELS[name].build.__module__.startswith("bayesbench.models.")}
+    assert {n: m for n, m in found.items() if n in registry.HOMES} == registry.HOMES
+    assert set(found) == set(registry.HOMES), f"without a home in registry.HOMES: {sorted(set(found) - set(registry.HOMES))}"
+
+
+def test_building_one_model_imports_only_its_file():
+    import subprocess
+    import sys
+
+    code = ("import sys; from bayesbench.models import get_model; from bayesbench.tasks import get_task; "
+            "get_model('mlp', get_task('bijection', V=8)); "
+            "print(sorted(m for m in sys.modules if m.startswith('bayesbench.models.')), 'torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    for other in ("mamba", "scan", "lstm", "gru", "linear_attention", "hf", "outside"):
+        assert f"'bayesbench.models.{other}'" not in out, out
+    assert out.strip().endswith("False"), f"building an MLP imported torch._dynamo: {out}"

@@ -52,6 +52,24 @@ def register_model(name: str, description: str = "") -> Callable[[Builder], Buil
     return add
 
 
+# Where each built-in architecture is registered: building one imports its file alone (not every
+# model file, and not what they import). tests/test_registry.py checks this map against discovery.
+HOMES = {"transformer": "transformer", "transformer-no-late-attention": "transformer", "mlp": "mlp",
+         "mlp-prefix": "mlp", "lstm": "lstm", "gru": "gru", "mamba": "mamba", "linear-attention": "linear_attention",
+         "toy-attention": "toy_attention"}
+
+
+def _load(name: str) -> None:
+    """Make `name` registered: import its home file if it has one, else discover every file."""
+    if name in _MODELS:
+        return
+    if name in HOMES:
+        importlib.import_module(f"{__package__}.{HOMES[name]}")
+        if name in _MODELS:
+            return
+    _discover()
+
+
 def _discover() -> None:
     global _discovered
     if _discovered:
@@ -88,7 +106,8 @@ def _shape(task_or_shape, max_len: int | None) -> TaskShape:
 def build_model(name: str, task_or_shape, *, ensemble: int = 1, max_len: int | None = None,
                 **cfg) -> EnsembleModel:
     """Construct (without initialising) the architecture `name` for a task or TaskShape."""
-    _discover()
+    if not is_outside(name):
+        _load(name)
     outside = name not in _MODELS and is_outside(name)  # 'pkg.mod:build', './file.py:build', 'hf:gpt2'
     if name not in _MODELS and not outside:
         raise ValueError(f"unknown model {name!r}; available: {', '.join(sorted(_MODELS))} "

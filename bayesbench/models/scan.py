@@ -128,16 +128,15 @@ def linear_scan_ref(decay: Tensor, inputs: Tensor) -> Tensor:
     return torch.stack(out, dim=1)
 
 
-_native_available: bool | None = None
+# Read once, when a model that scans is first built: a module constant is what torch.compile
+# treats as fixed (a decorator such as torch.compiler.assume_constant_result would import
+# torch._dynamo, about 3 s, for every command that builds a model).
+_NATIVE_AVAILABLE = all(ops.available(op) for op in ops.SCAN_OPS)
 
 
-@torch.compiler.assume_constant_result  # torch.compile calls it once instead of tracing the import
 def native_scan_available() -> bool:
     """Whether the compiled extension is built with the fused (CPU) selective-scan ops."""
-    global _native_available
-    if _native_available is None:
-        _native_available = all(ops.available(op) for op in ops.SCAN_OPS)
-    return _native_available
+    return _NATIVE_AVAILABLE
 
 
 def resolve_method(method: str, device: torch.device) -> str:
