@@ -29,8 +29,9 @@ from .train import TrainResult
 DEFAULT_PRESET = "quick"
 
 
-def resolve_task(task, preset: str = DEFAULT_PRESET) -> tuple[Task, str, tuple[int, ...], int]:
-    """(task, leaderboard label, evaluation lengths, evaluation sequences) for a Task or a preset's
+def resolve_task(task, preset: str = DEFAULT_PRESET) -> tuple[Task, str, tuple[int, ...], int, tuple[str, ...]]:
+    """(task, leaderboard label, evaluation lengths, evaluation sequences, scored-position
+    variants) for a Task or a preset's
     task key. A Task equal to one of the preset's takes that setup's label and evaluations, so
     its rows sit in the same leaderboard rows as the preset's runs."""
     from .presets import get_preset
@@ -40,22 +41,23 @@ def resolve_task(task, preset: str = DEFAULT_PRESET) -> tuple[Task, str, tuple[i
         if task not in p.tasks:
             raise ValueError(f"task {task!r} is not in preset {preset!r}; available: {', '.join(p.tasks)}")
         setup = p.tasks[task]
-        return task_from_config(setup.task), setup.label, tuple(setup.eval_lengths), setup.eval_sequences
+        return (task_from_config(setup.task), setup.label, tuple(setup.eval_lengths), setup.eval_sequences,
+                tuple(setup.eval_scored))
     if not isinstance(task, Task):
         raise ValueError(f"task must be a Task or a task key of preset {preset!r} ({', '.join(p.tasks)}), "
                          f"got {type(task).__name__}")
     for setup in p.tasks.values():
         if task_from_config(setup.task) == task:
-            return task, setup.label, tuple(setup.eval_lengths), setup.eval_sequences
-    return task, task.describe(), (), DEFAULT_SEQUENCES
+            return task, setup.label, tuple(setup.eval_lengths), setup.eval_sequences, tuple(setup.eval_scored)
+    return task, task.describe(), (), DEFAULT_SEQUENCES, ()
 
 
 def model_spec(task, preset: str = DEFAULT_PRESET) -> TaskShape:
     """The spec a factory gets for `task` (a Task or a preset task key): its sizes, with max_len
     covering the longest evaluation sequence. Build a model you train yourself with it, and
     `bayesbench score` / `evaluate_model` can score it."""
-    t, _, lengths, _ = resolve_task(task, preset)
-    return TaskShape.from_task(t, max_eval_len(t, lengths))
+    t, _, lengths, _, scored = resolve_task(task, preset)
+    return TaskShape.from_task(t, max_eval_len(t, lengths, scored))
 
 
 def check_ensemble_output(model: EnsembleModel, task: Task) -> None:
@@ -103,8 +105,8 @@ def evaluate_model(model: nn.Module, task, *, name: str | None = None, db: str |
     """
     from .runner import record
 
-    task, label, lengths, n_seq = resolve_task(task, preset)
-    max_len = max_eval_len(task, lengths)
+    task, label, lengths, n_seq, scored = resolve_task(task, preset)
+    max_len = max_eval_len(task, lengths, scored)
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(model, EnsembleModel):
@@ -118,7 +120,7 @@ def evaluate_model(model: nn.Module, task, *, name: str | None = None, db: str |
         model.seeds = [int(s) for s in seeds]
     if not model.seeds:
         model.seeds = list(range(model.ensemble))
-    longest = max(evaluation_tasks(task, lengths).values(), key=lambda t: t.seq_len)
+    longest = max(evaluation_tasks(task, lengths, scored).values(), key=lambda t: t.seq_len)
     check_ensemble_output(model, longest)
     name = name or (type(model.template).__name__ if isinstance(model, AdaptedModel) else type(model).__name__)
     check_name(name)
@@ -129,7 +131,7 @@ def evaluate_model(model: nn.Module, task, *, name: str | None = None, db: str |
     result = TrainResult(uuid.uuid4().hex[:12], model, list(model.seeds), int(steps),
                          torch.zeros(0, model.ensemble), 0.0, {}, None, ident,
                          {"preset": preset, "label": label, "name": name, "eval_lengths": list(lengths),
-                          "eval_sequences": eval_sequences or n_seq, "scored_only": True})
+                          "eval_scored": list(scored), "eval_sequences": eval_sequences or n_seq, "scored_only": True})
     return record(result, db=db, device=device or str(next(model.parameters()).device), write=store)
 
 

@@ -150,13 +150,17 @@ def test_damaged_cached_evaluation_set_is_redrawn_with_a_note(capsys, tmp_path, 
     monkeypatch.setattr(evaluate, "_cache", {})  # an in-memory copy would hide the file
     assert main(_train(tmp_path)) == 0
     trained = tmp_path / "runs" / "quick" / "bijection-mlp-s0" / "checkpoint.pt"
-    [cached] = list((tmp_path / "cache").glob("eval-*.pt"))
-    good = _snapshot(cached)
-    cached.write_bytes(good[:100])
+    caches = sorted((tmp_path / "cache").glob("eval-*.pt"))  # one per evaluation of the task
+    assert caches
+    good = {c: _snapshot(c) for c in caches}
+    for c in caches:
+        c.write_bytes(good[c][:100])
     monkeypatch.setattr(evaluate, "_cache", {})
     assert main(["eval", str(trained.parent), "--db", str(tmp_path / "r.sqlite")]) == 0
-    assert f"the cached evaluation set {cached} is unreadable" in capsys.readouterr().err
-    assert _snapshot(cached) == good  # redrawn from its seed: the same set
+    err = capsys.readouterr().err
+    for c in caches:
+        assert f"the cached evaluation set {c} is unreadable" in err
+        assert _snapshot(c) == good[c]  # redrawn from its seed: the same set
 
 
 def test_leftover_temporary_checkpoint_is_removed_and_a_missing_one_is_said(capsys, tmp_path, trained):

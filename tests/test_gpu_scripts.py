@@ -16,7 +16,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 PHASES = ["env", "install", "build", "import_ext", "oracle_tests", "attention_tests", "hmm_bench",
-          "attention_bench", "train_bench"]
+          "attention_bench", "train_bench", "dynamics_bench"]
 
 
 def dry_run(tmp_path, script="gpu_check.sh", **fake_rc):

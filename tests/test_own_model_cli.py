@@ -15,7 +15,10 @@ import torch
 
 import bayesbench
 from bayesbench.cli import main
+from bayesbench.models import count_params
+from bayesbench.presets import get_preset
 from bayesbench.results import read_rows
+from bayesbench.scoring import model_spec
 
 MODEL_SRC = textwrap.dedent('''
     import torch
@@ -76,7 +79,8 @@ def test_run_by_dotted_path_in_worker_processes(capsys, env):
     assert main(["run", "--model", "mypkg.nets:build", "--name", "mine", "--tasks", "bijection,hmm",
                  "--seeds", "2", "--jobs", "2", "--threads", "1", *_common(env)]) == 0
     out = capsys.readouterr().out
-    assert "capacity: mine on bijection V=8:" in out and "x the preset's transformer (69,640" in out
+    transformer = count_params("transformer", model_spec("bijection"), **get_preset("quick").tasks["bijection"].models["transformer"])
+    assert "capacity: mine on bijection V=8" in out and f"x the preset's transformer ({transformer:,}" in out
     rows = read_rows(env["db"])
     assert {(r["task"], r["arch"], r["seed"]) for r in rows} == {(t, "mine", s) for t in ("bijection", "hmm")
                                                                   for s in (0, 1)}
@@ -117,9 +121,8 @@ def test_score_a_plain_state_dict_and_evaluate_model(capsys, env):
     from bayesbench.models import TaskShape
     from bayesbench.tasks import get_task
 
-    task = get_task("bijection", V=8)
     torch.manual_seed(5)
-    net = mine.build(TaskShape.from_task(task))
+    net = mine.build(bayesbench.model_spec("bijection"))  # the quick preset's bijection, as --task scores it
     torch.save(net.state_dict(), env["tmp"] / "mine.pt")
     assert main(["score", "--model", "./mine.py:build", "--checkpoint", "mine.pt", "--task", "bijection",
                  "--eval-sequences", "64", "--db", env["db"]]) == 0
@@ -129,15 +132,19 @@ def test_score_a_plain_state_dict_and_evaluate_model(capsys, env):
     # the Python API on the same module: the same numbers, returned (and stored under its name)
     records = bayesbench.evaluate_model(net, "bijection", name="mine-py", db=env["db"], eval_sequences=64)
     assert len(records) == 1 and records[0].entropy_mae_bits == pytest.approx(stored[0]["entropy_mae_bits"])
-    curve = records[0].curves["standard"]
-    assert len(curve.position) == len(curve.entropy_mae) == len(curve.kl) == len(curve.model_entropy) == 8
+    curve = records[0].curves[records[0].primary]
+    assert len(curve.position) == len(curve.entropy_mae) == len(curve.kl) == len(curve.model_entropy) > 0
     assert records[0].kl_bits > 0 and records[0].headline.kl.ci_low <= records[0].kl_bits
     assert len(read_rows(env["db"])) == 2
-    hmm = bayesbench.evaluate_model(mine.build(TaskShape.from_task(get_task("hmm", K=20), 60)), "hmm",
-                                    name="mine-hmm", db=env["db"], eval_sequences=32)
+    hmm = bayesbench.evaluate_model(mine.build(model_spec("hmm")), "hmm", name="mine-hmm", db=env["db"],
+                                    eval_sequences=32)
     assert set(hmm[0].evals) == {"K=20", "K=30", "K=50"} and hmm[0].permutation is not None
-    short = mine.build(TaskShape.from_task(get_task("hmm", K=20)))  # positions for K = 20 only, not K = 50
-    with pytest.raises(ValueError, match=r"forward failed on a random trial batch of tokens \[B=2, L=60\]"):
+    from bayesbench.tasks import task_from_config
+
+    trained_length = TaskShape.from_task(task_from_config(get_preset("quick").tasks["hmm"].task))
+    short = mine.build(trained_length)  # positions for K = 20 only, not K = 50
+    longest = model_spec("hmm").max_len
+    with pytest.raises(ValueError, match=rf"forward failed on a random trial batch of tokens \[B=2, L={longest}\]"):
         bayesbench.evaluate_model(short, "hmm", name="short", db=env["db"], eval_sequences=32)
     assert len(read_rows(env["db"])) == 3
 
@@ -159,7 +166,7 @@ def test_bad_input_is_one_line_and_stores_nothing(capsys, env):
     _fails(capsys, env, ["run", "--model", "./missing.py:build", "--tasks", "bijection", *common], "no such file")
     _fails(capsys, env, ["run", "--model", "mypkg.nets", "--tasks", "bijection", *common], "must be 'package.module:factory'")
     _fails(capsys, env, ["train", "--model", "./mine.py:wrong_shape", "--task", "bijection", *common],
-           "expected [B=2, L=16, C=8]")
+           f"expected [B=2, L={bayesbench.model_spec('bijection').max_len}, C=8]")
     _fails(capsys, env, ["train", "--model", "./mine.py:build", "--name", "gru", "--task", "bijection", *common],
            "is a built-in architecture")
     _fails(capsys, env, ["train", "--model", "./mine.py:build", "--arch", "gru", "--task", "bijection", *common],
@@ -175,7 +182,7 @@ def test_bad_input_is_one_line_and_stores_nothing(capsys, env):
         import mine
     finally:
         sys.path.remove(str(env["tmp"]))
-    torch.save(mine.build_other(TaskShape.from_task(get_task("bijection", V=8))).state_dict(), "other.pt")
+    torch.save(mine.build_other(bayesbench.model_spec("bijection")).state_dict(), "other.pt")
     score = ["score", "--model", "./mine.py:build", "--task", "bijection", "--db", env["db"]]
     _fails(capsys, env, [*score, "--checkpoint", "other.pt"], "holds another architecture")
     (env["tmp"] / "junk.pt").write_text("not a checkpoint")
@@ -183,7 +190,7 @@ def test_bad_input_is_one_line_and_stores_nothing(capsys, env):
     _fails(capsys, env, ["score", "--model", "./mine.py:build", "--checkpoint", "other.pt", "--db", env["db"]],
            "--task is needed")
     # NaN weights: the trial forward refuses them
-    bad = mine.build(TaskShape.from_task(get_task("bijection", V=8))).state_dict()
+    bad = mine.build(bayesbench.model_spec("bijection")).state_dict()
     bad["head.bias"].fill_(float("nan"))
     torch.save(bad, "nan.pt")
     _fails(capsys, env, [*score, "--checkpoint", "nan.pt"], "NaN or inf")

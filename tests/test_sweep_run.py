@@ -174,11 +174,11 @@ def test_a_job_that_raises_fails_alone_and_is_not_retried(reference, tmp_path, c
     out = run_sweep(jobs, LocalExecutor(2, 1, max_retries=2), db=str(db), runs_dir=str(tmp_path / "runs"),
                     progress=True, say=lines.append)  # with the progress bar on (to stderr)
     assert list(out.failed) == [bad.key] and bad.key not in out.retried
-    assert f"FAILED: {bad.label}: UnpicklingError" in "\n".join(lines)
+    assert f"FAILED: {bad.label}: DamagedFile" in "\n".join(lines)
     assert f"done: {jobs[1].label}" in "\n".join(lines)
     assert "done=1" in capsys.readouterr().err  # the bar's jobs done / running / failed
     assert out.trained == [jobs[1].key] and _count_rows(db) == (1, 1)
-    assert out.failed[bad.key].startswith("UnpicklingError")  # the job's own error, reported as it is
+    assert out.failed[bad.key].startswith("DamagedFile")  # the job's own error (a damaged checkpoint, named)
 
 
 def test_driver_killed_then_rerun_loses_and_duplicates_nothing(reference, tmp_path):
