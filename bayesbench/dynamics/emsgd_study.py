@@ -12,7 +12,6 @@ Numbers go to the `studies` / `dynamics` tables of the results store; the report
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import uuid
@@ -20,7 +19,7 @@ import uuid
 import torch
 
 from ..checks import int_at_least, positive_int
-from .report import report_dir, write_report
+from .report import print_summary, report_dir, write_report
 from .speedup import speedup
 from .stats import mean_ci
 from .store import register_study, write_dynamics
@@ -73,12 +72,7 @@ def cmd_emsgd(args) -> int:
     progress = not args.no_progress and sys.stderr.isatty()
     summary = run_study(args.variant, seeds, steps=steps, length=length, sequences=positive_int("--sequences", args.sequences),
                         chunk=args.chunk, db=args.db, progress=progress)
-    if args.json:
-        print(json.dumps(summary, indent=2))
-    else:
-        for line in summary["headline"]:
-            print(line)
-        print(f"report: {summary['report']}")
+    print_summary(summary, args.json)
     return 0
 
 

@@ -10,7 +10,6 @@ every quantity.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 
@@ -18,7 +17,7 @@ import torch
 
 from ..checks import int_at_least
 from .geometry import Geometry, check_transformer, measure
-from .report import report_dir, write_report
+from .report import print_summary, report_dir, write_report
 from .stats import mean_ci
 from .store import delete_study, register_study, write_dynamics
 
@@ -35,12 +34,7 @@ def add_parser(sub) -> None:
 
 def cmd_geometry(args) -> int:
     summary = run_geometry(args.run, sequences=args.sequences, db=args.db)
-    if args.json:
-        print(json.dumps(summary, indent=2))
-    else:
-        for line in summary["headline"]:
-            print(line)
-        print(f"report: {summary['report']}")
+    print_summary(summary, args.json)
     return 0
 
 

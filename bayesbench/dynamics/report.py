@@ -29,3 +29,15 @@ def write_report(path: str, title: str, sections: list[tuple[str, str]], figures
     with open(path, "w") as f:
         f.write("\n".join(lines))
     return path
+
+
+def print_summary(summary: dict, as_json: bool) -> None:
+    """A study's command-line output: its numbers as JSON, or its headline lines and the report's path."""
+    import json
+
+    if as_json:
+        print(json.dumps(summary, indent=2))
+        return
+    for line in summary["headline"]:
+        print(line)
+    print(f"report: {summary['report']}")
