@@ -66,13 +66,17 @@ ZOO = ("transformer", "mlp", "mlp-prefix", "lstm", "gru", "mamba", "linear-atten
 
 # The quick HMM (docs/reproducing.md, "Sizing the quick HMM"): the transformer is the one whose
 # K = 20 KL must reach the papers' regime; LSTM and MLP are the papers' contrasts.
-_QUICK_HMM_TRANSFORMER = {"n_layer": 4, "n_head": 4, "d_model": 96, "d_ffn": 384, "dropout": 0.1}
+# Sized by measured step cost (one thread, E = 2, batch 32, the 93-token sequences): transformer
+# 294 ms, matched LSTM 227 ms, MLP 155 ms per step, so 1000 steps of the three take about 11 CPU
+# minutes. The 4-layer d=96 transformer at 3000 steps of 64 first tried here costs about 88 CPU
+# minutes by itself (1.76 s per step): far beyond `make run`'s budget (docs/reproducing.md).
+_QUICK_HMM_TRANSFORMER = {"n_layer": 2, "n_head": 2, "d_model": 64, "d_ffn": 256, "dropout": 0.1}
 _QUICK_HMM_MODELS = {
     "transformer": _QUICK_HMM_TRANSFORMER,
     "lstm": {"match": "transformer", "n_layer": 2},
     "mlp": {"match": "transformer", "depth": 4},
 }
-_QUICK_HMM_STEPS = 3000
+_QUICK_HMM_STEPS = 1000
 _QUICK_HMM_SEEDS = 2
 
 # The papers' bijection as the authors' code draws it: keys with replacement, L = V - 1 pairs,
@@ -87,7 +91,7 @@ QUICK = Preset(
     name="quick",
     description="2-core CPU, about 15 minutes: the papers' settings scaled down; a 2-layer d=64 transformer "
                 "against capacity-matched MLPs, LSTM, GRU, Mamba and linear attention on the bijection and "
-                "the sticky chain, and a 4-layer d=96 transformer against matched LSTM and MLP on the HMM",
+                "the sticky chain, and a 2-layer d=64 transformer against matched LSTM and MLP on the HMM",
     tasks={
         # Constant lr 1e-3 (Paper I, Sec. 3.4); V = 8 with 7 pairs as the papers' 20 with 19.
         "bijection": TaskSetup(
@@ -103,7 +107,7 @@ QUICK = Preset(
         "hmm": TaskSetup(
             label="hmm S=5 K=20 tokens",
             task=_HMM_PAPER_TASK,
-            train={"steps": _QUICK_HMM_STEPS, "batch_size": 64, "lr": 2e-3, "schedule": "cosine",
+            train={"steps": _QUICK_HMM_STEPS, "batch_size": 32, "lr": 2e-3, "schedule": "cosine",
                    "warmup_steps": _QUICK_HMM_STEPS // 100},
             models=_QUICK_HMM_MODELS,
             seeds=_QUICK_HMM_SEEDS,
