@@ -16,8 +16,10 @@ Then one step is:
 - per-member squared gradient norms: one ``segment_reduce`` over the squared gradient buffer;
 - the NaN/inf guard on the device: a member whose loss or gradient norm is not finite stops being
   updated (``alive``), with no host read;
-- clipping by torch's rule (scale ``min(1, max_norm / (norm_e + 1e-6))``) and the guard's mask as
-  one per-element scale;
+- clipping by torch's rule (scale ``min(1, max_norm / (norm_e + 1e-6))``) and the guard's mask:
+  on an accelerator one per-element scale (`member_scale`, two kernels); on a CPU, where expanding
+  E values to every element costs more than the update itself (an index of N elements, built and
+  gathered each step), one foreach op over the parameters' ``[E, n]`` views with an ``[E, 1]`` scale;
 - AdamW by torch's own fused kernel (`torch._fused_adamw_`, the kernel behind
   `torch.optim.AdamW(fused=True)`) on two flat tensors: the decayed prefix and the rest;
 - a diverged member is put back to its parameters before the step (one lerp with weight 0 or 1).
@@ -88,6 +90,9 @@ class FlatMemberAdamW:
         self._step = torch.zeros((), dtype=torch.float32, device=device)
         self._zero = torch.zeros((), dtype=dtype, device=device)
         self._n_params = len(self.params)
+        # per-member broadcasting through the parameters' [E, n_i] views (the CPU path, see step)
+        self._broadcast = device.type == "cpu"
+        self._param_views = self._member_views(self.param)
 
     def set_algorithm(self, algorithm: str) -> None:
         """'adamw' (default) or 'sgd': plain SGD, the same clipping and guard, no weight decay or
@@ -102,8 +107,34 @@ class FlatMemberAdamW:
         return torch.repeat_interleave(per_member.repeat(*([1] * (per_member.dim() - 1)), self._n_params),
                                        self.lengths, dim=-1, output_size=self.param.numel())
 
+    def _member_views(self, flat: Tensor) -> list[Tensor]:
+        """flat (the buffer's layout) as one [E, n_i] view per parameter."""
+        views, offset = [], 0
+        for p in self.params:
+            n = p.numel()
+            views.append(flat[offset:offset + n].view(self.ensemble, n // self.ensemble))
+            offset += n
+        return views
+
+    def scale_members(self, flat: Tensor, per_member: Tensor) -> None:
+        """flat *= per_member[e] on member e's elements, in place (flat: a buffer-layout tensor,
+        per_member: [E]). One foreach op over [E, n_i] views on a CPU, two kernels elsewhere."""
+        if self._broadcast:
+            torch._foreach_mul_(self._member_views(flat), [per_member.view(-1, 1)] * self._n_params)
+        else:
+            flat.mul_(self.member_scale(per_member))
+
+    def restore_members(self, before: Tensor, dead: Tensor) -> None:
+        """Put the parameters of the members where `dead` ([E], 0 or 1) is 1 back to `before`."""
+        if self._broadcast:
+            torch._foreach_lerp_(self._param_views, self._member_views(before), [dead.view(-1, 1)] * self._n_params)
+        else:
+            self.param.lerp_(before, self.member_scale(dead))  # weight 1 restores exactly, weight 0 keeps
+
     def member_grad_norms(self) -> Tensor:
         """Global L2 norm of each member's gradient over all its parameters: [E]."""
+        if self.ensemble == 1:
+            return torch.linalg.vector_norm(self.grad).view(1)
         seg = torch.segment_reduce(self.grad * self.grad, "sum", lengths=self.lengths)
         return seg.view(self._n_params, self.ensemble).sum(0).sqrt()
 
@@ -133,8 +164,8 @@ class FlatMemberAdamW:
         ok = alive & ((both - both) == 0)  # x - x == 0 exactly when x is finite (nan and inf give nan)
         coef = (self.max_norm / (norms + 1e-6)).clamp_(max=1.0)  # torch.nn.utils.clip_grad_norm_'s rule
         coef = torch.where(ok, coef, self._zero)
-        scale, dead = self.member_scale(torch.stack([coef, (~ok).to(coef.dtype)]))
-        g.mul_(scale).nan_to_num_(0.0, 0.0, 0.0)  # a diverged member's nan/inf gradient becomes 0
+        self.scale_members(g, coef)
+        g.nan_to_num_(0.0, 0.0, 0.0)  # a diverged member's nan/inf gradient becomes 0
         if self.algorithm == "sgd":  # a zero gradient leaves a diverged member exactly where it is
             self.steps += 1
             self._step.add_(1)
@@ -149,7 +180,7 @@ class FlatMemberAdamW:
             if params:
                 torch._fused_adamw_(params, grads, m, v, [], [self._step] * len(params), lr=lr, beta1=beta1,
                                     beta2=beta2, weight_decay=decay, eps=self.eps, amsgrad=False, maximize=False)
-        self.param.lerp_(before, dead)  # weight 1 puts a diverged member back exactly, weight 0 keeps the update
+        self.restore_members(before, (~ok).to(coef.dtype))  # a diverged member exactly as it was
         return norms, ok
 
     def _views(self, g: Tensor) -> list[tuple[list[Tensor], list[Tensor], list[Tensor], list[Tensor]]]:

@@ -146,6 +146,10 @@ class MemberStream:
 
 def stack_members(batches: list[Batch]) -> tuple[Tensor, Tensor | None, Tensor, Tensor]:
     """Per-member batches -> (tokens [E,B,L], header [E,B,H,D] or None, targets, mask [E,B,L])."""
+    if len(batches) == 1:  # one member: views, no copies
+        b = batches[0]
+        header = None if b.header is None else b.header.unsqueeze(0)
+        return b.tokens.unsqueeze(0), header, b.targets.unsqueeze(0), b.mask.unsqueeze(0)
     header = None if batches[0].header is None else torch.stack([b.header for b in batches])
     return (torch.stack([b.tokens for b in batches]), header,
             torch.stack([b.targets for b in batches]), torch.stack([b.mask for b in batches]))

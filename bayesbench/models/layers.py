@@ -43,6 +43,10 @@ class EnsembleLinear(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         E, lead = x.shape[0], x.shape[1:-1]
+        if E == 1:  # one member: a plain (add)mm, so the seed dimension costs nothing
+            flat, w = x.reshape(-1, self.in_features), self.weight.view(self.in_features, self.out_features)
+            y = flat @ w if self.bias is None else torch.addmm(self.bias.view(self.out_features), flat, w)
+            return y.view(1, *lead, self.out_features)
         flat = x.reshape(E, -1, self.in_features)
         if self.bias is None:
             y = torch.bmm(flat, self.weight)
@@ -135,6 +139,8 @@ class EnsembleLayerNorm(nn.Module):
             self.bias[e].zero_()
 
     def forward(self, x: Tensor) -> Tensor:
+        if x.shape[0] == 1:  # one member: torch's fused layer norm with its affine
+            return F.layer_norm(x, (self.dim,), self.weight.view(self.dim), self.bias.view(self.dim), self.eps)
         shape = (x.shape[0],) + (1,) * (x.dim() - 2) + (self.dim,)
         y = F.layer_norm(x, (self.dim,), eps=self.eps)
         return MemberAffine.apply(y, self.weight.view(shape), self.bias.view(shape))
