@@ -70,7 +70,7 @@ def test_run_quick_subset_prints_leaderboard_and_plots(capsys, store):
     out = _run(capsys, "run", "--preset", "quick", "--tasks", "bijection", "hmm", "--archs", "transformer", "mlp",
                "--seeds", "2", "--steps", "3", "--eval-sequences", "64", "--db", store["db"],
                "--runs-dir", store["runs"], "--no-progress")
-    assert "Leaderboard" in out and "| hmm S=5 K=20 tokens | K=50 |" in out and "| bijection V=8 L=7 repl |" in out
+    assert "Leaderboard" in out and "| hmm S=5 K=20 rows | K=50 |" in out and "| bijection V=8 L=7 repl |" in out
     assert "label-permutation" in out
     assert "bijection V=8 L=7 repl: transformer is" in out and "mean entropy MAE (bits), best first:" in out
     rows = json.loads(_run(capsys, "leaderboard", "--db", store["db"], "--json"))["runs"]
@@ -81,8 +81,8 @@ def test_run_quick_subset_prints_leaderboard_and_plots(capsys, store):
     pngs = [line for line in out.splitlines() if line.endswith(".png")]
     names = sorted(os.path.basename(p) for p in pngs)
     assert names == ["bijection_V=8_L=7_repl_values.png", "bijection_V=8_L=7_repl_values_query.png",
-                     "hmm_S=5_K=20_tokens_K=20.png", "hmm_S=5_K=20_tokens_K=30.png", "hmm_S=5_K=20_tokens_K=50.png",
-                     "hmm_S=5_K=20_tokens_length_generalisation.png"]
+                     "hmm_S=5_K=20_rows_K=20.png", "hmm_S=5_K=20_rows_K=30.png", "hmm_S=5_K=20_rows_K=50.png",
+                     "hmm_S=5_K=20_rows_length_generalisation.png"]
     assert all(os.path.getsize(p) > 1000 for p in pngs)
 
 

@@ -211,12 +211,40 @@ def test_marginal_floor_is_the_mean_posterior_per_position():
         marginal_log_q(batch, get_task("sticky", V=4, L=11).sample(3, torch.Generator().manual_seed(0)))
 
 
+def test_rows_rounded_draws_the_authors_prior_into_a_rows_header():
+    """rows_rounded: the rows header carries the tokens header's matrices (clipped at 0.05,
+    rounded by the authors' rule) for the same draws; hence the same posteriors and floors."""
+    rows = get_task("hmm", K=20, encoding="rows", rows_rounded=True, rounding="authors", target="posterior")
+    tokens = get_task("hmm", K=20, encoding="tokens", rounding="authors", target="posterior")
+    a = rows.sample(300, torch.Generator().manual_seed(9), dtype=torch.float64)
+    b = tokens.sample(300, torch.Generator().manual_seed(9), dtype=torch.float64)
+    for key in ("trans", "emit"):
+        torch.testing.assert_close(a.latents[key], b.latents[key])
+        hundredths = a.latents[key] * 100
+        assert float((hundredths - hundredths.round()).abs().max()) < 1e-9  # on the grid of hundredths
+        assert bool((a.latents[key] >= 0.05 - 1e-12).all())
+    torch.testing.assert_close(a.header[:, :5, :5], a.latents["trans"])
+    torch.testing.assert_close(a.header[:, 5:, :5], a.latents["emit"])
+    torch.testing.assert_close(a.posterior[a.mask], b.posterior[b.mask])
+    f = _uniform_floor(rows, n=16384)
+    assert f["uniform"]["kl"].mean == pytest.approx(0.42, abs=0.01)  # the tokens header's floor, not 0.51
+    unclipped = get_task("hmm", K=20).sample(300, torch.Generator().manual_seed(9), dtype=torch.float64)
+    assert bool((unclipped.latents["trans"] < 0.05).any())  # the default rows prior is not clipped
+    with pytest.raises(ValueError, match="rows_rounded applies to encoding='rows'"):
+        get_task("hmm", encoding="tokens", rows_rounded=True)
+    with pytest.raises(ValueError, match="rows_rounded must be true or false"):
+        get_task("hmm", rows_rounded="yes")
+
+
 def test_paper_and_quick_presets_use_the_same_settings():
+    """Quick is the paper setting scaled down: the same HMM prior, rounding and targets (its
+    header as 10 rows instead of 53 tokens, for the CPU budget), the same bijection variant."""
     paper, quick = get_preset("paper"), get_preset("quick")
     for key in ("bijection", "hmm"):
         p, q = paper.tasks[key].task, quick.tasks[key].task
-        same = {k: v for k, v in p.items() if k not in ("V", "L")}
+        same = {k: v for k, v in p.items() if k not in ("V", "L", "encoding")}
         assert {k: q.get(k) for k in same} == same, key
+    assert quick.tasks["hmm"].task["encoding"] == "rows" and quick.tasks["hmm"].task["rows_rounded"] is True
     assert paper.tasks["bijection"].eval_scored == quick.tasks["bijection"].eval_scored == ("values", "values+query")
     assert paper.tasks["hmm"].eval_lengths == quick.tasks["hmm"].eval_lengths == (20, 30, 50)
     assert paper.tasks["hmm"].models["transformer"]["dropout"] == 0.1
