@@ -9,8 +9,9 @@ at K = 20 and scored at K = 20, 30 and 50. For a GPU.
 
 `quick` is the same settings scaled down for a 2-core CPU (the whole `bayesbench run --preset
 quick` in about 15 minutes), so its numbers are the same kind of number as `paper`'s: smaller
-V and models, fewer steps, fewer architectures on the HMM (its 93-token sequences are the
-expensive part).
+V and models, fewer steps, fewer architectures on the HMM, whose header is given as 10 rows
+(`rows_rounded`: the same clipped and rounded matrices, posteriors and floors) instead of 53
+tokens, a third of the sequence length.
 
 Architectures named here get the model config given; an entry with `match` (the MLPs, LSTM,
 GRU, Mamba) gets its widths chosen so its parameter count is within 1% of the named model's on
