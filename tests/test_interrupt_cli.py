@@ -23,25 +23,11 @@ from bayesbench.checkpoint import load_checkpoint
 from bayesbench.results import read_rows
 from bayesbench.runlock import LOCK_NAME
 from bayesbench.train import CHECKPOINT_KEYS
+from procs import live_processes
 
 STEPS = 300  # at ~10-50 ms a step the interrupt lands mid-training, and a run stays a few seconds
 EVERY = 5
 STOP_WITHIN_S = 10.0
-
-
-def _group(pgid: int) -> list[int]:
-    """Live (non-zombie) processes of a process group, from /proc."""
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                out.append(int(d))
-    return out
 
 
 def _command(*argv: str) -> list[str]:
@@ -73,10 +59,10 @@ def _stop_and_time(proc: subprocess.Popen, sig: int, *, group: bool) -> float:
     """Send `sig` (to the whole group or the process), return the seconds until the group is gone."""
     sent = time.monotonic()
     (os.killpg if group else os.kill)(proc.pid, sig)
-    while _group(proc.pid) and time.monotonic() - sent < 60:
+    while live_processes(group=proc.pid) and time.monotonic() - sent < 60:
         time.sleep(0.02)
     took = time.monotonic() - sent
-    left = _group(proc.pid)
+    left = live_processes(group=proc.pid)
     if left:
         os.killpg(proc.pid, signal.SIGKILL)
     assert not left, f"processes {left} still alive {took:.1f} s after {signal.Signals(sig).name}"

@@ -23,26 +23,10 @@ from bayesbench.cli import main
 from bayesbench.results import read_rows
 from bayesbench.sweep import LocalExecutor, expand, load_sweep, run_sweep
 from bayesbench.train import CHECKPOINT_NAME
+from procs import any_alive
 
-# two archs x two seeds, one seed per job: four jobs of 60 steps, a checkpoint every 10
-SWEEP = """
-name = "tiny"
-tasks = ["bijection"]
-archs = ["transformer", "mlp"]
-seeds = [0, 1]
-ensemble = 1
-steps = 60
-checkpoint_every = 10
-eval_sequences = 64
-"""
 NUMBERS = ("entropy_mae_bits", "kl_bits", "final_loss", "entropy_mae_ci_low", "entropy_mae_ci_high", "params",
            "steps", "loss_curve", "curves")
-
-
-def _sweep(tmp_path) -> str:
-    path = tmp_path / "tiny.toml"
-    path.write_text(SWEEP)
-    return str(path)
 
 
 def _numbers(db) -> dict:
@@ -79,18 +63,6 @@ def _pool_workers(pid: int) -> list[int]:
     return out
 
 
-def _alive(pids: list[int]) -> bool:
-    """Whether any of `pids` still runs (a zombie counts as ended)."""
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().split(")")[-1].split()[0] != "Z":
-                    return True
-        except FileNotFoundError:
-            pass
-    return False
-
-
 def _wait_then_kill(driver, db, jobs, runs) -> list[int]:
     """SIGKILL the driver once a job is stored and another has written a checkpoint; returns
     the driver's local pool worker processes as they were just before."""
@@ -109,10 +81,12 @@ def _wait_then_kill(driver, db, jobs, runs) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    """The tiny sweep run once on the local pool, uninterrupted: (sweep file, store, rows)."""
+def reference(tmp_path_factory, write_sweep):
+    """The tiny sweep (conftest's `write_sweep`: two archs x two seeds, one seed per job: four
+    jobs of 60 steps, a checkpoint every 10) run once on the local pool, uninterrupted:
+    (sweep file, store, rows)."""
     tmp = tmp_path_factory.mktemp("reference")
-    path = _sweep(tmp)
+    path = write_sweep(tmp, "tiny", 60)
     db = tmp / "r.sqlite"
     assert main(["sweep", path, "--db", str(db), "--runs-dir", str(tmp / "runs"), "--no-progress", "--jobs", "2"]) == 0
     return path, db, _numbers(db)
@@ -192,9 +166,9 @@ def test_driver_killed_then_rerun_loses_and_duplicates_nothing(reference, tmp_pa
     workers = _wait_then_kill(driver, db, jobs, runs)
     # the pool worker dies with its driver (parent-death signal): no orphan trains on
     deadline = time.monotonic() + 30
-    while _alive(workers) and time.monotonic() < deadline:
+    while any_alive(workers) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert workers and not _alive(workers)
+    assert workers and not any_alive(workers)
     done_rows = {(r["run_id"], r["seed"]): r for r in read_rows(str(db))}
     done_keys = {k for k, _ in done_rows}
     mtimes = {sj.key: os.path.getmtime(os.path.join(sj.run_dir(str(runs)), CHECKPOINT_NAME)) for sj in jobs

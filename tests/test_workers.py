@@ -59,21 +59,6 @@ def _deaf(item: tuple[str, int], slot: int) -> int:
     return item[1]
 
 
-def _children() -> list[int]:
-    """Live (non-zombie) child processes of this one, from /proc."""
-    me, out = os.getpid(), []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == me and fields[0] != "Z":
-                out.append(int(d))
-    return out
-
-
 def _no_workers_left(timeout: float = 5.0) -> bool:
     """The pool's workers are gone (the resource tracker, a child too, is not a worker)."""
     import multiprocessing
