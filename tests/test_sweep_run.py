@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -189,6 +190,48 @@ def test_driver_killed_then_rerun_loses_and_duplicates_nothing(reference, tmp_pa
         assert os.path.getmtime(os.path.join(sj.run_dir(str(runs)), CHECKPOINT_NAME)) == mtime
     # nothing lost, nothing twice, and the numbers of an uninterrupted sweep
     assert _count_rows(db) == (4, 4) and _numbers(db) == numbers
+
+
+def test_an_outside_model_beside_a_builtin_on_the_local_pool(tmp_path, monkeypatch, write_sweep, capsys):
+    """A sweep of mlp and './mine.py:build' (a file beside the sweep file), started from another
+    folder: both stored with real scores, the outside model's numbers those of `bayesbench train
+    --model` (so the workers imported and trained that model); a rerun trains nothing."""
+    folder = tmp_path / "sweeps"
+    folder.mkdir()
+    shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), "outside_net.py"), folder / "mine.py")
+    path = write_sweep(folder, "outside", 30, archs=("mlp", "./mine.py:build"))
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    db, runs = tmp_path / "r.sqlite", tmp_path / "runs"
+    argv = ["sweep", path, "--db", str(db), "--runs-dir", str(runs), "--no-progress", "--jobs", "2"]
+    assert main(argv) == 0
+    assert "outside model mine (" in capsys.readouterr().out
+    rows = read_rows(str(db))
+    assert sorted((r["arch"], r["seed"]) for r in rows) == [("mine", 0), ("mine", 1), ("mlp", 0), ("mlp", 1)]
+    for r in rows:
+        assert 0 < r["entropy_mae_bits"] < 10 and 0 < r["kl_bits"] < 10 and r["steps"] == 30, r
+    jobs = expand(load_sweep(path))
+    assert {(r["run_id"], r["seed"]) for r in rows} == {(sj.key, sj.job.seeds[0]) for sj in jobs}
+    for sj in jobs:  # checkpoints under the leaderboard name, not the model's path
+        assert os.path.isdir(sj.run_dir(str(runs))) and os.path.basename(sj.run_dir(str(runs))).startswith(
+            f"bijection-{sj.arch}-lr")
+    # `bayesbench train --model` of the same file and seed stores the same numbers
+    tdb = tmp_path / "t.sqlite"
+    monkeypatch.chdir(folder)
+    assert main(["train", "--model", "./mine.py:build", "--task", "bijection", "--seeds", "1", "--steps", "30",
+                 "--eval-sequences", "64", "--db", str(tdb), "--runs-dir", str(tmp_path / "runs-t"), "--no-progress",
+                 "--json"]) == 0
+    (solo,) = _numbers(tdb).values()
+    mine1 = next(sj.key for sj in jobs if sj.arch == "mine" and sj.job.seeds == (1,))
+    assert solo == _numbers(db)[(mine1, 1)]
+    # a rerun, from yet another folder, finds both stored: nothing trained, nothing written
+    capsys.readouterr()
+    ids = {(r["run_id"], r["seed"]): r["id"] for r in rows}
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "4 jobs: 4 already stored (skipped), 0 to run" in out and out.count("skipped (stored)") == 4
+    assert {(r["run_id"], r["seed"]): r["id"] for r in read_rows(str(db))} == ids and _count_rows(db) == (4, 4)
 
 
 # ---------------------------------------------------------------- Ray
