@@ -193,14 +193,8 @@ def run_job(job: Job, *, db: str | None = None, group_id: str | None = None, run
                            meta=job.meta(group_id), position=position)
             return record(result, db=db, device=job.device)
     except interrupt.Interrupted as stop:
-        name = job.describe()
-        if stop.stopped:
-            for s in stop.stopped:
-                s["run"] = name
-        elif result is not None:
-            stop.stopped.append({"run": name, "phase": "evaluation", "checkpoint": result.checkpoint})
-        else:
-            stop.stopped.append({"run": name, "phase": "setup"})
+        interrupt.claim(stop, job.describe(),
+                        None if result is None else {"phase": "evaluation", "checkpoint": result.checkpoint})
         raise
 
 

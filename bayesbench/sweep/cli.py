@@ -53,6 +53,7 @@ def add_sweep_parser(sub) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print {\"jobs\": [...], \"runs\": [...]} instead of tables")
     p.add_argument("--db", help="results store (default: $BAYESBENCH_DB or ./results/bayesbench.sqlite)")
+    p.set_defaults(rerun_resumes=True)  # an interrupted sweep continues by running it again (cli_errors)
 
 
 def _flops(x: float) -> str:
@@ -136,6 +137,7 @@ def _try_outside(jobs: list[SweepJob], path: str, say) -> None:
 
 def cmd_sweep(args) -> int:
     """Check the sweep file, then run it (or with --dry-run, show it); exit 1 if a job failed."""
+    from .. import interrupt
     from ..runner import resolve_device
     from ..leaderboard import json_runs
     from ..results import db_path, read_records
@@ -171,8 +173,9 @@ def cmd_sweep(args) -> int:
     try:
         say(f"bayesbench sweep {spec.name!r} ({spec.path}) -> store {db_path(args.db)}, checkpoints under "
             f"{os.path.join(args.runs_dir, 'sweep')}")
-        outcome = run_sweep(jobs, executor, db=args.db, runs_dir=args.runs_dir,
-                            progress=not args.no_progress and sys.stderr.isatty(), say=say)
+        with interrupt.handling():  # Ctrl-C / SIGTERM: stop the workers at a checkpoint (bayesbench.interrupt)
+            outcome = run_sweep(jobs, executor, db=args.db, runs_dir=args.runs_dir,
+                                progress=not args.no_progress and sys.stderr.isatty(), say=say)
     finally:
         if hasattr(executor, "close"):
             executor.close()
