@@ -72,3 +72,23 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     terminalreporter.section("bayesbench: throughputs and ratios (extra_info)")
     for name, info in sorted(rows):
         terminalreporter.write_line(f"{name}: " + ", ".join(f"{k}={v}" for k, v in info.items()))
+
+
+# ---- the small sweep file of the sweep tests (tests/test_sweep_run.py) and benchmark -----------
+@pytest.fixture(scope="session")
+def write_sweep():
+    """write(folder, name, steps, archs=..., seeds=...) -> the path of a small TOML sweep file
+    written there: bijection, the given archs (default transformer and mlp) and seeds (default 0
+    and 1), one seed per job (4 jobs by default), `steps` training steps, a checkpoint every 10
+    steps, 64 evaluation sequences."""
+
+    def write(folder, name: str, steps: int, archs: tuple[str, ...] = ("transformer", "mlp"),
+              seeds: tuple[int, ...] = (0, 1)) -> str:
+        path = os.path.join(str(folder), f"{name}.toml")
+        with open(path, "w") as f:
+            f.write(f'name = "{name}"\ntasks = ["bijection"]\narchs = [{", ".join(map(repr, archs))}]\n'
+                    f"seeds = {list(seeds)}\nensemble = 1\nsteps = {steps}\ncheckpoint_every = 10\n"
+                    "eval_sequences = 64\n")
+        return path
+
+    return write

@@ -86,10 +86,10 @@ def _one_line(text: str) -> str:
     return " ".join(text.split()) or "(no message)"
 
 
-def resume_command(argv: list[str]) -> str:
-    """The command line that continues an interrupted one (the same, with --resume)."""
+def resume_command(argv: list[str], flag: str | None = "--resume") -> str:
+    """The command line that continues an interrupted one (the same, with `flag` if given)."""
     argv = [a for a in argv if a != "--debug"]
-    return shlex.join(["bayesbench", *argv, *([] if "--resume" in argv else ["--resume"])])
+    return shlex.join(["bayesbench", *argv, *([] if flag is None or flag in argv else [flag])])
 
 
 def interrupt_line(stop: Interrupted, args: argparse.Namespace, argv: list[str]) -> str:
@@ -116,6 +116,9 @@ def interrupt_line(stop: Interrupted, args: argparse.Namespace, argv: list[str])
     line += "; nothing unfinished was stored"
     if hasattr(args, "resume"):
         line += f"; continue with: {resume_command(argv)}"
+    elif getattr(args, "rerun_resumes", False):  # `bayesbench sweep`
+        line += (f"; continue with: {resume_command(argv, None)} (stored jobs are skipped, stopped ones resume from "
+                 "their checkpoints)")
     else:
         line += "; rerun the command to do it again"
     return line

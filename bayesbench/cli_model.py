@@ -35,10 +35,8 @@ def split_list(values: list[str] | None) -> list[str] | None:
 
 def model_jobs(args, *, tasks: list[str] | None, seeds: list[int] | None, say) -> list:
     """The preset's transformer jobs for `tasks`, with the architecture replaced by args.model."""
-    from .runner import make_jobs
-    from .presets import get_preset
-    from .models.hf import hf_sizes
-    from .models.outside import HF_PREFIX, default_name, load_factory, normalise
+    from .runner import make_jobs, resolve_model
+    from .models.outside import default_name, load_factory, normalise
     from .scoring import check_name
 
     if getattr(args, "archs", None):
@@ -46,27 +44,23 @@ def model_jobs(args, *, tasks: list[str] | None, seeds: list[int] | None, say) -
     spec = normalise(args.model)
     load_factory(spec)  # an unimportable model fails here, before anything runs
     name = check_name(args.name or default_name(spec))
-    preset = get_preset(args.preset)
     base = make_jobs(args.preset, tasks=tasks, archs=["transformer"], seeds=seeds, steps=args.steps,
                      device=args.device, attention=args.attention, compile=args.compile, precision=args.precision,
                      checkpoint_every=args.checkpoint_every, eval_sequences=args.eval_sequences)
     jobs = []
     for job in base:
-        options = {}
-        if spec.startswith(HF_PREFIX):
-            kind = spec[len(HF_PREFIX):]
-            options = hf_sizes(kind, job.model, preset.tasks[job.key].models.get("mamba", {}).get("d_state"))
+        options = resolve_model(job.setup, spec, job.task, job.max_len, args.attention)  # hf: the transformer's sizes
         mine = dataclasses.replace(job, arch=spec, model=options, name=name)
         ratio = mine.params / job.params
         say(f"capacity: {name} on {job.setup.label}: {mine.params:,} parameters per member = {ratio:.2f}x the "
             f"preset's transformer ({job.params:,}; {_sizes(job.model)})"
             + ("" if 0.9 <= ratio <= 1.1 else " -- NOT capacity-matched (outside 10%): compare with care")
-            + f"; forward: {_trial(mine)}")
+            + f"; forward: {trial_forward(mine)}")
         jobs.append(mine)
     return jobs
 
 
-def _trial(job) -> str:
+def trial_forward(job) -> str:
     """Build two members for the job's task (factory, trial forward, path choice) before anything
     runs, so a broken model fails here; says which forward path it got."""
     import warnings

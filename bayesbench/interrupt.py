@@ -50,6 +50,18 @@ class Interrupted(KeyboardInterrupt):
         return 128 + int(getattr(signal, self.signame, signal.SIGINT))
 
 
+def claim(stop: Interrupted, run: str, where: dict | None = None) -> Interrupted:
+    """Name the work `stop` cut short: its entries (a Trainer's, saying where training stopped)
+    take the name `run`; without any, one entry `{"run": run, **where}` is added (`where`, e.g.
+    {"phase": "evaluation", "checkpoint": path}; default {"phase": "setup"}). Returns `stop`."""
+    if stop.stopped:
+        for s in stop.stopped:
+            s["run"] = run
+    else:
+        stop.stopped.append({"run": run, **(where or {"phase": "setup"})})
+    return stop
+
+
 _requested: str | None = None  # the first signal received, by name
 _mode: str | None = None  # None (not installed), "main" or "worker"
 _deferring = 0  # depth of deferred() regions

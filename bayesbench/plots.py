@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 
+from .figures import pyplot, save
 from .leaderboard import eval_length, select_rows
 from .record import RunRecord
 
@@ -25,11 +26,7 @@ def _slug(text: str) -> str:
 def plot(db: str | None = None, out_dir: str = "results/plots", *, task: str | None = None,
          group_id: str | None = None) -> list[str]:
     """Write the figures of the latest run of each (task, arch); returns the PNG paths."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     records = select_rows(db, task=task, group_id=group_id, latest=True)
     panels: dict[tuple[str, str], list[RunRecord]] = {}
     for r in records:
@@ -57,20 +54,9 @@ def plot(db: str | None = None, out_dir: str = "results/plots", *, task: str | N
                  title=f"{label}, eval {name}: predictive entropy")
         ax_e.set(xlabel="scored position", ylabel="mean over sequences of |H(model) - H(Bayes)| (bits)",
                  title="entropy MAE per position (per-sequence metric; one line per seed)")
-        paths.append(_save(plt, fig, os.path.join(out_dir, f"{_slug(label)}_{_slug(name)}.png")))
+        paths.append(save(fig, os.path.join(out_dir, f"{_slug(label)}_{_slug(name)}.png"), grid=True, legend=True))
     paths += _length_generalisation(records, out_dir, plt, colors)
     return paths
-
-
-def _save(plt, fig, path: str) -> str:
-    """Grid and legend on every panel, then write the PNG and free the figure."""
-    for ax in fig.axes:
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
 
 
 def _length_generalisation(records: list[RunRecord], out_dir: str, plt, colors: list[str]) -> list[str]:
@@ -103,5 +89,6 @@ def _length_generalisation(records: list[RunRecord], out_dir: str, plt, colors: 
                  title=f"{label}: error per position at the longest K")
         ax_k.set(xlabel="evaluation length K", ylabel="entropy MAE per (sequence, position) (bits)", yscale="log",
                  title="length generalisation (mean over seeds, bars: seed range)")
-        paths.append(_save(plt, fig, os.path.join(out_dir, f"{_slug(label)}_length_generalisation.png")))
+        paths.append(save(fig, os.path.join(out_dir, f"{_slug(label)}_length_generalisation.png"), grid=True,
+                          legend=True))
     return paths

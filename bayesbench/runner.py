@@ -18,6 +18,7 @@ import torch
 from . import interrupt
 from .evaluate import DEFAULT_SEQUENCES, evaluate, max_eval_len
 from .models import TaskShape, count_params, list_models
+from .models.registry import is_outside
 from .presets import TaskSetup, get_preset
 from .record import RunRecord
 from .results import cache_dir_for, environment, prepare_store, write_records
@@ -61,7 +62,13 @@ def make_task(setup: TaskSetup) -> Task:
 
 
 def resolve_model(setup: TaskSetup, arch: str, task: Task, max_len: int, attention: str | None = None) -> dict:
-    """The preset's model config for `arch`, with `match` replaced by a parameter count."""
+    """The preset's model config for `arch`, with `match` replaced by a parameter count.
+
+    An outside model ('pkg.mod:build', '/abs/file.py:build', 'hf:gpt2'; `models.outside`) gets
+    the options `setup.models` gives it (a sweep's `models` table; none by default), after, for
+    an `hf:` model, the sizes of the preset's transformer for this task (`models.hf.hf_sizes`)."""
+    if is_outside(arch):
+        return _outside_model(setup, arch, task, max_len, attention)
     if arch not in setup.models:
         known = ", ".join(sorted(setup.models))
         raise ValueError(f"arch {arch!r} has no configuration for task {setup.label!r} in this preset; "
@@ -74,6 +81,17 @@ def resolve_model(setup: TaskSetup, arch: str, task: Task, max_len: int, attenti
     if attention is not None and arch == "transformer":
         cfg["attention"] = attention
     return cfg
+
+
+def _outside_model(setup: TaskSetup, spec: str, task: Task, max_len: int, attention: str | None) -> dict:
+    from .models.hf import hf_sizes
+    from .models.outside import HF_PREFIX
+
+    sizes = {}
+    if spec.startswith(HF_PREFIX):
+        sizes = hf_sizes(spec[len(HF_PREFIX):], resolve_model(setup, "transformer", task, max_len, attention),
+                         setup.models.get("mamba", {}).get("d_state"))
+    return {**sizes, **setup.models.get(spec, {})}
 
 
 @dataclass(frozen=True)
@@ -175,14 +193,8 @@ def run_job(job: Job, *, db: str | None = None, group_id: str | None = None, run
                            meta=job.meta(group_id), position=position)
             return record(result, db=db, device=job.device)
     except interrupt.Interrupted as stop:
-        name = job.describe()
-        if stop.stopped:
-            for s in stop.stopped:
-                s["run"] = name
-        elif result is not None:
-            stop.stopped.append({"run": name, "phase": "evaluation", "checkpoint": result.checkpoint})
-        else:
-            stop.stopped.append({"run": name, "phase": "setup"})
+        interrupt.claim(stop, job.describe(),
+                        None if result is None else {"phase": "evaluation", "checkpoint": result.checkpoint})
         raise
 
 

@@ -8,8 +8,11 @@ first, results come back as they finish. What this adds over a stock process poo
   one exits; whatever is still alive after `grace_s` seconds is killed (its last periodic
   checkpoint stays, since checkpoints are replaced atomically). Nothing waits for running jobs
   to end, so a Ctrl-C never hangs;
-- a job that fails stops the others the same way and its error is raised here;
-- a worker that dies (killed, out of memory) is named with the job it was running.
+- a job that fails stops the others the same way and its error is raised here (or, with
+  `on_error`, is reported and the others go on);
+- a worker that dies (killed, out of memory) is named with the job it was running (or, with
+  `on_died`, a fresh process takes its place and the job may be handed out again);
+- a job can send progress to this process while it runs (`report`, received by `on_event`).
 
 Workers start with SIGINT ignored: a terminal's Ctrl-C goes to the whole process group, and
 this process decides what every worker does.
@@ -36,6 +39,31 @@ class WorkerDied(RuntimeError):
     """A worker process ended without answering (killed, out of memory, crashed)."""
 
 
+class _Event:
+    """A message a job sends while it runs (`report`); replies to the parent are tuples."""
+
+    def __init__(self, payload: Any) -> None:
+        self.payload = payload
+
+
+_conn = None  # in a worker process: its pipe to the parent
+
+
+def report(payload: Any) -> None:
+    """From a job running in a worker of `run_parallel`: hand `payload` (picklable) to the
+    parent's `on_event` now. Does nothing outside a worker, or once the parent has gone
+    (progress is best effort). A stop request waits until the message is whole in the pipe
+    (a message cut in half would garble the job's answer), then stops the job."""
+    if _conn is None:
+        return
+    try:
+        with interrupt.deferred():
+            _conn.send(_Event(payload))
+    except (BrokenPipeError, OSError):
+        pass
+    interrupt.check()
+
+
 def _portable(err: BaseException) -> BaseException:
     """`err` with its traceback as a note (shown by --debug), or a stand-in if it cannot be pickled."""
     note = "in a worker process:\n" + "".join(traceback.format_exception(err)).rstrip()
@@ -50,6 +78,8 @@ def _portable(err: BaseException) -> BaseException:
 
 
 def _worker_main(conn, fn: Callable, initializer: Callable | None, initargs: tuple) -> None:
+    global _conn
+    _conn = conn
     interrupt.install_worker()
     if initializer is not None:
         initializer(*initargs)
@@ -99,11 +129,22 @@ class _Slot:
             return False
 
 
-def _collect(slot: _Slot) -> tuple[bool, Any] | None:
-    """The slot's answer if it has one (None if its process ended without answering)."""
+def _collect(slot: _Slot, on_event: Callable[[int, Any], None] | None = None) -> tuple[bool, Any] | None:
+    """The slot's answer if it has one (None: not yet, or its process ended without answering).
+    Events its job sent before go to `on_event(index, payload)` (dropped without one). A stop
+    request waits while a message is read (one cut in half would garble the pipe); the caller
+    honours it (`interrupt.check`)."""
     try:
-        if slot.conn.poll():
-            index, ok, value = slot.conn.recv()
+        while True:
+            with interrupt.deferred():
+                if not slot.conn.poll():
+                    return None
+                message = slot.conn.recv()
+            if isinstance(message, _Event):
+                if on_event is not None and slot.index is not None:
+                    on_event(slot.index, message.payload)
+                continue
+            index, ok, value = message
             return ok, value
     except (EOFError, OSError):
         pass
@@ -113,14 +154,21 @@ def _collect(slot: _Slot) -> tuple[bool, Any] | None:
 def run_parallel(fn: Callable[[Any, int], Any], items: list, *, workers: int, order: list[int] | None = None,
                  initializer: Callable | None = None, initargs: tuple = (),
                  on_result: Callable[[int, Any], None] | None = None, describe: Callable[[Any], str] = str,
-                 grace_s: float = GRACE_S) -> list:
+                 grace_s: float = GRACE_S, on_event: Callable[[int, Any], None] | None = None,
+                 on_error: Callable[[int, BaseException], None] | None = None,
+                 on_died: Callable[[int, str], bool] | None = None) -> list:
     """[fn(item, slot) for item in items], computed in `workers` spawned processes.
 
     `fn`, `initializer` and the items must be picklable (module-level functions); `slot` is the
     worker's number (0..workers-1, e.g. a progress bar's line). `order`: the order jobs are
-    handed out (default: as given). `on_result(index, value)` runs here as each job finishes.
-    A failed job stops the others and its exception is raised; a stop request raises
-    `interrupt.Interrupted` listing the stopped jobs (see the module docstring).
+    handed out (default: as given). `on_result(index, value)` runs here as each job finishes,
+    `on_event(index, payload)` as a running job calls `report(payload)`.
+    A failed job stops the others and its exception is raised; with `on_error(index, error)`
+    it is reported there instead and the others go on (its result is None). A worker process
+    that dies raises `WorkerDied`; with `on_died(index, why)` a fresh process takes its place
+    and the job is handed out again if on_died returns True (else its result is None).
+    A stop request raises `interrupt.Interrupted` listing the stopped jobs (see the module
+    docstring).
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
@@ -142,36 +190,52 @@ def run_parallel(fn: Callable[[Any, int], Any], items: list, *, workers: int, or
                 return
         slot.send(None)  # nothing left (or the pipe is gone): let it exit
 
-    try:
+    def start(n: int) -> _Slot:
         with interrupt.ignoring_sigint():  # children inherit SIGINT ignored
-            for n in range(min(workers, len(items))):
-                parent, child = ctx.Pipe()
-                p = ctx.Process(target=_worker_main, args=(child, fn, initializer, initargs), daemon=True,
-                                name=f"bayesbench-worker-{n}")
-                p.start()
-                child.close()
-                slots.append(_Slot(n, p, parent))
+            parent, child = ctx.Pipe()
+            p = ctx.Process(target=_worker_main, args=(child, fn, initializer, initargs), daemon=True,
+                            name=f"bayesbench-worker-{n}")
+            p.start()
+            child.close()
+        return _Slot(n, p, parent)
+
+    try:
+        for n in range(min(workers, len(items))):
+            slots.append(start(n))
         for slot in slots:
             hand_out(slot)
         while any(s.index is not None for s in slots):
             busy = [s for s in slots if s.index is not None]
             wait([s.conn for s in busy] + [s.process.sentinel for s in busy])
             for slot in busy:
-                answer = _collect(slot)
+                answer = _collect(slot, on_event)
+                index = slot.index
                 if answer is None:
                     if slot.process.is_alive():
                         continue
                     slot.process.join()
-                    raise WorkerDied(f"the worker process running {describe(items[slot.index])} ended without "
-                                     f"a result ({_exit_words(slot.process.exitcode)})")
+                    why = _exit_words(slot.process.exitcode)
+                    if on_died is None:
+                        raise WorkerDied(f"the worker process running {describe(items[index])} ended without "
+                                         f"a result ({why})")
+                    slot.index = None
+                    slot.conn.close()
+                    slots[slot.number] = fresh = start(slot.number)
+                    if on_died(index, why):
+                        pending.appendleft(index)
+                    hand_out(fresh)
+                    continue
                 ok, value = answer
-                if not ok:
+                if not ok and (on_error is None or isinstance(value, KeyboardInterrupt)):
                     raise value
-                index = slot.index
-                results[index] = value
+                if ok:
+                    results[index] = value
                 hand_out(slot)
-                if on_result is not None:
+                if not ok:
+                    on_error(index, value)
+                elif on_result is not None:
                     on_result(index, value)
+            interrupt.check()  # a stop request that arrived while a message was read
     except KeyboardInterrupt as err:
         stop = err if isinstance(err, interrupt.Interrupted) else interrupt.Interrupted("SIGINT")
         raise _stop(slots, items, describe, results, pending, stop, grace_s) from None
@@ -185,7 +249,7 @@ def run_parallel(fn: Callable[[Any, int], Any], items: list, *, workers: int, or
                 slot.process.kill()
                 slot.process.join(timeout=1.0)
             slot.conn.close()
-    return [results[i] for i in range(len(items))]
+    return [results.get(i) for i in range(len(items))]
 
 
 def _stop(slots: list[_Slot], items: list, describe, results: dict, pending: deque,

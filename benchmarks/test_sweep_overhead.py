@@ -24,25 +24,13 @@ import pytest
 
 from bayesbench.sweep import LocalExecutor, expand, load_sweep, run_sweep
 
-SWEEP = """
-name = "overhead"
-tasks = ["bijection"]
-archs = ["transformer", "mlp"]
-seeds = [0, 1]
-ensemble = 1
-steps = 20
-checkpoint_every = 10
-eval_sequences = 64
-"""
 ROUNDS = 3
 _WALL: dict[str, list[float]] = {}
 
 
 @pytest.fixture(scope="module")
-def jobs(tmp_path_factory):
-    path = tmp_path_factory.mktemp("sweep") / "overhead.toml"
-    path.write_text(SWEEP)
-    return expand(load_sweep(str(path)))
+def jobs(tmp_path_factory, write_sweep):
+    return expand(load_sweep(write_sweep(tmp_path_factory.mktemp("sweep"), "overhead", 20)))
 
 
 def _rounds(benchmark, name, jobs, make_executor, tmp_path) -> None:

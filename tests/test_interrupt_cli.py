@@ -23,25 +23,11 @@ from bayesbench.checkpoint import load_checkpoint
 from bayesbench.results import read_rows
 from bayesbench.runlock import LOCK_NAME
 from bayesbench.train import CHECKPOINT_KEYS
+from procs import live_processes
 
 STEPS = 300  # at ~10-50 ms a step the interrupt lands mid-training, and a run stays a few seconds
 EVERY = 5
 STOP_WITHIN_S = 10.0
-
-
-def _group(pgid: int) -> list[int]:
-    """Live (non-zombie) processes of a process group, from /proc."""
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                out.append(int(d))
-    return out
 
 
 def _command(*argv: str) -> list[str]:
@@ -73,10 +59,10 @@ def _stop_and_time(proc: subprocess.Popen, sig: int, *, group: bool) -> float:
     """Send `sig` (to the whole group or the process), return the seconds until the group is gone."""
     sent = time.monotonic()
     (os.killpg if group else os.kill)(proc.pid, sig)
-    while _group(proc.pid) and time.monotonic() - sent < 60:
+    while live_processes(group=proc.pid) and time.monotonic() - sent < 60:
         time.sleep(0.02)
     took = time.monotonic() - sent
-    left = _group(proc.pid)
+    left = live_processes(group=proc.pid)
     if left:
         os.killpg(proc.pid, signal.SIGKILL)
     assert not left, f"processes {left} still alive {took:.1f} s after {signal.Signals(sig).name}"
@@ -89,7 +75,9 @@ def _run_ok(argv: list[str]) -> subprocess.CompletedProcess:
     return done
 
 
-def _check_stopped(proc: subprocess.Popen, sig: int, took: float, command: str) -> str:
+def _check_stopped(proc: subprocess.Popen, sig: int, took: float, command: str,
+                   ends: str = "--resume") -> tuple[str, str]:
+    """The command's one interrupt line (checked), and all it wrote to stderr."""
     err = proc.stderr.read()
     proc.wait(timeout=5)
     print(f"\n{signal.Signals(sig).name} to exit: {took:.2f} s ({command})")
@@ -99,8 +87,8 @@ def _check_stopped(proc: subprocess.Popen, sig: int, took: float, command: str) 
     lines = [line for line in err.splitlines() if line.startswith(f"bayesbench {command}: interrupted")]
     assert len(lines) == 1, err
     assert f"interrupted by {signal.Signals(sig).name}: stopped" in lines[0]
-    assert lines[0].rstrip().endswith("--resume") and "continue with: bayesbench" in lines[0]
-    return lines[0]
+    assert lines[0].rstrip().endswith(ends) and "continue with: bayesbench" in lines[0]
+    return lines[0], err
 
 
 def _check_checkpoint(run_dir: str, line: str) -> int:
@@ -130,7 +118,7 @@ def test_sigint_with_two_workers_stops_everything_and_resume_matches(tmp_path):
         proc = _start(argv, log)
         _wait_for_files(proc, [os.path.join(d, "checkpoint.pt") for d in run_dirs])
         took = _stop_and_time(proc, signal.SIGINT, group=True)
-        line = _check_stopped(proc, signal.SIGINT, took, "run")
+        line, _ = _check_stopped(proc, signal.SIGINT, took, "run")
     steps = {d: _check_checkpoint(d, line) for d in run_dirs}
     assert read_rows(db) == []  # nothing half-done stored
 
@@ -152,9 +140,45 @@ def test_sigterm_with_one_job_in_process_checkpoints_and_resumes(tmp_path):
         proc = _start(argv, log)
         _wait_for_files(proc, [os.path.join(run_dir, "checkpoint.pt")])
         took = _stop_and_time(proc, signal.SIGTERM, group=False)  # the command's process alone
-        line = _check_stopped(proc, signal.SIGTERM, took, "run")
+        line, _ = _check_stopped(proc, signal.SIGTERM, took, "run")
     step = _check_checkpoint(run_dir, line)
     assert read_rows(str(tmp_path / "a.sqlite")) == []
     resumed = _run_ok([*argv, "--resume"])
     assert f"resumed bijection / mlp seeds [0] from step {step} of {STEPS}" in resumed.stderr
     assert len(read_rows(str(tmp_path / "a.sqlite"))) == 1
+
+
+def test_sigint_to_a_sweep_on_the_local_pool_stops_everything_and_a_rerun_resumes(tmp_path, write_sweep):
+    """`bayesbench sweep` (two jobs, two local worker processes) gets Ctrl-C once both jobs have
+    a checkpoint: gone within 10 s, exit 130, no traceback, one line per stopped job with its
+    checkpoint (whole, at the step named) and the summary line; nothing stored. Running the same
+    command again resumes both from those steps and stores the numbers of an uninterrupted sweep."""
+    from bayesbench.sweep import expand, load_sweep
+
+    path = write_sweep(tmp_path, "stop", STEPS, seeds=(0,))
+    jobs = expand(load_sweep(path))
+    db, runs = str(tmp_path / "a.sqlite"), str(tmp_path / "runs")
+    argv = ["sweep", path, "--db", db, "--runs-dir", runs, "--jobs", "2", "--no-progress", "--json"]
+    with open(tmp_path / "stdout", "w") as log:
+        proc = _start(argv, log)
+        _wait_for_files(proc, [os.path.join(sj.run_dir(runs), "checkpoint.pt") for sj in jobs])
+        took = _stop_and_time(proc, signal.SIGINT, group=True)
+        line, err = _check_stopped(proc, signal.SIGINT, took, "sweep",
+                                   ends="(stored jobs are skipped, stopped ones resume from their checkpoints)")
+    assert f"continue with: bayesbench sweep {path} --db" in line
+    steps = {}
+    for sj in jobs:
+        step = _check_checkpoint(sj.run_dir(runs), line)
+        assert f"{sj.label} at step {step} of {STEPS}" in line
+        ckpt = os.path.join(sj.run_dir(runs), "checkpoint.pt")
+        assert f"stopped {sj.label} at step {step} of {STEPS}: checkpoint {ckpt}, a rerun resumes from it" in err
+        steps[sj.key] = step
+    assert read_rows(db) == []  # nothing half-done stored
+
+    resumed = _run_ok(argv)
+    for sj in jobs:
+        assert f"resuming {sj.label} from its checkpoint at step {steps[sj.key]}" in resumed.stderr
+    plain = _run_ok(["sweep", path, "--db", str(tmp_path / "b.sqlite"), "--runs-dir", str(tmp_path / "runs-b"),
+                     "--jobs", "2", "--no-progress", "--json"])
+    assert _numbers(resumed.stdout) == _numbers(plain.stdout)
+    assert {arch for arch, _ in _numbers(plain.stdout)} == {"transformer", "mlp"}

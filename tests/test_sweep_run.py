@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -23,26 +24,10 @@ from bayesbench.cli import main
 from bayesbench.results import read_rows
 from bayesbench.sweep import LocalExecutor, expand, load_sweep, run_sweep
 from bayesbench.train import CHECKPOINT_NAME
+from procs import any_alive
 
-# two archs x two seeds, one seed per job: four jobs of 60 steps, a checkpoint every 10
-SWEEP = """
-name = "tiny"
-tasks = ["bijection"]
-archs = ["transformer", "mlp"]
-seeds = [0, 1]
-ensemble = 1
-steps = 60
-checkpoint_every = 10
-eval_sequences = 64
-"""
 NUMBERS = ("entropy_mae_bits", "kl_bits", "final_loss", "entropy_mae_ci_low", "entropy_mae_ci_high", "params",
            "steps", "loss_curve", "curves")
-
-
-def _sweep(tmp_path) -> str:
-    path = tmp_path / "tiny.toml"
-    path.write_text(SWEEP)
-    return str(path)
 
 
 def _numbers(db) -> dict:
@@ -79,18 +64,6 @@ def _pool_workers(pid: int) -> list[int]:
     return out
 
 
-def _alive(pids: list[int]) -> bool:
-    """Whether any of `pids` still runs (a zombie counts as ended)."""
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().split(")")[-1].split()[0] != "Z":
-                    return True
-        except FileNotFoundError:
-            pass
-    return False
-
-
 def _wait_then_kill(driver, db, jobs, runs) -> list[int]:
     """SIGKILL the driver once a job is stored and another has written a checkpoint; returns
     the driver's local pool worker processes as they were just before."""
@@ -108,11 +81,28 @@ def _wait_then_kill(driver, db, jobs, runs) -> list[int]:
     return workers
 
 
+def _kill_once(target):
+    """(on_event, killed): an event watcher that SIGKILLs the worker process running `target`
+    once it has passed step 10 (a checkpoint), and the list of steps it killed at."""
+    pids, killed = {}, []
+
+    def kill_once(event):
+        if event["kind"] == "start":
+            pids[event["key"]] = event["pid"]
+        if event["kind"] == "step" and event["key"] == target.key and event["step"] >= 10 and not killed:
+            os.kill(pids[target.key], signal.SIGKILL)
+            killed.append(event["step"])
+
+    return kill_once, killed
+
+
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    """The tiny sweep run once on the local pool, uninterrupted: (sweep file, store, rows)."""
+def reference(tmp_path_factory, write_sweep):
+    """The tiny sweep (conftest's `write_sweep`: two archs x two seeds, one seed per job: four
+    jobs of 60 steps, a checkpoint every 10) run once on the local pool, uninterrupted:
+    (sweep file, store, rows)."""
     tmp = tmp_path_factory.mktemp("reference")
-    path = _sweep(tmp)
+    path = write_sweep(tmp, "tiny", 60)
     db = tmp / "r.sqlite"
     assert main(["sweep", path, "--db", str(db), "--runs-dir", str(tmp / "runs"), "--no-progress", "--jobs", "2"]) == 0
     return path, db, _numbers(db)
@@ -144,20 +134,12 @@ def test_a_killed_pool_worker_is_retried_and_resumes_from_its_checkpoint(referen
     path, _, numbers = reference
     jobs = expand(load_sweep(path))
     target = next(sj for sj in jobs if sj.job.arch == "transformer")
-    pids, killed = {}, []
-
-    def kill_once(event):
-        if event["kind"] == "start":
-            pids[event["key"]] = event["pid"]
-        if event["kind"] == "step" and event["key"] == target.key and event["step"] >= 10 and not killed:
-            os.kill(pids[target.key], signal.SIGKILL)
-            killed.append(event["step"])
-
+    kill_once, killed = _kill_once(target)
     db = tmp_path / "r.sqlite"
     out = run_sweep(jobs, LocalExecutor(2, 1, max_retries=2), db=str(db), runs_dir=str(tmp_path / "runs"),
                     progress=False, say=lambda m: None, on_event=kill_once)
     assert killed and not out.failed and sorted(out.trained) == sorted(sj.key for sj in jobs)
-    assert out.retried[target.key] >= 1
+    assert out.retried == {target.key: 1}  # only the killed job, once (the other worker went on)
     assert out.resumed[target.key] >= 10  # from a checkpoint, not from step 0
     assert _numbers(db) == numbers and _count_rows(db) == (4, 4)
 
@@ -192,9 +174,9 @@ def test_driver_killed_then_rerun_loses_and_duplicates_nothing(reference, tmp_pa
     workers = _wait_then_kill(driver, db, jobs, runs)
     # the pool worker dies with its driver (parent-death signal): no orphan trains on
     deadline = time.monotonic() + 30
-    while _alive(workers) and time.monotonic() < deadline:
+    while any_alive(workers) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert workers and not _alive(workers)
+    assert workers and not any_alive(workers)
     done_rows = {(r["run_id"], r["seed"]): r for r in read_rows(str(db))}
     done_keys = {k for k, _ in done_rows}
     mtimes = {sj.key: os.path.getmtime(os.path.join(sj.run_dir(str(runs)), CHECKPOINT_NAME)) for sj in jobs
@@ -215,6 +197,48 @@ def test_driver_killed_then_rerun_loses_and_duplicates_nothing(reference, tmp_pa
         assert os.path.getmtime(os.path.join(sj.run_dir(str(runs)), CHECKPOINT_NAME)) == mtime
     # nothing lost, nothing twice, and the numbers of an uninterrupted sweep
     assert _count_rows(db) == (4, 4) and _numbers(db) == numbers
+
+
+def test_an_outside_model_beside_a_builtin_on_the_local_pool(tmp_path, monkeypatch, write_sweep, capsys):
+    """A sweep of mlp and './mine.py:build' (a file beside the sweep file), started from another
+    folder: both stored with real scores, the outside model's numbers those of `bayesbench train
+    --model` (so the workers imported and trained that model); a rerun trains nothing."""
+    folder = tmp_path / "sweeps"
+    folder.mkdir()
+    shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), "outside_net.py"), folder / "mine.py")
+    path = write_sweep(folder, "outside", 30, archs=("mlp", "./mine.py:build"))
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    db, runs = tmp_path / "r.sqlite", tmp_path / "runs"
+    argv = ["sweep", path, "--db", str(db), "--runs-dir", str(runs), "--no-progress", "--jobs", "2"]
+    assert main(argv) == 0
+    assert "outside model mine (" in capsys.readouterr().out
+    rows = read_rows(str(db))
+    assert sorted((r["arch"], r["seed"]) for r in rows) == [("mine", 0), ("mine", 1), ("mlp", 0), ("mlp", 1)]
+    for r in rows:
+        assert 0 < r["entropy_mae_bits"] < 10 and 0 < r["kl_bits"] < 10 and r["steps"] == 30, r
+    jobs = expand(load_sweep(path))
+    assert {(r["run_id"], r["seed"]) for r in rows} == {(sj.key, sj.job.seeds[0]) for sj in jobs}
+    for sj in jobs:  # checkpoints under the leaderboard name, not the model's path
+        assert os.path.isdir(sj.run_dir(str(runs))) and os.path.basename(sj.run_dir(str(runs))).startswith(
+            f"bijection-{sj.arch}-lr")
+    # `bayesbench train --model` of the same file and seed stores the same numbers
+    tdb = tmp_path / "t.sqlite"
+    monkeypatch.chdir(folder)
+    assert main(["train", "--model", "./mine.py:build", "--task", "bijection", "--seeds", "1", "--steps", "30",
+                 "--eval-sequences", "64", "--db", str(tdb), "--runs-dir", str(tmp_path / "runs-t"), "--no-progress",
+                 "--json"]) == 0
+    (solo,) = _numbers(tdb).values()
+    mine1 = next(sj.key for sj in jobs if sj.arch == "mine" and sj.job.seeds == (1,))
+    assert solo == _numbers(db)[(mine1, 1)]
+    # a rerun, from yet another folder, finds both stored: nothing trained, nothing written
+    capsys.readouterr()
+    ids = {(r["run_id"], r["seed"]): r["id"] for r in rows}
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "4 jobs: 4 already stored (skipped), 0 to run" in out and out.count("skipped (stored)") == 4
+    assert {(r["run_id"], r["seed"]): r["id"] for r in read_rows(str(db))} == ids and _count_rows(db) == (4, 4)
 
 
 # ---------------------------------------------------------------- Ray
@@ -242,15 +266,7 @@ def test_ray_worker_killed_mid_job_is_retried_and_numbers_match_the_local_pool(r
     path, _, numbers = reference
     jobs = expand(load_sweep(path))
     target = next(sj for sj in jobs if sj.job.arch == "transformer")
-    pids, killed = {}, []
-
-    def kill_once(event):
-        if event["kind"] == "start":
-            pids[event["key"]] = event["pid"]
-        if event["kind"] == "step" and event["key"] == target.key and event["step"] >= 10 and not killed:
-            os.kill(pids[target.key], signal.SIGKILL)  # the Ray worker process running the job
-            killed.append(event["step"])
-
+    kill_once, killed = _kill_once(target)  # the Ray worker process running the job
     db = tmp_path / "r.sqlite"
     out = run_sweep(jobs, _ray_executor(), db=str(db), runs_dir=str(tmp_path / "runs"), progress=False,
                     say=lambda m: None, on_event=kill_once)

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import sys
 
 import pytest
@@ -173,3 +175,116 @@ def test_dry_run_lists_jobs_with_cost_and_runs_nothing(tmp_path, capsys):
         assert sj.key in out
     assert out.count(" new\n") == 32 and "GFLOP" in out
     assert not db.exists()
+
+
+# ---------------------------------------------------------------- outside models
+
+OUTSIDE = """
+name = "outside"
+tasks = ["bijection"]
+archs = ["mlp", "./models/mine.py:build", "outside_net:build"]
+seeds = [0]
+steps = 20
+eval_sequences = 64
+
+[sizes.quick]
+
+[sizes.wide]
+"./models/mine.py:build" = {width = 16}
+"outside_net:build" = {width = 4}
+mlp = {depth = 2}
+"""
+NET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "outside_net.py")
+
+
+def _outside_folder(tmp_path, text: str = OUTSIDE) -> str:
+    """tmp_path/sweeps/s.toml beside sweeps/models/mine.py (a copy of tests/outside_net.py)."""
+    (tmp_path / "sweeps" / "models").mkdir(parents=True, exist_ok=True)
+    shutil.copy(NET, tmp_path / "sweeps" / "models" / "mine.py")
+    return _write(tmp_path / "sweeps", text)
+
+
+def test_outside_models_by_file_and_module_path_have_keys_independent_of_the_working_directory(tmp_path,
+                                                                                              monkeypatch):
+    import outside_net
+
+    path = _outside_folder(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    jobs = expand(load_sweep("sweeps/s.toml"))
+    mine = str(tmp_path / "sweeps" / "models" / "mine.py") + ":build"
+    assert [(sj.size, sj.job.arch, sj.arch) for sj in jobs] == [
+        (size, arch, name) for size in ("quick", "wide")
+        for arch, name in (("mlp", "mlp"), (mine, "mine"), ("outside_net:build", "outside_net"))]
+    # parameters (the cost estimate's) as counted by hand; factory options from the size's table
+    task = jobs[0].job.task
+    for sj, width in zip(jobs[1:3] + jobs[4:6], (8, 8, 16, 4)):
+        assert sj.job.params == outside_net.params(width, task.vocab_size, sj.job.max_len, task.num_classes)
+        assert sj.job.model == ({} if width == 8 else {"width": width}) and sj.flops == 6 * sj.job.params * sj.tokens
+    assert jobs[1].run_dir("runs").startswith(os.path.join("runs", "sweep", "bijection-mine-quick-"))
+    # the same keys from the sweep file's folder, through an absolute path, and from a Python file
+    monkeypatch.chdir(tmp_path / "sweeps" / "models")
+    assert [sj.key for sj in expand(load_sweep("../s.toml"))] == [sj.key for sj in jobs]
+    assert [sj.key for sj in expand(load_sweep(path))] == [sj.key for sj in jobs]
+    py = _write(tmp_path / "sweeps", "import tomllib\nSWEEP = tomllib.loads(" + repr(OUTSIDE) + ")\n", "s.py")
+    assert [sj.key for sj in expand(load_sweep(py))] == [sj.key for sj in jobs]
+    jobs_py = _write(tmp_path / "sweeps", "JOBS = [dict(task='bijection', arch='./models/mine.py:build', seeds=[0], "
+                     "steps=20, eval_sequences=64, size='quick')]\n", "jobs.py")
+    assert [sj.key for sj in expand(load_sweep(jobs_py))] == [jobs[1].key]
+    # another option, another key
+    wider = expand(load_sweep(_outside_folder(tmp_path, OUTSIDE.replace("width = 16", "width = 12"))))
+    assert wider[4].key != jobs[4].key and wider[1].key == jobs[1].key
+
+
+def test_dry_run_lists_outside_models_with_their_cost(tmp_path, capsys):
+    path = _outside_folder(tmp_path)
+    assert main(["sweep", path, "--dry-run", "--db", str(tmp_path / "r.sqlite")]) == 0
+    out = capsys.readouterr().out
+    jobs = expand(load_sweep(path))
+    assert "6 jobs, 6 ensemble members" in out and out.count(" new\n") == 6
+    for sj in jobs:
+        line = next(line for line in out.splitlines() if sj.key in line)
+        assert f"/ {sj.arch} [{sj.size}]" in line and f"{sj.job.params:,}" in line and "FLOP" in line
+    assert main(["sweep", path, "--dry-run", "--json", "--db", str(tmp_path / "r.sqlite")]) == 0
+    listed = json.loads(capsys.readouterr().out)["jobs"]
+    assert [(j["arch"], j["model"], j["params"]) for j in listed] == \
+           [(sj.arch, sj.job.arch if sj.arch != "mlp" else None, sj.job.params) for sj in jobs]
+    assert not (tmp_path / "r.sqlite").exists()
+
+
+BAD_OUTSIDE = [
+    ('"./models/missing.py:build"', "archs entry './models/missing.py:build': model '{dir}/models/missing.py:build': "
+                                    "no such file {dir}/models/missing.py"),
+    ('"./models/mine.py:nothing"', "archs entry './models/mine.py:nothing': model '{dir}/models/mine.py:nothing': "
+                                   "{dir}/models/mine.py has no attribute 'nothing'"),
+    ('"outside_nope:build"', "archs entry 'outside_nope:build': model 'outside_nope:build': cannot import module "
+                             "'outside_nope'"),
+    ('"./models/mine.py:"', "archs entry './models/mine.py:': model './models/mine.py:' must be "
+                            "'package.module:factory'"),
+    ('"./models/mine.py"', "unknown arch './models/mine.py' in archs; available:"),
+    ('"./models/mine.py:broken"', "bad model settings: {dir}/models/mine.py:broken: the factory raised RuntimeError: "
+                                  "this factory always fails"),
+    ('"./models/mine.py:build", "models/mine.py:build"', "names one model twice"),
+    ('"./models/mine.py:build", "outside_net:params"', "would both be stored as 'mine'"),
+    ('"./models/mlp.py:build"', "name 'mlp' is a built-in architecture"),
+]
+
+
+@pytest.mark.parametrize("archs,message", BAD_OUTSIDE, ids=[str(i) for i in range(len(BAD_OUTSIDE))])
+def test_bad_outside_models_fail_before_anything_runs(tmp_path, capsys, archs, message):
+    path = _outside_folder(tmp_path, f'tasks = ["bijection"]\narchs = ["mlp", {archs}]\nseeds = [0]\nsteps = 5\n')
+    shutil.copy(NET, tmp_path / "sweeps" / "models" / "mlp.py")
+    message = message.format(dir=tmp_path / "sweeps")
+    if "outside_net:params" in archs:  # a second model stored as 'mine': a module named mine
+        (tmp_path / "sweeps" / "models" / "__init__.py").write_text("")
+        path = _outside_folder(tmp_path, f'tasks = ["bijection"]\narchs = ["./models/mine.py:build", '
+                                         f'"models.mine:build"]\nseeds = [0]\nsteps = 5\n')
+        sys.path.insert(0, str(tmp_path / "sweeps"))
+    try:
+        db, runs = tmp_path / "r.sqlite", tmp_path / "runs"
+        assert main(["sweep", path, "--db", str(db), "--runs-dir", str(runs), "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and err.startswith(f"bayesbench sweep: sweep file {path}") and "\n" not in err, err
+        assert not db.exists() and not runs.exists()
+    finally:
+        if str(tmp_path / "sweeps") in sys.path:
+            sys.path.remove(str(tmp_path / "sweeps"))

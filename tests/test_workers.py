@@ -12,7 +12,7 @@ import time
 import pytest
 
 from bayesbench import interrupt
-from bayesbench.workers import WorkerDied, run_parallel
+from bayesbench.workers import WorkerDied, report, run_parallel
 
 # ---------------------------------------------------------------- toy jobs (module level: spawn pickles them)
 
@@ -31,6 +31,26 @@ def _fail_on_three(item: int, slot: int) -> int:
 def _die_on_two(item: int, slot: int) -> int:
     if item == 2:
         os._exit(3)
+    return item
+
+
+def _chatty(item: int, slot: int) -> int:
+    """Reports its item twice while it runs, then fails on 3."""
+    report(("begin", item))
+    report(("half", item))
+    if item == 3:
+        raise ValueError("job three is bad")
+    return item * 10
+
+
+def _die_first_time(item: tuple[str, int], slot: int) -> int:
+    """Dies (exit 5) the first time it runs item 2, and always on item 4; it marks its attempts
+    with files in `item[0]`."""
+    folder, item = item
+    mark = os.path.join(folder, f"{item}.tried")
+    if item == 4 or (item == 2 and not os.path.exists(mark)):
+        open(mark, "a").close()
+        os._exit(5)
     return item
 
 
@@ -57,21 +77,6 @@ def _deaf(item: tuple[str, int], slot: int) -> int:
     open(os.path.join(item[0], str(item[1])), "w").close()
     time.sleep(60)
     return item[1]
-
-
-def _children() -> list[int]:
-    """Live (non-zombie) child processes of this one, from /proc."""
-    me, out = os.getpid(), []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == me and fields[0] != "Z":
-                out.append(int(d))
-    return out
 
 
 def _no_workers_left(timeout: float = 5.0) -> bool:
@@ -107,6 +112,33 @@ def test_a_failing_job_raises_its_error_and_stops_the_others():
 def test_a_dying_worker_is_named_with_its_job():
     with pytest.raises(WorkerDied, match=r"running job 2 ended without a result \(exit code 3\)"):
         run_parallel(_die_on_two, [1, 2, 3], workers=2, describe=lambda x: f"job {x}")
+    assert _no_workers_left()
+
+
+def test_events_arrive_while_jobs_run_and_with_on_error_a_failure_does_not_stop_the_others():
+    events, errors, results = [], [], []
+    out = run_parallel(_chatty, [1, 2, 3, 4, 5], workers=2, on_event=lambda i, e: events.append((i, e)),
+                       on_error=lambda i, err: errors.append((i, str(err))),
+                       on_result=lambda i, v: results.append((i, v)))
+    assert out == [10, 20, None, 40, 50]
+    assert errors == [(2, "job three is bad")] and sorted(results) == [(0, 10), (1, 20), (3, 40), (4, 50)]
+    assert sorted(events) == sorted((i, (kind, i + 1)) for i in range(5) for kind in ("begin", "half"))
+    for i in range(5):  # each job's events in the order it sent them, before its result
+        assert [e for j, (e, _) in events if j == i] == ["begin", "half"]
+    report("outside a worker: ignored")
+    assert _no_workers_left()
+
+
+def test_with_on_died_a_dead_worker_is_replaced_and_its_job_retried_when_asked(tmp_path):
+    asked = []
+
+    def died(i: int, why: str) -> bool:
+        asked.append((i, why))
+        return i == 1  # retry job 2 (index 1), give up on job 4
+
+    out = run_parallel(_die_first_time, [(str(tmp_path), n) for n in (1, 2, 3, 4, 5)], workers=2, on_died=died)
+    assert out == [1, 2, 3, None, 5]
+    assert sorted(asked) == [(1, "exit code 5"), (3, "exit code 5")]
     assert _no_workers_left()
 
 

@@ -9,14 +9,7 @@ import os
 import torch
 from torch import Tensor
 
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from ..figures import pyplot, save
 
 
 COLORS = {"sgd": "tab:red", "em": "tab:blue", "adamw": "tab:red", "adamw-em": "tab:blue"}
@@ -25,7 +18,7 @@ COLORS = {"sgd": "tab:red", "em": "tab:blue", "adamw": "tab:red", "adamw-em": "t
 def loss_curves(path: str, losses: Tensor, schedules: list[str], floors: dict[str, float], title: str) -> str:
     """Mean training loss over seeds per schedule, a band from the 10th to the 90th percentile
     seed, and horizontal lines at each floor (nats)."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
     steps = torch.arange(losses.shape[-1])
     for j, name in enumerate(schedules):
@@ -38,18 +31,13 @@ def loss_curves(path: str, losses: Tensor, schedules: list[str], floors: dict[st
     ax.set_xlabel("full-batch update")
     ax.set_ylabel("training cross-entropy (nats)")
     ax.set_title(title)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path, grid=True, legend=True)
 
 
 def heatmaps(path: str, maps: dict[str, dict[int, Tensor]], seed: int) -> str:
     """Rows: schedules; columns: training steps; each panel the attention weights of the first
     positions (query rows, key columns)."""
-    plt = _plt()
+    plt = pyplot()
     names = list(maps)
     steps = sorted(maps[names[0]])
     fig, axes = plt.subplots(len(names), len(steps), figsize=(2.2 * len(steps), 2.3 * len(names)), squeeze=False)
@@ -61,15 +49,12 @@ def heatmaps(path: str, maps: dict[str, dict[int, Tensor]], seed: int) -> str:
             ax.set_yticks([])
             ax.set_title(f"{n}, step {s}", fontsize=8)
     fig.suptitle(f"attention weights alpha[query, key], first positions, seed {seed}", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path, dpi=110)
 
 
 def attention_entropy(path: str, record_steps: list[int], ent: Tensor, schedules: list[str]) -> str:
     """Mean attention-row entropy (nats) over training, mean over seeds with a 10-90% band."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.6))
     for j, n in enumerate(schedules):
         lo, hi = torch.quantile(ent[j], torch.tensor([0.1, 0.9]), dim=0)
@@ -79,11 +64,7 @@ def attention_entropy(path: str, record_steps: list[int], ent: Tensor, schedules
     ax.set_ylabel("attention entropy (nats)")
     ax.set_xscale("symlog", linthresh=10)
     ax.legend()
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path, grid=True)
 
 
 def pca_fit(points: Tensor, k: int = 2) -> tuple[Tensor, Tensor, Tensor]:
@@ -98,7 +79,7 @@ def value_trajectories(path: str, protos: Tensor, schedules: list[str], record_s
     """PCA (fitted on every schedule's trajectory together) of the value prototypes mu_s W_V of one
     seed: one line per symbol from its start (circle) to its end (star). protos [S, R, V, d_v].
     Returns the path and the variance fraction of PC1 and PC2."""
-    plt = _plt()
+    plt = pyplot()
     S, R, V, d = protos.shape
     mean, axes_, frac = pca_fit(protos.reshape(-1, d).double())
     proj = (protos.double() - mean) @ axes_.T  # [S, R, V, 2]
@@ -113,12 +94,8 @@ def value_trajectories(path: str, protos: Tensor, schedules: list[str], record_s
         ax.set_title(f"{n}: value prototypes, steps {record_steps[0]}-{record_steps[-1]}", fontsize=9)
         ax.set_xlabel(f"PC1 ({100 * frac[0]:.0f}% of variance)")
         ax.set_ylabel(f"PC2 ({100 * frac[1]:.0f}%)")
-        ax.grid(alpha=0.3)
     fig.suptitle(f"PCA of mu_s W_V over training (seed {seed}; one colour per symbol)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path, [float(f) for f in frac]
+    return save(fig, path, grid=True), [float(f) for f in frac]
 
 
 def ensure_dir(path: str) -> str:

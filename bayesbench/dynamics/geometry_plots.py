@@ -7,13 +7,13 @@ import os
 
 import torch
 
-from .emsgd_plots import _plt
+from ..figures import pyplot, save
 from .geometry import Geometry
 
 
 def key_cosines(path: str, g: Geometry) -> str:
     """|cos| between layer-0 keys of the hypothesis tokens, one panel per head (first seed)."""
-    plt = _plt()
+    plt = pyplot()
     H = g.key_cos.shape[1]
     fig, axes = plt.subplots(1, H, figsize=(3.2 * H, 3.1), squeeze=False)
     for h in range(H):
@@ -24,14 +24,12 @@ def key_cosines(path: str, g: Geometry) -> str:
         ax.set_yticks(range(len(g.hyp_tokens)), g.hyp_tokens, fontsize=6)
     fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8)
     fig.suptitle(f"layer-0 keys of {g.hyp_words}, seed {g.seeds[0]}", fontsize=8)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return save(fig, path, tight=False, bbox_inches="tight")
 
 
 def entropy_by_layer(path: str, g: Geometry) -> str:
     """Mean attention entropy / log2(i+1) per layer, one line per seed (mean over heads)."""
-    plt = _plt()
+    plt = pyplot()
     layers = sorted(g.attn_entropy_ratio)
     fig, ax = plt.subplots(figsize=(5, 3.4))
     for e, s in enumerate(g.seeds):
@@ -40,17 +38,12 @@ def entropy_by_layer(path: str, g: Geometry) -> str:
     ax.set_xlabel("layer")
     ax.set_ylabel("attention entropy / uniform (log2(i+1))")
     ax.set_ylim(0, 1.05)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path, grid=True, legend=True)
 
 
 def value_manifold(path: str, g: Geometry) -> str:
     """PC1 of the last attention layer's outputs against the exact posterior entropy (first seed)."""
-    plt = _plt()
+    plt = pyplot()
     pc1, h = g.value_points
     last = max(g.value_spearman)
     fig, ax = plt.subplots(figsize=(5, 3.6))
@@ -60,16 +53,12 @@ def value_manifold(path: str, g: Geometry) -> str:
     ax.set_xlabel("exact posterior entropy (bits)")
     ax.set_ylabel(f"PC1 of layer-{last} attention output")
     ax.set_title(f"seed {g.seeds[0]}: Spearman rho = {g.value_spearman[last][0]:+.3f}", fontsize=9)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path, grid=True)
 
 
 def ablations(path: str, g: Geometry) -> str:
     """Entropy MAE ratio (ablated / intact), mean over seeds: heads (left), whole layers (right)."""
-    plt = _plt()
+    plt = pyplot()
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.4))
     intact = g.intact_mae
     hk = list(g.head_mae)
@@ -84,10 +73,7 @@ def ablations(path: str, g: Geometry) -> str:
     for ax in (a1, a2):
         ax.axhline(1.0, color="k", lw=0.8)
         ax.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def all_figures(out_dir: str, g: Geometry) -> list[str]:

@@ -16,21 +16,13 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from ..figures import pyplot, save
 from .store import DynamicsRecord, read_dynamics
 
 # Two-sided 95% Student t quantiles by degrees of freedom (1..30); normal beyond.
 _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
         2.045, 2.042]
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 @dataclass
@@ -99,7 +91,7 @@ def per_layer_figure(path: str, panels: dict[int, list[Curve]], *, title: str, x
                      interval: str = "ci95") -> str:
     """One panel per layer (sorted), curves with seed intervals, optional vertical marks
     (x, label) per layer; writes the PNG and returns its path."""
-    plt = _plt()
+    plt = pyplot()
     layers = sorted(panels)
     fig, axes = plt.subplots(1, len(layers), figsize=(4.8 * len(layers), 3.8), squeeze=False)
     for ax, layer in zip(axes[0], layers):
@@ -122,11 +114,7 @@ def per_layer_figure(path: str, panels: dict[int, list[Curve]], *, title: str, x
             handles, labels = handles + h2, labels + l2
         ax.legend(handles, labels, fontsize=7)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path, dpi=110)
 
 
 PROBE_LABELS = {

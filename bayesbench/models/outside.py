@@ -42,13 +42,19 @@ def _split(spec: str) -> tuple[str, str]:
     return target, attr
 
 
-def normalise(spec: str) -> str:
-    """The canonical form of an outside model name: file paths absolute, syntax checked."""
+def normalise(spec: str, base: str | None = None) -> str:
+    """The canonical form of an outside model name: file paths absolute, syntax checked.
+
+    A relative file path is taken from the folder `base` (a sweep file's folder), by default
+    the current directory."""
     if spec.startswith(HF_PREFIX):
         return spec
     target, attr = _split(spec)
     if _is_file(target):
-        return f"{os.path.abspath(os.path.expanduser(target))}:{attr}"
+        target = os.path.expanduser(target)
+        if base is not None:
+            target = os.path.join(base, target)
+        return f"{os.path.abspath(target)}:{attr}"
     if not all(part.isidentifier() for part in target.split(".")):
         raise ValueError(f"model {spec!r}: {target!r} is not a dotted module path (use ./file.py:factory for a file)")
     return spec

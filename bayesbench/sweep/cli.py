@@ -53,6 +53,7 @@ def add_sweep_parser(sub) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print {\"jobs\": [...], \"runs\": [...]} instead of tables")
     p.add_argument("--db", help="results store (default: $BAYESBENCH_DB or ./results/bayesbench.sqlite)")
+    p.set_defaults(rerun_resumes=True)  # an interrupted sweep continues by running it again (cli_errors)
 
 
 def _flops(x: float) -> str:
@@ -88,7 +89,8 @@ def _dry_run(spec, jobs: list[SweepJob], args, say) -> int:
 
 def _job_json(sj: SweepJob, state: str, error: str | None = None) -> dict:
     j = sj.job
-    out = {"key": sj.key, "task": j.key, "task_label": j.setup.label, "arch": j.arch, "size": sj.size,
+    out = {"key": sj.key, "task": j.key, "task_label": j.setup.label, "arch": sj.arch,
+           "model": j.arch if j.name else None, "size": sj.size,
            "lr": j.train.lr, "steps": j.train.steps, "seeds": list(j.seeds), "params": j.params,
            "device": j.device, "est_flops": sj.flops, "state": state}
     if error:
@@ -107,13 +109,35 @@ def _summary(jobs: list[SweepJob], records: list, states: dict[str, str]) -> str
         mae = " ".join(f"{r.entropy_mae_bits:.4f}" for r in rs) or "-"
         kl = " ".join(f"{r.kl_bits:.4f}" for r in rs) or "-"
         primary = rs[0].primary if rs else "-"
-        lines.append(f"| {j.setup.label} | {j.arch} | {sj.size or '-'} | {j.train.lr:g} | {list(j.seeds)} | "
+        lines.append(f"| {j.setup.label} | {sj.arch} | {sj.size or '-'} | {j.train.lr:g} | {list(j.seeds)} | "
                      f"{j.params:,} | {j.train.steps} | {primary} | {mae} | {kl} | {states[sj.key]} |")
     return "\n".join(lines)
 
 
+def _try_outside(jobs: list[SweepJob], path: str, say) -> None:
+    """Build two members of every outside model (once per task and settings) with a trial forward
+    and backward, as `bayesbench run --model` does, so a broken model fails before anything runs;
+    one line each says its size and forward path."""
+    from ..cli_model import trial_forward
+
+    seen = set()
+    for sj in jobs:
+        j = sj.job
+        ident = (j.arch, j.setup.label, json.dumps(j.model, sort_keys=True, default=str))
+        if not j.name or ident in seen:
+            continue
+        seen.add(ident)
+        try:
+            forward = trial_forward(j)
+        except ValueError as err:
+            raise ValueError(f"sweep file {path}: {sj.label}: {err}") from None
+        say(f"outside model {sj.arch} ({j.arch}) on {j.setup.label}: {j.params:,} parameters per member; "
+            f"forward: {forward}")
+
+
 def cmd_sweep(args) -> int:
     """Check the sweep file, then run it (or with --dry-run, show it); exit 1 if a job failed."""
+    from .. import interrupt
     from ..runner import resolve_device
     from ..leaderboard import json_runs
     from ..results import db_path, read_records
@@ -132,6 +156,7 @@ def cmd_sweep(args) -> int:
     jobs = expand(spec)  # every check that needs no cluster, before anything starts
     if args.dry_run:
         return _dry_run(spec, jobs, args, say)
+    _try_outside(jobs, spec.path, say)
     if args.ray:
         from .ray_executor import RayExecutor
 
@@ -148,8 +173,9 @@ def cmd_sweep(args) -> int:
     try:
         say(f"bayesbench sweep {spec.name!r} ({spec.path}) -> store {db_path(args.db)}, checkpoints under "
             f"{os.path.join(args.runs_dir, 'sweep')}")
-        outcome = run_sweep(jobs, executor, db=args.db, runs_dir=args.runs_dir,
-                            progress=not args.no_progress and sys.stderr.isatty(), say=say)
+        with interrupt.handling():  # Ctrl-C / SIGTERM: stop the workers at a checkpoint (bayesbench.interrupt)
+            outcome = run_sweep(jobs, executor, db=args.db, runs_dir=args.runs_dir,
+                                progress=not args.no_progress and sys.stderr.isatty(), say=say)
     finally:
         if hasattr(executor, "close"):
             executor.close()

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .. import interrupt
 from ..results import connect, db_path, write_records
 from ..train import CHECKPOINT_NAME
 from .expand import SweepJob
@@ -128,7 +129,37 @@ def run_sweep(jobs: list[SweepJob], executor, *, db: str | None, runs_dir: str, 
 
     try:
         executor.run(todo, runs_dir, handle)
+    except KeyboardInterrupt as err:  # Interrupted, or Ray's own KeyboardInterrupt
+        stop = err if isinstance(err, interrupt.Interrupted) else interrupt.Interrupted("SIGINT")
+        bar.close()
+        report_stop(stop, [by_key[k] for k in sorted(running)], todo, runs_dir, say)
+        if stop is err:
+            raise
+        raise stop from None
     finally:
         bar.close()
     out.wall_s = time.perf_counter() - start
     return out
+
+
+def report_stop(stop: interrupt.Interrupted, running: list[SweepJob], jobs: list[SweepJob], runs_dir: str,
+                say: Callable[[str], None]) -> None:
+    """One line per job a stop request cut short: where it stopped and the checkpoint a rerun
+    resumes from. Jobs the executor did not name (Ray cancels its tasks) but that were running
+    are added to `stop` with their last periodic checkpoint."""
+    named = {s.get("run") for s in stop.stopped}
+    for sj in running:
+        if sj.label not in named:
+            stop.stopped.append({"run": sj.label, "phase": "killed", "why": "cancelled"})
+    by_label = {sj.label: sj for sj in jobs}
+    for s in stop.stopped:
+        sj = by_label.get(s.get("run"))
+        if not s.get("checkpoint") and sj is not None:
+            path = os.path.join(sj.run_dir(runs_dir), CHECKPOINT_NAME)
+            s["checkpoint"] = path if os.path.exists(path) else None
+        phase, ckpt = s.get("phase"), s.get("checkpoint")
+        where = {"training": f"at step {s.get('step')} of {s.get('steps')}",
+                 "evaluation": "while evaluating (its training had finished)",
+                 "killed": f"({s.get('why')}; its last periodic checkpoint stays)"}.get(phase, "before training")
+        say(f"stopped {s.get('run')} {where}: " + (f"checkpoint {ckpt}, a rerun resumes from it" if ckpt else
+                                                   "no checkpoint yet, a rerun starts it from step 0"))

@@ -21,6 +21,7 @@ import torch
 
 from ..evaluate import max_eval_len
 from ..models import count_params
+from ..models.registry import is_outside
 from ..presets import get_preset
 from ..runner import Job, make_task, resolve_model
 from ..train import TrainConfig
@@ -40,17 +41,22 @@ class SweepJob:
     group_id: str  # stored with every row: "sweep-<name>"
 
     @property
+    def arch(self) -> str:
+        """The arch as stored and shown: a built-in name, or an outside model's leaderboard name."""
+        return self.job.name or self.job.arch
+
+    @property
     def label(self) -> str:
         """Task / arch [size] [lr] seeds: how the job is named in progress lines and tables."""
         j = self.job
         size = f" [{self.size}]" if self.size else ""
-        return f"{j.setup.label} / {j.arch}{size} lr {j.train.lr:g} seeds {list(j.seeds)}"
+        return f"{j.setup.label} / {self.arch}{size} lr {j.train.lr:g} seeds {list(j.seeds)}"
 
     def run_dir(self, root: str) -> str:
         """Its checkpoint folder under the shared runs directory (named by its key)."""
         j = self.job
-        parts = [j.key, j.arch] + ([self.size] if self.size else []) + [f"lr{j.train.lr:g}",
-                                                                         "s" + "-".join(map(str, j.seeds))]
+        parts = [j.key, self.arch] + ([self.size] if self.size else []) + [f"lr{j.train.lr:g}",
+                                                                            "s" + "-".join(map(str, j.seeds))]
         return os.path.join(root, "sweep", f"{'-'.join(parts)}-{self.key}")
 
     @property
@@ -96,6 +102,7 @@ def expand(spec: SweepSpec, *, device: Callable[[str], str] | None = None) -> li
     device = device or (lambda d: "cpu" if d == "auto" else d)
     jobs: list[SweepJob] = []
     seen: dict[str, int] = {}
+    names: dict[str, str] = {}  # leaderboard name -> the outside model stored under it
     for i, pt in enumerate(spec.points):
         where = f"sweep file {spec.path}: job {i + 1} ({pt['task']} / {pt['arch']}" + \
                 (f" size {pt['size']})" if pt["size"] else ")")
@@ -127,8 +134,9 @@ def expand(spec: SweepSpec, *, device: Callable[[str], str] | None = None) -> li
             train_cfg = TrainConfig(**train, checkpoint_every=0, compile=False)
         except (TypeError, ValueError) as err:
             raise ValueError(f"{where}: bad training settings: {err}") from None
+        name = _outside_name(pt["arch"], names, where)
         job = Job(pt["preset"], pt["task"], setup, pt["arch"], model, train_cfg, tuple(pt["seeds"]),
-                  device(pt["device"]))
+                  device(pt["device"]), name)
         key = job_key(job)
         if key in seen:
             raise ValueError(f"{where}: the same job as job {seen[key] + 1} (identical configuration and seeds); "
@@ -137,3 +145,22 @@ def expand(spec: SweepSpec, *, device: Callable[[str], str] | None = None) -> li
         every = pt["checkpoint_every"] or preset.checkpoint_every or max(1, train_cfg.steps // 10)
         jobs.append(SweepJob(key, job, pt["size"], min(every, train_cfg.steps), f"sweep-{spec.name}"))
     return jobs
+
+
+def _outside_name(arch: str, names: dict[str, str], where: str) -> str | None:
+    """An outside model's leaderboard name (as `bayesbench run --model` names it: the file or
+    module name, `models.outside.default_name`); None for a built-in arch. Two outside models of
+    one sweep may not share a name: their rows could not be told apart."""
+    if not is_outside(arch):
+        return None
+    from ..models.outside import default_name
+    from ..scoring import check_name
+
+    try:
+        name = check_name(default_name(arch))
+    except ValueError as err:
+        raise ValueError(f"{where}: model {arch!r}: {err}") from None
+    if names.setdefault(name, arch) != arch:
+        raise ValueError(f"{where}: models {names[name]!r} and {arch!r} would both be stored as {name!r}; rename "
+                         "one's file, module or factory")
+    return name

@@ -1,29 +1,26 @@
-"""The default executor: a pool of local processes (no Ray needed).
+"""The default executor: local worker processes (no Ray needed), through `workers.run_parallel`.
 
 As `bayesbench run`'s pool: spawned processes (no fork after torch has started its threads),
-`threads` torch threads each, longest jobs first. Sweep-specific: workers return rows instead
-of writing the store, send progress events through a queue, die with the driver (Linux: a
-parent-death signal, so a driver killed with -9 leaves no orphan training on), and a worker that
-dies mid-job (killed, out of memory) breaks the pool: the pool is rebuilt and every job it had
-not finished is submitted again, at most `max_retries` times each; they resume from their
-checkpoints. A job that raises is not retried (the same config would raise again).
+`threads` torch threads each, longest jobs first, and a stop request (Ctrl-C, SIGTERM) that
+reaches every worker: each checkpoints the step it had reached and says where it stopped, and
+`interrupt.Interrupted` lists them (see bayesbench/workers.py). Sweep-specific: workers return
+rows instead of writing the store, send progress events while they train (`workers.report`),
+die with the driver (Linux: a parent-death signal, so a driver killed with -9 leaves no orphan
+training on), and a worker that dies mid-job (killed, out of memory) is replaced by a fresh
+process and its job is run again, at most `max_retries` times; it resumes from its checkpoint.
+A job that raises is not retried (the same config would raise again); the others go on.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import queue as queue_mod
 import signal
 import sys
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 
+from ..workers import report, run_parallel
 from .expand import SweepJob
 from .worker import train_and_score
-
-_events = None  # the worker's end of the event queue (set by _init_worker)
 
 
 def _die_with_parent() -> None:
@@ -39,21 +36,15 @@ def _die_with_parent() -> None:
         return
 
 
-def _init_worker(events, parent: int) -> None:
-    global _events
-    _events = events
+def _init_worker(parent: int) -> None:
     _die_with_parent()
     if os.getppid() != parent:  # the driver died before the signal was armed
         os._exit(1)
 
 
-def _send(event: dict) -> None:
-    if _events is not None:
-        _events.put(event)
-
-
-def _run(sj: SweepJob, runs_dir: str, threads: int) -> dict:
-    return train_and_score(sj, runs_dir, threads, _send)
+def _run(item: tuple[SweepJob, str, int], slot: int) -> dict:
+    sj, runs_dir, threads = item
+    return train_and_score(sj, runs_dir, threads, report)
 
 
 class LocalExecutor:
@@ -72,55 +63,26 @@ class LocalExecutor:
 
     def run(self, jobs: list[SweepJob], runs_dir: str, on_event: Callable[[dict], None]) -> None:
         """Run every job; report "start"/"step" (from the workers), "done" (with the worker's
-        result), "retry" and "failed" events to `on_event`, in this process."""
-        ctx = multiprocessing.get_context("spawn")
-        attempts = {sj.key: 0 for sj in jobs}
-        todo = sorted(jobs, key=lambda sj: -sj.flops)
+        result), "retry" and "failed" events to `on_event`, in this process. A stop request
+        raises `interrupt.Interrupted` naming the stopped jobs by their labels."""
+        attempts = {sj.key: 1 for sj in jobs}
 
-        def drain(events) -> None:
-            while True:
-                try:
-                    event = events.get_nowait()
-                except queue_mod.Empty:
-                    return
-                except Exception:  # a worker killed while writing an event: drop what it left
-                    return
-                on_event(event)
+        def died(i: int, why: str) -> bool:
+            key = jobs[i].key
+            if attempts[key] > self.max_retries:
+                on_event({"kind": "failed", "key": key,
+                          "error": f"a worker process died {attempts[key]} times running it (last: {why})"})
+                return False
+            attempts[key] += 1
+            on_event({"kind": "retry", "key": key, "attempt": attempts[key],
+                      "why": f"its worker process died ({why})"})
+            return True
 
-        while todo:
-            broken: list[SweepJob] = []
-            workers = min(self.workers, len(todo))
-            # A fresh queue per pool: a worker killed while writing may leave the old one's lock held.
-            events = ctx.Queue()
-            pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
-                                       initargs=(events, os.getpid()))
-            try:
-                futures = {}
-                for sj in todo:
-                    attempts[sj.key] += 1
-                    futures[pool.submit(_run, sj, runs_dir, self.threads)] = sj
-                while futures:
-                    done, _ = wait(futures, timeout=0.2, return_when=FIRST_COMPLETED)
-                    drain(events)
-                    for fut in done:
-                        sj = futures.pop(fut)
-                        try:
-                            out = fut.result()
-                        except BrokenProcessPool:
-                            broken.append(sj)
-                        except Exception as err:  # the job itself raised: report, do not retry
-                            on_event({"kind": "failed", "key": sj.key, "error": f"{type(err).__name__}: {err}"})
-                        else:
-                            on_event({"kind": "done", "key": sj.key, **out})
-            finally:
-                pool.shutdown(wait=True, cancel_futures=True)
-            drain(events)
-            todo = []
-            for sj in broken:
-                if attempts[sj.key] > self.max_retries:
-                    on_event({"kind": "failed", "key": sj.key,
-                              "error": f"a worker process died {attempts[sj.key]} times running it"})
-                else:
-                    on_event({"kind": "retry", "key": sj.key, "attempt": attempts[sj.key] + 1,
-                              "why": "a worker process of the pool died"})
-                    todo.append(sj)
+        run_parallel(_run, [(sj, runs_dir, self.threads) for sj in jobs], workers=self.workers,
+                     order=sorted(range(len(jobs)), key=lambda i: -jobs[i].flops),
+                     initializer=_init_worker, initargs=(os.getpid(),), describe=lambda item: item[0].label,
+                     on_result=lambda i, out: on_event({"kind": "done", "key": jobs[i].key, **out}),
+                     on_event=lambda i, event: on_event(event),
+                     on_error=lambda i, err: on_event({"kind": "failed", "key": jobs[i].key,
+                                                       "error": f"{type(err).__name__}: {err}"}),
+                     on_died=died)

@@ -10,6 +10,11 @@ Two formats (docs/sweeps.md):
   (a list of points, each a dict with `task`, `arch`, `seeds` and optionally the per-point keys
   below), plus optionally `NAME` and `RESOURCES`.
 
+An arch may be a model from outside the package, as `bayesbench run --model` takes it
+('pkg.mod:build', './file.py:build', 'hf:gpt2'; `bayesbench.models.outside`): file paths are
+taken from the sweep file's folder and stored absolute, and the model is imported while the
+file is checked.
+
 `load_sweep` returns a `SweepSpec`: the sweep's name, its points (plain dicts of one shape) and
 the resources each job asks of a Ray cluster. Every user mistake is a ValueError that names the
 file, the key and the rule.
@@ -25,6 +30,7 @@ from dataclasses import dataclass, field, fields
 
 from ..presets import PRESETS, get_preset
 from ..models import list_models
+from ..models.registry import is_outside
 from ..train import TrainConfig
 
 # Keys of the TOML file (and of a Python file's SWEEP dict).
@@ -38,6 +44,7 @@ RESOURCE_KEYS = ("cpus", "gpus")
 # decides checkpointing and compile is not a sweep axis).
 TRAIN_KEYS = tuple(f.name for f in fields(TrainConfig) if f.name not in ("steps", "lr", "checkpoint_every", "compile"))
 DEVICES = ("cpu", "cuda", "auto")
+OUTSIDE_FORMS = "'pkg.mod:build', './file.py:build' (from the sweep file's folder), 'hf:gpt2'"
 ATTENTION = ("sdpa", "eager", "triton")
 
 
@@ -123,16 +130,42 @@ def _device(path: str, key: str, value) -> str:
     return value
 
 
+def _arch(path: str, where: str, name) -> str:
+    """A built-in arch, or an outside model in its canonical form (`models.outside.normalise`;
+    a relative file path is taken from the sweep file's folder, so the job keys do not depend on
+    where the sweep is started). An outside model is imported here, so a missing module, file or
+    factory fails before anything runs, with `models.outside`'s message."""
+    if is_outside(name):
+        from ..models.outside import load_factory, normalise
+
+        try:
+            spec = normalise(name, base=os.path.dirname(os.path.abspath(path)))
+            load_factory(spec)
+        except ValueError as err:
+            raise ValueError(f"sweep file {path}: {where} entry {name!r}: {err}") from None
+        return spec
+    known = list(list_models())
+    if name not in known:
+        close = difflib.get_close_matches(str(name), known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"sweep file {path}: unknown arch {name!r} in {where}{hint}; available: {', '.join(known)} "
+                         f"(or your own model: {OUTSIDE_FORMS})")
+    return name
+
+
 def _models(path: str, key: str, value) -> dict[str, dict]:
-    """{arch: model-config overrides}: merged into the preset's configuration of each arch."""
+    """{arch: model-config overrides}: merged into the preset's configuration of each arch (for
+    an outside model: keyword arguments of its factory)."""
     if not isinstance(value, dict):
         raise ValueError(f"{_where(path, key)} must be a table of arch = {{model settings}}, got {value!r}")
-    known = list(list_models())
-    _unknown(path, key, value, known)
+    out = {}
     for arch, cfg in value.items():
+        if not is_outside(arch):
+            _unknown(path, key, [arch], list(list_models()))
         if not isinstance(cfg, dict):
             raise ValueError(f"{_where(path, f'{key}.{arch}')} must be a table of model settings, got {cfg!r}")
-    return {a: dict(c) for a, c in value.items()}
+        out[_arch(path, key, arch)] = dict(cfg)
+    return out
 
 
 def _train(path: str, key: str, value) -> dict:
@@ -154,12 +187,7 @@ def _check_point(path: str, where: str, point: dict) -> dict:
     if task not in p.tasks:
         raise ValueError(f"sweep file {path}: unknown task {task!r} in {where} (preset {preset!r} has "
                          f"{', '.join(p.tasks)})")
-    arch = point["arch"]
-    known = list(list_models())
-    if arch not in known:
-        close = difflib.get_close_matches(str(arch), known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"sweep file {path}: unknown arch {arch!r} in {where}{hint}; available: {', '.join(known)}")
+    arch = _arch(path, where, point["arch"])
     out = {"preset": preset, "task": task, "arch": arch, "seeds": _seeds(path, f"{where}.seeds", point["seeds"]),
            "lr": None if point.get("lr") is None else _lr(path, f"{where}.lr", point["lr"]),
            "steps": None if point.get("steps") is None else _int(path, f"{where}.steps", point["steps"]),
@@ -205,12 +233,10 @@ def expand_grid(path: str, grid: dict) -> list[dict]:
     explicit_archs = "archs" in grid
     archs = _str_list(path, "archs", grid["archs"]) if explicit_archs else \
         sorted({a for t in tasks for a in (p.tasks[t].archs or p.archs)})
-    known = list(list_models())
-    for a in archs:
-        if a not in known:
-            close = difflib.get_close_matches(a, known, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ValueError(f"sweep file {path}: unknown arch {a!r} in archs{hint}; available: {', '.join(known)}")
+    archs = [_arch(path, "archs", a) for a in archs]
+    if len(set(archs)) != len(archs):
+        raise ValueError(f"{_where(path, 'archs')} names one model twice (relative paths are taken from the sweep "
+                         f"file's folder): {archs!r}")
     lrs = grid.get("lrs", [None])
     if lrs != [None]:
         if not isinstance(lrs, list) or not lrs:
