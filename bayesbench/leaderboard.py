@@ -183,8 +183,10 @@ def eval_length(name: str) -> int | None:
 
 
 def _eval_order(name: str):
+    """HMM evaluations by length (K=20 before K=30), others by name (values before values+query):
+    every (task, eval) is one contiguous block of the table, followed by its floor rows."""
     k = eval_length(name)
-    return (0, k) if k is not None else (1, 0)
+    return (0, k, "") if k is not None else (1, 0, name)
 
 
 def _mean(xs: list) -> float:

@@ -102,3 +102,24 @@ def test_an_older_store_gains_the_new_columns(tmp_path):
     conn.close()
     write_records([_record("A", 0, 0.1, 0.05, 0.2)], path)
     assert read_rows(path)[0]["entropy_mae_positional_bits"] == 0.05
+
+
+def test_each_evaluation_is_one_block_followed_by_its_floors():
+    """Two evaluations of one task whose means interleave (A's second eval below B's first) still
+    print as two blocks, each ranked and followed by its floor rows once."""
+    def rec(arch: str, values: float, with_query: float) -> RunRecord:
+        evs = {name: EvalResult("bijection(V=8)", name, _summary(m), _summary(m), _summary(m), FLOORS)
+               for name, m in (("values", values), ("values+query", with_query))}
+        curves = {name: PositionCurves([0], [m], [m], [1.0], [1.0]) for name, m in (("values", values),
+                                                                                       ("values+query", with_query))}
+        return RunRecord(run_id=f"run-{arch}", seed=0, member=0, group_id="g", preset="quick", task="bijection",
+                         task_label="bijection V=8", task_config={"task": "bijection", "V": 8}, arch=arch, config={},
+                         params=1000, steps=10, wall_s=1.0, steps_per_s=10.0, sequences_per_s=320.0, status="ok",
+                         final_loss=0.5, evaluation=MemberEvaluation("values", evs, curves))
+
+    table = markdown([rec("A", 0.1, 0.2), rec("B", 0.5, 0.6)])
+    rows = [(line.split("|")[2].strip(), line.split("|")[3].strip()) for line in table.splitlines()
+            if line.startswith("| bijection")]
+    assert rows == [("values (trained)", "A"), ("values (trained)", "B"), ("values", "*uniform (floor)*"),
+                    ("values", "*marginal (floor)*"), ("values+query", "A"), ("values+query", "B"),
+                    ("values+query", "*uniform (floor)*"), ("values+query", "*marginal (floor)*")]
