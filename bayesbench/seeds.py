@@ -19,6 +19,13 @@ def data_seed(seed: int) -> int:
     return (int(seed) * _MIX + 0x5EED) % TRAIN_SEED_DOMAIN
 
 
+def dropout_seed(seeds: list[int], step: int) -> int:
+    """The global RNG seed for training step `step` of the ensemble of `seeds` (dropout draws from
+    torch's global generator): fixed by the seeds and the step, so a run's dropout masks do not
+    depend on what ran before it in the process, and a resumed run draws the same masks."""
+    return zlib.crc32(f"dropout:{list(seeds)}:{int(step)}".encode())
+
+
 def eval_seed(task, salt: str = "eval") -> int:
     """Evaluation-set seed of a task (anything with `describe()`): fixed by its configuration,
     never a training-data seed."""

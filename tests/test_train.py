@@ -43,6 +43,29 @@ def test_member_equals_solo_run(task_name):
             torch.testing.assert_close(ens.model.member_state(e)[k], v, rtol=1e-4, atol=3e-5)  # scales rounding
 
 
+def test_dropout_runs_do_not_depend_on_the_global_rng(bij, tmp_path):
+    """Dropout draws from torch's global generator: the trainer seeds it per step from the seeds
+    and the step, so a run is the same whatever consumed the global RNG before it, a resumed run
+    equals an uninterrupted one, and the caller's RNG state is left as it was."""
+    cfg = _cfg(steps=12, checkpoint_every=6)
+    drop = {**TINY, "dropout": 0.2}
+    torch.manual_seed(123)
+    a = train(bij, "transformer", [0, 1], cfg, model_cfg=drop, progress=False).losses
+    torch.manual_seed(456)
+    torch.rand(1000)
+    state = torch.get_rng_state()
+    b = train(bij, "transformer", [0, 1], cfg, model_cfg=drop, progress=False).losses
+    assert torch.equal(a, b)
+    assert torch.equal(torch.get_rng_state(), state)
+    run = str(tmp_path / "run")
+    train(bij, "transformer", [0, 1], cfg, model_cfg=drop, progress=False, run_dir=run, stop_at=6)
+    torch.rand(77)
+    c = train(bij, "transformer", [0, 1], cfg, model_cfg=drop, progress=False, run_dir=run, resume=True).losses
+    assert torch.equal(a, c)
+    nodrop = train(bij, "transformer", [0, 1], cfg, model_cfg=TINY, progress=False).losses
+    assert not torch.equal(a, nodrop)  # the dropout is on
+
+
 def test_mlp_member_equals_solo_run(bij):
     cfg = _cfg(steps=10)
     ens = train(bij, "mlp-prefix", [1, 2], cfg, model_cfg=dict(depth=2, width=16, prefix_dim=4), progress=False)
