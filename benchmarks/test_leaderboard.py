@@ -7,7 +7,7 @@ steps, to fit a time budget; the table then says the steps used). The leaderboar
 as Markdown and JSON next to the pytest-benchmark output: the folder of --benchmark-json if
 given, else .benchmarks/, as leaderboard-<scale>.md / .json (plus the SQLite store).
 
-Expected wall time: quick on 2 CPU cores about 15 minutes (docs/leaderboard.md); paper on one
+Expected wall time: quick on 2 CPU cores about 10 minutes (docs/leaderboard.md); paper on one
 GPU is hours at 100k steps per run (not yet measured: cap it with BAYESBENCH_LEADERBOARD_STEPS).
 Goal, asserted at the preset's own step counts: the science the leaderboard exists to show.
 - paper: on the bijection the transformer beats the position-wise MLP by at least 5x on every
