@@ -14,8 +14,9 @@ Goal, asserted at the preset's own step counts: the science the leaderboard exis
   seed (entropy MAE; Paper I Table 1: 0.007 against 1.85 bits);
 - quick (the papers' settings scaled down, docs/leaderboard.md): on the HMM at K = 20 the
   transformer's KL(Bayes || model) is at least 3x below the matched LSTM's on every seed (Paper I
-  Table 1's ordering; two fresh-clone runs measured 0.054/0.042 and 0.067/0.047 against 0.330:
-  4.9x to 7.9x; dropout masks differ between them, see docs/training.md). The quick bijection, with keys drawn
+  Table 1's ordering; three fresh-clone runs measured transformer seeds between 0.042 and 0.067
+  against LSTM seeds of 0.330: 4.9x to 7.9x; the first two predate the per-step seeding of
+  dropout's RNG, docs/training.md). The quick bijection, with keys drawn
   with replacement, is not the goal there: its 2-layer transformer is still on its plateau after
   the preset's 2000 steps (docs/reproducing.md, "The quick bijection: a plateau").
 With a step cap (BAYESBENCH_LEADERBOARD_STEPS) the run is REPORT-ONLY for the science: a few
