@@ -110,8 +110,14 @@ class ToyRun:
     final: dict[str, Tensor] = field(default_factory=dict)  # final weights [S*E, ...]
 
 
-def default_chunk(B: int, N: int, budget: int = 2**25) -> int:
-    """Members per batched pass so one [m, B, N, N] float tensor stays near `budget` elements."""
+def default_chunk(B: int, N: int, budget: int = 2**22) -> int:
+    """Members per batched pass so one [m, B, N, N] float tensor stays near `budget` elements.
+
+    2^22 floats (16 MB) keeps each attention-sized tensor under glibc's largest mmap threshold
+    (32 MB), so the allocator reuses freed blocks instead of mapping and unmapping (and zeroing)
+    fresh pages on every step: at T = 2000 (16 MB per member) one member per pass ran 5 updates of
+    16 x 2 members in 46 s wall with 2 s of system time, four per pass in 76 s with 21 s.
+    """
     return max(1, budget // max(1, B * N * N))
 
 
