@@ -164,7 +164,12 @@ class FlatMemberAdamW:
         ok = alive & ((both - both) == 0)  # x - x == 0 exactly when x is finite (nan and inf give nan)
         coef = (self.max_norm / (norms + 1e-6)).clamp_(max=1.0)  # torch.nn.utils.clip_grad_norm_'s rule
         coef = torch.where(ok, coef, self._zero)
-        self.scale_members(g, coef)
+        dead = (~ok).to(coef.dtype)
+        if self._broadcast:
+            self.scale_members(g, coef)
+        else:  # both per-member values expanded in one pass (two kernels)
+            scale, dead = self.member_scale(torch.stack([coef, dead]))
+            g.mul_(scale)
         g.nan_to_num_(0.0, 0.0, 0.0)  # a diverged member's nan/inf gradient becomes 0
         if self.algorithm == "sgd":  # a zero gradient leaves a diverged member exactly where it is
             self.steps += 1
@@ -180,7 +185,10 @@ class FlatMemberAdamW:
             if params:
                 torch._fused_adamw_(params, grads, m, v, [], [self._step] * len(params), lr=lr, beta1=beta1,
                                     beta2=beta2, weight_decay=decay, eps=self.eps, amsgrad=False, maximize=False)
-        self.restore_members(before, (~ok).to(coef.dtype))  # a diverged member exactly as it was
+        if self._broadcast:
+            self.restore_members(before, dead)  # a diverged member exactly as it was
+        else:
+            self.param.lerp_(before, dead)  # per element: weight 1 restores exactly, weight 0 keeps the update
         return norms, ok
 
     def _views(self, g: Tensor) -> list[tuple[list[Tensor], list[Tensor], list[Tensor], list[Tensor]]]:
