@@ -117,19 +117,14 @@ class FlatMemberAdamW:
         return views
 
     def scale_members(self, flat: Tensor, per_member: Tensor) -> None:
-        """flat *= per_member[e] on member e's elements, in place (flat: a buffer-layout tensor,
-        per_member: [E]). One foreach op over [E, n_i] views on a CPU, two kernels elsewhere."""
-        if self._broadcast:
-            torch._foreach_mul_(self._member_views(flat), [per_member.view(-1, 1)] * self._n_params)
-        else:
-            flat.mul_(self.member_scale(per_member))
+        """flat *= per_member[e] on member e's elements, in place, by one foreach op over the
+        [E, n_i] views (flat: a buffer-layout tensor, per_member: [E]); the CPU path of `step`."""
+        torch._foreach_mul_(self._member_views(flat), [per_member.view(-1, 1)] * self._n_params)
 
     def restore_members(self, before: Tensor, dead: Tensor) -> None:
-        """Put the parameters of the members where `dead` ([E], 0 or 1) is 1 back to `before`."""
-        if self._broadcast:
-            torch._foreach_lerp_(self._param_views, self._member_views(before), [dead.view(-1, 1)] * self._n_params)
-        else:
-            self.param.lerp_(before, self.member_scale(dead))  # weight 1 restores exactly, weight 0 keeps
+        """Put the parameters of the members where `dead` ([E], 0 or 1) is 1 back to `before`, by
+        one foreach lerp over the [E, n_i] views; the CPU path of `step`."""
+        torch._foreach_lerp_(self._param_views, self._member_views(before), [dead.view(-1, 1)] * self._n_params)
 
     def member_grad_norms(self) -> Tensor:
         """Global L2 norm of each member's gradient over all its parameters: [E]."""
