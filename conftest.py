@@ -74,7 +74,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         terminalreporter.write_line(f"{name}: " + ", ".join(f"{k}={v}" for k, v in info.items()))
 
 
-# ---- the small sweep file of the sweep tests (tests/test_sweep_run.py) and benchmark -----------
+# ---- the small sweep file of the sweep tests (tests/sweep/test_run.py) and benchmark -----------
 @pytest.fixture(scope="session")
 def write_sweep():
     """write(folder, name, steps, archs=..., seeds=...) -> the path of a small TOML sweep file

@@ -11,15 +11,15 @@ __version__ = "0.1.0"
 
 def evaluate_model(model, task, **kwargs):
     """Score a trained model (a plain nn.Module or an ensemble) on `task`'s fixed evaluation sets
-    and store it; see `bayesbench.scoring.evaluate_model`."""
-    from .scoring import evaluate_model as _evaluate_model
+    and store it; see `bayesbench.scoring.outside.evaluate_model`."""
+    from .scoring.outside import evaluate_model as _evaluate_model
 
     return _evaluate_model(model, task, **kwargs)
 
 
 def model_spec(task, preset: str = "quick"):
-    """The spec (TaskShape) a model factory gets for `task`; see `bayesbench.scoring.model_spec`."""
-    from .scoring import model_spec as _model_spec
+    """The spec (TaskShape) a model factory gets for `task`; see `bayesbench.scoring.outside.model_spec`."""
+    from .scoring.outside import model_spec as _model_spec
 
     return _model_spec(task, preset)
 

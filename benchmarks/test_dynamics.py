@@ -17,10 +17,10 @@ import pytest
 import torch
 from timing import interleaved
 
-from bayesbench.dynamics.profiler import ProfileConfig, Profiler
-from bayesbench.evaluate import eval_set
+from bayesbench.dynamics.profile.profiler import ProfileConfig, Profiler
+from bayesbench.scoring.evaluate import eval_set
 from bayesbench.tasks import get_task
-from bayesbench.train import TrainConfig, Trainer
+from bayesbench.training.trainer import TrainConfig, Trainer
 
 QUICK = dict(n_layer=2, n_head=2, d_model=64, d_ffn=128)
 

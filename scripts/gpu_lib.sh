@@ -128,7 +128,7 @@ assert C.WITH_CUDA, 'bayesbench._C was built without CUDA'" && return 0
 step_oracle_tests() {
     local built=$1 select=()
     [ "$built" = 1 ] && select=(-m "not slow")
-    step oracle_tests 180 "$PYTHON" -m pytest tests/test_oracle_native.py tests/test_native_nvcc.py -q -rs \
+    step oracle_tests 180 "$PYTHON" -m pytest tests/oracle/test_native.py tests/ops/test_nvcc.py -q -rs \
         -p no:cacheprovider "${select[@]}" --junitxml="$WORK/oracle_tests.xml"
 }
 
@@ -140,7 +140,7 @@ step_hmm_bench() {
 
 step_attention_tests() {
     # shellcheck disable=SC2086
-    step attention_tests 300 "$PYTHON" -m pytest tests/test_attention_kernel.py -q -rs -p no:cacheprovider \
+    step attention_tests 300 "$PYTHON" -m pytest tests/kernels/test_attention.py -q -rs -p no:cacheprovider \
         --junitxml="$WORK/attention_tests.xml" ${TEST_ARGS:-}
 }
 

@@ -95,7 +95,7 @@ def test_summary_reads_junit_and_benchmark_json(tmp_path):
 def test_require_cuda_fails_without_a_device():
     env = dict(os.environ, BAYESBENCH_REQUIRE_CUDA="1")
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only",
-                           os.path.join(ROOT, "tests", "test_native_nvcc.py")], env=env, capture_output=True,
+                           os.path.join(ROOT, "tests", "ops/test_nvcc.py")], env=env, capture_output=True,
                           text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 4, proc.stdout + proc.stderr  # pytest's usage error
     assert "no CUDA device" in proc.stdout + proc.stderr

@@ -11,7 +11,7 @@ import torch
 
 import bayesbench
 from bayesbench.cli import main
-from bayesbench.results import read_rows
+from bayesbench.store.database import read_rows
 
 README = os.path.join(os.path.dirname(__file__), "..", "README.md")
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable
 
-from ..results import _retry, connect, db_path
+from ..store.database import _retry, connect, db_path
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS studies (

@@ -53,7 +53,7 @@ def register_model(name: str, description: str = "") -> Callable[[Builder], Buil
 
 
 # Where each built-in architecture is registered: building one imports its file alone (not every
-# model file, and not what they import). tests/test_registry.py checks this map against discovery.
+# model file, and not what they import). tests/models/test_registry.py checks this map against discovery.
 HOMES = {"transformer": "transformer", "transformer-no-late-attention": "transformer", "mlp": "mlp",
          "mlp-prefix": "mlp", "lstm": "lstm", "gru": "gru", "mamba": "mamba", "linear-attention": "linear_attention",
          "toy-attention": "toy_attention"}

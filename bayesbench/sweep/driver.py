@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .. import interrupt
-from ..results import connect, db_path, write_records
-from ..train import CHECKPOINT_NAME
+from ..running import interrupt
+from ..store.database import connect, db_path, write_records
+from ..training.trainer import CHECKPOINT_NAME
 from .expand import SweepJob
 
 

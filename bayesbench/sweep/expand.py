@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 import torch
 
-from ..evaluate import max_eval_len
+from ..scoring.evaluate import max_eval_len
 from ..models import count_params
 from ..models.registry import is_outside
 from ..presets import get_preset
-from ..runner import Job, make_task, resolve_model
-from ..train import TrainConfig
+from .jobs import Job, make_task, resolve_model
+from ..training.trainer import TrainConfig
 from .spec import Resources, SweepSpec
 
 KEY_CHARS = 16  # hex characters of the SHA-256 kept: 64 bits
@@ -154,7 +154,7 @@ def _outside_name(arch: str, names: dict[str, str], where: str) -> str | None:
     if not is_outside(arch):
         return None
     from ..models.outside import default_name
-    from ..scoring import check_name
+    from ..scoring.outside import check_name
 
     try:
         name = check_name(default_name(arch))

@@ -3,7 +3,7 @@
 As `bayesbench run`'s pool: spawned processes (no fork after torch has started its threads),
 `threads` torch threads each, longest jobs first, and a stop request (Ctrl-C, SIGTERM) that
 reaches every worker: each checkpoints the step it had reached and says where it stopped, and
-`interrupt.Interrupted` lists them (see bayesbench/workers.py). Sweep-specific: workers return
+`interrupt.Interrupted` lists them (see bayesbench/running/pool.py). Sweep-specific: workers return
 rows instead of writing the store, send progress events while they train (`workers.report`),
 die with the driver (Linux: a parent-death signal, so a driver killed with -9 leaves no orphan
 training on), and a worker that dies mid-job (killed, out of memory) is replaced by a fresh
@@ -18,9 +18,9 @@ import signal
 import sys
 from collections.abc import Callable
 
-from ..workers import report, run_parallel
+from ..running.pool import report, run_parallel
 from .expand import SweepJob
-from .worker import train_and_score
+from .one_job import train_and_score
 
 
 def _die_with_parent() -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from .expand import SweepJob, gpu_share
 from .spec import Resources
-from .worker import train_and_score
+from .one_job import train_and_score
 
 MISSING = ("--ray needs Ray, which is not installed: pip install 'bayesbench[ray]' (or pip install ray) "
            "on the driver and on every node of the cluster")

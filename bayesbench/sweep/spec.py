@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, fields
 from ..presets import PRESETS, get_preset
 from ..models import list_models
 from ..models.registry import is_outside
-from ..train import TrainConfig
+from ..training.trainer import TrainConfig
 
 # Keys of the TOML file (and of a Python file's SWEEP dict).
 GRID_KEYS = ("name", "preset", "tasks", "archs", "seeds", "ensemble", "lrs", "steps", "sizes", "train",

@@ -1,0 +1,138 @@
+"""What the command line says when a command cannot finish: one line and an exit code.
+
+- a user's mistake or a damaged input (ValueError, which the store's, the checkpoints' and the
+  run lock's errors are): `bayesbench CMD: message`, exit 2;
+- the system refusing (OSError: a full disk, a missing permission): named, exit 1;
+- a stop request (`interrupt.Interrupted`): what was stopped, where its checkpoint is and the
+  command that continues it, exit 130 (SIGINT) or 143 (SIGTERM);
+- anything else (a bug): one line saying so, exit 1.
+
+`--debug` or BAYESBENCH_DEBUG=1 lets the exception through instead, for its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from collections.abc import Callable
+
+from ..running import interrupt
+from ..running.interrupt import Interrupted
+
+DEBUG_ENV = "BAYESBENCH_DEBUG"
+EXIT_USAGE = 2  # a user's mistake or a damaged input (argparse's code for bad arguments)
+EXIT_FAILURE = 1
+EXIT_BROKEN_PIPE = 128 + 13
+
+
+def add_debug_flag(parser: argparse.ArgumentParser, subparsers: argparse._SubParsersAction) -> None:
+    """--debug before or after the command name."""
+    text = f"show the full traceback of an error (same as {DEBUG_ENV}=1)"
+    parser.add_argument("--debug", action="store_true", help=text)
+    for sub in subparsers.choices.values():
+        sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=text)
+
+
+def debug_enabled(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "debug", False)) or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def run_command(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace, argv: list[str], *,
+                exit_now: bool = False) -> int:
+    """fn(args), with every failure turned into one line on stderr and an exit code.
+
+    `exit_now` (the program itself, not a caller in Python): after a stop request, leave at
+    once with os._exit once the line is out. Everything is saved and closed by then, and
+    the interpreter's teardown of torch can take seconds on a loaded machine."""
+    try:
+        return fn(args)
+    except SystemExit:
+        raise
+    except BrokenPipeError:  # `bayesbench leaderboard | head`: the reader left; nothing to say
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+        return EXIT_BROKEN_PIPE
+    except BaseException as err:
+        if debug_enabled(args):
+            raise
+        code, line = explain(err, args, argv)
+        print(f"bayesbench {args.command}: {line}", file=sys.stderr, flush=True)
+        if exit_now and isinstance(err, KeyboardInterrupt):
+            interrupt.exit_now(code)
+        return code
+
+
+def explain(err: BaseException, args: argparse.Namespace, argv: list[str]) -> tuple[int, str]:
+    """(exit code, one line) for an exception that ended a command."""
+    if isinstance(err, KeyboardInterrupt):
+        stop = err if isinstance(err, Interrupted) else Interrupted("SIGINT")
+        return stop.exit_code, interrupt_line(stop, args, argv)
+    if isinstance(err, ValueError):
+        return EXIT_USAGE, _one_line(str(err))
+    if isinstance(err, OSError):
+        return EXIT_FAILURE, _one_line(str(err))
+    if isinstance(err, MemoryError):
+        return EXIT_FAILURE, "out of memory (try a smaller --eval-sequences, batch or model)"
+    return EXIT_FAILURE, (f"internal error: {type(err).__name__}: {_one_line(str(err))} (rerun with --debug or "
+                          f"{DEBUG_ENV}=1 for the traceback)")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()) or "(no message)"
+
+
+def resume_command(argv: list[str], flag: str | None = "--resume") -> str:
+    """The command line that continues an interrupted one (the same, with `flag` if given)."""
+    argv = [a for a in argv if a != "--debug"]
+    return shlex.join(["bayesbench", *argv, *([] if flag is None or flag in argv else [flag])])
+
+
+def interrupt_line(stop: Interrupted, args: argparse.Namespace, argv: list[str]) -> str:
+    """What a stop request cut short, where its checkpoints are, and how to continue."""
+    parts = []
+    for s in stop.stopped:
+        run, phase = s.get("run", "a run"), s.get("phase")
+        if phase == "training":
+            parts.append(f"{run} at step {s.get('step')} of {s.get('steps')}")
+        elif phase == "evaluation":
+            parts.append(f"{run} while evaluating (its training had finished)")
+        elif phase == "killed":
+            parts.append(f"{run} ({s.get('why')}; its last periodic checkpoint stays)")
+        else:
+            parts.append(f"{run} before its training started")
+    line = f"interrupted by {stop.signame}"
+    line += f": stopped {', '.join(parts)}" if parts else ""
+    folders = sorted({os.path.dirname(s["checkpoint"]) for s in stop.stopped if s.get("checkpoint")})
+    if folders:
+        where = folders[0] if len(folders) == 1 else os.path.commonpath(folders)
+        line += f"; checkpoints kept in {where}"
+    if stop.finished or stop.not_started:
+        line += f"; {stop.finished} job(s) finished and stored, {stop.not_started} not started"
+    line += "; nothing unfinished was stored"
+    if hasattr(args, "resume"):
+        line += f"; continue with: {resume_command(argv)}"
+    elif getattr(args, "rerun_resumes", False):  # `bayesbench sweep`
+        line += (f"; continue with: {resume_command(argv, None)} (stored jobs are skipped, stopped ones resume from "
+                 "their checkpoints)")
+    else:
+        line += "; rerun the command to do it again"
+    return line
+
+
+def no_rows_message(db: str | None, *, task: str | None = None, arch: str | None = None) -> str:
+    """Why a --task / --arch selection found nothing: what the store does hold."""
+    from ..store.database import db_path, read_rows
+
+    rows = read_rows(db)
+    wanted = " and ".join(f"--{k} {v!r}" for k, v in (("task", task), ("arch", arch)) if v)
+    if not rows:
+        return f"no results in the store {db_path(db)} yet (asked for {wanted}): run `bayesbench run --preset quick`"
+    tasks = sorted({f"{r['task']} ({r['task_label']})" for r in rows})
+    archs = sorted({r["arch"] for r in rows})
+    return (f"no stored results match {wanted} in {db_path(db)}; stored tasks: {', '.join(tasks)}; "
+            f"stored archs: {', '.join(archs)}")

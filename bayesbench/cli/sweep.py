@@ -1,0 +1,205 @@
+"""`bayesbench sweep FILE`: run a sweep file on the local pool (default) or a Ray cluster.
+
+    bayesbench sweep sweeps/quick.toml --dry-run     # the expanded jobs, their cost and state
+    bayesbench sweep sweeps/quick.toml               # local processes, results into the store
+    bayesbench sweep sweeps/quick.toml --ray auto    # the Ray cluster this machine is part of
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from ..sweep.expand import SweepJob, gpu_share
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
+def add_sweep_parser(sub) -> None:
+    """Register the `sweep` subcommand on the main parser's subparsers."""
+    p = sub.add_parser("sweep", help="run a grid of jobs from a sweep file (TOML or Python) on the local pool or "
+                                     "on a Ray cluster (--ray); resumable, each result stored once")
+    p.add_argument("file", help="sweep file: .toml, or .py setting SWEEP or JOBS (docs/sweeps.md)")
+    p.add_argument("--dry-run", action="store_true", help="print the expanded jobs with their estimated cost and "
+                   "whether each is stored, has a checkpoint or is new; run nothing")
+    p.add_argument("--ray", metavar="ADDRESS", help="run one Ray task per job: auto (the cluster this machine "
+                   "joined with `ray start`), local (start Ray on this machine only) or a cluster address")
+    p.add_argument("--runs-dir", default="runs", help="checkpoints, under RUNS_DIR/sweep/ (default ./runs); on a "
+                   "cluster a directory every node sees at the same path, so a retried job resumes")
+    p.add_argument("--jobs", type=_positive, help="local pool: processes in parallel (default: CPU cores / the "
+                   "sweep's cpus per job on CPU, 1 on a GPU)")
+    p.add_argument("--max-retries", type=_count, default=2, help="times a job whose worker died is run again "
+                   "(default 2)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print {\"jobs\": [...], \"runs\": [...]} instead of tables")
+    p.add_argument("--db", help="results store (default: $BAYESBENCH_DB or ./results/bayesbench.sqlite)")
+    p.set_defaults(rerun_resumes=True)  # an interrupted sweep continues by running it again (cli_errors)
+
+
+def _flops(x: float) -> str:
+    for unit, scale in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9)):
+        if x >= scale:
+            return f"{x / scale:.2f} {unit}"
+    return f"{x / 1e6:.2f} MFLOP"
+
+
+def _dry_run(spec, jobs: list[SweepJob], args, say) -> int:
+    from ..sweep.driver import job_state, stored_keys
+
+    stored = stored_keys(jobs, args.db)
+    states = [job_state(sj, stored, args.runs_dir) for sj in jobs]
+    members = sum(len(sj.job.seeds) for sj in jobs)
+    if args.json:
+        print(json.dumps({"sweep": spec.name, "jobs": [_job_json(sj, st) for sj, st in zip(jobs, states)]}, indent=2))
+        return 0
+    say(f"sweep {spec.name!r} ({spec.path}): {len(jobs)} jobs, {members} ensemble members")
+    header = f"{'#':>3}  {'key':16}  {'job':58}  {'params/member':>13}  {'steps x batch':>13}  {'est. compute':>12}  " \
+             f"{'Ray: cpus gpus':>14}  state"
+    print(header)
+    for i, (sj, st) in enumerate(zip(jobs, states), 1):
+        j = sj.job
+        print(f"{i:>3}  {sj.key:16}  {sj.label[:58]:58}  {j.params:>13,}  {f'{j.train.steps} x {j.train.batch_size}':>13}"
+              f"  {_flops(sj.flops):>12}  {f'{spec.resources.cpus} {gpu_share(sj, spec.resources):g}':>14}  {st}")
+    total = sum(sj.flops for sj, st in zip(jobs, states) if st != "stored")
+    print(f"\nestimated compute = 6 x parameters per member x training tokens (steps x batch x sequence length x "
+          f"members); to run: {_flops(total)} over {sum(st != 'stored' for st in states)} jobs "
+          f"({states.count('stored')} already stored, {states.count('checkpoint')} would resume from a checkpoint)")
+    return 0
+
+
+def _job_json(sj: SweepJob, state: str, error: str | None = None) -> dict:
+    j = sj.job
+    out = {"key": sj.key, "task": j.key, "task_label": j.setup.label, "arch": sj.arch,
+           "model": j.arch if j.name else None, "size": sj.size,
+           "lr": j.train.lr, "steps": j.train.steps, "seeds": list(j.seeds), "params": j.params,
+           "device": j.device, "est_flops": sj.flops, "state": state}
+    if error:
+        out["error"] = error
+    return out
+
+
+def _summary(jobs: list[SweepJob], records: list, states: dict[str, str]) -> str:
+    by_key: dict[str, list] = {}
+    for r in records:
+        by_key.setdefault(r.run_id, []).append(r)
+    lines = ["| task | arch | size | lr | seeds | params | steps | eval | entropy MAE (bits) per seed | KL (bits) "
+             "per seed | this run |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for sj in jobs:
+        j, rs = sj.job, sorted(by_key.get(sj.key, []), key=lambda r: r.seed)
+        mae = " ".join(f"{r.entropy_mae_bits:.4f}" for r in rs) or "-"
+        kl = " ".join(f"{r.kl_bits:.4f}" for r in rs) or "-"
+        primary = rs[0].primary if rs else "-"
+        lines.append(f"| {j.setup.label} | {sj.arch} | {sj.size or '-'} | {j.train.lr:g} | {list(j.seeds)} | "
+                     f"{j.params:,} | {j.train.steps} | {primary} | {mae} | {kl} | {states[sj.key]} |")
+    return "\n".join(lines)
+
+
+def _try_outside(jobs: list[SweepJob], path: str, say) -> None:
+    """Build two members of every outside model (once per task and settings) with a trial forward
+    and backward, as `bayesbench run --model` does, so a broken model fails before anything runs;
+    one line each says its size and forward path."""
+    from .own_model import trial_forward
+
+    seen = set()
+    for sj in jobs:
+        j = sj.job
+        ident = (j.arch, j.setup.label, json.dumps(j.model, sort_keys=True, default=str))
+        if not j.name or ident in seen:
+            continue
+        seen.add(ident)
+        try:
+            forward = trial_forward(j)
+        except ValueError as err:
+            raise ValueError(f"sweep file {path}: {sj.label}: {err}") from None
+        say(f"outside model {sj.arch} ({j.arch}) on {j.setup.label}: {j.params:,} parameters per member; "
+            f"forward: {forward}")
+
+
+def cmd_sweep(args) -> int:
+    """Check the sweep file, then run it (or with --dry-run, show it); exit 1 if a job failed."""
+    from ..running import interrupt
+    from ..sweep.jobs import resolve_device
+    from ..store.leaderboard import json_runs
+    from ..store.database import db_path, read_records
+    from ..sweep.driver import run_sweep
+    from ..sweep.expand import expand
+    from ..sweep.spec import load_sweep
+
+    stream = sys.stderr if args.json else sys.stdout
+
+    def say(message: str) -> None:
+        from tqdm.auto import tqdm
+
+        tqdm.write(message, file=stream)
+
+    spec = load_sweep(args.file)
+    jobs = expand(spec)  # every check that needs no cluster, before anything starts
+    if args.dry_run:
+        return _dry_run(spec, jobs, args, say)
+    _try_outside(jobs, spec.path, say)
+    if args.ray:
+        from ..sweep.ray_executor import RayExecutor
+
+        executor = RayExecutor(args.ray, spec.resources, args.max_retries)
+        gpus = executor.gpus()
+        jobs = expand(spec, device=lambda d: ("cuda" if gpus > 0 else "cpu") if d == "auto" else d)
+    else:
+        from ..sweep.local import LocalExecutor
+
+        jobs = expand(spec, device=resolve_device)
+        on_gpu = any(sj.job.device != "cpu" for sj in jobs)
+        workers = args.jobs or (1 if on_gpu else max(1, (os.cpu_count() or 1) // spec.resources.cpus))
+        executor = LocalExecutor(min(workers, len(jobs)), spec.resources.cpus, args.max_retries)
+    try:
+        say(f"bayesbench sweep {spec.name!r} ({spec.path}) -> store {db_path(args.db)}, checkpoints under "
+            f"{os.path.join(args.runs_dir, 'sweep')}")
+        with interrupt.handling():  # Ctrl-C / SIGTERM: stop the workers at a checkpoint (bayesbench.running.interrupt)
+            outcome = run_sweep(jobs, executor, db=args.db, runs_dir=args.runs_dir,
+                                progress=not args.no_progress and sys.stderr.isatty(), say=say)
+    finally:
+        if hasattr(executor, "close"):
+            executor.close()
+    states = {sj.key: "skipped (stored)" for sj in jobs if sj.key in outcome.skipped}
+    for key in outcome.trained:
+        states[key] = "trained" + (f" (resumed at step {outcome.resumed[key]})" if key in outcome.resumed else "") \
+            + (f", {outcome.retried[key]} retries" if key in outcome.retried else "")
+    for key, why in outcome.failed.items():
+        states[key] = f"FAILED: {why}"
+    keys = [sj.key for sj in jobs]
+    records = read_records(args.db, where=f"run_id IN ({', '.join('?' * len(keys))})", params=tuple(keys))
+    if args.json:
+        print(json.dumps({"sweep": spec.name, "wall_s": outcome.wall_s,
+                          "jobs": [_job_json(sj, states[sj.key].split(" ")[0].rstrip(":,").lower(),
+                                             outcome.failed.get(sj.key)) for sj in jobs],
+                          **json_runs(records)}, indent=2))
+    else:
+        print(f"\nSweep {spec.name!r}: {len(outcome.trained)} trained, {len(outcome.skipped)} already stored, "
+              f"{len(outcome.failed)} failed in {outcome.wall_s:.0f} s (store {db_path(args.db)}, group "
+              f"sweep-{spec.name}). Entropy MAE and KL in bits on each task's primary evaluation.\n")
+        print(_summary(jobs, records, states))
+        print("\n`bayesbench leaderboard --all` and `bayesbench plot` read the same store.")
+    if outcome.failed:
+        say(f"bayesbench sweep: {len(outcome.failed)} job(s) failed; fix the cause and run the same command again "
+            "(stored jobs are skipped)")
+        return 1
+    return 0

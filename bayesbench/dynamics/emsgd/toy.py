@@ -1,0 +1,195 @@
+"""EM-like vs plain SGD on Paper II's one-head attention toy, many seeds as one batched computation.
+
+Paper II (arXiv 2512.22473, section 7.2) trains one causal attention head with no residual stream
+and no LayerNorm,
+
+    Q = x W_Q, K = x W_K, V = x W_V (W_Q, W_K: d_x x d_k; W_V: d_x x d_v),
+    alpha = softmax(Q K^T / sqrt(d_k) + causal mask),  logits = (alpha V) W_O (W_O: d_v x C),
+
+with full-batch gradient descent on the mean cross-entropy, under two schedules that take the
+same gradient: plain SGD (lr 0.01 on every matrix) and the EM-like one (lr 0.1 on W_V, the
+"M-step" on the value prototypes; lr 0.01 on W_Q, W_K, W_O). Weights start N(0, 0.1^2), drawn per
+seed in the order W_Q, W_K, W_V, W_O from a generator seeded with the seed (both schedules start
+from the same weights).
+
+Every (schedule, seed) pair is one *member*: parameters carry a leading member dimension and one
+`torch.bmm` chain computes all of them. The total loss is the sum of the members' own mean
+cross-entropies, so each member's gradient is exactly its solo gradient (`tests/dynamics/test_emsgd.py`
+checks a member against a one-member run). `train_toy` also records what the section 7.1 figures
+need: attention entropy over training, heatmap snapshots and the value prototypes mu_s W_V.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ...checks import positive_int
+from ...models.attention import attention_weights
+from .chain import ChainData
+
+WEIGHTS = ("W_Q", "W_K", "W_V", "W_O")
+SCHEDULES: dict[str, dict[str, float]] = {
+    "sgd": {"W_Q": 0.01, "W_K": 0.01, "W_V": 0.01, "W_O": 0.01},
+    "em": {"W_Q": 0.01, "W_K": 0.01, "W_V": 0.1, "W_O": 0.01},
+}
+IGNORE = -100
+
+
+@dataclass(frozen=True)
+class ToyShape:
+    """Widths of the toy head: inputs d_x, queries/keys d_k, values d_v, C classes."""
+
+    d_x: int = 20
+    d_k: int = 10
+    d_v: int = 15
+    n_classes: int = 8
+    init_std: float = 0.1
+
+    def shapes(self) -> dict[str, tuple[int, int]]:
+        return {"W_Q": (self.d_x, self.d_k), "W_K": (self.d_x, self.d_k), "W_V": (self.d_x, self.d_v),
+                "W_O": (self.d_v, self.n_classes)}
+
+
+def init_weights(seeds: list[int], shape: ToyShape = ToyShape()) -> dict[str, Tensor]:
+    """Per seed, N(0, init_std^2) draws of W_Q, W_K, W_V, W_O in that order from its own
+    generator; stacked to [E, rows, cols]."""
+    out: dict[str, list[Tensor]] = {w: [] for w in WEIGHTS}
+    for s in seeds:
+        gen = torch.Generator().manual_seed(int(s))
+        for w, (r, c) in shape.shapes().items():
+            out[w].append(torch.randn(r, c, generator=gen) * shape.init_std)
+    return {w: torch.stack(v) for w, v in out.items()}
+
+
+def toy_forward(W: dict[str, Tensor], x: Tensor) -> tuple[Tensor, Tensor]:
+    """x [M, B, N, d_x] -> (logits [M, B, N, C], alpha [M, B, N, N]) for M members at once."""
+    M, B, N, d = x.shape
+    flat = x.reshape(M, B * N, d)
+    q = torch.bmm(flat, W["W_Q"]).view(M * B, N, -1)
+    k = torch.bmm(flat, W["W_K"]).view(M * B, N, -1)
+    v = torch.bmm(flat, W["W_V"]).view(M * B, N, -1)
+    alpha = attention_weights(q, k, causal=True, scale=1 / math.sqrt(q.shape[-1]))
+    g = torch.bmm(alpha, v).view(M, B * N, -1)
+    logits = torch.bmm(g, W["W_O"]).view(M, B, N, -1)
+    return logits, alpha.view(M, B, N, N)
+
+
+def member_losses(logits: Tensor, targets: Tensor) -> Tensor:
+    """Mean cross-entropy (nats) of each member over its scored positions: [M]."""
+    M = logits.shape[0]
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE,
+                         reduction="none").view(M, -1)
+    mask = (targets.reshape(M, -1) != IGNORE)
+    return (ce * mask).sum(1) / mask.sum(1)
+
+
+def attention_entropy(alpha: Tensor, targets: Tensor) -> Tensor:
+    """Mean entropy (nats) of the attention rows at scored positions, per member: [M]."""
+    h = -(alpha * alpha.clamp(min=1e-30).log()).sum(-1)  # [M, B, N]
+    mask = targets != IGNORE
+    return (h * mask).sum((1, 2)) / mask.sum((1, 2))
+
+
+@dataclass
+class ToyRun:
+    """What `train_toy` measured. losses[j, e, i]: schedule j, seed e, after i updates (i = 0..steps)."""
+
+    schedules: list[str]
+    seeds: list[int]
+    steps: int
+    losses: Tensor
+    record_steps: list[int]
+    attn_entropy: Tensor  # [S, E, len(record_steps)]
+    prototypes: Tensor  # [S, E, len(record_steps), V, d_v]: mu_s W_V (value of symbol s)
+    heatmaps: dict[str, dict[int, Tensor]] = field(default_factory=dict)  # schedule -> step -> [w, w], seed 0
+    final: dict[str, Tensor] = field(default_factory=dict)  # final weights [S*E, ...]
+
+
+def default_chunk(B: int, N: int, budget: int = 2**22) -> int:
+    """Members per batched pass so one [m, B, N, N] float tensor stays near `budget` elements.
+
+    2^22 floats (16 MB) keeps each attention-sized tensor under glibc's largest mmap threshold
+    (32 MB), so the allocator reuses freed blocks instead of mapping and unmapping (and zeroing)
+    fresh pages on every step: at T = 2000 (16 MB per member) one member per pass ran 5 updates of
+    16 x 2 members in 46 s wall with 2 s of system time, four per pass in 76 s with 21 s.
+    """
+    return max(1, budget // max(1, B * N * N))
+
+
+def train_toy(data: list[ChainData], seeds: list[int], *, steps: int = 1000, schedules: dict | None = None,
+              shape: ToyShape = ToyShape(), means: Tensor | None = None, record_every: int = 10,
+              snapshot_steps: tuple[int, ...] = (0, 10, 25, 50, 100), window: int = 48,
+              chunk: int | None = None, progress: bool = False) -> ToyRun:
+    """Train every (schedule, seed) member for `steps` full-batch updates; see the module docstring.
+
+    data[e] is seed e's data (all the same shape). `means` [V, d_x] (the symbol means) gives the
+    value prototypes mu_s W_V recorded every `record_every` steps. Members are computed `chunk`
+    at a time (default: a memory budget); chunking changes numbers only by float rounding.
+    """
+    if len(data) != len(seeds) or not seeds:
+        raise ValueError(f"data must hold one ChainData per seed ({len(seeds)} seeds, got {len(data)})")
+    positive_int("steps", steps)
+    schedules = dict(schedules or SCHEDULES)
+    names, E, S = list(schedules), len(seeds), len(schedules)
+    x = torch.stack([d.inputs for d in data])  # [E, B, N, d]
+    y = torch.stack([d.targets for d in data])
+    _, B, N, _ = x.shape
+    w0 = init_weights(seeds, shape)
+    # member m = j * E + e: schedule j, seed e
+    member_seed = torch.arange(S * E) % E
+    lrs = {w: torch.tensor([schedules[n][w] for n in names for _ in range(E)]) for w in WEIGHTS}
+    record_steps = list(range(0, steps + 1, record_every))
+    if record_steps[-1] != steps:
+        record_steps.append(steps)
+    losses = torch.empty(S * E, steps + 1)
+    ent = torch.empty(S * E, len(record_steps))
+    V = means.shape[0] if means is not None else 0
+    protos = torch.empty(S * E, len(record_steps), V, shape.d_v)
+    heat: dict[str, dict[int, Tensor]] = {n: {} for n in names}
+    final: dict[str, list[Tensor]] = {w: [] for w in WEIGHTS}
+    chunk = chunk or default_chunk(B, N)
+    bar = _bar(steps * math.ceil(S * E / chunk), progress)
+    for lo in range(0, S * E, chunk):
+        idx = torch.arange(lo, min(lo + chunk, S * E))
+        W = {w: w0[w][member_seed[idx]].clone().requires_grad_(True) for w in WEIGHTS}
+        xc, yc = x[member_seed[idx]], y[member_seed[idx]]
+        lr = {w: lrs[w][idx].view(-1, 1, 1) for w in WEIGHTS}
+        r = 0
+        for i in range(steps + 1):
+            logits, alpha = toy_forward(W, xc)
+            loss = member_losses(logits, yc)
+            losses[idx, i] = loss.detach()
+            if r < len(record_steps) and record_steps[r] == i:
+                with torch.no_grad():
+                    ent[idx, r] = attention_entropy(alpha, yc)
+                    if V:
+                        protos[idx, r] = torch.matmul(means, W["W_V"])
+                r += 1
+            if i in snapshot_steps or i == steps:
+                for m in idx.tolist():
+                    if m % E == 0:  # the first seed, each schedule
+                        heat[names[m // E]][i] = alpha[m - lo, 0, :window, :window].detach().clone()
+            if i == steps:
+                break
+            grads = torch.autograd.grad(loss.sum(), [W[w] for w in WEIGHTS])
+            with torch.no_grad():
+                for w, g in zip(WEIGHTS, grads):
+                    W[w].sub_(lr[w] * g)
+            bar.update(1)
+        for w in WEIGHTS:
+            final[w].append(W[w].detach())
+    bar.close()
+    return ToyRun(names, [int(s) for s in seeds], steps, losses.view(S, E, steps + 1), record_steps,
+                  ent.view(S, E, -1), protos.view(S, E, len(record_steps), V, shape.d_v), heat,
+                  {w: torch.cat(v) for w, v in final.items()})
+
+
+def _bar(total: int, progress: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="emsgd", unit="step", disable=not progress, leave=False)

@@ -1,0 +1,1 @@
+"""`bayesbench geometry`: a trained transformer's geometry, its report and figures."""

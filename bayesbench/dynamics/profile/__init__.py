@@ -1,0 +1,1 @@
+"""`bayesbench profile`: the routing-law profiler, its statistics, report and figures."""

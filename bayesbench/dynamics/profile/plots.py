@@ -1,0 +1,179 @@
+"""Figures of dynamics studies (matplotlib, Agg backend, PNG).
+
+Generic pieces, shared by every dynamics command:
+- `seed_curves(records, name, layer)`: one curve per seed of a stored quantity (heads averaged);
+- `band(ax, x, ys, ...)`: the mean over seeds with a shaded interval (95% t-interval over seeds,
+  or min-max with interval="range");
+- `per_layer_figure(path, panels, ...)`: one panel per layer, each a list of `Curve`s on a left
+  and optionally a right axis.
+`plot_profile(study_id, db, out_dir)` draws a profile study's figures with them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ...store.figures import pyplot, save
+from ..store import DynamicsRecord, read_dynamics
+
+# Two-sided 95% Student t quantiles by degrees of freedom (1..30); normal beyond.
+_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+        2.045, 2.042]
+
+
+@dataclass
+class Curve:
+    """Per-seed values ys[seed][k] at x[k], drawn as the seed mean with an interval."""
+
+    label: str
+    x: list[float]
+    ys: list[list[float]]
+    color: str | None = None
+    right: bool = False  # on the panel's right-hand axis
+    style: str = "-"
+    logy: bool = False
+
+
+def seed_interval(values: list[float], interval: str = "ci95") -> tuple[float, float, float]:
+    """(mean, low, high) over seeds: 95% t-interval ("ci95") or min..max ("range"); NaNs dropped."""
+    v = [x for x in values if x is not None and math.isfinite(x)]
+    if not v:
+        return math.nan, math.nan, math.nan
+    m = sum(v) / len(v)
+    if interval == "range" or len(v) < 2:
+        return m, min(v), max(v)
+    if interval != "ci95":
+        raise ValueError(f"interval must be 'ci95' or 'range', got {interval!r}")
+    sd = math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1))
+    t = _T95[len(v) - 2] if len(v) - 1 <= len(_T95) else 1.96
+    half = t * sd / math.sqrt(len(v))
+    return m, m - half, m + half
+
+
+def band(ax, curve: Curve, interval: str = "ci95") -> None:
+    """Draw the mean over seeds and its shaded interval on `ax`."""
+    stats = [seed_interval([ys[k] for ys in curve.ys], interval) for k in range(len(curve.x))]
+    mean, lo, hi = ([s[i] for s in stats] for i in range(3))
+    line, = ax.plot(curve.x, mean, curve.style, color=curve.color, lw=1.6, label=f"{curve.label} (n={len(curve.ys)} seeds)")
+    ax.fill_between(curve.x, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
+    if curve.logy:
+        ax.set_yscale("log")
+
+
+def seed_curves(records: list[DynamicsRecord], name: str, layer: int, *, head: int | None = None) -> tuple[list[int], list[list[float]]]:
+    """(steps, ys[seed][step]) of quantity `name` at `layer`; heads averaged unless `head` is
+    given (records with head -1, the per-layer values, are used when there are no per-head ones)."""
+    cells: dict[tuple[int, int], list[float]] = defaultdict(list)
+    rows = [r for r in records if r.name == name and r.layer == layer]
+    if head is not None:
+        rows = [r for r in rows if r.head == head]
+    elif any(r.head >= 0 for r in rows):
+        rows = [r for r in rows if r.head >= 0]
+    for r in rows:
+        cells[(r.seed, r.step)].append(r.value)
+    seeds = sorted({s for s, _ in cells})
+    steps = sorted({t for _, t in cells})
+    ys = [[_nanmean(cells.get((s, t), [])) for t in steps] for s in seeds]
+    return steps, ys
+
+
+def _nanmean(v: list[float]) -> float:
+    v = [x for x in v if x is not None and math.isfinite(x)]
+    return sum(v) / len(v) if v else math.nan
+
+
+def per_layer_figure(path: str, panels: dict[int, list[Curve]], *, title: str, xlabel: str, ylabel: str,
+                     ylabel_right: str | None = None, marks: dict[int, list[tuple[float, str]]] | None = None,
+                     interval: str = "ci95") -> str:
+    """One panel per layer (sorted), curves with seed intervals, optional vertical marks
+    (x, label) per layer; writes the PNG and returns its path."""
+    plt = pyplot()
+    layers = sorted(panels)
+    fig, axes = plt.subplots(1, len(layers), figsize=(4.8 * len(layers), 3.8), squeeze=False)
+    for ax, layer in zip(axes[0], layers):
+        right = None
+        for curve in panels[layer]:
+            target = ax
+            if curve.right:
+                right = right or ax.twinx()
+                target = right
+            band(target, curve, interval)
+        for x, label in (marks or {}).get(layer, []):
+            ax.axvline(x, color="k", ls=":", lw=1)
+            ax.annotate(label, (x, 1), xycoords=("data", "axes fraction"), fontsize=7, va="top", ha="left")
+        ax.set(xlabel=xlabel, ylabel=ylabel, title=f"layer {layer}")
+        ax.grid(alpha=0.3)
+        handles, labels = ax.get_legend_handles_labels()
+        if right is not None:
+            right.set_ylabel(ylabel_right or "")
+            h2, l2 = right.get_legend_handles_labels()
+            handles, labels = handles + h2, labels + l2
+        ax.legend(handles, labels, fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    return save(fig, path, dpi=110)
+
+
+PROBE_LABELS = {
+    "attn_entropy": ("attention entropy (bits)", False),
+    "adv_abs_mean": ("mean |A_ij|", True),
+    "adv_abs_max": ("max |A_ij|", True),
+    "ds_norm": ("||dL/ds||_F", True),
+    "value_update_mean": ("mean_j ||dL/dv_j||", True),
+}
+
+
+def plot_profile(study_id: str, db: str | None = None, out_dir: str = ".", summary: dict | None = None) -> list[str]:
+    """The figures of a profile study: probe quantities, routing law, frame vs precision."""
+    records = read_dynamics(study_id, path=db)
+    if not records:
+        raise ValueError(f"study {study_id!r} has no stored dynamics (unknown study id, or another --db?)")
+    layers = sorted({r.layer for r in records if r.layer >= 0})
+    paths = []
+    colors = ["C0", "C1", "C2", "C3", "C4"]
+    for name, (label, logy) in PROBE_LABELS.items():
+        panels = {}
+        for layer in layers:
+            x, ys = seed_curves(records, name, layer)
+            if x:
+                panels[layer] = [Curve(f"{label}, mean over heads", x, ys, color="C0", logy=logy)]
+        if panels:
+            paths.append(per_layer_figure(os.path.join(out_dir, f"{study_id}_{name}.png"), panels,
+                                          title=f"{label} over training (probed steps; 95% interval over seeds)",
+                                          xlabel="training step", ylabel=label))
+    panels = {}
+    for layer in layers:
+        curves = []
+        for i, (name, label) in enumerate((("law_r2", "R^2 of first-order prediction"),
+                                           ("law_sign_agreement", "alpha-weighted sign agreement"),
+                                           ("law_sign_agreement_centred", "sign agreement, centred"),
+                                           ("law_cosine", "cos(Delta s, alpha A)"))):
+            x, ys = seed_curves(records, name, layer)
+            if x:
+                curves.append(Curve(label, x, ys, color=colors[i]))
+        if curves:
+            panels[layer] = curves
+    if panels:
+        paths.append(per_layer_figure(os.path.join(out_dir, f"{study_id}_routing_law.png"), panels,
+                                      title="routing law after each checked step: do the scores move with the advantage?",
+                                      xlabel="training step", ylabel="R^2 / agreement"))
+    panels, marks = {}, {}
+    for layer in layers:
+        x, ys = seed_curves(records, "map_drift", layer, head=-1)
+        if not x:
+            continue
+        xm, ym = seed_curves(records, "entropy_mae", -1)
+        panels[layer] = [Curve("map drift to final (TV)", x, ys, color="C0"),
+                         Curve("entropy MAE (bits)", xm, ym, color="C3", right=True, style="--")]
+        frames = (summary or {}).get("frames", {}).get(layer)
+        if frames and math.isfinite(frames["freeze_step_mean"]):
+            marks[layer] = [(frames["freeze_step_mean"], f" drift < {frames['fraction']:.0%}")]
+    if panels:
+        paths.append(per_layer_figure(os.path.join(out_dir, f"{study_id}_frame_precision.png"), panels,
+                                      title="frame vs precision: attention-map drift to the final maps against calibration",
+                                      xlabel="training steps done", ylabel="mean TV distance to final map",
+                                      ylabel_right="entropy MAE vs exact posterior (bits)", marks=marks))
+    return paths

@@ -1,0 +1,82 @@
+"""Continue a stored training run for profiling: a Trainer for some of its seeds, exactly where
+the run's checkpoint left them (parameters, AdamW state, data streams, step)."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from ...training.optim import select_members
+from ...store.database import read_rows
+from ...tasks import task_from_config
+from ...training.trainer import CHECKPOINT_NAME, TrainConfig, Trainer
+
+
+def find_checkpoint(run: str, db: str | None = None) -> str:
+    """A run directory, a checkpoint file, or a run_id of the results store -> the checkpoint path."""
+    if os.path.isdir(run):
+        path = os.path.join(run, CHECKPOINT_NAME)
+        if not os.path.exists(path):
+            raise ValueError(f"--run {run}: the directory holds no {CHECKPOINT_NAME}")
+        return path
+    if os.path.isfile(run):
+        return run
+    rows = read_rows(db, where="run_id = ?", params=(run,))
+    if not rows:
+        raise ValueError(f"--run {run!r}: unknown run (neither a run directory, a checkpoint file, nor a run_id "
+                         f"in the results store)")
+    path = (rows[0]["config"] or {}).get("checkpoint")
+    if not path or not os.path.exists(path):
+        raise ValueError(f"--run {run}: the stored run has no checkpoint on this machine (recorded: {path!r})")
+    return path
+
+
+def load_run_state(path: str, device: str) -> dict:
+    try:
+        state = torch.load(path, map_location=device, weights_only=False)
+    except Exception as err:  # a file that is not a checkpoint
+        raise ValueError(f"--run {path}: not a readable checkpoint ({type(err).__name__}: {err})") from None
+    if not isinstance(state, dict) or "identity" not in state:
+        raise ValueError(f"--run {path}: not a bayesbench training checkpoint")
+    return state
+
+
+def select_seeds(state: dict, seeds: list[int] | None) -> list[int]:
+    """The run's seeds to continue (all by default); every one must be a seed of the run and alive."""
+    run_seeds = list(state["identity"]["seeds"])
+    if seeds is None:
+        seeds = run_seeds
+    if len(seeds) > len(run_seeds):
+        raise ValueError(f"--seeds names {len(seeds)} seeds but the run has only {len(run_seeds)}: {run_seeds}")
+    missing = [s for s in seeds if s not in run_seeds]
+    if missing:
+        raise ValueError(f"--seeds {missing} are not seeds of the run (it has {run_seeds})")
+    dead = [s for s in seeds if not state["alive"][run_seeds.index(s)]]
+    if dead:
+        raise ValueError(f"--seeds {dead} diverged in that run; leave them out")
+    return list(seeds)
+
+
+def trainer_from_state(state: dict, seeds: list[int], extra_steps: int, *, device: str,
+                       run_dir: str | None = None, meta: dict | None = None) -> Trainer:
+    """A Trainer for `seeds` of a checkpointed run, set to continue for `extra_steps` steps."""
+    ident = state["identity"]
+    if ident.get("device_type") != torch.device(device).type:
+        raise ValueError(f"--run: the run trained on {ident.get('device_type')} (its data streams belong to that "
+                         f"device type); profile it with --device {ident.get('device_type')}")
+    run_seeds = list(ident["seeds"])
+    idx = [run_seeds.index(s) for s in seeds]
+    sel = torch.tensor(idx, device=device)
+    E = len(run_seeds)
+    train = TrainConfig(**{**ident["train"], "steps": int(state["step"]) + extra_steps})
+    trainer = Trainer(task_from_config(ident["task"]), ident["arch"], seeds, train, model_cfg=ident["model"],
+                      max_len=ident["max_len"], device=device, run_dir=run_dir, meta=meta)
+    trainer.model.load_state_dict({k: v.index_select(0, sel) if v.dim() and v.shape[0] == E else v
+                                   for k, v in state["model"].items()})
+    trainer.optimizer.load_state_dict(select_members(state["optimizer"], idx, E))
+    for stream, i in zip(trainer.streams, idx):
+        stream.load_state_dict(state["streams"][i])
+    trainer.step = int(state["step"])
+    trainer.run_id = state["run_id"]
+    return trainer

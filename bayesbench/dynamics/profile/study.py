@@ -1,0 +1,203 @@
+"""`bayesbench profile`: train (or continue a stored run) with the routing-law probe, store the
+dynamics, draw the figures and write a one-page report.
+
+    bayesbench profile --task bijection --arch transformer --preset quick --seeds 0,1,2,3 --every 10
+    bayesbench profile --run RUN_ID_OR_DIR --steps 500 --optimizer sgd --lr 1e-3
+    bayesbench plot --dynamics STUDY_ID
+
+See docs/dynamics.md for every recorded quantity.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+import uuid
+
+OPTIMIZERS = ("adamw", "sgd")
+PROBE_ATTENTION = ("triton", "eager", "reference")
+
+
+def add_parser(sub, seed_list, positive, common) -> None:
+    """Register `profile` on the CLI's subparsers (helpers are the CLI's own argument types)."""
+    from ...presets import PRESETS
+
+    p = sub.add_parser("profile", help="train with the routing-law probe every k-th step; store the dynamics, "
+                                       "figures and a report (Paper II)")
+    p.add_argument("--task", default="bijection", help="task key of the preset (default bijection)")
+    p.add_argument("--arch", default="transformer", help="an attention architecture (default transformer)")
+    p.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="sizes and training (default quick)")
+    p.add_argument("--seeds", type=seed_list, help="comma-separated seeds, all profiled in the same step "
+                                                   "(default 0,1,2,3; with --run: the run's seeds)")
+    p.add_argument("--steps", type=positive, help="training steps (default: the preset's; with --run: steps "
+                                                  "added to the run, default 500)")
+    p.add_argument("--every", type=int, default=10, help="probe every k-th step (default 10)")
+    p.add_argument("--law-every", type=int, default=1, help="check the routing law on every n-th probed step "
+                                                            "(default 1: all; 0: never, stats probes only)")
+    p.add_argument("--law-sequences", type=positive, default=8, help="sequences of the step's batch per member "
+                                                                     "used by the law check (default 8)")
+    p.add_argument("--flush-every", type=positive, default=200, help="steps between writes to the store (default 200)")
+    p.add_argument("--checkpoints", type=int, default=21, help="checkpoints for maps and calibration (default 21)")
+    p.add_argument("--probe-sequences", type=positive, default=16, help="fixed sequences whose maps are kept (default 16)")
+    p.add_argument("--eval-sequences", type=positive, default=512, help="evaluation sequences per checkpoint (default 512)")
+    p.add_argument("--attention", choices=PROBE_ATTENTION,
+                   help="probe path: triton (GPU stats kernel), eager (autograd hooks) or reference "
+                        "(default: triton on a GPU, eager on CPU)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
+                   help="adamw (the preset's) or sgd (plain: no momentum, no weight decay)")
+    p.add_argument("--lr", type=float, help="learning rate (default: the preset's)")
+    p.add_argument("--run", help="continue this stored run (run_id, run directory or checkpoint file)")
+    p.add_argument("--device", help="cpu, cuda or auto (default: the preset's)")
+    p.add_argument("--runs-dir", default="runs", help="where the profiled model's checkpoint goes (default ./runs)")
+    p.add_argument("--threads", type=positive, help="torch CPU threads (default 1 on CPU: these models are small, "
+                                                    "and one thread per process uses a shared core best)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the study's numbers as JSON")
+    common(p)
+
+
+def _make_optimizer(trainer, name: str):
+    """The trainer's flat per-member optimiser, switched to plain SGD for --optimizer sgd (same
+    per-member clipping and divergence guard; no momentum, no weight decay)."""
+    trainer.optimizer.set_algorithm(name)
+    return trainer.optimizer
+
+
+def build(args, study_id: str):
+    """Everything the profile needs, validated before the store is touched: (trainer, config dict)."""
+    import torch
+
+    from ...sweep.jobs import make_jobs
+    from ...sweep.jobs import resolve_device
+    from .probes import attention_layers
+    from .resume import find_checkpoint, load_run_state, select_seeds, trainer_from_state
+    from ...training.trainer import Trainer
+
+    if args.every < 1:
+        raise ValueError(f"--every must be >= 1 (probe every k-th step), got {args.every}")
+    if args.law_every < 0:
+        raise ValueError(f"--law-every must be >= 0, got {args.law_every}")
+    if args.checkpoints < 2:
+        raise ValueError(f"--checkpoints must be >= 2 (the drift is measured against the last), got {args.checkpoints}")
+    if args.lr is not None and not (args.lr > 0 and math.isfinite(args.lr)):
+        raise ValueError(f"--lr must be a positive number, got {args.lr}")
+    run_dir = os.path.join(args.runs_dir, "profile", study_id)
+    if args.run:
+        device = resolve_device(args.device or "cpu")
+        ckpt = find_checkpoint(args.run, args.db)
+        state = load_run_state(ckpt, device)
+        seeds = select_seeds(state, args.seeds)
+        extra = args.steps or 500
+        trainer = trainer_from_state(state, seeds, extra, device=device, run_dir=run_dir,
+                                     meta={"profile_of": ckpt})
+        source = {"run": args.run, "checkpoint": ckpt, "from_step": trainer.step}
+    else:
+        seeds = args.seeds or [0, 1, 2, 3]
+        job = make_jobs(args.preset, tasks=[args.task], archs=[args.arch], seeds=seeds, steps=args.steps,
+                        device=args.device)[0]
+        device = job.device
+        trainer = Trainer(job.task, job.arch, list(job.seeds), job.train, model_cfg=job.model, max_len=job.max_len,
+                          device=device, run_dir=run_dir, meta={"preset": args.preset, "label": job.setup.label})
+        source = {"preset": args.preset, "task": args.task}
+    layers = attention_layers(trainer.model)  # a clear error for an architecture without attention
+    attention = args.attention or ("triton" if torch.device(device).type == "cuda" else "eager")
+    if attention == "triton":
+        from bayesbench.kernels import triton_available
+
+        if not triton_available():
+            raise ValueError("--attention triton needs the triton package and a CUDA GPU (or TRITON_INTERPRET=1); "
+                             "use --attention eager or reference on CPU")
+    if trainer.model.cfg.dropout > 0:
+        raise ValueError(f"profiling needs dropout 0 (the probed backwards have no attention dropout); "
+                         f"this model has dropout {trainer.model.cfg.dropout}")
+    if args.lr is not None:
+        trainer.cfg = dataclasses.replace(trainer.cfg, lr=args.lr)
+    trainer.optimizer = _make_optimizer(trainer, args.optimizer)
+    config = {**source, "arch": trainer.arch, "task_config": trainer.task.config(), "seeds": trainer.seeds,
+              "model": trainer.model_cfg, "train": dataclasses.asdict(trainer.cfg), "optimizer": args.optimizer,
+              "attention": attention, "every": args.every, "law_every": args.law_every,
+              "flush_every": args.flush_every, "law_sequences": args.law_sequences, "device": str(device), "layers": layers,
+              "probe_sequences": args.probe_sequences, "eval_sequences": args.eval_sequences,
+              "run_dir": run_dir, "threads": torch.get_num_threads()}
+    return trainer, config
+
+
+def cmd_profile(args) -> int:
+    import torch
+
+    from ...scoring.evaluate import eval_seed, eval_set, scored_positions
+    from ...store.database import db_path
+    from .frames import checkpoint_steps
+    from .profiler import ProfileConfig, Profiler
+    from ..report import report_dir
+    from ..store import register_study
+
+    torch.set_num_threads(args.threads or 1)
+    say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
+    study_id = f"profile-{uuid.uuid4().hex[:10]}"
+    trainer, config = build(args, study_id)
+    start_step, end_step = trainer.step, trainer.cfg.steps
+    checkpoints = checkpoint_steps(end_step - start_step, args.checkpoints, start=start_step)
+    cfg = ProfileConfig(every=args.every, law_every=args.law_every, flush_every=args.flush_every,
+                        backend=config["attention"], checkpoints=tuple(checkpoints),
+                        law_sequences=args.law_sequences)
+    cache = os.path.join(os.path.dirname(os.path.abspath(db_path(args.db))), "cache")
+    eval_batch = eval_set(trainer.task, args.eval_sequences, cache_dir=cache)
+    probe_batch = eval_set(trainer.task, args.probe_sequences, seed=eval_seed(trainer.task, "profile-probe"))
+    config.update(checkpoint_steps=checkpoints, scored_positions=scored_positions(trainer.task))
+    profiler = Profiler(trainer, study_id, cfg, probe_batch=probe_batch, eval_batch=eval_batch, db=args.db)
+    trainer.hooks.append(profiler)
+    register_study(study_id, "profile", config, run_id=trainer.run_id, status="running", path=args.db)
+    say(f"bayesbench profile {study_id}: {trainer.task.describe()} / {trainer.arch}, seeds {trainer.seeds} in one "
+        f"ensemble, steps {start_step}..{end_step}, probe every {args.every} ({config['attention']}), "
+        f"{args.optimizer} lr {trainer.cfg.lr:g}, {len(checkpoints)} checkpoints")
+    t0 = time.perf_counter()
+    try:
+        profiler.start()
+        result = trainer.fit(progress=not args.no_progress and sys.stderr.isatty())
+        profiler.finish()
+    except BaseException as err:
+        register_study(study_id, "profile", config, run_id=trainer.run_id,
+                       status=f"failed: {type(err).__name__}: {err}"[:500], path=args.db)
+        raise
+    wall = time.perf_counter() - t0
+    out_dir = os.path.join(report_dir(args.db), study_id)
+    os.makedirs(out_dir, exist_ok=True)
+    torch.save({"steps": sorted(profiler.maps), "layers": profiler.layers, "seeds": trainer.seeds,
+                "maps": torch.stack([profiler.maps[s].cpu() for s in sorted(profiler.maps)])},
+               os.path.join(out_dir, "maps.pt"))
+    from .plots import plot_profile
+    from .report import write_profile_report
+    from .summary import summarize_profile
+
+    summary = summarize_profile(study_id, args.db)
+    summary["timing"] = {"wall_s": wall, "train_s": result.wall_s, "hooks_s": profiler.hook_s,
+                         "profiled_steps": profiler.profiled_steps, "law_checks": profiler.law_steps,
+                         "records": profiler.records_written, "steps": end_step - start_step}
+    figures = plot_profile(study_id, args.db, out_dir, summary)
+    report = write_profile_report(study_id, config, summary, figures, args.db)
+    summary["report"], summary["figures"] = report, figures
+    register_study(study_id, "profile", config, run_id=trainer.run_id, summary=summary, status="ok", path=args.db)
+    if args.json:
+        print(json.dumps({"study_id": study_id, "run_id": trainer.run_id, "config": config, "summary": summary},
+                         indent=2, default=str))
+    else:
+        say(f"done in {wall:.0f} s ({profiler.records_written} records). Report: {report}")
+    return 0
+
+
+def cmd_plot_dynamics(study_id: str, db: str | None, out_dir: str) -> list[str]:
+    """`bayesbench plot --dynamics STUDY`: redraw a profile study's figures from the store."""
+    from .plots import plot_profile
+    from ..store import read_study
+    from .summary import summarize_profile
+
+    study = read_study(study_id, db)
+    if study is None:
+        raise ValueError(f"--dynamics {study_id!r}: unknown study (see the `studies` table of the store)")
+    return plot_profile(study_id, db, out_dir, summarize_profile(study_id, db))

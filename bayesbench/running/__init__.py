@@ -1,0 +1,1 @@
+"""Process control: stop requests (SIGINT/SIGTERM), run-directory locks, the worker pool."""

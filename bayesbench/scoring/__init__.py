@@ -1,0 +1,1 @@
+"""Scoring against the exact posterior: metrics, evaluation sets, floors, scored rows."""

@@ -1,0 +1,61 @@
+"""Computed baselines ("floors") for every evaluation set, scored with the same three metrics as
+the models (docs/science.md, "Floors").
+
+- `uniform`: the predictor that outputs 1/C for every class at every scored position. It knows
+  nothing; on the papers' settings it lands where their capacity-matched MLPs do (Paper I, "The
+  Bayesian Geometry of Transformer Attention", arXiv 2512.22471, Table 1: MLP 1.85 bits on the
+  bijection, 0.40 on the HMM).
+- `marginal`: the best predictor that ignores the context. Among predictors that see only the
+  position t, mean KL(p || q) is minimised by q_t = E[p_t], the mean posterior at t. It is
+  estimated from an independent sample of the same task (its own seed), so it is not fitted to
+  the evaluation set. On label-symmetric tasks (all of today's) it is uniform up to sampling
+  noise; it would differ on a task whose classes are not exchangeable.
+
+A model above these rows has learned nothing from the context that a constant could not give.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .metrics import Summary, score
+from ..tasks import Batch, Task
+
+FLOORS = ("uniform", "marginal")
+MARGINAL_SEQUENCES = 4096
+
+
+def uniform_log_q(batch: Batch) -> Tensor:
+    """log(1/C) at every position of the batch, [N, L, C] float64."""
+    C = batch.posterior.shape[-1]
+    return torch.full(batch.posterior.shape, -torch.log(torch.tensor(float(C), dtype=torch.float64)).item(),
+                      dtype=torch.float64)
+
+
+def marginal_log_q(batch: Batch, reference: Batch) -> Tensor:
+    """log of the mean posterior per position of `reference`, broadcast to `batch`'s shape.
+
+    Positions never scored in `reference` get the uniform distribution (they are not scored in
+    `batch` either when both come from the same task).
+    """
+    if reference.posterior.shape[1:] != batch.posterior.shape[1:]:
+        raise ValueError(f"reference batch must have the evaluation batch's [L, C] "
+                         f"{list(batch.posterior.shape[1:])}, got {list(reference.posterior.shape[1:])}")
+    p, m = reference.posterior.double(), reference.mask
+    counts = m.sum(0).double()  # [L]
+    mean = (p * m.unsqueeze(-1)).sum(0) / counts.clamp(min=1).unsqueeze(-1)  # [L, C]
+    C = p.shape[-1]
+    mean = torch.where((counts > 0).unsqueeze(-1), mean, torch.full_like(mean, 1.0 / C))
+    return torch.log(mean).unsqueeze(0).expand(batch.posterior.shape)
+
+
+def floor_scores(batch: Batch, reference: Batch) -> dict[str, dict[str, Summary]]:
+    """{"uniform": {metric: Summary}, "marginal": {...}}: the three metrics of each floor on the
+    batch's scored positions (the marginal estimated from `reference`)."""
+    p, mask = batch.posterior.double(), batch.mask
+    out = {}
+    for name, log_q in (("uniform", uniform_log_q(batch)), ("marginal", marginal_log_q(batch, reference))):
+        s = score(p, mask, log_q=log_q)
+        out[name] = {"entropy_mae": s.entropy_mae, "entropy_mae_positional": s.entropy_mae_positional, "kl": s.kl}
+    return out

@@ -1,0 +1,265 @@
+"""Metrics in bits (docs/science.md, "Metrics"): entropy, two entropy errors and KL(p || q), per
+position and averaged with a 95% confidence interval.
+
+Conventions: p is the exact posterior, q the model's predictive; both are [..., C] probability
+vectors. 0 log 0 = 0. `mask` marks the supervised positions that are scored; everything else is
+ignored. Three averages, always named:
+
+- `entropy_mae`: mean over every scored (sequence, position) pair of |H(q) - H(p)|. The
+  interval treats sequences as the independent units (positions within a sequence are
+  correlated) with a ratio estimator, so sequences with different numbers of scored positions
+  are handled exactly.
+- `entropy_mae_positional`: mean over scored positions t of |mean_n H(q_{n,t}) - mean_n H(p_{n,t})|,
+  the error of the per-position mean entropies. This is what the authors' evaluation code
+  computes for the bijection table of Paper I ("The Bayesian Geometry of Transformer
+  Attention", arXiv 2512.22471, Table 1). By the triangle inequality it is never larger than
+  `entropy_mae` when every scored position is scored in the same sequences. Interval: the
+  jackknife over sequences.
+- `kl`: mean over scored pairs of KL(p || q) (the authors' HMM error, which their code labels
+  "MAE"); interval as `entropy_mae`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ..store.records import Summary  # the type a metric's mean and interval are stored as
+
+LOG2 = math.log(2.0)
+
+
+def entropy_bits(p: Tensor) -> Tensor:
+    """Shannon entropy of probability vectors over the last dim, in bits."""
+    p = p.double() if p.dtype != torch.float64 else p
+    return -torch.special.xlogy(p, p).sum(-1) / LOG2
+
+
+def entropy_bits_from_log_probs(log_q: Tensor) -> Tensor:
+    """Entropy in bits of exp(log_q), e.g. a model's log_softmax output."""
+    log_q = log_q.double()
+    return -(log_q.exp() * log_q).sum(-1) / LOG2
+
+
+def entropy_bits_from_logits(logits: Tensor) -> Tensor:
+    """Entropy in bits of softmax(logits), computed stably from log-probabilities."""
+    return entropy_bits_from_log_probs(torch.log_softmax(logits.double(), -1))
+
+
+def kl_bits(p: Tensor, q: Tensor | None = None, *, log_q: Tensor | None = None) -> Tensor:
+    """KL(p || q) in bits over the last dim. Give q (probabilities) or log_q (e.g. log_softmax).
+
+    Terms with p = 0 contribute 0; q = 0 where p > 0 gives +inf (an honest infinite penalty).
+    """
+    if (q is None) == (log_q is None):
+        raise ValueError("kl_bits needs exactly one of q or log_q")
+    p = p.double()
+    if log_q is None:
+        log_q = torch.log(q.double())
+    log_q = log_q.double()
+    terms = torch.special.xlogy(p, p) - torch.where(p > 0, p * log_q, torch.zeros_like(p))
+    return terms.sum(-1) / LOG2
+
+
+def entropy_error_bits(q: Tensor, p: Tensor) -> Tensor:
+    """|H(q) - H(p)| in bits at every position (the per-sequence entropy error before averaging)."""
+    return (entropy_bits(q) - entropy_bits(p)).abs()
+
+
+def _check_mask(values: Tensor, mask: Tensor | None) -> Tensor:
+    if values.dim() != 2:
+        raise ValueError(f"values must have shape [N, L] (sequence, position), got {list(values.shape)}")
+    if mask is None:
+        return torch.ones_like(values, dtype=torch.bool)
+    if mask.shape != values.shape:
+        raise ValueError(f"mask must have the shape of values {list(values.shape)}, got {list(mask.shape)}")
+    if mask.dtype != torch.bool:
+        raise ValueError(f"mask must be a bool tensor, got {mask.dtype}")
+    return mask
+
+
+NONFINITE = ("raise", "nan")
+
+
+def summarize(values: Tensor, mask: Tensor | None = None, level: float = 0.95, *,
+              nonfinite: str = "raise") -> Summary:
+    """Mean of `values` [N, L] over positions where `mask` is True, with a `level` interval.
+
+    The interval is a t-interval on the ratio estimator sum_n S_n / sum_n M_n (S_n the sum and
+    M_n the count of scored values in sequence n), with the delta-method standard error.
+    `nonfinite` says what a NaN or inf at a scored position means: "raise" (NaN raises, inf
+    gives an infinite mean), or "nan" (a diverged model: the Summary's numbers are all NaN, so
+    it has no score but its sibling ensemble members keep theirs).
+    """
+    if nonfinite not in NONFINITE:
+        raise ValueError(f"nonfinite must be one of {NONFINITE}, got {nonfinite!r}")
+    mask = _check_mask(values, mask)
+    if nonfinite == "nan" and not bool(torch.isfinite(values[mask]).all()):
+        return Summary(math.nan, math.nan, math.nan, int(mask.any(1).sum()), int(mask.sum()))
+    v = torch.where(mask, values.double(), torch.zeros((), dtype=torch.float64, device=values.device))
+    if bool(torch.isnan(v).any()):
+        raise ValueError("values contain NaN at scored positions; refusing to average them")
+    sums = v.sum(1)
+    counts = mask.sum(1).double()
+    keep = counts > 0
+    sums, counts = sums[keep], counts[keep]
+    n = int(keep.sum())
+    total = float(counts.sum())
+    if n == 0:
+        raise ValueError("mask selects no position: nothing to average")
+    mean = float(sums.sum() / total)
+    if n < 2 or not math.isfinite(mean):
+        return Summary(mean, float("nan") if n < 2 else mean, float("nan") if n < 2 else mean, n, int(total))
+    mbar = total / n
+    resid = sums - mean * counts
+    se = math.sqrt(float((resid**2).sum()) / (n * (n - 1))) / mbar
+    from scipy.stats import t as student_t
+
+    half = float(student_t.ppf(0.5 + level / 2.0, n - 1)) * se
+    return Summary(mean, mean - half, mean + half, n, int(total))
+
+
+def per_position(values: Tensor, mask: Tensor | None = None) -> Tensor:
+    """Mean over sequences at each position, NaN where no sequence is scored: shape [L]."""
+    mask = _check_mask(values, mask)
+    v = torch.where(mask, values.double(), torch.zeros((), dtype=torch.float64, device=values.device))
+    counts = mask.sum(0).double()
+    return torch.where(counts > 0, v.sum(0) / counts.clamp(min=1), torch.full_like(counts, float("nan")))
+
+
+def positional_mae(h_q: Tensor, h_p: Tensor, mask: Tensor | None = None, level: float = 0.95, *,
+                   nonfinite: str = "raise") -> Summary:
+    """mean_t |mean_n h_q[n, t] - mean_n h_p[n, t]| over positions t scored in any sequence,
+    with a jackknife `level` interval over sequences.
+
+    h_q, h_p: [N, L] entropies (bits) of the model and of the posterior. Each position's means
+    run over the sequences scored there. The jackknife recomputes the statistic with each
+    sequence left out (vectorised: [N, L] work), se^2 = (n-1)/n sum (theta_(-n) - mean)^2, and
+    uses a t-interval with n-1 degrees of freedom. The statistic is an absolute value of a mean,
+    so it is biased upwards by noise when the true per-position difference is near 0; the
+    interval describes its sampling spread, not that bias.
+    """
+    if nonfinite not in NONFINITE:
+        raise ValueError(f"nonfinite must be one of {NONFINITE}, got {nonfinite!r}")
+    if h_q.shape != h_p.shape:
+        raise ValueError(f"h_q and h_p must have the same shape, got {list(h_q.shape)} and {list(h_p.shape)}")
+    mask = _check_mask(h_q, mask)
+    keep = mask.any(1)
+    n, n_pos = int(keep.sum()), int(mask.sum())
+    if n == 0:
+        raise ValueError("mask selects no position: nothing to average")
+    d = h_q.double() - h_p.double()
+    if nonfinite == "nan" and not bool(torch.isfinite(d[mask]).all()):
+        return Summary(math.nan, math.nan, math.nan, n, n_pos)
+    if bool(torch.isnan(d[mask]).any()):
+        raise ValueError("values contain NaN at scored positions; refusing to average them")
+    m = mask[keep].double()
+    d = torch.where(mask[keep], d[keep], torch.zeros((), dtype=torch.float64, device=d.device))
+    total, count = d.sum(0), m.sum(0)  # [L]
+    scored = count > 0
+    mean = float((total[scored] / count[scored]).abs().mean())
+    if n < 2 or not math.isfinite(mean):
+        return Summary(mean, float("nan") if n < 2 else mean, float("nan") if n < 2 else mean, n, n_pos)
+    loo_count = count - m  # [n, L]: counts with sequence i left out
+    loo_ok = loo_count > 0
+    loo_diff = torch.where(loo_ok, (total - d) / loo_count.clamp(min=1), torch.zeros_like(d)).abs()
+    loo = loo_diff.sum(1) / loo_ok.sum(1).clamp(min=1)  # [n] statistic without sequence i
+    se = math.sqrt(float((n - 1) / n * ((loo - loo.mean()) ** 2).sum()))
+    from scipy.stats import t as student_t
+
+    half = float(student_t.ppf(0.5 + level / 2.0, n - 1)) * se
+    return Summary(mean, mean - half, mean + half, n, n_pos)
+
+
+@dataclass(frozen=True)
+class Score:
+    """The three errors of a model against the exact posterior (docs/science.md, "Metrics"),
+    averaged and per position."""
+
+    entropy_mae: Summary  # mean_{n,t} |H(q) - H(p)|
+    kl: Summary  # mean_{n,t} KL(p || q)
+    entropy_mae_positional: Summary  # mean_t |mean_n H(q) - mean_n H(p)|
+    entropy_error: Tensor  # [N, L] |H(q) - H(p)| bits, for paired comparisons of two models
+    entropy_mae_curve: Tensor  # [L] bits
+    kl_curve: Tensor  # [L] bits
+    model_entropy_curve: Tensor  # [L] bits
+    bayes_entropy_curve: Tensor  # [L] bits
+
+
+#: |logsumexp(log_q) - 0| allowed for a row of log-probabilities (float64 rows; float32 rows
+#: get ROW_SUM_ATOL[float32] of the oracle's checks).
+LOG_SUM_ATOL = 1e-6
+
+
+def _check_predictive(mask: Tensor, q: Tensor | None, log_q: Tensor | None, nonfinite: str) -> None:
+    """q must be a probability distribution (finite, non-negative, summing to 1) and log_q its
+    logarithm at every scored position; rows with a NaN/inf are the `nonfinite` rule's business
+    when it is "nan" (a diverged member scores NaN), an error otherwise."""
+    from ..oracle.validate import ROW_SUM_ATOL, require_distribution_rows
+
+    if mask.shape != (q if q is not None else log_q).shape[:-1] or mask.dtype != torch.bool:
+        return  # summarize names the mask's problem
+    name = "q (the model's predictive)" if q is not None else "log_q (the model's log-predictive)"
+    rows = (q if q is not None else log_q)[mask]
+    finite = torch.isfinite(rows).all(-1) if q is not None else ~torch.isnan(rows).any(-1)
+    if nonfinite == "nan":
+        rows = rows[finite]
+    elif not bool(finite.all()):
+        raise ValueError(f"{name} must be finite at every scored position (no NaN{' or inf' if q is not None else ''});"
+                         " pass nonfinite='nan' to score a diverged model as NaN")
+    if q is not None:
+        if rows.dtype not in ROW_SUM_ATOL:
+            rows = rows.double()
+        require_distribution_rows(f"{name} at the scored positions", rows)
+        return
+    if bool((rows == math.inf).any()):
+        raise ValueError(f"{name} must be <= 0 (log-probabilities); found +inf at a scored position")
+    atol = LOG_SUM_ATOL if rows.dtype == torch.float64 else ROW_SUM_ATOL[torch.float32]
+    total = torch.logsumexp(rows.double(), -1)
+    off = (total.abs() > atol)
+    if bool(off.any()):
+        raise ValueError(f"{name} must hold log-probabilities at the scored positions: exp(log_q) sums to "
+                         f"{float(total[off][0].exp()):.8g} in a row (allowed: logsumexp within {atol:g} of 0)")
+
+
+def score(p: Tensor, mask: Tensor, *, q: Tensor | None = None, logits: Tensor | None = None,
+          log_q: Tensor | None = None, nonfinite: str = "raise") -> Score:
+    """Score a model's predictive (probabilities q, logits or log-probabilities log_q, all
+    [N, L, C]) against posteriors p; `nonfinite` as in `summarize`.
+
+    q must be a distribution at every scored position (finite, non-negative, each row summing
+    to 1 within the oracle's tolerance `oracle.validate.ROW_SUM_ATOL`), and log_q its logarithm
+    (logsumexp 0): anything else would give a silently wrong entropy and a negative KL.
+    Unscored positions are not checked (p itself is all zeros there)."""
+    given = [x for x in (q, logits, log_q) if x is not None]
+    if len(given) != 1:
+        raise ValueError("score needs exactly one of q, logits or log_q")
+    if given[0].shape != p.shape:
+        raise ValueError(f"the model's predictive must have the shape of p {list(p.shape)}, got {list(given[0].shape)}")
+    if nonfinite not in NONFINITE:
+        raise ValueError(f"nonfinite must be one of {NONFINITE}, got {nonfinite!r}")
+    if logits is None:
+        _check_predictive(mask, q, log_q, nonfinite)
+    if q is not None:
+        log_q = torch.log(q.double())
+        h_q = entropy_bits(q)
+    else:
+        if logits is not None:
+            log_q = torch.log_softmax(logits.double(), -1)
+        h_q = entropy_bits_from_log_probs(log_q)
+    h_p = entropy_bits(p)
+    err = (h_q - h_p).abs()
+    kl = kl_bits(p, log_q=log_q)
+    return Score(
+        entropy_mae=summarize(err, mask, nonfinite=nonfinite),
+        kl=summarize(kl, mask, nonfinite=nonfinite),
+        entropy_mae_positional=positional_mae(h_q, h_p, mask, nonfinite=nonfinite),
+        entropy_error=err,
+        entropy_mae_curve=per_position(err, mask),
+        kl_curve=per_position(kl, mask),
+        model_entropy_curve=per_position(h_q, mask),
+        bayes_entropy_curve=per_position(h_p, mask),
+    )

@@ -1,0 +1,70 @@
+"""A trained ensemble -> scored run records: one `RunRecord` per member, evaluated on the task's
+fixed evaluation sets (`evaluate.evaluate`), with its configuration, training curve and
+environment. Writing them is the store's (`store.database.write_records`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from ..store.database import cache_dir_for, environment, write_records
+from ..store.records import RunRecord
+from ..training.trainer import TrainResult, task_of
+from .evaluate import DEFAULT_SEQUENCES, evaluate
+
+
+def _subsample(losses: torch.Tensor, member: int, points: int = 200) -> list[list[float]]:
+    n = losses.shape[0]
+    if n == 0:
+        return []
+    stride = max(1, -(-n // points))  # ceil: at most `points` windows
+    out = []
+    for start in range(0, n, stride):
+        window = losses[start : start + stride, member]
+        out.append([start + len(window), float(window.nanmean())])
+    return out
+
+
+def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
+           cache_dir: str | None = None, write: bool = True) -> list[RunRecord]:
+    """Evaluate a trained ensemble and write one record per seed (replacing that run's old ones).
+
+    The row's arch is meta["name"] when given (an outside model's leaderboard name), else the
+    identity's arch; identity["train"] is None for a model scored without training here.
+
+    Evaluation sets are cached on disk beside the store (`<store folder>/cache`) unless
+    `cache_dir` says otherwise, so parallel jobs and later `eval` calls reuse them.
+    `write=False` only returns the records (a sweep's workers: the sweep driver writes them).
+    """
+    task, meta, ident = task_of(result), result.meta, result.identity
+    if cache_dir is None:
+        cache_dir = cache_dir_for(db)
+    model = result.model
+    lengths = tuple(meta.get("eval_lengths", ()))
+    scored = tuple(meta.get("eval_scored", ()))
+    scores = evaluate(model, task, lengths=lengths, scored=scored,
+                      n_sequences=meta.get("eval_sequences", DEFAULT_SEQUENCES), cache_dir=cache_dir)
+    model_cfg = dataclasses.asdict(model.cfg) if dataclasses.is_dataclass(getattr(model, "cfg", None)) else {}
+    attention = model_cfg.get("attention")
+    env = environment(device, attention)
+    final = result.final_loss()
+    batch = (ident.get("train") or {}).get("batch_size")  # None: scored without training here
+    config = {"model": model_cfg, "model_args": ident["model"], "train": ident["train"], "seeds": result.seeds,
+              "max_len": ident["max_len"], "eval_lengths": list(lengths), "eval_scored": list(scored),
+              "eval_sequences": meta.get("eval_sequences"),
+              "checkpoint": result.checkpoint}
+    sequences_per_s = result.steps * batch * len(result.seeds) / result.wall_s if result.wall_s and batch else None
+    records = [RunRecord(
+        run_id=result.run_id, seed=seed, member=e, group_id=meta.get("group_id"), preset=meta.get("preset"),
+        task=task.name, task_label=meta.get("label", task.describe()), task_config=task.config(),
+        arch=meta.get("name") or ident["arch"],
+        config=config, params=model.num_params(), steps=result.steps, wall_s=result.wall_s,
+        steps_per_s=result.steps_per_s, sequences_per_s=sequences_per_s, status=result.diverged.get(e, "ok"),
+        final_loss=final[e], evaluation=scores[e], param_breakdown=model.param_breakdown(),
+        loss_curve=_subsample(result.losses, e), environment=env,
+    ) for e, seed in enumerate(result.seeds)]
+    if write:
+        write_records(records, db)
+    return records

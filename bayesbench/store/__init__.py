@@ -1,0 +1,1 @@
+"""The results store: run records, the SQLite file, the leaderboard and its figures."""

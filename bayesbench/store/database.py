@@ -1,0 +1,376 @@
+"""The results store: one SQLite row per (run, seed), written from and read back as `RunRecord`s.
+
+Default file `./results/bayesbench.sqlite`; override with `--db` or the BAYESBENCH_DB
+environment variable. Several processes may write at once: WAL journal, a busy timeout, each
+write in its own `BEGIN IMMEDIATE` transaction, retried while the database is locked.
+
+The table `runs` is meant to be read with plain SQL too: docs/results.md documents every column
+and the JSON layouts of the JSON columns. A store written by another version of bayesbench
+loads when its table has these columns, and otherwise fails with a message naming what differs.
+
+A store that cannot be used (a directory, a file that is not SQLite or is damaged, a place that
+cannot be written, a foreign `runs` table) raises `StoreError`, a ValueError naming the file and
+what is wrong, and the file is left as it is; `prepare_store` finds that out before any training.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import sqlite3
+import time
+from datetime import datetime, timezone
+
+from .records import (FINAL_LOSS_MEANING, EvalResult, MemberEvaluation, PermutationCheck, PositionCurves,
+                     RunRecord)
+
+DEFAULT_DB = os.path.join("results", "bayesbench.sqlite")
+BUSY_TIMEOUT_MS = 60_000
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    member INTEGER NOT NULL,
+    group_id TEXT,
+    preset TEXT,
+    task TEXT NOT NULL,
+    task_label TEXT NOT NULL,
+    task_config TEXT NOT NULL,
+    arch TEXT NOT NULL,
+    config TEXT NOT NULL,
+    params INTEGER NOT NULL,
+    steps INTEGER NOT NULL,
+    wall_s REAL,
+    steps_per_s REAL,
+    sequences_per_s REAL,
+    status TEXT NOT NULL,
+    final_loss REAL,
+    entropy_mae_bits REAL,
+    entropy_mae_ci_low REAL,
+    entropy_mae_ci_high REAL,
+    kl_bits REAL,
+    kl_ci_low REAL,
+    kl_ci_high REAL,
+    entropy_mae_positional_bits REAL,
+    entropy_mae_positional_ci_low REAL,
+    entropy_mae_positional_ci_high REAL,
+    metrics TEXT,
+    curves TEXT,
+    loss_curve TEXT,
+    environment TEXT,
+    created_at TEXT NOT NULL,
+    UNIQUE (run_id, seed)
+);
+CREATE INDEX IF NOT EXISTS runs_task_arch ON runs (task_label, arch, created_at);
+"""
+
+SCHEMA_VERSION = 2  # PRAGMA user_version of stores this module writes (0: written before it was set;
+# 2 added the entropy_mae_positional columns, which older stores gain on opening)
+COLUMNS = ("run_id", "seed", "member", "group_id", "preset", "task", "task_label", "task_config", "arch",
+           "config", "params", "steps", "wall_s", "steps_per_s", "sequences_per_s", "status", "final_loss",
+           "entropy_mae_bits", "entropy_mae_ci_low", "entropy_mae_ci_high", "kl_bits", "kl_ci_low",
+           "kl_ci_high", "entropy_mae_positional_bits", "entropy_mae_positional_ci_low",
+           "entropy_mae_positional_ci_high", "metrics", "curves", "loss_curve", "environment", "created_at")
+JSON_COLUMNS = ("task_config", "config", "metrics", "curves", "loss_curve", "environment")
+
+
+class StoreError(ValueError):
+    """The results store (or its evaluation cache) cannot be used; the message says why."""
+
+
+def db_path(path: str | None = None) -> str:
+    """The store's path: the argument, else $BAYESBENCH_DB, else ./results/bayesbench.sqlite."""
+    return path or os.environ.get("BAYESBENCH_DB") or DEFAULT_DB
+
+
+def cache_dir_for(path: str | None = None) -> str:
+    """The evaluation-set cache beside the store: `<store folder>/cache`."""
+    return os.path.join(os.path.dirname(os.path.abspath(db_path(path))), "cache")
+
+
+def _store_error(path: str, err: BaseException) -> StoreError:
+    """One line for an SQLite or OS error on the store at `path`."""
+    text = str(err)
+    if "not a database" in text:
+        why = "is not an SQLite database (file is not a database); it was left as it is"
+    elif "malformed" in text or "corrupt" in text:
+        why = f"is damaged ({text}); it was left as it is: restore a copy or choose another --db"
+    elif "readonly" in text or "read-only" in text:
+        why = f"cannot be written ({text}): choose a writable --db"
+    elif "unable to open" in text:
+        why = (f"cannot be opened or created ({text}): is its folder missing or read-only? "
+               "choose a writable --db")
+    else:
+        why = f"cannot be used ({type(err).__name__}: {text})"
+    return StoreError(f"results store {path} {why}")
+
+
+def connect(path: str | None = None) -> sqlite3.Connection:
+    """Open (creating if needed) the store in WAL mode with a busy timeout."""
+    path = db_path(path)
+    if os.path.isdir(path):
+        raise StoreError(f"results store {path} is a directory; --db must name a file, "
+                         f"e.g. {os.path.join(path, 'bayesbench.sqlite')}")
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as err:
+        raise StoreError(f"results store {path}: its folder {folder} cannot be created ({err.strerror})") from None
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    except sqlite3.Error as err:
+        raise _store_error(path, err) from None
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if conn.execute("PRAGMA user_version").fetchone()[0] <= SCHEMA_VERSION:
+            _retry(lambda: _add_missing_columns(conn))  # an older bayesbench store gains the new columns
+        _retry(lambda: _check_schema(conn, path))  # before anything writes: a foreign file stays as it was
+        _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+        _retry(lambda: conn.executescript(SCHEMA))
+        if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            _retry(lambda: conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}"))
+    except sqlite3.Error as err:
+        conn.close()
+        raise _store_error(path, err) from None
+    except ValueError:
+        conn.close()
+        raise
+    return conn
+
+
+def _check_schema(conn: sqlite3.Connection, path: str) -> None:
+    """Refuse a store written by a newer schema, or whose `runs` table lacks a column this
+    version reads or writes (stores from before SCHEMA_VERSION existed have them all)."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"results store {path} has schema version {version}, newer than this bayesbench's "
+                         f"{SCHEMA_VERSION}: upgrade bayesbench, or use another --db")
+    have = {r[1] for r in conn.execute("PRAGMA table_info(runs)").fetchall()}
+    missing = [c for c in COLUMNS if c not in have]
+    if have and missing:
+        raise StoreError(f"results store {path} has a 'runs' table without the columns {missing} "
+                         "(written by another program or an incompatible bayesbench); use another --db")
+
+
+# Columns added after SCHEMA_VERSION 1: a version-1 (or unversioned) store gains them, NULL in
+# its old rows, before the schema check.
+ADDED_COLUMNS = {"entropy_mae_positional_bits": "REAL", "entropy_mae_positional_ci_low": "REAL",
+                 "entropy_mae_positional_ci_high": "REAL"}
+
+
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    """Bring an existing `runs` table of an older version up to the current columns."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(runs)").fetchall()}
+    if not have or not set(COLUMNS) - set(ADDED_COLUMNS) <= have:
+        return  # no table yet, or not a bayesbench table (the schema check names it; nothing is altered)
+    for name, kind in ADDED_COLUMNS.items():
+        if name not in have:
+            try:
+                conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+            except sqlite3.OperationalError as err:  # another process added it first
+                if "duplicate column" not in str(err):
+                    raise
+
+
+def prepare_store(path: str | None = None) -> str:
+    """Open or create the store (checking its columns), check that it can be written, and
+    create its evaluation cache folder, all before any training; returns the store's path.
+    Raises StoreError naming what cannot be used."""
+    path = db_path(path)
+    conn = connect(path)
+    try:
+        def probe():
+            conn.execute("BEGIN IMMEDIATE")  # takes the write lock: fails here if it cannot be written
+            conn.execute("ROLLBACK")
+        _retry(probe)
+    except sqlite3.Error as err:
+        raise _store_error(path, err) from None
+    finally:
+        conn.close()
+    cache = cache_dir_for(path)
+    try:
+        os.makedirs(cache, exist_ok=True)
+        probe_file = os.path.join(cache, f".write-test-{os.getpid()}")
+        with open(probe_file, "wb"):
+            pass
+        os.unlink(probe_file)
+    except OSError as err:
+        raise StoreError(f"the evaluation cache {cache} beside results store {path} cannot be created or "
+                         f"written ({err.strerror}); choose a --db in a writable folder") from None
+    return path
+
+
+def _retry(action, attempts: int = 20):
+    """Run `action`, retrying with back-off while SQLite says the database is locked or busy."""
+    for i in range(attempts):
+        try:
+            return action()
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) and "busy" not in str(err) or i == attempts - 1:
+                raise
+            time.sleep(min(2.0, 0.05 * 2**i))
+
+
+def _clean(value):
+    """JSON cannot hold NaN/inf: store them as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def to_row(record: RunRecord) -> dict:
+    """The columns of `record` (JSON columns as Python objects; docs/results.md)."""
+    head = record.headline
+    ev = record.evaluation
+    row = {
+        "run_id": record.run_id, "seed": record.seed, "member": record.member, "group_id": record.group_id,
+        "preset": record.preset, "task": record.task, "task_label": record.task_label,
+        "task_config": record.task_config, "arch": record.arch, "config": record.config, "params": record.params,
+        "steps": record.steps, "wall_s": record.wall_s, "steps_per_s": record.steps_per_s,
+        "sequences_per_s": record.sequences_per_s, "status": record.status, "final_loss": record.final_loss,
+        "entropy_mae_bits": head.entropy_mae.mean, "entropy_mae_ci_low": head.entropy_mae.ci_low,
+        "entropy_mae_ci_high": head.entropy_mae.ci_high,
+        "kl_bits": head.kl.mean, "kl_ci_low": head.kl.ci_low, "kl_ci_high": head.kl.ci_high,
+        **({} if head.entropy_mae_positional is None else {
+            "entropy_mae_positional_bits": head.entropy_mae_positional.mean,
+            "entropy_mae_positional_ci_low": head.entropy_mae_positional.ci_low,
+            "entropy_mae_positional_ci_high": head.entropy_mae_positional.ci_high}),
+        "metrics": {"primary": ev.primary, "evals": {name: e.to_json() for name, e in ev.evals.items()},
+                    "permutation": ev.permutation.to_json() if ev.permutation is not None else None,
+                    "param_breakdown": record.param_breakdown, "final_loss": FINAL_LOSS_MEANING},
+        "curves": {name: c.to_json() for name, c in ev.curves.items()},
+        "loss_curve": record.loss_curve, "environment": record.environment,
+    }
+    if record.created_at is not None:
+        row["created_at"] = record.created_at
+    return row
+
+
+def from_row(row: dict) -> RunRecord:
+    """A stored row (JSON columns decoded) back as a RunRecord."""
+    metrics = row["metrics"] or {}
+    if "evals" not in metrics or "primary" not in metrics:
+        raise ValueError(f"stored run {row['run_id']} seed {row['seed']} has no per-evaluation metrics "
+                         "(metrics.evals / metrics.primary): it was not written by bayesbench's run record")
+    curves = row["curves"] or {}
+    evaluation = MemberEvaluation(
+        primary=metrics["primary"],
+        evals={name: EvalResult.from_json(e) for name, e in metrics["evals"].items()},
+        curves={name: PositionCurves.from_json(c) for name, c in curves.items()},
+        permutation=PermutationCheck.from_json(metrics.get("permutation")))
+    return RunRecord(
+        run_id=row["run_id"], seed=row["seed"], member=row["member"], group_id=row["group_id"],
+        preset=row["preset"], task=row["task"], task_label=row["task_label"], task_config=row["task_config"],
+        arch=row["arch"], config=row["config"], params=row["params"], steps=row["steps"], wall_s=row["wall_s"],
+        steps_per_s=row["steps_per_s"], sequences_per_s=row["sequences_per_s"], status=row["status"],
+        final_loss=row["final_loss"], evaluation=evaluation, param_breakdown=metrics.get("param_breakdown") or {},
+        loss_curve=row["loss_curve"] or [], environment=row["environment"] or {}, created_at=row["created_at"])
+
+
+def write_records(records: list[RunRecord], path: str | None = None) -> int:
+    """Store one row per record (`write_rows` of `to_row`); returns the count."""
+    return write_rows([to_row(r) for r in records], path)
+
+
+def write_rows(rows: list[dict], path: str | None = None) -> int:
+    """Insert raw rows (column -> value, JSON columns as Python objects) in one transaction;
+    returns the count.
+
+    A row whose (run_id, seed) is already stored (a re-evaluation) updates the stored one but
+    keeps its `created_at` and `environment`: they describe the training run, and the
+    leaderboard's "latest run" is the latest trained, not the latest re-scored.
+    """
+    for row in rows:
+        missing = {"run_id", "seed", "task", "task_label", "arch", "params", "steps", "status"} - set(row)
+        if missing:
+            raise ValueError(f"rows must have {sorted(missing)}")
+    values = []
+    for row in rows:
+        row = {"created_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **row}
+        unknown = set(row) - set(COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown result columns {sorted(unknown)}; known: {', '.join(COLUMNS)}")
+        values.append(tuple(json.dumps(_clean(row.get(c)), allow_nan=False) if c in JSON_COLUMNS
+                            else _clean(row.get(c)) for c in COLUMNS))
+    keep = ("run_id", "seed", "created_at", "environment")
+    sql = (f"INSERT INTO runs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
+           f"ON CONFLICT (run_id, seed) DO UPDATE SET "
+           + ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c not in keep))
+    conn = connect(path)
+    try:
+        def transaction():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(sql, values)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        _retry(transaction)
+    except sqlite3.Error as err:
+        raise _store_error(db_path(path), err) from None
+    finally:
+        conn.close()
+    return len(values)
+
+
+def read_records(path: str | None = None, *, where: str = "", params: tuple = ()) -> list[RunRecord]:
+    """Stored records, oldest first; `where` is an SQL condition on the columns (docs/results.md)."""
+    return [from_row(r) for r in read_rows(path, where=where, params=params)]
+
+
+def read_rows(path: str | None = None, *, where: str = "", params: tuple = ()) -> list[dict]:
+    """Raw rows as dicts (JSON columns decoded), oldest first; `where` is an SQL condition."""
+    if not os.path.exists(db_path(path)):
+        return []
+    conn = connect(path)
+    try:
+        sql = "SELECT * FROM runs" + (f" WHERE {where}" if where else "") + " ORDER BY created_at, id"
+        rows = _retry(lambda: conn.execute(sql, params).fetchall())
+    except sqlite3.Error as err:
+        raise _store_error(db_path(path), err) from None
+    finally:
+        conn.close()
+    out = []
+    for r in rows:
+        d = dict(r)
+        try:
+            for c in JSON_COLUMNS:
+                d[c] = json.loads(d[c]) if d[c] is not None else None
+        except (TypeError, ValueError) as err:
+            raise StoreError(f"results store {db_path(path)} is damaged: row {d.get('id')} (run {d.get('run_id')}, "
+                             f"seed {d.get('seed')}) has unreadable {c} ({err}); it was left as it is") from None
+        out.append(d)
+    return out
+
+
+def environment(device: str, attention: str | None = None) -> dict:
+    """Versions, device and the backends a run used (attention kernel, oracle extension)."""
+    import torch
+
+    import bayesbench
+    from bayesbench.ops import extension_status
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    dev = str(device)
+    name = torch.cuda.get_device_name(torch.device(dev)) if dev.startswith("cuda") else platform.processor() or "cpu"
+    return {
+        "bayesbench": bayesbench.__version__, "torch": torch.__version__, "triton": triton_version,
+        "python": platform.python_version(), "platform": platform.platform(), "device": dev,
+        "device_name": name, "threads": torch.get_num_threads(), "attention_backend": attention,
+        "oracle_extension": extension_status(),
+    }

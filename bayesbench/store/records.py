@@ -1,0 +1,213 @@
+"""The run record: what one trained ensemble member (one run, one seed) is and how it scored.
+
+`RunRecord` is the one shape a result has everywhere: the runner builds it, the results store
+writes it as one SQLite row and reads it back, and the leaderboard and the plots read its typed
+fields (`record.evals["K=30"].entropy_mae.mean`, not nested dict paths).
+
+Scores are per evaluation set: `evals[name]` is an `EvalResult` (for the HMM the names are
+"K=20", "K=30", ...; for the bijection "values" and "values+query"; otherwise "standard"), and
+`primary` names the one that is the training task itself (the headline numbers). Each holds the
+three metrics (docs/science.md#metrics) and the floors (uniform and context-ignoring predictors
+scored on the same sequences, `bayesbench.scoring.floors`). An `EvalResult`'s metrics are its fields typed `Summary`
+(`Summary`: mean with a 95% interval over sequences, all in bits): adding a metric is
+adding a field typed `Summary | None = None` here and computing it in `evaluate.evaluate`;
+`metric_names()`, the JSON (de)serialisation and the leaderboard's JSON and CSV pick it up, and
+records stored before it existed read back with None.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from dataclasses import dataclass, field
+
+FINAL_LOSS_MEANING = "mean training cross-entropy (nats) over the last 100 steps"
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Mean of a per-position metric over the scored positions, with a 95% interval."""
+
+    mean: float
+    ci_low: float
+    ci_high: float
+    n_sequences: int
+    n_positions: int
+
+    @property
+    def half_width(self) -> float:
+        return (self.ci_high - self.ci_low) / 2.0
+
+    def __str__(self) -> str:
+        return f"{self.mean:.4g} ± {self.half_width:.2g} (95% CI, {self.n_sequences} seq)"
+
+
+def _summary_from_json(d: dict | None) -> Summary | None:
+    """A Summary back from JSON, where the store wrote non-finite numbers (a diverged member) as null."""
+    if d is None:
+        return None
+    nan = lambda x: math.nan if x is None else x  # noqa: E731
+    return Summary(nan(d["mean"]), nan(d["ci_low"]), nan(d["ci_high"]), d["n_sequences"], d["n_positions"])
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """One member's scores on one evaluation set (bits, over the task's scored positions)."""
+
+    task: str  # the evaluated task, described (e.g. "hmm(S=5, V=5, K=30, ...)")
+    positions: str  # which positions the numbers average over, in words
+    entropy_mae: Summary  # mean over (sequence, position) of |H(model) - H(Bayes)|
+    kl: Summary  # mean KL(Bayes || model)
+    entropy_mae_positional: Summary | None = None  # mean over positions of |mean H(model) - mean H(Bayes)|
+    # {"uniform" | "marginal": {metric name: Summary}}: the floors on the same sequences
+    floors: dict[str, dict[str, Summary]] | None = None
+
+    @classmethod
+    def metric_names(cls) -> tuple[str, ...]:
+        """The fields that are metrics (typed Summary), in declaration order."""
+        hints = typing.get_type_hints(cls)
+        return tuple(f.name for f in dataclasses.fields(cls) if Summary in (hints[f.name], *typing.get_args(hints[f.name])))
+
+    def metrics(self) -> dict[str, Summary]:
+        """{metric name: Summary} of the metrics this result has (absent optional ones left out)."""
+        return {name: getattr(self, name) for name in self.metric_names() if getattr(self, name) is not None}
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> EvalResult:
+        metrics = set(cls.metric_names())
+        args = {}
+        for f in dataclasses.fields(cls):
+            if f.name in metrics:
+                args[f.name] = _summary_from_json(d.get(f.name))
+            elif f.name == "floors":
+                args[f.name] = None if d.get("floors") is None else {
+                    name: {m: _summary_from_json(v) for m, v in scores.items()} for name, scores in d["floors"].items()}
+            elif f.name in d:
+                args[f.name] = d[f.name]
+        return cls(**args)
+
+
+@dataclass(frozen=True)
+class PositionCurves:
+    """Per scored position (mean over the evaluation sequences), for the plots; bits."""
+
+    position: list[int]  # the scored positions' indices in the sequence
+    entropy_mae: list[float]  # |H(model) - H(Bayes)|
+    kl: list[float]  # KL(Bayes || model)
+    model_entropy: list[float]
+    bayes_entropy: list[float]
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> PositionCurves:
+        return cls(**{f.name: [math.nan if v is None else v for v in d[f.name]] if f.name != "position"
+                      else d[f.name] for f in dataclasses.fields(cls)})
+
+
+@dataclass(frozen=True)
+class PermutationCheck:
+    """The HMM label-permutation check on the primary evaluation: the same sequences with the
+    hidden states relabelled (posterior recomputed) must score the same entropy MAE."""
+
+    eval: str  # the evaluation it was run on (the primary one)
+    entropy_mae: float
+    entropy_mae_permuted: float
+    difference: Summary  # paired per-position difference (plain - permuted), with its interval
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> PermutationCheck | None:
+        if d is None:
+            return None
+        nan = lambda x: math.nan if x is None else x  # noqa: E731
+        return cls(d["eval"], nan(d["entropy_mae"]), nan(d["entropy_mae_permuted"]),
+                   _summary_from_json(d["difference"]))
+
+
+@dataclass(frozen=True)
+class MemberEvaluation:
+    """Everything `evaluate.evaluate` measures for one ensemble member."""
+
+    primary: str  # name of the evaluation on the training task itself
+    evals: dict[str, EvalResult]  # every evaluation set, primary first
+    curves: dict[str, PositionCurves]  # per evaluation name
+    permutation: PermutationCheck | None = None  # HMM only
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One (run, seed): identity, training facts and scores of one ensemble member.
+
+    A run trains several seeds at once (an ensemble: independent models stacked on one leading
+    dimension, nothing averaged); each seed is its own record. `config` holds the resolved model
+    config (`model`), the arguments it was built from (`model_args`), the training config, the
+    run's seeds, the position-table length, the evaluation lengths and size, and the checkpoint.
+    """
+
+    run_id: str
+    seed: int
+    member: int  # the seed's index in its run's ensemble
+    group_id: str | None  # the `bayesbench run` invocation it belongs to
+    preset: str | None
+    task: str  # task name, e.g. "hmm"
+    task_label: str  # the preset's label, e.g. "hmm S=5 K=20 soft": the leaderboard's task column
+    task_config: dict  # Task.config(), the inverse of tasks.task_from_config
+    arch: str
+    config: dict
+    params: int  # parameters of one member
+    steps: int  # training steps done
+    wall_s: float | None  # training wall time of the whole ensemble
+    steps_per_s: float | None
+    sequences_per_s: float | None  # training sequences per second over all members
+    status: str  # "ok", or how the member diverged
+    final_loss: float | None  # FINAL_LOSS_MEANING
+    evaluation: MemberEvaluation
+    param_breakdown: dict[str, int] = field(default_factory=dict)  # parameters per top-level submodule
+    loss_curve: list[list[float]] = field(default_factory=list)  # [step, mean training CE] pairs, subsampled
+    environment: dict = field(default_factory=dict)  # versions, device, backends (results.environment)
+    created_at: str | None = None  # when the run's rows were first written (UTC, ISO 8601)
+
+    @property
+    def primary(self) -> str:
+        return self.evaluation.primary
+
+    @property
+    def evals(self) -> dict[str, EvalResult]:
+        return self.evaluation.evals
+
+    @property
+    def curves(self) -> dict[str, PositionCurves]:
+        return self.evaluation.curves
+
+    @property
+    def permutation(self) -> PermutationCheck | None:
+        return self.evaluation.permutation
+
+    @property
+    def headline(self) -> EvalResult:
+        """The primary evaluation's scores (the leaderboard's headline numbers)."""
+        return self.evals[self.primary]
+
+    @property
+    def entropy_mae_bits(self) -> float:
+        """Headline entropy MAE (bits) on the primary evaluation."""
+        return self.headline.entropy_mae.mean
+
+    @property
+    def kl_bits(self) -> float:
+        """Headline KL(Bayes || model) (bits) on the primary evaluation."""
+        return self.headline.kl.mean
+
+    @property
+    def entropy_mae_positional_bits(self) -> float:
+        """Headline positional entropy MAE (bits) on the primary evaluation (NaN if not measured)."""
+        s = self.headline.entropy_mae_positional
+        return math.nan if s is None else s.mean

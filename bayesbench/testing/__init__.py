@@ -1,0 +1,1 @@
+"""Helpers for the tests and benchmarks: counting kernel ops and host reads of a step."""

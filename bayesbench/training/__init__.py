@@ -1,0 +1,1 @@
+"""Training: the ensemble trainer, its optimiser, checkpoints and seeds."""

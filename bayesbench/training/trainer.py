@@ -1,0 +1,531 @@
+"""Train an ensemble: E seeds in one model, each exactly the model a solo run would train.
+
+What makes member e of an ensemble with seeds [s_0..s_{E-1}] equal a solo run with seed s_e:
+- initialisation from its own seed (`EnsembleModel.init_members`);
+- its own data stream, seeded from s_e only (`MemberStream`);
+- its loss is the mean over its own supervised positions, and the total loss is the SUM over
+  members, so d(total)/d(member e's parameters) = d(loss_e)/d(member e's parameters);
+- gradient clipping per member: the global norm over member e's slice of every parameter;
+- AdamW is element-wise, so its state and update are per member already.
+
+Also here: learning-rate schedules, a NaN/inf guard that freezes a diverged member (the others
+continue; all diverged stops the run), checkpoints that make `resume=True` reproduce an
+uninterrupted run exactly, optional torch.compile and a tqdm progress bar.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..running import interrupt
+from .checkpoint import DamagedFile, load_checkpoint, remove_leftovers, save_atomic
+from ..checks import positive_int
+from ..models import EnsembleModel, get_model
+from ..models.base import check_token_values
+from .optim import FlatMemberAdamW
+from ..running.runlock import run_lock
+from .seeds import data_seed, dropout_seed
+from ..tasks import Batch, Task, task_from_config
+
+SCHEDULES = ("constant", "cosine")
+# auto: TF32 matmuls on CUDA, exact float32 elsewhere; fp32: exact float32 everywhere; tf32: TF32
+# matmuls (CUDA only); bf16: autocast of the forward pass to bfloat16 (weights and AdamW in float32)
+PRECISIONS = ("auto", "fp32", "tf32", "bf16")
+CHECKPOINT_NAME = "checkpoint.pt"
+# What `Trainer.save` writes and `Trainer.load` / `load_result` need.
+CHECKPOINT_KEYS = ("identity", "run_id", "step", "model", "optimizer", "streams", "rng", "cuda_rng", "losses",
+                   "alive", "diverged", "died_at", "elapsed")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation settings (docs/science.md#architectures-and-training; Paper I, Sec. 3.3-3.4). `warmup_steps` and `min_lr_ratio` apply to 'cosine'.
+
+    precision: see PRECISIONS (evaluation always runs in exact float32). sync_every: how often
+    the losses and the divergence guard are read back to the host (a step itself reads nothing).
+
+    prefetch: batches drawn per task.sample call (sliced afterwards; every step still gets
+    fresh sequences). It is part of the data stream's definition: runs that must match
+    (ensemble vs solo, resume) use the same value.
+    """
+
+    steps: int
+    batch_size: int = 64
+    lr: float = 1e-3
+    schedule: str = "constant"
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.0
+    weight_decay: float = 0.01
+    beta1: float = 0.9
+    beta2: float = 0.999
+    grad_clip: float = 1.0
+    prefetch: int = 16
+    checkpoint_every: int = 0
+    compile: bool = False
+    precision: str = "auto"
+    sync_every: int = 20
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        for f in ("steps", "batch_size", "prefetch", "sync_every"):
+            positive_int(f, getattr(self, f))
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr!r}")
+        if self.warmup_steps < 0 or self.checkpoint_every < 0:
+            raise ValueError("warmup_steps and checkpoint_every must be >= 0")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
+        if not self.grad_clip > 0:
+            raise ValueError(f"grad_clip must be > 0, got {self.grad_clip!r}")
+
+    def lr_at(self, step: int) -> float:
+        """Learning rate of step `step` (0-based): constant, or linear warm-up then cosine decay."""
+        if self.schedule == "constant":
+            return self.lr
+        if step < self.warmup_steps:
+            return self.lr * (step + 1) / self.warmup_steps
+        progress = (step - self.warmup_steps) / max(1, self.steps - self.warmup_steps)
+        cosine = 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        return self.lr * (self.min_lr_ratio + (1.0 - self.min_lr_ratio) * cosine)
+
+
+# ---------------------------------------------------------------- data: one stream per member
+
+class MemberStream:
+    """Fresh training batches for one member: `next()` -> Batch of `batch_size` sequences.
+
+    Samples `prefetch` batches per task.sample call and hands them out in order: fewer calls
+    into the samplers' per-time-step Python loops, still never a repeated sequence.
+    """
+
+    def __init__(self, task: Task, seed: int, batch_size: int, prefetch: int = 16,
+                 device: torch.device | str = "cpu") -> None:
+        self.task, self.batch_size, self.prefetch = task, batch_size, prefetch
+        self.generator = torch.Generator(device=device).manual_seed(data_seed(seed))
+        self._chunk_state = self.generator.get_state()  # generator state before the current chunk
+        self._chunk: Batch | None = None
+        self._offset = 0
+
+    def _refill(self) -> None:
+        self._chunk_state = self.generator.get_state()
+        self._chunk = self.task.sample(self.batch_size * self.prefetch, self.generator)
+        check_token_values(self._chunk.tokens, self.task.vocab_size, "sampled tokens")
+        self._offset = 0
+
+    def next(self) -> Batch:
+        if self._chunk is None or self._offset == self.prefetch:
+            self._refill()
+        b, i = self.batch_size, self._offset
+        self._offset += 1
+        return self._chunk.slice(i * b, (i + 1) * b)
+
+    def state_dict(self) -> dict:
+        """Enough to replay exactly: the generator state before the current chunk, the offset."""
+        return {"chunk_state": self._chunk_state.clone(), "offset": self._offset,
+                "has_chunk": self._chunk is not None}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.generator.set_state(state["chunk_state"].cpu())  # RNG states are CPU byte tensors
+        self._chunk, self._offset = None, 0
+        if state["has_chunk"]:
+            self._refill()
+            self._offset = state["offset"]
+
+
+def stack_members(batches: list[Batch]) -> tuple[Tensor, Tensor | None, Tensor, Tensor]:
+    """Per-member batches -> (tokens [E,B,L], header [E,B,H,D] or None, targets, mask [E,B,L])."""
+    if len(batches) == 1:  # one member: views, no copies
+        b = batches[0]
+        header = None if b.header is None else b.header.unsqueeze(0)
+        return b.tokens.unsqueeze(0), header, b.targets.unsqueeze(0), b.mask.unsqueeze(0)
+    header = None if batches[0].header is None else torch.stack([b.header for b in batches])
+    return (torch.stack([b.tokens for b in batches]), header,
+            torch.stack([b.targets for b in batches]), torch.stack([b.mask for b in batches]))
+
+
+# ---------------------------------------------------------------- loss and per-member clipping
+
+def member_losses(logits: Tensor, targets: Tensor, mask: Tensor) -> Tensor:
+    """Cross-entropy per member, averaged over that member's supervised positions: [E].
+
+    Hard targets [E,B,L] (IGNORE_INDEX off the mask) or soft targets [E,B,L,C].
+    """
+    if targets.dim() == 3:
+        ce = F.cross_entropy(logits.flatten(0, 2).float(), targets.flatten(), reduction="none")
+        ce = ce.view(mask.shape)
+    else:
+        ce = -(targets * torch.log_softmax(logits.float(), -1)).sum(-1)
+    ce = torch.where(mask, ce, torch.zeros((), device=ce.device, dtype=ce.dtype))
+    return ce.sum((1, 2)) / mask.sum((1, 2)).clamp(min=1)
+
+
+def uses_dropout(model: nn.Module) -> bool:
+    """Whether a forward of `model` in training mode may draw dropout masks: an nn.Dropout with
+    p > 0, or a module whose `dropout` / `embed_dropout` rate (the functional F.dropout callers
+    here) is above 0."""
+    for m in model.modules():
+        if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0:
+            return True
+        if any(isinstance(getattr(m, a, None), float) and getattr(m, a) > 0 for a in ("dropout", "embed_dropout")):
+            return True
+    return False
+
+
+def decays(p: Tensor) -> bool:
+    """Weight decay on matrices and embeddings (>= 2 dims per member), not on biases, norms or
+    parameters flagged `_no_weight_decay` (e.g. Mamba's A_log, which decay would pull to A = -1)."""
+    return p.dim() >= 3 and not getattr(p, "_no_weight_decay", False)
+
+
+def set_matmul_precision(precision: str, device: torch.device) -> None:
+    """TF32 matmuls on CUDA for 'auto'/'tf32'/'bf16', exact float32 for 'fp32' (process-wide)."""
+    if device.type == "cuda":
+        tf32 = precision != "fp32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+
+
+def autocast(precision: str, device: torch.device):
+    """bfloat16 autocast of the forward pass for precision='bf16'; a no-op context otherwise."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+# ---------------------------------------------------------------- the loop
+
+@dataclass
+class TrainResult:
+    """What a training run produced. losses: [steps_done, E] training CE per member (nats)."""
+
+    run_id: str
+    model: EnsembleModel
+    seeds: list[int]
+    steps: int
+    losses: Tensor
+    wall_s: float
+    diverged: dict[int, str] = field(default_factory=dict)
+    checkpoint: str | None = None
+    identity: dict = field(default_factory=dict)  # task config, arch, model config, seeds, training
+    meta: dict = field(default_factory=dict)  # caller's notes kept in the checkpoint (preset, label, ...)
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.steps / self.wall_s if self.wall_s > 0 else float("nan")
+
+    def final_loss(self, window: int = 100) -> list[float]:
+        """Per member: mean training cross-entropy (nats) over the last `window` steps."""
+        tail = self.losses[-window:]
+        return [float(tail[:, e].mean()) for e in range(tail.shape[1])]
+
+
+class Trainer:
+    """Holds the model, optimiser and data streams of one ensemble run; `fit()` runs it.
+
+    A step reads nothing back to the host: the per-member losses go into a device buffer and the
+    divergence guard's `alive` mask stays on the device; both are read every `cfg.sync_every`
+    steps (and before a checkpoint), which is when a diverged member is reported.
+    """
+
+    def __init__(self, task: Task, arch: str, seeds: list[int], cfg: TrainConfig, *,
+                 model_cfg: dict | None = None, max_len: int | None = None,
+                 device: torch.device | str = "cpu", run_dir: str | None = None,
+                 run_id: str | None = None, meta: dict | None = None) -> None:
+        if not seeds:
+            raise ValueError("seeds must name at least one seed")
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"seeds must be distinct, got {seeds}")
+        if any(isinstance(s, bool) or int(s) != s or s < 0 for s in seeds):
+            raise ValueError(f"seeds must be non-negative integers, got {seeds}")
+        self.task, self.arch, self.seeds, self.cfg = task, arch, [int(s) for s in seeds], cfg
+        self.model_cfg, self.max_len = dict(model_cfg or {}), max_len
+        self.device = torch.device(device)
+        self.run_dir, self.run_id = run_dir, run_id or uuid.uuid4().hex[:12]
+        self.meta = dict(meta or {})
+        set_matmul_precision(cfg.precision, self.device)
+        self.model = get_model(arch, task, seeds=self.seeds, max_len=max_len, device=self.device, **self.model_cfg)
+        self.model.validate_token_values = False  # MemberStream validates each sampled chunk once
+        self.forward = torch.compile(self.model) if cfg.compile else self.model
+        self._dropout = uses_dropout(self.model)
+        self.optimizer = FlatMemberAdamW(self.model, self.ensemble, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2),
+                                         weight_decay=cfg.weight_decay, decays=decays, max_norm=cfg.grad_clip)
+        self.params = list(self.model.parameters())  # model order (the optimiser's buffer puts decayed ones first)
+        self.streams = [MemberStream(task, s, cfg.batch_size, cfg.prefetch, self.device) for s in self.seeds]
+        self.step = 0
+        self.losses: list[Tensor] = []  # host copies, one [E] row per step, filled at each sync
+        self.alive = [True] * len(self.seeds)  # host view of the guard, as of the last sync
+        self.diverged: dict[int, str] = {}
+        self._alive = torch.ones(self.ensemble, dtype=torch.bool, device=self.device)
+        self._died_at = torch.full((self.ensemble,), -1, dtype=torch.long, device=self.device)
+        self._step_on_device = torch.zeros((), dtype=torch.long, device=self.device)
+        self._pending: list[Tensor] = []  # device loss rows not yet read
+        self.elapsed = 0.0
+        # Observers of each step (e.g. bayesbench.dynamics' profiler): objects with optional
+        # before_forward(trainer), before_update(trainer, tokens, header) (gradients computed; the
+        # optimiser step, which clips them per member, comes next)
+        # and after_update(trainer, tokens, header); trainer.step is the 0-based step being taken.
+        self.hooks: list = []
+
+    def _call_hooks(self, name: str, *args) -> None:
+        for hook in self.hooks:
+            fn = getattr(hook, name, None)
+            if fn is not None:
+                fn(self, *args)
+
+    @property
+    def ensemble(self) -> int:
+        return len(self.seeds)
+
+    def identity(self) -> dict:
+        """What must match for a checkpoint to be resumed by this trainer."""
+        train = dataclasses.asdict(self.cfg)
+        for k in ("checkpoint_every", "compile", "sync_every"):
+            train.pop(k)
+        return {"task": self.task.config(), "arch": self.arch, "model": self.model_cfg,
+                "max_len": self.max_len, "seeds": self.seeds, "train": train,
+                "device_type": self.device.type}  # data generators are per device type
+
+    # -- one step
+    def train_step(self) -> Tensor:
+        """One AdamW step of every live member, with no host read; returns the per-member
+        losses [E] on the device (nan for a member that has diverged)."""
+        tokens, header, targets, mask = stack_members([s.next() for s in self.streams])
+        self.model.train()
+        self._call_hooks("before_forward")
+        with self._step_rng(), autocast(self.cfg.precision, self.device):
+            logits = self.forward(tokens, header)
+        loss = member_losses(logits, targets, mask)
+        self.optimizer.zero_grad()
+        loss.sum().backward()  # members are independent: a diverged member's nan stays in its own gradients
+        self._call_hooks("before_update", tokens, header)
+        _, ok = self.optimizer.step(self.cfg.lr_at(self.step), self._alive, loss)
+        self._died_at = torch.where(self._alive & ~ok, self._step_tensor(), self._died_at)
+        self._alive = ok
+        self._call_hooks("after_update", tokens, header)
+        values = loss.detach()
+        self._pending.append(values)
+        return values
+
+    @contextlib.contextmanager
+    def _step_rng(self):
+        """torch's global RNG (dropout's) seeded for this step only (`seeds.dropout_seed`), the
+        caller's RNG state restored afterwards: reproducible whatever ran before in the process."""
+        if not self._dropout:  # nothing in the step draws from the global RNG (saves ~0.1 ms a step)
+            yield
+            return
+        cuda = self.device.type == "cuda"
+        with torch.random.fork_rng(devices=[self.device.index or 0] if cuda else []):
+            torch.manual_seed(dropout_seed(self.seeds, self.step))
+            yield
+
+    def _step_tensor(self) -> Tensor:
+        self._step_on_device.fill_(self.step)
+        return self._step_on_device
+
+    def sync(self) -> None:
+        """Read the pending loss rows and the guard's state (one device-to-host transfer).
+
+        A member's losses from the step it diverged on are reported as nan; the reason is read
+        from its loss at that step (not finite: the loss; finite: its gradient norm was not)."""
+        if not self._pending:
+            return
+        first = self.step - len(self._pending)
+        rows = torch.stack(self._pending).float()
+        packed = torch.cat([rows.flatten(), self._died_at.float()]).cpu()
+        n, E = rows.shape
+        rows, died = packed[: n * E].view(n, E).clone(), packed[n * E:].tolist()
+        self._pending = []
+        for e in range(E):
+            d = int(died[e])
+            if d >= 0:
+                rows[max(0, d - first):, e] = float("nan")
+            if self.alive[e] and d >= 0:
+                self.alive[e] = False
+                k = d - first  # the row of step d in this window
+                loss_at = float(packed[k * E + e]) if 0 <= k < n else float("nan")
+                reason = "gradient norm is not finite" if math.isfinite(loss_at) else "loss is not finite"
+                self.diverged[e] = (f"member {e} (seed {self.seeds[e]}) diverged at step {d}: {reason}; "
+                                    "frozen at its last parameters, the other members continue")
+                _say(f"bayesbench: {self.diverged[e]}")
+        self.losses.extend(rows.unbind(0))
+        if not any(self.alive):  # the run ended when the last member diverged
+            last = max(int(d) for d in died) + 1
+            self.losses = self.losses[:last]
+            self.step = min(self.step, last)
+
+    def _stop(self, signame: str) -> None:
+        """A stop request between two steps: checkpoint this step, then raise `Interrupted`."""
+        path = self.save() if self.run_dir else None
+        stop = interrupt.Interrupted(signame)
+        stop.stopped.append({"run": f"{self.task.name} / {self.arch}", "phase": "training", "step": self.step,
+                             "steps": self.cfg.steps, "checkpoint": path})
+        raise stop
+
+    # -- checkpoints
+    def checkpoint_path(self) -> str | None:
+        return None if self.run_dir is None else os.path.join(self.run_dir, CHECKPOINT_NAME)
+
+    def save(self, path: str | None = None) -> str:
+        """Write model, optimiser, data streams, step, RNG and history (atomically: the file at
+        `path` is always a whole checkpoint, see `checkpoint.save_atomic`)."""
+        path = path or self.checkpoint_path()
+        if path is None:
+            raise ValueError("save needs a path (or a run_dir given to the Trainer)")
+        self.sync()
+        state = {
+            "identity": self.identity(), "run_id": self.run_id, "step": self.step,
+            "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "streams": [s.state_dict() for s in self.streams],
+            "rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if self.device.type == "cuda" else None,
+            "losses": torch.stack(self.losses) if self.losses else torch.zeros(0, self.ensemble),
+            "alive": self.alive, "diverged": self.diverged, "died_at": self._died_at.cpu(),
+            "elapsed": self.elapsed, "meta": self.meta,
+        }
+        return save_atomic(state, path)
+
+    def load(self, path: str) -> None:
+        """Continue from a checkpoint written by `save` for the same configuration."""
+        state = load_checkpoint(path, self.device, required=CHECKPOINT_KEYS)
+        mine, theirs = self.identity(), state["identity"]
+        for key in mine:
+            if mine[key] != theirs.get(key):
+                raise ValueError(f"checkpoint {path} was written for another run: {key} differs "
+                                 f"({theirs.get(key)!r} there, {mine[key]!r} here)")
+        try:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as err:
+            raise DamagedFile(f"checkpoint {path} is damaged: its weights or optimiser state do not fit the model "
+                              f"it names ({' '.join(str(err).split())[:200]}); it was left as it is") from err
+        for stream, s in zip(self.streams, state["streams"]):
+            stream.load_state_dict(s)
+        torch.set_rng_state(state["rng"].cpu())
+        if state["cuda_rng"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])
+        self.run_id, self.step, self.elapsed = state["run_id"], state["step"], state["elapsed"]
+        self.losses = list(state["losses"].cpu().unbind(0))
+        self.alive, self.diverged = list(state["alive"]), dict(state["diverged"])
+        self._alive = torch.tensor(self.alive, dtype=torch.bool, device=self.device)
+        self._died_at = state["died_at"].to(self.device)
+        self._pending = []
+
+    # -- the loop
+    def fit(self, *, progress: bool = True, stop_at: int | None = None, position: int = 0) -> TrainResult:
+        """Train to cfg.steps (or stop after step `stop_at`, as an interruption would).
+
+        `position` is the progress bar's line (several runs in parallel processes)."""
+        from tqdm.auto import tqdm
+
+        end = self.cfg.steps if stop_at is None else min(stop_at, self.cfg.steps)
+        bar = tqdm(total=self.cfg.steps, initial=self.step, disable=not progress, unit="step",
+                   desc=f"{self.task.name} {self.arch} E={self.ensemble}", dynamic_ncols=True, leave=False,
+                   position=position)
+        every, sync_every = self.cfg.checkpoint_every, self.cfg.sync_every
+        start = time.perf_counter() - self.elapsed
+        try:
+            with interrupt.deferred():  # a step is never cut in half: a stop request waits for its end
+                while self.step < end and any(self.alive):
+                    self.train_step()
+                    self.step += 1
+                    if self.step % sync_every == 0 or self.step == end:
+                        self.sync()
+                        if progress and self.losses:
+                            recent = torch.stack(self.losses[-sync_every:]).nanmean().item()
+                            bar.set_postfix(loss=f"{recent:.4f}", refresh=False)
+                            bar.update(self.step - bar.n)
+                    self.elapsed = time.perf_counter() - start
+                    if every and self.step % every == 0 and self.step < self.cfg.steps and self.run_dir \
+                            and any(self.alive):
+                        self.save()
+                    if interrupt.requested():
+                        self._stop(interrupt.requested())
+            self.sync()
+            self.elapsed = time.perf_counter() - start
+        finally:
+            bar.close()
+        if not any(self.alive):
+            _say(f"bayesbench: every member of {self.task.name}/{self.arch} diverged; run stopped at step {self.step}")
+        path = self.save() if self.run_dir else None
+        losses = torch.stack(self.losses) if self.losses else torch.zeros(0, self.ensemble)
+        return TrainResult(self.run_id, self.model, self.seeds, self.step, losses, self.elapsed,
+                           dict(self.diverged), path, self.identity(), dict(self.meta))
+
+
+def _say(message: str) -> None:
+    """A note to stderr (stdout may carry --json), around any progress bar."""
+    import sys
+
+    from tqdm.auto import tqdm
+
+    tqdm.write(message, file=sys.stderr)
+
+
+def train(task: Task, arch: str, seeds: list[int], cfg: TrainConfig, *, model_cfg: dict | None = None,
+          max_len: int | None = None, device: torch.device | str = "cpu", run_dir: str | None = None,
+          resume: bool = False, progress: bool = True, stop_at: int | None = None,
+          run_id: str | None = None, meta: dict | None = None, position: int = 0) -> TrainResult:
+    """Train `arch` on `task` with one ensemble member per seed; see the module docstring.
+
+    With `run_dir`, checkpoints go to run_dir/checkpoint.pt (every cfg.checkpoint_every steps,
+    at the end, and at the step a stop request (SIGINT, SIGTERM) arrives); `resume=True`
+    continues from it when it exists, and says from which step. The run directory is locked
+    for the duration (`runlock.run_lock`): a second process on it gets a ValueError.
+    """
+    if resume and run_dir is None:
+        raise ValueError("resume=True needs run_dir (where the checkpoint is)")
+    if run_dir is None:
+        return _train(task, arch, seeds, cfg, model_cfg, max_len, device, None, resume, progress, stop_at, run_id,
+                      meta, position)
+    with run_lock(run_dir, say=_say):
+        remove_leftovers(os.path.join(run_dir, CHECKPOINT_NAME))  # temporary files of killed saves
+        return _train(task, arch, seeds, cfg, model_cfg, max_len, device, run_dir, resume, progress, stop_at,
+                      run_id, meta, position)
+
+
+def _train(task, arch, seeds, cfg, model_cfg, max_len, device, run_dir, resume, progress, stop_at, run_id, meta,
+           position) -> TrainResult:
+    trainer = Trainer(task, arch, seeds, cfg, model_cfg=model_cfg, max_len=max_len, device=device,
+                      run_dir=run_dir, run_id=run_id, meta=meta)
+    path = trainer.checkpoint_path()
+    if resume:
+        if os.path.exists(path):
+            trainer.load(path)
+            done = " (training had finished)" if trainer.step >= cfg.steps else ""
+            _say(f"bayesbench: resumed {task.name} / {arch} seeds {trainer.seeds} from step {trainer.step} of "
+                 f"{cfg.steps}{done} ({path})")
+        else:
+            _say(f"bayesbench: no checkpoint at {path} to resume: {task.name} / {arch} starts at step 0")
+    return trainer.fit(progress=progress, stop_at=stop_at, position=position)
+
+
+def load_result(path: str, device: torch.device | str = "cpu") -> TrainResult:
+    """Rebuild a run's model and record from its checkpoint alone (for `bayesbench eval`)."""
+    state = load_checkpoint(path, device, required=CHECKPOINT_KEYS)
+    ident = state["identity"]
+    task = task_from_config(ident["task"])
+    model = get_model(ident["arch"], task, seeds=ident["seeds"], max_len=ident["max_len"], device=device,
+                      **ident["model"])
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as err:
+        raise DamagedFile(f"checkpoint {path} is damaged: its weights do not fit the model it names "
+                          f"({' '.join(str(err).split())[:200]}); it was left as it is") from err
+    return TrainResult(state["run_id"], model, list(ident["seeds"]), state["step"], state["losses"].cpu(),
+                       state["elapsed"], dict(state["diverged"]), path, ident, dict(state.get("meta", {})))
+
+
+def task_of(result: TrainResult) -> Task:
+    """The training task a result was trained on (from its identity)."""
+    return task_from_config(result.identity["task"])

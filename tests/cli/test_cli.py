@@ -1,0 +1,121 @@
+"""The `bayesbench` command end to end with tiny step counts: train --json, run, eval,
+leaderboard in every format, plot, models and the kept `tunnels` subcommand."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+import torch
+
+from bayesbench.cli import build_parser, main
+from bayesbench.scoring.metrics import entropy_bits
+from bayesbench.tasks import get_task
+
+RUN_KEYS = {"run_id", "seed", "task", "arch", "params", "steps", "final_loss", "entropy_mae_bits", "kl_bits", "wall_s"}
+
+
+@pytest.fixture()
+def store(tmp_path):
+    return {"db": str(tmp_path / "r.sqlite"), "runs": str(tmp_path / "runs"), "tmp": tmp_path}
+
+
+def _run(capsys, *argv) -> str:
+    assert main(list(argv)) == 0
+    return capsys.readouterr().out
+
+
+def _train_json(capsys, store, *extra) -> dict:
+    out = _run(capsys, "train", "--task", "bijection", "--arch", "transformer", "--preset", "quick", "--seeds", "0,1",
+               "--steps", "4", "--eval-sequences", "64", "--db", store["db"], "--runs-dir", store["runs"],
+               "--no-progress", "--json", *extra)
+    return json.loads(out)
+
+
+def _uniform_mae_bits(task, n: int = 4096) -> float:
+    """Entropy MAE (bits) of the uniform predictor on `task`: mean |log2 C - H(Bayes)| over the
+    scored positions, computed here from the task's exact posterior (independently of bayesbench's
+    evaluation code)."""
+    batch = task.sample(n, torch.Generator().manual_seed(123))
+    h_bayes = entropy_bits(batch.posterior)[batch.mask]
+    return float((math.log2(task.num_classes) - h_bayes).abs().mean())
+
+
+def test_train_json_and_leaderboard_formats(capsys, store):
+    data = _train_json(capsys, store)
+    assert [r["seed"] for r in data["runs"]] == [0, 1]
+    # 4 steps at lr 1e-3 leave the transformer's predictions near uniform (init std 0.02): its
+    # entropy MAE must be the uniform predictor's, about 1.25 bits at the value positions of the
+    # quick bijection (V=8, 7 pairs, keys with replacement)
+    uniform = _uniform_mae_bits(get_task("bijection", V=8, variant="code", L=7, supervise="values"))
+    for r in data["runs"]:
+        assert RUN_KEYS <= set(r) and r["task"] == "bijection" and r["arch"] == "transformer" and r["steps"] == 4
+        assert r["entropy_mae_bits"] == pytest.approx(uniform, abs=0.05) and r["params"] > 0
+        lo, hi = r["entropy_mae_ci"]
+        assert lo < r["entropy_mae_bits"] < hi and r["evals"]["values"]["entropy_mae_bits"] == r["entropy_mae_bits"]
+    lb = json.loads(_run(capsys, "leaderboard", "--db", store["db"], "--json"))
+    assert {r["run_id"] for r in lb["runs"]} == {data["runs"][0]["run_id"]}
+    md = _run(capsys, "leaderboard", "--db", store["db"], "--format", "md")
+    assert "| bijection V=8 L=7 repl |" in md and "entropy MAE" in md and "scored positions" in md
+    assert "*uniform (floor)*" in md and "*marginal (floor)*" in md
+    md = _run(capsys, "leaderboard", "--db", store["db"], "--metric", "entropy_mae_positional")
+    assert "**positional entropy MAE** (bits)" in md.splitlines()[0]
+    csv = _run(capsys, "leaderboard", "--db", store["db"], "--format", "csv", "--task", "bijection")
+    assert csv.splitlines()[0].startswith("task,eval,arch") and len(csv.splitlines()) == 1 + 2 * 2  # seeds x evals
+
+
+def test_run_quick_subset_prints_leaderboard_and_plots(capsys, store):
+    out = _run(capsys, "run", "--preset", "quick", "--tasks", "bijection", "hmm", "--archs", "transformer", "mlp",
+               "--seeds", "2", "--steps", "3", "--eval-sequences", "64", "--db", store["db"],
+               "--runs-dir", store["runs"], "--no-progress")
+    assert "Leaderboard" in out and "| hmm S=5 K=20 rows | K=50 |" in out and "| bijection V=8 L=7 repl |" in out
+    assert "label-permutation" in out
+    assert "bijection V=8 L=7 repl: transformer is" in out and "mean entropy MAE (bits), best first:" in out
+    rows = json.loads(_run(capsys, "leaderboard", "--db", store["db"], "--json"))["runs"]
+    assert len(rows) == 2 * 2 * 2  # tasks x archs x seeds
+    hmm = [r for r in rows if r["task"] == "hmm"][0]
+    assert set(hmm["evals"]) == {"K=20", "K=30", "K=50"} and hmm["permutation"]["eval"] == "K=20"
+    out = _run(capsys, "plot", "--db", store["db"], "--out", str(store["tmp"] / "plots"))
+    pngs = [line for line in out.splitlines() if line.endswith(".png")]
+    names = sorted(os.path.basename(p) for p in pngs)
+    assert names == ["bijection_V=8_L=7_repl_values.png", "bijection_V=8_L=7_repl_values_query.png",
+                     "hmm_S=5_K=20_rows_K=20.png", "hmm_S=5_K=20_rows_K=30.png", "hmm_S=5_K=20_rows_K=50.png",
+                     "hmm_S=5_K=20_rows_length_generalisation.png"]
+    assert all(os.path.getsize(p) > 1000 for p in pngs)
+
+
+def test_eval_rescores_a_checkpoint(capsys, store):
+    data = _train_json(capsys, store)
+    run_dir = os.path.join(store["runs"], "quick", "bijection-transformer-s0-1")
+    again = json.loads(_run(capsys, "eval", run_dir, "--db", store["db"], "--eval-sequences", "64", "--json"))
+    assert [r["entropy_mae_bits"] for r in again["runs"]] == pytest.approx([r["entropy_mae_bits"] for r in data["runs"]])
+    assert again["runs"][0]["run_id"] == data["runs"][0]["run_id"]
+
+
+def test_resume_flag_continues_the_run(capsys, store):
+    first = _train_json(capsys, store)
+    again = _train_json(capsys, store, "--resume")  # finished checkpoint: nothing left to train
+    assert again["runs"][0]["run_id"] == first["runs"][0]["run_id"]
+    assert again["runs"][0]["final_loss"] == pytest.approx(first["runs"][0]["final_loss"])
+
+
+def test_models_tunnels_and_help(capsys):
+    out = _run(capsys, "models", "--preset", "paper")
+    assert "2,688,596" in out  # 6 layers, d 192, 39 positions and "transformer" in out and "mlp-prefix" in out
+    out = _run(capsys, "tunnels", "--batch-size", "16")
+    assert "H_Bayes" in out
+    help_text = build_parser().format_help()
+    for cmd in ("run", "train", "eval", "leaderboard", "plot", "tunnels"):
+        assert cmd in help_text
+
+
+def test_errors_are_clear(capsys, store):
+    assert main(["train", "--task", "bijection", "--arch", "nope", "--steps", "1", "--db", store["db"],
+                 "--runs-dir", store["runs"], "--no-progress"]) == 2
+    assert "unknown arch 'nope'" in capsys.readouterr().err
+    assert main(["run", "--tasks", "markov", "--db", store["db"]]) == 2
+    assert "not in preset" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "--task", "bijection", "--arch", "mlp", "--seeds", "0,0"])

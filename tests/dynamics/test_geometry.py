@@ -1,0 +1,166 @@
+"""`bayesbench geometry`: each quantity on a constructed model or input whose answer is known, the
+instrumented forward against the model's own, the command end to end, and bad inputs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from bayesbench.cli import main
+from bayesbench.dynamics import read_dynamics, read_study
+from bayesbench.dynamics.geometry.measure import (Trace, attention_entropy, instrumented_forward, measure, offdiag_abs_cos,
+                                          spearman, static_keys, token_keys, value_pca)
+from bayesbench.scoring.evaluate import eval_set
+from bayesbench.models import get_model
+from bayesbench.tasks import BijectionTask
+
+
+def _model(seeds=(3, 4), **cfg):
+    task = BijectionTask(V=5)
+    cfg = {"n_layer": 3, "n_head": 3, "d_model": 24, "d_ffn": 40, **cfg}
+    return task, get_model("transformer", task, seeds=list(seeds), **cfg)
+
+
+def _inputs(task, model, n=37):
+    batch = eval_set(task, n)
+    return batch, batch.tokens.unsqueeze(0).expand(model.ensemble, *batch.tokens.shape)
+
+
+def test_instrumented_forward_equals_the_model():
+    task, model = _model()
+    with torch.no_grad():  # give LayerNorms and biases non-trivial values
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    model.eval()
+    batch, tokens = _inputs(task, model)
+    trace = instrumented_forward(model, tokens)
+    assert torch.allclose(trace.logits, model(tokens), atol=1e-5)
+    assert sorted(trace.alpha) == [0, 1, 2] and trace.alpha[0].shape == (2, 37, 3, task.seq_len, task.seq_len)
+    assert torch.allclose(trace.alpha[1].sum(-1), torch.ones(2, 37, 3, task.seq_len), atol=1e-6)
+
+
+def test_offdiag_cos_is_zero_for_an_orthonormal_basis_and_one_for_parallel_keys():
+    Q, _ = torch.linalg.qr(torch.randn(7, 7, generator=torch.Generator().manual_seed(0), dtype=torch.float64))
+    cos, off = offdiag_abs_cos(Q[:5] * torch.tensor([[1.0], [2.0], [0.5], [3.0], [1.5]], dtype=torch.float64))
+    assert off.item() == pytest.approx(0.0, abs=1e-12) and torch.allclose(cos.diagonal(), torch.ones(5, dtype=torch.float64))
+    v = torch.randn(6)
+    assert offdiag_abs_cos(torch.stack([v, -2 * v, 3 * v]))[1].item() == pytest.approx(1.0, abs=1e-6)
+
+
+def test_token_keys_average_each_tokens_occurrences():
+    E, B, H, L, D = 1, 2, 1, 4, 3
+    tokens = torch.tensor([[[7, 8, 7, 9], [9, 8, 1, 1]]])
+    basis = {7: torch.tensor([1.0, 0, 0]), 8: torch.tensor([0, 2.0, 0]), 9: torch.tensor([0, 0, 5.0]), 1: torch.ones(3)}
+    k = torch.stack([basis[int(t)] for t in tokens.flatten()]).view(E, B, L, D).unsqueeze(2)  # [E, B, H, L, D]
+    trace = Trace(logits=torch.empty(0), k={0: k})
+    keys = token_keys(trace, tokens, [7, 8, 9])
+    assert keys.shape == (1, 1, 3, 3) and torch.allclose(keys[0, 0], torch.diag(torch.tensor([1.0, 2.0, 5.0])))
+    assert offdiag_abs_cos(keys)[1].item() == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(ValueError, match="never occurs"):
+        token_keys(trace, tokens, [7, 3])
+
+
+def test_static_keys_follow_the_key_projection():
+    task, model = _model(seeds=(1,), n_layer=1, n_head=2, d_model=8)
+    att = model.blocks[0].attn
+    with torch.no_grad():
+        att.qkv.weight.zero_()
+        att.qkv.bias.zero_()
+        att.qkv.bias[0, 8:16] = torch.arange(8.0) + 1  # every key = the same bias vector
+    assert offdiag_abs_cos(static_keys(model, list(range(5, 10))))[1].min().item() == pytest.approx(1.0, abs=1e-6)
+
+
+def test_attention_entropy_of_uniform_and_one_hot_attention():
+    L = 6
+    uniform = torch.tril(torch.ones(L, L, dtype=torch.float64)) / torch.arange(1, L + 1).view(-1, 1)
+    alpha = torch.stack([uniform, torch.eye(L, dtype=torch.float64)]).view(1, 1, 2, L, L)  # head 0 uniform, head 1 one-hot
+    mask = torch.ones(1, L, dtype=torch.bool)
+    ent, ratio = attention_entropy(alpha, mask)
+    expected = sum(math.log2(i + 1) for i in range(L)) / L
+    assert ent[0, 0].item() == pytest.approx(expected, abs=1e-9) and ent[0, 1].item() == pytest.approx(0.0, abs=1e-9)
+    assert ratio[0, 0].item() == pytest.approx(1.0, abs=1e-9) and ratio[0, 1].item() == pytest.approx(0.0, abs=1e-9)
+
+
+def test_value_pca_on_a_curve_parameterised_by_entropy():
+    gen = torch.Generator().manual_seed(0)
+    h = torch.rand(4, 9, generator=gen, dtype=torch.float64) * 3
+    direction = torch.randn(5, generator=gen, dtype=torch.float64)
+    g = h.unsqueeze(-1) * direction + 1e-4 * torch.randn(4, 9, 5, generator=gen, dtype=torch.float64)
+    mask = torch.ones(4, 9, dtype=torch.bool)
+    mask[:, 0] = False
+    res = value_pca(g, mask, h)
+    assert abs(res["spearman"]) == pytest.approx(1.0, abs=1e-9) and res["var"][0] > 0.999
+    assert spearman(torch.tensor([1.0, 2, 2, 3]), torch.tensor([10.0, 20, 20, 5])) == pytest.approx(-1 / 3, abs=1e-9)  # tie-averaged ranks by hand
+
+
+def test_ablations_zeroed_head_with_zero_output_projection_and_an_empty_block_change_nothing():
+    task, model = _model()
+    batch = eval_set(task, 64)
+    Dh = 24 // 3
+    with torch.no_grad():
+        model.blocks[1].attn.proj.weight[:, 2 * Dh:3 * Dh] = 0.0  # head 2 of layer 1 writes nothing
+        model.blocks[2].attn.proj.weight.zero_()  # block 2 adds nothing
+        model.blocks[2].attn.proj.bias.zero_()
+        model.blocks[2].mlp.proj.weight.zero_()
+        model.blocks[2].mlp.proj.bias.zero_()
+    g = measure(model, batch, task)
+    assert torch.equal(g.head_mae[(1, 2)], g.intact_mae)
+    assert not torch.equal(g.head_mae[(0, 0)], g.intact_mae)
+    assert torch.allclose(g.layer_mae[2], g.intact_mae, atol=1e-12)
+    assert not torch.allclose(g.layer_mae[0], g.intact_mae)
+    assert set(g.head_mae) == {(i, h) for i in range(3) for h in range(3)} and g.key_offdiag.shape == (2, 3)
+    assert all(abs(r) <= 1 for r in g.value_spearman[2])
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("geo")
+    db, runs = str(tmp / "r.sqlite"), str(tmp / "runs")
+    for arch in ("transformer", "mlp"):
+        assert main(["train", "--task", "bijection", "--arch", arch, "--preset", "quick", "--seeds", "0,1",
+                     "--steps", "3", "--eval-sequences", "32", "--db", db, "--runs-dir", runs, "--no-progress"]) == 0
+    return {"db": db, "transformer": f"{runs}/quick/bijection-transformer-s0-1",
+            "mlp": f"{runs}/quick/bijection-mlp-s0-1"}
+
+
+def test_geometry_command_stores_and_reports(trained, capsys):
+    capsys.readouterr()
+    assert main(["geometry", trained["transformer"], "--sequences", "64", "--db", trained["db"], "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["seeds"] == [0, 1] and set(out["layer_ablation"]) == {"L0", "L1"}
+    assert 0 <= out["key_offdiag_abs_cos_layer0"]["mean"] <= 1
+    study = read_study(out["study_id"], path=trained["db"])
+    assert study["kind"] == "geometry" and study["status"] == "done"
+    rows = read_dynamics(out["study_id"], names=["entropy_mae_head_zeroed"], path=trained["db"])
+    assert len(rows) == 2 * 2 * 2  # seeds x layers x heads
+    text = open(out["report"]).read()
+    assert "Head ablation" in text and "Layer ablation" in text and "key_cosines.png" in text
+
+
+def test_geometry_bad_inputs(trained, tmp_path, capsys):
+    cases = ((str(tmp_path / "nowhere"), "no checkpoint at"),
+             (trained["mlp"], "geometry needs a transformer"))
+    for run, words in cases:
+        capsys.readouterr()
+        assert main(["geometry", run, "--db", trained["db"]]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0]
+    assert main(["geometry", trained["transformer"], "--sequences", "1", "--db", trained["db"]]) == 2
+    assert "--sequences must be an integer >= 2" in capsys.readouterr().err
+
+
+def test_hmm_with_header_rows_instrumented_forward_and_hypothesis_tokens():
+    from bayesbench.tasks import get_task
+
+    task = get_task("hmm", K=6)
+    model = get_model("transformer", task, seeds=[0, 1], n_layer=2, n_head=2, d_model=16, d_ffn=32).eval()
+    batch = eval_set(task, 16)
+    tokens = batch.tokens.unsqueeze(0).expand(2, *batch.tokens.shape)
+    header = batch.header.unsqueeze(0).expand(2, *batch.header.shape)
+    with torch.no_grad():
+        assert torch.allclose(instrumented_forward(model, tokens, header).logits, model(tokens, header), atol=1e-5)
+    g = measure(model, batch, task)
+    assert g.hyp_tokens == list(range(task.V, task.V + task.S)) and g.key_offdiag.shape == (2, 2)

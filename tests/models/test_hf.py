@@ -1,0 +1,52 @@
+"""Hugging Face architectures (`hf:gpt2`, `hf:llama`, `hf:mamba`): randomly initialised from
+tiny configs (nothing downloaded), adapted like any module: shapes, the header, member = solo
+run, and sizes taken from the preset. Runs only where `transformers` is installed."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # configs only: nothing may be fetched
+pytest.importorskip("transformers")
+
+from bayesbench.models import get_model  # noqa: E402
+from bayesbench.models.hf import hf_sizes  # noqa: E402
+from bayesbench.tasks import get_task  # noqa: E402
+from bayesbench.training.trainer import TrainConfig, train  # noqa: E402
+
+TINY = {"gpt2": dict(n_layer=1, n_head=2, d_model=8, d_ffn=16), "llama": dict(n_layer=1, n_head=2, d_model=8, d_ffn=16),
+        "mamba": dict(n_layer=1, d_model=8, d_state=4)}
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "mamba"])
+def test_hf_models_build_from_configs_and_read_the_header(kind):
+    hmm = get_task("hmm", K=5)
+    model = get_model(f"hf:{kind}", hmm, seeds=[0, 1], **TINY[kind])
+    batch = hmm.sample(3, torch.Generator().manual_seed(1))
+    tokens, header = batch.tokens.expand(2, -1, -1), batch.header.expand(2, -1, -1, -1)
+    y = model(tokens, header)
+    assert y.shape == (2, 3, hmm.seq_len, hmm.num_classes) and torch.isfinite(y).all()
+    assert not torch.allclose(y, model(tokens, header.flip(-1)))  # the header rows matter
+    assert not torch.allclose(y[0], y[1])  # members differ
+    assert model.cfg.spec == f"hf:{kind}" and dict(model.cfg.options) == TINY[kind]
+
+
+def test_hf_member_equals_solo_run():
+    bij = get_task("bijection", V=4)
+    cfg = TrainConfig(steps=4, batch_size=4, lr=3e-3, prefetch=2)
+    ens = train(bij, "hf:gpt2", [3, 5], cfg, model_cfg=TINY["gpt2"], progress=False)
+    solo = train(bij, "hf:gpt2", [5], cfg, model_cfg=TINY["gpt2"], progress=False)
+    torch.testing.assert_close(ens.losses[:, 1], solo.losses[:, 0], rtol=1e-5, atol=1e-6)
+    for k, v in solo.model.state_dict().items():
+        torch.testing.assert_close(ens.model.member_state(1)[k], v, rtol=1e-5, atol=1e-5)
+
+
+def test_sizes_come_from_the_preset_transformer():
+    assert hf_sizes("llama", {"n_layer": 2, "n_head": 2, "d_model": 64, "d_ffn": 128, "attention": "sdpa"}) == \
+        {"n_layer": 2, "n_head": 2, "d_model": 64, "d_ffn": 128}
+    assert hf_sizes("gpt2", {"size": "paper-bijection"}) == {"n_layer": 6, "n_head": 6, "d_model": 192, "d_ffn": 768}
+    assert hf_sizes("mamba", {"n_layer": 2, "n_head": 2, "d_model": 64, "d_ffn": 128}, d_state=8) == \
+        {"n_layer": 2, "d_model": 64, "d_state": 8}

@@ -1,0 +1,290 @@
+"""Sweep files: parsing, expansion into jobs with stable keys, and the errors a bad file gives
+(before anything runs). No training here; see test_sweep_local.py and test_sweep_ray.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+
+import pytest
+
+from bayesbench.cli import main
+from bayesbench.sweep import expand, load_sweep
+
+GRID = """
+name = "grid"
+preset = "quick"
+tasks = ["bijection", "sticky"]
+archs = ["transformer", "mlp"]
+lrs = [1e-3, 3e-4]
+seeds = [0, 1, 2, 3]
+ensemble = 2
+steps = 30
+eval_sequences = 64
+
+[sizes.small]
+transformer = {n_layer = 1, n_head = 2, d_model = 32, d_ffn = 64}
+
+[sizes.quick]
+"""
+
+
+def _write(tmp_path, text: str, name: str = "s.toml") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_grid_expands_every_axis_with_stable_distinct_keys(tmp_path):
+    spec = load_sweep(_write(tmp_path, GRID))
+    jobs = expand(spec)
+    # tasks x sizes x archs x lrs x seed groups
+    assert len(jobs) == 2 * 2 * 2 * 2 * 2
+    assert len({sj.key for sj in jobs}) == len(jobs)
+    assert {sj.job.seeds for sj in jobs} == {(0, 1), (2, 3)}
+    assert {sj.job.train.lr for sj in jobs} == {1e-3, 3e-4}
+    small = [sj for sj in jobs if sj.size == "small" and sj.job.key == "bijection"]
+    quick = [sj for sj in jobs if sj.size == "quick" and sj.job.key == "bijection"]
+    t_small = next(sj for sj in small if sj.job.arch == "transformer")
+    t_quick = next(sj for sj in quick if sj.job.arch == "transformer")
+    assert t_small.job.model["d_model"] == 32 and t_quick.job.model["d_model"] == 64
+    # the MLP is capacity-matched to the transformer of its own size
+    m_small = next(sj for sj in small if sj.job.arch == "mlp")
+    assert abs(m_small.job.params - t_small.job.params) / t_small.job.params < 0.01
+    assert m_small.job.params < t_quick.job.params / 2
+    # same file, same keys; a different setting, a different key
+    assert [sj.key for sj in expand(load_sweep(_write(tmp_path, GRID, "again.toml")))] == [sj.key for sj in jobs]
+    other = expand(load_sweep(_write(tmp_path, GRID.replace("steps = 30", "steps = 31"), "o.toml")))
+    assert not {sj.key for sj in other} & {sj.key for sj in jobs}
+    # checkpoint spacing changes no number: same keys
+    ck = expand(load_sweep(_write(tmp_path, GRID.replace("steps = 30", "steps = 30\ncheckpoint_every = 7"), "c.toml")))
+    assert [sj.key for sj in ck] == [sj.key for sj in jobs] and ck[0].checkpoint_every == 7
+    # steps override keeps the warm-up a small fraction, as `bayesbench run --steps` does
+    sticky = next(sj for sj in jobs if sj.job.key == "sticky")
+    assert sticky.job.train.steps == 30 and sticky.job.train.warmup_steps == 0
+    assert jobs[0].group_id == "sweep-grid" and jobs[0].flops > 0
+
+
+def test_defaults_follow_the_preset(tmp_path):
+    jobs = expand(load_sweep(_write(tmp_path, 'preset = "quick"\n', "quick.toml")))
+    from bayesbench.sweep.jobs import make_jobs
+
+    ref = make_jobs("quick")
+    assert len(jobs) == len(ref)
+    for sj, job in zip(jobs, ref):
+        assert (sj.job.key, sj.job.arch, sj.job.seeds, sj.job.model) == (job.key, job.arch, job.seeds, job.model)
+        assert sj.job.train.steps == job.train.steps and sj.job.train.lr == job.train.lr
+    assert jobs[0].checkpoint_every == jobs[0].job.train.steps // 10
+
+
+def test_shipped_quick_sweep_is_the_quick_leaderboard():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    jobs = expand(load_sweep(os.path.join(root, "sweeps", "quick.toml")))
+    from bayesbench.sweep.jobs import make_jobs
+
+    ref = make_jobs("quick")
+    assert [(sj.job.key, sj.job.arch, sj.job.seeds, sj.job.model, sj.job.train.steps, sj.job.train.lr,
+             sj.job.setup.eval_sequences) for sj in jobs] == \
+           [(j.key, j.arch, j.seeds, j.model, j.train.steps, j.train.lr, j.setup.eval_sequences) for j in ref]
+
+
+def test_python_files_match_the_toml_grid(tmp_path):
+    toml_jobs = expand(load_sweep(_write(tmp_path, GRID)))
+    grid_py = _write(tmp_path, 'import tomllib\nSWEEP = tomllib.loads(' + repr(GRID) + ')\n', "grid.py")
+    assert [sj.key for sj in expand(load_sweep(grid_py))] == [sj.key for sj in toml_jobs]
+    jobs_py = _write(tmp_path, """
+JOBS = [dict(task="bijection", arch=arch, seeds=[0, 1], lr=lr, steps=30, eval_sequences=64)
+        for arch in ("transformer", "mlp") for lr in (1e-3, 3e-4)]
+NAME = "listed"
+""", "jobs.py")
+    spec = load_sweep(jobs_py)
+    listed = expand(spec)
+    assert spec.name == "listed" and len(listed) == 4
+    quick = {(sj.job.arch, sj.job.train.lr, sj.job.seeds): sj.key for sj in toml_jobs
+             if sj.size == "quick" and sj.job.key == "bijection"}
+    assert {sj.key for sj in listed} == {quick[(sj.job.arch, sj.job.train.lr, (0, 1))] for sj in listed}
+
+
+BAD = [
+    ('tasks = ["bijection", "parity"]\nseeds = [0]', "unknown task 'parity'"),
+    ('archs = ["transformer", "transfomer"]\nseeds = [0]', "unknown arch 'transfomer' in archs (did you mean 'transformer'?)"),
+    ('arch = ["transformer"]\nseeds = [0]', "unknown key 'arch' in the sweep (did you mean 'archs'?)"),
+    ('archs = []\nseeds = [0]', "archs is empty"),
+    ('seeds = []', "seeds is empty"),
+    ('seeds = [0, 1, 1]', "seeds has duplicates [1]"),
+    ('seeds = [0]\nlrs = [0.001, -1]', "lrs must be a positive number"),
+    ('seeds = [0]\nsteps = 0', "steps must be an integer >= 1"),
+    ('seeds = [0]\ntrain = {batchsize = 8}', "unknown key 'batchsize' in train (did you mean 'batch_size'?)"),
+    ('seeds = [0]\n[sizes.x]\ntransformer = {d_modle = 8}', "bad model settings"),
+    ('seeds = [0]\nlrs = [0.001, 0.001]', "lists a learning rate twice"),
+    ('seeds = [0]\ndevice = "tpu"', "device must be cpu, cuda, cuda:N or auto"),
+    ('seeds = [0\n', "not valid TOML"),
+]
+
+
+@pytest.mark.parametrize("text,message", BAD, ids=[m.split(" ")[0] + str(i) for i, (_, m) in enumerate(BAD)])
+def test_bad_sweep_files_fail_before_anything_runs(tmp_path, capsys, text, message):
+    path = _write(tmp_path, 'tasks = ["bijection"]\narchs = ["transformer", "mlp"]\n' + text
+                  if not text.startswith(("tasks", "archs")) else text)
+    db, runs = tmp_path / "r.sqlite", tmp_path / "runs"
+    assert main(["sweep", path, "--db", str(db), "--runs-dir", str(runs), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and err.startswith(f"bayesbench sweep: sweep file {path}") and "\n" not in err
+    assert not db.exists() and not runs.exists()
+    with pytest.raises(ValueError, match="sweep file"):
+        expand(load_sweep(path))
+
+
+def test_other_bad_files(tmp_path, capsys):
+    cases = [
+        (_write(tmp_path, "seeds = [0]", "s.yaml"), "must end in .toml or .py"),
+        (str(tmp_path / "missing.toml"), "no such file"),
+        (_write(tmp_path, "X = 1\n", "none.py"), "must set exactly one of SWEEP"),
+        (_write(tmp_path, "raise RuntimeError('boom')\n", "boom.py"), "RuntimeError: boom"),
+        (_write(tmp_path, "JOBS = [dict(task='bijection', arch='mlp')]\n", "noseed.py"), "job 1 has no 'seeds'"),
+        (_write(tmp_path, "JOBS = []\n", "empty.py"), "the grid is empty"),
+        (_write(tmp_path, "JOBS = [dict(task='bijection', arch='mlp', seeds=[0])] * 2\n", "dup.py"),
+         "the same job as job 1"),
+    ]
+    for path, message in cases:
+        assert main(["sweep", path, "--dry-run", "--db", str(tmp_path / "r.sqlite")]) == 2, path
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, (path, err)
+
+
+def test_ray_requested_but_missing_is_one_clear_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    path = _write(tmp_path, 'tasks = ["bijection"]\narchs = ["mlp"]\nseeds = [0]\nsteps = 5\n')
+    assert main(["sweep", path, "--ray", "auto", "--db", str(tmp_path / "r.sqlite"),
+                 "--runs-dir", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'bayesbench[ray]'" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
+
+
+def test_dry_run_lists_jobs_with_cost_and_runs_nothing(tmp_path, capsys):
+    path = _write(tmp_path, GRID)
+    db = tmp_path / "r.sqlite"
+    assert main(["sweep", path, "--dry-run", "--db", str(db), "--runs-dir", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    jobs = expand(load_sweep(path))
+    assert "32 jobs, 64 ensemble members" in out and "estimated compute = 6 x parameters" in out
+    for sj in jobs:
+        assert sj.key in out
+    assert out.count(" new\n") == 32 and "GFLOP" in out
+    assert not db.exists()
+
+
+# ---------------------------------------------------------------- outside models
+
+OUTSIDE = """
+name = "outside"
+tasks = ["bijection"]
+archs = ["mlp", "./models/mine.py:build", "outside_net:build"]
+seeds = [0]
+steps = 20
+eval_sequences = 64
+
+[sizes.quick]
+
+[sizes.wide]
+"./models/mine.py:build" = {width = 16}
+"outside_net:build" = {width = 4}
+mlp = {depth = 2}
+"""
+NET = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "outside_net.py")
+
+
+def _outside_folder(tmp_path, text: str = OUTSIDE) -> str:
+    """tmp_path/sweeps/s.toml beside sweeps/models/mine.py (a copy of tests/outside_net.py)."""
+    (tmp_path / "sweeps" / "models").mkdir(parents=True, exist_ok=True)
+    shutil.copy(NET, tmp_path / "sweeps" / "models" / "mine.py")
+    return _write(tmp_path / "sweeps", text)
+
+
+def test_outside_models_by_file_and_module_path_have_keys_independent_of_the_working_directory(tmp_path,
+                                                                                              monkeypatch):
+    import outside_net
+
+    path = _outside_folder(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    jobs = expand(load_sweep("sweeps/s.toml"))
+    mine = str(tmp_path / "sweeps" / "models" / "mine.py") + ":build"
+    assert [(sj.size, sj.job.arch, sj.arch) for sj in jobs] == [
+        (size, arch, name) for size in ("quick", "wide")
+        for arch, name in (("mlp", "mlp"), (mine, "mine"), ("outside_net:build", "outside_net"))]
+    # parameters (the cost estimate's) as counted by hand; factory options from the size's table
+    task = jobs[0].job.task
+    for sj, width in zip(jobs[1:3] + jobs[4:6], (8, 8, 16, 4)):
+        assert sj.job.params == outside_net.params(width, task.vocab_size, sj.job.max_len, task.num_classes)
+        assert sj.job.model == ({} if width == 8 else {"width": width}) and sj.flops == 6 * sj.job.params * sj.tokens
+    assert jobs[1].run_dir("runs").startswith(os.path.join("runs", "sweep", "bijection-mine-quick-"))
+    # the same keys from the sweep file's folder, through an absolute path, and from a Python file
+    monkeypatch.chdir(tmp_path / "sweeps" / "models")
+    assert [sj.key for sj in expand(load_sweep("../s.toml"))] == [sj.key for sj in jobs]
+    assert [sj.key for sj in expand(load_sweep(path))] == [sj.key for sj in jobs]
+    py = _write(tmp_path / "sweeps", "import tomllib\nSWEEP = tomllib.loads(" + repr(OUTSIDE) + ")\n", "s.py")
+    assert [sj.key for sj in expand(load_sweep(py))] == [sj.key for sj in jobs]
+    jobs_py = _write(tmp_path / "sweeps", "JOBS = [dict(task='bijection', arch='./models/mine.py:build', seeds=[0], "
+                     "steps=20, eval_sequences=64, size='quick')]\n", "jobs.py")
+    assert [sj.key for sj in expand(load_sweep(jobs_py))] == [jobs[1].key]
+    # another option, another key
+    wider = expand(load_sweep(_outside_folder(tmp_path, OUTSIDE.replace("width = 16", "width = 12"))))
+    assert wider[4].key != jobs[4].key and wider[1].key == jobs[1].key
+
+
+def test_dry_run_lists_outside_models_with_their_cost(tmp_path, capsys):
+    path = _outside_folder(tmp_path)
+    assert main(["sweep", path, "--dry-run", "--db", str(tmp_path / "r.sqlite")]) == 0
+    out = capsys.readouterr().out
+    jobs = expand(load_sweep(path))
+    assert "6 jobs, 6 ensemble members" in out and out.count(" new\n") == 6
+    for sj in jobs:
+        line = next(line for line in out.splitlines() if sj.key in line)
+        assert f"/ {sj.arch} [{sj.size}]" in line and f"{sj.job.params:,}" in line and "FLOP" in line
+    assert main(["sweep", path, "--dry-run", "--json", "--db", str(tmp_path / "r.sqlite")]) == 0
+    listed = json.loads(capsys.readouterr().out)["jobs"]
+    assert [(j["arch"], j["model"], j["params"]) for j in listed] == \
+           [(sj.arch, sj.job.arch if sj.arch != "mlp" else None, sj.job.params) for sj in jobs]
+    assert not (tmp_path / "r.sqlite").exists()
+
+
+BAD_OUTSIDE = [
+    ('"./models/missing.py:build"', "archs entry './models/missing.py:build': model '{dir}/models/missing.py:build': "
+                                    "no such file {dir}/models/missing.py"),
+    ('"./models/mine.py:nothing"', "archs entry './models/mine.py:nothing': model '{dir}/models/mine.py:nothing': "
+                                   "{dir}/models/mine.py has no attribute 'nothing'"),
+    ('"outside_nope:build"', "archs entry 'outside_nope:build': model 'outside_nope:build': cannot import module "
+                             "'outside_nope'"),
+    ('"./models/mine.py:"', "archs entry './models/mine.py:': model './models/mine.py:' must be "
+                            "'package.module:factory'"),
+    ('"./models/mine.py"', "unknown arch './models/mine.py' in archs; available:"),
+    ('"./models/mine.py:broken"', "bad model settings: {dir}/models/mine.py:broken: the factory raised RuntimeError: "
+                                  "this factory always fails"),
+    ('"./models/mine.py:build", "models/mine.py:build"', "names one model twice"),
+    ('"./models/mine.py:build", "outside_net:params"', "would both be stored as 'mine'"),
+    ('"./models/mlp.py:build"', "name 'mlp' is a built-in architecture"),
+]
+
+
+@pytest.mark.parametrize("archs,message", BAD_OUTSIDE, ids=[str(i) for i in range(len(BAD_OUTSIDE))])
+def test_bad_outside_models_fail_before_anything_runs(tmp_path, capsys, archs, message):
+    path = _outside_folder(tmp_path, f'tasks = ["bijection"]\narchs = ["mlp", {archs}]\nseeds = [0]\nsteps = 5\n')
+    shutil.copy(NET, tmp_path / "sweeps" / "models" / "mlp.py")
+    message = message.format(dir=tmp_path / "sweeps")
+    if "outside_net:params" in archs:  # a second model stored as 'mine': a module named mine
+        (tmp_path / "sweeps" / "models" / "__init__.py").write_text("")
+        path = _outside_folder(tmp_path, f'tasks = ["bijection"]\narchs = ["./models/mine.py:build", '
+                                         f'"models.mine:build"]\nseeds = [0]\nsteps = 5\n')
+        sys.path.insert(0, str(tmp_path / "sweeps"))
+    try:
+        db, runs = tmp_path / "r.sqlite", tmp_path / "runs"
+        assert main(["sweep", path, "--db", str(db), "--runs-dir", str(runs), "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and err.startswith(f"bayesbench sweep: sweep file {path}") and "\n" not in err, err
+        assert not db.exists() and not runs.exists()
+    finally:
+        if str(tmp_path / "sweeps") in sys.path:
+            sys.path.remove(str(tmp_path / "sweeps"))
