@@ -7,36 +7,18 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
-from ..sweep.expand import SweepJob, gpu_share
+from .args import add_db, count, positive
 
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
+if TYPE_CHECKING:
+    from ..sweep.expand import SweepJob
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
-    return value
-
-
-def add_sweep_parser(sub) -> None:
-    """Register the `sweep` subcommand on the main parser's subparsers."""
+def add_parser(sub) -> None:
     p = sub.add_parser("sweep", help="run a grid of jobs from a sweep file (TOML or Python) on the local pool or "
                                      "on a Ray cluster (--ray); resumable, each result stored once")
     p.add_argument("file", help="sweep file: .toml, or .py setting SWEEP or JOBS (docs/sweeps.md)")
@@ -46,14 +28,14 @@ def add_sweep_parser(sub) -> None:
                    "joined with `ray start`), local (start Ray on this machine only) or a cluster address")
     p.add_argument("--runs-dir", default="runs", help="checkpoints, under RUNS_DIR/sweep/ (default ./runs); on a "
                    "cluster a directory every node sees at the same path, so a retried job resumes")
-    p.add_argument("--jobs", type=_positive, help="local pool: processes in parallel (default: CPU cores / the "
+    p.add_argument("--jobs", type=positive, help="local pool: processes in parallel (default: CPU cores / the "
                    "sweep's cpus per job on CPU, 1 on a GPU)")
-    p.add_argument("--max-retries", type=_count, default=2, help="times a job whose worker died is run again "
+    p.add_argument("--max-retries", type=count, default=2, help="times a job whose worker died is run again "
                    "(default 2)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print {\"jobs\": [...], \"runs\": [...]} instead of tables")
-    p.add_argument("--db", help="results store (default: $BAYESBENCH_DB or ./results/bayesbench.sqlite)")
-    p.set_defaults(rerun_resumes=True)  # an interrupted sweep continues by running it again (cli_errors)
+    add_db(p)
+    p.set_defaults(handler=cmd_sweep, rerun_resumes=True)  # an interrupted sweep continues by running it again
 
 
 def _flops(x: float) -> str:
@@ -65,6 +47,7 @@ def _flops(x: float) -> str:
 
 def _dry_run(spec, jobs: list[SweepJob], args, say) -> int:
     from ..sweep.driver import job_state, stored_keys
+    from ..sweep.expand import gpu_share
 
     stored = stored_keys(jobs, args.db)
     states = [job_state(sj, stored, args.runs_dir) for sj in jobs]
@@ -118,7 +101,7 @@ def _try_outside(jobs: list[SweepJob], path: str, say) -> None:
     """Build two members of every outside model (once per task and settings) with a trial forward
     and backward, as `bayesbench run --model` does, so a broken model fails before anything runs;
     one line each says its size and forward path."""
-    from .own_model import trial_forward
+    from ..sweep.jobs import trial_forward
 
     seen = set()
     for sj in jobs:

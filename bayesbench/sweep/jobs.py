@@ -262,3 +262,18 @@ def _run_here(jobs: list[Job], threads: int | None, on_done, kwargs: dict) -> li
         stop.finished, stop.not_started = len(out), len(jobs) - len(out) - 1
         raise
     return out
+def trial_forward(job) -> str:
+    """Build two members for the job's task (factory, trial forward, path choice) before anything
+    runs, so a broken model fails here; says which forward path it got."""
+    import warnings
+
+    from ..models import get_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the fallback is reported in the line instead
+        model = get_model(job.arch, job.task, seeds=[0, 1], max_len=job.max_len, **job.model)
+    if model.path == "vmap":
+        return "vmap over members (one batched call)"
+    return f"a loop over members (vmap failed: {model.cfg.fallback})"
+
+

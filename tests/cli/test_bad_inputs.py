@@ -189,7 +189,7 @@ def test_negative_seeds_are_refused(capsys, tmp_path):
     with pytest.raises(SystemExit) as info:
         main(_train(tmp_path, seeds="-1"))
     assert info.value.code == 2
-    assert "--seeds must list distinct non-negative integers, got '-1'" in capsys.readouterr().err
+    assert "argument --seeds: must list distinct non-negative integers, got '-1'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["run", "--seeds", "-1"])
     assert not (tmp_path / "runs").exists()

@@ -13,24 +13,21 @@ Numbers go to the `studies` / `dynamics` tables of the results store; the report
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 
 import torch
 
 from ...checks import int_at_least, positive_int
-from ..report import print_summary, report_dir, write_report
+from ..report import report_dir, write_report
 from .speedup import speedup
 from ..stats import mean_ci
 from ..store import register_study, write_dynamics
+from . import DEFAULTS, VARIANTS  # noqa: F401  (DEFAULTS: the command's defaults)
 from .chain import (beta_sticky_data, conditional_entropy, nats_to_bits, paper_data, symbol_means,
                            transition_matrix)
 
 AUTHORS_SEEDS = (42, 2024, 1337, 7777, 9999)
 AUTHORS_SPEEDUP = 2.3  # Paper II section 7.2: 430 vs 1000 steps, 5 seeds
-VARIANTS = ("paper", "beta", "deep")
-DEFAULTS = {"paper": {"steps": 1000, "length": 2000}, "beta": {"steps": 1000, "length": 50},
-            "deep": {"steps": 2000, "length": 2000}}
 TEST_SEED_OFFSET = 10000  # the authors' held-out sequence of seed s is drawn from seed s + 10000
 
 
@@ -44,36 +41,6 @@ def default_seeds(n: int) -> list[int]:
             out.append(i)
         i += 1
     return out
-
-
-def add_parser(sub) -> None:
-    """Register `bayesbench emsgd` on the CLI's subparsers."""
-    p = sub.add_parser("emsgd", help="EM-like vs SGD on Paper II's attention toy, many seeds as one ensemble")
-    p.add_argument("--seeds", type=int, default=16, help="number of seeds, >= 2 (default 16; the authors' 5 first)")
-    p.add_argument("--variant", default="paper", choices=VARIANTS,
-                   help="paper: the authors' sticky chain; beta: Beta-sticky tunnel; deep: 4-layer 4-head AdamW")
-    p.add_argument("--steps", type=int, help="full-batch updates (default 1000; deep 2000)")
-    p.add_argument("--length", type=int, help="sequence length T (default 2000; beta: L = 50 per sequence)")
-    p.add_argument("--sequences", type=int, default=40, help="beta variant: sequences per seed (default 40)")
-    p.add_argument("--chunk", type=int, help="members per batched pass (default: a memory budget)")
-    p.add_argument("--threads", type=int, help="torch CPU threads")
-    p.add_argument("--db", help="results store (default: $BAYESBENCH_DB or ./results/bayesbench.sqlite)")
-    p.add_argument("--json", action="store_true", help="print the study's summary as JSON")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def cmd_emsgd(args) -> int:
-    """The command: run, store, plot, report; prints the report's path (or --json)."""
-    if args.threads:
-        torch.set_num_threads(positive_int("--threads", args.threads))
-    seeds = default_seeds(int_at_least("--seeds", args.seeds, 2, "a speed-up interval needs at least 2"))
-    steps = positive_int("--steps", DEFAULTS[args.variant]["steps"] if args.steps is None else args.steps)
-    length = int_at_least("--length", DEFAULTS[args.variant]["length"] if args.length is None else args.length, 3)
-    progress = not args.no_progress and sys.stderr.isatty()
-    summary = run_study(args.variant, seeds, steps=steps, length=length, sequences=positive_int("--sequences", args.sequences),
-                        chunk=args.chunk, db=args.db, progress=progress)
-    print_summary(summary, args.json)
-    return 0
 
 
 def run_study(variant: str, seeds: list[int], *, steps: int, length: int, sequences: int = 40,

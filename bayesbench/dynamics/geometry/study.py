@@ -17,25 +17,9 @@ import torch
 
 from ...checks import int_at_least
 from .measure import Geometry, check_transformer, measure
-from ..report import print_summary, report_dir, write_report
+from ..report import report_dir, write_report
 from ..stats import mean_ci
 from ..store import delete_study, register_study, write_dynamics
-
-
-def add_parser(sub) -> None:
-    """Register `bayesbench geometry` on the CLI's subparsers."""
-    p = sub.add_parser("geometry", help="Paper I section 5 geometry of a trained transformer run: key orthogonality, "
-                                        "attention entropy by layer, value manifold, head and layer ablations")
-    p.add_argument("run", help="run directory (with checkpoint.pt) or checkpoint file")
-    p.add_argument("--sequences", type=int, default=1024, help="evaluation sequences (default 1024)")
-    p.add_argument("--db", help="results store (default: $BAYESBENCH_DB or ./results/bayesbench.sqlite)")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-
-
-def cmd_geometry(args) -> int:
-    summary = run_geometry(args.run, sequences=args.sequences, db=args.db)
-    print_summary(summary, args.json)
-    return 0
 
 
 def _load(run: str):

@@ -23,44 +23,6 @@ OPTIMIZERS = ("adamw", "sgd")
 PROBE_ATTENTION = ("triton", "eager", "reference")
 
 
-def add_parser(sub, seed_list, positive, common) -> None:
-    """Register `profile` on the CLI's subparsers (helpers are the CLI's own argument types)."""
-    from ...presets import PRESETS
-
-    p = sub.add_parser("profile", help="train with the routing-law probe every k-th step; store the dynamics, "
-                                       "figures and a report (Paper II)")
-    p.add_argument("--task", default="bijection", help="task key of the preset (default bijection)")
-    p.add_argument("--arch", default="transformer", help="an attention architecture (default transformer)")
-    p.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="sizes and training (default quick)")
-    p.add_argument("--seeds", type=seed_list, help="comma-separated seeds, all profiled in the same step "
-                                                   "(default 0,1,2,3; with --run: the run's seeds)")
-    p.add_argument("--steps", type=positive, help="training steps (default: the preset's; with --run: steps "
-                                                  "added to the run, default 500)")
-    p.add_argument("--every", type=int, default=10, help="probe every k-th step (default 10)")
-    p.add_argument("--law-every", type=int, default=1, help="check the routing law on every n-th probed step "
-                                                            "(default 1: all; 0: never, stats probes only)")
-    p.add_argument("--law-sequences", type=positive, default=8, help="sequences of the step's batch per member "
-                                                                     "used by the law check (default 8)")
-    p.add_argument("--flush-every", type=positive, default=200, help="steps between writes to the store (default 200)")
-    p.add_argument("--checkpoints", type=int, default=21, help="checkpoints for maps and calibration (default 21)")
-    p.add_argument("--probe-sequences", type=positive, default=16, help="fixed sequences whose maps are kept (default 16)")
-    p.add_argument("--eval-sequences", type=positive, default=512, help="evaluation sequences per checkpoint (default 512)")
-    p.add_argument("--attention", choices=PROBE_ATTENTION,
-                   help="probe path: triton (GPU stats kernel), eager (autograd hooks) or reference "
-                        "(default: triton on a GPU, eager on CPU)")
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
-                   help="adamw (the preset's) or sgd (plain: no momentum, no weight decay)")
-    p.add_argument("--lr", type=float, help="learning rate (default: the preset's)")
-    p.add_argument("--run", help="continue this stored run (run_id, run directory or checkpoint file)")
-    p.add_argument("--device", help="cpu, cuda or auto (default: the preset's)")
-    p.add_argument("--runs-dir", default="runs", help="where the profiled model's checkpoint goes (default ./runs)")
-    p.add_argument("--threads", type=positive, help="torch CPU threads (default 1 on CPU: these models are small, "
-                                                    "and one thread per process uses a shared core best)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--json", action="store_true", help="print the study's numbers as JSON")
-    common(p)
-
-
 def _make_optimizer(trainer, name: str):
     """The trainer's flat per-member optimiser, switched to plain SGD for --optimizer sgd (same
     per-member clipping and divergence guard; no momentum, no weight decay)."""
@@ -127,7 +89,8 @@ def build(args, study_id: str):
     return trainer, config
 
 
-def cmd_profile(args) -> int:
+def run_profile(args) -> int:
+    """The `bayesbench profile` command's work, from its parsed options (`cli/profile.py`)."""
     import torch
 
     from ...scoring.evaluate import eval_seed, eval_set, scored_positions
@@ -191,7 +154,7 @@ def cmd_profile(args) -> int:
     return 0
 
 
-def cmd_plot_dynamics(study_id: str, db: str | None, out_dir: str) -> list[str]:
+def plot_study(study_id: str, db: str | None, out_dir: str) -> list[str]:
     """`bayesbench plot --dynamics STUDY`: redraw a profile study's figures from the store."""
     from .plots import plot_profile
     from ..store import read_study

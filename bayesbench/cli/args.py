@@ -1,0 +1,103 @@
+"""Argument types and option groups shared by the commands.
+
+An argparse type raises `argparse.ArgumentTypeError`; argparse then prints the option's name in
+front of the message and exits 2, as for any other bad argument (`cli/errors.py` says what every
+other failure prints).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+DB_HELP = "results store (default: $BAYESBENCH_DB or ./results/bayesbench.sqlite)"
+
+
+def seed_list(text: str) -> list[int]:
+    """'0,1,2' -> [0, 1, 2]: distinct non-negative integers."""
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated integers like 0,1,2, got {text!r}") from None
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f"must list distinct non-negative integers, got {text!r}")
+    return seeds
+
+
+def positive(text: str) -> int:
+    """The text of an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def count(text: str) -> int:
+    """The text of an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
+def split_list(values: list[str] | None) -> list[str] | None:
+    """'a,b c' -> ['a', 'b', 'c'] (space- or comma-separated option values)."""
+    if values is None:
+        return None
+    return [v for item in values for v in item.split(",") if v]
+
+
+def add_db(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", help=DB_HELP)
+
+
+def add_training(p: argparse.ArgumentParser) -> None:
+    """The options `run` and `train` share: preset, steps, device, backends, checkpoints, threads."""
+    from ..presets import PRESETS
+
+    p.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="sizes, steps and evaluation (default quick)")
+    p.add_argument("--steps", type=positive, help="override the preset's number of training steps")
+    p.add_argument("--device", help="cpu, cuda, cuda:1 or auto (default: the preset's; quick=cpu, paper=auto)")
+    p.add_argument("--attention", choices=("sdpa", "eager", "triton"), help="transformer attention backend (default sdpa)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--precision", choices=("auto", "fp32", "tf32", "bf16"),
+                   help="training matmul precision: auto (TF32 on CUDA, float32 on CPU; the default), fp32, tf32, "
+                        "or bf16 (autocast forward); evaluation always runs in float32")
+    p.add_argument("--runs-dir", default="runs", help="where checkpoints go (default ./runs)")
+    p.add_argument("--resume", action="store_true", help="continue from the run directory's checkpoint if there is one")
+    p.add_argument("--checkpoint-every", type=positive, help="checkpoint every N steps (default: the preset's; always at the end)")
+    p.add_argument("--eval-sequences", type=positive, help="evaluation set size (default: the preset's, 4096)")
+    p.add_argument("--threads", type=positive, help="torch CPU threads per process (default: cores / processes)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_db(p)
+
+
+def set_threads(args: argparse.Namespace) -> None:
+    """--threads, where the command has it."""
+    if getattr(args, "threads", None):
+        import torch
+
+        torch.set_num_threads(args.threads)
+
+
+def progress(args: argparse.Namespace) -> bool:
+    """A progress bar: unless --no-progress, and only on a terminal."""
+    return not args.no_progress and sys.stderr.isatty()
+
+
+def line_printer(args: argparse.Namespace):
+    """Progress lines: to stderr when stdout carries --json, else to stdout."""
+    stream = sys.stderr if getattr(args, "json", False) else sys.stdout
+    return lambda m: print(m, file=stream, flush=True)
+
+
+def db_name(db: str | None) -> str:
+    from ..store.database import db_path
+
+    return db_path(db)

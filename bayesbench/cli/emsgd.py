@@ -1,0 +1,51 @@
+"""`bayesbench emsgd`: EM-like vs SGD on Paper II's attention toy (arXiv 2512.22473, Sec. 7), many
+seeds as one ensemble; stores the study, draws its figures, writes its report (docs/em_vs_sgd.md).
+
+    bayesbench emsgd                          # paper variant, 16 seeds, T = 2000, 1000 steps
+    bayesbench emsgd --seeds 16 --length 300  # shorter sequences (what a 2-core CPU affords)
+    bayesbench emsgd --variant beta           # Beta-sticky tunnel, exact posterior predictive floor
+    bayesbench emsgd --variant deep --steps 2000
+"""
+
+from __future__ import annotations
+
+from .args import add_db, progress
+
+
+def add_parser(sub) -> None:
+    from ..dynamics.emsgd import VARIANTS
+
+    p = sub.add_parser("emsgd", help="EM-like vs SGD on Paper II's attention toy, many seeds as one ensemble")
+    p.add_argument("--seeds", type=int, default=16, help="number of seeds, >= 2 (default 16; the authors' 5 first)")
+    p.add_argument("--variant", default="paper", choices=VARIANTS,
+                   help="paper: the authors' sticky chain; beta: Beta-sticky tunnel; deep: 4-layer 4-head AdamW")
+    p.add_argument("--steps", type=int, help="full-batch updates (default 1000; deep 2000)")
+    p.add_argument("--length", type=int, help="sequence length T (default 2000; beta: L = 50 per sequence)")
+    p.add_argument("--sequences", type=int, default=40, help="beta variant: sequences per seed (default 40)")
+    p.add_argument("--chunk", type=int, help="members per batched pass (default: a memory budget)")
+    p.add_argument("--threads", type=int, help="torch CPU threads")
+    add_db(p)
+    p.add_argument("--json", action="store_true", help="print the study's summary as JSON")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(handler=cmd_emsgd)
+
+
+def cmd_emsgd(args) -> int:
+    """Run, store, plot, report; prints the report's path (or --json)."""
+    import torch
+
+    from ..checks import int_at_least, positive_int
+    from ..dynamics.emsgd import DEFAULTS
+    from ..dynamics.emsgd.study import default_seeds, run_study
+    from ..dynamics.report import print_summary
+
+    if args.threads:
+        torch.set_num_threads(positive_int("--threads", args.threads))
+    seeds = default_seeds(int_at_least("--seeds", args.seeds, 2, "a speed-up interval needs at least 2"))
+    steps = positive_int("--steps", DEFAULTS[args.variant]["steps"] if args.steps is None else args.steps)
+    length = int_at_least("--length", DEFAULTS[args.variant]["length"] if args.length is None else args.length, 3)
+    summary = run_study(args.variant, seeds, steps=steps, length=length,
+                        sequences=positive_int("--sequences", args.sequences), chunk=args.chunk, db=args.db,
+                        progress=progress(args))
+    print_summary(summary, args.json)
+    return 0

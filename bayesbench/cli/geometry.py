@@ -1,0 +1,30 @@
+"""`bayesbench geometry RUN`: a trained transformer's geometry (Paper I, arXiv 2512.22471, Sec. 5):
+key orthogonality, attention entropy by layer, the value manifold, head and layer ablations;
+stored, drawn and reported (docs/geometry.md).
+
+    bayesbench train --task bijection --arch transformer --preset quick --seeds 0,1,2
+    bayesbench geometry runs/quick/bijection-transformer-s0-1-2 [--sequences 1024] [--json]
+"""
+
+from __future__ import annotations
+
+from .args import add_db
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("geometry", help="Paper I section 5 geometry of a trained transformer run: key orthogonality, "
+                                        "attention entropy by layer, value manifold, head and layer ablations")
+    p.add_argument("run", help="run directory (with checkpoint.pt) or checkpoint file")
+    p.add_argument("--sequences", type=int, default=1024, help="evaluation sequences (default 1024)")
+    add_db(p)
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(handler=cmd_geometry)
+
+
+def cmd_geometry(args) -> int:
+    from ..dynamics.geometry.study import run_geometry
+    from ..dynamics.report import print_summary
+
+    summary = run_geometry(args.run, sequences=args.sequences, db=args.db)
+    print_summary(summary, args.json)
+    return 0

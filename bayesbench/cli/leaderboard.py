@@ -1,0 +1,38 @@
+"""`bayesbench leaderboard`: the stored results as a table (Markdown, CSV or JSON).
+
+    bayesbench leaderboard --format md
+    bayesbench leaderboard --metric kl --task hmm
+"""
+
+from __future__ import annotations
+
+from .args import add_db
+from .errors import no_rows_message
+
+
+def add_parser(sub) -> None:
+    from ..store.leaderboard import FORMATS, METRICS
+
+    p = sub.add_parser("leaderboard", help="show stored results (every stored seed of each task, arch and config)")
+    p.add_argument("--task", help="only this task (name like hmm, or label like 'hmm S=5 K=20')")
+    p.add_argument("--arch", help="only this architecture")
+    p.add_argument("--latest", action="store_true", help="only the newest run of each task and arch")
+    p.add_argument("--all", action="store_true", help="one row per stored run (no pooling of seeds across runs)")
+    p.add_argument("--format", default="md", choices=FORMATS, help="output format (default md)")
+    p.add_argument("--metric", default="entropy_mae", choices=tuple(METRICS),
+                   help="rank by this metric (default entropy_mae; see docs/science.md, Metrics)")
+    p.add_argument("--json", action="store_true", help="same as --format json")
+    add_db(p)
+    p.set_defaults(handler=cmd_leaderboard)
+
+
+def cmd_leaderboard(args) -> int:
+    from ..store.leaderboard import render, select_rows
+
+    if args.latest and args.all:
+        raise ValueError("give at most one of --latest and --all")
+    records = select_rows(args.db, task=args.task, arch=args.arch, latest=args.latest)
+    if not records and (args.task or args.arch):
+        raise ValueError(no_rows_message(args.db, task=args.task, arch=args.arch))
+    print(render(records, "json" if args.json else args.format, args.metric, per_run=args.all))
+    return 0

@@ -1,0 +1,56 @@
+"""`bayesbench profile`: train (or continue a stored run) with the routing-law probe, store the
+dynamics, draw the figures and write a one-page report (docs/dynamics.md).
+
+    bayesbench profile --task bijection --arch transformer --preset quick --seeds 0,1,2,3 --every 10
+    bayesbench profile --run RUN_ID_OR_DIR --steps 500 --optimizer sgd --lr 1e-3
+    bayesbench plot --dynamics STUDY_ID
+"""
+
+from __future__ import annotations
+
+from .args import add_db, positive, seed_list
+
+
+def add_parser(sub) -> None:
+    from ..dynamics.profile.study import OPTIMIZERS, PROBE_ATTENTION
+    from ..presets import PRESETS
+
+    p = sub.add_parser("profile", help="train with the routing-law probe every k-th step; store the dynamics, "
+                                       "figures and a report (Paper II)")
+    p.add_argument("--task", default="bijection", help="task key of the preset (default bijection)")
+    p.add_argument("--arch", default="transformer", help="an attention architecture (default transformer)")
+    p.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="sizes and training (default quick)")
+    p.add_argument("--seeds", type=seed_list, help="comma-separated seeds, all profiled in the same step "
+                                                   "(default 0,1,2,3; with --run: the run's seeds)")
+    p.add_argument("--steps", type=positive, help="training steps (default: the preset's; with --run: steps "
+                                                  "added to the run, default 500)")
+    p.add_argument("--every", type=int, default=10, help="probe every k-th step (default 10)")
+    p.add_argument("--law-every", type=int, default=1, help="check the routing law on every n-th probed step "
+                                                            "(default 1: all; 0: never, stats probes only)")
+    p.add_argument("--law-sequences", type=positive, default=8, help="sequences of the step's batch per member "
+                                                                     "used by the law check (default 8)")
+    p.add_argument("--flush-every", type=positive, default=200, help="steps between writes to the store (default 200)")
+    p.add_argument("--checkpoints", type=int, default=21, help="checkpoints for maps and calibration (default 21)")
+    p.add_argument("--probe-sequences", type=positive, default=16, help="fixed sequences whose maps are kept (default 16)")
+    p.add_argument("--eval-sequences", type=positive, default=512, help="evaluation sequences per checkpoint (default 512)")
+    p.add_argument("--attention", choices=PROBE_ATTENTION,
+                   help="probe path: triton (GPU stats kernel), eager (autograd hooks) or reference "
+                        "(default: triton on a GPU, eager on CPU)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
+                   help="adamw (the preset's) or sgd (plain: no momentum, no weight decay)")
+    p.add_argument("--lr", type=float, help="learning rate (default: the preset's)")
+    p.add_argument("--run", help="continue this stored run (run_id, run directory or checkpoint file)")
+    p.add_argument("--device", help="cpu, cuda or auto (default: the preset's)")
+    p.add_argument("--runs-dir", default="runs", help="where the profiled model's checkpoint goes (default ./runs)")
+    p.add_argument("--threads", type=positive, help="torch CPU threads (default 1 on CPU: these models are small, "
+                                                    "and one thread per process uses a shared core best)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the study's numbers as JSON")
+    add_db(p)
+    p.set_defaults(handler=cmd_profile)
+
+
+def cmd_profile(args) -> int:
+    from ..dynamics.profile.study import run_profile
+
+    return run_profile(args)

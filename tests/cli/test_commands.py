@@ -1,0 +1,28 @@
+"""The command package's structure: one module per command, each registering its own handler,
+and a parser that is built without importing torch (so `bayesbench --help` and `leaderboard`
+do not pay for the training code)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from bayesbench import cli
+
+
+def test_every_command_module_registers_itself_with_a_handler():
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert len(sub.choices) == len(cli.COMMANDS)
+    for name, p in sub.choices.items():
+        handler = p.get_default("handler")
+        assert callable(handler), name
+        assert handler.__module__.startswith("bayesbench.cli."), (name, handler.__module__)
+
+
+def test_building_the_parser_imports_neither_torch_nor_the_trainer():
+    code = ("import sys; from bayesbench.cli import build_parser; build_parser(); "
+            "print(sorted(m for m in ('torch', 'bayesbench.training.trainer', 'bayesbench.scoring.evaluate') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
