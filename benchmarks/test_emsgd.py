@@ -12,9 +12,9 @@ from __future__ import annotations
 import torch
 from timing import interleaved
 
-from bayesbench.dynamics.emsgd.toy import SCHEDULES, train_toy
-from bayesbench.dynamics.emsgd.study import default_seeds
 from bayesbench.dynamics.emsgd.chain import paper_data
+from bayesbench.dynamics.emsgd.study import default_seeds
+from bayesbench.dynamics.emsgd.toy import SCHEDULES, train_toy
 
 
 def test_batched_ensemble_vs_sequential_members(benchmark):

@@ -57,8 +57,8 @@ def test_leaderboard(benchmark, request, tmp_path):
     scale = _scale()
     if scale == "off":
         pytest.skip("BAYESBENCH_LEADERBOARD=off")
-    from bayesbench.sweep.jobs import make_jobs, run_jobs
     from bayesbench.store.leaderboard import json_runs, markdown, select_rows
+    from bayesbench.sweep.jobs import make_jobs, run_jobs
 
     steps = os.environ.get("BAYESBENCH_LEADERBOARD_STEPS")
     jobs = make_jobs(scale, steps=int(steps) if steps else None)

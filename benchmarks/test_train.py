@@ -22,8 +22,8 @@ import torch
 from plain_transformer import PlainLoop
 from timing import interleaved
 
-from bayesbench.testing.opcount import count_ops
 from bayesbench.tasks import get_task
+from bayesbench.testing.opcount import count_ops
 from bayesbench.training.trainer import TrainConfig, Trainer, member_losses, stack_members
 
 QUICK = dict(n_layer=2, n_head=2, d_model=64, d_ffn=256)

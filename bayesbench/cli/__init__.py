@@ -23,8 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import (emsgd, evaluate, geometry, leaderboard, models, plot, profile, run, score, sweep, train,
-               tunnels)
+from . import emsgd, evaluate, geometry, leaderboard, models, plot, profile, run, score, sweep, train, tunnels
 from .errors import add_debug_flag, run_command
 
 # In the order `bayesbench --help` lists them.

@@ -26,9 +26,9 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
 
 def model_jobs(args, *, tasks: list[str] | None, seeds: list[int] | None, say) -> list:
     """The preset's transformer jobs for `tasks`, with the architecture replaced by args.model."""
-    from ..sweep.jobs import make_jobs, resolve_model, trial_forward
     from ..models.outside import default_name, load_factory, normalise
     from ..scoring.outside import check_name
+    from ..sweep.jobs import make_jobs, resolve_model, trial_forward
 
     if getattr(args, "archs", None):
         raise ValueError("give either --model or --archs, not both (run the built-in archs separately)")

@@ -32,9 +32,9 @@ def add_parser(sub) -> None:
 
 def cmd_score(args) -> int:
     from ..checks import positive_int
-    from ..store.leaderboard import json_runs, markdown
-    from ..store.database import read_records
     from ..scoring.outside import score_checkpoint
+    from ..store.database import read_records
+    from ..store.leaderboard import json_runs, markdown
 
     if args.eval_sequences is not None:
         positive_int("--eval-sequences", args.eval_sequences)

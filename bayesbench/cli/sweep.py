@@ -121,11 +121,11 @@ def _try_outside(jobs: list[SweepJob], path: str, say) -> None:
 def cmd_sweep(args) -> int:
     """Check the sweep file, then run it (or with --dry-run, show it); exit 1 if a job failed."""
     from ..running import interrupt
-    from ..sweep.jobs import resolve_device
-    from ..store.leaderboard import json_runs
     from ..store.database import db_path, read_records
+    from ..store.leaderboard import json_runs
     from ..sweep.driver import run_sweep
     from ..sweep.expand import expand
+    from ..sweep.jobs import resolve_device
     from ..sweep.spec import load_sweep
 
     stream = sys.stderr if args.json else sys.stdout

@@ -6,9 +6,8 @@ long-format record (run, seed, step, layer, head, name, value) in the `dynamics`
 results store; see docs/dynamics.md.
 """
 
-from .store import (DynamicsRecord, delete_study, list_studies, read_dynamics, read_study,
-                    register_study, write_dynamics)
 from .report import write_report
+from .store import DynamicsRecord, delete_study, list_studies, read_dynamics, read_study, register_study, write_dynamics
 
 __all__ = ["DynamicsRecord", "delete_study", "list_studies", "read_dynamics", "read_study",
            "register_study", "write_dynamics", "write_report"]

@@ -17,7 +17,6 @@ property of the architecture rather than of the embedding table (docs/reproducin
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 import torch

@@ -26,13 +26,13 @@ from typing import Iterator
 import torch
 from torch import Tensor
 
-from ..training.checkpoint import DamagedFile, load_checkpoint, save_atomic
-from .metrics import Summary, score, summarize
 from ..models import EnsembleModel
 from ..oracle import hmm_filter
 from ..store.records import EvalResult, MemberEvaluation, PermutationCheck, PositionCurves
-from ..training.seeds import eval_seed
 from ..tasks import Batch, Task
+from ..training.checkpoint import DamagedFile, load_checkpoint, save_atomic
+from ..training.seeds import eval_seed
+from .metrics import Summary, score, summarize
 
 DEFAULT_SEQUENCES = 4096
 # Part of the on-disk cache key: bump it whenever a sampler or oracle changes what a seed yields,

@@ -19,8 +19,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..tasks import Batch
 from .metrics import Summary, score
-from ..tasks import Batch, Task
 
 FLOORS = ("uniform", "marginal")
 MARGINAL_SEQUENCES = 4096

@@ -20,11 +20,11 @@ import uuid
 import torch
 from torch import nn
 
-from .evaluate import DEFAULT_SEQUENCES, evaluation_tasks, max_eval_len
 from ..models import EnsembleModel, TaskShape
 from ..models.adapter import AdaptedModel, from_modules
 from ..tasks import Task, task_from_config
 from ..training.trainer import TrainResult
+from .evaluate import DEFAULT_SEQUENCES, evaluation_tasks, max_eval_len
 
 DEFAULT_PRESET = "quick"
 

@@ -23,8 +23,7 @@ import sqlite3
 import time
 from datetime import datetime, timezone
 
-from .records import (FINAL_LOSS_MEANING, EvalResult, MemberEvaluation, PermutationCheck, PositionCurves,
-                     RunRecord)
+from .records import FINAL_LOSS_MEANING, EvalResult, MemberEvaluation, PermutationCheck, PositionCurves, RunRecord
 
 DEFAULT_DB = os.path.join("results", "bayesbench.sqlite")
 BUSY_TIMEOUT_MS = 60_000

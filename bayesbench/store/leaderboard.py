@@ -22,8 +22,8 @@ import io
 import json
 import math
 
-from .records import EvalResult, RunRecord
 from .database import read_records
+from .records import EvalResult, RunRecord
 
 FORMATS = ("md", "csv", "json")
 METRICS = {

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 import torch
 
-from ..scoring.evaluate import max_eval_len
 from ..models import count_params
 from ..models.registry import is_outside
 from ..presets import get_preset
-from .jobs import Job, make_task, resolve_model
+from ..scoring.evaluate import max_eval_len
 from ..training.trainer import TrainConfig
+from .jobs import Job, make_task, resolve_model
 from .spec import Resources, SweepSpec
 
 KEY_CHARS = 16  # hex characters of the SHA-256 kept: 64 bits

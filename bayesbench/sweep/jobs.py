@@ -15,15 +15,15 @@ from dataclasses import dataclass
 
 import torch
 
-from ..running import interrupt
-from ..scoring.evaluate import max_eval_len
-from ..scoring.rows import record
 from ..models import TaskShape, count_params, list_models
 from ..models.registry import is_outside
 from ..presets import TaskSetup, get_preset
-from ..store.records import RunRecord
-from ..store.database import prepare_store
+from ..running import interrupt
 from ..running.runlock import run_lock
+from ..scoring.evaluate import max_eval_len
+from ..scoring.rows import record
+from ..store.database import prepare_store
+from ..store.records import RunRecord
 from ..tasks import Task, task_from_config
 from ..training.trainer import TrainConfig, train
 

@@ -14,8 +14,8 @@ import logging
 from collections.abc import Callable
 
 from .expand import SweepJob, gpu_share
-from .spec import Resources
 from .one_job import train_and_score
+from .spec import Resources
 
 MISSING = ("--ray needs Ray, which is not installed: pip install 'bayesbench[ray]' (or pip install ray) "
            "on the driver and on every node of the cluster")

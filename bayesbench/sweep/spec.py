@@ -28,9 +28,9 @@ import runpy
 import tomllib
 from dataclasses import dataclass, field, fields
 
-from ..presets import PRESETS, get_preset
 from ..models import list_models
 from ..models.registry import is_outside
+from ..presets import PRESETS, get_preset
 from ..training.trainer import TrainConfig
 
 # Keys of the TOML file (and of a Python file's SWEEP dict).

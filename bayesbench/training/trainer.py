@@ -27,15 +27,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..running import interrupt
-from .checkpoint import DamagedFile, load_checkpoint, remove_leftovers, save_atomic
 from ..checks import positive_int
 from ..models import EnsembleModel, get_model
 from ..models.base import check_token_values
-from .optim import FlatMemberAdamW
+from ..running import interrupt
 from ..running.runlock import run_lock
-from .seeds import data_seed, dropout_seed
 from ..tasks import Batch, Task, task_from_config
+from .checkpoint import DamagedFile, load_checkpoint, remove_leftovers, save_atomic
+from .optim import FlatMemberAdamW
+from .seeds import data_seed, dropout_seed
 
 SCHEDULES = ("constant", "cosine")
 # auto: TF32 matmuls on CUDA, exact float32 elsewhere; fp32: exact float32 everywhere; tf32: TF32

@@ -12,10 +12,10 @@ import sys
 import pytest
 import torch
 
-from bayesbench.training.checkpoint import DamagedFile, load_checkpoint
 from bayesbench.cli import main
-from bayesbench.store.database import StoreError, write_rows
 from bayesbench.running.runlock import LOCK_NAME, RunDirLocked, run_lock
+from bayesbench.store.database import StoreError, write_rows
+from bayesbench.training.checkpoint import DamagedFile, load_checkpoint
 
 TINY = ["--preset", "quick", "--steps", "2", "--eval-sequences", "16", "--no-progress"]
 

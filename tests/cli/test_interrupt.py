@@ -18,12 +18,12 @@ import sys
 import time
 
 import pytest
-
-from bayesbench.training.checkpoint import load_checkpoint
-from bayesbench.store.database import read_rows
-from bayesbench.running.runlock import LOCK_NAME
-from bayesbench.training.trainer import CHECKPOINT_KEYS
 from procs import live_processes
+
+from bayesbench.running.runlock import LOCK_NAME
+from bayesbench.store.database import read_rows
+from bayesbench.training.checkpoint import load_checkpoint
+from bayesbench.training.trainer import CHECKPOINT_KEYS
 
 STEPS = 300  # at ~10-50 ms a step the interrupt lands mid-training, and a run stays a few seconds
 EVERY = 5

@@ -17,8 +17,8 @@ import bayesbench
 from bayesbench.cli import main
 from bayesbench.models import count_params
 from bayesbench.presets import get_preset
-from bayesbench.store.database import read_rows
 from bayesbench.scoring.outside import model_spec
+from bayesbench.store.database import read_rows
 
 MODEL_SRC = textwrap.dedent('''
     import torch
@@ -119,7 +119,6 @@ def test_score_a_plain_state_dict_and_evaluate_model(capsys, env):
     finally:
         sys.path.remove(str(env["tmp"]))
     from bayesbench.models import TaskShape
-    from bayesbench.tasks import get_task
 
     torch.manual_seed(5)
     net = mine.build(bayesbench.model_spec("bijection"))  # the quick preset's bijection, as --task scores it
@@ -174,8 +173,6 @@ def test_bad_input_is_one_line_and_stores_nothing(capsys, env):
     _fails(capsys, env, ["run", "--model", "./mine.py:build", "--archs", "gru", *common], "not both")
     _fails(capsys, env, ["run", "--model", "hf:bert", "--tasks", "bijection", *common], "unknown Hugging Face")
     # a checkpoint of another architecture (width 5 instead of 8), and a file that is no checkpoint
-    from bayesbench.models import TaskShape
-    from bayesbench.tasks import get_task
 
     sys.path.insert(0, str(env["tmp"]))
     try:

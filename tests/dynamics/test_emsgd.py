@@ -14,13 +14,18 @@ import torch
 
 from bayesbench.cli import main
 from bayesbench.dynamics import read_dynamics, read_study
-from bayesbench.dynamics.emsgd.toy import ToyShape, init_weights, member_losses, toy_forward, train_toy
+from bayesbench.dynamics.emsgd.chain import (
+    beta_sticky_data,
+    conditional_entropy,
+    filter_predictive,
+    paper_data,
+    symbol_means,
+    transition_matrix,
+)
 from bayesbench.dynamics.emsgd.deep import DeepConfig, train_deep
-from bayesbench.dynamics.emsgd.study import default_seeds, run_study
 from bayesbench.dynamics.emsgd.speedup import pooled_steps, speedup, steps_to_reach
-from bayesbench.dynamics.emsgd.chain import (beta_sticky_data, conditional_entropy, filter_predictive,
-                                              paper_data, symbol_means, transition_matrix)
-
+from bayesbench.dynamics.emsgd.study import default_seeds, run_study
+from bayesbench.dynamics.emsgd.toy import ToyShape, init_weights, member_losses, toy_forward, train_toy
 
 # ---------------------------------------------------------------- data and floors
 

@@ -11,10 +11,19 @@ import torch
 
 from bayesbench.cli import main
 from bayesbench.dynamics import read_dynamics, read_study
-from bayesbench.dynamics.geometry.measure import (Trace, attention_entropy, instrumented_forward, measure, offdiag_abs_cos,
-                                          spearman, static_keys, token_keys, value_pca)
-from bayesbench.scoring.evaluate import eval_set
+from bayesbench.dynamics.geometry.measure import (
+    Trace,
+    attention_entropy,
+    instrumented_forward,
+    measure,
+    offdiag_abs_cos,
+    spearman,
+    static_keys,
+    token_keys,
+    value_pca,
+)
 from bayesbench.models import get_model
+from bayesbench.scoring.evaluate import eval_set
 from bayesbench.tasks import BijectionTask
 
 
@@ -51,7 +60,7 @@ def test_offdiag_cos_is_zero_for_an_orthonormal_basis_and_one_for_parallel_keys(
 
 
 def test_token_keys_average_each_tokens_occurrences():
-    E, B, H, L, D = 1, 2, 1, 4, 3
+    E, B, L, D = 1, 2, 4, 3  # one head
     tokens = torch.tensor([[[7, 8, 7, 9], [9, 8, 1, 1]]])
     basis = {7: torch.tensor([1.0, 0, 0]), 8: torch.tensor([0, 2.0, 0]), 9: torch.tensor([0, 0, 5.0]), 1: torch.ones(3)}
     k = torch.stack([basis[int(t)] for t in tokens.flatten()]).view(E, B, L, D).unsqueeze(2)  # [E, B, H, L, D]

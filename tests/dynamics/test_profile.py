@@ -15,11 +15,16 @@ from bayesbench.cli import main
 from bayesbench.dynamics import list_studies, read_dynamics
 from bayesbench.dynamics.profile.frames import checkpoint_steps, freeze_step, gain_after, tv_to_final
 from bayesbench.dynamics.profile.probes import PROBE_NAMES, ProbeSet, attention_layers
-from bayesbench.dynamics.profile.routing import (LAW_NAMES, law_statistics, masked_softmax, predicted_change,
-                                         transformer_scores)
+from bayesbench.dynamics.profile.routing import (
+    LAW_NAMES,
+    law_statistics,
+    masked_softmax,
+    predicted_change,
+    transformer_scores,
+)
 from bayesbench.kernels import AttentionProbe, attention
-from bayesbench.models.attention import causal_mask
 from bayesbench.models import get_model
+from bayesbench.models.attention import causal_mask
 from bayesbench.tasks import get_task
 from bayesbench.training.trainer import TrainConfig, Trainer, member_losses
 

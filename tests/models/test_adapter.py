@@ -17,7 +17,7 @@ from torch import nn
 from bayesbench.models import AdaptedModel, TaskShape, from_module, from_modules, get_model, register_module
 from bayesbench.tasks import get_task
 from bayesbench.training.optim import FlatMemberAdamW
-from bayesbench.training.trainer import Trainer, TrainConfig, decays, load_result, train
+from bayesbench.training.trainer import TrainConfig, Trainer, decays, load_result, train
 
 
 class GRUNet(nn.Module):

@@ -7,8 +7,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bayesbench.models import (EnsembleEmbedding, EnsembleLayerNorm, EnsembleLinear, TaskShape, build_model,
-                               count_params, get_model, list_models, match_mlp, mlp_param_count)
+from bayesbench.models import (
+    EnsembleEmbedding,
+    EnsembleLayerNorm,
+    EnsembleLinear,
+    TaskShape,
+    build_model,
+    count_params,
+    get_model,
+    list_models,
+    match_mlp,
+    mlp_param_count,
+)
 from bayesbench.models.mlp import MLPConfig
 from bayesbench.tasks import get_task
 

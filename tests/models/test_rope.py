@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bayesbench.models import TaskShape, get_model
+from bayesbench.models import get_model
 from bayesbench.models.transformer import TransformerConfig, rotary
 from bayesbench.tasks import get_task
 

@@ -12,8 +12,11 @@ import torch
 
 from bayesbench.models import TaskShape, count_params, get_model
 from bayesbench.models.gru import match_gru
-from bayesbench.models.linear_attention import (causal_linear_attention, causal_linear_attention_ref,
-                                                match_linear_attention)
+from bayesbench.models.linear_attention import (
+    causal_linear_attention,
+    causal_linear_attention_ref,
+    match_linear_attention,
+)
 from bayesbench.models.lstm import match_lstm
 from bayesbench.models.mamba import match_mamba
 from bayesbench.models.scan import linear_scan, linear_scan_ref, selective_scan, selective_scan_ref

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from bayesbench.models import EnsembleModel, TaskShape, get_model
 from bayesbench.scoring.evaluate import eval_set, evaluate, evaluate_members, max_eval_len, permute_hmm_labels, predict
 from bayesbench.scoring.metrics import entropy_bits
-from bayesbench.models import EnsembleModel, TaskShape, get_model
 from bayesbench.tasks import get_task
 from bayesbench.training.seeds import data_seed, eval_seed
 

@@ -9,10 +9,10 @@ import sqlite3
 import pytest
 
 from bayesbench.cli import main
-from bayesbench.store.leaderboard import METRICS, markdown, render, select_rows
 from bayesbench.scoring.metrics import Summary
-from bayesbench.store.records import EvalResult, MemberEvaluation, PositionCurves, RunRecord
 from bayesbench.store.database import SCHEMA, read_records, read_rows, write_records
+from bayesbench.store.leaderboard import METRICS, markdown, render, select_rows
+from bayesbench.store.records import EvalResult, MemberEvaluation, PositionCurves, RunRecord
 
 
 def _summary(mean: float) -> Summary:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bayesbench.store.leaderboard import _aggregate, markdown, select_rows
 from bayesbench.store.database import write_rows
+from bayesbench.store.leaderboard import _aggregate, markdown, select_rows
 
 
 def _summary(mean: float) -> dict:

@@ -276,8 +276,8 @@ def test_bad_outside_models_fail_before_anything_runs(tmp_path, capsys, archs, m
     message = message.format(dir=tmp_path / "sweeps")
     if "outside_net:params" in archs:  # a second model stored as 'mine': a module named mine
         (tmp_path / "sweeps" / "models" / "__init__.py").write_text("")
-        path = _outside_folder(tmp_path, f'tasks = ["bijection"]\narchs = ["./models/mine.py:build", '
-                                         f'"models.mine:build"]\nseeds = [0]\nsteps = 5\n')
+        path = _outside_folder(tmp_path, 'tasks = ["bijection"]\narchs = ["./models/mine.py:build", '
+                                         '"models.mine:build"]\nseeds = [0]\nsteps = 5\n')
         sys.path.insert(0, str(tmp_path / "sweeps"))
     try:
         db, runs = tmp_path / "r.sqlite", tmp_path / "runs"

@@ -9,8 +9,8 @@ import pytest
 import torch
 from scipy import stats
 
-from bayesbench.scoring.metrics import entropy_bits
 from bayesbench.oracle import bijection_posterior, hmm_filter, markov_predictive, sticky_predictive
+from bayesbench.scoring.metrics import entropy_bits
 from bayesbench.tasks import IGNORE_INDEX, get_task, list_tasks
 from bayesbench.tasks._random import beta, dirichlet, gamma
 from bayesbench.tasks.hmm import discretise_rows

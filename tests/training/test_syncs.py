@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bayesbench.testing.opcount import HostSyncError, count_ops, no_host_sync
 from bayesbench.tasks import get_task
+from bayesbench.testing.opcount import HostSyncError, count_ops, no_host_sync
 from bayesbench.training.trainer import TrainConfig, Trainer
 
 SMALL = dict(n_layer=2, n_head=2, d_model=32, d_ffn=64)

@@ -26,8 +26,8 @@ from torch import Tensor, nn
 from ...checks import positive_int
 from ...models.layers import EnsembleLayerNorm, EnsembleLinear
 from ...training.optim import clip_per_member, member_grad_norms
-from .toy import member_losses
 from .chain import ChainData
+from .toy import member_losses
 
 DEEP_SCHEDULES = ("adamw", "adamw-em")
 

@@ -11,7 +11,6 @@ from torch import Tensor
 
 from ...store.figures import pyplot, save
 
-
 COLORS = {"sgd": "tab:red", "em": "tab:blue", "adamw": "tab:red", "adamw-em": "tab:blue"}
 
 

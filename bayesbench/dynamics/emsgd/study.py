@@ -17,14 +17,13 @@ import uuid
 
 import torch
 
-from ...checks import int_at_least, positive_int
+from ...checks import int_at_least
 from ..report import report_dir, write_report
-from .speedup import speedup
 from ..stats import mean_ci
 from ..store import register_study, write_dynamics
 from . import DEFAULTS, VARIANTS  # noqa: F401  (DEFAULTS: the command's defaults)
-from .chain import (beta_sticky_data, conditional_entropy, nats_to_bits, paper_data, symbol_means,
-                           transition_matrix)
+from .chain import beta_sticky_data, conditional_entropy, nats_to_bits, paper_data, symbol_means, transition_matrix
+from .speedup import speedup
 
 AUTHORS_SEEDS = (42, 2024, 1337, 7777, 9999)
 AUTHORS_SPEEDUP = 2.3  # Paper II section 7.2: 430 vs 1000 steps, 5 seeds

@@ -31,9 +31,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ...scoring.metrics import entropy_bits, score
 from ...models.attention import attention_weights
 from ...models.transformer import Transformer
+from ...scoring.metrics import entropy_bits, score
 
 
 @dataclass

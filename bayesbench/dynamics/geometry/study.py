@@ -16,10 +16,10 @@ import os
 import torch
 
 from ...checks import int_at_least
-from .measure import Geometry, check_transformer, measure
 from ..report import report_dir, write_report
 from ..stats import mean_ci
 from ..store import delete_study, register_study, write_dynamics
+from .measure import Geometry, check_transformer, measure
 
 
 def _load(run: str):
@@ -35,8 +35,8 @@ def _load(run: str):
 
 def run_geometry(run: str, *, sequences: int = 1024, db: str | None = None) -> dict:
     """Measure, store, plot and report the geometry of the run at `run`; returns the summary."""
-    from ...scoring.evaluate import eval_set
     from ...models import get_model
+    from ...scoring.evaluate import eval_set
     from ...store.database import db_path
     from ...training.trainer import task_of
     from . import plots as geometry_plots

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ...store.figures import pyplot, save
 from ..store import DynamicsRecord, read_dynamics

@@ -25,9 +25,9 @@ from torch import Tensor
 
 from ...scoring.evaluate import evaluate_members
 from ...tasks import Batch
+from ..store import write_dynamics
 from .probes import PROBE_NAMES, ProbeSet
 from .routing import LAW_NAMES, attention_maps, masked_softmax, predicted_change, transformer_scores
-from ..store import write_dynamics
 
 
 @dataclass(frozen=True)

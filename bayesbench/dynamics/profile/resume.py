@@ -7,9 +7,9 @@ import os
 
 import torch
 
-from ...training.optim import select_members
 from ...store.database import read_rows
 from ...tasks import task_from_config
+from ...training.optim import select_members
 from ...training.trainer import CHECKPOINT_NAME, TrainConfig, Trainer
 
 

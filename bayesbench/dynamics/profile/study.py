@@ -10,7 +10,6 @@ See docs/dynamics.md for every recorded quantity.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -34,11 +33,10 @@ def build(args, study_id: str):
     """Everything the profile needs, validated before the store is touched: (trainer, config dict)."""
     import torch
 
-    from ...sweep.jobs import make_jobs
-    from ...sweep.jobs import resolve_device
+    from ...sweep.jobs import make_jobs, resolve_device
+    from ...training.trainer import Trainer
     from .probes import attention_layers
     from .resume import find_checkpoint, load_run_state, select_seeds, trainer_from_state
-    from ...training.trainer import Trainer
 
     if args.every < 1:
         raise ValueError(f"--every must be >= 1 (probe every k-th step), got {args.every}")
@@ -95,10 +93,10 @@ def run_profile(args) -> int:
 
     from ...scoring.evaluate import eval_seed, eval_set, scored_positions
     from ...store.database import db_path
-    from .frames import checkpoint_steps
-    from .profiler import ProfileConfig, Profiler
     from ..report import report_dir
     from ..store import register_study
+    from .frames import checkpoint_steps
+    from .profiler import ProfileConfig, Profiler
 
     torch.set_num_threads(args.threads or 1)
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
@@ -156,8 +154,8 @@ def run_profile(args) -> int:
 
 def plot_study(study_id: str, db: str | None, out_dir: str) -> list[str]:
     """`bayesbench plot --dynamics STUDY`: redraw a profile study's figures from the store."""
-    from .plots import plot_profile
     from ..store import read_study
+    from .plots import plot_profile
     from .summary import summarize_profile
 
     study = read_study(study_id, db)

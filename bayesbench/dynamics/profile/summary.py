@@ -8,8 +8,8 @@ import math
 import statistics
 from collections import defaultdict
 
-from .frames import freeze_step, gain_after
 from ..store import DynamicsRecord, read_dynamics
+from .frames import freeze_step, gain_after
 
 
 def _mean(xs) -> float:
