@@ -52,7 +52,8 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if _skip_is_failure(report):
-        report.outcome, report.longrepr = "failed", f"BAYESBENCH_REQUIRE_CUDA=1: skip of a CUDA case: {report.longrepr[2]}"
+        report.outcome, report.longrepr = ("failed",
+                                           f"BAYESBENCH_REQUIRE_CUDA=1: skip of a CUDA case: {report.longrepr[2]}")
 
 
 @pytest.hookimpl(hookwrapper=True)

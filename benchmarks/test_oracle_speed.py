@@ -4,9 +4,9 @@ CPU (2 threads): B = 65536 HMMs, L = 50 steps, S = V = 5, float32, against the P
 and a vectorised numpy forward pass; goal >= 10x both. Also the Markov predictive and the
 bijection posterior against their references. GPU (skipped without one): 2^20 HMMs x 50 steps
 against the memory-bandwidth floor (the bytes the op must read and write, moved at the speed of a
-device-to-device copy); goal within 1.5x of the floor at peak bandwidth. The HMM goals are asserted (the GPU one only on a GPU);
-the Markov and bijection rows have no goal and are report-only. Ratios go into
-benchmark.extra_info and are printed.
+device-to-device copy); goal within 1.5x of the floor at peak bandwidth. The HMM goals are
+asserted (the GPU one only on a GPU); the Markov and bijection rows have no goal and are
+report-only. Ratios go into benchmark.extra_info and are printed.
 
     pytest benchmarks/test_oracle_speed.py -s
 """

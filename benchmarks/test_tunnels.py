@@ -61,7 +61,8 @@ def loop_hmm(n, S, V, K, rng):
     return out
 
 
-@pytest.mark.parametrize("name,config", TASKS, ids=[f"{n}-{c.get('variant', c.get('encoding', 'default'))}" for n, c in TASKS])
+@pytest.mark.parametrize("name,config", TASKS,
+                         ids=[f"{n}-{c.get('variant', c.get('encoding', 'default'))}" for n, c in TASKS])
 def test_sampling_throughput(benchmark, name, config):
     task = get_task(name, **config)
     g = torch.Generator().manual_seed(0)

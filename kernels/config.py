@@ -3,9 +3,9 @@
 On a GPU the shapes follow FlashAttention-2 practice (long query blocks in the forward and the
 dq pass, long key blocks in the dk/dv pass); they were chosen so that every kernel variant
 compiles for sm_90 with (almost) no register spills in half precision (checked without a GPU
-with `triton.compile` + cuobjdump resource usage; not yet tuned on a GPU). Under TRITON_INTERPRET the kernels run in numpy;
-the blocks there are kept unequal on purpose so that the CPU tests exercise the same
-causal-boundary logic (BLOCK_M != BLOCK_N, partial blocks) as the GPU.
+with `triton.compile` + cuobjdump resource usage; not yet tuned on a GPU). Under TRITON_INTERPRET
+the kernels run in numpy; the blocks there are kept unequal on purpose so that the CPU tests
+exercise the same causal-boundary logic (BLOCK_M != BLOCK_N, partial blocks) as the GPU.
 """
 
 from __future__ import annotations

@@ -61,17 +61,20 @@ def add_training(p: argparse.ArgumentParser) -> None:
     """The options `run` and `train` share: preset, steps, device, backends, checkpoints, threads."""
     from ..presets import PRESETS
 
-    p.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="sizes, steps and evaluation (default quick)")
+    p.add_argument("--preset", default="quick", choices=sorted(PRESETS),
+                   help="sizes, steps and evaluation (default quick)")
     p.add_argument("--steps", type=positive, help="override the preset's number of training steps")
     p.add_argument("--device", help="cpu, cuda, cuda:1 or auto (default: the preset's; quick=cpu, paper=auto)")
-    p.add_argument("--attention", choices=("sdpa", "eager", "triton"), help="transformer attention backend (default sdpa)")
+    p.add_argument("--attention", choices=("sdpa", "eager", "triton"),
+                   help="transformer attention backend (default sdpa)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--precision", choices=("auto", "fp32", "tf32", "bf16"),
                    help="training matmul precision: auto (TF32 on CUDA, float32 on CPU; the default), fp32, tf32, "
                         "or bf16 (autocast forward); evaluation always runs in float32")
     p.add_argument("--runs-dir", default="runs", help="where checkpoints go (default ./runs)")
     p.add_argument("--resume", action="store_true", help="continue from the run directory's checkpoint if there is one")
-    p.add_argument("--checkpoint-every", type=positive, help="checkpoint every N steps (default: the preset's; always at the end)")
+    p.add_argument("--checkpoint-every", type=positive,
+                   help="checkpoint every N steps (default: the preset's; always at the end)")
     p.add_argument("--eval-sequences", type=positive, help="evaluation set size (default: the preset's, 4096)")
     p.add_argument("--threads", type=positive, help="torch CPU threads per process (default: cores / processes)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

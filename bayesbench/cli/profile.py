@@ -31,8 +31,10 @@ def add_parser(sub) -> None:
                                                                      "used by the law check (default 8)")
     p.add_argument("--flush-every", type=positive, default=200, help="steps between writes to the store (default 200)")
     p.add_argument("--checkpoints", type=int, default=21, help="checkpoints for maps and calibration (default 21)")
-    p.add_argument("--probe-sequences", type=positive, default=16, help="fixed sequences whose maps are kept (default 16)")
-    p.add_argument("--eval-sequences", type=positive, default=512, help="evaluation sequences per checkpoint (default 512)")
+    p.add_argument("--probe-sequences", type=positive, default=16,
+                   help="fixed sequences whose maps are kept (default 16)")
+    p.add_argument("--eval-sequences", type=positive, default=512,
+                   help="evaluation sequences per checkpoint (default 512)")
     p.add_argument("--attention", choices=PROBE_ATTENTION,
                    help="probe path: triton (GPU stats kernel), eager (autograd hooks) or reference "
                         "(default: triton on a GPU, eager on CPU)")

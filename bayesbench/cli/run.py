@@ -20,7 +20,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("run", help="the main job: train every selected arch on every selected task, store, print the "
                                    "leaderboard")
     add_training(p)
-    p.add_argument("--tasks", nargs="+", help="task keys of the preset (default: all, e.g. bijection hmm or bijection,hmm)")
+    p.add_argument("--tasks", nargs="+",
+                   help="task keys of the preset (default: all, e.g. bijection hmm or bijection,hmm)")
     p.add_argument("--archs", nargs="+", help="architectures (default: the preset's, e.g. transformer mlp)")
     p.add_argument("--seeds", type=positive, help="ensemble members per run, seeds 0..N-1 (default: the preset's)")
     p.add_argument("--jobs", type=positive, help="training processes in parallel (default: one per CPU core on "

@@ -21,7 +21,8 @@ def add_parser(sub) -> None:
                     "bayesbench checkpoint.pt of this model (every member)")
     sc.add_argument("--task", help="task key of the preset (required for a plain state dict; e.g. bijection, hmm)")
     sc.add_argument("--name", help="leaderboard name (default: the file or module name)")
-    sc.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="whose task and evaluation (default quick)")
+    sc.add_argument("--preset", default="quick", choices=sorted(PRESETS),
+                    help="whose task and evaluation (default quick)")
     sc.add_argument("--seed", type=int, default=0, help="seed label of a plain state dict's model (default 0)")
     sc.add_argument("--eval-sequences", type=int, help="evaluation set size (default: the preset's, 4096)")
     sc.add_argument("--device", default="cpu", help="device to evaluate on (default cpu)")

@@ -61,7 +61,8 @@ def _dry_run(spec, jobs: list[SweepJob], args, say) -> int:
     print(header)
     for i, (sj, st) in enumerate(zip(jobs, states), 1):
         j = sj.job
-        print(f"{i:>3}  {sj.key:16}  {sj.label[:58]:58}  {j.params:>13,}  {f'{j.train.steps} x {j.train.batch_size}':>13}"
+        print(f"{i:>3}  {sj.key:16}  {sj.label[:58]:58}  {j.params:>13,}  "
+              f"{f'{j.train.steps} x {j.train.batch_size}':>13}"
               f"  {_flops(sj.flops):>12}  {f'{spec.resources.cpus} {gpu_share(sj, spec.resources):g}':>14}  {st}")
     total = sum(sj.flops for sj, st in zip(jobs, states) if st != "stored")
     print(f"\nestimated compute = 6 x parameters per member x training tokens (steps x batch x sequence length x "

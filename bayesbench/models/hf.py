@@ -60,7 +60,8 @@ def _sizes(**sizes) -> dict[str, int]:
     return {k: positive_int(k, v) for k, v in sizes.items()}
 
 
-def build_gpt2(spec: TaskShape, n_layer: int = 2, n_head: int = 2, d_model: int = 64, d_ffn: int = 256) -> HFSequenceModel:
+def build_gpt2(spec: TaskShape, n_layer: int = 2, n_head: int = 2, d_model: int = 64,
+               d_ffn: int = 256) -> HFSequenceModel:
     """GPT-2 (learned positions, pre-norm, GELU FFN) of the given sizes."""
     t = _transformers()
     z = _sizes(n_layer=n_layer, n_head=n_head, d_model=d_model, d_ffn=d_ffn)
@@ -71,7 +72,8 @@ def build_gpt2(spec: TaskShape, n_layer: int = 2, n_head: int = 2, d_model: int 
     return HFSequenceModel(t.GPT2Model(cfg), spec, d_model)
 
 
-def build_llama(spec: TaskShape, n_layer: int = 2, n_head: int = 2, d_model: int = 64, d_ffn: int = 256) -> HFSequenceModel:
+def build_llama(spec: TaskShape, n_layer: int = 2, n_head: int = 2, d_model: int = 64,
+                d_ffn: int = 256) -> HFSequenceModel:
     """Llama (rotary positions, RMSNorm, SwiGLU FFN) of the given sizes."""
     t = _transformers()
     z = _sizes(n_layer=n_layer, n_head=n_head, d_model=d_model, d_ffn=d_ffn)

@@ -1,4 +1,5 @@
-"""Capacity-matched MLP baselines (docs/science.md#architectures-and-training; Paper I, Sec. 3.3-3.4): no attention, residual layers with LayerNorm.
+"""Capacity-matched MLP baselines (docs/science.md#architectures-and-training; Paper I, Sec. 3.3-3.4):
+no attention, residual layers with LayerNorm.
 
 Both variants embed tokens like the transformer (token + absolute position, header vectors
 projected at positions 0..H-1), then apply `depth` residual layers h += W(GELU(LN(h))) of

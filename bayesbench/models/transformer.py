@@ -56,7 +56,8 @@ class TransformerConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
         if isinstance(self.attn_off_top, bool) or not isinstance(self.attn_off_top, int) \
                 or not 0 <= self.attn_off_top <= self.n_layer:
-            raise ValueError(f"attn_off_top must be an integer in [0, n_layer={self.n_layer}], got {self.attn_off_top!r}")
+            raise ValueError(f"attn_off_top must be an integer in [0, n_layer={self.n_layer}], "
+                             f"got {self.attn_off_top!r}")
         if self.attention not in ATTENTION_BACKENDS:
             raise ValueError(f"attention must be one of {ATTENTION_BACKENDS}, got {self.attention!r}")
         check_backend_dropout(self.attention, self.dropout)

@@ -1,4 +1,5 @@
-"""Closed-form posterior predictives of the counting tunnels (docs/science.md#sticky-chain-and-in-context-markov-chain; Paper II, Sec. 7.2).
+"""Closed-form posterior predictives of the counting tunnels
+(docs/science.md#sticky-chain-and-in-context-markov-chain; Paper II, Sec. 7.2).
 
 Sticky chain: the next symbol repeats the current one with probability rho ~ Beta(a, b), else is
 uniform over the other V-1 symbols; P(stay | history) = (a + n_stay) / (a + b + n_transitions).

@@ -79,7 +79,8 @@ def hmm_filter_reference(
         norm = joint.sum(-1, keepdim=True)
         zero = norm.squeeze(-1) <= 0
         dead_step = torch.where(zero & (dead_step < 0), t, dead_step)
-        belief = torch.where(zero.unsqueeze(-1), uniform, joint / torch.where(zero, 1.0, norm.squeeze(-1)).unsqueeze(-1))
+        belief = torch.where(zero.unsqueeze(-1), uniform,
+                             joint / torch.where(zero, 1.0, norm.squeeze(-1)).unsqueeze(-1))
         loglik += torch.where(zero, 0.0, norm.squeeze(-1).double().log())
         post[:, t] = belief
     return post, loglik, dead_step

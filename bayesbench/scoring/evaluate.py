@@ -117,7 +117,8 @@ class MemberScore:
 
 
 def evaluate_members(model: EnsembleModel, batch: Batch) -> list[MemberScore]:
-    """The three metrics of each member against batch.posterior, with curves. A diverged member (non-finite predictions) gets NaN scores; its siblings keep theirs."""
+    """The three metrics of each member against batch.posterior, with curves. A diverged member
+    (non-finite predictions) gets NaN scores; its siblings keep theirs."""
     log_q = predict(model, batch)
     p, mask = batch.posterior.double(), batch.mask
     positions = mask.any(0).nonzero().flatten()

@@ -77,8 +77,9 @@ def check_ensemble_output(model: EnsembleModel, task: Task) -> None:
     except ValueError:
         raise
     except Exception as err:  # noqa: BLE001  (the user's model failing is the user's error)
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else ''
         raise ValueError(f"model: forward failed on tokens {list(tokens.shape)} of {task.describe()}: "
-                         f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}") from err
+                         f"{type(err).__name__}: {first_line}") from err
     finally:
         model.train(was_training)
     want = (E, *batch.tokens.shape, task.num_classes)

@@ -251,7 +251,8 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
     notes += [f"- {SHORT[m]} = {METRICS[m]}" for m in METRICS]
     notes += ["- 'per seed' lists each ensemble member in seed order; the interval is a t-interval of the mean over "
               "seeds (clipped at 0); 'x best' = mean / best mean on that task and eval (floors excluded); wall = "
-              "training wall time of the whole ensemble (all seeds at once; the mean over runs when a row pools several); "
+              "training wall time of the whole ensemble (all seeds at once; the mean over runs when a row pools "
+              "several); "
               "'seeds' = how many seeds the row pools (every stored run of the same task, arch and configuration; a "
               "seed run twice counts once, its newest run), then which.",
               "- floor rows (computed, not trained, on the same sequences): uniform = 1/C for every class; marginal = "

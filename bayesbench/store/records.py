@@ -67,7 +67,8 @@ class EvalResult:
     def metric_names(cls) -> tuple[str, ...]:
         """The fields that are metrics (typed Summary), in declaration order."""
         hints = typing.get_type_hints(cls)
-        return tuple(f.name for f in dataclasses.fields(cls) if Summary in (hints[f.name], *typing.get_args(hints[f.name])))
+        return tuple(f.name for f in dataclasses.fields(cls)
+                     if Summary in (hints[f.name], *typing.get_args(hints[f.name])))
 
     def metrics(self) -> dict[str, Summary]:
         """{metric name: Summary} of the metrics this result has (absent optional ones left out)."""

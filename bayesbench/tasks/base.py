@@ -123,9 +123,9 @@ class Task(ABC):
         MAX_SEQUENCE_BYTES, saying how much it would need."""
         need = self.sequence_bytes()
         if need > MAX_SEQUENCE_BYTES:
-            raise ValueError(f"{self.describe()} is too large to sample: one sequence needs at least {format_bytes(need)} "
-                             f"(its L={self.seq_len} x C={self.num_classes} posterior, targets and latents), above the limit "
-                             f"of {format_bytes(MAX_SEQUENCE_BYTES)} per sequence")
+            raise ValueError(f"{self.describe()} is too large to sample: one sequence needs at least "
+                             f"{format_bytes(need)} (its L={self.seq_len} x C={self.num_classes} posterior, targets "
+                             f"and latents), above the limit of {format_bytes(MAX_SEQUENCE_BYTES)} per sequence")
 
     def config(self) -> dict:
         return {"task": self.name, **dataclasses.asdict(self)}  # type: ignore[arg-type]

@@ -1,4 +1,5 @@
-"""Bijection elimination (docs/science.md#bijection-elimination; Paper I, Sec. 3.1): infer a fresh random bijection from its pairs.
+"""Bijection elimination (docs/science.md#bijection-elimination; Paper I, Sec. 3.1): infer a fresh
+random bijection from its pairs.
 
 Tokens: keys 0..V-1, values V..2V-1. A sequence is [x1, y1, ..., xL, yL] (+ [q] with a final
 query), y_k = V + pi(x_k). The prediction of pi(x_k) is made at x_k's own position (the model's

@@ -136,7 +136,8 @@ class HMMTask(Task):
             raise ValueError(f"S must be >= 2 (one state leaves nothing to infer), got {self.S}")
         require_positive("concentration", self.concentration)
         if self.init not in ("uniform", "stationary"):
-            raise ValueError(f"init must be 'uniform' or 'stationary' (the header must determine it), got {self.init!r}")
+            raise ValueError(f"init must be 'uniform' or 'stationary' (the header must determine it), "
+                             f"got {self.init!r}")
         if self.encoding not in ("rows", "tokens"):
             raise ValueError(f"encoding must be 'rows' or 'tokens', got {self.encoding!r}")
         if self.encoding == "tokens" and max(self.S, self.V) * MIN_HUNDREDTHS > 100:
@@ -146,7 +147,8 @@ class HMMTask(Task):
         if not isinstance(self.rows_rounded, bool):
             raise ValueError(f"rows_rounded must be true or false, got {self.rows_rounded!r}")
         if self.rows_rounded and self.encoding != "rows":
-            raise ValueError("rows_rounded applies to encoding='rows' (the tokens header is always clipped and rounded)")
+            raise ValueError("rows_rounded applies to encoding='rows' "
+                             "(the tokens header is always clipped and rounded)")
         if self.rows_rounded and max(self.S, self.V) * MIN_HUNDREDTHS > 100:
             raise ValueError(f"rows_rounded needs S, V <= 20 (entries >= 0.05), got S={self.S}, V={self.V}")
         if self.target not in ("state", "posterior"):

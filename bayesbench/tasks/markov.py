@@ -1,5 +1,6 @@
-"""In-context Markov chain (docs/science.md#sticky-chain-and-in-context-markov-chain; Paper II, Sec. 7.2): each sequence draws a V x V transition matrix with
-Dirichlet(alpha) rows; position t predicts x_{t+1} with the exact predictive
+"""In-context Markov chain (docs/science.md#sticky-chain-and-in-context-markov-chain; Paper II,
+Sec. 7.2): each sequence draws a V x V transition matrix with Dirichlet(alpha) rows; position t
+predicts x_{t+1} with the exact predictive
 p(j | i, history) = (alpha + N_ij) / (V alpha + N_i) (`oracle.markov_predictive`).
 """
 

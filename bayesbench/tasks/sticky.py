@@ -1,5 +1,6 @@
-"""Sticky chain (docs/science.md#sticky-chain-and-in-context-markov-chain; Paper II, Sec. 7.2): the next symbol repeats the current one with a per-sequence
-probability rho ~ Beta(a, b), else is uniform over the other V - 1 symbols.
+"""Sticky chain (docs/science.md#sticky-chain-and-in-context-markov-chain; Paper II, Sec. 7.2): the
+next symbol repeats the current one with a per-sequence probability rho ~ Beta(a, b), else is
+uniform over the other V - 1 symbols.
 
 Position t predicts x_{t+1} from x_0..x_t; the exact predictive is
 P(stay) = (a + n_stay) / (a + b + t) with the rest spread uniformly (`oracle.sticky_predictive`).

@@ -49,7 +49,8 @@ CHECKPOINT_KEYS = ("identity", "run_id", "step", "model", "optimizer", "streams"
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Optimisation settings (docs/science.md#architectures-and-training; Paper I, Sec. 3.3-3.4). `warmup_steps` and `min_lr_ratio` apply to 'cosine'.
+    """Optimisation settings (docs/science.md#architectures-and-training; Paper I, Sec. 3.3-3.4).
+    `warmup_steps` and `min_lr_ratio` apply to 'cosine'.
 
     precision: see PRECISIONS (evaluation always runs in exact float32). sync_every: how often
     the losses and the divergence guard are read back to the host (a step itself reads nothing).

@@ -37,7 +37,8 @@ def _fails(capsys, argv: list[str], code: int = 2) -> str:
 
 def _row(run_id: str = "r1", task: str = "bijection", label: str = "bijection V=8", arch: str = "mlp") -> dict:
     return {"run_id": run_id, "seed": 0, "member": 0, "task": task, "task_label": label, "task_config": {},
-            "arch": arch, "config": {}, "params": 1, "steps": 1, "status": "ok", "metrics": {"primary": "standard", "evals": {}}}
+            "arch": arch, "config": {}, "params": 1, "steps": 1, "status": "ok",
+            "metrics": {"primary": "standard", "evals": {}}}
 
 
 def _snapshot(path) -> bytes:

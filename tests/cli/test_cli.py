@@ -90,7 +90,8 @@ def test_eval_rescores_a_checkpoint(capsys, store):
     data = _train_json(capsys, store)
     run_dir = os.path.join(store["runs"], "quick", "bijection-transformer-s0-1")
     again = json.loads(_run(capsys, "eval", run_dir, "--db", store["db"], "--eval-sequences", "64", "--json"))
-    assert [r["entropy_mae_bits"] for r in again["runs"]] == pytest.approx([r["entropy_mae_bits"] for r in data["runs"]])
+    assert [r["entropy_mae_bits"] for r in again["runs"]] == pytest.approx(
+        [r["entropy_mae_bits"] for r in data["runs"]])
     assert again["runs"][0]["run_id"] == data["runs"][0]["run_id"]
 
 

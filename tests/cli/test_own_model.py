@@ -79,7 +79,8 @@ def test_run_by_dotted_path_in_worker_processes(capsys, env):
     assert main(["run", "--model", "mypkg.nets:build", "--name", "mine", "--tasks", "bijection,hmm",
                  "--seeds", "2", "--jobs", "2", "--threads", "1", *_common(env)]) == 0
     out = capsys.readouterr().out
-    transformer = count_params("transformer", model_spec("bijection"), **get_preset("quick").tasks["bijection"].models["transformer"])
+    transformer = count_params("transformer", model_spec("bijection"),
+                               **get_preset("quick").tasks["bijection"].models["transformer"])
     assert "capacity: mine on bijection V=8" in out and f"x the preset's transformer ({transformer:,}" in out
     rows = read_rows(env["db"])
     assert {(r["task"], r["arch"], r["seed"]) for r in rows} == {(t, "mine", s) for t in ("bijection", "hmm")
@@ -163,7 +164,8 @@ def test_bad_input_is_one_line_and_stores_nothing(capsys, env):
     _fails(capsys, env, ["run", "--model", "mypkg.nets:nothing", "--tasks", "bijection", *common],
            "has no attribute 'nothing'")
     _fails(capsys, env, ["run", "--model", "./missing.py:build", "--tasks", "bijection", *common], "no such file")
-    _fails(capsys, env, ["run", "--model", "mypkg.nets", "--tasks", "bijection", *common], "must be 'package.module:factory'")
+    _fails(capsys, env, ["run", "--model", "mypkg.nets", "--tasks", "bijection", *common],
+           "must be 'package.module:factory'")
     _fails(capsys, env, ["train", "--model", "./mine.py:wrong_shape", "--task", "bijection", *common],
            f"expected [B=2, L={bayesbench.model_spec('bijection').max_len}, C=8]")
     _fails(capsys, env, ["train", "--model", "./mine.py:build", "--name", "gru", "--task", "bijection", *common],

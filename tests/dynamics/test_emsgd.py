@@ -227,7 +227,8 @@ def test_cli_json_and_bad_inputs(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["variant"] == "beta" and out["seeds"] == 2
     assert 0 < out["floors_nats"]["exact predictive floor (mean over seeds)"] < math.log(8)
-    for argv, words in ((["--seeds", "1"], "--seeds must be an integer >= 2 (a speed-up interval needs at least 2), got 1"),
+    for argv, words in ((["--seeds", "1"],
+                         "--seeds must be an integer >= 2 (a speed-up interval needs at least 2), got 1"),
                         (["--steps", "0"], "--steps must be a positive integer"),
                         (["--length", "2"], "--length must be an integer >= 3")):
         assert main(["emsgd", *argv, "--db", db]) == 2

@@ -54,7 +54,8 @@ def test_instrumented_forward_equals_the_model():
 def test_offdiag_cos_is_zero_for_an_orthonormal_basis_and_one_for_parallel_keys():
     Q, _ = torch.linalg.qr(torch.randn(7, 7, generator=torch.Generator().manual_seed(0), dtype=torch.float64))
     cos, off = offdiag_abs_cos(Q[:5] * torch.tensor([[1.0], [2.0], [0.5], [3.0], [1.5]], dtype=torch.float64))
-    assert off.item() == pytest.approx(0.0, abs=1e-12) and torch.allclose(cos.diagonal(), torch.ones(5, dtype=torch.float64))
+    assert off.item() == pytest.approx(0.0, abs=1e-12)
+    assert torch.allclose(cos.diagonal(), torch.ones(5, dtype=torch.float64))
     v = torch.randn(6)
     assert offdiag_abs_cos(torch.stack([v, -2 * v, 3 * v]))[1].item() == pytest.approx(1.0, abs=1e-6)
 
@@ -85,7 +86,8 @@ def test_static_keys_follow_the_key_projection():
 def test_attention_entropy_of_uniform_and_one_hot_attention():
     L = 6
     uniform = torch.tril(torch.ones(L, L, dtype=torch.float64)) / torch.arange(1, L + 1).view(-1, 1)
-    alpha = torch.stack([uniform, torch.eye(L, dtype=torch.float64)]).view(1, 1, 2, L, L)  # head 0 uniform, head 1 one-hot
+    # head 0 uniform, head 1 one-hot
+    alpha = torch.stack([uniform, torch.eye(L, dtype=torch.float64)]).view(1, 1, 2, L, L)
     mask = torch.ones(1, L, dtype=torch.bool)
     ent, ratio = attention_entropy(alpha, mask)
     expected = sum(math.log2(i + 1) for i in range(L)) / L
@@ -102,7 +104,8 @@ def test_value_pca_on_a_curve_parameterised_by_entropy():
     mask[:, 0] = False
     res = value_pca(g, mask, h)
     assert abs(res["spearman"]) == pytest.approx(1.0, abs=1e-9) and res["var"][0] > 0.999
-    assert spearman(torch.tensor([1.0, 2, 2, 3]), torch.tensor([10.0, 20, 20, 5])) == pytest.approx(-1 / 3, abs=1e-9)  # tie-averaged ranks by hand
+    # tie-averaged ranks by hand
+    assert spearman(torch.tensor([1.0, 2, 2, 3]), torch.tensor([10.0, 20, 20, 5])) == pytest.approx(-1 / 3, abs=1e-9)
 
 
 def test_ablations_zeroed_head_with_zero_output_projection_and_an_empty_block_change_nothing():

@@ -33,7 +33,8 @@ def test_missing_optional_package_is_skipped_by_name(monkeypatch):
 
 
 @pytest.mark.parametrize("error", [RuntimeError("a bug in the model file"),
-                                   ModuleNotFoundError("No module named 'bayesbench.kernels'", name="bayesbench.kernels"),
+                                   ModuleNotFoundError("No module named 'bayesbench.kernels'",
+                                                       name="bayesbench.kernels"),
                                    SyntaxError("invalid syntax")])
 def test_a_broken_model_file_raises(monkeypatch, error):
     with pytest.raises(type(error)):
@@ -58,7 +59,8 @@ def test_building_one_model_imports_only_its_file():
 
     code = ("import sys; from bayesbench.models import get_model; from bayesbench.tasks import get_task; "
             "get_model('mlp', get_task('bijection', V=8)); "
-            "print(sorted(m for m in sys.modules if m.startswith('bayesbench.models.')), 'torch._dynamo' in sys.modules)")
+            "print(sorted(m for m in sys.modules if m.startswith('bayesbench.models.')), "
+            "'torch._dynamo' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     for other in ("mamba", "scan", "lstm", "gru", "linear_attention", "hf", "outside"):
         assert f"'bayesbench.models.{other}'" not in out, out

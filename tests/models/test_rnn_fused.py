@@ -129,7 +129,8 @@ def test_fused_matches_torch_nn_with_gradients(name):
     (out * weights).sum().backward()
     for e in range(E):
         ref = layer.member_as_torch(e)
-        assert type(ref) is (torch.nn.LSTM if name == "lstm" else torch.nn.GRU) and ref.weight_ih_l0.dtype == torch.float64
+        assert type(ref) is (torch.nn.LSTM if name == "lstm" else torch.nn.GRU)
+        assert ref.weight_ih_l0.dtype == torch.float64
         ref_out = ref(x[e])[0]
         torch.testing.assert_close(out[e], ref_out, atol=1e-12, rtol=1e-12)
         (ref_out * weights[e]).sum().backward()

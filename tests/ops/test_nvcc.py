@@ -93,7 +93,10 @@ int main() {
     for (int q = 0; q < rows; ++q) for (int r = 0; r < span; ++r) want[q * dst_stride + r] = src[q * src_stride + r];
     for (int t = 0; t < threads; ++t)
       bb::copy_runs(dst.data(), dst_stride, src.data(), src_stride, rows, span, t, threads);
-    if (dst != want) { std::printf("mismatch threads=%d rows=%d span=%d pad=%d\n", threads, rows, span, pad); return 1; }
+    if (dst != want) {
+      std::printf("mismatch threads=%d rows=%d span=%d pad=%d\n", threads, rows, span, pad);
+      return 1;
+    }
   }
   std::puts("ok");
   return 0;

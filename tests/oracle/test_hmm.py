@@ -170,8 +170,10 @@ def bad_case(name):
         return a, r"obs is impossible under the HMM: batch element 1 has zero likelihood at step 2"
     if name == "impossible_by_transition":
         # state 0 emits only symbol 0, state 1 only symbol 1, and 0 never goes to 1.
-        a["trans"] = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64).expand(2, 3, 3).clone()
-        a["emit"] = torch.tensor([[1.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 1.0, 0]], dtype=torch.float64).expand(2, 3, 4).clone()
+        a["trans"] = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+                                  dtype=torch.float64).expand(2, 3, 3).clone()
+        a["emit"] = torch.tensor([[1.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 1.0, 0]],
+                                 dtype=torch.float64).expand(2, 3, 4).clone()
         a["obs"] = torch.tensor([[0, 0, 0, 0, 0], [0, 0, 1, 1, 1]])
         return a, r"batch element 1 has zero likelihood at step 2"
     raise AssertionError(name)

@@ -1,4 +1,5 @@
-"""The compiled oracle ops (bayesbench._C) against the PyTorch reference (docs/science.md#how-the-suite-is-built, rule 1).
+"""The compiled oracle ops (bayesbench._C) against the PyTorch reference
+(docs/science.md#how-the-suite-is-built, rule 1).
 
 Fresh random inputs of awkward sizes, both float dtypes, non-contiguous and oddly typed inputs,
 the edge cases (B = 0, L = 0, L = 20000), identical errors through the public API, opcheck and

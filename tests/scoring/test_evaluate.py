@@ -140,7 +140,8 @@ def test_bijection_scored_sets_hold_three_metrics_and_the_floors():
         # the model is the uniform predictor: its three numbers are the uniform floor's, and for a
         # predictor whose entropy is >= every posterior's, the two entropy errors coincide
         for metric in ("entropy_mae", "entropy_mae_positional", "kl"):
-            assert getattr(ev, metric).mean == pytest.approx(ev.floors["uniform"][metric].mean, rel=1e-9), (name, metric)
+            assert getattr(ev, metric).mean == pytest.approx(ev.floors["uniform"][metric].mean, rel=1e-9), \
+                (name, metric)
         assert ev.entropy_mae_positional.mean == pytest.approx(ev.entropy_mae.mean, rel=1e-9)
         assert ev.floors["marginal"]["kl"].mean >= 0
     values, both = out[0].evals["values"], out[0].evals["values+query"]

@@ -59,7 +59,8 @@ def test_ranking_by_each_metric_names_it(db, metric, order):
     uniform = next(line for line in table.splitlines() if "uniform (floor)" in line)
     want = {"entropy_mae": "1.8500", "entropy_mae_positional": "1.8490", "kl": "1.8510"}[metric]
     assert uniform.split("|")[8].strip() == want
-    first = next(line for line in table.splitlines() if line.startswith(f"| bijection V=8 | values (trained) | {order[0]}"))
+    first = next(line for line in table.splitlines()
+                 if line.startswith(f"| bijection V=8 | values (trained) | {order[0]}"))
     assert first.rstrip(" |").endswith("1.0x")  # the best by this metric
     for m in METRICS:  # the notes define all three
         assert METRICS[m] in table

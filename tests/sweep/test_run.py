@@ -205,7 +205,8 @@ def test_an_outside_model_beside_a_builtin_on_the_local_pool(tmp_path, monkeypat
     --model` (so the workers imported and trained that model); a rerun trains nothing."""
     folder = tmp_path / "sweeps"
     folder.mkdir()
-    shutil.copy(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "outside_net.py"), folder / "mine.py")
+    shutil.copy(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "outside_net.py"),
+                folder / "mine.py")
     path = write_sweep(folder, "outside", 30, archs=("mlp", "./mine.py:build"))
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")

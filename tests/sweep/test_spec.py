@@ -109,7 +109,8 @@ NAME = "listed"
 
 BAD = [
     ('tasks = ["bijection", "parity"]\nseeds = [0]', "unknown task 'parity'"),
-    ('archs = ["transformer", "transfomer"]\nseeds = [0]', "unknown arch 'transfomer' in archs (did you mean 'transformer'?)"),
+    ('archs = ["transformer", "transfomer"]\nseeds = [0]',
+     "unknown arch 'transfomer' in archs (did you mean 'transformer'?)"),
     ('arch = ["transformer"]\nseeds = [0]', "unknown key 'arch' in the sweep (did you mean 'archs'?)"),
     ('archs = []\nseeds = [0]', "archs is empty"),
     ('seeds = []', "seeds is empty"),

@@ -74,7 +74,8 @@ def pca_fit(points: Tensor, k: int = 2) -> tuple[Tensor, Tensor, Tensor]:
     return mean, vh[:k], var[:k] / var.sum()
 
 
-def value_trajectories(path: str, protos: Tensor, schedules: list[str], record_steps: list[int], seed: int) -> tuple[str, list[float]]:
+def value_trajectories(path: str, protos: Tensor, schedules: list[str], record_steps: list[int],
+                       seed: int) -> tuple[str, list[float]]:
     """PCA (fitted on every schedule's trajectory together) of the value prototypes mu_s W_V of one
     seed: one line per symbol from its start (circle) to its end (star). protos [S, R, V, d_v].
     Returns the path and the variance fraction of PC1 and PC2."""

@@ -72,7 +72,8 @@ def _default_db() -> str:
 
 
 def _fmt_speedup(s) -> str:
-    return f"{s.value:.2f}x [{s.ci_low:.2f}, {s.ci_high:.2f}] (mean {s.mean_steps:.0f} steps; {s.reached} seeds reached it)"
+    return (f"{s.value:.2f}x [{s.ci_low:.2f}, {s.ci_high:.2f}] (mean {s.mean_steps:.0f} steps; "
+            f"{s.reached} seeds reached it)")
 
 
 def _toy(variant, seeds, steps, length, sequences, chunk, out_dir, progress):
@@ -108,7 +109,8 @@ def _toy(variant, seeds, steps, length, sequences, chunk, out_dir, progress):
     for j, n in enumerate(run.schedules):
         for e, s in enumerate(seeds):
             records += [(s, i, -1, -1, f"loss_{n}", v) for i, v in enumerate(run.losses[j, e].tolist())]
-            records += [(s, st, -1, -1, f"attn_entropy_{n}", float(ent[j, e, r])) for r, st in enumerate(run.record_steps)]
+            records += [(s, st, -1, -1, f"attn_entropy_{n}", float(ent[j, e, r]))
+                        for r, st in enumerate(run.record_steps)]
     for e, (s, d) in enumerate(zip(seeds, data)):
         records += [(s, -1, -1, -1, "floor_exact_predictive", d.floor()),
                     (s, -1, -1, -1, "speedup_steps_per_seed", per_seed.steps[e]),
@@ -116,13 +118,15 @@ def _toy(variant, seeds, steps, length, sequences, chunk, out_dir, progress):
     figures = [plots.loss_curves(os.path.join(out_dir, "loss.png"), run.losses, run.schedules, floors,
                                  f"{variant} variant: {len(seeds)} seeds, T={length}, {steps} updates"),
                plots.heatmaps(os.path.join(out_dir, "attention_heatmaps.png"), run.heatmaps, seeds[0]),
-               plots.attention_entropy(os.path.join(out_dir, "attention_entropy.png"), run.record_steps, ent, run.schedules)]
+               plots.attention_entropy(os.path.join(out_dir, "attention_entropy.png"), run.record_steps, ent,
+                                       run.schedules)]
     path, frac = plots.value_trajectories(os.path.join(out_dir, "value_pca.png"), run.prototypes[:, 0],
                                           run.schedules, run.record_steps, seeds[0])
     figures.append(path)
     summary["value_pca_variance_pc1_pc2"] = frac
     summary["headline"] = _headline(variant, summary, per_seed, pooled)
-    return summary, records, _toy_sections(variant, seeds, steps, length, sequences, summary, per_seed, pooled, run), figures
+    sections = _toy_sections(variant, seeds, steps, length, sequences, summary, per_seed, pooled, run)
+    return summary, records, sections, figures
 
 
 def _max_entropy(data) -> float:
@@ -139,7 +143,8 @@ def _headline(variant, summary, per_seed, pooled) -> list[str]:
              f"final loss (nats, mean over {summary['seeds']} seeds): SGD {summary['final_loss_sgd']['mean']:.4f}, "
              f"EM-like {summary['final_loss_em']['mean']:.4f}; EM-like lower on {summary['em_ahead_seeds']} of "
              f"{summary['seeds']} seeds"]
-    lines += [f"floor {k}: {v:.4f} nats ({summary['floors_bits'][k]:.4f} bits)" for k, v in summary["floors_nats"].items()]
+    lines += [f"floor {k}: {v:.4f} nats ({summary['floors_bits'][k]:.4f} bits)"
+              for k, v in summary["floors_nats"].items()]
     return lines
 
 
@@ -152,16 +157,17 @@ def _toy_sections(variant, seeds, steps, length, sequences, summary, per_seed, p
                    f"on all, EM-like lr 0.1 on W_V and 0.01 on the rest. {len(seeds)} seeds {seeds}, one batched "
                    f"ensemble of {2 * len(seeds)} members.")
     else:
-        setting = (f"Beta-sticky tunnel: per seed {sequences} sequences of L = {length} symbols over 8, each with its own "
-                   f"stickiness rho ~ Beta(1, 1); inputs mu_(y_t) (no noise); the same head and schedules, {steps} "
-                   f"full-batch updates; {len(seeds)} seeds {seeds}.")
+        setting = (f"Beta-sticky tunnel: per seed {sequences} sequences of L = {length} symbols over 8, "
+                   f"each with its own stickiness rho ~ Beta(1, 1); inputs mu_(y_t) (no noise); the same head and "
+                   f"schedules, {steps} full-batch updates; {len(seeds)} seeds {seeds}.")
     rows = ["| threshold | speed-up | 95% interval | mean steps of EM-like | seeds that reached it |",
             "|---|---|---|---|---|"]
     for s in (per_seed, pooled):
         rows.append(f"| {s.threshold} | {s.value:.2f}x | [{s.ci_low:.2f}, {s.ci_high:.2f}] | {s.mean_steps:.1f} | "
                     f"{s.reached}/{len(seeds)} |")
     rows.append(f"| authors (Paper II §7.2, 5 seeds) | {AUTHORS_SPEEDUP}x | - | 430 | - |")
-    floors = "\n".join(f"- {k}: {v:.4f} nats = {summary['floors_bits'][k]:.4f} bits" for k, v in summary["floors_nats"].items())
+    floors = "\n".join(f"- {k}: {v:.4f} nats = {summary['floors_bits'][k]:.4f} bits"
+                       for k, v in summary["floors_nats"].items())
     per = ["| seed | SGD final loss | EM-like final loss | EM steps to SGD's final loss |", "|---|---|---|---|"]
     for e, s in enumerate(seeds):
         per.append(f"| {s} | {float(run.losses[0, e, steps]):.4f} | {float(run.losses[1, e, steps]):.4f} | "
@@ -187,7 +193,8 @@ def _deep(seeds, steps, length, out_dir, progress):
     base, em = run.losses[0], run.losses[1]
     per_seed, pooled = speedup(em, base, steps), speedup(em, base, steps, pooled=True)
     H = conditional_entropy(transition_matrix())
-    floors = {"H(Y_t | Y_(t-1))": H, "exact predictive floor, held-out (mean over seeds)": sum(d.floor() for d in test) / len(test)}
+    floors = {"H(Y_t | Y_(t-1))": H,
+              "exact predictive floor, held-out (mean over seeds)": sum(d.floor() for d in test) / len(test)}
     summary = {"variant": "deep", "seeds": len(seeds), "steps": steps,
                "speedup_per_seed": per_seed.as_dict(), "speedup_pooled": pooled.as_dict(),
                "authors_speedup": AUTHORS_SPEEDUP, "floors_nats": floors,
@@ -213,15 +220,17 @@ def _deep(seeds, steps, length, out_dir, progress):
           f"(gap to H(Y_t|Y_(t-1)) = {d['entropy_gap_to_H']:+.4f}), accuracy {d['accuracy']['mean']:.4f}"
           for n, d in summary["test"].items()),
         *(f"floor {k}: {v:.4f} nats" for k, v in floors.items())]
-    table = ["| schedule | held-out loss (nats) | 95% CI | held-out entropy (nats) | gap to H(Y_t|Y_(t-1)) | accuracy |",
+    table = ["| schedule | held-out loss (nats) | 95% CI | held-out entropy (nats) | gap to H(Y_t|Y_(t-1)) "
+             "| accuracy |",
              "|---|---|---|---|---|---|"]
     for n, d in summary["test"].items():
         table.append(f"| {n} | {d['loss']['mean']:.4f} | [{d['loss']['ci_low']:.4f}, {d['loss']['ci_high']:.4f}] | "
                      f"{d['entropy']['mean']:.4f} | {d['entropy_gap_to_H']:+.4f} | {d['accuracy']['mean']:.4f} |")
-    sections = [("Setting", f"4-layer, 4-head pre-norm transformer (d_model 64) on the paper variant's data (T = {length}), "
-                             f"AdamW lr 3e-4, weight decay 0.01, cosine to 0 over {steps} steps, clip 1; adamw-em: value "
-                             f"projections at 10x the learning rate; held-out sequence from seed + {TEST_SEED_OFFSET}; "
-                             f"{len(seeds)} seeds {seeds}. No dropout (the authors use 0.1)."),
+    setting = (f"4-layer, 4-head pre-norm transformer (d_model 64) on the paper variant's data (T = {length}), "
+               f"AdamW lr 3e-4, weight decay 0.01, cosine to 0 over {steps} steps, clip 1; adamw-em: value "
+               f"projections at 10x the learning rate; held-out sequence from seed + {TEST_SEED_OFFSET}; "
+               f"{len(seeds)} seeds {seeds}. No dropout (the authors use 0.1).")
+    sections = [("Setting", setting),
                 ("Held-out scores (mean over seeds)", "\n".join(table)),
                 ("Speed-up of adamw-em over adamw", "\n".join(summary["headline"][:1])),
                 ("Floors", "\n".join(f"- {k}: {v:.4f} nats" for k, v in floors.items()))]

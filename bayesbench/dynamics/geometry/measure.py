@@ -220,7 +220,8 @@ def measure(model: Transformer, batch, task, init_model: Transformer | None = No
         _, off_init = offdiag_abs_cos(token_keys(instrumented_forward(init_model, tokens, header), tokens, hyp, first))
     else:
         off_init = torch.full_like(off, float("nan"))
-    off_static = offdiag_abs_cos(static_keys(model, hyp, first))[1] if first == 0 else torch.full_like(off, float("nan"))
+    off_static = (offdiag_abs_cos(static_keys(model, hyp, first))[1] if first == 0
+                  else torch.full_like(off, float("nan")))
     ent, ratio = {}, {}
     for i in attn_layers:
         ent[i], ratio[i] = attention_entropy(trace.alpha[i], mask)
@@ -235,7 +236,8 @@ def measure(model: Transformer, batch, task, init_model: Transformer | None = No
     heads = {(i, h): entropy_mae(instrumented_forward(model, tokens, header, zero_heads=((i, h),), keep=False).logits,
                                  post, mask)
              for i in attn_layers for h in range(model.blocks[i].attn.n_head)}
-    layers = {i: entropy_mae(instrumented_forward(model, tokens, header, skip_layers=(i,), keep=False).logits, post, mask)
+    layers = {i: entropy_mae(instrumented_forward(model, tokens, header, skip_layers=(i,), keep=False).logits,
+                             post, mask)
               for i in range(len(model.blocks))}
-    return Geometry(list(getattr(model, "seeds", [])) or list(range(E)), hyp, words, cos, off, off_cat, off_init, off_static, off_centred,
-                    ent, ratio, var, rho, points, intact, heads, layers)
+    return Geometry(list(getattr(model, "seeds", [])) or list(range(E)), hyp, words, cos, off, off_cat, off_init,
+                    off_static, off_centred, ent, ratio, var, rho, points, intact, heads, layers)

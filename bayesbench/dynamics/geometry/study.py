@@ -138,9 +138,9 @@ def _ci(d: dict, f: str = "{:.3f}") -> str:
 def sections(g: Geometry, config: dict) -> list[tuple[str, str]]:
     s = summarize(g, config["task"], config["sequences"])
     n = len(g.seeds)
-    setting = (f"Run {config['run_id']}: {config['arch']} {config['model']} on {config['task']}, {config['steps']} steps, "
-               f"seeds {config['seeds']}; measured on {config['sequences']} evaluation sequences. Intervals: 95% t-intervals of the mean over the "
-               f"{n} seeds.")
+    setting = (f"Run {config['run_id']}: {config['arch']} {config['model']} on {config['task']}, "
+               f"{config['steps']} steps, seeds {config['seeds']}; measured on {config['sequences']} evaluation "
+               f"sequences. Intervals: 95% t-intervals of the mean over the {n} seeds.")
     keys = ["| quantity | mean [95% CI] over seeds |", "|---|---|",
             f"| layer-0 mean off-diagonal \\|cos\\|, per head then averaged | {_ci(s['key_offdiag_abs_cos_layer0'])} |",
             f"| the same, all heads' keys concatenated | {_ci(s['key_offdiag_abs_cos_layer0_all_heads'])} |",
@@ -151,16 +151,20 @@ def sections(g: Geometry, config: dict) -> list[tuple[str, str]]:
             f"| the same model at initialisation (baseline) | {_ci(s['key_offdiag_abs_cos_layer0_init'])} |",
             f"| random vectors in d_head = {g.key_cos.shape[-1]} dims (expected) | "
             f"{math.sqrt(2 / (math.pi * g.key_cos.shape[-1])):.3f} |"]
-    ent = ["| layer | attention entropy (bits) | entropy / uniform | value PC1 variance share | Spearman(PC1, posterior entropy) |",
+    ent = ["| layer | attention entropy (bits) | entropy / uniform | value PC1 variance share "
+           "| Spearman(PC1, posterior entropy) |",
            "|---|---|---|---|---|"]
     for i in sorted(g.attn_entropy):
         ent.append(f"| {i} | {_ci(s['attention_entropy_bits'][i])} | {_ci(s['attention_entropy_ratio'][i])} | "
-                   f"{_ci(s['value_pc1_variance'][i])} | {_ci(s['value_pc1_spearman_posterior_entropy'][i], '{:+.3f}')} |")
+                   f"{_ci(s['value_pc1_variance'][i])} | "
+                   f"{_ci(s['value_pc1_spearman_posterior_entropy'][i], '{:+.3f}')} |")
     heads = ["| head zeroed | entropy MAE (bits) | ratio to intact |", "|---|---|---|",
              f"| none (intact) | {_ci(s['intact_entropy_mae_bits'], '{:.4f}')} | 1 |"]
-    heads += [f"| {k} | {_ci(v['mae'], '{:.4f}')} | {_ci(v['ratio'], '{:.2f}')} |" for k, v in s["head_ablation"].items()]
+    heads += [f"| {k} | {_ci(v['mae'], '{:.4f}')} | {_ci(v['ratio'], '{:.2f}')} |"
+              for k, v in s["head_ablation"].items()]
     layers = ["| block skipped | entropy MAE (bits) | ratio to intact |", "|---|---|---|"]
-    layers += [f"| {k} | {_ci(v['mae'], '{:.4f}')} | {_ci(v['ratio'], '{:.2f}')} |" for k, v in s["layer_ablation"].items()]
+    layers += [f"| {k} | {_ci(v['mae'], '{:.4f}')} | {_ci(v['ratio'], '{:.2f}')} |"
+               for k, v in s["layer_ablation"].items()]
     return [("Setting", setting), ("Summary", "\n".join(f"- {line}" for line in s["headline"])),
             (f"Key orthogonality ({g.hyp_words})", "\n".join(keys)),
             ("Attention entropy and value manifold by layer", "\n".join(ent)),

@@ -58,13 +58,15 @@ def band(ax, curve: Curve, interval: str = "ci95") -> None:
     """Draw the mean over seeds and its shaded interval on `ax`."""
     stats = [seed_interval([ys[k] for ys in curve.ys], interval) for k in range(len(curve.x))]
     mean, lo, hi = ([s[i] for s in stats] for i in range(3))
-    line, = ax.plot(curve.x, mean, curve.style, color=curve.color, lw=1.6, label=f"{curve.label} (n={len(curve.ys)} seeds)")
+    line, = ax.plot(curve.x, mean, curve.style, color=curve.color, lw=1.6,
+                    label=f"{curve.label} (n={len(curve.ys)} seeds)")
     ax.fill_between(curve.x, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
     if curve.logy:
         ax.set_yscale("log")
 
 
-def seed_curves(records: list[DynamicsRecord], name: str, layer: int, *, head: int | None = None) -> tuple[list[int], list[list[float]]]:
+def seed_curves(records: list[DynamicsRecord], name: str, layer: int, *,
+                head: int | None = None) -> tuple[list[int], list[list[float]]]:
     """(steps, ys[seed][step]) of quantity `name` at `layer`; heads averaged unless `head` is
     given (records with head -1, the per-layer values, are used when there are no per-head ones)."""
     cells: dict[tuple[int, int], list[float]] = defaultdict(list)
@@ -158,7 +160,8 @@ def plot_profile(study_id: str, db: str | None = None, out_dir: str = ".", summa
             panels[layer] = curves
     if panels:
         paths.append(per_layer_figure(os.path.join(out_dir, f"{study_id}_routing_law.png"), panels,
-                                      title="routing law after each checked step: do the scores move with the advantage?",
+                                      title="routing law after each checked step: "
+                                            "do the scores move with the advantage?",
                                       xlabel="training step", ylabel="R^2 / agreement"))
     panels, marks = {}, {}
     for layer in layers:
@@ -173,7 +176,8 @@ def plot_profile(study_id: str, db: str | None = None, out_dir: str = ".", summa
             marks[layer] = [(frames["freeze_step_mean"], f" drift < {frames['fraction']:.0%}")]
     if panels:
         paths.append(per_layer_figure(os.path.join(out_dir, f"{study_id}_frame_precision.png"), panels,
-                                      title="frame vs precision: attention-map drift to the final maps against calibration",
+                                      title="frame vs precision: attention-map drift to the final maps "
+                                            "against calibration",
                                       xlabel="training steps done", ylabel="mean TV distance to final map",
                                       ylabel_right="entropy MAE vs exact posterior (bits)", marks=marks))
     return paths

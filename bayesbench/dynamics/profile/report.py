@@ -23,7 +23,8 @@ def profile_sections(config: dict, summary: dict) -> list[tuple[str, str]]:
              f"({len(seeds)} members trained as one ensemble, all probed in the same step)\n"
              f"- optimiser {config['optimizer']} at lr {config['train']['lr']:g} ({config['train']['schedule']}), "
              f"batch {config['train']['batch_size']}, gradient clipping {config['train']['grad_clip']} per member\n"
-             f"- probe every {config['every']} steps through the `{config['attention']}` attention backward; {law_when}\n"
+             f"- probe every {config['every']} steps through the `{config['attention']}` attention backward; "
+             f"{law_when}\n"
              f"- {len(config['checkpoint_steps'])} checkpoints (steps {config['checkpoint_steps']}): attention maps of "
              f"{config['probe_sequences']} fixed sequences; entropy MAE and KL(Bayes || model) in bits on "
              f"{config['eval_sequences']} fixed evaluation sequences, scored on {config['scored_positions']}\n"
@@ -46,7 +47,8 @@ def profile_sections(config: dict, summary: dict) -> list[tuple[str, str]]:
                 if law else "No routing-law checks in this study (--law-every 0).")
     frames = summary.get("frames", {})
     cal = summary.get("calibration", {})
-    rows = ["| layer | freeze step per seed | mean | entropy MAE at freeze | final entropy MAE | MAE gained after freeze "
+    rows = ["| layer | freeze step per seed | mean | entropy MAE at freeze | final entropy MAE "
+            "| MAE gained after freeze "
             "| share of the run's MAE gain after freeze |", "|---|---|---|---|---|---|---|"]
     for layer, v in sorted(frames.items(), key=lambda kv: int(kv[0])):
         rows.append(f"| {layer} | {v['freeze_steps']} | {_f(v['freeze_step_mean'], '.0f')} | "

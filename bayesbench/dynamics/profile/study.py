@@ -81,7 +81,8 @@ def build(args, study_id: str):
     config = {**source, "arch": trainer.arch, "task_config": trainer.task.config(), "seeds": trainer.seeds,
               "model": trainer.model_cfg, "train": dataclasses.asdict(trainer.cfg), "optimizer": args.optimizer,
               "attention": attention, "every": args.every, "law_every": args.law_every,
-              "flush_every": args.flush_every, "law_sequences": args.law_sequences, "device": str(device), "layers": layers,
+              "flush_every": args.flush_every, "law_sequences": args.law_sequences, "device": str(device),
+              "layers": layers,
               "probe_sequences": args.probe_sequences, "eval_sequences": args.eval_sequences,
               "run_dir": run_dir, "threads": torch.get_num_threads()}
     return trainer, config

@@ -39,7 +39,8 @@ def law_summary(records: list[DynamicsRecord]) -> dict[int, dict]:
         r2 = _finite(vals["r2"])
         out[layer] = {"r2_mean": _mean(r2), "r2_median": statistics.median(r2) if r2 else math.nan,
                       "r2_min": min(r2) if r2 else math.nan,
-                      "sign_agreement": _mean(vals["sign"]), "cosine": _mean(vals["cosine"]), "sign_agreement_centred": _mean(vals["sign_centred"]),
+                      "sign_agreement": _mean(vals["sign"]), "cosine": _mean(vals["cosine"]),
+                      "sign_agreement_centred": _mean(vals["sign_centred"]),
                       "pred_rel_error_median": statistics.median(_finite(vals["pred_rel_error"]))
                       if _finite(vals["pred_rel_error"]) else math.nan,
                       "checks": len(vals["r2"])}
@@ -80,8 +81,10 @@ def probe_summary(records: list[DynamicsRecord], names: tuple[str, ...]) -> dict
         first, last = min(r.step for r in vals), max(r.step for r in vals)
         per_layer: dict[int, dict] = {}
         for layer in sorted({r.layer for r in vals}):
-            per_layer[layer] = {"first_step": first, "first": _mean(r.value for r in vals if r.layer == layer and r.step == first),
-                                "last_step": last, "last": _mean(r.value for r in vals if r.layer == layer and r.step == last)}
+            per_layer[layer] = {"first_step": first,
+                                "first": _mean(r.value for r in vals if r.layer == layer and r.step == first),
+                                "last_step": last,
+                                "last": _mean(r.value for r in vals if r.layer == layer and r.step == last)}
         out[name] = per_layer
     return out
 
