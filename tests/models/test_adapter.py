@@ -98,12 +98,17 @@ def test_member_equals_solo_run(bij, arch, path):
                 torch.testing.assert_close(ens.model.member_state(e)[k], v, rtol=1e-5, atol=1e-5)
 
 
-def test_gru_falls_back_to_the_loop_and_says_why(bij):
+def test_gru_falls_back_to_the_loop_and_says_why_in_one_line_once(bij, capsys):
     from bayesbench.models import adapter
 
     adapter._WARNED.discard("fallback-test")
-    with pytest.warns(RuntimeWarning, match="cannot be vmapped"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a note, not a warning with its source line
         model = from_module(GRUNet, bij, seeds=[0, 1], spec="fallback-test")
+        from_module(GRUNet, bij, seeds=[0, 1], spec="fallback-test")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("bayesbench: note: fallback-test runs its 2 members in a loop")
+    assert "vmap over members failed" in err
     assert model.path == "loop" and "gru" in model.cfg.fallback.lower()
     assert from_module(PrefixNet, bij, seeds=[0, 1]).cfg.fallback is None
 
