@@ -108,12 +108,18 @@ def _store_error(path: str, err: BaseException) -> StoreError:
     return StoreError(f"results store {path} {why}")
 
 
-def connect(path: str | None = None) -> sqlite3.Connection:
-    """Open (creating if needed) the store in WAL mode with a busy timeout."""
+def connect(path: str | None = None, *, read_only: bool = False) -> sqlite3.Connection:
+    """Open (creating if needed) the store in WAL mode with a busy timeout.
+
+    `read_only=True` (for reading: the leaderboard, plots) opens an existing file without
+    writing anything, so a store in a read-only folder or file can still be read; its schema is
+    checked but neither created nor upgraded (`read_rows` then reads what is there)."""
     path = db_path(path)
     if os.path.isdir(path):
         raise StoreError(f"results store {path} is a directory; --db must name a file, "
                          f"e.g. {os.path.join(path, 'bayesbench.sqlite')}")
+    if read_only:
+        return _connect_read_only(path)
     folder = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(folder, exist_ok=True)
@@ -142,13 +148,46 @@ def connect(path: str | None = None) -> sqlite3.Connection:
     return conn
 
 
+def _connect_read_only(path: str) -> sqlite3.Connection:
+    """The store opened for reading only (`connect(read_only=True)`). A WAL store in a folder this
+    process cannot write may lack the shared-memory file SQLite wants: then it is opened as an
+    immutable file (nobody can be writing it there)."""
+    from urllib.parse import quote
+
+    uri = "file:" + quote(os.path.abspath(path))
+    last = None
+    for mode in ("mode=ro", "mode=ro&immutable=1"):
+        try:
+            conn = sqlite3.connect(f"{uri}?{mode}", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            _retry(lambda: _check_schema(conn, path))
+            return conn
+        except sqlite3.OperationalError as err:
+            last = err
+            if "unable to open" not in str(err):
+                break
+        except sqlite3.Error as err:
+            last = err
+            break
+    raise _store_error(path, last) from None
+
+
 def _check_schema(conn: sqlite3.Connection, path: str) -> None:
-    """Refuse a store written by a newer schema, or whose `runs` table lacks a column this
-    version reads or writes (stores from before SCHEMA_VERSION existed have them all)."""
+    """Refuse a store written by a newer schema, a `runs` table that lacks a column this version
+    reads or writes (stores from before SCHEMA_VERSION existed have them all), and an SQLite file
+    of another program (tables, none of them bayesbench's `runs`): bayesbench adds its tables
+    only to an empty file or to its own store."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
         raise StoreError(f"results store {path} has schema version {version}, newer than this bayesbench's "
                          f"{SCHEMA_VERSION}: upgrade bayesbench, or use another --db")
+    tables = sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT "
+                                               "LIKE 'sqlite_%'").fetchall())
+    if tables and "runs" not in tables:
+        shown = ", ".join(tables[:5]) + (" ..." if len(tables) > 5 else "")
+        raise StoreError(f"results store {path} is another program's SQLite database (its tables: {shown}); "
+                         "bayesbench writes only to an empty file or its own store: choose another --db")
     have = {r[1] for r in conn.execute("PRAGMA table_info(runs)").fetchall()}
     missing = [c for c in COLUMNS if c not in have]
     if have and missing:
@@ -331,8 +370,10 @@ def read_rows(path: str | None = None, *, where: str = "", params: tuple = ()) -
     """Raw rows as dicts (JSON columns decoded), oldest first; `where` is an SQL condition."""
     if not os.path.exists(db_path(path)):
         return []
-    conn = connect(path)
+    conn = connect(path, read_only=True)
     try:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchone() is None:
+            return []  # an empty file: nothing stored yet
         sql = "SELECT * FROM runs" + (f" WHERE {where}" if where else "") + " ORDER BY created_at, id"
         rows = _retry(lambda: conn.execute(sql, params).fetchall())
     except sqlite3.Error as err:

@@ -103,6 +103,36 @@ def test_store_of_another_program_fails_before_training_and_is_left_alone(capsys
     assert _snapshot(other) == before and not (tmp_path / "runs").exists()
 
 
+def test_sqlite_file_of_another_program_is_refused_by_every_command_and_left_alone(capsys, tmp_path):
+    import sqlite3
+
+    other = tmp_path / "app.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("INSERT INTO users (name) VALUES ('ada')")
+    before = _snapshot(other)
+    for argv in (_train(tmp_path, db=str(other)), ["leaderboard", "--db", str(other)]):
+        line = _fails(capsys, argv)
+        assert f"results store {other} is another program's SQLite database (its tables: users)" in line
+        assert _snapshot(other) == before
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_store_on_a_read_only_file_system_can_be_read(capsys, tmp_path):
+    from mounts import remount_read_only, tmpfs
+
+    with tmpfs(tmp_path / "ro", "4m") as folder:
+        db = os.path.join(folder, "r.sqlite")
+        write_rows([_row("r1")], db)
+        remount_read_only(folder)
+        from bayesbench.store.database import read_rows
+
+        assert [r["run_id"] for r in read_rows(db)] == ["r1"]
+        assert main(["leaderboard", "--db", db, "--format", "csv"]) == 0  # before: "cannot be written"
+        assert main(["plot", "--db", db, "--out", str(tmp_path / "plots")]) == 0
+        capsys.readouterr()
+
+
 def test_malformed_store_is_named_by_leaderboard_and_left_alone(capsys, tmp_path):
     db = tmp_path / "r.sqlite"
     write_rows([_row(f"r{i}") for i in range(50)], str(db))
