@@ -23,6 +23,7 @@ import sqlite3
 import time
 from datetime import datetime, timezone
 
+from ..running.disk import DiskFull, is_disk_full
 from .records import FINAL_LOSS_MEANING, EvalResult, MemberEvaluation, PermutationCheck, PositionCurves, RunRecord
 
 DEFAULT_DB = os.path.join("results", "bayesbench.sqlite")
@@ -91,9 +92,11 @@ def cache_dir_for(path: str | None = None) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(db_path(path))), "cache")
 
 
-def _store_error(path: str, err: BaseException) -> StoreError:
-    """One line for an SQLite or OS error on the store at `path`."""
+def _store_error(path: str, err: BaseException) -> StoreError | DiskFull:
+    """One line for an SQLite or OS error on the store at `path` (a full disk: `DiskFull`)."""
     text = str(err)
+    if is_disk_full(err, os.path.dirname(os.path.abspath(path))):
+        return DiskFull(path)
     if "not a database" in text:
         why = "is not an SQLite database (file is not a database); it was left as it is"
     elif "malformed" in text or "corrupt" in text:
@@ -351,7 +354,8 @@ def write_rows(rows: list[dict], path: str | None = None) -> int:
                 conn.executemany(sql, values)
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # SQLite may have rolled back itself (a full disk)
+                    conn.execute("ROLLBACK")
                 raise
         _retry(transaction)
     except sqlite3.Error as err:

@@ -133,6 +133,33 @@ def test_a_store_on_a_read_only_file_system_can_be_read(capsys, tmp_path):
         capsys.readouterr()
 
 
+def test_a_full_disk_is_named_with_its_path_and_nothing_already_written_is_lost(capsys, tmp_path):
+    from mounts import tmpfs
+
+    from bayesbench.running.disk import DiskFull
+    from bayesbench.training.checkpoint import save_atomic
+
+    with tmpfs(tmp_path / "full", "64k") as folder:
+        ckpt = os.path.join(folder, "c.pt")
+        save_atomic({"x": torch.zeros(10)}, ckpt)
+        before = _snapshot(ckpt)
+        with pytest.raises(DiskFull, match=f"no space left on device: {ckpt}"):
+            save_atomic({"x": torch.randn(100_000)}, ckpt)  # torch.save's own error: an internal assertion
+        assert _snapshot(ckpt) == before and os.listdir(folder) == ["c.pt"]
+        with tmpfs(tmp_path / "full-store", "256k") as store:
+            db = os.path.join(store, "r.sqlite")
+            write_rows([_row("r1")], db)
+            big = dict(_row("r2"), task_config={"pad": "x" * 400_000})
+            with pytest.raises(DiskFull, match=f"no space left on device: {db}"):  # not "cannot rollback"
+                write_rows([big], db)
+            from bayesbench.store.database import read_rows
+
+            assert [r["run_id"] for r in read_rows(db)] == ["r1"]
+        # the command line: one line naming the path, exit 1 (the system refusing, docs/cli.md)
+        line = _fails(capsys, _train(tmp_path, db=str(tmp_path / "ok.sqlite")) + ["--runs-dir", folder], code=1)
+        assert "no space left on device: " + folder in line
+
+
 def test_malformed_store_is_named_by_leaderboard_and_left_alone(capsys, tmp_path):
     db = tmp_path / "r.sqlite"
     write_rows([_row(f"r{i}") for i in range(50)], str(db))
