@@ -20,6 +20,7 @@ import uuid
 import torch
 from torch import nn
 
+from ..checks import positive_int
 from ..models import EnsembleModel, TaskShape
 from ..models.adapter import AdaptedModel, from_modules
 from ..tasks import Task, task_from_config
@@ -108,6 +109,8 @@ def evaluate_model(model: nn.Module, task, *, name: str | None = None, db: str |
     """
     from .rows import record
 
+    if eval_sequences is not None:
+        positive_int("eval_sequences", eval_sequences, "evaluation sequences; None: the preset's")
     task, label, lengths, n_seq, scored = resolve_task(task, preset)
     max_len = max_eval_len(task, lengths, scored)
     if not isinstance(model, nn.Module):

@@ -150,6 +150,9 @@ def test_score_a_plain_state_dict_and_evaluate_model(capsys, env):
     assert len(curve.position) == len(curve.entropy_mae) == len(curve.kl) == len(curve.model_entropy) > 0
     assert records[0].kl_bits > 0 and records[0].headline.kl.ci_low <= records[0].kl_bits
     assert len(read_rows(env["db"])) == 2
+    for bad in (0, -1, 2.5):  # before: 0 silently meant the preset's 4096
+        with pytest.raises(ValueError, match="eval_sequences must be a positive integer"):
+            bayesbench.evaluate_model(net, "bijection", name="mine-py", db=env["db"], eval_sequences=bad)
     hmm = bayesbench.evaluate_model(mine.build(model_spec("hmm")), "hmm", name="mine-hmm", db=env["db"],
                                     eval_sequences=32)
     assert set(hmm[0].evals) == {"K=20", "K=30", "K=50"} and hmm[0].permutation is not None
