@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
     p.add_argument("--arch", help="only this architecture")
     p.add_argument("--latest", action="store_true", help="only the newest run of each task and arch")
     p.add_argument("--all", action="store_true", help="one row per stored run (no pooling of seeds across runs)")
-    p.add_argument("--format", default="md", choices=FORMATS, help="output format (default md)")
+    p.add_argument("--format", choices=FORMATS, help="output format (default md)")
     p.add_argument("--metric", default="entropy_mae", choices=tuple(METRICS),
                    help="rank by this metric (default entropy_mae; see docs/science.md, Metrics)")
     p.add_argument("--json", action="store_true", help="same as --format json")
@@ -31,8 +31,10 @@ def cmd_leaderboard(args) -> int:
 
     if args.latest and args.all:
         raise ValueError("give at most one of --latest and --all")
+    if args.json and args.format not in (None, "json"):
+        raise ValueError(f"--json is --format json: give one of --json and --format {args.format}")
     records = select_rows(args.db, task=args.task, arch=args.arch, latest=args.latest)
     if not records and (args.task or args.arch):
         raise ValueError(no_rows_message(args.db, task=args.task, arch=args.arch))
-    print(render(records, "json" if args.json else args.format, args.metric, per_run=args.all))
+    print(render(records, "json" if args.json else args.format or "md", args.metric, per_run=args.all))
     return 0

@@ -22,6 +22,8 @@ def add_parser(sub) -> None:
 
 
 def cmd_plot(args) -> int:
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ValueError(f"--out {args.out} is a file; give a folder for the figures (created if missing)")
     if args.dynamics:
         from ..dynamics.profile.study import plot_study
 

@@ -160,6 +160,23 @@ def test_a_full_disk_is_named_with_its_path_and_nothing_already_written_is_lost(
         assert "no space left on device: " + folder in line
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the case of a machine without a GPU")
+def test_eval_on_a_device_that_is_not_here_says_so_not_damaged(capsys, tmp_path, trained):
+    line = _fails(capsys, ["eval", str(trained.parent), "--device", "cuda", "--db", str(tmp_path / "r.sqlite")])
+    assert "--device cuda: no CUDA device is available here" in line and "damaged" not in line
+
+
+def test_conflicting_or_misplaced_output_options_are_refused(capsys, tmp_path):
+    db = str(tmp_path / "r.sqlite")
+    write_rows([_row("r1")], db)
+    line = _fails(capsys, ["leaderboard", "--db", db, "--format", "csv", "--json"])  # before: JSON, silently
+    assert "--json is --format json: give one of --json and --format csv" in line
+    afile = tmp_path / "a-file"
+    afile.write_text("x")
+    line = _fails(capsys, ["plot", "--db", db, "--out", str(afile)])
+    assert f"--out {afile} is a file" in line
+
+
 def test_malformed_store_is_named_by_leaderboard_and_left_alone(capsys, tmp_path):
     db = tmp_path / "r.sqlite"
     write_rows([_row(f"r{i}") for i in range(50)], str(db))
