@@ -23,12 +23,27 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import emsgd, evaluate, export, geometry, leaderboard, models, plot, profile, run, score, sweep, train, tunnels
+from . import (
+    emsgd,
+    evaluate,
+    export,
+    geometry,
+    leaderboard,
+    models,
+    plot,
+    profile,
+    run,
+    score,
+    sweep,
+    tasks,
+    train,
+    tunnels,
+)
 from .errors import add_debug_flag, run_command
 
 # In the order `bayesbench --help` lists them.
-COMMANDS = (run, train, evaluate, leaderboard, export, plot, profile, models, score, sweep, tunnels, emsgd,
-            geometry)
+COMMANDS = (run, train, evaluate, leaderboard, export, plot, profile, models, tasks, score, sweep, tunnels,
+            emsgd, geometry)
 
 EPILOG = """Results go to an SQLite store (default ./results/bayesbench.sqlite; --db or $BAYESBENCH_DB).
 Metrics are in bits over the scored positions of a fixed evaluation set: entropy MAE = mean |H(model) - H(Bayes)|,

@@ -104,3 +104,32 @@ def db_name(db: str | None) -> str:
     from ..store.database import db_path
 
     return db_path(db)
+
+
+def key_values(option: str):
+    """An argparse type for `KEY=VALUE` items (`--task-args L=8 wrong=true`): the value read as JSON
+    (numbers, true/false, null, lists, quoted strings), else kept as the plain string."""
+    import json
+
+    def parse(text: str) -> tuple[str, object]:
+        key, sep, raw = text.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise argparse.ArgumentTypeError(f"items must be KEY=VALUE with KEY a name, got {text!r}")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        return key.strip(), value
+
+    parse.__name__ = option  # argparse names the type in its messages
+    return parse
+
+
+def as_dict(option: str, items: list[tuple[str, object]] | None) -> dict:
+    """KEY=VALUE items as a dict; a key given twice is refused."""
+    out: dict = {}
+    for key, value in items or ():
+        if key in out:
+            raise ValueError(f"{option}: {key} given twice ({out[key]!r} and {value!r})")
+        out[key] = value
+    return out
