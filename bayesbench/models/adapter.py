@@ -222,6 +222,9 @@ class AdaptedModel(EnsembleModel):
         if not isinstance(out, Tensor):
             raise ValueError(f"{self.cfg.spec}: forward must return a logits tensor [B, L, C], "
                              f"got {type(out).__name__}")
+        if not out.dtype.is_floating_point:
+            raise ValueError(f"{self.cfg.spec}: forward must return floating-point logits [B, L, C], got {out.dtype} "
+                             "(unnormalised log-probabilities, one per class)")
         return out
 
     def _stacked(self) -> tuple[dict, dict]:
@@ -336,9 +339,15 @@ class AdaptedModel(EnsembleModel):
         self.check_inputs(tokens, header)
         if header is not None and not self.takes_header:
             header = None
-        if self._path == "vmap":
-            return self._forward_vmap(tokens, header)
-        return self._forward_loop(tokens, header)
+        try:
+            if self._path == "vmap":
+                return self._forward_vmap(tokens, header)
+            return self._forward_loop(tokens, header)
+        except ValueError:
+            raise
+        except Exception as err:  # noqa: BLE001  (the user's module failing is the user's error)
+            raise ValueError(f"{self.cfg.spec}: the model's forward raised {type(err).__name__}: {_first_line(err)} "
+                             f"(on tokens {list(tokens.shape)}: an error in the model's own code)") from err
 
     def param_breakdown(self) -> dict[str, int]:
         """Parameters of one member per top-level submodule of the adapted module."""
