@@ -21,6 +21,8 @@ def seed_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"must be comma-separated integers like 0,1,2, got {text!r}") from None
     if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
         raise argparse.ArgumentTypeError(f"must list distinct non-negative integers, got {text!r}")
+    if max(seeds) > 2**63 - 1:
+        raise argparse.ArgumentTypeError(f"seeds must be at most 2^63 - 1 (an int64), got {max(seeds)}")
     return seeds
 
 

@@ -35,7 +35,7 @@ from ..running.runlock import run_lock
 from ..tasks import Batch, Task, task_from_config
 from .checkpoint import DamagedFile, load_checkpoint, remove_leftovers, save_atomic
 from .optim import FlatMemberAdamW
-from .seeds import data_seed, dropout_seed
+from .seeds import MAX_SEED, data_seed, dropout_seed
 
 SCHEDULES = ("constant", "cosine")
 # auto: TF32 matmuls on CUDA, exact float32 elsewhere; fp32: exact float32 everywhere; tf32: TF32
@@ -247,8 +247,8 @@ class Trainer:
             raise ValueError("seeds must name at least one seed")
         if len(set(seeds)) != len(seeds):
             raise ValueError(f"seeds must be distinct, got {seeds}")
-        if any(isinstance(s, bool) or int(s) != s or s < 0 for s in seeds):
-            raise ValueError(f"seeds must be non-negative integers, got {seeds}")
+        if any(isinstance(s, bool) or int(s) != s or s < 0 or s > MAX_SEED for s in seeds):
+            raise ValueError(f"seeds must be integers in [0, 2^63 - 1], got {seeds}")
         self.task, self.arch, self.seeds, self.cfg = task, arch, [int(s) for s in seeds], cfg
         self.model_cfg, self.max_len = dict(model_cfg or {}), max_len
         self.device = torch.device(device)

@@ -271,7 +271,7 @@ def test_negative_seeds_are_refused(capsys, tmp_path):
     from bayesbench.tasks import get_task
     from bayesbench.training.trainer import TrainConfig, Trainer
 
-    with pytest.raises(ValueError, match="seeds must be non-negative integers"):
+    with pytest.raises(ValueError, match=r"seeds must be integers in \[0, 2\^63 - 1\]"):
         Trainer(get_task("bijection", V=4), "mlp", [-1], TrainConfig(steps=1))
 
 
@@ -414,3 +414,15 @@ def test_tasks_too_large_to_serve_are_refused_with_the_size_they_need(monkeypatc
                                          rf"{base.format_bytes(need)} on cpu, which has 100.0 MiB free"):
         task.sample(10**6)  # refused before anything is allocated
     assert task.sample(64).tokens.shape == (64, task.seq_len)  # small batches are not even checked
+
+
+def test_seed_values_past_int64_are_refused_naming_the_flag(capsys, tmp_path):
+    with pytest.raises(SystemExit):
+        main(_train(tmp_path, seeds=str(2**63)))
+    assert "argument --seeds: seeds must be at most 2^63 - 1 (an int64), got 9223372036854775808" in \
+        capsys.readouterr().err
+    from bayesbench.tasks import get_task
+    from bayesbench.training.trainer import TrainConfig, Trainer
+
+    with pytest.raises(ValueError, match=r"seeds must be integers in \[0, 2\^63 - 1\]"):
+        Trainer(get_task("bijection", V=4), "mlp", [2**64], TrainConfig(steps=1))
