@@ -46,6 +46,17 @@ def count(text: str) -> int:
     return value
 
 
+def bits(text: str) -> float:
+    """A positive, finite number of bits (a threshold)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive number of bits, e.g. 0.1, got {text!r}")
+    return value
+
+
 def until(text: str) -> float | str:
     """--until: a threshold in bits (a positive number) or 'plateau'."""
     from ..training.until import parse_until
