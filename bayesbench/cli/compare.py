@@ -1,6 +1,6 @@
 """`bayesbench compare RUN_A RUN_B`: two stored runs' learning curves, step by step, and the step
 from which their difference is significant (`store/compare.py`: Welch's t-test over seeds at each
-step, Holm-adjusted over the steps).
+step, in a fixed-sequence test from the last step backwards).
 
     bayesbench compare 3f1c0a9e2b7d 8d2a9347c1e0 --metric entropy_mae_positional --plot cmp.png
 """
@@ -14,7 +14,7 @@ from .args import add_db
 
 def add_parser(sub) -> None:
     p = sub.add_parser("compare", help="two stored runs' learning curves and the step from which they differ "
-                                       "significantly (Welch's t over seeds, Holm-adjusted)")
+                                       "significantly (Welch's t over seeds per step, fixed-sequence test)")
     p.add_argument("run_a", metavar="RUN_A", help="a stored run id (or a prefix naming one run), e.g. from "
                    "`bayesbench leaderboard --all --json`")
     p.add_argument("run_b", metavar="RUN_B", help="the other run (same task and evaluation)")
@@ -72,14 +72,15 @@ def cmd_compare(args) -> int:
         print(json.dumps(_as_json(a, b, result), indent=2, allow_nan=False))
         return 0
     print(f"A = {_describe(a)}\nB = {_describe(b)}\n")
-    print(f"| step | A: {args.metric} (bits), mean [95% CI over seeds] | B: mean [95% CI] | A - B | p (Welch) | "
-          "p (Holm) |\n|---|---|---|---|---|---|")
+    print(f"| step | A: {args.metric} (bits), mean [95% CI over seeds] | B: mean [95% CI] | A - B | p (Welch) |\n"
+          "|---|---|---|---|---|")
     for sd in result.steps:
-        print(f"| {sd.step} | {_ci(sd.a)} | {_ci(sd.b)} | {sd.difference:+.4f} | {_p(sd.p)} | {_p(sd.p_holm)} |")
+        mark = " *" if result.significant_from is not None and sd.step >= result.significant_from else ""
+        print(f"| {sd.step} | {_ci(sd.a)} | {_ci(sd.b)} | {sd.difference:+.4f} | {_p(sd.p)}{mark} |")
     print()
     if result.significant_from is not None:
-        print(f"The difference is significant from step {result.significant_from} on "
-              f"({'A' if result.steps[-1].difference < 0 else 'B'} lower at the end).")
+        print(f"The difference is significant from step {result.significant_from} on (* above; "
+              f"{'A' if result.steps[-1].difference < 0 else 'B'} lower at the end).")
     else:
         print("No step from which the difference stays significant.")
     print(f"Test: {result.note}.")
@@ -108,5 +109,5 @@ def _as_json(a: list, b: list, result) -> dict:
                                                                                            result.b_seeds],
             "significant_from": result.significant_from, "test": result.note,
             "steps": [{"step": sd.step, "a": [num(v) for v in sd.a], "b": [num(v) for v in sd.b],
-                       "difference": num(sd.difference), "p": num(sd.p), "p_holm": num(sd.p_holm)}
+                       "difference": num(sd.difference), "p": num(sd.p)}
                       for sd in result.steps]}

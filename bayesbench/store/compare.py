@@ -3,10 +3,14 @@
 At every step both runs measured (their common range; a step one run did not measure is read
 off its curve linearly in log(step)), the two runs' seeds are compared by Welch's t-test
 (independent seeds, unequal variances; seeds are the independent unit, not steps or
-sequences). Testing every step is many tests, so the p-values are Holm-adjusted over all the
-steps compared, and the answer is the first step from which the adjusted p-value stays below
-ALPHA at every later step: "significant from step s on". Each run needs at least two seeds with
-a curve; with fewer, the curves are shown and no step is named.
+sequences). The question "from which step on do they differ?" is answered by a fixed-sequence
+test: the steps are tested in a fixed order, from the last backwards, each at level ALPHA, and
+testing stops at the first step that is not significant; the answer is the earliest step of that
+unbroken run ("significant from step s on": at s and at every later step). Testing in an order
+fixed in advance and stopping at the first failure keeps the chance of any false claim at ALPHA
+without adjusting the p-values (a Bonferroni or Holm adjustment over ~30 steps would need p <
+0.002, out of reach with three seeds a side). Each run needs at least two seeds with a curve;
+with fewer, the curves are shown and no step is named.
 """
 
 from __future__ import annotations
@@ -23,15 +27,14 @@ ALPHA = 0.05
 
 @dataclass(frozen=True)
 class StepDifference:
-    """One step: each run's mean over seeds with a 95% t-interval, the difference A - B, Welch's
-    p-value and its Holm adjustment over all compared steps."""
+    """One step: each run's mean over seeds with a 95% t-interval (clipped at 0), the difference
+    A - B and Welch's p-value (NaN: not tested)."""
 
     step: int
     a: tuple[float, float, float]
     b: tuple[float, float, float]
     difference: float
     p: float
-    p_holm: float
 
 
 @dataclass(frozen=True)
@@ -40,28 +43,30 @@ class Comparison:
     a_seeds: int
     b_seeds: int
     steps: list[StepDifference]
-    significant_from: int | None  # the first step from which p_holm < ALPHA at every later step
+    significant_from: int | None  # the earliest step from which p < ALPHA at every later step (fixed sequence)
     note: str  # what was tested, in words
 
 
 def _mean_ci(values: list[float]) -> tuple[float, float, float]:
+    """Mean over seeds with a 95% t-interval, its low end clipped at 0 (every curve metric is >= 0)."""
     if len(values) < 2:
         return (values[0] if values else math.nan, math.nan, math.nan)
     from scipy.stats import t as student_t
 
     m, sd, n = statistics.fmean(values), statistics.stdev(values), len(values)
     half = float(student_t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
-    return m, m - half, m + half
+    return m, max(0.0, m - half), m + half
 
 
-def holm(p: list[float]) -> list[float]:
-    """Holm's step-down adjustment of p-values (NaN stays NaN and is not counted)."""
-    order = sorted((i for i, v in enumerate(p) if not math.isnan(v)), key=lambda i: p[i])
-    m, out, running = len(order), [math.nan] * len(p), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p[i]))
-        out[i] = running
-    return out
+def significant_from(steps: list[int], p: list[float], alpha: float = ALPHA) -> int | None:
+    """The fixed-sequence answer (module docstring): test from the last step backwards at level
+    `alpha`, stop at the first p that is not below it (NaN included); the earliest step passed."""
+    first = None
+    for s, v in zip(reversed(steps), reversed(p)):
+        if not v < alpha:
+            break
+        first = s
+    return first
 
 
 def _curves(records: list[RunRecord], metric: str) -> list[tuple[list[int], list[float]]]:
@@ -90,16 +95,13 @@ def compare(a: list[RunRecord], b: list[RunRecord], metric: str) -> Comparison:
             p = 1.0 if math.isnan(p) else p  # identical values on both sides: no difference
         pvalues.append(p)
         rows.append((s, _mean_ci(va), _mean_ci(vb), statistics.fmean(va) - statistics.fmean(vb)))
-    adjusted = holm(pvalues)
-    steps = [StepDifference(s, ma, mb, d, p, q) for (s, ma, mb, d), p, q in zip(rows, pvalues, adjusted)]
-    first = None
-    for sd in reversed(steps):
-        if not sd.p_holm < ALPHA:
-            break
-        first = sd.step
-    tested = sum(not math.isnan(p) for p in pvalues)
-    note = (f"Welch's t-test over seeds ({len(ca)} vs {len(cb)}) at each of the {tested} steps both runs cover "
-            f"({lo} to {hi}), Holm-adjusted over those {tested} tests; significant from a step = adjusted "
-            f"p < {ALPHA} there and at every later step") if testable else \
+    steps = [StepDifference(s, ma, mb, d, p) for (s, ma, mb, d), p in zip(rows, pvalues)]
+    first = significant_from(grid, pvalues) if testable else None
+    where = f"the {len(grid)} steps both runs cover ({lo} to {hi})" if len(grid) != 1 else \
+        f"the one step both cover ({lo})"
+    note = (f"Welch's t-test over seeds ({len(ca)} vs {len(cb)}) at {where}, tested from the last step backwards "
+            f"at level {ALPHA}, stopping at the first that is not "
+            f"significant (a fixed-sequence test: at most a {ALPHA} chance of any false claim, no adjustment "
+            "needed); significant from a step = there and at every later step") if testable else \
         (f"no test: each run needs at least 2 seeds with a curve ({len(ca)} and {len(cb)} here)")
-    return Comparison(metric, len(ca), len(cb), steps, first if testable else None, note)
+    return Comparison(metric, len(ca), len(cb), steps, first, note)

@@ -1,8 +1,9 @@
 """What the leaderboard reads off the learning curves (docs/leaderboard.md, "Learning curves").
 
-- Steps to a threshold: the first measured step at which a member's curve is at or below it
-  (`training.until.first_reach`; the curve is measured at log-spaced steps, so the crossing lies
-  between the previous measured step and this one). Over a row's seeds (`Reach`): with every seed
+- Steps to a threshold (`reached_from`): the first measured step from which a member's curve
+  stays at or below it to its last point (a noisy curve that dips below and comes back up has
+  not reached it; the curve is measured at log-spaced steps, so the crossing lies between the
+  previous measured step and this one). Over a row's seeds (`Reach`): with every seed
   there, the geometric mean with a 95% t-interval of log(steps) over seeds (it stays positive);
   with only some, the median over all seeds (a seed that never got there counts as later than
   every step) and how many reached it, no interval (one over the seeds that reached it would
@@ -10,7 +11,7 @@
 - Still improving (`still_improving`): over the last fifth of a curve's points (at least
   IMPROVING_POINTS), the least-squares line of value against log(step) falls by more than twice
   its standard error (from the points' scatter about the line: what the trend does not explain,
-  evaluation noise and training's jitter) and by more than IMPROVING_REL of the line's value at
+  evaluation noise and training's jitter) and by more than IMPROVING_REL (5%) of the line's value at
   the window's start. Too few points: None (cannot tell).
 - Area under the curve against log(step) (`log_auc`), divided by the log-step range: the
   curve's mean over log(step), a ranking that rewards getting there early, not only the value at
@@ -24,11 +25,10 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from ..training.until import first_reach
 from .records import LearningCurve
 
 IMPROVING_POINTS = 4
-IMPROVING_REL = 0.01
+IMPROVING_REL = 0.05
 
 
 def trained_part(curve: LearningCurve, metric: str, stop_step: int | None = None) -> tuple[list[int], list[float]]:
@@ -37,6 +37,17 @@ def trained_part(curve: LearningCurve, metric: str, stop_step: int | None = None
     values = curve.metric(metric)
     keep = [i for i, s in enumerate(curve.step) if stop_step is None or s <= stop_step]
     return [curve.step[i] for i in keep], [values[i] for i in keep]
+
+
+def reached_from(steps: list[int], values: list[float], threshold: float) -> int | None:
+    """The first step from which every later value is at or below `threshold`, or None (the
+    last value is above it, or not finite)."""
+    first = None
+    for s, v in zip(reversed(steps), reversed(values)):
+        if not v <= threshold:
+            break
+        first = s
+    return first
 
 
 @dataclass(frozen=True)
@@ -88,7 +99,7 @@ def reach(curves: list[LearningCurve | None], metric: str, threshold: float, sto
     per_seed, budgets = [], []
     for c, stop in zip(curves, stops):
         steps, values = trained_part(c, metric, stop)
-        per_seed.append(first_reach(steps, values, threshold))
+        per_seed.append(reached_from(steps, values, threshold))
         budgets.append(steps[-1] if steps else 0)
     return Reach(threshold, per_seed, budgets, batch_size)
 

@@ -29,8 +29,7 @@ import io
 import json
 import math
 
-from ..training.until import first_reach
-from .curve_stats import Reach, common_range, log_auc, reach, still_improving, trained_part
+from .curve_stats import Reach, common_range, log_auc, reach, reached_from, still_improving, trained_part
 from .database import read_records
 from .records import EvalResult, RunRecord
 
@@ -119,7 +118,7 @@ def _member_curve(r: RunRecord, metric: str, threshold: float) -> dict:
                 "still_improving": None}
     steps, values = trained_part(c, metric, r.stop_step)
     return {"curve_metric": metric, "threshold_bits": threshold,
-            "steps_to_threshold": first_reach(steps, values, threshold),
+            "steps_to_threshold": reached_from(steps, values, threshold),
             "still_improving": still_improving(steps, values)}
 
 
@@ -238,6 +237,8 @@ def _reach_cell(r: Reach | None) -> str:
         return "-"
     seq = lambda steps: f"; {steps * r.batch_size:,.0f} seq" if r.batch_size else ""  # noqa: E731
     geo = r.geometric()
+    if geo is not None and len(set(r.per_seed)) == 1 and r.n > 1:  # no spread to show at this resolution
+        return f"{geo[0]:,.0f}, every seed at that measured step ({r.reached}/{r.n}{seq(geo[0])})"
     if geo is not None:
         ci = f" [{geo[1]:,.0f}, {geo[2]:,.0f}]" if math.isfinite(geo[1]) else ""
         return f"{geo[0]:,.0f}{ci} ({r.reached}/{r.n}{seq(geo[0])})"
@@ -397,13 +398,14 @@ def _curve_notes(agg: list[dict], metric: str, threshold: float) -> list[str]:
                 "curve columns are empty"]
     where = "; ".join(f"{t} {e}: {n} sequences" for t, e, n in sets)
     return [f"- learning curves ({where}; a fixed set drawn apart from the evaluation set, measured at log-spaced "
-            "training steps): 'steps to' = the first measured step at which a seed's curve of "
-            f"{SHORT[metric]} is <= {threshold:g} bits (the crossing lies after the measured step before it); with "
+            "training steps): 'steps to' = the first measured step from which a seed's curve of "
+            f"{SHORT[metric]} stays <= {threshold:g} bits (the crossing lies after the measured step before it); with "
             "every seed there, the geometric mean over seeds with a 95% t-interval of log(steps) and the sequences "
             "it took per member; otherwise the median over all seeds (one that never got there counts as later) "
             "and how many reached it, no interval; 'still improving' = how many seeds' curves still fall over their "
             "last fifth (a least-squares line against log(step) falling by more than twice its standard error and "
-            "by more than 1%; docs/leaderboard.md); a member stopped by --until counts up to its stop"]
+            "by more than 5% of its value there; docs/leaderboard.md); a member stopped by --until counts up to its "
+            "stop"]
 
 
 def _floor_lines(agg: list[dict], key: tuple, metric: str, others: list[str]) -> list[str]:

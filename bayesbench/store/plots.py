@@ -100,6 +100,9 @@ def _length_generalisation(records: list[RunRecord], out_dir: str, plt, colors: 
     return paths
 
 
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
 def _band(records: list[RunRecord], metric: str) -> tuple[list[int], list[float], list[float], list[float]]:
     """(steps, mean, low, high) over the seeds' curves at the steps they all measured."""
     curves = [r.learning_curve for r in records]
@@ -126,7 +129,7 @@ def plot_learning_curves(db: str | None = None, out_dir: str = "results/plots", 
     paths = []
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for (label, name), group in sorted(by_task.items()):
-        fig, ax = plt.subplots(figsize=(8.5, 5.2))
+        fig, ax = plt.subplots(figsize=(8.5, 5.4))
         top = 0.0
         seeds = set()
         for i, arch in enumerate(sorted({r.arch for r in group})):
@@ -134,7 +137,8 @@ def plot_learning_curves(db: str | None = None, out_dir: str = "results/plots", 
             steps, mean, lo, hi = _band(members, metric)
             color = colors[i % len(colors)]
             ax.fill_between(steps, lo, hi, color=color, alpha=0.2, lw=0)
-            ax.plot(steps, mean, color=color, lw=1.8, marker="o", ms=2.5, label=f"{arch} ({len(members)} seeds)")
+            ax.plot(steps, mean, color=color, lw=1.6, marker=MARKERS[i % len(MARKERS)], ms=4, mfc="none",
+                    label=f"{arch} ({len(members)} seeds)")  # open markers: curves on top of each other stay visible
             top = max([top, *(v for v in hi if math.isfinite(v))])
             seeds.add(len(members))
         curve = group[0].learning_curve
@@ -147,9 +151,12 @@ def plot_learning_curves(db: str | None = None, out_dir: str = "results/plots", 
         ax.set_xscale("log")
         ax.set_ylim(-0.02 * max(top, threshold), 1.08 * max(top, threshold))
         n_seeds = f"{seeds.pop()} seeds" if len(seeds) == 1 else "seeds per architecture in the legend"
+        ev = group[0].evals.get(name)
+        where = f"scored at {ev.positions}\n" if ev is not None else ""
         ax.set(xlabel="training step (log scale)", ylabel=f"{SHORT[metric]} (bits)",
-               title=f"{label}, eval {name}: {SHORT[metric]} during training\n"
+               title=f"{label}, eval {name}: {SHORT[metric]} during training\n{where}"
                      f"{curve.n_sequences} fixed curve sequences; line: mean over {n_seeds}, band: their range")
+        ax.title.set_fontsize(10)
         paths.append(save(fig, os.path.join(out_dir, f"{_slug(label)}_curves_{metric}.png"), grid=True, legend=True))
     return paths
 
@@ -174,5 +181,6 @@ def plot_comparison(a: list[RunRecord], b: list[RunRecord], comparison, path: st
     c = a[0].learning_curve
     ax.set(xlabel="training step (log scale)", ylabel=f"{SHORT[metric]} (bits)",
            title=f"{a[0].task_label}, eval {c.eval}: {SHORT[metric]} on {c.n_sequences} curve sequences\n"
-                 "line: mean over seeds, band: their range; test: Welch's t per step, Holm-adjusted")
+                 "line: mean over seeds, band: their range; test: Welch's t per step, fixed sequence from the end")
+    ax.title.set_fontsize(10)
     return save(fig, path, grid=True, legend=True)

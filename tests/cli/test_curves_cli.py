@@ -68,7 +68,7 @@ def test_leaderboard_reads_the_curves(capsys, store):
     # with 1.3 bits both transformer seeds reached it at their first measured step
     md = _run(capsys, "leaderboard", "--db", store["db"], "--threshold", "1.3")
     line = next(x for x in md.splitlines() if "| transformer |" in x and "(trained)" in x)
-    assert "| 1 [1, 1] (2/2; 32 seq) | - |" in line  # both at step 1; one point: cannot tell if improving
+    assert "| 1, every seed at that measured step (2/2; 32 seq) | - |" in line  # one point: cannot tell if improving
     assert "learning curves (bijection V=8 L=7 repl values: 64 sequences" in md
     auc = _run(capsys, "leaderboard", "--db", store["db"], "--metric", "auc")
     assert "**AUC of entropy MAE over log step** (bits)" in auc.splitlines()[0]
@@ -91,7 +91,7 @@ def test_compare_two_runs(capsys, store):
                "--plot", str(store["tmp"] / "cmp.png"))
     assert f"A = {store['mlp']}: bijection V=8 L=7 repl / mlp, 3 seeds [0, 1, 2]" in out
     assert "| step | A: entropy_mae (bits), mean [95% CI over seeds] |" in out
-    assert "Welch's t-test over seeds (3 vs 2) at each of the 1 steps" in out
+    assert "Welch's t-test over seeds (3 vs 2) at the one step both cover (1)" in out
     assert (store["tmp"] / "cmp.png").stat().st_size > 0
     data = json.loads(_run(capsys, "compare", store["mlp"][:6], store["transformer"], "--db", store["db"], "--json"))
     assert data["run_a"] == store["mlp"] and [s["step"] for s in data["steps"]] == [1]
