@@ -18,9 +18,12 @@ same sequences. The curve is a read-only observation: the model is evaluated in 
 no_grad, in exact float32 (no TF32, no autocast), and nothing here draws from a random stream
 that training uses (the set has its own generator; eval mode draws no dropout).
 
-Adding a metric (e.g. the bijection's error split by case): a function (CurveSet, log_q, h_q) ->
-[E] tensor in `CURVE_METRICS`; the trainer records it, the store keeps it as another `metric`
-value of the `learning_curves` table, and the leaderboard's `--curve-metric` can name it.
+Adding a metric (e.g. the bijection's error split by case, repeated keys against new keys): a
+function (CurveSet, log_q, h_q) -> [E] tensor in `CURVE_METRICS`; the trainer records it, the
+checkpoint and the store keep it (another `metric` value of the `learning_curves` table; older
+checkpoints read it as NaN), and the statistics of `store.curve_stats` take any metric name.
+For the leaderboard, `plot --curves` and `compare` to offer it, add its name to their
+`--curve-metric` / `--metric` choices and to `store.leaderboard.SHORT` (its short name).
 """
 
 from __future__ import annotations
