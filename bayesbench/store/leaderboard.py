@@ -179,7 +179,8 @@ def _aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: b
     groups: dict[tuple, dict] = {}
     for r in records:  # oldest first: a newer record of the same seed replaces the older one
         for name, ev in r.evals.items():
-            key = (r.task_label, name, r.arch, r.run_id if per_run else config_key(r))
+            n_seq = ev.entropy_mae.n_sequences  # rows are comparable only on the same evaluation set
+            key = (r.task_label, name, n_seq, r.arch, r.run_id if per_run else config_key(r))
             g = groups.setdefault(key, {"task": r.task_label, "eval": name, "arch": r.arch,
                                         "params": r.params, "steps": r.steps, "runs": {}, "by_seed": {},
                                         "positions": ev.positions, "floors": ev.floors,
@@ -191,19 +192,37 @@ def _aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: b
     for g in groups.values():
         seeds = sorted(g.pop("by_seed").items())
         g["seeds"] = [s for s, _ in seeds]
-        g["values"] = {m: [v[m] for _, (v, _, _) in seeds] for m in METRICS}
         g["status"] = [st for _, (_, st, _) in seeds]
         g["records"] = [rec for _, (_, _, rec) in seeds]
+        # a diverged member's numbers are never a result: NaN in every statistic, named in the table
+        g["values"] = {m: [math.nan if rec.diverged else v[m] for _, (v, _, rec) in seeds] for m in METRICS}
+        g["diverged"] = [rec.diverged_at if rec.diverged else None for rec in g["records"]]
         walls = [w for w in g["runs"].values() if w is not None]
         g["wall_s"] = sum(walls) / len(walls) if walls else float("nan")
         g["n_runs"] = len(g.pop("runs"))
     _curve_stats(list(groups.values()), curve_metric, threshold)
-    out = sorted(groups.values(),
-                 key=lambda g: (g["task"], _eval_order(g["eval"]), _sort_key(_mean(g["values"][metric]))))
+    out = sorted(groups.values(), key=lambda g: (g["task"], _eval_order(g["eval"]), -g["n_sequences"],
+                                                 _sort_key(_mean(g["values"][metric]))))
     for g in out:
         g["means"] = {m: _mean(v) for m, v in g["values"].items()}
         g["ci"] = seed_interval(g["values"][metric])
     return out
+
+
+def block_key(g: dict) -> tuple:
+    """The rows that may be ranked together: one task, one evaluation, one evaluation set (the
+    same sequences: the set is fixed by the task and its size)."""
+    return (g["task"], g["eval"], g["n_sequences"])
+
+
+AT_FLOOR = 0.01  # a row whose mean is within 1% of the uniform floor, or above it, is marked "at floor"
+
+
+def at_floor(g: dict, metric: str) -> bool:
+    """Whether the row's mean of `metric` is within AT_FLOOR of the uniform floor or above it."""
+    floor = ((g.get("floors") or {}).get("uniform") or {}).get(metric)
+    mean = g["means"].get(metric, math.nan)
+    return floor is not None and math.isfinite(mean) and mean >= floor.mean * (1 - AT_FLOOR)
 
 
 def _curve_stats(groups: list[dict], metric: str, threshold: float) -> None:
@@ -221,7 +240,7 @@ def _curve_stats(groups: list[dict], metric: str, threshold: float) -> None:
                           for c, stop in zip(curves, stops)]
     blocks: dict[tuple, list[dict]] = {}
     for g in groups:
-        blocks.setdefault((g["task"], g["eval"]), []).append(g)
+        blocks.setdefault(block_key(g), []).append(g)
     for block in blocks.values():
         full = [(c.step, c.metric(metric)) for g in block for c in g["curves"] if c is not None]
         span = common_range(full)
@@ -336,21 +355,25 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
              "|---|---|---|---|---|---|---|---|---|" + "---|" * len(others) + "---|---|---|"]
     best: dict[tuple, float] = {}
     for g in agg:
-        key = (g["task"], g["eval"])
         v = g["means"][metric]
-        best[key] = min(best.get(key, math.inf), v if math.isfinite(v) else math.inf)
+        best[block_key(g)] = min(best.get(block_key(g), math.inf), v if math.isfinite(v) else math.inf)
+    sizes: dict[tuple, set] = {}
+    for g in agg:
+        sizes.setdefault((g["task"], g["eval"]), set()).add(g["n_sequences"])
     for i, g in enumerate(agg):
-        key = (g["task"], g["eval"])
+        key = block_key(g)
         ratio = g["means"][metric] / best[key] if 0 < best[key] < math.inf else float("nan")
-        flag = "" if all(s == "ok" for s in g["status"]) else " (diverged member)"
         lo, hi = g["ci"]
         ci = f" [{_fmt(max(lo, 0.0))}, {_fmt(hi)}]" if math.isfinite(lo) else ""
-        lines.append(f"| {g['task']} | {g['eval']}{'' if not g['primary'] else ' (trained)'} | {g['arch']}{flag} | "
-                     f"{_count(g['params'])} | {g['steps']} | {_wall(g['wall_s'])} | {_seeds(g)} | "
-                     f"{_fmt(g['means'][metric])}{ci} | {' '.join(_fmt(x) for x in g['values'][metric])} | "
+        size = f", {g['n_sequences']} seq" if len(sizes[(g["task"], g["eval"])]) > 1 else ""
+        mean = _fmt(g["means"][metric]) + ci if math.isfinite(g["means"][metric]) else "diverged (every seed)"
+        lines.append(f"| {g['task']} | {g['eval']}{'' if not g['primary'] else ' (trained)'}{size} | "
+                     f"{g['arch']}{_row_marks(g, metric)} | {_count(g['params'])} | {g['steps']} | "
+                     f"{_wall(g['wall_s'])} | {_seeds(g)} | {mean} | {_per_seed(g, metric)} | "
                      + " | ".join(_fmt(g["means"][m]) for m in others)
-                     + f" | {_reach_cell(g['reach'])} | {_improving_cell(g['improving'])} | {ratio:.1f}x |")
-        if i + 1 == len(agg) or (agg[i + 1]["task"], agg[i + 1]["eval"]) != key:
+                     + f" | {_reach_cell(g['reach'])} | {_improving_cell(g['improving'])} | "
+                     + (f"{ratio:.1f}x |" if math.isfinite(ratio) else "- |"))
+        if i + 1 == len(agg) or block_key(agg[i + 1]) != key:
             lines += _floor_lines(agg, key, metric, others)
     ranked = METRICS[metric] if metric != AUC else (
         f"the area under the learning curve of {SHORT[cm]} against log(step), divided by the log-step range: the "
@@ -365,6 +388,12 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
               "'seeds' = how many seeds the row pools (every stored run of the same task, arch and configuration; a "
               "seed run twice counts once, its newest run), then which.",
               *_curve_notes(agg, cm, threshold),
+              "- rows are ranked only against rows scored on the same evaluation set (task, evaluation, number of "
+              "sequences: the set is fixed by these); a table holding several sets of one evaluation says each row's "
+              "size ('512 seq') and gives each set its own floors and 'x best'",
+              f"- '(at floor)': the row's mean is within {AT_FLOOR:.0%} of the uniform floor of its set, or above it; "
+              "'(k of n diverged, at step s)': those members' numbers are not results (shown as 'diverged@s' and "
+              "left out of the mean and its interval)",
               "- floor rows (computed, not trained, on the same sequences): uniform = 1/C for every class; marginal = "
               "the best predictor that ignores the context (the mean posterior at each position, estimated from an "
               "independent sample). A model at a floor has learned nothing usable from the context.",
@@ -390,6 +419,30 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
     return "\n".join(lines + notes)
 
 
+def _row_marks(g: dict, metric: str) -> str:
+    """" (1 of 3 diverged, at step 150)", " (at floor)": what a row's numbers must be read with."""
+    marks = []
+    n = sum(s != "ok" for s in g["status"])
+    if n:
+        steps = sorted({d for d in g["diverged"] if d is not None})
+        at = f", at step {', '.join(map(str, steps))}" if steps else ""
+        marks.append(f"{n} of {len(g['status'])} diverged{at}")
+    if metric in METRICS and at_floor(g, metric):
+        marks.append("at floor")
+    return f" ({'; '.join(marks)})" if marks else ""
+
+
+def _per_seed(g: dict, metric: str) -> str:
+    """Each seed's value in seed order; a diverged member as where it diverged, not as a number."""
+    cells = []
+    for value, step, status in zip(g["values"][metric], g["diverged"], g["status"]):
+        if status != "ok":
+            cells.append(f"diverged@{step}" if step is not None else "diverged")
+        else:
+            cells.append(_fmt(value))
+    return " ".join(cells)
+
+
 def _curve_notes(agg: list[dict], metric: str, threshold: float) -> list[str]:
     """What the curve columns are, and on which sequences they were measured."""
     sets = sorted({(g["task"], g["eval"], c.n_sequences) for g in agg for c in g["curves"] if c is not None})
@@ -409,8 +462,8 @@ def _curve_notes(agg: list[dict], metric: str, threshold: float) -> list[str]:
 
 
 def _floor_lines(agg: list[dict], key: tuple, metric: str, others: list[str]) -> list[str]:
-    """The floor rows of one (task, eval), from the first run that stored them."""
-    floors = next((g["floors"] for g in agg if (g["task"], g["eval"]) == key and g["floors"]), None)
+    """The floor rows of one evaluation set (`block_key`), from the first run that stored them."""
+    floors = next((g["floors"] for g in agg if block_key(g) == key and g["floors"]), None)
     if not floors:
         return []
     out = []
@@ -474,21 +527,42 @@ def render(records: list[RunRecord], fmt: str = "md", metric: str = "entropy_mae
 
 
 def headline(records: list[RunRecord]) -> list[str]:
-    """The science in two lines per task: the ranking by mean headline entropy MAE, and whether
-    the transformer beats the position-wise MLP on every seed (worst transformer seed against
-    best MLP seed), as Paper I reports it for the bijection."""
+    """The science in two lines per task: the ranking by mean headline entropy MAE on the primary
+    evaluation set, where two neighbours whose 95% intervals over seeds overlap are a tie ("~"),
+    rows at the uniform floor and diverged members are marked; and whether the transformer beats
+    the position-wise MLP on every seed (worst transformer seed against best MLP seed), as Paper I
+    reports it for the bijection."""
     lines = []
-    by_task: dict[str, dict[str, list[float]]] = {}
-    for r in records:
-        by_task.setdefault(r.task_label, {}).setdefault(r.arch, []).append(r.entropy_mae_bits)
-    for task, archs in by_task.items():
-        mean = {a: sum(v) / len(v) for a, v in archs.items()}
-        ranking = " < ".join(f"{a} {mean[a]:.4f}" for a in sorted(mean, key=mean.get))
-        lines.append(f"{task}: mean entropy MAE (bits), best first: {ranking}")
-        if "transformer" in archs and "mlp" in archs:
-            worst_t, best_m = max(archs["transformer"]), min(archs["mlp"])
+    blocks: dict[tuple, list[dict]] = {}
+    for g in _aggregate(records, "entropy_mae"):
+        if g["primary"]:
+            blocks.setdefault(block_key(g), []).append(g)
+    for (task, ev, n), rows in blocks.items():
+        rows = sorted(rows, key=lambda g: _sort_key(g["means"]["entropy_mae"]))
+        text = ""
+        for k, g in enumerate(rows):
+            if k:
+                text += f" {_order(rows[k - 1], g)} "
+            mean = g["means"]["entropy_mae"]
+            text += (f"{g['arch']} " + (f"{mean:.4f}" if math.isfinite(mean) else "diverged")
+                     + _row_marks(g, "entropy_mae"))
+        lines.append(f"{task} ({ev}, {n} sequences): mean entropy MAE (bits) over seeds, best first: {text} "
+                     "('<': 95% intervals over seeds apart; '~': they overlap, a tie at this number of seeds; '<?': "
+                     "fewer than two seeds, untested)")
+        by_arch = {g["arch"]: [v for v, st in zip(g["values"]["entropy_mae"], g["status"]) if st == "ok"]
+                   for g in rows}
+        if by_arch.get("transformer") and by_arch.get("mlp"):
+            worst_t, best_m = max(by_arch["transformer"]), min(by_arch["mlp"])
             factor = best_m / worst_t if worst_t > 0 else math.inf
             verdict = "below" if factor > 1 else "NOT below"
             lines.append(f"{task}: transformer is {verdict} the position-wise MLP on every seed, by {factor:.1f}x "
                          f"(worst transformer seed {worst_t:.4f} bits, best MLP seed {best_m:.4f} bits)")
     return lines
+
+
+def _order(a: dict, b: dict) -> str:
+    """'<' when b's interval over seeds lies above a's, '~' when they overlap, '<?' without intervals."""
+    (_, a_hi), (b_lo, _) = seed_interval(a["values"]["entropy_mae"]), seed_interval(b["values"]["entropy_mae"])
+    if not (math.isfinite(a_hi) and math.isfinite(b_lo)):
+        return "<?"
+    return "<" if b_lo > a_hi else "~"

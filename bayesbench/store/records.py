@@ -245,6 +245,21 @@ class RunRecord:
         return self.headline.kl.mean
 
     @property
+    def diverged(self) -> bool:
+        """Whether this member diverged (its scores are those of its last finite parameters: never a result)."""
+        return self.status != "ok"
+
+    @property
+    def diverged_at(self) -> int | None:
+        """The step it diverged at (from its status, "... diverged at step N: ..."), if it did."""
+        if not self.diverged:
+            return None
+        import re
+
+        found = re.search(r"diverged at step (\d+)", self.status)
+        return int(found.group(1)) if found else self.stop_step
+
+    @property
     def stop_kind(self) -> str | None:
         """"budget", "diverged", "threshold" or "plateau" (None: not recorded)."""
         return None if self.stop_reason is None else self.stop_reason.split(":")[0]
