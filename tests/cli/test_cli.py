@@ -72,7 +72,7 @@ def test_run_quick_subset_prints_leaderboard_and_plots(capsys, store):
                "--runs-dir", store["runs"], "--no-progress")
     assert "Leaderboard" in out and "| hmm S=5 K=20 rows | K=50 |" in out and "| bijection V=8 L=7 repl |" in out
     assert "label-permutation" in out
-    assert "bijection V=8 L=7 repl: transformer is" in out and "mean entropy MAE (bits), best first:" in out
+    assert "bijection V=8 L=7 repl: transformer is" in out and "mean entropy MAE (bits) over seeds, best first:" in out
     rows = json.loads(_run(capsys, "leaderboard", "--db", store["db"], "--json"))["runs"]
     assert len(rows) == 2 * 2 * 2  # tasks x archs x seeds
     hmm = [r for r in rows if r["task"] == "hmm"][0]
