@@ -11,7 +11,8 @@ from torch import Tensor
 
 from ...store.figures import pyplot, save
 
-COLORS = {"sgd": "tab:red", "em": "tab:blue", "adamw": "tab:red", "adamw-em": "tab:blue"}
+COLORS = {"sgd": "tab:red", "em": "tab:blue", "adamw": "tab:red", "adamw-em": "tab:blue", "wo10": "tab:green",
+          "wqk10": "tab:purple", "sgd3": "tab:orange", "sgd10": "tab:brown"}
 
 
 def loss_curves(path: str, losses: Tensor, schedules: list[str], floors: dict[str, float], title: str) -> str:
