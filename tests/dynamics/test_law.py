@@ -99,3 +99,26 @@ def test_own_part_plus_rest_is_the_whole_prediction_and_own_is_only_the_qk_rows(
         first = torch.where(keep, 0.1 * own[layer], 0.0)
         err = torch.where(keep, moved[layer] - s0[layer], 0.0) - first
         assert float(err.abs().max()) < 1e-3 * float(first.abs().max())
+
+
+def test_scores_of_a_rope_model_are_its_attention_scores():
+    """transformer_scores applies the rotary embedding the model's attention applies: softmax of
+    the scores is the alpha its probed backward sees."""
+    from bayesbench.dynamics.profile.probes import ProbeSet
+    from bayesbench.training.trainer import member_losses
+
+    task = get_task("bijection", V=5)
+    model = get_model("transformer", task, seeds=[0], n_layer=2, n_head=2, d_model=12, d_ffn=20,
+                      position="rope").double()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel()), dtype=p.dtype))
+    b = task.sample(3, torch.Generator().manual_seed(0))
+    tokens, targets, mask = (t.unsqueeze(0) for t in (b.tokens, b.targets, b.mask))
+    probes = ProbeSet(model, "reference")
+    probes.attach("full")
+    member_losses(model(tokens), targets, mask).sum().backward()
+    alpha = masked_softmax(transformer_scores(model, tokens).detach())
+    for li, p in enumerate(probes.probes):
+        torch.testing.assert_close(alpha[li, 0], p.alpha.reshape(1, -1, *p.alpha.shape[1:])[0], rtol=1e-9, atol=1e-12)
+    probes.detach()
