@@ -237,6 +237,8 @@ def test_law_statistics_known_values():
     assert get["law_linearity_r2"] == pytest.approx(1.0)  # prediction = actual
     assert get["law_own_share"] == pytest.approx(0.25)  # own = a quarter of the prediction
     assert get["law_own_cosine"] == pytest.approx(get["law_cosine"])
+    raw = torch.tensor([5.0, 2.0, 0.0, 3.0, 1.0, 2.0], dtype=torch.float64)  # the visible Delta s
+    assert get["law_row_shift_share"] == pytest.approx(1 - float(dsc.pow(2).sum() / raw.pow(2).sum()))
     # query test: Delta alpha from softmax(s + Delta s); sum_j A_ij Delta alpha_ij by hand per row
     a1 = torch.softmax((alpha.log() + ds).masked_fill(~keep, float("-inf")).double(), -1)
     gains = (adv.double() * (a1 - alpha.double())).sum(-1)[1:]

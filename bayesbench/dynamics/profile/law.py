@@ -34,6 +34,8 @@ Statistics (names in the store, one number per member, layer, head and checked s
                       Delta theta only; P - P_own is everything else: embeddings, earlier layers,
                       LayerNorms)
     law_own_cosine    cos(P_own^c, alpha A), law_rest_cosine cos(P^c - P_own^c, alpha A)
+    law_row_shift_share  1 - ||Delta s^c||^2 / ||Delta s||^2: the share of the raw change that is a
+                      row shift (moves no weight); what an uncentred statistic would count
 
 Every statistic but the linearity check and the share has a **shuffle null** `<name>_null`: the
 same statistic with each sequence's changes paired with another sequence's alpha and A of the
@@ -51,7 +53,7 @@ from bayesbench.models.attention import causal_mask
 
 NULLED = ("law_sign_alpha", "law_sign_abs", "law_cosine", "law_query_test", "law_kappa", "law_own_cosine",
           "law_rest_cosine")
-PLAIN = ("law_linearity_r2", "law_own_share")
+PLAIN = ("law_linearity_r2", "law_own_share", "law_row_shift_share")
 LAW_NAMES = NULLED + tuple(f"{n}_null" for n in NULLED) + PLAIN
 _RED = (-4, -2, -1)  # B, T, T of [..., B, H, T, T]; the head dim -3 stays
 
@@ -134,7 +136,9 @@ def law_statistics(delta_s: Tensor, predicted: Tensor, own: Tensor, advantage: T
     ds_c = change["ds_c"]
     r2 = 1 - _safe_div((ds_c - p_c).pow(2).sum(_RED), ds_c.pow(2).sum(_RED))
     share = _safe_div((own_c * p_c).sum(_RED), p_c.pow(2).sum(_RED))
-    return torch.cat([stats, null, torch.stack([r2, share])])
+    ds = torch.where(keep, delta_s, 0.0)
+    shift = 1 - _safe_div(ds_c.pow(2).sum(_RED), ds.pow(2).sum(_RED))
+    return torch.cat([stats, null, torch.stack([r2, share, shift])])
 
 
 def own_qk_tangent(model, delta: list[Tensor], layer: int) -> list[Tensor]:

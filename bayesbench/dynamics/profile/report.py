@@ -83,12 +83,14 @@ def _law(summary: dict) -> str:
             rows.append(f"| {label} | {_f(d['value'], '.4g')} | {_f(d['null'], '.4g')} | "
                         f"{fmt(d['excess'], f)} | {_f(d['above_null'], '.0%')} | "
                         f"{verdict(d['excess'], 'above its null', 'below its null')} |")
-        r2, share = v.get("linearity_r2", {}), v.get("own_share", {})
+        r2, share, shift = v.get("linearity_r2", {}), v.get("own_share", {}), v.get("row_shift_share", {})
         rows += ["", f"Linearity check (R^2 of the row-centred change against its first-order prediction): mean "
                      f"{fmt(r2.get('mean'), '{:.4f}')}, median {_f(r2.get('median'), '.4f')}, minimum "
                      f"{_f(r2.get('min'), '.3g')}. Share of the predicted centred change from the head's own "
                      f"W_Q/W_K update: {fmt(share.get('mean'), '{:.3f}')} (the rest comes through shared weights: "
-                     f"embeddings, earlier layers, LayerNorms)."]
+                     f"embeddings, earlier layers, LayerNorms). Row shifts, which move no weight, were "
+                     f"{fmt(shift.get('mean'), '{:.3f}')} of the raw ||Delta s||^2 (median "
+                     f"{_f(shift.get('median'), '.3f')}): what an uncentred statistic counts."]
         parts.append("\n".join(rows))
     return "\n\n".join(parts)
 
