@@ -369,6 +369,9 @@ def _store_untouched(db):
     (["--checkpoints", "1"], "--checkpoints must be >= 2"),
     (["--lr", "-1"], "--lr must be a positive number"),
     (["--task", "nope"], "task 'nope' is not in preset"),
+    (["--law-sequences", "1"], "--law-sequences must be >= 2"),
+    (["--task-set", "nope=1"], "unexpected keyword argument 'nope'"),
+    (["--task-set", "variant=other"], "variant must be one of"),
 ])
 def test_profile_bad_inputs(tmp_path, capsys, extra, message):
     db = str(tmp_path / "store.sqlite")
