@@ -7,7 +7,14 @@ import pytest
 import torch
 
 from bayesbench.dynamics.profile.heads import head_summary, head_timing
-from bayesbench.dynamics.profile.relevance import RELEVANCE_NAMES, applies, relevance_statistics, relevant_keys
+from bayesbench.dynamics.profile.relevance import (
+    RELEVANCE_NAMES,
+    applies,
+    relevance_statistics,
+    relevance_summary,
+    relevant_keys,
+    sign_test,
+)
 from bayesbench.dynamics.store import DynamicsRecord
 from bayesbench.tasks import get_task
 
@@ -76,3 +83,24 @@ def test_head_timing_ranks_heads_by_final_damage():
     assert top["heads"] == {0: 1, 1: 0} and top["damage"]["mean"] == pytest.approx(1.0)
     assert got["leads"]["L0: damage_after_entropy (rank 0)"]["mean"] == pytest.approx(10.0)
     assert head_summary([]) == {}
+
+
+def test_relevance_summary_follows_the_retrieval_head_and_counts_censored_leads():
+    rows = []
+    for seed in range(6):
+        for step in range(0, 200, 10):
+            for head in (0, 1):
+                adv = 0.9 if step >= 50 else 0.1  # the advantage points at the relevant key from step 50
+                alpha = (0.9 if step >= 120 else 0.1) if head == seed % 2 else 0.05  # one head follows at 120
+                if seed == 5:
+                    alpha = 0.1 if head == 1 else 0.05  # this seed's attention never gets there
+                vals = {"relevant_top1_adv": adv, "relevant_top1_alpha": alpha, "relevant_top1_chance": 0.14,
+                        "relevant_alpha_mass": alpha, "relevant_adv_rank": 0.1, "relevant_alpha_rank": 0.5}
+                rows += [DynamicsRecord(seed, step, 1, head, n, v) for n, v in vals.items()]
+    got = relevance_summary(rows)[1]
+    assert [got["per_seed"][s]["head"] for s in range(5)] == [0, 1, 0, 1, 0]
+    assert got["per_seed"][0]["t_adv"] == 50.0 and got["per_seed"][0]["t_alpha"] == 120.0  # centred window of 5
+    assert got["lead"]["mean"] == pytest.approx(70.0) and got["lead"]["n"] == 5
+    assert (got["adv_first_seeds"], got["alpha_first_seeds"], got["alpha_never_seeds"]) == (6, 0, 1)
+    assert got["sign_test_p"] == pytest.approx(2 / 64)
+    assert sign_test(3, 3) == pytest.approx(1.0) and sign_test(0, 0) == 1.0

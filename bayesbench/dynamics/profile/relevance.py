@@ -140,14 +140,27 @@ def relevance_summary(records, level: float = 0.5) -> dict:
                               **{f"{n}_first": _nanmean(series[n][:n0]) for n in RELEVANCE_NAMES},
                               **{f"{n}_last": _nanmean(series[n][-n0:]) for n in RELEVANCE_NAMES}}
         leads = [v["lead"] for v in per_seed.values() if v["lead"] is not None]
+        adv_first = sum(1 for v in per_seed.values() if _first(v["t_adv"], v["t_alpha"]))
+        alpha_first = sum(1 for v in per_seed.values() if _first(v["t_alpha"], v["t_adv"]))
         row = {"per_seed": per_seed, "level": level, "lead": t_interval(leads),
-               "adv_first_seeds": sum(1 for v in per_seed.values() if _first(v["t_adv"], v["t_alpha"])),
-               "seeds": len(per_seed)}
+               "adv_first_seeds": adv_first, "alpha_first_seeds": alpha_first,
+               "alpha_never_seeds": sum(1 for v in per_seed.values() if v["t_alpha"] is None),
+               "sign_test_p": sign_test(adv_first, alpha_first), "seeds": len(per_seed)}
         for n in RELEVANCE_NAMES:
             for when in ("first", "last"):
                 row[f"{n}_{when}"] = bootstrap_interval([v[f"{n}_{when}"] for v in per_seed.values()])
         out[layer] = row
     return out
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """Two-sided exact binomial (sign) test of wins against losses at p = 1/2 (ties left out);
+    1.0 with no untied seeds. A seed where only one event happened counts for that one: its lead
+    is censored, but its sign is known."""
+    from scipy.stats import binomtest
+
+    n = wins + losses
+    return float(binomtest(wins, n, 0.5).pvalue) if n else 1.0
 
 
 def _first(t: float | None, other: float | None) -> bool:

@@ -148,13 +148,24 @@ def _relevance(summary: dict) -> str | None:
             f"{fmt(v['relevant_top1_chance_first'])} | {fmt(v['relevant_adv_rank_first'])} / "
             f"{fmt(v['relevant_adv_rank_last'])} | {fmt(v['relevant_alpha_rank_first'])} / "
             f"{fmt(v['relevant_alpha_rank_last'])} | {fmt(v['lead'], '{:+.0f}')} | "
-            f"{v['adv_first_seeds']}/{v['seeds']} seeds | "
-            f"{verdict(v['lead'], 'the advantage pointed first', 'attention concentrated first')} |")
+            f"{v['adv_first_seeds']}/{v['seeds']} seeds (attention never reached 0.5 in {v['alpha_never_seeds']}) | "
+            f"{_sign_verdict(v)} |")
     return ("Bijection with repeated keys: for a query at a key seen before, the relevant keys are the value "
             "positions right after its earlier occurrences. Per seed, the layer's retrieval head (largest late "
             "top-1 share under alpha); shares over the queries with a relevant key, first and last tenth of the "
             "checks, mean [95% bootstrap interval] over seeds; t = first checked step where the running mean "
-            "over 5 checks reaches 0.5.\n\n" + "\n".join(rows))
+            "over 5 checks reaches 0.5; the lead's t-interval uses the seeds where both happened, the verdict a sign "
+            "test over every seed where at least one did.\n\n" + "\n".join(rows))
+
+
+def _sign_verdict(v: dict) -> str:
+    """From the sign test over seeds (censored leads count by their sign)."""
+    p = v.get("sign_test_p", 1.0)
+    if p >= 0.05:
+        return f"cannot tell at this scale (sign test over seeds p = {p:.2g})"
+    first = "the advantage pointed first" if v["adv_first_seeds"] > v["alpha_first_seeds"] else \
+        "attention concentrated first"
+    return f"{first} (sign test p = {p:.2g})"
 
 
 def _heads(summary: dict) -> str | None:
