@@ -16,7 +16,7 @@ LAW_LABELS = {
     "sign_abs": "sign agreement, |alpha A|-weighted",
     "cosine": "cos(row-centred Delta s, alpha A)",
     "query_test": "queries with sum_j A_ij Delta alpha_ij > 0",
-    "kappa": "kappa = <Delta s_c, alpha A> / (eta ||alpha A||^2)",
+    "kappa": "kappa = <Delta s_c, alpha A> / (eta ||alpha A||^2) (per-seed medians)",
     "own_cosine": "cos(own W_Q/W_K part of J Delta theta, alpha A)",
     "rest_cosine": "cos(everything else in J Delta theta, alpha A)",
 }
