@@ -1,7 +1,7 @@
 """`bayesbench plot`: PNG figures of the stored results (or of a dynamics study).
 
     bayesbench plot                       # per task: model vs Bayes entropy per position, error curves
-    bayesbench plot --dynamics STUDY_ID   # a profile study's figures, redrawn from the store
+    bayesbench plot --dynamics STUDY_ID   # a profile study's figures and report, rebuilt from the store
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("plot", help="PNG figures: model vs Bayes entropy per position, error curves per arch")
     p.add_argument("--task", help="only this task")
     p.add_argument("--out", default=os.path.join("results", "plots"), help="output folder (default results/plots)")
-    p.add_argument("--dynamics", metavar="STUDY", help="draw a dynamics study's curves instead (e.g. a profile's id)")
+    p.add_argument("--dynamics", metavar="STUDY", help="draw a profile study's curves instead and rebuild its report "
+                                                       "from the store (e.g. a profile's id)")
     add_db(p)
     p.set_defaults(handler=cmd_plot)
 

@@ -331,6 +331,7 @@ def test_profile_command_end_to_end(tmp_path, capsys):
             assert r.value == pytest.approx(float(tv[c, r.layer, e, :, r.head].mean()), rel=1e-5, abs=1e-7)
     assert main(["plot", "--dynamics", study, "--db", db, "--out", str(tmp_path / "plots")]) == 0
     assert len(os.listdir(tmp_path / "plots")) == len(out["summary"]["figures"])
+    assert open(out["summary"]["report"]).read() == text  # the report rebuilt from the store alone
 
 
 def _tiny_run(tmp_path, seeds=(0, 1), steps=3):

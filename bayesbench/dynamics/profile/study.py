@@ -181,12 +181,24 @@ def run_profile(args) -> int:
 
 
 def plot_study(study_id: str, db: str | None, out_dir: str) -> list[str]:
-    """`bayesbench plot --dynamics STUDY`: redraw a profile study's figures from the store."""
-    from ..store import read_study
+    """`bayesbench plot --dynamics STUDY`: redraw a profile study's figures from the store into
+    `out_dir`, and rebuild its report (and stored summary) beside the store from the records
+    alone. Returns the figures and, last, the report's path."""
+    from ..report import report_dir
+    from ..store import read_study, register_study
     from .plots import plot_profile
+    from .report import write_profile_report
     from .summary import summarize_profile
 
     study = read_study(study_id, db)
     if study is None:
         raise ValueError(f"--dynamics {study_id!r}: unknown study (see the `studies` table of the store)")
-    return plot_profile(study_id, db, out_dir, summarize_profile(study_id, db))
+    summary = summarize_profile(study_id, db)
+    summary["timing"] = (study.get("summary") or {}).get("timing", {})
+    figures = plot_profile(study_id, db, out_dir, summary)
+    config = study["config"]
+    report_figures = plot_profile(study_id, db, os.path.join(report_dir(db), study_id), summary)
+    report = write_profile_report(study_id, config, summary, report_figures, db)
+    summary["report"], summary["figures"] = report, report_figures
+    register_study(study_id, "profile", config, run_id=study.get("run_id"), summary=summary, status="ok", path=db)
+    return figures + [report]
