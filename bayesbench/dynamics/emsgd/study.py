@@ -180,6 +180,12 @@ def _toy(variant, seeds, steps, length, sequences, chunk, out_dir, progress, sch
     pair = [names.index("sgd"), names.index("em")]  # the section 7.1 figures: the two schedules of the paper
     figures = [plots.loss_curves(os.path.join(out_dir, "loss.png"), run.losses, names, floors,
                                  f"{variant} variant: {len(seeds)} seeds, T={length}, {steps} updates"),
+               plots.loss_curves(os.path.join(out_dir, "held_out_loss.png"), run.test_losses, names,
+                                 {"exact filtering floor, held-out (mean over seeds)":
+                                  summary["held_out"]["floor_mean"], "chance, ln 8": math.log(n_classes)},
+                                 f"held-out sequence per seed (seed + {TEST_SEED_OFFSET}), scored every 10 updates",
+                                 steps=run.record_steps, ylabel="held-out cross-entropy (nats)",
+                                 ylim=(summary["held_out"]["floor_mean"] - 0.05, math.log(n_classes) + 0.25)),
                plots.heatmaps(os.path.join(out_dir, "attention_heatmaps.png"),
                               {n: run.heatmaps[n] for n in ("sgd", "em")}, seeds[0]),
                plots.attention_entropy(os.path.join(out_dir, "attention_entropy.png"), run.record_steps, ent,
