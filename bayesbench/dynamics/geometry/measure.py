@@ -263,6 +263,7 @@ class KeyFrame:
     init: Tensor  # [E, H] the same at initialisation
     static: Tensor  # [E, H] keys of the token embeddings alone (no position)
     centred: Tensor  # [E, H] keys minus their mean over the group's tokens
+    init_centred: Tensor  # [E, H] the centred keys at initialisation
 
 
 @dataclass
@@ -298,11 +299,14 @@ def _key_frames(model, init_model, trace, tokens, header, task, first: int) -> l
         cos, off = offdiag_abs_cos(keys)
         _, centred = offdiag_abs_cos(keys - keys.mean(2, keepdim=True))
         _, concat = offdiag_abs_cos(keys.permute(0, 2, 1, 3).reshape(E, len(hyp), -1))
-        init = (offdiag_abs_cos(token_keys(init_trace, tokens, hyp, first))[1] if init_trace is not None
-                else torch.full_like(off, float("nan")))
+        nan = torch.full_like(off, float("nan"))
+        init, init_centred = nan, nan
+        if init_trace is not None:
+            k0 = token_keys(init_trace, tokens, hyp, first)
+            init, init_centred = offdiag_abs_cos(k0)[1], offdiag_abs_cos(k0 - k0.mean(2, keepdim=True))[1]
         static = (offdiag_abs_cos(static_keys(model, hyp, first))[1] if first == 0
                   else torch.full_like(off, float("nan")))
-        frames.append(KeyFrame(name, hyp, words, cos, off, concat, init, static, centred))
+        frames.append(KeyFrame(name, hyp, words, cos, off, concat, init, static, centred, init_centred))
     return frames
 
 

@@ -88,7 +88,7 @@ def summarize(g: Geometry, task: str, sequences: int) -> dict:
     for k in g.keys:
         keys[k.name] = {"tokens": k.tokens, "words": k.words, "simplex": 1 / (len(k.tokens) - 1),
                         **{f: bootstrap_interval(_per_seed(getattr(k, f)))
-                           for f in ("offdiag", "concat", "init", "static", "centred")},
+                           for f in ("offdiag", "concat", "init", "static", "centred", "init_centred")},
                         "per_head": k.offdiag.mean(0).tolist()}
     ablation = {}
     for m, metric in enumerate(ERRORS):
@@ -115,8 +115,8 @@ def summarize(g: Geometry, task: str, sequences: int) -> dict:
     worst = per_seq["most_destructive_head"]
     out["headline"] = [
         "layer-0 keys, mean off-diagonal |cos|: " + "; ".join(
-            f"{name} {fmt(v['offdiag'])} (at initialisation {fmt(v['init'])}; centred {fmt(v['centred'])}, simplex "
-            f"{v['simplex']:.3f})" for name, v in keys.items())
+            f"{name} {fmt(v['offdiag'])} (at initialisation {fmt(v['init'])}; centred {fmt(v['centred'])}, at "
+            f"initialisation {fmt(v['init_centred'])}, simplex {v['simplex']:.3f})" for name, v in keys.items())
         + f"; random directions in d_head = {g.d_head} dims {out['random_abs_cos']:.3f}",
         "attention entropy / uniform by layer: " + ", ".join(
             f"L{i} {fmt(out['attention_entropy_ratio'][i])}" for i in layers)
@@ -140,6 +140,7 @@ def records(g: Geometry) -> list[tuple]:
             tag = k.name.replace(" ", "_")
             for h in range(k.offdiag.shape[1]):
                 rows += [(s, -1, first, h, f"key_offdiag_abs_cos_{tag}", float(k.offdiag[e, h])),
+                         (s, -1, first, h, f"key_offdiag_abs_cos_centred_init_{tag}", float(k.init_centred[e, h])),
                          (s, -1, first, h, f"key_offdiag_abs_cos_token_only_{tag}", float(k.static[e, h])),
                          (s, -1, first, h, f"key_offdiag_abs_cos_centred_{tag}", float(k.centred[e, h])),
                          (s, -1, first, h, f"key_offdiag_abs_cos_init_{tag}", float(k.init[e, h]))]
@@ -171,11 +172,12 @@ def sections(g: Geometry, config: dict, s: dict | None = None) -> list[tuple[str
                f"sequences. Every number: the mean over the {n} seeds with a 95% interval that stays in the "
                f"quantity's range (bootstrap over seeds; Fisher z for correlations; geometric mean with a log-t "
                f"interval for ratios).")
-    keys = ["| tokens | mean off-diagonal \\|cos\\|, per head then averaged | all heads concatenated | centred "
-            "(simplex) | token embeddings alone | at initialisation |", "|---|---|---|---|---|---|"]
+    keys = ["| tokens | mean off-diagonal \\|cos\\|, per head then averaged | at initialisation | all heads "
+            "concatenated | centred (simplex) | centred at initialisation | token embeddings alone |",
+            "|---|---|---|---|---|---|---|"]
     for name, v in s["keys"].items():
-        keys.append(f"| {v['words']} | {fmt(v['offdiag'])} | {fmt(v['concat'])} | {fmt(v['centred'])} "
-                    f"({v['simplex']:.3f}) | {fmt(v['static'])} | {fmt(v['init'])} |")
+        keys.append(f"| {v['words']} | {fmt(v['offdiag'])} | {fmt(v['init'])} | {fmt(v['concat'])} | "
+                    f"{fmt(v['centred'])} ({v['simplex']:.3f}) | {fmt(v['init_centred'])} | {fmt(v['static'])} |")
     keys.append(f"\nRandom directions in d_head = {s['d_head']} dimensions: E|cos| = {s['random_abs_cos']:.3f}.")
     ent = ["| layer | attention entropy (bits) | entropy / uniform | q-k cosine (authors') | max - mean q-k cosine "
            "| value PC1 share (standardised) | unstandardised | Spearman(PC1, posterior entropy), sign-aligned | "
