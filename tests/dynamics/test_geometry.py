@@ -156,6 +156,8 @@ def test_geometry_command_stores_and_reports(trained, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["seeds"] == [0, 1] and set(out["ablation"]["entropy_mae"]["layers"]) == {"L0", "L1"}
     assert set(out["ablation"]) == {"entropy_mae", "entropy_mae_positional"}
+    ranked = out["ablation"]["entropy_mae"]["ranked"]
+    assert set(ranked) == {"L0", "L1"} and all(v["top_over_second"]["mean"] >= 1 for v in ranked.values())
     assert 0 <= out["keys"]["value tokens"]["offdiag"]["mean"] <= 1 and "key tokens" in out["keys"]
     assert out["d_head"] == 32 and out["random_abs_cos"] == pytest.approx(random_abs_cos(32))
     for v in out["attention_entropy_ratio"].values():  # bounded: the interval stays in [0, 1]

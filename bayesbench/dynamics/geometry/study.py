@@ -75,6 +75,22 @@ def _per_seed(t: torch.Tensor) -> list[float]:
     return (t.mean(1) if t.dim() > 1 else t).tolist()
 
 
+def _ranked_heads(g: Geometry, m: int) -> dict:
+    """Per layer: the ablation ratio of each seed's most and second most destructive head, and
+    their quotient (head indices mean nothing across seeds, so heads are ranked within each
+    seed). A uniquely destructive head has a quotient well above 1."""
+    out = {}
+    intact = g.intact_mae[m]
+    for layer in sorted({i for i, _ in g.head_mae}):
+        ratios = torch.stack([g.head_mae[(i, h)][m] / intact for i, h in g.head_mae if i == layer])  # [H, E]
+        if ratios.shape[0] < 2:
+            continue
+        top2 = ratios.topk(2, dim=0).values
+        out[f"L{layer}"] = {"top": ratio_interval(top2[0].tolist()), "second": ratio_interval(top2[1].tolist()),
+                            "top_over_second": ratio_interval((top2[0] / top2[1]).tolist())}
+    return out
+
+
 def _ablated(mae: torch.Tensor, intact: torch.Tensor) -> dict:
     return {"mae": bootstrap_interval(mae.tolist()), "ratio": ratio_interval((mae / intact).tolist())}
 
@@ -95,7 +111,7 @@ def summarize(g: Geometry, task: str, sequences: int) -> dict:
         intact = g.intact_mae[m]
         heads = {f"L{i}H{h}": _ablated(v[m], intact) for (i, h), v in g.head_mae.items()}
         ablation[metric] = {
-            "intact": bootstrap_interval(intact.tolist()), "heads": heads,
+            "intact": bootstrap_interval(intact.tolist()), "heads": heads, "ranked": _ranked_heads(g, m),
             "most_destructive_head": max(heads, key=lambda k: heads[k]["ratio"]["mean"]),
             "layers": {f"L{i}": _ablated(v[m], intact) for i, v in g.layer_mae.items()}}
     out = {
@@ -194,6 +210,10 @@ def sections(g: Geometry, config: dict, s: dict | None = None) -> list[tuple[str
         heads = [f"| head zeroed | {metric} (bits) | ratio to intact |", "|---|---|---|",
                  f"| none (intact) | {fmt(a['intact'], '{:.4f}')} | 1 |"]
         heads += [f"| {k} | {fmt(v['mae'], '{:.4f}')} | {fmt(v['ratio'], '{:.2f}')} |" for k, v in a["heads"].items()]
+        heads += ["", "Ranked within each seed (head indices mean nothing across seeds):", "",
+                  "| layer | most destructive head: ratio | second: ratio | most / second |", "|---|---|---|---|"]
+        heads += [f"| {k} | {fmt(v['top'], '{:.2f}')} | {fmt(v['second'], '{:.2f}')} | "
+                  f"{fmt(v['top_over_second'], '{:.2f}')} |" for k, v in a["ranked"].items()]
         layers = [f"| block skipped | {metric} (bits) | ratio to intact |", "|---|---|---|"]
         layers += [f"| {k} | {fmt(v['mae'], '{:.4f}')} | {fmt(v['ratio'], '{:.2f}')} |" for k, v in a["layers"].items()]
         out += [(f"Head ablation ({metric})", "\n".join(heads)), (f"Layer ablation ({metric})", "\n".join(layers))]
