@@ -15,12 +15,12 @@ def key_cosines(path: str, g: Geometry) -> str:
     """|cos| between layer-0 keys of each token group (rows), one panel per head (first seed)."""
     plt = pyplot()
     H = g.keys[0].cos.shape[1]
-    fig, axes = plt.subplots(len(g.keys), H, figsize=(3.2 * H, 3.1 * len(g.keys)), squeeze=False)
+    fig, axes = plt.subplots(len(g.keys), H, figsize=(3.6 * H + 1, 3.8 * len(g.keys)), squeeze=False)
     for r, k in enumerate(g.keys):
         for h in range(H):
             ax = axes[r][h]
             im = ax.imshow(k.cos[0, h].abs().numpy(), vmin=0, vmax=1, cmap="magma")
-            ax.set_title(f"{k.name}, head {h}: mean off-diag |cos| {float(k.offdiag[0, h]):.2f}", fontsize=8)
+            ax.set_title(f"{k.name}, head {h}\nmean off-diagonal |cos| {float(k.offdiag[0, h]):.2f}", fontsize=8)
             ax.set_xticks(range(len(k.tokens)), k.tokens, fontsize=6)
             ax.set_yticks(range(len(k.tokens)), k.tokens, fontsize=6)
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8)
