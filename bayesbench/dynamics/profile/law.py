@@ -22,10 +22,11 @@ Statistics (names in the store, one number per member, layer, head and checked s
                       Delta alpha the actual weight change: the step moved query i's weights
                       towards its better-than-average keys (to first order: lowered its loss)
     law_kappa         <Delta s^c, alpha A> / (eta ||alpha A||^2), eta the step's learning rate:
-                      1 for free scores under plain SGD (Delta s = eta alpha A); the share of a
-                      free-score step's routing push the real step delivered. Under AdamW the
-                      update is preconditioned (about eta per coordinate whatever the gradient's
-                      size), so kappa's scale is the optimiser's, not the law's
+                      1 for free scores under plain SGD (Delta s = eta alpha A); the routing push
+                      the real step delivered per unit of a free-score step's (through shared
+                      weights, the score kernel J J^T can make it far larger than 1). Under AdamW
+                      the update is preconditioned (about eta per coordinate whatever the
+                      gradient's size), so kappa's scale is the optimiser's, not the law's
     law_linearity_r2  1 - ||Delta s^c - P^c||^2 / ||Delta s^c||^2, P = J Delta theta the first-order
                       prediction (a JVP along the step): a check that the step is small enough
                       for first-order statements, not a test of the law
