@@ -107,6 +107,9 @@ def test_models_tunnels_and_help(capsys):
     assert "2,688,596" in out  # 6 layers, d 192, 39 positions and "transformer" in out and "mlp-prefix" in out
     out = _run(capsys, "tunnels", "--batch-size", "16")
     assert "H_Bayes" in out
+    quick = _run(capsys, "tunnels", "--preset", "quick", "--batch-size", "16")  # the preset's tasks at its sizes
+    assert quick.count("H_Bayes") == 3 and "bijection(V=8" in quick and "hmm(" in quick and "sticky(" in quick
+    assert "quick" in _run(capsys, "models")  # default preset: quick, as every other command
     help_text = build_parser().format_help()
     for cmd in ("run", "train", "eval", "leaderboard", "plot", "tunnels"):
         assert cmd in help_text
