@@ -40,15 +40,17 @@ def cmd_emsgd(args) -> int:
     from ..dynamics.emsgd import DEFAULTS
     from ..dynamics.emsgd.study import default_seeds, run_study
     from ..dynamics.report import print_summary
+    from ..running import interrupt
 
     if args.threads:
         torch.set_num_threads(positive_int("--threads", args.threads))
     seeds = default_seeds(int_at_least("--seeds", args.seeds, 2, "a speed-up interval needs at least 2"))
     steps = positive_int("--steps", DEFAULTS[args.variant]["steps"] if args.steps is None else args.steps)
     length = int_at_least("--length", DEFAULTS[args.variant]["length"] if args.length is None else args.length, 3)
-    summary = run_study(args.variant, seeds, steps=steps, length=length,
-                        sequences=positive_int("--sequences", args.sequences), chunk=args.chunk, db=args.db,
-                        progress=progress(args),
-                        schedules=[s.strip() for s in args.schedules.split(",")] if args.schedules else None)
+    with interrupt.handling():  # Ctrl-C or SIGTERM: the partial study is removed, one line says so
+        summary = run_study(args.variant, seeds, steps=steps, length=length,
+                            sequences=positive_int("--sequences", args.sequences), chunk=args.chunk, db=args.db,
+                            progress=progress(args),
+                            schedules=[s.strip() for s in args.schedules.split(",")] if args.schedules else None)
     print_summary(summary, args.json)
     return 0

@@ -113,6 +113,8 @@ def interrupt_line(stop: Interrupted, args: argparse.Namespace, argv: list[str])
         line += f"; checkpoints kept in {where}"
     if stop.finished or stop.not_started:
         line += f"; {stop.finished} job(s) finished and stored, {stop.not_started} not started"
+    for note in getattr(stop, "notes", ()):
+        line += f"; {note}"
     line += "; nothing unfinished was stored"
     if hasattr(args, "resume"):
         line += f"; continue with: {resume_command(argv)}"

@@ -26,7 +26,9 @@ def add_parser(sub) -> None:
 def cmd_geometry(args) -> int:
     from ..dynamics.geometry.study import run_geometry
     from ..dynamics.report import print_summary
+    from ..running import interrupt
 
-    summary = run_geometry(args.run, sequences=args.sequences, db=args.db, min_seeds=args.min_seeds)
+    with interrupt.handling():  # Ctrl-C or SIGTERM: the partial study is removed, one line says so
+        summary = run_geometry(args.run, sequences=args.sequences, db=args.db, min_seeds=args.min_seeds)
     print_summary(summary, args.json)
     return 0

@@ -77,7 +77,9 @@ def key_value(text: str) -> tuple[str, object]:
 
 def cmd_profile(args) -> int:
     from ..dynamics.profile.study import run_profile
+    from ..running import interrupt
 
     if args.task_set:
         args.task_set = dict(args.task_set)
-    return run_profile(args)
+    with interrupt.handling():  # Ctrl-C or SIGTERM: the step ends, the partial study is removed, one line says so
+        return run_profile(args)

@@ -16,6 +16,7 @@ import torch
 
 from ...checks import int_at_least
 from ..intervals import bootstrap_interval, fisher_z_interval, fmt, ratio_interval
+from ..partial import removed_if_stopped
 from ..report import report_dir, write_report
 from ..store import delete_study, register_study, write_dynamics
 from .measure import ERRORS, Geometry, check_transformer, measure, random_abs_cos
@@ -61,7 +62,8 @@ def run_geometry(run: str, *, sequences: int = 1024, db: str | None = None, min_
     out_dir = os.path.join(report_dir(db_path(db)), study_id)
     figures = geometry_plots.all_figures(out_dir, g)
     register_study(study_id, "geometry", config, run_id=result.run_id, path=db)
-    write_dynamics(study_id, records(g), path=db)
+    with removed_if_stopped(study_id, "geometry", db):
+        write_dynamics(study_id, records(g), path=db)
     report = write_report(os.path.join(report_dir(db_path(db)), f"{study_id}.md"),
                           f"Geometry of run {result.run_id} ({ident['arch']} on {task.describe()})",
                           sections(g, config, summary), figures)

@@ -119,7 +119,8 @@ def run_profile(args) -> int:
     import torch
 
     from ...scoring.evaluate import eval_seed, eval_set, scored_positions
-    from ...store.database import db_path
+    from ...store.database import cache_dir_for
+    from ..partial import removed_if_stopped
     from ..report import report_dir
     from ..store import register_study
     from .frames import checkpoint_steps
@@ -135,7 +136,7 @@ def run_profile(args) -> int:
     cfg = ProfileConfig(every=args.every, law_every=args.law_every, flush_every=args.flush_every,
                         backend=config["attention"], checkpoints=tuple(checkpoints),
                         law_sequences=args.law_sequences, head_ablation=args.head_ablation)
-    cache = os.path.join(os.path.dirname(os.path.abspath(db_path(args.db))), "cache")
+    cache = cache_dir_for(args.db)
     eval_batch = eval_set(trainer.task, args.eval_sequences, cache_dir=cache)
     probe_batch = eval_set(trainer.task, args.probe_sequences, seed=eval_seed(trainer.task, "profile-probe"))
     config.update(checkpoint_steps=checkpoints, scored_positions=scored_positions(trainer.task))
@@ -147,13 +148,16 @@ def run_profile(args) -> int:
         f"{args.optimizer} lr {trainer.cfg.lr:g}, {len(checkpoints)} checkpoints")
     t0 = time.perf_counter()
     try:
-        profiler.start()
-        result = trainer.fit(progress=not args.no_progress and sys.stderr.isatty())
-        profiler.finish()
-    except BaseException as err:
+        with removed_if_stopped(study_id, "profile", args.db):
+            profiler.start()
+            result = trainer.fit(progress=not args.no_progress and sys.stderr.isatty())
+            profiler.finish()
+    except Exception as err:
         register_study(study_id, "profile", config, run_id=trainer.run_id,
                        status=f"failed: {type(err).__name__}: {err}"[:500], path=args.db)
         raise
+    # every measurement is stored: the report below can be rebuilt from them (`plot --dynamics`)
+    register_study(study_id, "profile", config, run_id=trainer.run_id, status="trained", path=args.db)
     wall = time.perf_counter() - t0
     out_dir = os.path.join(report_dir(args.db), study_id)
     os.makedirs(out_dir, exist_ok=True)
@@ -184,6 +188,7 @@ def plot_study(study_id: str, db: str | None, out_dir: str) -> list[str]:
     """`bayesbench plot --dynamics STUDY`: redraw a profile study's figures from the store into
     `out_dir`, and rebuild its report (and stored summary) beside the store from the records
     alone. Returns the figures and, last, the report's path."""
+    from ..partial import require_finished
     from ..report import report_dir
     from ..store import read_study, register_study
     from .plots import plot_profile
@@ -193,6 +198,7 @@ def plot_study(study_id: str, db: str | None, out_dir: str) -> list[str]:
     study = read_study(study_id, db)
     if study is None:
         raise ValueError(f"--dynamics {study_id!r}: unknown study (see the `studies` table of the store)")
+    require_finished(study)
     summary = summarize_profile(study_id, db)
     summary["timing"] = (study.get("summary") or {}).get("timing", {})
     figures = plot_profile(study_id, db, out_dir, summary)
