@@ -25,7 +25,7 @@ from ..scoring.rows import record
 from ..store.database import prepare_store
 from ..store.records import RunRecord
 from ..tasks import Task, task_from_config
-from ..training.trainer import TrainConfig, train
+from ..training.trainer import TrainConfig, open_trainer, train
 
 DEFAULT_RUN_ROOT = "runs"
 
@@ -119,6 +119,13 @@ class Job:
     def params(self) -> int:
         """Parameters per ensemble member."""
         return count_params(self.arch, self.task, max_len=self.max_len, **self.model)
+
+    def open_trainer(self, run_dir: str | None, **kwargs):
+        """The job's Trainer, in its run directory (`training.trainer.open_trainer`: run lock,
+        leftovers removed, the checkpoint loaded with resume=True); use it as a context manager.
+        Keyword arguments: run_id, meta, resume, say."""
+        return open_trainer(self.task, self.arch, list(self.seeds), self.train, model_cfg=self.model,
+                            max_len=self.max_len, device=self.device, run_dir=run_dir, **kwargs)
 
     def describe(self) -> str:
         """'task label / arch', how messages name the job."""

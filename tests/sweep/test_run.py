@@ -302,3 +302,26 @@ def test_ray_driver_killed_then_rerun_loses_and_duplicates_nothing(reference, ra
     for k, row in done_rows.items():  # finished jobs were not re-trained
         assert after[k]["id"] == row["id"] and after[k]["wall_s"] == row["wall_s"]
     assert _count_rows(db) == (4, 4) and _numbers(db) == numbers
+
+
+def test_a_sweep_worker_holds_its_run_directory_lock(reference, tmp_path):
+    """Two processes on one job's run directory would overwrite each other's checkpoint: the
+    worker body takes the directory's lock (`Job.open_trainer`), so a job whose directory another
+    live process holds fails, naming that process, and trains nothing."""
+    from bayesbench.running.runlock import RunDirLocked
+    from bayesbench.sweep.one_job import train_and_score
+
+    path, _, _ = reference
+    sj = next(sj for sj in expand(load_sweep(path)) if sj.job.arch == "mlp")
+    runs = str(tmp_path / "runs")
+    hold = "import sys, time\nfrom bayesbench.running.runlock import run_lock\nwith run_lock(sys.argv[1]):\n" \
+           "    print('held', flush=True)\n    time.sleep(120)\n"
+    holder = subprocess.Popen([sys.executable, "-c", hold, sj.run_dir(runs)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunDirLocked, match=f"in use by process {holder.pid}"):
+            train_and_score(sj, runs, 1)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not os.path.exists(os.path.join(sj.run_dir(runs), CHECKPOINT_NAME))

@@ -3,14 +3,16 @@ the run's checkpoint left them (parameters, AdamW state, data streams, step)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 import torch
 
 from ...store.database import read_rows
 from ...tasks import task_from_config
 from ...training.optim import select_members
-from ...training.trainer import CHECKPOINT_NAME, TrainConfig, Trainer
+from ...training.trainer import CHECKPOINT_NAME, TrainConfig, Trainer, open_trainer
 
 
 def find_checkpoint(run: str, db: str | None = None) -> str:
@@ -58,9 +60,11 @@ def select_seeds(state: dict, seeds: list[int] | None) -> list[int]:
     return list(seeds)
 
 
-def trainer_from_state(state: dict, seeds: list[int], extra_steps: int, *, device: str,
-                       run_dir: str | None = None, meta: dict | None = None) -> Trainer:
-    """A Trainer for `seeds` of a checkpointed run, set to continue for `extra_steps` steps."""
+@contextlib.contextmanager
+def open_from_state(state: dict, seeds: list[int], extra_steps: int, *, device: str, run_dir: str | None = None,
+                    meta: dict | None = None) -> Iterator[Trainer]:
+    """A Trainer for `seeds` of a checkpointed run, set to continue for `extra_steps` steps
+    (built by `open_trainer`, so `run_dir` is locked for the block)."""
     ident = state["identity"]
     if ident.get("device_type") != torch.device(device).type:
         raise ValueError(f"--run: the run trained on {ident.get('device_type')} (its data streams belong to that "
@@ -70,13 +74,13 @@ def trainer_from_state(state: dict, seeds: list[int], extra_steps: int, *, devic
     sel = torch.tensor(idx, device=device)
     E = len(run_seeds)
     train = TrainConfig(**{**ident["train"], "steps": int(state["step"]) + extra_steps})
-    trainer = Trainer(task_from_config(ident["task"]), ident["arch"], seeds, train, model_cfg=ident["model"],
-                      max_len=ident["max_len"], device=device, run_dir=run_dir, meta=meta)
-    trainer.model.load_state_dict({k: v.index_select(0, sel) if v.dim() and v.shape[0] == E else v
-                                   for k, v in state["model"].items()})
-    trainer.optimizer.load_state_dict(select_members(state["optimizer"], idx, E))
-    for stream, i in zip(trainer.streams, idx):
-        stream.load_state_dict(state["streams"][i])
-    trainer.step = int(state["step"])
-    trainer.run_id = state["run_id"]
-    return trainer
+    with open_trainer(task_from_config(ident["task"]), ident["arch"], seeds, train, model_cfg=ident["model"],
+                      max_len=ident["max_len"], device=device, run_dir=run_dir, meta=meta) as trainer:
+        trainer.model.load_state_dict({k: v.index_select(0, sel) if v.dim() and v.shape[0] == E else v
+                                       for k, v in state["model"].items()})
+        trainer.optimizer.load_state_dict(select_members(state["optimizer"], idx, E))
+        for stream, i in zip(trainer.streams, idx):
+            stream.load_state_dict(state["streams"][i])
+        trainer.step = int(state["step"])
+        trainer.run_id = state["run_id"]
+        yield trainer

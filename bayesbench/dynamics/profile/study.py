@@ -10,6 +10,7 @@ See docs/dynamics.md for every recorded quantity.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -29,14 +30,14 @@ def _make_optimizer(trainer, name: str):
     return trainer.optimizer
 
 
-def build(args, study_id: str):
-    """Everything the profile needs, validated before the store is touched: (trainer, config dict)."""
+def build(args, study_id: str, hold: contextlib.ExitStack):
+    """Everything the profile needs, validated before the store is touched: (trainer, config dict).
+    The trainer's run directory stays locked until `hold` closes."""
     import torch
 
     from ...sweep.jobs import make_jobs, resolve_device
-    from ...training.trainer import Trainer
     from .probes import attention_layers
-    from .resume import find_checkpoint, load_run_state, select_seeds, trainer_from_state
+    from .resume import find_checkpoint, load_run_state, open_from_state, select_seeds
 
     if args.every < 1:
         raise ValueError(f"--every must be >= 1 (probe every k-th step), got {args.every}")
@@ -53,16 +54,16 @@ def build(args, study_id: str):
         state = load_run_state(ckpt, device)
         seeds = select_seeds(state, args.seeds)
         extra = args.steps or 500
-        trainer = trainer_from_state(state, seeds, extra, device=device, run_dir=run_dir,
-                                     meta={"profile_of": ckpt})
+        trainer = hold.enter_context(open_from_state(state, seeds, extra, device=device, run_dir=run_dir,
+                                                     meta={"profile_of": ckpt}))
         source = {"run": args.run, "checkpoint": ckpt, "from_step": trainer.step}
     else:
         seeds = args.seeds or [0, 1, 2, 3]
         job = make_jobs(args.preset, tasks=[args.task], archs=[args.arch], seeds=seeds, steps=args.steps,
                         device=args.device)[0]
         device = job.device
-        trainer = Trainer(job.task, job.arch, list(job.seeds), job.train, model_cfg=job.model, max_len=job.max_len,
-                          device=device, run_dir=run_dir, meta={"preset": args.preset, "label": job.setup.label})
+        trainer = hold.enter_context(job.open_trainer(run_dir, meta={"preset": args.preset,
+                                                                     "label": job.setup.label}))
         source = {"preset": args.preset, "task": args.task}
     layers = attention_layers(trainer.model)  # a clear error for an architecture without attention
     attention = args.attention or ("triton" if torch.device(device).type == "cuda" else "eager")
@@ -92,6 +93,17 @@ def run_profile(args) -> int:
     """The `bayesbench profile` command's work, from its parsed options (`cli/profile.py`)."""
     import torch
 
+    torch.set_num_threads(args.threads or 1)
+    study_id = f"profile-{uuid.uuid4().hex[:10]}"
+    with contextlib.ExitStack() as hold:  # the run directory stays locked until the study is stored
+        trainer, config = build(args, study_id, hold)
+        return _profile(args, study_id, trainer, config)
+
+
+def _profile(args, study_id: str, trainer, config: dict) -> int:
+    """Train with the probe, store the dynamics, draw the figures, write the report."""
+    import torch
+
     from ...scoring.evaluate import eval_seed, eval_set, scored_positions
     from ...store.database import db_path
     from ..report import report_dir
@@ -99,10 +111,7 @@ def run_profile(args) -> int:
     from .frames import checkpoint_steps
     from .profiler import ProfileConfig, Profiler
 
-    torch.set_num_threads(args.threads or 1)
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
-    study_id = f"profile-{uuid.uuid4().hex[:10]}"
-    trainer, config = build(args, study_id)
     start_step, end_step = trainer.step, trainer.cfg.steps
     checkpoints = checkpoint_steps(end_step - start_step, args.checkpoints, start=start_step)
     cfg = ProfileConfig(every=args.every, law_every=args.law_every, flush_every=args.flush_every,
