@@ -20,6 +20,7 @@ import importlib
 import importlib.util
 import os
 import sys
+from collections.abc import Mapping
 from typing import Callable
 
 from .adapter import AdaptedModel
@@ -125,6 +126,18 @@ def load_factory(spec: str) -> Callable:
                              "factory(spec) -> nn.Module")
     _FACTORIES[spec] = factory
     return factory
+
+
+def preset_options(spec: str, models: Mapping[str, dict]) -> dict:
+    """The keyword arguments an outside model's factory gets from a preset's model table (arch ->
+    config): for an `hf:` model the sizes of the preset's transformer (`hf.preset_sizes`), then
+    the table's own entry for `spec` (a sweep's `models`), which wins."""
+    sizes = {}
+    if spec.startswith(HF_PREFIX):
+        from .hf import preset_sizes
+
+        sizes = preset_sizes(spec[len(HF_PREFIX):], models)
+    return {**sizes, **models.get(spec, {})}
 
 
 def build_outside(spec: str, shape: TaskShape, ensemble: int, **options) -> AdaptedModel:

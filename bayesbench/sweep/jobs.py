@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from ..models import TaskShape, count_params, list_models
+from ..models.outside import preset_options
 from ..models.registry import is_outside
 from ..presets import TaskSetup, get_preset
 from ..running import interrupt
@@ -65,11 +66,12 @@ def make_task(setup: TaskSetup) -> Task:
 def resolve_model(setup: TaskSetup, arch: str, task: Task, max_len: int, attention: str | None = None) -> dict:
     """The preset's model config for `arch`, with `match` replaced by a parameter count.
 
-    An outside model ('pkg.mod:build', '/abs/file.py:build', 'hf:gpt2'; `models.outside`) gets
-    the options `setup.models` gives it (a sweep's `models` table; none by default), after, for
-    an `hf:` model, the sizes of the preset's transformer for this task (`models.hf.hf_sizes`)."""
+    An outside model ('pkg.mod:build', '/abs/file.py:build', 'hf:gpt2') gets the options the
+    models package derives from the preset's model table (`models.outside.preset_options`: for
+    an `hf:` model the sizes of the preset's transformer for this task, then any options the
+    table (a sweep's `models`) gives it)."""
     if is_outside(arch):
-        return _outside_model(setup, arch, task, max_len, attention)
+        return preset_options(arch, setup.models)
     if arch not in setup.models:
         known = ", ".join(sorted(setup.models))
         raise ValueError(f"arch {arch!r} has no configuration for task {setup.label!r} in this preset; "
@@ -82,17 +84,6 @@ def resolve_model(setup: TaskSetup, arch: str, task: Task, max_len: int, attenti
     if attention is not None and arch == "transformer":
         cfg["attention"] = attention
     return cfg
-
-
-def _outside_model(setup: TaskSetup, spec: str, task: Task, max_len: int, attention: str | None) -> dict:
-    from ..models.hf import hf_sizes
-    from ..models.outside import HF_PREFIX
-
-    sizes = {}
-    if spec.startswith(HF_PREFIX):
-        sizes = hf_sizes(spec[len(HF_PREFIX):], resolve_model(setup, "transformer", task, max_len, attention),
-                         setup.models.get("mamba", {}).get("d_state"))
-    return {**sizes, **setup.models.get(spec, {})}
 
 
 @dataclass(frozen=True)
