@@ -1,6 +1,6 @@
 """`bayesbench eval RUN_DIR...`: re-score trained runs from their checkpoints and update the store.
 
-    bayesbench eval runs/quick/bijection-transformer-s0-1-2 --eval-sequences 8192
+    bayesbench eval runs/quick/bijection-transformer-lr0.001-s0-1-2-<key> --eval-sequences 8192
 """
 
 from __future__ import annotations

@@ -385,7 +385,7 @@ _REGISTERED: dict[str, Factory] = {}
 
 def register_module(name: str, factory: Factory, description: str = "") -> str:
     """Register `factory` as the architecture `name` (in this process), so that `get_model`,
-    `train` and the job runner take it like a built-in; returns the name.
+    `train` and `bayesbench run` in this process take it like a built-in; returns the name.
 
     For worker processes (`bayesbench run --jobs N`) use an importable name instead
     ('pkg.mod:build' or './file.py:build'): they import the factory themselves.

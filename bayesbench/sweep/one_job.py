@@ -19,8 +19,12 @@ from .expand import SweepJob
 Report = Callable[[dict], None]
 
 
-def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | None = None) -> dict:
+def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | None = None,
+                    cache_dir: str | None = None) -> dict:
     """Train (or finish) the job and evaluate it; returns {"key", "records", "resumed_from", ...}.
+
+    `threads`: torch threads for the job (0: leave as they are); `cache_dir`: where evaluation
+    sets are cached (default `<runs_dir>/cache`, which every worker of a cluster sees).
 
     Events sent through `report`: {"kind": "start", "key", "pid", "host", "step"} once the
     checkpoint (if any) is loaded, then {"kind": "step", "key", "step"} after each checkpoint.
@@ -52,7 +56,8 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
                 if trainer.step >= job.train.steps or not any(trainer.alive):
                     break
             where = {"phase": "evaluation", "checkpoint": result.checkpoint}
-            records = record(result, device=job.device, cache_dir=os.path.join(runs_dir, "cache"), write=False)
+            records = record(result, device=job.device, cache_dir=cache_dir or os.path.join(runs_dir, "cache"),
+                             write=False)
     except interrupt.Interrupted as stop:
         interrupt.claim(stop, sj.label, where)
         raise

@@ -279,6 +279,21 @@ def test_ray_worker_killed_mid_job_is_retried_and_numbers_match_the_local_pool(r
 
 
 @pytest.mark.ray
+def test_run_on_ray_stores_what_the_local_run_stores(ray_cluster, tmp_path, capsys):
+    """`bayesbench run --ray ADDRESS` is the same engine on another executor: the same keys and
+    numbers as `run` on this machine, and a rerun (local) finds every job stored."""
+    argv = ["run", "--tasks", "bijection", "--archs", "mlp", "transformer", "--seeds", "1", "--steps", "20",
+            "--eval-sequences", "64", "--no-progress", "--json"]
+    local, ray_db = tmp_path / "local.sqlite", tmp_path / "ray.sqlite"
+    assert main([*argv, "--db", str(local), "--runs-dir", str(tmp_path / "runs-local")]) == 0
+    assert main([*argv, "--db", str(ray_db), "--runs-dir", str(tmp_path / "runs-ray"), "--ray", ray_cluster]) == 0
+    assert "Ray cluster" in capsys.readouterr().err
+    assert _numbers(ray_db) == _numbers(local) and len(_numbers(local)) == 2
+    assert main([*argv, "--db", str(ray_db), "--runs-dir", str(tmp_path / "runs-ray")]) == 0
+    assert "2 jobs: 2 already stored (skipped), 0 to run" in capsys.readouterr().err
+
+
+@pytest.mark.ray
 def test_ray_driver_killed_then_rerun_loses_and_duplicates_nothing(reference, ray_cluster, tmp_path):
     path, _, numbers = reference
     jobs = expand(load_sweep(path))

@@ -4,34 +4,13 @@ the run's checkpoint left them (parameters, AdamW state, data streams, step)."""
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 
 import torch
 
-from ...store.database import read_rows
 from ...tasks import task_from_config
 from ...training.optim import select_members
-from ...training.trainer import CHECKPOINT_NAME, TrainConfig, Trainer, open_trainer
-
-
-def find_checkpoint(run: str, db: str | None = None) -> str:
-    """A run directory, a checkpoint file, or a run_id of the results store -> the checkpoint path."""
-    if os.path.isdir(run):
-        path = os.path.join(run, CHECKPOINT_NAME)
-        if not os.path.exists(path):
-            raise ValueError(f"--run {run}: the directory holds no {CHECKPOINT_NAME}")
-        return path
-    if os.path.isfile(run):
-        return run
-    rows = read_rows(db, where="run_id = ?", params=(run,))
-    if not rows:
-        raise ValueError(f"--run {run!r}: unknown run (neither a run directory, a checkpoint file, nor a run_id "
-                         f"in the results store)")
-    path = (rows[0]["config"] or {}).get("checkpoint")
-    if not path or not os.path.exists(path):
-        raise ValueError(f"--run {run}: the stored run has no checkpoint on this machine (recorded: {path!r})")
-    return path
+from ...training.trainer import TrainConfig, Trainer, open_trainer
 
 
 def load_run_state(path: str, device: str) -> dict:

@@ -35,9 +35,10 @@ def build(args, study_id: str, hold: contextlib.ExitStack):
     The trainer's run directory stays locked until `hold` closes."""
     import torch
 
+    from ...store.runs import find_checkpoint
     from ...sweep.jobs import make_jobs, resolve_device
     from .probes import attention_layers
-    from .resume import find_checkpoint, load_run_state, open_from_state, select_seeds
+    from .resume import load_run_state, open_from_state, select_seeds
 
     if args.every < 1:
         raise ValueError(f"--every must be >= 1 (probe every k-th step), got {args.every}")
