@@ -70,7 +70,7 @@ def _dry_run(spec, jobs: list[SweepJob], args, say) -> int:
 
 def _job_json(sj: SweepJob, state: str, error: str | None = None) -> dict:
     j = sj.job
-    out = {"key": sj.key, "task": j.key, "task_label": j.setup.label, "arch": sj.arch,
+    out = {"key": sj.key, "task": j.task_key, "task_label": j.setup.label, "arch": sj.arch,
            "model": j.arch if j.name else None, "size": sj.size,
            "lr": j.train.lr, "steps": j.train.steps, "seeds": list(j.seeds), "params": j.params,
            "device": j.device, "est_flops": sj.flops, "state": state}

@@ -42,7 +42,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
-from .base import EnsembleModel, TaskShape
+from .base import EnsembleModel, TaskLike, TaskShape
 
 Factory = Callable[..., nn.Module]
 PATHS = ("vmap", "loop")
@@ -342,8 +342,9 @@ class AdaptedModel(EnsembleModel):
         return out
 
 
-def from_module(factory: Factory, task_or_shape, *, seeds: list[int] | None = None, max_len: int | None = None,
-                device: torch.device | str | None = None, spec: str | None = None, **options) -> AdaptedModel:
+def from_module(factory: Factory, task_or_shape: TaskLike | TaskShape, *, seeds: list[int] | None = None,
+                max_len: int | None = None, device: torch.device | str | None = None, spec: str | None = None,
+                **options) -> AdaptedModel:
     """An E-seed ensemble of `factory(spec)`, member e initialised from seeds[e] (default [0]).
 
     `task_or_shape` is a Task or a TaskShape; `max_len` sizes the spec for the longest sequence
@@ -359,7 +360,7 @@ def from_module(factory: Factory, task_or_shape, *, seeds: list[int] | None = No
     return model.to(device) if device is not None else model
 
 
-def from_modules(modules: list[nn.Module], task_or_shape, *, max_len: int | None = None,
+def from_modules(modules: list[nn.Module], task_or_shape: TaskLike | TaskShape, *, max_len: int | None = None,
                  seeds: list[int] | None = None, spec: str | None = None) -> AdaptedModel:
     """An ensemble of already built (e.g. trained) modules of one architecture, weights kept.
 

@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from .base import EnsembleModel, TaskShape
+from .base import EnsembleModel, TaskLike, TaskShape
 from .capacity import meta_params
 
 Builder = Callable[..., EnsembleModel]
@@ -95,7 +95,7 @@ def list_models() -> dict[str, str]:
     return {name: _MODELS[name].description for name in sorted(_MODELS)}
 
 
-def _shape(task_or_shape, max_len: int | None) -> TaskShape:
+def _shape(task_or_shape: TaskLike | TaskShape, max_len: int | None) -> TaskShape:
     if isinstance(task_or_shape, TaskShape):
         if max_len is not None and max_len != task_or_shape.max_len:
             raise ValueError("max_len must not be given with a TaskShape (it already has one)")
@@ -103,7 +103,7 @@ def _shape(task_or_shape, max_len: int | None) -> TaskShape:
     return TaskShape.from_task(task_or_shape, max_len)
 
 
-def build_model(name: str, task_or_shape, *, ensemble: int = 1, max_len: int | None = None,
+def build_model(name: str, task_or_shape: TaskLike | TaskShape, *, ensemble: int = 1, max_len: int | None = None,
                 **cfg) -> EnsembleModel:
     """Construct (without initialising) the architecture `name` for a task or TaskShape."""
     if not is_outside(name):
@@ -126,8 +126,9 @@ def build_model(name: str, task_or_shape, *, ensemble: int = 1, max_len: int | N
         raise ValueError(f"bad configuration for model {name!r}: {err}") from err
 
 
-def get_model(name: str, task_or_shape, *, ensemble: int | None = None, seeds: list[int] | None = None,
-              max_len: int | None = None, device: torch.device | str | None = None, **cfg) -> EnsembleModel:
+def get_model(name: str, task_or_shape: TaskLike | TaskShape, *, ensemble: int | None = None,
+              seeds: list[int] | None = None, max_len: int | None = None, device: torch.device | str | None = None,
+              **cfg) -> EnsembleModel:
     """Build and initialise an ensemble: member e from seeds[e] (default seeds 0..E-1).
 
     `max_len` sizes the position embeddings (default: the task's seq_len); give the longest
@@ -142,6 +143,6 @@ def get_model(name: str, task_or_shape, *, ensemble: int | None = None, seeds: l
     return model.to(device) if device is not None else model
 
 
-def count_params(name: str, task_or_shape, *, max_len: int | None = None, **cfg) -> int:
+def count_params(name: str, task_or_shape: TaskLike | TaskShape, *, max_len: int | None = None, **cfg) -> int:
     """Parameters of one member of the registered model `name` with this configuration."""
     return meta_params(lambda: build_model(name, task_or_shape, ensemble=1, max_len=max_len, **cfg))

@@ -104,7 +104,7 @@ def evaluate_model(model: nn.Module, task, *, name: str | None = None, db: str |
     long it was trained (0: unknown, trained outside bayesbench). With `store=False` nothing is
     written and the rows are only returned.
     """
-    from .rows import record
+    from .rows import score_run
 
     task, label, lengths, n_seq, scored = resolve_task(task, preset)
     max_len = max_eval_len(task, lengths, scored)
@@ -133,7 +133,7 @@ def evaluate_model(model: nn.Module, task, *, name: str | None = None, db: str |
                          torch.zeros(0, model.ensemble), 0.0, {}, None, ident,
                          {"preset": preset, "label": label, "name": name, "eval_lengths": list(lengths),
                           "eval_scored": list(scored), "eval_sequences": eval_sequences or n_seq, "scored_only": True})
-    return record(result, db=db, device=device or str(next(model.parameters()).device), write=store)
+    return score_run(result, db=db, device=device or str(next(model.parameters()).device), write=store)
 
 
 def check_name(name: str) -> str:

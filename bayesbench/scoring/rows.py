@@ -27,8 +27,8 @@ def _subsample(losses: torch.Tensor, member: int, points: int = 200) -> list[lis
     return out
 
 
-def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
-           cache_dir: str | None = None, write: bool = True) -> list[RunRecord]:
+def score_run(result: TrainResult, *, db: str | None = None, device: str = "cpu",
+              cache_dir: str | None = None, write: bool = True) -> list[RunRecord]:
     """Evaluate a trained ensemble and write one record per seed (replacing that run's old ones).
 
     The row's arch is meta["name"] when given (an outside model's leaderboard name), else the

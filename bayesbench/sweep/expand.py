@@ -58,7 +58,7 @@ class SweepJob:
         """Its checkpoint folder under the runs directory, readable and unique:
         `<root>/<preset>/<task>-<arch>[-<size>]-lr<lr>-s<seeds>-<key>`."""
         j = self.job
-        parts = [j.key, self.arch] + ([self.size] if self.size else []) + [f"lr{j.train.lr:g}",
+        parts = [j.task_key, self.arch] + ([self.size] if self.size else []) + [f"lr{j.train.lr:g}",
                                                                             "s" + "-".join(map(str, j.seeds))]
         return os.path.join(root, j.preset, f"{'-'.join(parts)}-{self.key}")
 

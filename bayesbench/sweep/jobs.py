@@ -84,7 +84,7 @@ def resolve_model(setup: TaskSetup, arch: str, task: Task, max_len: int, attenti
 @dataclass(frozen=True)
 class Job:
     preset: str
-    key: str  # the task's key in the preset
+    task_key: str  # the task's key in the preset ('bijection'); the job's own key is SweepJob.key, a hash
     setup: TaskSetup
     arch: str
     model: dict

@@ -34,7 +34,7 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
     import torch
 
     from ..running import interrupt
-    from ..scoring.rows import record
+    from ..scoring.rows import score_run
 
     if threads:
         torch.set_num_threads(threads)
@@ -56,8 +56,8 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
                 if trainer.step >= job.train.steps or not any(trainer.alive):
                     break
             where = {"phase": "evaluation", "checkpoint": result.checkpoint}
-            records = record(result, device=job.device, cache_dir=cache_dir or os.path.join(runs_dir, "cache"),
-                             write=False)
+            records = score_run(result, device=job.device, cache_dir=cache_dir or os.path.join(runs_dir, "cache"),
+                                write=False)
     except interrupt.Interrupted as stop:
         interrupt.claim(stop, sj.label, where)
         raise

@@ -45,8 +45,8 @@ def test_grid_expands_every_axis_with_stable_distinct_keys(tmp_path):
     assert len({sj.key for sj in jobs}) == len(jobs)
     assert {sj.job.seeds for sj in jobs} == {(0, 1), (2, 3)}
     assert {sj.job.train.lr for sj in jobs} == {1e-3, 3e-4}
-    small = [sj for sj in jobs if sj.size == "small" and sj.job.key == "bijection"]
-    quick = [sj for sj in jobs if sj.size == "quick" and sj.job.key == "bijection"]
+    small = [sj for sj in jobs if sj.size == "small" and sj.job.task_key == "bijection"]
+    quick = [sj for sj in jobs if sj.size == "quick" and sj.job.task_key == "bijection"]
     t_small = next(sj for sj in small if sj.job.arch == "transformer")
     t_quick = next(sj for sj in quick if sj.job.arch == "transformer")
     assert t_small.job.model["d_model"] == 32 and t_quick.job.model["d_model"] == 64
@@ -62,7 +62,7 @@ def test_grid_expands_every_axis_with_stable_distinct_keys(tmp_path):
     ck = expand(load_sweep(_write(tmp_path, GRID.replace("steps = 30", "steps = 30\ncheckpoint_every = 7"), "c.toml")))
     assert [sj.key for sj in ck] == [sj.key for sj in jobs] and ck[0].checkpoint_every == 7
     # steps override keeps the warm-up a small fraction, as `bayesbench run --steps` does
-    sticky = next(sj for sj in jobs if sj.job.key == "sticky")
+    sticky = next(sj for sj in jobs if sj.job.task_key == "sticky")
     assert sticky.job.train.steps == 30 and sticky.job.train.warmup_steps == 0
     assert jobs[0].group_id == "sweep-grid" and jobs[0].flops > 0
 
@@ -74,7 +74,8 @@ def test_defaults_follow_the_preset(tmp_path):
     ref = make_jobs("quick")
     assert len(jobs) == len(ref)
     for sj, job in zip(jobs, ref):
-        assert (sj.job.key, sj.job.arch, sj.job.seeds, sj.job.model) == (job.key, job.arch, job.seeds, job.model)
+        assert (sj.job.task_key, sj.job.arch, sj.job.seeds, sj.job.model) == \
+            (job.task_key, job.arch, job.seeds, job.model)
         assert sj.job.train.steps == job.train.steps and sj.job.train.lr == job.train.lr
     assert jobs[0].checkpoint_every == jobs[0].job.train.steps // 10
 
@@ -108,7 +109,7 @@ NAME = "listed"
     listed = expand(spec)
     assert spec.name == "listed" and len(listed) == 4
     quick = {(sj.job.arch, sj.job.train.lr, sj.job.seeds): sj.key for sj in toml_jobs
-             if sj.size == "quick" and sj.job.key == "bijection"}
+             if sj.size == "quick" and sj.job.task_key == "bijection"}
     assert {sj.key for sj in listed} == {quick[(sj.job.arch, sj.job.train.lr, (0, 1))] for sj in listed}
 
 

@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from ...store.figures import pyplot, save
-from ..store import DynamicsRecord, read_dynamics
+from ..store import Measurement, read_dynamics
 
 # Two-sided 95% Student t quantiles by degrees of freedom (1..30); normal beyond.
 _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
@@ -65,7 +65,7 @@ def band(ax, curve: Curve, interval: str = "ci95") -> None:
         ax.set_yscale("log")
 
 
-def seed_curves(records: list[DynamicsRecord], name: str, layer: int, *,
+def seed_curves(records: list[Measurement], name: str, layer: int, *,
                 head: int | None = None) -> tuple[list[int], list[list[float]]]:
     """(steps, ys[seed][step]) of quantity `name` at `layer`; heads averaged unless `head` is
     given (records with head -1, the per-layer values, are used when there are no per-head ones)."""

@@ -8,7 +8,7 @@ import math
 import statistics
 from collections import defaultdict
 
-from ..store import DynamicsRecord, read_dynamics
+from ..store import Measurement, read_dynamics
 from .frames import freeze_step, gain_after
 
 
@@ -21,12 +21,12 @@ def _finite(xs) -> list[float]:
     return [x for x in xs if x is not None and math.isfinite(x)]
 
 
-def table(records: list[DynamicsRecord], name: str) -> dict[tuple[int, int, int, int], float]:
+def table(records: list[Measurement], name: str) -> dict[tuple[int, int, int, int], float]:
     """{(seed, step, layer, head): value} of one quantity."""
     return {(r.seed, r.step, r.layer, r.head): r.value for r in records if r.name == name}
 
 
-def law_summary(records: list[DynamicsRecord]) -> dict[int, dict]:
+def law_summary(records: list[Measurement]) -> dict[int, dict]:
     """Per layer: R^2 and sign agreements over every (seed, checked step, head)."""
     out: dict[int, dict] = {}
     names = {"law_r2": "r2", "law_sign_agreement": "sign", "law_sign_agreement_centred": "sign_centred",
@@ -47,7 +47,7 @@ def law_summary(records: list[DynamicsRecord]) -> dict[int, dict]:
     return out
 
 
-def frame_summary(records: list[DynamicsRecord], fraction: float = 0.1) -> dict[int, dict]:
+def frame_summary(records: list[Measurement], fraction: float = 0.1) -> dict[int, dict]:
     """Per layer: the freeze step of each seed (drift <= fraction of its first value) and the
     entropy MAE it still gains afterwards; means over seeds."""
     drift = {(r.seed, r.step, r.layer): r.value for r in records if r.name == "map_drift" and r.head == -1}
@@ -71,7 +71,7 @@ def frame_summary(records: list[DynamicsRecord], fraction: float = 0.1) -> dict[
     return out
 
 
-def probe_summary(records: list[DynamicsRecord], names: tuple[str, ...]) -> dict[str, dict[int, dict]]:
+def probe_summary(records: list[Measurement], names: tuple[str, ...]) -> dict[str, dict[int, dict]]:
     """Per quantity and layer: the mean over seeds and heads at the first and the last profiled step."""
     out: dict[str, dict[int, dict]] = {}
     for name in names:
@@ -89,7 +89,7 @@ def probe_summary(records: list[DynamicsRecord], names: tuple[str, ...]) -> dict
     return out
 
 
-def calibration_summary(records: list[DynamicsRecord]) -> dict:
+def calibration_summary(records: list[Measurement]) -> dict:
     """Entropy MAE and KL (bits) at the first and last checkpoint, mean over seeds."""
     out = {}
     for name in ("entropy_mae", "kl"):
