@@ -23,8 +23,8 @@ from .measure import Geometry, check_transformer, measure
 
 
 def _load(run: str, db: str | None):
-    from ...store.runs import find_checkpoint
     from ...training.trainer import load_result
+    from ..runs import find_checkpoint
 
     return load_result(find_checkpoint(run, db, "RUN"))
 

@@ -35,8 +35,8 @@ def build(args, study_id: str, hold: contextlib.ExitStack):
     The trainer's run directory stays locked until `hold` closes."""
     import torch
 
-    from ...store.runs import find_checkpoint
     from ...sweep.jobs import make_jobs, resolve_device
+    from ..runs import find_checkpoint
     from .probes import attention_layers
     from .resume import load_run_state, open_from_state, select_seeds
 

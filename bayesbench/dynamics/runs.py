@@ -1,12 +1,12 @@
-"""A trained run, named the ways the commands accept it: its run directory, its checkpoint file,
+"""A trained run, named the ways the studies accept it: its run directory, its checkpoint file,
 or its run_id in the results store (`bayesbench profile --run`, `bayesbench geometry RUN`)."""
 
 from __future__ import annotations
 
 import os
 
+from ..store.database import db_path, read_rows
 from ..training.trainer import CHECKPOINT_NAME
-from .database import db_path, read_rows
 
 
 def find_checkpoint(run: str, db: str | None = None, what: str = "--run") -> str:
