@@ -350,12 +350,10 @@ def from_module(factory: Factory, task_or_shape: TaskLike | TaskShape, *, seeds:
     `task_or_shape` is a Task or a TaskShape; `max_len` sizes the spec for the longest sequence
     the model will see (default: the task's length); `options` are passed to the factory.
     """
-    from .registry import _shape
-
     seeds = [0] if seeds is None else list(seeds)
     if not seeds:
         raise ValueError("seeds must name at least one seed")
-    model = AdaptedModel(_shape(task_or_shape, max_len), len(seeds), factory, spec=spec, options=options)
+    model = AdaptedModel(TaskShape.of(task_or_shape, max_len), len(seeds), factory, spec=spec, options=options)
     model.init_members(seeds)
     return model.to(device) if device is not None else model
 
@@ -367,15 +365,11 @@ def from_modules(modules: list[nn.Module], task_or_shape: TaskLike | TaskShape, 
     Member e holds modules[e]'s tensors (copied; the modules are not changed). `seeds` only
     labels the members (default 0..E-1).
     """
-    import copy
-
-    from .registry import _shape
-
     if not isinstance(modules, (list, tuple)) or not modules or not all(isinstance(m, nn.Module) for m in modules):
         raise ValueError("modules must be a non-empty list of torch.nn.Module")
     seeds = list(range(len(modules))) if seeds is None else list(seeds)
     first = modules[0]
-    model = AdaptedModel(_shape(task_or_shape, max_len), len(modules), lambda spec: copy.deepcopy(first),
+    model = AdaptedModel(TaskShape.of(task_or_shape, max_len), len(modules), lambda spec: copy.deepcopy(first),
                          spec=spec or type(first).__qualname__)
     model.load_members(list(modules), seeds)
     return model

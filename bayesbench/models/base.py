@@ -54,6 +54,15 @@ class TaskShape:
     header_dim: int = 0
 
     @classmethod
+    def of(cls, task_or_shape: TaskLike | TaskShape, max_len: int | None = None) -> TaskShape:
+        """The shape of a task (`from_task`), or a TaskShape as it is (then without `max_len`)."""
+        if isinstance(task_or_shape, TaskShape):
+            if max_len is not None and max_len != task_or_shape.max_len:
+                raise ValueError("max_len must not be given with a TaskShape (it already has one)")
+            return task_or_shape
+        return cls.from_task(task_or_shape, max_len)
+
+    @classmethod
     def from_task(cls, task: TaskLike, max_len: int | None = None) -> TaskShape:
         L = task.seq_len if max_len is None else max_len
         if L < task.seq_len:

@@ -25,7 +25,7 @@ from typing import Callable
 
 from .adapter import AdaptedModel
 from .base import TaskShape
-from .registry import is_outside  # noqa: F401  (re-exported: the test of an outside name)
+from .registry import is_outside, register_outside  # noqa: F401  (is_outside re-exported: the test of a name)
 
 HF_PREFIX = "hf:"
 _FACTORIES: dict[str, Callable] = {}
@@ -140,6 +140,7 @@ def preset_options(spec: str, models: Mapping[str, dict]) -> dict:
     return {**sizes, **models.get(spec, {})}
 
 
+@register_outside
 def build_outside(spec: str, shape: TaskShape, ensemble: int, **options) -> AdaptedModel:
     """Construct (without initialising) the adapted ensemble of an outside model."""
     spec = normalise(spec)

@@ -106,7 +106,7 @@ def _profile(args, study_id: str, trainer, config: dict) -> int:
     import torch
 
     from ...scoring.evaluate import eval_seed, eval_set, scored_positions
-    from ...store.database import db_path
+    from ...store.database import cache_dir_for
     from ..report import report_dir
     from ..store import register_study
     from .frames import checkpoint_steps
@@ -118,8 +118,7 @@ def _profile(args, study_id: str, trainer, config: dict) -> int:
     cfg = ProfileConfig(every=args.every, law_every=args.law_every, flush_every=args.flush_every,
                         backend=config["attention"], checkpoints=tuple(checkpoints),
                         law_sequences=args.law_sequences)
-    cache = os.path.join(os.path.dirname(os.path.abspath(db_path(args.db))), "cache")
-    eval_batch = eval_set(trainer.task, args.eval_sequences, cache_dir=cache)
+    eval_batch = eval_set(trainer.task, args.eval_sequences, cache_dir=cache_dir_for(args.db))
     probe_batch = eval_set(trainer.task, args.probe_sequences, seed=eval_seed(trainer.task, "profile-probe"))
     config.update(checkpoint_steps=checkpoints, scored_positions=scored_positions(trainer.task))
     profiler = Profiler(trainer, study_id, cfg, probe_batch=probe_batch, eval_batch=eval_batch, db=args.db)
