@@ -195,6 +195,17 @@ def test_triton_without_gpu_is_one_line_before_training(capsys, tmp_path, monkey
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_task_or_arch_named_twice_is_refused_before_training(capsys, tmp_path):
+    """`run --archs mlp mlp` would be one job twice (one key, one run directory): refused, as a
+    sweep file naming an arch twice is."""
+    runs = ["--db", str(tmp_path / "r.sqlite"), "--runs-dir", str(tmp_path / "runs"), *TINY]
+    line = _fails(capsys, ["run", "--tasks", "bijection", "--archs", "mlp", "mlp", *runs])
+    assert "--archs names 'mlp' twice" in line
+    line = _fails(capsys, ["run", "--tasks", "bijection,bijection", "--archs", "mlp", *runs])
+    assert "--tasks names 'bijection' twice" in line
+    assert not (tmp_path / "runs").exists()
+
+
 def test_negative_seeds_are_refused(capsys, tmp_path):
     with pytest.raises(SystemExit) as info:
         main(_train(tmp_path, seeds="-1"))
