@@ -2,7 +2,7 @@
 
     bayesbench run --preset quick            # train every architecture on every task, print the leaderboard
     bayesbench train --task bijection --arch transformer --preset quick --seeds 0,1,2 --steps 500
-    bayesbench eval runs/quick/bijection-transformer-s0-1-2
+    bayesbench eval runs/quick/bijection-transformer-lr0.001-s0-1-2-<key>   # a run directory
     bayesbench run --model ./mine.py:build --name mine --tasks bijection,hmm   # your own nn.Module
     bayesbench score --model ./mine.py:build --checkpoint mine.pt --task bijection
     bayesbench leaderboard --format md       # or csv, json

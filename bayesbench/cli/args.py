@@ -95,12 +95,15 @@ def add_training(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", choices=("auto", "fp32", "tf32", "bf16"),
                    help="training matmul precision: auto (TF32 on CUDA, float32 on CPU; the default), fp32, tf32, "
                         "or bf16 (autocast forward); evaluation always runs in float32")
-    p.add_argument("--runs-dir", default="runs", help="where checkpoints go (default ./runs)")
-    p.add_argument("--resume", action="store_true", help="continue from the run directory's checkpoint if there is one")
+    p.add_argument("--runs-dir", default="runs", help="where the run directories go: RUNS_DIR/<preset>/<task>-<arch>-"
+                   "lr<lr>-s<seeds>-<key>/ (default ./runs)")
+    p.add_argument("--resume", action="store_true", help="no effect, kept for old scripts: running a command again "
+                   "always skips its stored jobs and continues stopped ones from their checkpoints")
     p.add_argument("--checkpoint-every", type=positive,
                    help="checkpoint every N steps (default: the preset's; always at the end)")
     p.add_argument("--eval-sequences", type=positive, help="evaluation set size (default: the preset's, 4096)")
-    p.add_argument("--threads", type=positive, help="torch CPU threads per process (default: cores / processes)")
+    p.add_argument("--threads", type=positive, help="torch CPU threads per training process (default 1: the numbers "
+                   "depend on the thread count, so the default does not depend on the machine)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--until", type=until, metavar="BITS|plateau",
                    help="stop each member once its learning curve reaches BITS (on --until-metric) or has stopped "
@@ -128,14 +131,6 @@ def train_overrides(args: argparse.Namespace) -> dict:
     if "until_metric" in out and "until" not in out:
         raise ValueError("--until-metric names the metric --until reads: give --until too")
     return out
-
-
-def set_threads(args: argparse.Namespace) -> None:
-    """--threads, where the command has it."""
-    if getattr(args, "threads", None):
-        import torch
-
-        torch.set_num_threads(args.threads)
 
 
 def progress(args: argparse.Namespace) -> bool:

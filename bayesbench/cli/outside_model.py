@@ -24,8 +24,9 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", help="leaderboard name of --model (default: the file or module name, e.g. mine)")
 
 
-def model_jobs(args, *, tasks: list[str] | None, seeds: list[int] | None, say) -> list:
-    """The preset's transformer jobs for `tasks`, with the architecture replaced by args.model."""
+def model_jobs(args, *, tasks: list[str] | None, seeds: list[int] | None, say, place=None) -> list:
+    """The preset's transformer jobs for `tasks`, with the architecture replaced by args.model
+    (`place`: as `sweep.jobs.make_jobs`)."""
     from ..models.outside import default_name, load_factory, normalise
     from ..scoring.outside import check_name
     from ..sweep.jobs import make_jobs, resolve_model, trial_forward
@@ -39,7 +40,7 @@ def model_jobs(args, *, tasks: list[str] | None, seeds: list[int] | None, say) -
     base = make_jobs(args.preset, tasks=tasks, archs=["transformer"], seeds=seeds, steps=args.steps,
                      device=args.device, attention=args.attention, compile=args.compile, precision=args.precision,
                      checkpoint_every=args.checkpoint_every, eval_sequences=args.eval_sequences,
-                     train=train_overrides(args))
+                     train=train_overrides(args), place=place)
     jobs = []
     for job in base:
         options = resolve_model(job.setup, spec, job.task, job.max_len, args.attention)  # hf: the transformer's sizes

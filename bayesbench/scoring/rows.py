@@ -47,8 +47,8 @@ def stop_reason(result: TrainResult, member: int) -> str:
     return result.stop(member)[1]
 
 
-def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
-           cache_dir: str | None = None, write: bool = True) -> list[RunRecord]:
+def score_run(result: TrainResult, *, db: str | None = None, device: str = "cpu",
+              cache_dir: str | None = None, write: bool = True) -> list[RunRecord]:
     """Evaluate a trained ensemble and write one record per seed (replacing that run's old ones).
 
     The row's arch is meta["name"] when given (an outside model's leaderboard name), else the

@@ -74,9 +74,14 @@ def _ev_mean(ev: EvalResult, metric: str) -> float:
 
 
 def select_rows(db: str | None = None, *, task: str | None = None, arch: str | None = None,
-                group_id: str | None = None, latest: bool = False) -> list[RunRecord]:
-    """Stored records, filtered; with `latest`, only the newest run of each (task_label, arch)."""
+                group_id: str | None = None, run_ids: list[str] | None = None,
+                latest: bool = False) -> list[RunRecord]:
+    """Stored records, filtered (`run_ids`: those runs, e.g. a command's jobs); with `latest`,
+    only the newest run of each (task_label, arch)."""
     where, params = [], []
+    if run_ids is not None:
+        where.append(f"run_id IN ({', '.join('?' * len(run_ids))})" if run_ids else "0")
+        params += list(run_ids)
     if task:
         where.append("(task = ? OR task_label = ?)")
         params += [task, task]

@@ -1,6 +1,6 @@
 """The run record: what one trained ensemble member (one run, one seed) is and how it scored.
 
-`RunRecord` is the one shape a result has everywhere: the runner builds it, the results store
+`RunRecord` is the one shape a result has everywhere: scoring builds it (`scoring/rows.py`), the store
 writes it as one SQLite row and reads it back, and the leaderboard and the plots read its typed
 fields (`record.evals["K=30"].entropy_mae.mean`, not nested dict paths).
 

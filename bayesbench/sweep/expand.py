@@ -1,11 +1,13 @@
-"""A checked sweep's points -> resolved jobs, each with a stable key.
+"""Resolved jobs -> sweep jobs, each with a stable key; a checked sweep file's points -> such jobs.
 
 The key of a job is a hash of everything that decides its stored numbers: the task's
 configuration and evaluation (label, lengths, set size), the architecture and its resolved model
 configuration (capacity matching already applied), the training configuration, the seeds and
-the device kind. The store keeps one row per (run_id, seed) and a sweep's run_id IS this key, so
-each (job configuration, seed) has one stable row key: re-running a sweep finds what is already
-stored, and writing a result twice replaces it instead of adding a second row.
+the device kind. The store keeps one row per (run_id, seed) and a job's run_id IS this key, so
+each (job configuration, seed) has one stable row key: re-running a sweep (or `bayesbench run`,
+whose preset jobs become sweep jobs through `sweep_job`) finds what is already stored, and
+writing a result twice replaces it instead of adding a second row. The same configuration gives
+the same key and the same run directory whichever command expanded it.
 """
 
 from __future__ import annotations
@@ -53,11 +55,12 @@ class SweepJob:
         return f"{j.setup.label} / {self.arch}{size} lr {j.train.lr:g} seeds {list(j.seeds)}"
 
     def run_dir(self, root: str) -> str:
-        """Its checkpoint folder under the shared runs directory (named by its key)."""
+        """Its checkpoint folder under the runs directory, readable and unique:
+        `<root>/<preset>/<task>-<arch>[-<size>]-lr<lr>-s<seeds>-<key>`."""
         j = self.job
-        parts = [j.key, self.arch] + ([self.size] if self.size else []) + [f"lr{j.train.lr:g}",
+        parts = [j.task_key, self.arch] + ([self.size] if self.size else []) + [f"lr{j.train.lr:g}",
                                                                             "s" + "-".join(map(str, j.seeds))]
-        return os.path.join(root, "sweep", f"{'-'.join(parts)}-{self.key}")
+        return os.path.join(root, j.preset, f"{'-'.join(parts)}-{self.key}")
 
     @property
     def tokens(self) -> int:
@@ -82,6 +85,17 @@ def job_key(job: Job) -> str:
              "device": torch.device(job.device).type}
     text = json.dumps(ident, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:KEY_CHARS]
+
+
+def sweep_job(job: Job, *, group_id: str, size: str | None = None) -> SweepJob:
+    """`job` as the sweep driver runs it: its key (`job_key`), its checkpoint interval (the job's
+    TrainConfig.checkpoint_every, else a tenth of its steps), which the worker keeps (it trains
+    from checkpoint to checkpoint, so the job's own TrainConfig gets 0), and the group its rows
+    are stored with."""
+    steps = job.train.steps
+    every = min(job.train.checkpoint_every or max(1, steps // 10), steps)
+    job = dataclasses.replace(job, train=dataclasses.replace(job.train, checkpoint_every=0))
+    return SweepJob(job_key(job), job, size, every, group_id)
 
 
 def gpu_share(job: SweepJob, resources: Resources) -> float:
@@ -131,19 +145,19 @@ def expand(spec: SweepSpec, *, device: Callable[[str], str] | None = None) -> li
                 train["warmup_steps"] = max(0, pt["steps"] // 100)
         train.update(pt["train"])
         try:
-            train_cfg = TrainConfig(**train, checkpoint_every=0, compile=False)
+            train_cfg = TrainConfig(**train, checkpoint_every=pt["checkpoint_every"] or preset.checkpoint_every,
+                                    compile=False)
         except (TypeError, ValueError) as err:
             raise ValueError(f"{where}: bad training settings: {err}") from None
         name = _outside_name(pt["arch"], names, where)
         job = Job(pt["preset"], pt["task"], setup, pt["arch"], model, train_cfg, tuple(pt["seeds"]),
                   device(pt["device"]), name)
-        key = job_key(job)
-        if key in seen:
-            raise ValueError(f"{where}: the same job as job {seen[key] + 1} (identical configuration and seeds); "
+        sj = sweep_job(job, group_id=f"sweep-{spec.name}", size=pt["size"])
+        if sj.key in seen:
+            raise ValueError(f"{where}: the same job as job {seen[sj.key] + 1} (identical configuration and seeds); "
                              "each job is trained and stored once")
-        seen[key] = i
-        every = pt["checkpoint_every"] or preset.checkpoint_every or max(1, train_cfg.steps // 10)
-        jobs.append(SweepJob(key, job, pt["size"], min(every, train_cfg.steps), f"sweep-{spec.name}"))
+        seen[sj.key] = i
+        jobs.append(sj)
     return jobs
 
 

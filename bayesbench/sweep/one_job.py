@@ -2,7 +2,8 @@
 hand the run records back. Workers never write the results store; the driver does (one writer).
 
 The job checkpoints into its run directory under the shared runs directory every
-`checkpoint_every` steps; a worker that finds a checkpoint there (an earlier attempt that died,
+`checkpoint_every` steps, holding the directory's lock while it trains and evaluates
+(`Job.open_trainer`); a worker that finds a checkpoint there (an earlier attempt that died,
 or an interrupted sweep) continues from it, and the resumed run is exactly the uninterrupted
 one (see bayesbench/training/trainer.py). Progress goes back as small event dicts through `report`.
 """
@@ -18,8 +19,12 @@ from .expand import SweepJob
 Report = Callable[[dict], None]
 
 
-def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | None = None) -> dict:
+def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | None = None,
+                    cache_dir: str | None = None) -> dict:
     """Train (or finish) the job and evaluate it; returns {"key", "records", "resumed_from", ...}.
+
+    `threads`: torch threads for the job (0: leave as they are); `cache_dir`: where evaluation
+    sets are cached (default `<runs_dir>/cache`, which every worker of a cluster sees).
 
     Events sent through `report`: {"kind": "start", "key", "pid", "host", "step"} once the
     checkpoint (if any) is loaded, then {"kind": "step", "key", "step"} after each checkpoint.
@@ -29,8 +34,7 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
     import torch
 
     from ..running import interrupt
-    from ..scoring.rows import record
-    from ..training.trainer import Trainer
+    from ..scoring.rows import score_run
 
     if threads:
         torch.set_num_threads(threads)
@@ -38,24 +42,22 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
     job = sj.job
     where: dict = {"phase": "setup"}
     try:
-        trainer = Trainer(job.task, job.arch, list(job.seeds), job.train, model_cfg=job.model, max_len=job.max_len,
-                          device=job.device, run_dir=sj.run_dir(runs_dir), run_id=sj.key,
-                          meta={**job.meta(sj.group_id), "sweep_size": sj.size})
-        path = trainer.checkpoint_path()
-        if os.path.exists(path):
-            trainer.load(path)
-        resumed_from = trainer.step
-        send({"kind": "start", "key": sj.key, "pid": os.getpid(), "host": socket.gethostname(),
-              "step": resumed_from})
-        while True:
-            result = trainer.fit(progress=False, stop_at=min(trainer.step + sj.checkpoint_every, job.train.steps))
-            where = {"phase": "training", "step": trainer.step, "steps": job.train.steps,
-                     "checkpoint": result.checkpoint}
-            send({"kind": "step", "key": sj.key, "step": trainer.step})
-            if trainer.finished:  # every step done, or no member left training (diverged or stopped by `until`)
-                break
-        where = {"phase": "evaluation", "checkpoint": result.checkpoint}
-        records = record(result, device=job.device, cache_dir=os.path.join(runs_dir, "cache"), write=False)
+        meta = {**job.meta(sj.group_id), "sweep_size": sj.size}
+        with job.open_trainer(sj.run_dir(runs_dir), run_id=sj.key, meta=meta, resume=True) as trainer:
+            resumed_from = trainer.step
+            send({"kind": "start", "key": sj.key, "pid": os.getpid(), "host": socket.gethostname(),
+                  "step": resumed_from})
+            while True:
+                result = trainer.fit(progress=False,
+                                     stop_at=min(trainer.step + sj.checkpoint_every, job.train.steps))
+                where = {"phase": "training", "step": trainer.step, "steps": job.train.steps,
+                         "checkpoint": result.checkpoint}
+                send({"kind": "step", "key": sj.key, "step": trainer.step})
+                if trainer.finished:  # every step done, or no member left training (diverged or stopped by `until`)
+                    break
+            where = {"phase": "evaluation", "checkpoint": result.checkpoint}
+            records = score_run(result, device=job.device, cache_dir=cache_dir or os.path.join(runs_dir, "cache"),
+                                write=False)
     except interrupt.Interrupted as stop:
         interrupt.claim(stop, sj.label, where)
         raise

@@ -10,6 +10,7 @@ See docs/dynamics.md for every recorded quantity.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -34,27 +35,28 @@ def _make_optimizer(trainer, name: str):
 
 
 def with_task_fields(job, fields: dict | None):
-    """The job's task with some fields of the preset's task config replaced (`--task-set`), e.g.
-    the bijection's variant; the task validates them. Returns (task, max_len)."""
+    """The job with some fields of the preset's task config replaced (`--task-set`), e.g. the
+    bijection's variant; the task validates them (its position range follows the new task)."""
     if not fields:
-        return job.task, job.max_len
+        return job
     from ...tasks import task_from_config
 
     try:
-        task = task_from_config({**job.setup.task, **fields})
+        task_from_config({**job.setup.task, **fields})
     except TypeError as err:  # an unknown field
         raise ValueError(f"--task-set: {err}") from None
-    return task, max(job.max_len, task.seq_len)
+    return dataclasses.replace(job, setup=dataclasses.replace(job.setup, task={**job.setup.task, **fields}))
 
 
-def build(args, study_id: str):
-    """Everything the profile needs, validated before the store is touched: (trainer, config dict)."""
+def build(args, study_id: str, hold: contextlib.ExitStack):
+    """Everything the profile needs, validated before the store is touched: (trainer, config dict).
+    The trainer's run directory stays locked until `hold` closes."""
     import torch
 
     from ...sweep.jobs import make_jobs, resolve_device
-    from ...training.trainer import Trainer
+    from ..runs import find_checkpoint
     from .probes import attention_layers
-    from .resume import find_checkpoint, load_run_state, select_seeds, trainer_from_state
+    from .resume import load_run_state, open_from_state, select_seeds
 
     if args.every < 1:
         raise ValueError(f"--every must be >= 1 (probe every k-th step), got {args.every}")
@@ -74,17 +76,17 @@ def build(args, study_id: str):
         state = load_run_state(ckpt, device)
         seeds = select_seeds(state, args.seeds)
         extra = args.steps or 500
-        trainer = trainer_from_state(state, seeds, extra, device=device, run_dir=run_dir,
-                                     meta={"profile_of": ckpt})
+        trainer = hold.enter_context(open_from_state(state, seeds, extra, device=device, run_dir=run_dir,
+                                                     meta={"profile_of": ckpt}))
         source = {"run": args.run, "checkpoint": ckpt, "from_step": trainer.step}
     else:
         seeds = args.seeds or [0, 1, 2, 3]
         job = make_jobs(args.preset, tasks=[args.task], archs=[args.arch], seeds=seeds, steps=args.steps,
                         device=args.device)[0]
         device = job.device
-        task, max_len = with_task_fields(job, getattr(args, "task_set", None))
-        trainer = Trainer(task, job.arch, list(job.seeds), job.train, model_cfg=job.model, max_len=max_len,
-                          device=device, run_dir=run_dir, meta={"preset": args.preset, "label": job.setup.label})
+        job = with_task_fields(job, getattr(args, "task_set", None))
+        trainer = hold.enter_context(job.open_trainer(run_dir, meta={"preset": args.preset,
+                                                                     "label": job.setup.label}))
         source = {"preset": args.preset, "task": args.task, "task_set": dict(getattr(args, "task_set", None) or {})}
     layers = attention_layers(trainer.model)  # a clear error for an architecture without attention
     attention = args.attention or ("triton" if torch.device(device).type == "cuda" else "eager")
@@ -118,6 +120,17 @@ def run_profile(args) -> int:
     """The `bayesbench profile` command's work, from its parsed options (`cli/profile.py`)."""
     import torch
 
+    torch.set_num_threads(args.threads or 1)
+    study_id = f"profile-{uuid.uuid4().hex[:10]}"
+    with contextlib.ExitStack() as hold:  # the run directory stays locked until the study is stored
+        trainer, config = build(args, study_id, hold)
+        return _profile(args, study_id, trainer, config)
+
+
+def _profile(args, study_id: str, trainer, config: dict) -> int:
+    """Train with the probe, store the dynamics, draw the figures, write the report."""
+    import torch
+
     from ...scoring.evaluate import eval_seed, eval_set, scored_positions
     from ...store.database import cache_dir_for
     from ..partial import removed_if_stopped
@@ -126,18 +139,14 @@ def run_profile(args) -> int:
     from .frames import checkpoint_steps
     from .profiler import ProfileConfig, Profiler
 
-    torch.set_num_threads(args.threads or 1)
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
-    study_id = f"profile-{uuid.uuid4().hex[:10]}"
-    trainer, config = build(args, study_id)
     start_step, end_step = trainer.step, trainer.cfg.steps
     checkpoints = checkpoint_steps(end_step - start_step, args.checkpoints, start=start_step,
                                    spacing=args.checkpoint_spacing)
     cfg = ProfileConfig(every=args.every, law_every=args.law_every, flush_every=args.flush_every,
                         backend=config["attention"], checkpoints=tuple(checkpoints),
                         law_sequences=args.law_sequences, head_ablation=args.head_ablation)
-    cache = cache_dir_for(args.db)
-    eval_batch = eval_set(trainer.task, args.eval_sequences, cache_dir=cache)
+    eval_batch = eval_set(trainer.task, args.eval_sequences, cache_dir=cache_dir_for(args.db))
     probe_batch = eval_set(trainer.task, args.probe_sequences, seed=eval_seed(trainer.task, "profile-probe"))
     config.update(checkpoint_steps=checkpoints, scored_positions=scored_positions(trainer.task))
     profiler = Profiler(trainer, study_id, cfg, probe_batch=probe_batch, eval_batch=eval_batch, db=args.db)
