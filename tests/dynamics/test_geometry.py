@@ -181,13 +181,14 @@ def test_geometry_takes_a_run_id_as_profile_does(trained, capsys):
     checkpoint; the study is that of the run directory (same id, same numbers)."""
     capsys.readouterr()
     run_id = os.path.basename(trained["transformer"])[-16:]
-    assert main(["geometry", run_id, "--sequences", "64", "--db", trained["db"], "--json"]) == 0
+    assert main(["geometry", run_id, "--sequences", "64", "--min-seeds", "2", "--db", trained["db"], "--json"]) == 0
     by_id = json.loads(capsys.readouterr().out)
     assert by_id["config"]["run_id"] == run_id and by_id["study_id"] == f"geometry-{run_id}"
     assert by_id["config"]["checkpoint"] == os.path.join(trained["transformer"], "checkpoint.pt")
-    assert main(["geometry", trained["transformer"], "--sequences", "64", "--db", trained["db"], "--json"]) == 0
+    assert main(["geometry", trained["transformer"], "--sequences", "64", "--min-seeds", "2", "--db", trained["db"],
+                 "--json"]) == 0
     by_dir = json.loads(capsys.readouterr().out)
-    assert by_dir["key_offdiag_abs_cos_layer0"] == by_id["key_offdiag_abs_cos_layer0"]
+    assert by_dir["keys"] == by_id["keys"] and by_dir["study_id"] == by_id["study_id"]
 
 
 def test_geometry_bad_inputs(trained, tmp_path, capsys):
