@@ -59,7 +59,9 @@ def run_geometry(run: str, *, sequences: int = 1024, db: str | None = None, min_
     delete_study(study_id, path=db)  # measuring a run again replaces its earlier measurements
     summary = summarize(g, task.describe(), sequences)
     out_dir = os.path.join(report_dir(db_path(db)), study_id)
-    figures = geometry_plots.all_figures(out_dir, g)
+    setting = (f"{ident['arch']} on {task.describe()}, {result.steps} training steps, seeds {result.seeds}; "
+               f"{sequences} evaluation sequences")
+    figures = geometry_plots.all_figures(out_dir, g, setting)
     register_study(study_id, "geometry", config, run_id=result.run_id, path=db)
     with removed_if_stopped(study_id, "geometry", db):
         write_dynamics(study_id, records(g), path=db)
