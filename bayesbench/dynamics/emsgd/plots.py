@@ -1,71 +1,83 @@
 """Figures of an EM-vs-SGD study: loss curves against the Bayes floors, and Paper II section 7.1's
 toy figures (attention heatmaps sharpening over the first ~100 steps, attention entropy over
-training, PCA trajectories of the value prototypes mu_s W_V)."""
+training, PCA trajectories of the value prototypes mu_s W_V). Each figure's heading carries the
+study's `setting` (variant, data size, updates, seeds), and bands are said to be bands."""
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-from ...store.figures import pyplot, save
+from ...store.figures import count, heading, save, subplots, unique_legend
 
 COLORS = {"sgd": "tab:red", "em": "tab:blue", "adamw": "tab:red", "adamw-em": "tab:blue", "wo10": "tab:green",
           "wqk10": "tab:purple", "sgd3": "tab:orange", "sgd10": "tab:brown"}
+BAND = "line: mean over seeds, band: 10th to 90th percentile seed"
 
 
 def loss_curves(path: str, losses: Tensor, schedules: list[str], floors: dict[str, float], title: str,
                 steps: list[int] | None = None, ylabel: str = "training cross-entropy (nats)",
-                ylim: tuple[float, float] | None = None) -> str:
+                ylim: tuple[float, float] | None = None, setting: str = "") -> str:
     """Mean loss over seeds per schedule ([S, E, n] at `steps`, default 0..n-1), a band from the
     10th to the 90th percentile seed, and horizontal lines at each floor (nats)."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = subplots(figsize=(8, 5))
     steps = torch.arange(losses.shape[-1]) if steps is None else torch.tensor(steps)
     for j, name in enumerate(schedules):
         curves = losses[j]
         lo, hi = torch.quantile(curves, torch.tensor([0.1, 0.9]), dim=0)
-        ax.plot(steps, curves.mean(0), color=COLORS.get(name), label=f"{name} (mean of {curves.shape[0]} seeds)")
+        ax.plot(steps, curves.mean(0), color=COLORS.get(name), label=f"{name} ({count(curves.shape[0], 'seed')})")
         ax.fill_between(steps, lo, hi, color=COLORS.get(name), alpha=0.2)
     for (label, value), style in zip(floors.items(), ("--", ":", "-.")):
         ax.axhline(value, color="black", linestyle=style, lw=1, label=f"{label} = {value:.4f}")
-    ax.set_xlabel("full-batch update")
+    ax.set_xlabel("full-batch update (step)")
     ax.set_ylabel(ylabel)
     if ylim is not None:  # e.g. a diverging schedule's held-out loss shown to its edge, not its end
         ax.set_ylim(*ylim)
-    ax.set_title(title)
-    return save(fig, path, grid=True, legend=True)
+    unique_legend(ax)
+    heading(fig, title, setting, BAND)
+    return save(fig, path, grid=True)
 
 
-def heatmaps(path: str, maps: dict[str, dict[int, Tensor]], seed: int) -> str:
+def heatmaps(path: str, maps: dict[str, dict[int, Tensor]], seed: int, setting: str = "") -> str:
     """Rows: schedules; columns: training steps; each panel the attention weights of the first
     positions (query rows, key columns)."""
-    plt = pyplot()
     names = list(maps)
     steps = sorted(maps[names[0]])
-    fig, axes = plt.subplots(len(names), len(steps), figsize=(2.2 * len(steps), 2.3 * len(names)), squeeze=False)
+    fig, axes = subplots(len(names), len(steps), figsize=(2.2 * len(steps) + 1.4, 2.3 * len(names) + 1.4),
+                         squeeze=False)
     for r, n in enumerate(names):
         for c, s in enumerate(steps):
             ax = axes[r][c]
-            ax.imshow(maps[n][s].numpy(), cmap="viridis", vmin=0, vmax=1)
-            ax.set_xticks([])
-            ax.set_yticks([])
+            im = ax.imshow(maps[n][s].numpy(), cmap="viridis", vmin=0, vmax=1)
             ax.set_title(f"{n}, step {s}", fontsize=8)
-    fig.suptitle(f"attention weights alpha[query, key], first positions, seed {seed}", fontsize=9)
+            ax.tick_params(labelsize=6)
+    fig.supxlabel("key position j", fontsize=9)
+    fig.supylabel("query position i", fontsize=9)
+    bar = fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8)
+    bar.set_label("attention weight alpha[i, j]")
+    n = maps[names[0]][steps[0]].shape[-1]
+    heading(fig, f"attention weights of the first {n} positions, seed {seed}", setting, fontsize=9)
     return save(fig, path, dpi=110)
 
 
-def attention_entropy(path: str, record_steps: list[int], ent: Tensor, schedules: list[str]) -> str:
-    """Mean attention-row entropy (nats) over training, mean over seeds with a 10-90% band."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+def attention_entropy(path: str, record_steps: list[int], ent: Tensor, schedules: list[str], setting: str = "",
+                      uniform: float | None = None) -> str:
+    """Mean attention-row entropy (nats) over training, mean over seeds with a 10-90% band;
+    `uniform`: uniform attention's entropy, drawn as a reference line."""
+    fig, ax = subplots(figsize=(7.5, 4.6))
     for j, n in enumerate(schedules):
         lo, hi = torch.quantile(ent[j], torch.tensor([0.1, 0.9]), dim=0)
-        ax.plot(record_steps, ent[j].mean(0), color=COLORS.get(n), label=n)
+        ax.plot(record_steps, ent[j].mean(0), color=COLORS.get(n), label=f"{n} ({count(ent.shape[1], 'seed')})")
         ax.fill_between(record_steps, lo, hi, color=COLORS.get(n), alpha=0.2)
-    ax.set_xlabel("full-batch update")
-    ax.set_ylabel("attention entropy (nats)")
-    ax.set_xscale("symlog", linthresh=10)
-    ax.legend()
+    if uniform is not None:
+        ax.axhline(uniform, color="0.4", ls="--", lw=1, label=f"uniform attention, {uniform:.3f} nats")
+    ax.set_xlabel("full-batch update (step)" + (", linear to 10, log beyond" if max(record_steps) > 100 else ""))
+    ax.set_ylabel("attention entropy, mean over query rows (nats)")
+    if max(record_steps) > 100:
+        ax.set_xscale("symlog", linthresh=10)
+    ax.set_xlim(left=min(record_steps))
+    unique_legend(ax)
+    heading(fig, "attention entropy over training", setting, BAND)
     return save(fig, path, grid=True)
 
 
@@ -78,25 +90,30 @@ def pca_fit(points: Tensor, k: int = 2) -> tuple[Tensor, Tensor, Tensor]:
 
 
 def value_trajectories(path: str, protos: Tensor, schedules: list[str], record_steps: list[int],
-                       seed: int) -> tuple[str, list[float]]:
+                       seed: int, setting: str = "") -> tuple[str, list[float]]:
     """PCA (fitted on every schedule's trajectory together) of the value prototypes mu_s W_V of one
     seed: one line per symbol from its start (circle) to its end (star). protos [S, R, V, d_v].
     Returns the path and the variance fraction of PC1 and PC2."""
-    plt = pyplot()
+    from ...store.figures import pyplot
+
     S, R, V, d = protos.shape
     mean, axes_, frac = pca_fit(protos.reshape(-1, d).double())
     proj = (protos.double() - mean) @ axes_.T  # [S, R, V, 2]
-    fig, axes = plt.subplots(1, S, figsize=(4.2 * S, 4), squeeze=False)
-    cmap = plt.get_cmap("tab10")
+    fig, axes = subplots(1, S, figsize=(4.4 * S + 1.6, 4.8), squeeze=False, sharex=True, sharey=True)
+    cmap = pyplot().get_cmap("tab10")
     for j, n in enumerate(schedules):
         ax = axes[0][j]
         for v in range(V):
-            ax.plot(proj[j, :, v, 0], proj[j, :, v, 1], color=cmap(v % 10), lw=1)
-            ax.scatter(proj[j, 0, v, 0], proj[j, 0, v, 1], color=cmap(v % 10), marker="o", s=12)
-            ax.scatter(proj[j, -1, v, 0], proj[j, -1, v, 1], color=cmap(v % 10), marker="*", s=60)
-        ax.set_title(f"{n}: value prototypes, steps {record_steps[0]}-{record_steps[-1]}", fontsize=9)
+            ax.plot(proj[j, :, v, 0], proj[j, :, v, 1], color=cmap(v % 10), lw=1, label=f"symbol {v}")
+        ax.scatter(proj[j, 0, :, 0], proj[j, 0, :, 1], color="0.3", marker="o", s=14, zorder=3,
+                   label=f"start (step {record_steps[0]})")
+        ax.scatter(proj[j, -1, :, 0], proj[j, -1, :, 1], color=[cmap(v % 10) for v in range(V)], marker="*", s=70,
+                   zorder=3, edgecolors="k", linewidths=0.4, label=f"end (step {record_steps[-1]})")
+        ax.set_title(f"{n}", fontsize=9)
         ax.set_xlabel(f"PC1 ({100 * frac[0]:.0f}% of variance)")
-        ax.set_ylabel(f"PC2 ({100 * frac[1]:.0f}%)")
-    fig.suptitle(f"PCA of mu_s W_V over training (seed {seed}; one colour per symbol)", fontsize=9)
-    return save(fig, path, grid=True), [float(f) for f in frac]
-
+        ax.set_ylabel(f"PC2 ({100 * frac[1]:.0f}% of variance)")
+        ax.grid(alpha=0.3)
+    unique_legend(fig, where="outside right upper")
+    heading(fig, f"PCA of the value prototypes mu_s W_V over training, seed {seed} (one colour per symbol)",
+            setting, fontsize=9)
+    return save(fig, path), [float(f) for f in frac]

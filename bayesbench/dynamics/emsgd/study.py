@@ -174,20 +174,23 @@ def _toy(variant, seeds, steps, length, sequences, chunk, out_dir, progress, sch
                     (s, -1, -1, -1, "speedup_steps_per_seed", per_seed.steps[e]),
                     (s, -1, -1, -1, "speedup_steps_pooled", pooled.steps[e])]
     pair = [names.index("sgd"), names.index("em")]  # the section 7.1 figures: the two schedules of the paper
+    data_words = f"T={length}" if variant == "paper" else f"{sequences} sequences of L={length} per seed"
+    setting = f"{variant} variant, {data_words}; {steps} full-batch updates; {len(seeds)} seeds {seeds}"
     figures = [plots.loss_curves(os.path.join(out_dir, "loss.png"), run.losses, names, floors,
-                                 f"{variant} variant: {len(seeds)} seeds, T={length}, {steps} updates"),
+                                 "training loss of each schedule", setting=setting),
                plots.loss_curves(os.path.join(out_dir, "held_out_loss.png"), run.test_losses, names,
                                  {"exact filtering floor, held-out (mean over seeds)":
                                   summary["held_out"]["floor_mean"], "chance, ln 8": math.log(n_classes)},
-                                 f"held-out sequence per seed (seed + {TEST_SEED_OFFSET}), scored every 10 updates",
-                                 steps=run.record_steps, ylabel="held-out cross-entropy (nats)",
-                                 ylim=(summary["held_out"]["floor_mean"] - 0.05, math.log(n_classes) + 0.25)),
+                                 f"held-out loss: a held-out sequence per seed (seed + {TEST_SEED_OFFSET}), scored "
+                                 "every 10 updates", steps=run.record_steps, ylabel="held-out cross-entropy (nats)",
+                                 ylim=(summary["held_out"]["floor_mean"] - 0.05, math.log(n_classes) + 0.25),
+                                 setting=setting),
                plots.heatmaps(os.path.join(out_dir, "attention_heatmaps.png"),
-                              {n: run.heatmaps[n] for n in ("sgd", "em")}, seeds[0]),
+                              {n: run.heatmaps[n] for n in ("sgd", "em")}, seeds[0], setting),
                plots.attention_entropy(os.path.join(out_dir, "attention_entropy.png"), run.record_steps, ent,
-                                       names)]
+                                       names, setting, uniform=summary["max_attention_entropy_nats"])]
     path, frac = plots.value_trajectories(os.path.join(out_dir, "value_pca.png"), run.prototypes[pair, 0],
-                                          ["sgd", "em"], run.record_steps, seeds[0])
+                                          ["sgd", "em"], run.record_steps, seeds[0], setting)
     figures.append(path)
     summary["value_pca_variance_pc1_pc2"] = frac
     summary["headline"] = _headline(variant, summary, per_seed, pooled)
@@ -341,7 +344,8 @@ def _deep(seeds, steps, length, out_dir, progress):
                         (s, -1, -1, -1, f"test_entropy_{n}", float(run.test_entropy[j, e])),
                         (s, -1, -1, -1, f"test_accuracy_{n}", float(run.test_accuracy[j, e]))]
     figures = [plots.loss_curves(os.path.join(out_dir, "loss.png"), run.losses, run.schedules, floors,
-                                 f"deep variant (4 layers x 4 heads, AdamW): {len(seeds)} seeds, T={length}")]
+                                 "deep variant (4 layers x 4 heads, AdamW): training loss",
+                                 setting=f"T={length}; {steps} steps; {len(seeds)} seeds {seeds}")]
     summary["headline"] = [
         f"adamw-em over adamw, speed-up (per-seed threshold): {_fmt_speedup(per_seed)}; pooled: {_fmt_speedup(pooled)}",
         *(f"{n}: held-out loss {d['loss']['mean']:.4f}, entropy {d['entropy']['mean']:.4f} nats "
