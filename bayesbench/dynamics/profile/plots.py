@@ -5,8 +5,9 @@ Generic pieces, shared by every dynamics command:
 - `band(ax, x, ys, ...)`: the mean over seeds with a shaded interval (95% t-interval over seeds,
   or min-max with interval="range");
 - `per_layer_figure(path, panels, ...)`: one panel per layer, each a list of `Curve`s on a left
-  and optionally a right axis.
-`plot_profile(study_id, db, out_dir)` draws a profile study's figures with them.
+  and optionally a right axis, labelled reference lines, and a heading saying what was measured.
+`plot_profile(study_id, db, out_dir)` draws a profile study's figures with them, each headed by
+the study's setting (model, task, steps, seeds, evaluation and probe sequences; `study_setting`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ...store.figures import pyplot, save
-from ..store import Measurement, read_dynamics
+from ...store.figures import count, heading, save, subplots, unique_legend
+from ..store import Measurement, read_dynamics, read_study
 
 # Two-sided 95% Student t quantiles by degrees of freedom (1..30); normal beyond.
 _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
@@ -58,8 +59,9 @@ def band(ax, curve: Curve, interval: str = "ci95") -> None:
     """Draw the mean over seeds and its shaded interval on `ax`."""
     stats = [seed_interval([ys[k] for ys in curve.ys], interval) for k in range(len(curve.x))]
     mean, lo, hi = ([s[i] for s in stats] for i in range(3))
+    undefined = "" if any(math.isfinite(m) for m in mean) else "; undefined here, not drawn"
     line, = ax.plot(curve.x, mean, curve.style, color=curve.color, lw=1.6,
-                    label=f"{curve.label} (n={len(curve.ys)} seeds)")
+                    label=f"{curve.label} (n={len(curve.ys)} seeds{undefined})")
     ax.fill_between(curve.x, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
     if curve.logy:
         ax.set_yscale("log")
@@ -88,14 +90,19 @@ def _nanmean(v: list[float]) -> float:
     return sum(v) / len(v) if v else math.nan
 
 
+INTERVAL_WORDS = {"ci95": "95% t-interval over seeds", "range": "range over seeds"}
+
+
 def per_layer_figure(path: str, panels: dict[int, list[Curve]], *, title: str, xlabel: str, ylabel: str,
                      ylabel_right: str | None = None, marks: dict[int, list[tuple[float, str]]] | None = None,
-                     interval: str = "ci95") -> str:
+                     interval: str = "ci95", setting: str = "", refs: list[tuple[float, str]] = ()) -> str:
     """One panel per layer (sorted), curves with seed intervals, optional vertical marks
-    (x, label) per layer; writes the PNG and returns its path."""
-    plt = pyplot()
+    (x, label) per layer and horizontal reference lines (y, label) on every panel, all in one
+    legend under the panels; `setting` (what was measured) under the title. Writes the PNG and
+    returns its path."""
     layers = sorted(panels)
-    fig, axes = plt.subplots(1, len(layers), figsize=(4.8 * len(layers), 3.8), squeeze=False)
+    fig, axes = subplots(1, len(layers), figsize=(4.8 * len(layers) + 0.6, 4.6), squeeze=False)
+    styles = (":", "-.", "--")
     for ax, layer in zip(axes[0], layers):
         right = None
         for curve in panels[layer]:
@@ -104,19 +111,34 @@ def per_layer_figure(path: str, panels: dict[int, list[Curve]], *, title: str, x
                 right = right or ax.twinx()
                 target = right
             band(target, curve, interval)
+        for (y, label), style in zip(refs, styles):
+            ax.axhline(y, color="0.3", ls=style, lw=1, label=label)
         for x, label in (marks or {}).get(layer, []):
-            ax.axvline(x, color="k", ls=":", lw=1)
-            ax.annotate(label, (x, 1), xycoords=("data", "axes fraction"), fontsize=7, va="top", ha="left")
+            ax.axvline(x, color="k", ls=":", lw=1, label=label)
         ax.set(xlabel=xlabel, ylabel=ylabel, title=f"layer {layer}")
         ax.grid(alpha=0.3)
-        handles, labels = ax.get_legend_handles_labels()
         if right is not None:
             right.set_ylabel(ylabel_right or "")
-            h2, l2 = right.get_legend_handles_labels()
-            handles, labels = handles + h2, labels + l2
-        ax.legend(handles, labels, fontsize=7)
-    fig.suptitle(title, fontsize=10)
+    unique_legend(fig, where="outside lower center")
+    heading(fig, title, setting, f"line: mean over seeds, band: {INTERVAL_WORDS.get(interval, interval)}")
     return save(fig, path, dpi=110)
+
+
+def study_setting(study_id: str, db: str | None) -> str:
+    """A profile study's setting in words, from its stored configuration ('' if it has none)."""
+    study = read_study(study_id, db)
+    c = (study or {}).get("config") or {}
+    if not c:
+        return ""
+    task = dict(c.get("task_config") or {})
+    name = task.pop("task", "task")
+    words = f"{name}({', '.join(f'{k}={v}' for k, v in task.items())})"
+    end = (c.get("train") or {}).get("steps")
+    start = c.get("from_step")
+    steps = f"steps {start}..{end}" if start else f"{end} training steps"
+    seeds = c.get("seeds") or []
+    return (f"{c.get('arch')} on {words}, {steps}, {count(len(seeds), 'seed')} {seeds}; "
+            f"{c.get('eval_sequences')} evaluation sequences, {c.get('probe_sequences')} probe sequences")
 
 
 PROBE_LABELS = {
@@ -134,6 +156,7 @@ def plot_profile(study_id: str, db: str | None = None, out_dir: str = ".", summa
     if not records:
         raise ValueError(f"study {study_id!r} has no stored dynamics (unknown study id, or another --db?)")
     layers = sorted({r.layer for r in records if r.layer >= 0})
+    setting = study_setting(study_id, db)
     paths = []
     for name, (label, logy) in PROBE_LABELS.items():
         panels = {}
@@ -143,10 +166,10 @@ def plot_profile(study_id: str, db: str | None = None, out_dir: str = ".", summa
                 panels[layer] = [Curve(f"{label}, mean over heads", x, ys, color="C0", logy=logy)]
         if panels:
             paths.append(per_layer_figure(os.path.join(out_dir, f"{study_id}_{name}.png"), panels,
-                                          title=f"{label} over training (probed steps; 95% interval over seeds)",
-                                          xlabel="training step", ylabel=label))
-    paths += _law_figure(study_id, records, layers, out_dir)
-    paths += _frame_figures(study_id, records, layers, out_dir, summary)
+                                          title=f"{label} over training, at the probed steps",
+                                          xlabel="training step", ylabel=label, setting=setting))
+    paths += _law_figure(study_id, records, layers, out_dir, setting)
+    paths += _frame_figures(study_id, records, layers, out_dir, summary, setting)
     return paths
 
 
@@ -154,7 +177,8 @@ LAW_CURVES = (("law_cosine", "cos(Delta s_c, alpha A)"), ("law_sign_alpha", "sig
               ("law_query_test", "queries with sum A dalpha > 0"), ("law_own_cosine", "own W_Q/W_K part: cosine"))
 
 
-def _law_figure(study_id: str, records: list[Measurement], layers: list[int], out_dir: str) -> list[str]:
+def _law_figure(study_id: str, records: list[Measurement], layers: list[int], out_dir: str,
+                setting: str = "") -> list[str]:
     """Excess of each law statistic over its shuffle null, per checked step (0: chance)."""
     null = {(r.seed, r.step, r.layer, r.head, r.name[:-5]): r.value for r in records if r.name.endswith("_null")}
     wanted = {n for n, _ in LAW_CURVES}
@@ -171,12 +195,13 @@ def _law_figure(study_id: str, records: list[Measurement], layers: list[int], ou
     if not panels:
         return []
     return [per_layer_figure(os.path.join(out_dir, f"{study_id}_routing_law.png"), panels,
-                             title="routing law after each checked step: excess over the shuffle null (0 = chance)",
-                             xlabel="training step", ylabel="statistic - shuffle null")]
+                             title="routing law after each checked step: excess over the shuffle null",
+                             xlabel="training step", ylabel="statistic - shuffle null", setting=setting,
+                             refs=[(0.0, "0: chance (the shuffle null)")])]
 
 
 def _frame_figures(study_id: str, records: list[Measurement], layers: list[int], out_dir: str,
-                   summary: dict | None) -> list[str]:
+                   summary: dict | None, setting: str = "") -> list[str]:
     """Frame and precision progress on steps and on the learning-rate budget; map velocity."""
     from .lead import frame_progress, precision_progress
 
@@ -201,8 +226,9 @@ def _frame_figures(study_id: str, records: list[Measurement], layers: list[int],
         if panels:
             label = "training steps done" if axis == "steps" else "share of the learning-rate budget sum(lr) spent"
             paths.append(per_layer_figure(os.path.join(out_dir, f"{study_id}_frame_precision_{axis}.png"), panels,
-                                          title=f"frame vs precision progress against {axis} (t90 at 0.9)",
-                                          xlabel=label, ylabel="progress (0 first, 1 last checkpoint)"))
+                                          title=f"frame vs precision progress against {axis}", xlabel=label,
+                                          ylabel="progress (0 first, 1 last checkpoint)", setting=setting,
+                                          refs=[(0.9, "0.9: where t90 is read")]))
     panels = {}
     for layer in layers:
         x, ys = seed_curves(records, "map_velocity", layer, head=-1)
@@ -211,5 +237,5 @@ def _frame_figures(study_id: str, records: list[Measurement], layers: list[int],
     if panels:
         paths.append(per_layer_figure(os.path.join(out_dir, f"{study_id}_map_velocity.png"), panels,
                                       title="how fast the attention maps move", xlabel="training steps done",
-                                      ylabel="TV distance per step"))
+                                      ylabel="TV distance per step", setting=setting))
     return paths
