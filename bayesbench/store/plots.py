@@ -142,7 +142,8 @@ def _per_position(label: str, name: str, group: list[RunRecord], path: str) -> s
     ax_e.set(xlabel="scored position (1 = first prediction)", ylabel="|H(model) - H(Bayes)| (bits, 0 = Bayes)",
              yscale="log", title="entropy error, mean over sequences")
     for ax in (ax_h, ax_e):
-        ax.set_xticks(x if len(x) <= 20 else ax.get_xticks())
+        if len(x) <= 20:
+            ax.set_xticks(x)
         ax.grid(alpha=0.3)
     unique_legend(fig, where="outside lower center")
     heading(fig, f"{label}, eval {name}: model vs Bayes entropy per position", setting)

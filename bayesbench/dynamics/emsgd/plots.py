@@ -33,7 +33,7 @@ def loss_curves(path: str, losses: Tensor, schedules: list[str], floors: dict[st
     ax.set_ylabel(ylabel)
     if ylim is not None:  # e.g. a diverging schedule's held-out loss shown to its edge, not its end
         ax.set_ylim(*ylim)
-    unique_legend(ax)
+    unique_legend(fig, where="outside lower center")
     heading(fig, title, setting, BAND)
     return save(fig, path, grid=True)
 
@@ -76,7 +76,7 @@ def attention_entropy(path: str, record_steps: list[int], ent: Tensor, schedules
     if max(record_steps) > 100:
         ax.set_xscale("symlog", linthresh=10)
     ax.set_xlim(left=min(record_steps))
-    unique_legend(ax)
+    unique_legend(fig, where="outside lower center")
     heading(fig, "attention entropy over training", setting, BAND)
     return save(fig, path, grid=True)
 
@@ -113,7 +113,7 @@ def value_trajectories(path: str, protos: Tensor, schedules: list[str], record_s
         ax.set_xlabel(f"PC1 ({100 * frac[0]:.0f}% of variance)")
         ax.set_ylabel(f"PC2 ({100 * frac[1]:.0f}% of variance)")
         ax.grid(alpha=0.3)
-    unique_legend(fig, where="outside right upper")
+    unique_legend(fig, where="outside right center")
     heading(fig, f"PCA of the value prototypes mu_s W_V over training, seed {seed} (one colour per symbol)",
             setting, fontsize=9)
     return save(fig, path), [float(f) for f in frac]
