@@ -15,7 +15,16 @@ import json
 import time
 from collections.abc import Callable
 
-from .args import add_training, db_name, line_printer, positive, progress, split_list, train_overrides
+from .args import (
+    add_training,
+    db_name,
+    line_printer,
+    positive,
+    progress,
+    split_list,
+    task_and_model_args,
+    train_overrides,
+)
 from .engine import DEFAULT_THREADS, add_executor_options, drive
 from .errors import CommandFailed
 from .outside_model import add_model_options, model_jobs
@@ -51,7 +60,7 @@ def preset_jobs(args, *, tasks, archs, seeds, place: Callable[[str], str] | None
         jobs = make_jobs(args.preset, tasks=tasks, archs=archs, seeds=seeds, steps=args.steps, device=args.device,
                          attention=args.attention, compile=args.compile, precision=args.precision,
                          checkpoint_every=args.checkpoint_every, eval_sequences=args.eval_sequences,
-                         train=train_overrides(args), place=place)
+                         train=train_overrides(args), place=place, **task_and_model_args(args))
     return [sweep_job(job, group_id=f"run-{args.preset}") for job in jobs]
 
 
