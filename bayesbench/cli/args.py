@@ -114,6 +114,7 @@ def add_training(p: argparse.ArgumentParser) -> None:
                    "log-spaced, 8 points per decade, always the last step)")
     p.add_argument("--curve-sequences", type=positive, help="size of the fixed curve set (default 256)")
     p.add_argument("--no-curves", action="store_true", help="no learning curves (and so no --until)")
+    add_log(p)
     p.add_argument("--train-args", nargs="+", type=key_values("--train-args"), metavar="KEY=VALUE",
                    help="training settings over the preset's, e.g. lr=5e-4 batch_size=64 schedule=cosine "
                         "warmup_steps=100 weight_decay=0 (the fields of TrainConfig, docs/training.md)")
@@ -124,6 +125,26 @@ def add_training(p: argparse.ArgumentParser) -> None:
                    help="the architecture's options over the preset's, e.g. d_model=32 dropout=0.1 (one architecture: "
                         "--arch, one --archs, or --model, whose factory gets them)")
     add_db(p)
+
+
+def add_log(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log", choices=("tensorboard", "wandb"),
+                   help="also send each member's training loss and learning curves to TensorBoard "
+                        "(RUN_DIR/tensorboard) or Weights & Biases (offline unless WANDB_MODE says otherwise); needs "
+                        "bayesbench[log]")
+
+
+def with_log(args: argparse.Namespace, jobs: list) -> list:
+    """The sweep jobs with --log's logger (its package checked before anything trains)."""
+    kind = getattr(args, "log", None)
+    if not kind:
+        return jobs
+    import dataclasses
+
+    from ..training.loggers import check_logger
+
+    check_logger(kind)
+    return [dataclasses.replace(sj, log=kind) for sj in jobs]
 
 
 def train_overrides(args: argparse.Namespace) -> dict:

@@ -24,6 +24,7 @@ from .args import (
     split_list,
     task_and_model_args,
     train_overrides,
+    with_log,
 )
 from .engine import DEFAULT_THREADS, add_executor_options, drive
 from .errors import CommandFailed
@@ -61,7 +62,7 @@ def preset_jobs(args, *, tasks, archs, seeds, place: Callable[[str], str] | None
                          attention=args.attention, compile=args.compile, precision=args.precision,
                          checkpoint_every=args.checkpoint_every, eval_sequences=args.eval_sequences,
                          train=train_overrides(args), place=place, **task_and_model_args(args))
-    return [sweep_job(job, group_id=f"run-{args.preset}") for job in jobs]
+    return with_log(args, [sweep_job(job, group_id=f"run-{args.preset}") for job in jobs])
 
 
 def jobs_of(args, place: Callable[[str], str] | None = None) -> list:

@@ -11,7 +11,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from .args import add_db
+from .args import add_db, add_log, with_log
 from .engine import add_executor_options, drive
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ def add_parser(sub) -> None:
                    "resumes")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print {\"jobs\": [...], \"runs\": [...]} instead of tables")
+    add_log(p)
     add_db(p)
     p.set_defaults(handler=cmd_sweep, rerun_resumes=True)  # an interrupted sweep continues by running it again
 
@@ -143,7 +144,7 @@ def cmd_sweep(args) -> int:
     else:
         from ..sweep.local import local_executor
 
-        jobs = expand(spec, device=resolve_device)
+        jobs = with_log(args, expand(spec, device=resolve_device))
         executor = local_executor(jobs, workers=args.jobs, threads=spec.resources.cpus, max_retries=args.max_retries,
                                   in_process=False)
     say(f"bayesbench sweep {spec.name!r} ({spec.path}) -> store {db_path(args.db)}, run directories under "

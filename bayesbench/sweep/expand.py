@@ -41,6 +41,7 @@ class SweepJob:
     size: str | None  # the sweep's name for the model size, if it has a sizes axis
     checkpoint_every: int  # steps between checkpoints (and progress reports)
     group_id: str  # stored with every row: "sweep-<name>"
+    log: str | None = None  # send the training curves to "tensorboard" or "wandb" (training/loggers.py); not in the key
 
     @property
     def arch(self) -> str:
