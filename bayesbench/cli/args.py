@@ -209,6 +209,11 @@ def progress(args: argparse.Namespace) -> bool:
     return not args.no_progress and sys.stderr.isatty()
 
 
+def progress_lines(args: argparse.Namespace) -> bool:
+    """Progress as lines (a job's checkpoints) where no bar is drawn: stderr is not a terminal."""
+    return not args.no_progress and not sys.stderr.isatty()
+
+
 def line_printer(args: argparse.Namespace):
     """Progress lines: to stderr when stdout carries --json, else to stdout."""
     stream = sys.stderr if getattr(args, "json", False) else sys.stdout

@@ -21,6 +21,7 @@ from .args import (
     line_printer,
     positive,
     progress,
+    progress_lines,
     split_list,
     task_and_model_args,
     train_overrides,
@@ -96,7 +97,8 @@ def run_preset(args, select: Callable, say) -> list:
         executor = local_executor(jobs, workers=getattr(args, "jobs", None), threads=threads,
                                   max_retries=getattr(args, "max_retries", 2), in_process=True)
     _announce(jobs, say)
-    outcome = drive(jobs, executor, db=args.db, runs_dir=args.runs_dir, progress=progress(args), say=say)
+    outcome = drive(jobs, executor, db=args.db, runs_dir=args.runs_dir, progress=progress(args), say=say,
+                    lines=progress_lines(args))
     for key in outcome.failed:  # the job's own error, as a one-job command would raise it
         if key in outcome.errors:
             raise outcome.errors[key]

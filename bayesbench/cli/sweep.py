@@ -88,12 +88,24 @@ def _summary(jobs: list[SweepJob], records: list, states: dict[str, str]) -> str
              "per seed | this run |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for sj in jobs:
         j, rs = sj.job, sorted(by_key.get(sj.key, []), key=lambda r: r.seed)
-        mae = " ".join(f"{r.entropy_mae_bits:.4f}" for r in rs) or "-"
-        kl = " ".join(f"{r.kl_bits:.4f}" for r in rs) or "-"
+        mae = " ".join(r.shown(r.entropy_mae_bits) for r in rs) or "-"
+        kl = " ".join(r.shown(r.kl_bits) for r in rs) or "-"
         primary = rs[0].primary if rs else "-"
+        done = max((r.steps for r in rs), default=j.train.steps)
+        steps = f"{done} of {j.train.steps}" if done != j.train.steps else f"{done}"
         lines.append(f"| {j.setup.label} | {sj.arch} | {sj.size or '-'} | {j.train.lr:g} | {list(j.seeds)} | "
-                     f"{j.params:,} | {j.train.steps} | {primary} | {mae} | {kl} | {states[sj.key]} |")
+                     f"{j.params:,} | {steps} | {primary} | {mae} | {kl} | {_state(states[sj.key], rs)} |")
     return "\n".join(lines)
+
+
+def _state(state: str, records: list) -> str:
+    """'trained', and how many of its members diverged (a sweep whose members all diverged is not
+    simply 'trained')."""
+    bad = [r for r in records if r.diverged]
+    if not bad or not state.startswith("trained"):
+        return state
+    every = " (every member)" if len(bad) == len(records) else f" ({len(bad)} of {len(records)} members)"
+    return f"{state}; diverged{every}"
 
 
 def _try_outside(jobs: list[SweepJob], path: str, say) -> None:
@@ -150,7 +162,8 @@ def cmd_sweep(args) -> int:
     say(f"bayesbench sweep {spec.name!r} ({spec.path}) -> store {db_path(args.db)}, run directories under "
         f"{args.runs_dir}")
     outcome = drive(jobs, executor, db=args.db, runs_dir=args.runs_dir,
-                    progress=not args.no_progress and sys.stderr.isatty(), say=say)
+                    progress=not args.no_progress and sys.stderr.isatty(), say=say,
+                    lines=not args.no_progress and not sys.stderr.isatty())
     states = {sj.key: "skipped (stored)" for sj in jobs if sj.key in outcome.skipped}
     for key in outcome.trained:
         states[key] = "trained" + (f" (resumed at step {outcome.resumed[key]})" if key in outcome.resumed else "") \

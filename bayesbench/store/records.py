@@ -259,6 +259,13 @@ class RunRecord:
         found = re.search(r"diverged at step (\d+)", self.status)
         return int(found.group(1)) if found else self.stop_step
 
+    def shown(self, value: float, fmt: str = "{:.4f}") -> str:
+        """One of its numbers as a table shows it: `value` formatted, or where it diverged (a
+        diverged member's numbers are not results)."""
+        if self.diverged:
+            return f"diverged@{self.diverged_at}" if self.diverged_at is not None else "diverged"
+        return fmt.format(value)
+
     @property
     def stop_kind(self) -> str | None:
         """"budget", "diverged", "threshold" or "plateau" (None: not recorded)."""
