@@ -253,3 +253,16 @@ def as_dict(option: str, items: list[tuple[str, object]] | None) -> dict:
             raise ValueError(f"{option}: {key} given twice ({out[key]!r} and {value!r})")
         out[key] = value
     return out
+
+
+def check_folder(option: str, path: str) -> str:
+    """A folder option (--runs-dir, --out): a folder, or a path where one can be made."""
+    import os
+
+    probe = path
+    while probe and not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if probe and not os.path.isdir(probe):
+        what = "is a file" if probe == path else f"lies under the file {probe}"
+        raise ValueError(f"{option} {path} {what}; give a folder (it is created if missing)")
+    return path

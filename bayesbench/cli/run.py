@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from .args import (
     add_training,
+    check_folder,
     db_name,
     line_printer,
     positive,
@@ -63,7 +64,8 @@ def preset_jobs(args, *, tasks, archs, seeds, place: Callable[[str], str] | None
                          attention=args.attention, compile=args.compile, precision=args.precision,
                          checkpoint_every=args.checkpoint_every, eval_sequences=args.eval_sequences,
                          train=train_overrides(args), place=place, **task_and_model_args(args))
-    return with_log(args, [sweep_job(job, group_id=f"run-{args.preset}") for job in jobs])
+    threads = getattr(args, "threads", None) or DEFAULT_THREADS
+    return with_log(args, [sweep_job(job, group_id=f"run-{args.preset}", threads=threads) for job in jobs])
 
 
 def jobs_of(args, place: Callable[[str], str] | None = None) -> list:
@@ -73,10 +75,12 @@ def jobs_of(args, place: Callable[[str], str] | None = None) -> list:
 
 
 def _announce(jobs: list, say) -> None:
+    from ..sweep.expand import seeds_text
+
     for i, sj in enumerate(jobs, 1):
         job = sj.job
         say(f"[{i}/{len(jobs)}] {job.setup.label} / {sj.arch}: {job.params:,} params per member, "
-            f"{len(job.seeds)} seeds {list(job.seeds)} as one ensemble, {job.train.steps} steps x batch "
+            f"{len(job.seeds)} seeds {seeds_text(job.seeds)} as one ensemble, {job.train.steps} steps x batch "
             f"{job.train.batch_size}, lr {job.train.lr:g} ({job.train.schedule}) on {job.device}"
             + (f"; position table sized {job.max_len} for the longest eval (K={max(job.setup.eval_lengths)})"
                if job.setup.eval_lengths else ""))
@@ -89,6 +93,7 @@ def run_preset(args, select: Callable, say) -> list:
     from ..sweep.ray_executor import on_ray
     from ..sweep.spec import Resources
 
+    check_folder("--runs-dir", args.runs_dir)
     threads = args.threads or DEFAULT_THREADS
     if getattr(args, "ray", None):
         executor, jobs = on_ray(args.ray, Resources(cpus=threads), args.max_retries, select)

@@ -11,7 +11,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from .args import add_db, add_log, with_log
+from .args import add_db, add_log, check_folder, with_log
 from .engine import add_executor_options, drive
 
 if TYPE_CHECKING:
@@ -144,11 +144,12 @@ def cmd_sweep(args) -> int:
 
         tqdm.write(message, file=stream)
 
+    check_folder("--runs-dir", args.runs_dir)
     spec = load_sweep(args.file)
     jobs = expand(spec)  # every check that needs no cluster, before anything starts
+    _try_outside(jobs, spec.path, say)  # the dry run checks what the run checks
     if args.dry_run:
         return _dry_run(spec, jobs, args, say)
-    _try_outside(jobs, spec.path, say)
     if args.ray:
         from ..sweep.ray_executor import on_ray
 

@@ -201,8 +201,23 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
                 if not model_args:
                     raise
                 raise ValueError(f"--model-args for {a}: {err}") from None
-            jobs.append(Job(preset, k, setup, a, model, train_config, member_seeds, dev, overrides=overrides))
+            job = Job(preset, k, setup, a, model, train_config, member_seeds, dev, overrides=overrides)
+            check_ensemble_fits(job)
+            jobs.append(job)
     return jobs
+
+
+def check_ensemble_fits(job: Job) -> None:
+    """Refuse, before anything is built, an ensemble whose weights, gradients and optimiser
+    state alone (4 float32 copies of every member's parameters) exceed the device's free memory."""
+    from ..tasks.base import available_bytes, format_bytes
+
+    need = 16 * job.params * len(job.seeds)
+    free = available_bytes(torch.device(job.device))
+    if free is not None and need > free:
+        raise ValueError(f"{job.describe()}: an ensemble of {len(job.seeds):,} members of {job.params:,} parameters "
+                         f"needs at least {format_bytes(need)} for its weights, gradients and optimiser state, and "
+                         f"{job.device} has {format_bytes(free)} free; use fewer seeds (--seeds)")
 
 
 def task_setup(p, key: str, task_args: dict | None = None) -> TaskSetup:
