@@ -166,12 +166,15 @@ def _clean_json(value):
 def config_key(record: RunRecord) -> str:
     """What must match for two runs' seeds to be pooled in one leaderboard row: the task's
     configuration, the model's arguments (an outside model's source too), training, position
-    range and evaluation (not the seeds, the checkpoint path or the run)."""
+    range, evaluation and the torch thread count it trained with (not the seeds, the checkpoint
+    path or the run)."""
     cfg = record.config or {}
     model = cfg.get("model") or {}
     return json.dumps({"task": record.task_config, "model_args": cfg.get("model_args"), "spec": model.get("spec"),
                        "train": cfg.get("train"), "max_len": cfg.get("max_len"),
-                       "eval_lengths": cfg.get("eval_lengths"), "eval_sequences": cfg.get("eval_sequences")},
+                       "eval_lengths": cfg.get("eval_lengths"), "eval_sequences": cfg.get("eval_sequences"),
+                       # numbers differ in their last digits between torch thread counts: like with like
+                       "threads": (record.environment or {}).get("threads")},
                       sort_keys=True, default=str)
 
 
@@ -435,6 +438,7 @@ def _settings(record: RunRecord) -> dict:
     out = {}
     for part in (record.task_config or {}, cfg.get("model_args") or {}, cfg.get("train") or {}):
         out.update({k: v for k, v in part.items() if k != "task" and not isinstance(v, (dict, list))})
+    out["threads"] = (record.environment or {}).get("threads")
     return out
 
 
