@@ -26,26 +26,24 @@ def seed_list(text: str) -> list[int]:
     return seeds
 
 
-def positive(text: str) -> int:
-    """The text of an integer >= 1."""
+def _integer(text: str, minimum: int, rule: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+        value = minimum - 1
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}")
     return value
+
+
+def positive(text: str) -> int:
+    """The text of an integer >= 1."""
+    return _integer(text, 1, "a positive integer")
 
 
 def count(text: str) -> int:
     """The text of an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
-    return value
+    return _integer(text, 0, "an integer >= 0")
 
 
 def bits(text: str) -> float:

@@ -35,6 +35,7 @@ from .records import (
     PermutationCheck,
     PositionCurves,
     RunRecord,
+    json_safe,
 )
 
 DEFAULT_DB = os.path.join("results", "bayesbench.sqlite")
@@ -285,17 +286,6 @@ def _retry(action, attempts: int = 20):
             time.sleep(min(2.0, 0.05 * 2**i))
 
 
-def _clean(value):
-    """JSON cannot hold NaN/inf: store them as null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
 def to_row(record: RunRecord) -> dict:
     """The columns of `record` (JSON columns as Python objects; docs/results.md)."""
     head = record.headline
@@ -332,7 +322,7 @@ def curve_rows(record: RunRecord) -> list[tuple]:
     c = record.learning_curve
     if c is None:
         return []
-    return [(record.run_id, record.seed, c.eval or "", step, metric, _clean(float(values[i])), c.sequences[i],
+    return [(record.run_id, record.seed, c.eval or "", step, metric, json_safe(float(values[i])), c.sequences[i],
              c.tokens[i], c.wall_s[i])
             for metric, values in c.values.items() for i, step in enumerate(c.step)]
 
@@ -410,8 +400,8 @@ def write_rows(rows: list[dict], path: str | None = None, *, curves: dict[tuple,
         unknown = set(row) - set(COLUMNS)
         if unknown:
             raise ValueError(f"unknown result columns {sorted(unknown)}; known: {', '.join(COLUMNS)}")
-        values.append(tuple(json.dumps(_clean(row.get(c)), allow_nan=False) if c in JSON_COLUMNS
-                            else _clean(row.get(c)) for c in COLUMNS))
+        values.append(tuple(json.dumps(json_safe(row.get(c)), allow_nan=False) if c in JSON_COLUMNS
+                            else json_safe(row.get(c)) for c in COLUMNS))
     keep = ("run_id", "seed", "created_at", "environment")
     sql = (f"INSERT INTO runs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
            f"ON CONFLICT (run_id, seed) DO UPDATE SET "

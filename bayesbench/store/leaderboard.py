@@ -31,7 +31,7 @@ import math
 
 from .curve_stats import Reach, common_range, log_auc, reach, reached_from, still_improving, trained_part
 from .database import read_records
-from .records import EvalResult, RunRecord
+from .records import EvalResult, RunRecord, json_safe
 
 FORMATS = ("md", "csv", "json")
 METRICS = {
@@ -144,23 +144,12 @@ def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
             "entropy_mae_positional_bits": _num(r.entropy_mae_positional_bits),
             "preset": r.preset, "group_id": r.group_id, "eval": r.primary,
             "evals": {name: _json_eval(ev) for name, ev in r.evals.items()},
-            "permutation": _clean_json(r.permutation.to_json()) if r.permutation is not None else None,
+            "permutation": json_safe(r.permutation.to_json()) if r.permutation is not None else None,
             "created_at": r.created_at, "stop_step": r.stop_step, "stop_reason": r.stop_reason,
             **_member_curve(r, curve_metric, threshold),
-            "learning_curve": None if r.learning_curve is None else _clean_json(dataclasses.asdict(r.learning_curve)),
+            "learning_curve": None if r.learning_curve is None else json_safe(dataclasses.asdict(r.learning_curve)),
         })
     return {"runs": runs}
-
-
-def _clean_json(value):
-    """Non-finite floats anywhere in a JSON-ready value as null."""
-    if isinstance(value, float):
-        return _num(value)
-    if isinstance(value, dict):
-        return {k: _clean_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean_json(v) for v in value]
-    return value
 
 
 def config_key(record: RunRecord) -> str:

@@ -26,6 +26,19 @@ import math
 import typing
 from dataclasses import dataclass, field
 
+
+def json_safe(value):
+    """A JSON-ready value with every non-finite float (NaN, inf: a diverged member's numbers) as
+    None, in nested dicts, lists and tuples too: JSON cannot hold them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
 FINAL_LOSS_MEANING = "mean training cross-entropy (nats) over the last 100 steps"
 
 

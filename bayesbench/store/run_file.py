@@ -12,24 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 from datetime import datetime, timezone
 
-from .records import RunRecord
+from .records import RunRecord, json_safe
 
 RUN_FILE = "run.json"
 FORMAT = 1
-
-
-def _clean(value):
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
 
 
 def run_document(records: list[RunRecord]) -> dict:
@@ -46,7 +35,7 @@ def run_document(records: list[RunRecord]) -> dict:
             "evals": {name: ev.to_json() for name, ev in r.evals.items()},
             "learning_curve": None if r.learning_curve is None else dataclasses.asdict(r.learning_curve),
         })
-    return _clean({
+    return json_safe({
         "format": FORMAT, "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "run_id": first.run_id, "preset": first.preset, "group_id": first.group_id, "task": first.task,
         "task_label": first.task_label, "task_config": first.task_config, "arch": first.arch, "params": first.params,
