@@ -38,7 +38,8 @@ def add_executor_options(p: argparse.ArgumentParser, *, jobs_help: str) -> None:
                    "(default 2)")
 
 
-def drive(jobs: list, executor, *, db: str | None, runs_dir: str, progress: bool, say: Callable[[str], None]):
+def drive(jobs: list, executor, *, db: str | None, runs_dir: str, progress: bool, say: Callable[[str], None],
+          lines: bool = False):
     """`run_sweep` with SIGINT/SIGTERM as stop requests (each running job checkpoints, then
     `interrupt.Interrupted` says where; `cli/errors.py` prints it), the executor closed after."""
     from ..running import interrupt
@@ -46,7 +47,7 @@ def drive(jobs: list, executor, *, db: str | None, runs_dir: str, progress: bool
 
     try:
         with interrupt.handling():
-            return run_sweep(jobs, executor, db=db, runs_dir=runs_dir, progress=progress, say=say)
+            return run_sweep(jobs, executor, db=db, runs_dir=runs_dir, progress=progress, say=say, lines=lines)
     finally:
         if hasattr(executor, "close"):
             executor.close()

@@ -15,7 +15,19 @@ import json
 import time
 from collections.abc import Callable
 
-from .args import add_training, db_name, line_printer, positive, progress, split_list, train_overrides
+from .args import (
+    add_training,
+    check_folder,
+    db_name,
+    line_printer,
+    positive,
+    progress,
+    progress_lines,
+    split_list,
+    task_and_model_args,
+    train_overrides,
+    with_log,
+)
 from .engine import DEFAULT_THREADS, add_executor_options, drive
 from .errors import CommandFailed
 from .outside_model import add_model_options, model_jobs
@@ -51,8 +63,9 @@ def preset_jobs(args, *, tasks, archs, seeds, place: Callable[[str], str] | None
         jobs = make_jobs(args.preset, tasks=tasks, archs=archs, seeds=seeds, steps=args.steps, device=args.device,
                          attention=args.attention, compile=args.compile, precision=args.precision,
                          checkpoint_every=args.checkpoint_every, eval_sequences=args.eval_sequences,
-                         train=train_overrides(args), place=place)
-    return [sweep_job(job, group_id=f"run-{args.preset}") for job in jobs]
+                         train=train_overrides(args), place=place, **task_and_model_args(args))
+    threads = getattr(args, "threads", None) or DEFAULT_THREADS
+    return with_log(args, [sweep_job(job, group_id=f"run-{args.preset}", threads=threads) for job in jobs])
 
 
 def jobs_of(args, place: Callable[[str], str] | None = None) -> list:
@@ -62,10 +75,12 @@ def jobs_of(args, place: Callable[[str], str] | None = None) -> list:
 
 
 def _announce(jobs: list, say) -> None:
+    from ..sweep.expand import seeds_text
+
     for i, sj in enumerate(jobs, 1):
         job = sj.job
         say(f"[{i}/{len(jobs)}] {job.setup.label} / {sj.arch}: {job.params:,} params per member, "
-            f"{len(job.seeds)} seeds {list(job.seeds)} as one ensemble, {job.train.steps} steps x batch "
+            f"{len(job.seeds)} seeds {seeds_text(job.seeds)} as one ensemble, {job.train.steps} steps x batch "
             f"{job.train.batch_size}, lr {job.train.lr:g} ({job.train.schedule}) on {job.device}"
             + (f"; position table sized {job.max_len} for the longest eval (K={max(job.setup.eval_lengths)})"
                if job.setup.eval_lengths else ""))
@@ -78,6 +93,7 @@ def run_preset(args, select: Callable, say) -> list:
     from ..sweep.ray_executor import on_ray
     from ..sweep.spec import Resources
 
+    check_folder("--runs-dir", args.runs_dir)
     threads = args.threads or DEFAULT_THREADS
     if getattr(args, "ray", None):
         executor, jobs = on_ray(args.ray, Resources(cpus=threads), args.max_retries, select)
@@ -86,7 +102,8 @@ def run_preset(args, select: Callable, say) -> list:
         executor = local_executor(jobs, workers=getattr(args, "jobs", None), threads=threads,
                                   max_retries=getattr(args, "max_retries", 2), in_process=True)
     _announce(jobs, say)
-    outcome = drive(jobs, executor, db=args.db, runs_dir=args.runs_dir, progress=progress(args), say=say)
+    outcome = drive(jobs, executor, db=args.db, runs_dir=args.runs_dir, progress=progress(args), say=say,
+                    lines=progress_lines(args))
     for key in outcome.failed:  # the job's own error, as a one-job command would raise it
         if key in outcome.errors:
             raise outcome.errors[key]

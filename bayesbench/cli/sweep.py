@@ -11,7 +11,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from .args import add_db
+from .args import add_db, add_log, check_folder, with_log
 from .engine import add_executor_options, drive
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ def add_parser(sub) -> None:
                    "resumes")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print {\"jobs\": [...], \"runs\": [...]} instead of tables")
+    add_log(p)
     add_db(p)
     p.set_defaults(handler=cmd_sweep, rerun_resumes=True)  # an interrupted sweep continues by running it again
 
@@ -87,12 +88,24 @@ def _summary(jobs: list[SweepJob], records: list, states: dict[str, str]) -> str
              "per seed | this run |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for sj in jobs:
         j, rs = sj.job, sorted(by_key.get(sj.key, []), key=lambda r: r.seed)
-        mae = " ".join(f"{r.entropy_mae_bits:.4f}" for r in rs) or "-"
-        kl = " ".join(f"{r.kl_bits:.4f}" for r in rs) or "-"
+        mae = " ".join(r.shown(r.entropy_mae_bits) for r in rs) or "-"
+        kl = " ".join(r.shown(r.kl_bits) for r in rs) or "-"
         primary = rs[0].primary if rs else "-"
+        done = max((r.steps for r in rs), default=j.train.steps)
+        steps = f"{done} of {j.train.steps}" if done != j.train.steps else f"{done}"
         lines.append(f"| {j.setup.label} | {sj.arch} | {sj.size or '-'} | {j.train.lr:g} | {list(j.seeds)} | "
-                     f"{j.params:,} | {j.train.steps} | {primary} | {mae} | {kl} | {states[sj.key]} |")
+                     f"{j.params:,} | {steps} | {primary} | {mae} | {kl} | {_state(states[sj.key], rs)} |")
     return "\n".join(lines)
+
+
+def _state(state: str, records: list) -> str:
+    """'trained', and how many of its members diverged (a sweep whose members all diverged is not
+    simply 'trained')."""
+    bad = [r for r in records if r.diverged]
+    if not bad or not state.startswith("trained"):
+        return state
+    every = " (every member)" if len(bad) == len(records) else f" ({len(bad)} of {len(records)} members)"
+    return f"{state}; diverged{every}"
 
 
 def _try_outside(jobs: list[SweepJob], path: str, say) -> None:
@@ -131,11 +144,12 @@ def cmd_sweep(args) -> int:
 
         tqdm.write(message, file=stream)
 
+    check_folder("--runs-dir", args.runs_dir)
     spec = load_sweep(args.file)
     jobs = expand(spec)  # every check that needs no cluster, before anything starts
+    _try_outside(jobs, spec.path, say)  # the dry run checks what the run checks
     if args.dry_run:
         return _dry_run(spec, jobs, args, say)
-    _try_outside(jobs, spec.path, say)
     if args.ray:
         from ..sweep.ray_executor import on_ray
 
@@ -143,13 +157,14 @@ def cmd_sweep(args) -> int:
     else:
         from ..sweep.local import local_executor
 
-        jobs = expand(spec, device=resolve_device)
+        jobs = with_log(args, expand(spec, device=resolve_device))
         executor = local_executor(jobs, workers=args.jobs, threads=spec.resources.cpus, max_retries=args.max_retries,
                                   in_process=False)
     say(f"bayesbench sweep {spec.name!r} ({spec.path}) -> store {db_path(args.db)}, run directories under "
         f"{args.runs_dir}")
     outcome = drive(jobs, executor, db=args.db, runs_dir=args.runs_dir,
-                    progress=not args.no_progress and sys.stderr.isatty(), say=say)
+                    progress=not args.no_progress and sys.stderr.isatty(), say=say,
+                    lines=not args.no_progress and not sys.stderr.isatty())
     states = {sj.key: "skipped (stored)" for sj in jobs if sj.key in outcome.skipped}
     for key in outcome.trained:
         states[key] = "trained" + (f" (resumed at step {outcome.resumed[key]})" if key in outcome.resumed else "") \

@@ -20,7 +20,8 @@ from .run import preset_jobs, run_preset
 def add_parser(sub) -> None:
     p = sub.add_parser("train", help="train one arch on one task (an ensemble of seeds), evaluate and store")
     add_training(p)
-    p.add_argument("--task", required=True, help="task key of the preset (quick: bijection, hmm, sticky)")
+    p.add_argument("--task", required=True, help="task key of the preset (quick: bijection, hmm, sticky), or your "
+                   "own tunnel: 'pkg.mod:build' or './file.py:build' (docs/tasks.md)")
     p.add_argument("--arch", help="architecture (see `bayesbench models`); or --model for your own")
     p.add_argument("--seeds", type=seed_list, help="comma-separated seeds, one ensemble member each (default: 0..N-1 "
                    "of the preset)")

@@ -74,6 +74,7 @@ def score_run(result: TrainResult, *, db: str | None = None, device: str = "cpu"
     config = {"model": model_cfg, "model_args": ident["model"], "train": ident["train"], "seeds": result.seeds,
               "max_len": ident["max_len"], "eval_lengths": list(lengths), "eval_scored": list(scored),
               "eval_sequences": meta.get("eval_sequences"),
+              "overrides": meta.get("overrides") or {},  # what the command line changed from the preset
               "checkpoint": result.checkpoint}
     sequences_per_s = result.steps * batch * len(result.seeds) / result.wall_s if result.wall_s and batch else None
     primary = scores[0].primary

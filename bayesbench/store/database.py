@@ -35,6 +35,7 @@ from .records import (
     PermutationCheck,
     PositionCurves,
     RunRecord,
+    json_safe,
 )
 
 DEFAULT_DB = os.path.join("results", "bayesbench.sqlite")
@@ -285,17 +286,6 @@ def _retry(action, attempts: int = 20):
             time.sleep(min(2.0, 0.05 * 2**i))
 
 
-def _clean(value):
-    """JSON cannot hold NaN/inf: store them as null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
 def to_row(record: RunRecord) -> dict:
     """The columns of `record` (JSON columns as Python objects; docs/results.md)."""
     head = record.headline
@@ -332,7 +322,7 @@ def curve_rows(record: RunRecord) -> list[tuple]:
     c = record.learning_curve
     if c is None:
         return []
-    return [(record.run_id, record.seed, c.eval or "", step, metric, _clean(float(values[i])), c.sequences[i],
+    return [(record.run_id, record.seed, c.eval or "", step, metric, json_safe(float(values[i])), c.sequences[i],
              c.tokens[i], c.wall_s[i])
             for metric, values in c.values.items() for i, step in enumerate(c.step)]
 
@@ -410,8 +400,8 @@ def write_rows(rows: list[dict], path: str | None = None, *, curves: dict[tuple,
         unknown = set(row) - set(COLUMNS)
         if unknown:
             raise ValueError(f"unknown result columns {sorted(unknown)}; known: {', '.join(COLUMNS)}")
-        values.append(tuple(json.dumps(_clean(row.get(c)), allow_nan=False) if c in JSON_COLUMNS
-                            else _clean(row.get(c)) for c in COLUMNS))
+        values.append(tuple(json.dumps(json_safe(row.get(c)), allow_nan=False) if c in JSON_COLUMNS
+                            else json_safe(row.get(c)) for c in COLUMNS))
     keep = ("run_id", "seed", "created_at", "environment")
     sql = (f"INSERT INTO runs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
            f"ON CONFLICT (run_id, seed) DO UPDATE SET "
@@ -515,8 +505,33 @@ def environment(device: str, attention: str | None = None) -> dict:
     dev = str(device)
     name = torch.cuda.get_device_name(torch.device(dev)) if dev.startswith("cuda") else platform.processor() or "cpu"
     return {
-        "bayesbench": bayesbench.__version__, "torch": torch.__version__, "triton": triton_version,
+        "bayesbench": bayesbench.__version__, **project_commit(), "torch": torch.__version__, "triton": triton_version,
         "python": platform.python_version(), "platform": platform.platform(), "device": dev,
         "device_name": name, "threads": torch.get_num_threads(), "attention_backend": attention,
         "oracle_extension": extension_status(),
     }
+
+
+_COMMIT: dict | None = None
+
+
+def project_commit() -> dict:
+    """{"git_commit": the checkout's HEAD, "git_dirty": whether tracked files had changes} when
+    bayesbench runs from a git checkout (an editable install), else both None. Read once per process."""
+    global _COMMIT
+    if _COMMIT is None:
+        import subprocess
+
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        _COMMIT = {"git_commit": None, "git_dirty": None}
+        if os.path.isdir(os.path.join(root, ".git")) or os.path.isfile(os.path.join(root, ".git")):
+            try:
+                head = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True,
+                                      timeout=10)
+                dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                                       capture_output=True, text=True, timeout=10)
+                if head.returncode == 0:
+                    _COMMIT = {"git_commit": head.stdout.strip(), "git_dirty": bool(dirty.stdout.strip())}
+            except (OSError, subprocess.SubprocessError):
+                pass
+    return dict(_COMMIT)

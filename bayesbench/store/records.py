@@ -26,6 +26,19 @@ import math
 import typing
 from dataclasses import dataclass, field
 
+
+def json_safe(value):
+    """A JSON-ready value with every non-finite float (NaN, inf: a diverged member's numbers) as
+    None, in nested dicts, lists and tuples too: JSON cannot hold them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
 FINAL_LOSS_MEANING = "mean training cross-entropy (nats) over the last 100 steps"
 
 
@@ -258,6 +271,13 @@ class RunRecord:
 
         found = re.search(r"diverged at step (\d+)", self.status)
         return int(found.group(1)) if found else self.stop_step
+
+    def shown(self, value: float, fmt: str = "{:.4f}") -> str:
+        """One of its numbers as a table shows it: `value` formatted, or where it diverged (a
+        diverged member's numbers are not results)."""
+        if self.diverged:
+            return f"diverged@{self.diverged_at}" if self.diverged_at is not None else "diverged"
+        return fmt.format(value)
 
     @property
     def stop_kind(self) -> str | None:

@@ -69,8 +69,12 @@ def job_state(sj: SweepJob, stored: set[str], runs_dir: str) -> str:
 
 
 def run_sweep(jobs: list[SweepJob], executor, *, db: str | None, runs_dir: str, progress: bool = True,
-              say: Callable[[str], None] | None = None, on_event: Callable[[dict], None] | None = None) -> SweepOutcome:
+              say: Callable[[str], None] | None = None, on_event: Callable[[dict], None] | None = None,
+              lines: bool = False) -> SweepOutcome:
     """Run the jobs not yet stored on `executor`, writing each job's rows as it finishes.
+
+    `progress`: a progress bar (a terminal); `lines`: instead, one line per job each time it
+    reports a checkpoint (a tenth of its steps), for logs and terminals that show no bar.
 
     The store and its evaluation cache are opened, created and checked first, before any
     training (`store.database.prepare_store`). `on_event(event)` sees every event (tests use it
@@ -116,6 +120,10 @@ def run_sweep(jobs: list[SweepJob], executor, *, db: str | None, runs_dir: str, 
             advance(key, event["step"])
         elif kind == "step" and key not in finished:
             advance(key, event["step"])
+            if lines:
+                total = sj.job.train.steps
+                say(f"  {sj.label}: step {event['step']:,} of {total:,} ({100 * event['step'] / total:.0f}%), "
+                    f"{time.perf_counter() - start:.0f} s since the start")
         elif kind == "retry":
             out.retried[key] = out.retried.get(key, 0) + 1
             running.discard(key)
@@ -126,7 +134,7 @@ def run_sweep(jobs: list[SweepJob], executor, *, db: str | None, runs_dir: str, 
             running.discard(key)
             out.trained.append(key)
             advance(key, sj.job.train.steps)
-            r0, maes = event["records"][0], " ".join(f"{r.entropy_mae_bits:.4f}" for r in event["records"])
+            r0, maes = event["records"][0], " ".join(r.shown(r.entropy_mae_bits) for r in event["records"])
             say(f"done: {sj.label} ({r0.wall_s:.1f} s training, {r0.steps_per_s:.1f} steps/s); entropy MAE (bits) "
                 f"per seed: {maes}")
             for r in event["records"]:

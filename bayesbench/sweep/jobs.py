@@ -22,7 +22,7 @@ from ..models.outside import preset_options
 from ..models.registry import is_outside
 from ..presets import TaskSetup, get_preset
 from ..scoring.evaluate import max_eval_len
-from ..tasks import Task, task_from_config
+from ..tasks import Task, is_outside_task, task_from_config
 from ..training.trainer import TrainConfig, open_trainer
 
 
@@ -92,6 +92,9 @@ class Job:
     seeds: tuple[int, ...]
     device: str
     name: str | None = None  # leaderboard name when arch is an outside model ('./mine.py:build' -> 'mine')
+    # what the command line changed from the preset ({"train": {...}, "task": {...}, "model": {...}}), for
+    # the record; the resolved configs above already hold every change
+    overrides: dict = dataclasses.field(default_factory=dict, compare=False)
 
     @functools.cached_property
     def task(self) -> Task:
@@ -120,19 +123,25 @@ class Job:
     def meta(self, group_id: str | None) -> dict:
         return {"preset": self.preset, "label": self.setup.label, "group_id": group_id, "name": self.name,
                 "eval_lengths": list(self.setup.eval_lengths), "eval_scored": list(self.setup.eval_scored),
-                "eval_sequences": self.setup.eval_sequences}
+                "eval_sequences": self.setup.eval_sequences, "overrides": dict(self.overrides)}
 
 
 def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] | None = None,
               seeds: list[int] | None = None, steps: int | None = None, device: str | None = None,
               attention: str | None = None, compile: bool = False, precision: str | None = None,
               checkpoint_every: int | None = None, eval_sequences: int | None = None,
-              train: dict | None = None, place: Callable[[str], str] | None = None) -> list[Job]:
+              train: dict | None = None, place: Callable[[str], str] | None = None,
+              task_args: dict | None = None, model_args: dict | None = None) -> list[Job]:
     """Every (task, arch) of the preset, or of the given selections, as resolved jobs.
 
     Without `archs`, each task runs its own default architectures (`TaskSetup.archs`, else the
-    preset's); a named arch must be configured for every selected task. `train`: TrainConfig
-    fields set for every job (e.g. {"until": 0.1}: `--until`). `place` maps the device asked for
+    preset's); a named arch must be configured for every selected task. A task may also be an
+    outside tunnel ('pkg.mod:build', './file.py:build'; `tasks.outside`), checked before anything
+    else (`tasks.check.check_task`) and trained with the preset's settings for outside tasks
+    (`presets.outside_setup`). `train`: TrainConfig fields set for every job (e.g. {"until": 0.1}:
+    `--until`; `--train-args`). `task_args`: fields of the preset's task config replaced (an
+    outside tunnel: its factory's options; `--task-args`); `model_args`: options merged into the
+    one selected architecture's config (`--model-args`). `place` maps the device asked for
     (`device`, else the preset's) to the one the jobs run on (default `resolve_device`: 'auto' is
     this machine's GPU if it has one). `checkpoint_every` (default: the preset's; 0: a tenth of
     the steps) is the job's TrainConfig.checkpoint_every.
@@ -144,8 +153,9 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
         if twice:
             raise ValueError(f"{flag} names {', '.join(map(repr, twice))} twice: each job is trained and stored once")
     for k in keys:
-        if k not in p.tasks:
-            raise ValueError(f"task {k!r} is not in preset {preset!r}; available: {', '.join(p.tasks)}")
+        if k not in p.tasks and not is_outside_task(k):
+            raise ValueError(f"task {k!r} is not in preset {preset!r}; available: {', '.join(p.tasks)} (or your own "
+                             "tunnel: 'pkg.mod:build', './file.py:build')")
     explicit = bool(archs)
     known = list_models()
     for a in archs or ():
@@ -154,9 +164,16 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
     dev = (place or resolve_device)(device or p.device)
     if attention == "triton":
         check_triton(dev)
+    if model_args and (len(archs or []) != 1):
+        raise ValueError("--model-args are one architecture's options: name exactly one arch (--archs A, --arch A, "
+                         "or --model)")
+    overrides = {k: dict(v) for k, v in (("train", train), ("task", task_args), ("model", model_args)) if v}
     jobs = []
     for k in keys:
-        setup = p.tasks[k]
+        setup = task_setup(p, k, task_args)
+        if model_args:
+            setup = dataclasses.replace(setup, models={**setup.models, archs[0]: {**setup.models.get(archs[0], {}),
+                                                                                 **model_args}})
         if eval_sequences is not None:
             setup = dataclasses.replace(setup, eval_sequences=eval_sequences)
         task = make_task(setup)
@@ -171,10 +188,60 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
             if train_cfg.get("warmup_steps", 0) > steps // 10:  # keep the warm-up a small fraction
                 train_cfg["warmup_steps"] = max(0, steps // 100)
         member_seeds = tuple(seeds) if seeds is not None else tuple(range(setup.seeds))
+        try:
+            train_config = TrainConfig(**train_cfg)
+        except TypeError as err:  # a field TrainConfig does not have (check_train_args names it for the CLI)
+            raise ValueError(f"training settings: {err}") from None
         for a in (archs if explicit else (setup.archs or p.archs)):
-            jobs.append(Job(preset, k, setup, a, resolve_model(setup, a, task, max_len, attention),
-                            TrainConfig(**train_cfg), member_seeds, dev))
+            try:
+                model = resolve_model(setup, a, task, max_len, attention)
+                if model_args:
+                    count_params(a, TaskShape.from_task(task, max_len), **model)  # a bad option fails here
+            except (TypeError, ValueError) as err:
+                if not model_args:
+                    raise
+                raise ValueError(f"--model-args for {a}: {err}") from None
+            job = Job(preset, k, setup, a, model, train_config, member_seeds, dev, overrides=overrides)
+            check_ensemble_fits(job)
+            jobs.append(job)
     return jobs
+
+
+def check_ensemble_fits(job: Job) -> None:
+    """Refuse, before anything is built, an ensemble whose weights, gradients and optimiser
+    state alone (4 float32 copies of every member's parameters) exceed the device's free memory."""
+    from ..tasks.base import available_bytes, format_bytes
+
+    need = 16 * job.params * len(job.seeds)
+    free = available_bytes(torch.device(job.device))
+    if free is not None and need > free:
+        raise ValueError(f"{job.describe()}: an ensemble of {len(job.seeds):,} members of {job.params:,} parameters "
+                         f"needs at least {format_bytes(need)} for its weights, gradients and optimiser state, and "
+                         f"{job.device} has {format_bytes(free)} free; use fewer seeds (--seeds)")
+
+
+def task_setup(p, key: str, task_args: dict | None = None) -> TaskSetup:
+    """The TaskSetup of task `key` of preset `p` (an outside tunnel's: `presets.outside_setup`, after
+    its checks), with `task_args` applied: the preset's task fields replaced and said in the label
+    (its rows are another task's), or an outside tunnel's factory options."""
+    from ..presets import outside_setup
+    from ..tasks import outside_task
+    from ..tasks.check import check_task
+
+    if is_outside_task(key):
+        task = outside_task(key, task_args)
+        check_task(task)  # shapes, normalisation, determinism, the posterior against its sampler (and brute force)
+        return outside_setup(p, task)
+    setup = p.tasks[key]
+    if not task_args:
+        return setup
+    config = {**setup.task, **task_args}
+    try:
+        task_from_config(config)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"--task-args for task {key!r}: {err}") from None
+    changed = " ".join(f"{k}={v}" for k, v in sorted(task_args.items()))
+    return dataclasses.replace(setup, task=config, label=f"{setup.label} [{changed}]")
 
 
 def trial_forward(job) -> str:

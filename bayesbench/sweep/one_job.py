@@ -6,17 +6,37 @@ The job checkpoints into its run directory under the shared runs directory every
 (`Job.open_trainer`); a worker that finds a checkpoint there (an earlier attempt that died,
 or an interrupted sweep) continues from it, and the resumed run is exactly the uninterrupted
 one (see bayesbench/training/trainer.py). Progress goes back as small event dicts through `report`.
+The finished job leaves `run.json` in its run directory (store/run_file.py), and, with `--log`,
+its curves in TensorBoard or W&B files there (training/loggers.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from collections.abc import Callable
 
+from ..store.run_file import RUN_FILE, write_run_file
 from .expand import SweepJob
 
 Report = Callable[[dict], None]
+
+
+@contextlib.contextmanager
+def _logged(sj: SweepJob, trainer, run_dir: str, meta: dict):
+    """The job's curves sent to its logger (`sj.log`) while it trains; the logger closed after."""
+    if not sj.log:
+        yield
+        return
+    from ..training.loggers import attach_logger
+
+    logger = attach_logger(sj.log, trainer, run_dir, name=f"{sj.label} {sj.key}",
+                           config={"key": sj.key, **meta, "train": sj.job.train.as_dict(), "model": sj.job.model})
+    try:
+        yield
+    finally:
+        logger.close()
 
 
 def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | None = None,
@@ -43,7 +63,9 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
     where: dict = {"phase": "setup"}
     try:
         meta = {**job.meta(sj.group_id), "sweep_size": sj.size}
-        with job.open_trainer(sj.run_dir(runs_dir), run_id=sj.key, meta=meta, resume=True) as trainer:
+        run_dir = sj.run_dir(runs_dir)
+        with job.open_trainer(run_dir, run_id=sj.key, meta=meta, resume=True) as trainer, \
+                _logged(sj, trainer, run_dir, meta):
             resumed_from = trainer.step
             send({"kind": "start", "key": sj.key, "pid": os.getpid(), "host": socket.gethostname(),
                   "step": resumed_from})
@@ -58,6 +80,7 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
             where = {"phase": "evaluation", "checkpoint": result.checkpoint}
             records = score_run(result, device=job.device, cache_dir=cache_dir or os.path.join(runs_dir, "cache"),
                                 write=False)
+            write_run_file(os.path.join(run_dir, RUN_FILE), records)
     except interrupt.Interrupted as stop:
         interrupt.claim(stop, sj.label, where)
         raise

@@ -345,7 +345,8 @@ class Trainer:
         # Observers of each step (e.g. bayesbench.dynamics' profiler): objects with optional
         # before_forward(trainer), before_update(trainer, tokens, header) (gradients computed; the
         # optimiser step, which clips them per member, comes next)
-        # and after_update(trainer, tokens, header); trainer.step is the 0-based step being taken.
+        # and after_update(trainer, tokens, header); trainer.step is the 0-based step being taken;
+        # after_sync(trainer) once the losses and curve points are read back (training/loggers.py).
         self.hooks: list = []
 
     def _call_hooks(self, name: str, *args) -> None:
@@ -480,6 +481,7 @@ class Trainer:
                 self.curve.truncate(last)
         elif self.cfg.until is not None and self.curve is not None:
             self._apply_until()
+        self._call_hooks("after_sync")  # what was read is on the host now (e.g. training/loggers.py)
 
     def _apply_until(self) -> None:
         """Stop each training member whose curve meets cfg.until at its newest point: from the

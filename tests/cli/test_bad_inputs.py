@@ -176,7 +176,7 @@ def test_conflicting_or_misplaced_output_options_are_refused(capsys, tmp_path):
     afile = tmp_path / "a-file"
     afile.write_text("x")
     line = _fails(capsys, ["plot", "--db", db, "--out", str(afile)])
-    assert f"--out {afile} is a file" in line
+    assert f"--out {afile} is a file; give a folder" in line
 
 
 def test_malformed_store_is_named_by_leaderboard_and_left_alone(capsys, tmp_path):
@@ -324,8 +324,10 @@ def test_debug_flag_and_environment_show_the_traceback(capsys, tmp_path, monkeyp
 
 def test_runs_dir_that_is_a_file_is_one_line(capsys, tmp_path):
     (tmp_path / "runs").write_text("not a folder")
-    line = _fails(capsys, _train(tmp_path), code=1)
-    assert "runs" in line and ("Not a directory" in line or "File exists" in line)
+    line = _fails(capsys, _train(tmp_path))  # before: "[Errno 20] Not a directory: '.../runs/quick'"
+    assert f"--runs-dir {tmp_path / 'runs'} is a file; give a folder" in line
+    line = _fails(capsys, ["plot", "--db", str(tmp_path / "r.sqlite"), "--out", str(tmp_path / "runs" / "plots")])
+    assert f"--out {tmp_path / 'runs' / 'plots'} lies under the file {tmp_path / 'runs'}" in line
 
 
 def test_a_closed_pipe_is_not_a_traceback():
@@ -446,3 +448,16 @@ def test_seed_values_past_int64_are_refused_naming_the_flag(capsys, tmp_path):
 
     with pytest.raises(ValueError, match=r"seeds must be integers in \[0, 2\^63 - 1\]"):
         Trainer(get_task("bijection", V=4), "mlp", [2**64], TrainConfig(steps=1))
+
+
+def test_oversized_jobs_and_study_options_are_refused_up_front(capsys, tmp_path):
+    line = _fails(capsys, ["run", "--seeds", "1000000", "--tasks", "sticky", "--archs", "mlp", "--db",
+                           str(tmp_path / "r.sqlite"), "--runs-dir", str(tmp_path / "runs")])
+    assert "an ensemble of 1,000,000 members" in line and "use fewer seeds (--seeds)" in line  # before: 14.8 MB printed
+    line = _fails(capsys, ["emsgd", "--seeds", "2", "--length", "100000000", "--db", str(tmp_path / "r.sqlite")])
+    assert "--length 100,000,000: one sequence's" in line and "fits" in line  # before: silent for 90 s
+    for argv in (["--chunk", "0"], ["--chunk", "-3"], ["--threads", "0"]):
+        with pytest.raises(SystemExit):
+            main(["emsgd", "--seeds", "2", *argv])
+        assert f"argument {argv[0]}: must be a positive integer" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()

@@ -155,3 +155,20 @@ def test_errors_are_clear(capsys, store):
     assert "not in preset" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["train", "--task", "bijection", "--arch", "mlp", "--seeds", "0,0"])
+
+
+def test_progress_is_lines_when_stderr_is_not_a_terminal(tmp_path):
+    """With stderr not a terminal there is no bar: a line per job checkpoint says where it is."""
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "bayesbench.cli", "train", "--task", "sticky", "--arch", "mlp", "--seeds", "0",
+            "--steps", "20", "--eval-sequences", "16", "--db", str(tmp_path / "r.sqlite"), "--runs-dir",
+            str(tmp_path / "runs")]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    steps = [line for line in done.stdout.splitlines() if ": step " in line and " of 20 (" in line]
+    assert len(steps) >= 5 and "step 20 of 20 (100%)" in steps[-1]
+    quiet = subprocess.run(argv + ["--no-progress", "--db", str(tmp_path / "q.sqlite")], capture_output=True,
+                           text=True, timeout=600)
+    assert ": step " not in quiet.stdout

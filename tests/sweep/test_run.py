@@ -340,3 +340,34 @@ def test_a_sweep_worker_holds_its_run_directory_lock(reference, tmp_path):
         holder.kill()
         holder.wait()
     assert not os.path.exists(os.path.join(sj.run_dir(runs), CHECKPOINT_NAME))
+
+
+def test_run_driver_killed_leaves_no_orphan_and_the_same_command_finishes(tmp_path):
+    """Issue 24, point 1: `kill -9` of `bayesbench run --jobs 2` left its two workers training under
+    PID 1, and the rerun was refused ("in use by process N") while they stored rows on their own."""
+    from rundirs import run_dirs
+
+    db, runs = tmp_path / "r.sqlite", tmp_path / "runs"
+    argv = ["run", "--tasks", "bijection", "--archs", "transformer", "mlp", "--seeds", "1", "--steps", "400",
+            "--jobs", "2", "--eval-sequences", "32", "--checkpoint-every", "10", "--db", str(db), "--runs-dir",
+            str(runs), "--no-progress"]
+    dirs = run_dirs(argv)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    driver = subprocess.Popen([sys.executable, "-m", "bayesbench.cli", *argv], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env=env)
+    deadline = time.monotonic() + 600
+    while not all(os.path.exists(os.path.join(d, CHECKPOINT_NAME)) for d in dirs):
+        assert driver.poll() is None and time.monotonic() < deadline, "the run ended before it could be killed"
+        time.sleep(0.05)
+    workers = _pool_workers(driver.pid)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    deadline = time.monotonic() + 30
+    while any_alive(workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(workers) == 2 and not any_alive(workers)
+    assert _count_rows(db)[0] == 0  # nothing stored behind the driver's back
+    done = subprocess.run([sys.executable, "-m", "bayesbench.cli", *argv], capture_output=True, text=True, env=env,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr
+    assert "resuming" in done.stdout and _count_rows(db) == (2, 2)

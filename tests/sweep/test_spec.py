@@ -318,3 +318,23 @@ def test_a_ray_cluster_that_wants_a_token_is_named_not_twenty_lines_of_retries(m
     with pytest.raises(ValueError, match=r"--ray auto: the Ray cluster at auto uses token authentication"):
         ray_executor.RayExecutor("auto", Resources())
     assert "InvalidAuthToken" not in capfd.readouterr().err
+
+
+def test_dry_run_refuses_a_model_the_run_would_refuse(tmp_path, capsys):
+    """A model whose logits have C + 1 classes: the dry run runs the same trial forward (before: 'new')."""
+    (tmp_path / "wide.py").write_text(
+        "from torch import nn\n\n"
+        "class Wide(nn.Module):\n"
+        "    def __init__(self, spec):\n"
+        "        super().__init__()\n"
+        "        self.embed = nn.Embedding(spec.vocab_size, 8)\n"
+        "        self.head = nn.Linear(8, spec.num_classes + 1)\n"
+        "    def forward(self, tokens):\n"
+        "        return self.head(self.embed(tokens))\n\n"
+        "def build(spec):\n"
+        "    return Wide(spec)\n")
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('name = "w"\ntasks = ["bijection"]\narchs = ["./wide.py:build"]\nseeds = [0]\nsteps = 2\n')
+    assert main(["sweep", str(sweep), "--dry-run", "--db", str(tmp_path / "r.sqlite")]) == 2
+    err = capsys.readouterr().err
+    assert "expected [B=2, L=" in err and "C=8]" in err and len(err.strip().splitlines()) == 1

@@ -75,6 +75,21 @@ def run_study(variant: str, seeds: list[int], *, steps: int, length: int, sequen
     return summary
 
 
+def check_length(length: int) -> int:
+    """Refuse, before anything is drawn, a sequence whose T x T attention map (float32, with its
+    gradient and softmax: 3 copies) exceeds the free memory on its own: it could never run."""
+    from ...tasks.base import available_bytes, format_bytes
+
+    need = 3 * 4 * length * length
+    free = available_bytes(torch.device("cpu"))
+    if free is not None and need > free:
+        most = int((free / 12) ** 0.5)
+        raise ValueError(f"--length {length:,}: one sequence's {length:,} x {length:,} attention map needs at least "
+                         f"{format_bytes(need)}, and this machine has {format_bytes(free)} free; at most about "
+                         f"{most:,} fits")
+    return length
+
+
 def held_out_summary(run, floors: list[float]) -> dict:
     """Per schedule: held-out loss (nats) after the last update and at its best recorded step
     (mean [t-interval] over seeds), the step of that best, and the held-out floor: a schedule
