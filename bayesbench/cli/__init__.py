@@ -3,6 +3,7 @@
     bayesbench run --preset quick            # train every architecture on every task, print the leaderboard
     bayesbench train --task bijection --arch transformer --preset quick --seeds 0,1,2 --steps 500
     bayesbench eval runs/quick/bijection-transformer-s0-1-2
+    bayesbench cases runs/quick/bijection-transformer-s0-1-2   # the bijection error by case, per seed
     bayesbench run --model ./mine.py:build --name mine --tasks bijection,hmm   # your own nn.Module
     bayesbench score --model ./mine.py:build --checkpoint mine.pt --task bijection
     bayesbench leaderboard --format md       # or csv, json
@@ -23,11 +24,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import emsgd, evaluate, geometry, leaderboard, models, plot, profile, run, score, sweep, train, tunnels
+from . import cases, emsgd, evaluate, geometry, leaderboard, models, plot, profile, run, score, sweep, train, tunnels
 from .errors import add_debug_flag, run_command
 
 # In the order `bayesbench --help` lists them.
-COMMANDS = (run, train, evaluate, leaderboard, plot, profile, models, score, sweep, tunnels, emsgd, geometry)
+COMMANDS = (run, train, evaluate, cases, leaderboard, plot, profile, models, score, sweep, tunnels, emsgd, geometry)
 
 EPILOG = """Results go to an SQLite store (default ./results/bayesbench.sqlite; --db or $BAYESBENCH_DB).
 Metrics are in bits over the scored positions of a fixed evaluation set: entropy MAE = mean |H(model) - H(Bayes)|,

@@ -112,6 +112,11 @@ class Task(ABC):
         float type of the posterior and soft targets.
         """
 
+    def scoring_task(self) -> "Task":
+        """The task as evaluation scores it: itself, unless its training supervises positions
+        that are no part of what is measured (the bijection's copy targets, "authors")."""
+        return self
+
     def sequence_bytes(self, dtype: torch.dtype = torch.float32) -> int:
         """A lower bound on the memory one sampled sequence takes: its posterior [L, C] in
         `dtype` and its long tokens and targets [L] (tasks add their latents and soft targets)."""

@@ -12,10 +12,16 @@ Variants:
 - "code" (the authors' scripts): keys drawn with replacement, L = 19, a final query drawn from the
   context keys; value positions and the query are both scored by default (the authors supervise
   only the query, `supervise="query"`, whose posterior is always a point mass).
+
+`supervise="authors"` is the authors' training targets with `--train_all_values`: the values
+and the query as "both", and also every value token's own position, whose target is that same
+value (the input there: a copy target; its posterior, given the value itself, is a point mass).
+Evaluation never scores those copy positions (`scoring_task`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -30,7 +36,7 @@ VARIANTS = {
     "paper": {"L": None, "keys": "permutation", "query": False, "supervise": "values"},
     "code": {"L": 19, "keys": "replacement", "query": True, "supervise": "both"},
 }
-SUPERVISE = ("values", "query", "both")
+SUPERVISE = ("values", "query", "both", "authors")
 
 
 @register_task("bijection")
@@ -61,9 +67,13 @@ class BijectionTask(Task):
             raise ValueError(f"L must be <= V when keys='permutation' (no repeats), got L={self.L}, V={self.V}")
         if self.supervise not in SUPERVISE:
             raise ValueError(f"supervise must be one of {SUPERVISE}, got {self.supervise!r}")
-        if self.supervise in ("query", "both") and not self.query:
+        if self.supervise in ("query", "both", "authors") and not self.query:
             raise ValueError(f"supervise={self.supervise!r} needs query=True")
         self.check_size()
+
+    def scoring_task(self) -> "BijectionTask":
+        """The task as scored: training-only copy targets ("authors") scored as "both"."""
+        return dataclasses.replace(self, supervise="both") if self.supervise == "authors" else self
 
     @property
     def vocab_size(self) -> int:
@@ -101,9 +111,9 @@ class BijectionTask(Task):
             tokens[:, 2 * L] = x[:, L]
             pred_pos = torch.cat([pred_pos, torch.tensor([2 * L], device=dev)])
         scored = torch.zeros(pred_pos.numel(), dtype=torch.bool, device=dev)
-        if self.supervise in ("values", "both"):
+        if self.supervise in ("values", "both", "authors"):
             scored[:L] = True
-        if self.supervise in ("query", "both"):
+        if self.supervise in ("query", "both", "authors"):
             scored[L] = True
         mask = torch.zeros((B, T), dtype=torch.bool, device=dev)
         mask[:, pred_pos[scored]] = True
@@ -111,4 +121,9 @@ class BijectionTask(Task):
         posterior[:, pred_pos[scored]] = post_pairs[:, scored]
         targets = torch.full((B, T), IGNORE_INDEX, dtype=torch.long, device=dev)
         targets[:, pred_pos[scored]] = y[:, scored]
+        if self.supervise == "authors":  # each value's own position: the value itself (a copy)
+            copy = torch.arange(1, 2 * L, 2, device=dev)
+            mask[:, copy] = True
+            targets[:, copy] = y[:, :L]
+            posterior[:, copy] = torch.nn.functional.one_hot(y[:, :L], V).to(dtype)
         return Batch(tokens, mask, targets, posterior, {"perm": perm, "keys": x, "values": y})
