@@ -191,8 +191,8 @@ def prefix_posterior(keys: Tensor, values: Tensor, V: int, m: int) -> Tensor:
 @dataclass(frozen=True)
 class PairsUsed:
     """Which truncated-context predictor a model is closest to: kl[m] = KL(prefix-m posterior ||
-    model) in bits over the scored positions (m = 0: uniform; m = L: Bayes itself); `best`
-    the m with the smallest."""
+    model) in bits over the scored positions (m = 0: uniform; the largest m, L with the query
+    scored and L - 1 without, is Bayes itself); `best` the m with the smallest."""
 
     kl: dict[int, Summary]
     best: int
@@ -213,7 +213,7 @@ def pairs_used(task: Task, batch: Batch, log_q: Tensor) -> PairsUsed:
         scored |= m
     lq, mask = log_q[:, pos].double(), scored[:, pos]
     kl = {}
-    for m in range(L + 1):
+    for m in range(L + 1 if "query" in masks else L):  # at the values alone, m = L - 1 already sees every pair
         kl[m] = summarize(kl_bits(prefix_posterior(keys, values, task.V, m), log_q=lq), mask, nonfinite="nan")
     best = min(kl, key=lambda m: kl[m].mean if kl[m].mean == kl[m].mean else float("inf"))
     return PairsUsed(kl, best)
