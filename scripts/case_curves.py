@@ -10,8 +10,9 @@ staircase of the quick transformer is measured:
     PYTHONPATH=. python scripts/case_curves.py --steps 2000 --at 250,500,1000,2000 --out curves.json
     PYTHONPATH=. python scripts/case_curves.py --model '{"pointer": "replace"}' --task '{"supervise": "authors"}'
 
---model and --train are merged into the quick preset's bijection transformer and training;
---task into its task. Prints one line per evaluated step and writes every number to --out.
+--model and --train are merged into the quick preset's configuration of --arch (capacity
+matching resolved) and its bijection training; --task into its task. Prints one line per
+evaluated step and writes every number to --out.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from bayesbench.presets import get_preset
 from bayesbench.scoring.cases import case_scores, pairs_used
 from bayesbench.scoring.evaluate import eval_set, predict
 from bayesbench.scoring.metrics import score
+from bayesbench.sweep.jobs import resolve_model
 from bayesbench.tasks import task_from_config
 from bayesbench.training.trainer import TrainConfig, Trainer
 
@@ -56,7 +58,9 @@ def main(argv: list[str]) -> int:
     setup = get_preset("quick").tasks["bijection"]
     task = task_from_config({**setup.task, **json.loads(a.task)})
     scored = task_from_config({**setup.task, "supervise": "values"})  # the papers' positions
-    model_cfg = {**setup.models.get(a.arch, {}), **json.loads(a.model)}
+    max_len = max(task.seq_len, scored.seq_len)
+    # the preset's config (capacity matching resolved, as a job does) with the given settings on top
+    model_cfg = {**resolve_model(setup, a.arch, task, max_len), **json.loads(a.model)}
     train = {**setup.train, **json.loads(a.train)}
     if a.steps:
         train["steps"] = a.steps
@@ -66,7 +70,7 @@ def main(argv: list[str]) -> int:
         raise SystemExit(f"case_curves: --at steps must lie in 1..{cfg.steps}, got {at}")
     seeds = [int(s) for s in a.seeds.split(",")]
     batch = eval_set(scored, a.eval_sequences)
-    trainer = Trainer(task, a.arch, seeds, cfg, model_cfg=model_cfg, max_len=max(task.seq_len, scored.seq_len))
+    trainer = Trainer(task, a.arch, seeds, cfg, model_cfg=model_cfg, max_len=max_len)
     rows, start = [], time.perf_counter()
     print(f"{a.arch} {model_cfg} on {task.describe()}\ntraining {train}; scored: {scored.describe()} "
           f"({a.eval_sequences} sequences); per seed: positional entropy MAE [KL repeated / new, pairs used m: "
