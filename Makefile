@@ -19,11 +19,12 @@ STAMP := .bayesbench-setup.stamp
 EXT_SOURCES := $(wildcard csrc/*.cpp csrc/*.cu csrc/*.h csrc/*.cuh)
 PYTEST_ARGS ?=
 
-.PHONY: setup run test bench demo clean help
+.PHONY: setup run test lint bench demo clean help
 
 help:
 	@echo "make run    set up and run the main job (quick leaderboard on CPU)"
-	@echo "make test   set up and run the test suite"
+	@echo "make test   set up, check the code with ruff and run the test suite"
+	@echo "make lint   only the ruff check"
 	@echo "make bench  set up and run the benchmarks (pytest benchmarks/)"
 	@echo "make setup  only set up (venv, torch, dependencies, editable install)"
 
@@ -47,7 +48,11 @@ demo: $(STAMP)
 	$(PYTHON) -m bayesbench.cli tunnels
 
 test: $(STAMP)
+	$(PYTHON) -m ruff check .
 	$(PYTHON) -m pytest tests $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(PYTHON) -m ruff check .
 
 bench: $(STAMP)
 	$(PYTHON) -m pytest benchmarks $(PYTEST_ARGS)

@@ -6,7 +6,8 @@ CPU, E = 4 seeds, quick bijection (V = 8, batch 64): `PlainGPT` below is the zoo
 single-model nn.Module (same parameter count, asserted). One training step of each, in the same
 process, interleaved: the native `transformer`, the adapted module on the vmap path, and the
 same module forced onto the loop fallback. Goal: the vmapped adapter costs at most 2x the native
-step (asserted on CPU, where it is measured); the ratios go to extra_info.
+step (a CPU timing goal: reported, asserted with BAYESBENCH_ASSERT_CPU_GOALS=1, as
+benchmarks/timing.py says); the ratios go to extra_info.
 
 Also report-only: which of the zoo's architectures the vmap path handles when a model is
 written as a plain single-model module (the zoo's own E = 1 models, wrapped).
@@ -19,7 +20,7 @@ import warnings
 
 import torch
 import torch.nn.functional as F
-from timing import interleaved
+from timing import check_cpu_goal, interleaved
 from torch import nn
 
 from bayesbench.models import TaskShape, build_model, count_params, from_module, list_models, register_module
@@ -96,11 +97,11 @@ def test_adapter_cost_per_step_cpu(benchmark):
         "native_steps_per_s": 1 / t_native, "adapted_vmap_steps_per_s": 1 / t_vmap,
         "adapted_loop_steps_per_s": 1 / t_loop, "vmap_cost_vs_native": ratio_vmap,
         "loop_cost_vs_native": ratio_loop, "goal": "vmap <= 2.0x native",
+        "goal_status": check_cpu_goal(ratio_vmap, 2.0, "the vmapped adapter's step vs a native step", at_most=True),
     })
     print(f"\nE={E}, {native.model.num_params():,} params/member, batch 64, CPU {torch.get_num_threads()} threads: "
           f"native {1 / t_native:.1f} steps/s, adapted vmap {1 / t_vmap:.1f} ({ratio_vmap:.2f}x the native step), "
           f"adapted loop {1 / t_loop:.1f} ({ratio_loop:.2f}x)")
-    assert ratio_vmap <= 2.0, f"the vmapped adapter should cost at most 2x a native step, got {ratio_vmap:.2f}x"
 
 
 class ZooSolo(nn.Module):

@@ -4,7 +4,8 @@ CPU (the goal's hardware for the eager path): the quick bijection transformer, E
 batch 32. Unprofiled: 10 plain steps (SDPA). Profiled: 10 steps with the profiler probing every
 10th step through the eager attention (stats + full probe for the law check, the jvp and the
 second forward of the law check, one flush to SQLite per 10 steps). Both sides are timed in
-alternating rounds in one run; goal: profiled / unprofiled <= 1.5. The checkpoints (maps and
+alternating rounds in one run; goal: profiled / unprofiled <= 1.5 (a CPU timing goal: reported,
+asserted with BAYESBENCH_ASSERT_CPU_GOALS=1, as benchmarks/timing.py says). The checkpoints (maps and
 calibration on the evaluation set) are evaluation work, not per-step cost, and are not included.
 
 GPU (skipped without CUDA): the paper-size bijection transformer, E = 8, Triton stats probe on
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from timing import interleaved
+from timing import check_cpu_goal, interleaved
 
 from bayesbench.dynamics.profile.profiler import ProfileConfig, Profiler
 from bayesbench.scoring.evaluate import eval_set
@@ -52,9 +53,10 @@ def test_profiling_overhead_cpu(benchmark, tmp_path):
     ratio = t_probed / t_plain
     assert profiler.law_steps >= 6 and profiler.records_written > 0  # the profiled side really profiled
     benchmark.extra_info.update({"threads": torch.get_num_threads(), "plain_s_per_10_steps": t_plain,
-                                 "profiled_s_per_10_steps": t_probed, "overhead_ratio": ratio, "goal": "<= 1.5"})
+                                 "profiled_s_per_10_steps": t_probed, "overhead_ratio": ratio, "goal": "<= 1.5",
+                                 "goal_status": check_cpu_goal(ratio, 1.5, "profiling every 10th step vs none",
+                                                               at_most=True)})
     print(f"\nprofiling every 10th step (eager probe + law check): {ratio:.2f}x an unprofiled run (goal <= 1.5x)")
-    assert ratio <= 1.5, f"profiling every 10th step costs {ratio:.2f}x an unprofiled run (goal <= 1.5x)"
 
 
 @pytest.mark.gpu

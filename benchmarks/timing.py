@@ -42,3 +42,21 @@ def interleaved(a: Callable[[], object], b: Callable[[], object], *, rounds: int
         ta.append(per_call(a, n, sync))
         tb.append(per_call(b, n, sync))
     return sorted(ta)[rounds // 2], sorted(tb)[rounds // 2]
+
+
+ASSERT_CPU_GOALS = "BAYESBENCH_ASSERT_CPU_GOALS"
+
+
+def check_cpu_goal(ratio: float, goal: float, what: str, *, at_most: bool = False) -> str:
+    """A CPU timing goal (`ratio >= goal`, or `<= goal` with `at_most`): asserted only with
+    BAYESBENCH_ASSERT_CPU_GOALS=1 (a quiet machine kept for measuring), reported otherwise. On a
+    shared 2-core machine the same ratio spread over 0.5x-1.4x between runs minutes apart
+    (BENCHMARKS.md), so no margin would both hold and mean something there. Returns "met" or
+    "missed (...)" for the benchmark's extra_info."""
+    import os
+
+    met = ratio <= goal if at_most else ratio >= goal
+    if os.environ.get(ASSERT_CPU_GOALS, "") not in ("", "0"):
+        assert met, f"goal: {what} {'<=' if at_most else '>='} {goal}x, got {ratio:.2f}x"
+        return "met"
+    return "met" if met else "missed (reported only; set BAYESBENCH_ASSERT_CPU_GOALS=1 to assert)"

@@ -7,7 +7,9 @@
     bayesbench run --model ./mine.py:build --name mine --tasks bijection,hmm   # your own nn.Module
     bayesbench score --model ./mine.py:build --checkpoint mine.pt --task bijection
     bayesbench leaderboard --format md       # or csv, json
+    bayesbench compare RUN_A RUN_B           # two runs' learning curves, the step from which they differ
     bayesbench plot                          # PNGs: entropy per position vs Bayes, error curves
+    bayesbench plot --curves                 # PNGs: learning curves per task, every architecture
     bayesbench models                        # architectures and their parameter counts
     bayesbench tunnels                       # the exact posterior entropy curve of every tunnel
     bayesbench profile --preset quick        # routing-law dynamics of attention while it learns (docs/dynamics.md)
@@ -24,11 +26,29 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import cases, emsgd, evaluate, geometry, leaderboard, models, plot, profile, run, score, sweep, train, tunnels
+from . import (
+    cases,
+    compare,
+    emsgd,
+    evaluate,
+    export,
+    geometry,
+    leaderboard,
+    models,
+    plot,
+    profile,
+    run,
+    score,
+    sweep,
+    tasks,
+    train,
+    tunnels,
+)
 from .errors import add_debug_flag, run_command
 
 # In the order `bayesbench --help` lists them.
-COMMANDS = (run, train, evaluate, cases, leaderboard, plot, profile, models, score, sweep, tunnels, emsgd, geometry)
+COMMANDS = (run, train, evaluate, cases, leaderboard, compare, export, plot, profile, models, tasks, score, sweep,
+            tunnels, emsgd, geometry)
 
 EPILOG = """Results go to an SQLite store (default ./results/bayesbench.sqlite; --db or $BAYESBENCH_DB).
 Metrics are in bits over the scored positions of a fixed evaluation set: entropy MAE = mean |H(model) - H(Bayes)|,

@@ -21,6 +21,8 @@ def seed_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"must be comma-separated integers like 0,1,2, got {text!r}") from None
     if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
         raise argparse.ArgumentTypeError(f"must list distinct non-negative integers, got {text!r}")
+    if max(seeds) > 2**63 - 1:
+        raise argparse.ArgumentTypeError(f"seeds must be at most 2^63 - 1 (an int64), got {max(seeds)}")
     return seeds
 
 
@@ -44,6 +46,28 @@ def count(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
     return value
+
+
+def bits(text: str) -> float:
+    """A positive, finite number of bits (a threshold)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive number of bits, e.g. 0.1, got {text!r}")
+    return value
+
+
+def until(text: str) -> float | str:
+    """--until: a threshold in bits (a positive number) or 'plateau'."""
+    from ..training.until import parse_until
+
+    try:
+        return parse_until(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a threshold in bits (a positive number, e.g. 0.1) or 'plateau', "
+                                         f"got {text!r}") from None
 
 
 def split_list(values: list[str] | None) -> list[str] | None:
@@ -78,7 +102,32 @@ def add_training(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-sequences", type=positive, help="evaluation set size (default: the preset's, 4096)")
     p.add_argument("--threads", type=positive, help="torch CPU threads per process (default: cores / processes)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--until", type=until, metavar="BITS|plateau",
+                   help="stop each member once its learning curve reaches BITS (on --until-metric) or has stopped "
+                        "improving ('plateau'); --steps stays the budget (docs/training.md)")
+    p.add_argument("--until-metric", choices=("entropy_mae", "entropy_mae_positional", "kl"),
+                   help="the curve metric --until reads (default entropy_mae)")
+    p.add_argument("--curve-every", type=positive, help="measure the learning curve every N steps (default: "
+                   "log-spaced, 8 points per decade, always the last step)")
+    p.add_argument("--curve-sequences", type=positive, help="size of the fixed curve set (default 256)")
+    p.add_argument("--no-curves", action="store_true", help="no learning curves (and so no --until)")
     add_db(p)
+
+
+def train_overrides(args: argparse.Namespace) -> dict:
+    """TrainConfig fields the learning-curve options of `run` and `train` set (none: the preset's)."""
+    out = {}
+    if getattr(args, "no_curves", False):
+        if args.until is not None:
+            raise ValueError("--until reads the learning curves: it cannot be combined with --no-curves")
+        out["curves"] = False
+    for option, name in (("until", "until"), ("until_metric", "until_metric"), ("curve_every", "curve_every"),
+                         ("curve_sequences", "curve_sequences")):
+        if getattr(args, option, None) is not None:
+            out[name] = getattr(args, option)
+    if "until_metric" in out and "until" not in out:
+        raise ValueError("--until-metric names the metric --until reads: give --until too")
+    return out
 
 
 def set_threads(args: argparse.Namespace) -> None:
@@ -104,3 +153,32 @@ def db_name(db: str | None) -> str:
     from ..store.database import db_path
 
     return db_path(db)
+
+
+def key_values(option: str):
+    """An argparse type for `KEY=VALUE` items (`--task-args L=8 wrong=true`): the value read as JSON
+    (numbers, true/false, null, lists, quoted strings), else kept as the plain string."""
+    import json
+
+    def parse(text: str) -> tuple[str, object]:
+        key, sep, raw = text.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise argparse.ArgumentTypeError(f"items must be KEY=VALUE with KEY a name, got {text!r}")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        return key.strip(), value
+
+    parse.__name__ = option  # argparse names the type in its messages
+    return parse
+
+
+def as_dict(option: str, items: list[tuple[str, object]] | None) -> dict:
+    """KEY=VALUE items as a dict; a key given twice is refused."""
+    out: dict = {}
+    for key, value in items or ():
+        if key in out:
+            raise ValueError(f"{option}: {key} given twice ({out[key]!r} and {value!r})")
+        out[key] = value
+    return out

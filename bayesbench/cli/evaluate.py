@@ -14,7 +14,7 @@ from .args import add_db, positive
 def add_parser(sub) -> None:
     p = sub.add_parser("eval", help="re-evaluate a trained run from its checkpoint and update the store")
     p.add_argument("run_dir", nargs="+", help="run directories (with checkpoint.pt) or checkpoint files")
-    p.add_argument("--device", default="cpu", help="device to evaluate on (default cpu)")
+    p.add_argument("--device", default="cpu", help="device to evaluate on: cpu, cuda, cuda:N or auto (default cpu)")
     p.add_argument("--eval-sequences", type=positive, help="evaluation set size (default: as the run was configured)")
     p.add_argument("--json", action="store_true", help="print {\"runs\": [...]}")
     add_db(p)
@@ -25,21 +25,23 @@ def cmd_eval(args) -> int:
     from ..scoring.rows import record
     from ..store.database import prepare_store, read_records
     from ..store.leaderboard import json_runs, markdown
+    from ..sweep.jobs import resolve_device
     from ..training.trainer import CHECKPOINT_NAME, load_result
 
+    device = resolve_device(args.device)  # a device that is not here is named as such, not as a damaged checkpoint
     prepare_store(args.db)
     results = []
     for path in args.run_dir:  # every checkpoint read (and any damage named) before anything is stored
         ckpt = os.path.join(path, CHECKPOINT_NAME) if os.path.isdir(path) else path
         if not os.path.exists(ckpt):
             raise ValueError(f"no checkpoint at {ckpt}")
-        result = load_result(ckpt, args.device)
+        result = load_result(ckpt, device)
         if args.eval_sequences:
             result.meta["eval_sequences"] = args.eval_sequences
         results.append(result)
     run_ids = []
     for result in results:
-        records = record(result, db=args.db, device=args.device)
+        records = record(result, db=args.db, device=device)
         run_ids.append(records[0].run_id)
     records = read_records(args.db, where=f"run_id IN ({', '.join('?' * len(run_ids))})", params=tuple(run_ids))
     print(json.dumps(json_runs(records), indent=2) if args.json else markdown(records))

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 def add_parser(sub) -> None:
     p = sub.add_parser("models", help="list the architectures and their parameter counts at a preset's sizes")
-    p.add_argument("--preset", default="paper", help="preset whose sizes to count (default paper)")
+    from ..presets import PRESETS
+
+    p.add_argument("--preset", default="quick", choices=sorted(PRESETS),
+                   help="preset whose sizes to count (default quick, as every other command)")
     p.set_defaults(handler=cmd_models)
 
 

@@ -29,6 +29,7 @@ def model_jobs(args, *, tasks: list[str] | None, seeds: list[int] | None, say) -
     from ..models.outside import default_name, load_factory, normalise
     from ..scoring.outside import check_name
     from ..sweep.jobs import make_jobs, resolve_model, trial_forward
+    from .args import train_overrides
 
     if getattr(args, "archs", None):
         raise ValueError("give either --model or --archs, not both (run the built-in archs separately)")
@@ -37,7 +38,8 @@ def model_jobs(args, *, tasks: list[str] | None, seeds: list[int] | None, say) -
     name = check_name(args.name or default_name(spec))
     base = make_jobs(args.preset, tasks=tasks, archs=["transformer"], seeds=seeds, steps=args.steps,
                      device=args.device, attention=args.attention, compile=args.compile, precision=args.precision,
-                     checkpoint_every=args.checkpoint_every, eval_sequences=args.eval_sequences)
+                     checkpoint_every=args.checkpoint_every, eval_sequences=args.eval_sequences,
+                     train=train_overrides(args))
     jobs = []
     for job in base:
         options = resolve_model(job.setup, spec, job.task, job.max_len, args.attention)  # hf: the transformer's sizes

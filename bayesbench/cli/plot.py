@@ -1,6 +1,7 @@
 """`bayesbench plot`: PNG figures of the stored results (or of a dynamics study).
 
     bayesbench plot                       # per task: model vs Bayes entropy per position, error curves
+    bayesbench plot --curves --metric kl  # per task: the learning curves of every architecture
     bayesbench plot --dynamics STUDY_ID   # a profile study's figures, redrawn from the store
 """
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from .args import add_db
+from .args import add_db, bits
 from .errors import no_rows_message
 
 
@@ -17,17 +18,27 @@ def add_parser(sub) -> None:
     p.add_argument("--task", help="only this task")
     p.add_argument("--out", default=os.path.join("results", "plots"), help="output folder (default results/plots)")
     p.add_argument("--dynamics", metavar="STUDY", help="draw a dynamics study's curves instead (e.g. a profile's id)")
+    p.add_argument("--curves", action="store_true",
+                   help="draw the learning curves instead: per task, --metric against the training step for every "
+                        "architecture (latest run of each), band over seeds, the uniform floor and 0 (Bayes)")
+    p.add_argument("--metric", default="entropy_mae", choices=("entropy_mae", "entropy_mae_positional", "kl"),
+                   help="with --curves: the metric drawn (default entropy_mae)")
+    p.add_argument("--threshold", type=bits, default=0.1, help="with --curves: the threshold line, bits (default 0.1)")
     add_db(p)
     p.set_defaults(handler=cmd_plot)
 
 
 def cmd_plot(args) -> int:
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ValueError(f"--out {args.out} is a file; give a folder for the figures (created if missing)")
     if args.dynamics:
         from ..dynamics.profile.study import plot_study
 
         for p in plot_study(args.dynamics, args.db, args.out):
             print(p)
         return 0
+    if args.curves:
+        return _curves(args)
     from ..store.plots import plot
 
     paths = plot(args.db, args.out, task=args.task)
@@ -35,6 +46,20 @@ def cmd_plot(args) -> int:
         raise ValueError(no_rows_message(args.db, task=args.task))
     if not paths:
         print("no stored runs to plot: run `bayesbench run --preset quick` first")
+    for p in paths:
+        print(p)
+    return 0
+
+
+def _curves(args) -> int:
+    from ..store.plots import plot_learning_curves
+
+    paths = plot_learning_curves(args.db, args.out, task=args.task, metric=args.metric, threshold=args.threshold)
+    if not paths and args.task:
+        raise ValueError(no_rows_message(args.db, task=args.task))
+    if not paths:
+        print("no stored runs with learning curves to plot: train with `bayesbench run --preset quick` (runs stored "
+              "before curves existed have none)")
     for p in paths:
         print(p)
     return 0

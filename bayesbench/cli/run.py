@@ -12,7 +12,7 @@ import os
 import time
 import uuid
 
-from .args import add_training, db_name, line_printer, positive, progress, set_threads, split_list
+from .args import add_training, db_name, line_printer, positive, progress, set_threads, split_list, train_overrides
 from .outside_model import add_model_options, model_jobs
 
 
@@ -42,7 +42,8 @@ def make_jobs_from_args(args, *, tasks, archs, seeds) -> list:
         raise ValueError("--name names a --model; built-in archs keep their names")
     return make_jobs(args.preset, tasks=tasks, archs=archs, seeds=seeds, steps=args.steps, device=args.device,
                      attention=args.attention, compile=args.compile, precision=args.precision,
-                     checkpoint_every=args.checkpoint_every, eval_sequences=args.eval_sequences)
+                     checkpoint_every=args.checkpoint_every, eval_sequences=args.eval_sequences,
+                     train=train_overrides(args))
 
 
 def _workers(args, jobs) -> int:

@@ -36,11 +36,13 @@ def cmd_score(args) -> int:
     from ..scoring.outside import score_checkpoint
     from ..store.database import read_records
     from ..store.leaderboard import json_runs, markdown
+    from ..sweep.jobs import resolve_device
 
     if args.eval_sequences is not None:
         positive_int("--eval-sequences", args.eval_sequences)
+    device = resolve_device(args.device)
     scored = score_checkpoint(args.model, args.checkpoint, task=args.task, name=args.name, preset=args.preset,
-                              seed=args.seed, db=args.db, eval_sequences=args.eval_sequences, device=args.device)
+                              seed=args.seed, db=args.db, eval_sequences=args.eval_sequences, device=device)
     records = read_records(args.db, where="run_id = ?", params=(scored[0].run_id,))
     print(json.dumps(json_runs(records), indent=2) if args.json else markdown(records))
     return 0

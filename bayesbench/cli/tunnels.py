@@ -16,35 +16,45 @@ DEMO_TASKS = (
 
 
 def add_parser(sub) -> None:
+    from ..presets import PRESETS
+
     p = sub.add_parser("tunnels", help="sample every wind tunnel and print its exact posterior entropy curve")
+    p.add_argument("--preset", choices=sorted(PRESETS), help="the tunnels of this preset, at its sizes (default: "
+                   "every tunnel and variant at its default size)")
     p.add_argument("--batch-size", type=positive, default=2048, help="sequences per tunnel (default 2048)")
     p.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
     p.set_defaults(handler=cmd_tunnels)
 
 
 def cmd_tunnels(args) -> int:
-    print_tunnel_curves(args.batch_size, args.seed)
+    print_tunnel_curves(args.batch_size, args.seed, preset=args.preset)
     return 0
 
 
-def tunnel_curves(batch_size: int = 2048, seed: int = 0) -> list[tuple[str, list[float]]]:
-    """(description, mean Bayes entropy in bits at each supervised position) for each tunnel."""
+def tunnel_curves(batch_size: int = 2048, seed: int = 0, *,
+                  preset: str | None = None) -> list[tuple[str, list[float]]]:
+    """(description, mean Bayes entropy in bits at each supervised position) for each tunnel: the
+    preset's tasks, or without one every tunnel and variant at its default size."""
     import torch
 
+    from ..presets import get_preset
     from ..scoring.metrics import entropy_bits, per_position
-    from ..tasks import get_task
+    from ..tasks import get_task, task_from_config
 
+    if preset is None:
+        tasks = [get_task(name, **config) for name, config in DEMO_TASKS]
+    else:
+        tasks = [task_from_config(setup.task) for setup in get_preset(preset).tasks.values()]
     out = []
-    for name, config in DEMO_TASKS:
-        task = get_task(name, **config)
+    for task in tasks:
         batch = task.sample(batch_size, torch.Generator().manual_seed(seed))
         curve = per_position(entropy_bits(batch.posterior), batch.mask)
         out.append((task.describe(), [float(c) for c in curve[~torch.isnan(curve)]]))
     return out
 
 
-def print_tunnel_curves(batch_size: int = 2048, seed: int = 0) -> None:
-    for description, curve in tunnel_curves(batch_size, seed):
+def print_tunnel_curves(batch_size: int = 2048, seed: int = 0, *, preset: str | None = None) -> None:
+    for description, curve in tunnel_curves(batch_size, seed, preset=preset):
         print(f"{description}\n  H_Bayes (bits) at each supervised position, mean over {batch_size} sequences:")
         for start in range(0, len(curve), 10):
             print("   " + " ".join(f"{h:6.3f}" for h in curve[start : start + 10]))

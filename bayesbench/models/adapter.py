@@ -19,7 +19,8 @@ encoding), header [B, H, D] as a second argument -- to logits [B, L, num_classes
   module) when the module can be vmapped, else **a loop over members** (the same numbers, E
   forward calls). The choice is made once, by a trial forward and backward on a small random
   batch when the members are initialised: vmap must run, and agree with the loop, or the loop
-  is used; `model.cfg.path` and `model.cfg.fallback` say which and why (a warning says so too).
+  is used; `model.cfg.path` and `model.cfg.fallback` say which and why (a one-line note on stderr says
+  so too, once per model and process).
   Modules that cannot be vmapped: data-dependent Python control flow on tensor values, custom
   `torch.autograd.Function`s without vmap rules, ops without batching rules (`torch.nn.GRU`,
   `torch.nn.LSTM`'s fused kernels).
@@ -33,7 +34,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import warnings
 import weakref
 from dataclasses import dataclass
 from typing import Callable
@@ -58,6 +58,13 @@ class AdapterConfig:
     path: str = "vmap"  # "vmap" (one batched call) or "loop" (one call per member)
     fallback: str | None = None  # why vmap was not used
     options: tuple = ()  # keyword arguments given to the factory, as (key, value) pairs
+
+
+def _note(message: str) -> None:
+    """One line on stderr (stdout may carry --json), around any progress bar."""
+    import sys
+
+    print(message, file=sys.stderr, flush=True)
 
 
 def _first_line(err: BaseException) -> str:
@@ -176,7 +183,7 @@ class AdaptedModel(EnsembleModel):
                                  "the seed (build a fresh module on every call; its init must draw from torch's "
                                  "global RNG)")
             modules.append(module)
-        self.load_members(modules, seeds)
+        self.load_members(modules, seeds, what="freshly initialised members")
         if self.ensemble > 1 and len(set(seeds)) == self.ensemble:
             params = dict(self.net.named_parameters())
             for e in range(1, self.ensemble):
@@ -185,8 +192,10 @@ class AdaptedModel(EnsembleModel):
                                      "identical initial parameters: the factory ignores the seed (build a fresh "
                                      "module on every call; its init must draw from torch's global RNG)")
 
-    def load_members(self, modules: list[nn.Module], seeds: list[int]) -> None:
-        """Copy each module's parameters and buffers into its member's slice, then choose the path."""
+    def load_members(self, modules: list[nn.Module], seeds: list[int], *,
+                     what: str = "the given modules' own weights") -> None:
+        """Copy each module's parameters and buffers into its member's slice, then choose the path
+        (`what` names the weights in the trial forward's error, e.g. loaded ones)."""
         if len(modules) != self.ensemble:
             raise ValueError(f"modules must have one entry per member ({self.ensemble}), got {len(modules)}")
         params, buffers = self._stacked()
@@ -202,7 +211,7 @@ class AdaptedModel(EnsembleModel):
                     if n in buffers:
                         buffers[n][e].copy_(b.detach())
         self.seeds = [int(s) for s in seeds]
-        self._choose_path()
+        self._choose_path(what)
 
     # -- the two forward paths
     def _member_inputs(self, tokens: Tensor, header: Tensor | None) -> tuple:
@@ -213,6 +222,9 @@ class AdaptedModel(EnsembleModel):
         if not isinstance(out, Tensor):
             raise ValueError(f"{self.cfg.spec}: forward must return a logits tensor [B, L, C], "
                              f"got {type(out).__name__}")
+        if not out.dtype.is_floating_point:
+            raise ValueError(f"{self.cfg.spec}: forward must return floating-point logits [B, L, C], got {out.dtype} "
+                             "(unnormalised log-probabilities, one per class)")
         return out
 
     def _stacked(self) -> tuple[dict, dict]:
@@ -266,7 +278,7 @@ class AdaptedModel(EnsembleModel):
             raise ValueError(f"{self.cfg.spec}: the module's logits contain NaN or inf on a random trial batch "
                              f"({what})")
 
-    def _choose_path(self) -> None:
+    def _choose_path(self, what: str) -> None:
         """Trial forward (eval mode) by the loop, then by vmap: vmap is kept if it runs forward and
         backward and agrees with the loop; the loop's output is also checked for shape, finiteness
         and dependence on each member's parameters."""
@@ -282,7 +294,7 @@ class AdaptedModel(EnsembleModel):
                 raise ValueError(f"{self.cfg.spec}: forward failed on a random trial batch of tokens "
                                  f"[B={_TRIAL_BATCH}, L={self.shape.max_len}]: {type(err).__name__}: "
                                  f"{_first_line(err)}") from err
-            self._check_logits(ref.detach(), "freshly initialised members" if self.seeds else "")
+            self._check_logits(ref.detach(), what)
             trainable = [p for p in self.parameters() if p.requires_grad]
             grads = torch.autograd.grad(ref.float().square().mean(), trainable, allow_unused=True)
             moved = [e for e in range(self.ensemble)
@@ -314,9 +326,8 @@ class AdaptedModel(EnsembleModel):
             self._path = "loop"
             if self.ensemble > 1 and self.cfg.spec not in _WARNED:  # once per model and process
                 _WARNED.add(self.cfg.spec)
-                warnings.warn(f"bayesbench: {self.cfg.spec} cannot be vmapped over members ({reason}); its "
-                              f"{self.ensemble} members run in a loop (same numbers, one forward call each)",
-                              RuntimeWarning, stacklevel=3)
+                _note(f"bayesbench: note: {self.cfg.spec} runs its {self.ensemble} members in a loop, one forward "
+                      f"call each (same numbers; vmap over members failed: {reason})")
 
     # -- nn.Module
     def train(self, mode: bool = True) -> "AdaptedModel":
@@ -328,9 +339,15 @@ class AdaptedModel(EnsembleModel):
         self.check_inputs(tokens, header)
         if header is not None and not self.takes_header:
             header = None
-        if self._path == "vmap":
-            return self._forward_vmap(tokens, header)
-        return self._forward_loop(tokens, header)
+        try:
+            if self._path == "vmap":
+                return self._forward_vmap(tokens, header)
+            return self._forward_loop(tokens, header)
+        except ValueError:
+            raise
+        except Exception as err:  # noqa: BLE001  (the user's module failing is the user's error)
+            raise ValueError(f"{self.cfg.spec}: the model's forward raised {type(err).__name__}: {_first_line(err)} "
+                             f"(on tokens {list(tokens.shape)}: an error in the model's own code)") from err
 
     def param_breakdown(self) -> dict[str, int]:
         """Parameters of one member per top-level submodule of the adapted module."""

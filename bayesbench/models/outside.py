@@ -3,7 +3,7 @@
 - `my_pkg.my_mod:build`: an importable module and a factory in it (the current directory is
   tried too when the module is not on sys.path);
 - `./mine.py:build` (any path ending in .py, or containing a path separator): a file outside the
-  package, imported by path;
+  package, imported by path (`bayesbench.specs`, shared with outside tasks);
 - `hf:gpt2`, `hf:llama`, `hf:mamba`: a randomly initialised Hugging Face `transformers` model
   built from a config sized to the preset (`bayesbench.models.hf`; `pip install bayesbench[hf]`).
 
@@ -15,31 +15,16 @@ string travels. File paths are made absolute (`normalise`) before they are store
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
-import os
-import sys
 from typing import Callable
 
+from .. import specs
 from .adapter import AdaptedModel
 from .base import TaskShape
 from .registry import is_outside  # noqa: F401  (re-exported: the test of an outside name)
 
 HF_PREFIX = "hf:"
+FORMS = "'package.module:factory', './file.py:factory' or 'hf:gpt2|llama|mamba'"
 _FACTORIES: dict[str, Callable] = {}
-
-
-def _is_file(target: str) -> bool:
-    return target.endswith(".py") or "/" in target or os.sep in target
-
-
-def _split(spec: str) -> tuple[str, str]:
-    target, sep, attr = spec.rpartition(":")
-    if not sep or not target or not attr or not all(part.isidentifier() for part in attr.split(".")):
-        raise ValueError(f"model {spec!r} must be 'package.module:factory', './file.py:factory' or "
-                         "'hf:gpt2|llama|mamba' (a factory name after the colon)")
-    return target, attr
 
 
 def normalise(spec: str, base: str | None = None) -> str:
@@ -49,58 +34,14 @@ def normalise(spec: str, base: str | None = None) -> str:
     the current directory."""
     if spec.startswith(HF_PREFIX):
         return spec
-    target, attr = _split(spec)
-    if _is_file(target):
-        target = os.path.expanduser(target)
-        if base is not None:
-            target = os.path.join(base, target)
-        return f"{os.path.abspath(target)}:{attr}"
-    if not all(part.isidentifier() for part in target.split(".")):
-        raise ValueError(f"model {spec!r}: {target!r} is not a dotted module path (use ./file.py:factory for a file)")
-    return spec
+    return specs.normalise(spec, "model", FORMS, base)
 
 
 def default_name(spec: str) -> str:
     """A leaderboard name for an outside model: 'hf-gpt2', 'mine' (file stem), 'my_mod' (module)."""
     if spec.startswith(HF_PREFIX):
         return "hf-" + spec[len(HF_PREFIX):]
-    target, attr = _split(spec)
-    stem = os.path.splitext(os.path.basename(target))[0] if _is_file(target) else target.rsplit(".", 1)[-1]
-    return stem if attr == "build" else f"{stem}.{attr}"
-
-
-def _import_file(path: str, spec: str):
-    if not os.path.isfile(path):
-        raise ValueError(f"model {spec!r}: no such file {path}")
-    name = "bayesbench_outside_" + hashlib.sha1(path.encode()).hexdigest()[:10]
-    if name in sys.modules:
-        return sys.modules[name]
-    file_spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(file_spec)
-    sys.modules[name] = module  # dataclasses and pickling look classes up here
-    try:
-        file_spec.loader.exec_module(module)
-    except Exception as err:
-        del sys.modules[name]
-        raise ValueError(f"model {spec!r}: importing {path} failed: {type(err).__name__}: {err}") from err
-    return module
-
-
-def _import_module(target: str, spec: str):
-    try:
-        return importlib.import_module(target)
-    except ModuleNotFoundError as err:
-        cwd = os.getcwd()
-        missing = (err.name or "").split(".")[0]
-        if cwd not in sys.path and missing == target.split(".")[0]:
-            sys.path.append(cwd)  # `bayesbench run --model my_pkg.mod:build` from the folder holding my_pkg
-            try:
-                return importlib.import_module(target)
-            except ModuleNotFoundError:
-                sys.path.remove(cwd)
-        raise ValueError(f"model {spec!r}: cannot import module {target!r} ({err})") from None
-    except Exception as err:
-        raise ValueError(f"model {spec!r}: importing module {target!r} failed: {type(err).__name__}: {err}") from err
+    return specs.stem(spec, "model", FORMS)
 
 
 def load_factory(spec: str) -> Callable:
@@ -113,16 +54,10 @@ def load_factory(spec: str) -> Callable:
 
         factory = hf_factory(spec[len(HF_PREFIX):])
     else:
-        target, attr = _split(spec)
-        module = _import_file(target, spec) if _is_file(target) else _import_module(target, spec)
-        factory = module
-        for part in attr.split("."):
-            if not hasattr(factory, part):
-                raise ValueError(f"model {spec!r}: {target} has no attribute {attr!r}")
-            factory = getattr(factory, part)
+        factory = specs.load(spec, "model", FORMS)
         if not callable(factory):
-            raise ValueError(f"model {spec!r}: {attr} is a {type(factory).__name__}, not a callable "
-                             "factory(spec) -> nn.Module")
+            raise ValueError(f"model {spec!r}: {spec.rpartition(':')[2]} is a {type(factory).__name__}, not a "
+                             "callable factory(spec) -> nn.Module")
     _FACTORIES[spec] = factory
     return factory
 

@@ -19,9 +19,11 @@ from .validate import check_sequence_inputs, require_float_dtype, require_positi
 
 
 def sticky_predictive(seq: Tensor, V: int, a: float = 1.0, b: float = 1.0, *,
-                      backend: str = "auto", dtype: torch.dtype = torch.float32) -> Tensor:
-    """Posterior predictive [B, L, V] of the next symbol of a sticky chain with rho ~ Beta(a, b)."""
-    check_sequence_inputs("seq", seq, V)
+                      backend: str = "auto", dtype: torch.dtype = torch.float32, check: bool = True) -> Tensor:
+    """Posterior predictive [B, L, V] of the next symbol of a sticky chain with rho ~ Beta(a, b).
+    check=False skips the symbol-range check of `seq` (a host read): for the task's own sampler."""
+    if check:
+        check_sequence_inputs("seq", seq, V)
     a, b = require_positive("a", a), require_positive("b", b)
     require_float_dtype("dtype", dtype)
     use_native("sticky_predictive", backend, seq.device)  # checks backend; 'native' raises: no compiled op
@@ -43,9 +45,11 @@ def sticky_predictive_reference(seq: Tensor, V: int, a: float, b: float,
 
 
 def markov_predictive(seq: Tensor, V: int, alpha: float = 1.0, *, backend: str = "auto",
-                      dtype: torch.dtype = torch.float32) -> Tensor:
-    """Posterior predictive [B, L, V] of the next symbol of a chain with Dirichlet(alpha) rows."""
-    check_sequence_inputs("seq", seq, V)
+                      dtype: torch.dtype = torch.float32, check: bool = True) -> Tensor:
+    """Posterior predictive [B, L, V] of the next symbol of a chain with Dirichlet(alpha) rows.
+    check=False skips the symbol-range check of `seq` (a host read): for the task's own sampler."""
+    if check:
+        check_sequence_inputs("seq", seq, V)
     alpha = require_positive("alpha", alpha)
     require_float_dtype("dtype", dtype)
     if use_native("markov_predictive", backend, seq.device):

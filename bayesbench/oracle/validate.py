@@ -11,7 +11,10 @@ from torch import Tensor
 from ..checks import int_at_least, positive_int
 
 #: |row sum - 1| allowed for a probability row, by dtype (stated in the error message).
-ROW_SUM_ATOL: dict[torch.dtype, float] = {torch.float64: 1e-6, torch.float32: 1e-4}
+# |row sum - 1| allowed, by the precision the row is held in (a half-precision model's softmax
+# rounds each of C entries to ~3 significant digits).
+ROW_SUM_ATOL: dict[torch.dtype, float] = {torch.float64: 1e-6, torch.float32: 1e-4, torch.float16: 5e-3,
+                                          torch.bfloat16: 3e-2}
 FLOAT_DTYPES = (torch.float32, torch.float64)
 INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 

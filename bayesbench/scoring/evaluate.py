@@ -16,12 +16,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import os
 import sys
-from typing import Iterator
 
 import torch
 from torch import Tensor
@@ -30,7 +28,9 @@ from ..models import EnsembleModel
 from ..oracle import hmm_filter
 from ..store.records import EvalResult, MemberEvaluation, PermutationCheck, PositionCurves
 from ..tasks import Batch, Task
+from ..tasks.bijection import SCORED_SETS
 from ..training.checkpoint import DamagedFile, load_checkpoint, save_atomic
+from ..training.curves import exact_float32
 from ..training.seeds import eval_seed
 from .metrics import Summary, score, summarize
 
@@ -67,17 +67,6 @@ def _read_cached(path: str) -> Batch | None:
         print(f"bayesbench: the cached evaluation set {path} is unreadable (damaged or from another version); "
               "redrawing it from its fixed seed and replacing the file", file=sys.stderr, flush=True)
         return None
-
-
-@contextlib.contextmanager
-def exact_float32() -> Iterator[None]:
-    """Full float32 matmuls (no TF32) inside the block, whatever the training precision set."""
-    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 @torch.no_grad()
@@ -167,7 +156,6 @@ def scored_positions(task: Task) -> str:
     return "every supervised position"
 
 
-SCORED_SETS = {"values": "values", "values+query": "both", "query": "query"}  # eval name -> supervise
 
 
 def evaluation_tasks(task: Task, lengths: tuple[int, ...] = (), scored: tuple[str, ...] = ()) -> dict[str, Task]:

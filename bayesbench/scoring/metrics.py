@@ -39,9 +39,12 @@ def entropy_bits(p: Tensor) -> Tensor:
 
 
 def entropy_bits_from_log_probs(log_q: Tensor) -> Tensor:
-    """Entropy in bits of exp(log_q), e.g. a model's log_softmax output."""
+    """Entropy in bits of exp(log_q), e.g. a model's log_softmax output. A -inf entry is a class
+    of probability 0 and adds 0 (0 log 0 = 0), not NaN."""
     log_q = log_q.double()
-    return -(log_q.exp() * log_q).sum(-1) / LOG2
+    terms = torch.where(log_q == -math.inf, torch.zeros((), dtype=log_q.dtype, device=log_q.device),
+                        log_q.exp() * log_q)
+    return -terms.sum(-1) / LOG2
 
 
 def entropy_bits_from_logits(logits: Tensor) -> Tensor:
@@ -85,14 +88,15 @@ NONFINITE = ("raise", "nan")
 
 
 def summarize(values: Tensor, mask: Tensor | None = None, level: float = 0.95, *,
-              nonfinite: str = "raise") -> Summary:
+              nonfinite: str = "raise", lower: float | None = None) -> Summary:
     """Mean of `values` [N, L] over positions where `mask` is True, with a `level` interval.
 
     The interval is a t-interval on the ratio estimator sum_n S_n / sum_n M_n (S_n the sum and
     M_n the count of scored values in sequence n), with the delta-method standard error.
     `nonfinite` says what a NaN or inf at a scored position means: "raise" (NaN raises, inf
     gives an infinite mean), or "nan" (a diverged model: the Summary's numbers are all NaN, so
-    it has no score but its sibling ensemble members keep theirs).
+    it has no score but its sibling ensemble members keep theirs). `lower`: the least value the
+    quantity can take (0 for the entropy error and KL); the interval is clipped to it.
     """
     if nonfinite not in NONFINITE:
         raise ValueError(f"nonfinite must be one of {NONFINITE}, got {nonfinite!r}")
@@ -116,10 +120,11 @@ def summarize(values: Tensor, mask: Tensor | None = None, level: float = 0.95, *
     mbar = total / n
     resid = sums - mean * counts
     se = math.sqrt(float((resid**2).sum()) / (n * (n - 1))) / mbar
-    from scipy.stats import t as student_t
+    from scipy.special import stdtrit  # the t quantile (scipy.stats.t.ppf calls it; a third of the import time)
 
-    half = float(student_t.ppf(0.5 + level / 2.0, n - 1)) * se
-    return Summary(mean, mean - half, mean + half, n, int(total))
+    half = float(stdtrit(n - 1, 0.5 + level / 2.0)) * se
+    low = mean - half if lower is None else max(lower, mean - half)
+    return Summary(mean, low, mean + half, n, int(total))
 
 
 def per_position(values: Tensor, mask: Tensor | None = None) -> Tensor:
@@ -168,10 +173,10 @@ def positional_mae(h_q: Tensor, h_p: Tensor, mask: Tensor | None = None, level: 
     loo_diff = torch.where(loo_ok, (total - d) / loo_count.clamp(min=1), torch.zeros_like(d)).abs()
     loo = loo_diff.sum(1) / loo_ok.sum(1).clamp(min=1)  # [n] statistic without sequence i
     se = math.sqrt(float((n - 1) / n * ((loo - loo.mean()) ** 2).sum()))
-    from scipy.stats import t as student_t
+    from scipy.special import stdtrit  # the t quantile (scipy.stats.t.ppf calls it; a third of the import time)
 
-    half = float(student_t.ppf(0.5 + level / 2.0, n - 1)) * se
-    return Summary(mean, mean - half, mean + half, n, n_pos)
+    half = float(stdtrit(n - 1, 0.5 + level / 2.0)) * se
+    return Summary(mean, max(0.0, mean - half), mean + half, n, n_pos)  # an absolute value: never below 0
 
 
 @dataclass(frozen=True)
@@ -189,9 +194,34 @@ class Score:
     bayes_entropy_curve: Tensor  # [L] bits
 
 
-#: |logsumexp(log_q) - 0| allowed for a row of log-probabilities (float64 rows; float32 rows
-#: get ROW_SUM_ATOL[float32] of the oracle's checks).
+#: |logsumexp(log_q) - 0| allowed for a row of log-probabilities (float64 rows; others get
+#: the oracle's ROW_SUM_ATOL for their precision).
 LOG_SUM_ATOL = 1e-6
+
+
+def _check_posterior(p: Tensor, mask: Tensor) -> None:
+    """p must be a probability distribution at every scored position (it is the exact posterior;
+    the oracle's own outputs always are): anything else gives entropies and KLs that mean nothing."""
+    from ..oracle.validate import require_distribution_rows
+
+    if mask.shape != p.shape[:-1] or mask.dtype != torch.bool:
+        return  # summarize names the mask's problem
+    rows = p[mask]
+    require_distribution_rows("p (the exact posterior) at the scored positions",
+                              rows if rows.dtype in (torch.float32, torch.float64) else rows.double())
+
+
+def _check_logits(mask: Tensor, logits: Tensor, nonfinite: str) -> None:
+    """Logits may hold -inf (a class of probability 0) but not NaN or +inf, and not -inf in every
+    class of a row (no distribution); `nonfinite="nan"` lets a diverged model's rows through."""
+    if mask.shape != logits.shape[:-1] or mask.dtype != torch.bool or nonfinite == "nan":
+        return
+    rows = logits[mask]
+    if bool(torch.isnan(rows).any()) or bool((rows == math.inf).any()):
+        raise ValueError("logits must be finite or -inf (a class of probability 0) at every scored position; found "
+                         "NaN or +inf: pass nonfinite='nan' to score a diverged model as NaN")
+    if rows.numel() and bool((rows == -math.inf).all(-1).any()):
+        raise ValueError("logits must give some class a finite value in every scored row; found a row of -inf only")
 
 
 def _check_predictive(mask: Tensor, q: Tensor | None, log_q: Tensor | None, nonfinite: str) -> None:
@@ -217,7 +247,7 @@ def _check_predictive(mask: Tensor, q: Tensor | None, log_q: Tensor | None, nonf
         return
     if bool((rows == math.inf).any()):
         raise ValueError(f"{name} must be <= 0 (log-probabilities); found +inf at a scored position")
-    atol = LOG_SUM_ATOL if rows.dtype == torch.float64 else ROW_SUM_ATOL[torch.float32]
+    atol = LOG_SUM_ATOL if rows.dtype == torch.float64 else ROW_SUM_ATOL.get(rows.dtype, ROW_SUM_ATOL[torch.float32])
     total = torch.logsumexp(rows.double(), -1)
     off = (total.abs() > atol)
     if bool(off.any()):
@@ -237,12 +267,22 @@ def score(p: Tensor, mask: Tensor, *, q: Tensor | None = None, logits: Tensor | 
     given = [x for x in (q, logits, log_q) if x is not None]
     if len(given) != 1:
         raise ValueError("score needs exactly one of q, logits or log_q")
+    for name, x in (("p", p), ("mask", mask), ("q" if q is not None else "logits" if logits is not None else "log_q",
+                                               given[0])):
+        if not isinstance(x, Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not p.dtype.is_floating_point or not given[0].dtype.is_floating_point:
+        raise ValueError(f"p and the model's predictive must be floating-point tensors, got {p.dtype} and "
+                         f"{given[0].dtype}")
     if given[0].shape != p.shape:
         raise ValueError(f"the model's predictive must have the shape of p {list(p.shape)}, got {list(given[0].shape)}")
     if nonfinite not in NONFINITE:
         raise ValueError(f"nonfinite must be one of {NONFINITE}, got {nonfinite!r}")
+    _check_posterior(p, mask)
     if logits is None:
         _check_predictive(mask, q, log_q, nonfinite)
+    else:
+        _check_logits(mask, logits, nonfinite)
     if q is not None:
         log_q = torch.log(q.double())
         h_q = entropy_bits(q)
@@ -254,8 +294,8 @@ def score(p: Tensor, mask: Tensor, *, q: Tensor | None = None, logits: Tensor | 
     err = (h_q - h_p).abs()
     kl = kl_bits(p, log_q=log_q)
     return Score(
-        entropy_mae=summarize(err, mask, nonfinite=nonfinite),
-        kl=summarize(kl, mask, nonfinite=nonfinite),
+        entropy_mae=summarize(err, mask, nonfinite=nonfinite, lower=0.0),
+        kl=summarize(kl, mask, nonfinite=nonfinite, lower=0.0),
         entropy_mae_positional=positional_mae(h_q, h_p, mask, nonfinite=nonfinite),
         entropy_error=err,
         entropy_mae_curve=per_position(err, mask),

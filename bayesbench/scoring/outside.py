@@ -20,6 +20,7 @@ import uuid
 import torch
 from torch import nn
 
+from ..checks import positive_int
 from ..models import EnsembleModel, TaskShape
 from ..models.adapter import AdaptedModel, from_modules
 from ..tasks import Task, task_from_config
@@ -60,7 +61,7 @@ def model_spec(task, preset: str = DEFAULT_PRESET) -> TaskShape:
     return TaskShape.from_task(t, max_eval_len(t, lengths, scored))
 
 
-def check_ensemble_output(model: EnsembleModel, task: Task) -> None:
+def check_ensemble_output(model: EnsembleModel, task: Task, *, source: str = "model") -> None:
     """A trial forward of an ensemble on two sequences of `task` (give the longest evaluation
     task): logits [E, B, L, C], finite; anything else is a ValueError naming what is wrong."""
     g = torch.Generator().manual_seed(0)
@@ -89,23 +90,27 @@ def check_ensemble_output(model: EnsembleModel, task: Task) -> None:
                          f"member: the seed dimension first), got {got} for tokens {list(tokens.shape)}")
     if not bool(torch.isfinite(out).all()):
         bad = [e for e in range(E) if not bool(torch.isfinite(out[e]).all())]
-        raise ValueError(f"model: the logits of member(s) {bad} contain NaN or inf")
+        raise ValueError(f"{source}: the logits of member(s) {bad} contain NaN or inf"
+                         + ("" if source == "model" else " (its weights are not finite, or overflow)"))
 
 
 def evaluate_model(model: nn.Module, task, *, name: str | None = None, db: str | None = None,
                    preset: str = DEFAULT_PRESET, seeds: list[int] | None = None, steps: int = 0,
                    eval_sequences: int | None = None, store: bool = True, spec: str | None = None,
-                   device: str | None = None) -> list:
+                   device: str | None = None, run_id: str | None = None) -> list:
     """Score `model` on `task` (a Task or a preset task key) and store it; returns one RunRecord per member.
 
     `model`: a plain nn.Module (one member; it must accept the spec's longest evaluation length,
     `max_eval_len`) or an EnsembleModel. `name` is its leaderboard name (default: its class
     name); `seeds` label the members (default: the model's own, else 0..E-1); `steps` says how
     long it was trained (0: unknown, trained outside bayesbench). With `store=False` nothing is
-    written and the rows are only returned.
+    written and the rows are only returned. `run_id` (default: a fresh one) is the rows' key: the
+    same run id replaces the rows stored under it.
     """
     from .rows import record
 
+    if eval_sequences is not None:
+        positive_int("eval_sequences", eval_sequences, "evaluation sequences; None: the preset's")
     task, label, lengths, n_seq, scored = resolve_task(task, preset)
     max_len = max_eval_len(task, lengths, scored)
     if not isinstance(model, nn.Module):
@@ -129,7 +134,7 @@ def evaluate_model(model: nn.Module, task, *, name: str | None = None, db: str |
     ident = {"task": task.config(), "arch": arch, "model": dict(getattr(model, "options", {}) or {}),
              "max_len": model.shape.max_len, "seeds": list(model.seeds), "train": None,
              "device_type": next(model.parameters()).device.type}
-    result = TrainResult(uuid.uuid4().hex[:12], model, list(model.seeds), int(steps),
+    result = TrainResult(run_id or uuid.uuid4().hex[:12], model, list(model.seeds), int(steps),
                          torch.zeros(0, model.ensemble), 0.0, {}, None, ident,
                          {"preset": preset, "label": label, "name": name, "eval_lengths": list(lengths),
                           "eval_scored": list(scored), "eval_sequences": eval_sequences or n_seq, "scored_only": True})
@@ -197,6 +202,10 @@ def score_checkpoint(spec: str, path: str, *, task: str | None = None, name: str
     `path` is either a bayesbench checkpoint (`runs/.../checkpoint.pt`: every member, its task
     and sizes come from it) or a plain `state_dict()` of one module built by the factory for
     `task` (a preset task key; required then).
+
+    A bayesbench checkpoint is that run scored again: its rows are replaced (same run id, steps,
+    wall time and training curve), not added beside it as more seeds; under another `name` it is
+    stored once under that name (run id `<run id>-<name>`, replaced on the next score).
     """
     from ..models.outside import default_name, load_factory, normalise
 
@@ -218,10 +227,8 @@ def score_checkpoint(spec: str, path: str, *, task: str | None = None, name: str
 
         model = get_model(spec, ckpt_task, seeds=ident["seeds"], max_len=ident["max_len"], **ident["model"])
         load_into(model, obj["model"], path, spec)
-        meta = obj.get("meta") or {}
-        return evaluate_model(model.to(device), ckpt_task, name=name or meta.get("name") or default_name(spec), db=db,
-                              preset=meta.get("preset") or preset, steps=int(obj.get("step", 0)),
-                              eval_sequences=eval_sequences, device=device)
+        return _rescore_run(obj, model.to(device), ckpt_task, path, name, default_name(spec), db=db,
+                            eval_sequences=eval_sequences, device=device)
     if task is None:
         raise ValueError("--task is needed to score a plain state dict (which preset task it was trained on)")
     state = _state_dict_of(obj, path)
@@ -232,5 +239,39 @@ def score_checkpoint(spec: str, path: str, *, task: str | None = None, name: str
         raise ValueError(f"model {spec!r}: the factory must return a torch.nn.Module, got {type(module).__name__}")
     load_into(module, {k: v.to("cpu") for k, v in state.items()}, path, spec)
     model = from_modules([module], shape, seeds=[seed], spec=spec)
-    return evaluate_model(model.to(device), task, name=name or default_name(spec), db=db, preset=preset,
-                          eval_sequences=eval_sequences, device=device)
+    name = name or default_name(spec)
+    return evaluate_model(model.to(device), task, name=name, db=db, preset=preset, eval_sequences=eval_sequences,
+                          device=device, run_id=_file_run_id(path, name, task, preset, seed))
+
+
+def _rescore_run(obj: dict, model: EnsembleModel, task: Task, path: str, name: str | None, default: str, *,
+                 db: str | None, eval_sequences: int | None, device: str) -> list:
+    """Score a bayesbench trainer checkpoint's run again (see `score_checkpoint`)."""
+    from .rows import record
+
+    meta = dict(obj.get("meta") or {})
+    stored_name = meta.get("name") or default
+    name = check_name(name) if name else stored_name
+    run_id = obj["run_id"] if name == stored_name else f"{obj['run_id']}-{name}"
+    meta["name"] = name
+    if eval_sequences is not None:
+        meta["eval_sequences"] = eval_sequences
+    lengths, scored = tuple(meta.get("eval_lengths", ())), tuple(meta.get("eval_scored", ()))
+    longest = max(evaluation_tasks(task, lengths, scored).values(), key=lambda t: t.seq_len)
+    check_ensemble_output(model, longest, source=f"--checkpoint {path}")
+    result = TrainResult(run_id, model, list(obj["identity"]["seeds"]), int(obj["step"]), obj["losses"].cpu(),
+                         float(obj["elapsed"]), dict(obj["diverged"]), path, obj["identity"], meta)
+    return record(result, db=db, device=device)
+
+
+def _file_run_id(path: str, name: str, task: str, preset: str, seed: int) -> str:
+    """A stable run id for a scored state-dict file: scoring the same weights again under the same
+    name, task, preset and seed replaces their row instead of adding one beside it."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    digest.update(f"\0{name}\0{task}\0{preset}\0{seed}".encode())
+    return "score-" + digest.hexdigest()[:12]

@@ -10,9 +10,9 @@ import dataclasses
 import torch
 
 from ..store.database import cache_dir_for, environment, write_records
-from ..store.records import RunRecord
+from ..store.records import LearningCurve, RunRecord
 from ..training.trainer import TrainResult, task_of
-from .evaluate import DEFAULT_SEQUENCES, evaluate
+from .evaluate import DEFAULT_SEQUENCES, evaluate, evaluation_tasks
 
 
 def _subsample(losses: torch.Tensor, member: int, points: int = 200) -> list[list[float]]:
@@ -25,6 +25,26 @@ def _subsample(losses: torch.Tensor, member: int, points: int = 200) -> list[lis
         window = losses[start : start + stride, member]
         out.append([start + len(window), float(window.nanmean())])
     return out
+
+
+def learning_curve(result: TrainResult, member: int, primary: str, primary_task: str) -> LearningCurve | None:
+    """Member `member`'s learning curve from the run's, named by the evaluation it measures
+    (`primary` when the curve set is drawn from that evaluation's task, else its task)."""
+    c = result.curve
+    if c is None or not c.steps:
+        return None
+    return LearningCurve(eval=primary if c.task == primary_task else c.task, task=c.task, n_sequences=c.n_sequences,
+                         step=list(c.steps), sequences=[s * c.batch_size for s in c.steps],
+                         tokens=[s * c.batch_size * c.seq_len for s in c.steps], wall_s=list(c.wall_s),
+                         values={name: c.member(member, name) for name in c.values}, uniform=dict(c.uniform),
+                         cadence=c.cadence)
+
+
+def stop_reason(result: TrainResult, member: int) -> str:
+    """Why member `member` stopped training: "budget", "diverged" or its criterion's sentence."""
+    if member in result.stopped:
+        return result.stopped[member][2]
+    return result.stop(member)[1]
 
 
 def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
@@ -56,6 +76,9 @@ def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
               "eval_sequences": meta.get("eval_sequences"),
               "checkpoint": result.checkpoint}
     sequences_per_s = result.steps * batch * len(result.seeds) / result.wall_s if result.wall_s and batch else None
+    primary = scores[0].primary
+    trained = ident.get("train") is not None  # False: a model trained elsewhere, only scored here
+    primary_task = evaluation_tasks(task, lengths, scored)[primary].describe()
     records = [RunRecord(
         run_id=result.run_id, seed=seed, member=e, group_id=meta.get("group_id"), preset=meta.get("preset"),
         task=task.name, task_label=meta.get("label", task.describe()), task_config=task.config(),
@@ -64,6 +87,8 @@ def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
         steps_per_s=result.steps_per_s, sequences_per_s=sequences_per_s, status=result.diverged.get(e, "ok"),
         final_loss=final[e], evaluation=scores[e], param_breakdown=model.param_breakdown(),
         loss_curve=_subsample(result.losses, e), environment=env,
+        learning_curve=learning_curve(result, e, primary, primary_task),
+        stop_step=result.stop(e)[0] if trained else None, stop_reason=stop_reason(result, e) if trained else None,
     ) for e, seed in enumerate(result.seeds)]
     if write:
         write_records(records, db)

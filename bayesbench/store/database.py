@@ -7,6 +7,9 @@ write in its own `BEGIN IMMEDIATE` transaction, retried while the database is lo
 The table `runs` is meant to be read with plain SQL too: docs/results.md documents every column
 and the JSON layouts of the JSON columns. A store written by another version of bayesbench
 loads when its table has these columns, and otherwise fails with a message naming what differs.
+The table `learning_curves` holds every member's learning curve, one row per (run, seed,
+evaluation, step, metric); it is written in the same transaction as the run's rows, and a store
+without it (written before curves existed) reads as having no curves.
 
 A store that cannot be used (a directory, a file that is not SQLite or is damaged, a place that
 cannot be written, a foreign `runs` table) raises `StoreError`, a ValueError naming the file and
@@ -23,7 +26,16 @@ import sqlite3
 import time
 from datetime import datetime, timezone
 
-from .records import FINAL_LOSS_MEANING, EvalResult, MemberEvaluation, PermutationCheck, PositionCurves, RunRecord
+from ..running.disk import DiskFull, is_disk_full
+from .records import (
+    FINAL_LOSS_MEANING,
+    EvalResult,
+    LearningCurve,
+    MemberEvaluation,
+    PermutationCheck,
+    PositionCurves,
+    RunRecord,
+)
 
 DEFAULT_DB = os.path.join("results", "bayesbench.sqlite")
 BUSY_TIMEOUT_MS = 60_000
@@ -62,19 +74,36 @@ CREATE TABLE IF NOT EXISTS runs (
     loss_curve TEXT,
     environment TEXT,
     created_at TEXT NOT NULL,
+    stop_step INTEGER,
+    stop_reason TEXT,
     UNIQUE (run_id, seed)
 );
 CREATE INDEX IF NOT EXISTS runs_task_arch ON runs (task_label, arch, created_at);
+CREATE TABLE IF NOT EXISTS learning_curves (
+    run_id TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    eval TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    metric TEXT NOT NULL,
+    value REAL,
+    sequences INTEGER,
+    tokens INTEGER,
+    wall_s REAL,
+    PRIMARY KEY (run_id, seed, eval, step, metric)
+);
 """
 
-SCHEMA_VERSION = 2  # PRAGMA user_version of stores this module writes (0: written before it was set;
-# 2 added the entropy_mae_positional columns, which older stores gain on opening)
+SCHEMA_VERSION = 3  # PRAGMA user_version of stores this module writes (0: written before it was set;
+# 2 added the entropy_mae_positional columns, 3 the stop columns and the learning_curves table, which
+# older stores gain on opening)
 COLUMNS = ("run_id", "seed", "member", "group_id", "preset", "task", "task_label", "task_config", "arch",
            "config", "params", "steps", "wall_s", "steps_per_s", "sequences_per_s", "status", "final_loss",
            "entropy_mae_bits", "entropy_mae_ci_low", "entropy_mae_ci_high", "kl_bits", "kl_ci_low",
            "kl_ci_high", "entropy_mae_positional_bits", "entropy_mae_positional_ci_low",
-           "entropy_mae_positional_ci_high", "metrics", "curves", "loss_curve", "environment", "created_at")
+           "entropy_mae_positional_ci_high", "metrics", "curves", "loss_curve", "environment", "created_at",
+           "stop_step", "stop_reason")
 JSON_COLUMNS = ("task_config", "config", "metrics", "curves", "loss_curve", "environment")
+CURVE_COLUMNS = ("run_id", "seed", "eval", "step", "metric", "value", "sequences", "tokens", "wall_s")
 
 
 class StoreError(ValueError):
@@ -91,9 +120,11 @@ def cache_dir_for(path: str | None = None) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(db_path(path))), "cache")
 
 
-def _store_error(path: str, err: BaseException) -> StoreError:
-    """One line for an SQLite or OS error on the store at `path`."""
+def _store_error(path: str, err: BaseException) -> StoreError | DiskFull:
+    """One line for an SQLite or OS error on the store at `path` (a full disk: `DiskFull`)."""
     text = str(err)
+    if is_disk_full(err, os.path.dirname(os.path.abspath(path))):
+        return DiskFull(path)
     if "not a database" in text:
         why = "is not an SQLite database (file is not a database); it was left as it is"
     elif "malformed" in text or "corrupt" in text:
@@ -108,12 +139,18 @@ def _store_error(path: str, err: BaseException) -> StoreError:
     return StoreError(f"results store {path} {why}")
 
 
-def connect(path: str | None = None) -> sqlite3.Connection:
-    """Open (creating if needed) the store in WAL mode with a busy timeout."""
+def connect(path: str | None = None, *, read_only: bool = False) -> sqlite3.Connection:
+    """Open (creating if needed) the store in WAL mode with a busy timeout.
+
+    `read_only=True` (for reading: the leaderboard, plots) opens an existing file without
+    writing anything, so a store in a read-only folder or file can still be read; its schema is
+    checked but neither created nor upgraded (`read_rows` then reads what is there)."""
     path = db_path(path)
     if os.path.isdir(path):
         raise StoreError(f"results store {path} is a directory; --db must name a file, "
                          f"e.g. {os.path.join(path, 'bayesbench.sqlite')}")
+    if read_only:
+        return _connect_read_only(path)
     folder = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(folder, exist_ok=True)
@@ -142,15 +179,48 @@ def connect(path: str | None = None) -> sqlite3.Connection:
     return conn
 
 
-def _check_schema(conn: sqlite3.Connection, path: str) -> None:
-    """Refuse a store written by a newer schema, or whose `runs` table lacks a column this
-    version reads or writes (stores from before SCHEMA_VERSION existed have them all)."""
+def _connect_read_only(path: str) -> sqlite3.Connection:
+    """The store opened for reading only (`connect(read_only=True)`). A WAL store in a folder this
+    process cannot write may lack the shared-memory file SQLite wants: then it is opened as an
+    immutable file (nobody can be writing it there)."""
+    from urllib.parse import quote
+
+    uri = "file:" + quote(os.path.abspath(path))
+    last = None
+    for mode in ("mode=ro", "mode=ro&immutable=1"):
+        try:
+            conn = sqlite3.connect(f"{uri}?{mode}", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            _retry(lambda: _check_schema(conn, path, read_only=True))
+            return conn
+        except sqlite3.OperationalError as err:
+            last = err
+            if "unable to open" not in str(err):
+                break
+        except sqlite3.Error as err:
+            last = err
+            break
+    raise _store_error(path, last) from None
+
+
+def _check_schema(conn: sqlite3.Connection, path: str, *, read_only: bool = False) -> None:
+    """Refuse a store written by a newer schema, a `runs` table that lacks a column this version
+    reads or writes (stores from before SCHEMA_VERSION existed have them all), and an SQLite file
+    of another program (tables, none of them bayesbench's `runs`): bayesbench adds its tables
+    only to an empty file or to its own store."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
         raise StoreError(f"results store {path} has schema version {version}, newer than this bayesbench's "
                          f"{SCHEMA_VERSION}: upgrade bayesbench, or use another --db")
+    tables = sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT "
+                                               "LIKE 'sqlite_%'").fetchall())
+    if tables and "runs" not in tables:
+        shown = ", ".join(tables[:5]) + (" ..." if len(tables) > 5 else "")
+        raise StoreError(f"results store {path} is another program's SQLite database (its tables: {shown}); "
+                         "bayesbench writes only to an empty file or its own store: choose another --db")
     have = {r[1] for r in conn.execute("PRAGMA table_info(runs)").fetchall()}
-    missing = [c for c in COLUMNS if c not in have]
+    missing = [c for c in COLUMNS if c not in have and not (read_only and c in ADDED_COLUMNS)]
     if have and missing:
         raise StoreError(f"results store {path} has a 'runs' table without the columns {missing} "
                          "(written by another program or an incompatible bayesbench); use another --db")
@@ -159,7 +229,7 @@ def _check_schema(conn: sqlite3.Connection, path: str) -> None:
 # Columns added after SCHEMA_VERSION 1: a version-1 (or unversioned) store gains them, NULL in
 # its old rows, before the schema check.
 ADDED_COLUMNS = {"entropy_mae_positional_bits": "REAL", "entropy_mae_positional_ci_low": "REAL",
-                 "entropy_mae_positional_ci_high": "REAL"}
+                 "entropy_mae_positional_ci_high": "REAL", "stop_step": "INTEGER", "stop_reason": "TEXT"}
 
 
 def _add_missing_columns(conn: sqlite3.Connection) -> None:
@@ -248,14 +318,51 @@ def to_row(record: RunRecord) -> dict:
                     "param_breakdown": record.param_breakdown, "final_loss": FINAL_LOSS_MEANING},
         "curves": {name: c.to_json() for name, c in ev.curves.items()},
         "loss_curve": record.loss_curve, "environment": record.environment,
+        "stop_step": record.stop_step, "stop_reason": record.stop_reason,
     }
+    if record.learning_curve is not None:
+        row["config"] = {**(record.config or {}), "curve": record.learning_curve.meta()}
     if record.created_at is not None:
         row["created_at"] = record.created_at
     return row
 
 
-def from_row(row: dict) -> RunRecord:
-    """A stored row (JSON columns decoded) back as a RunRecord."""
+def curve_rows(record: RunRecord) -> list[tuple]:
+    """The `learning_curves` rows of a record's curve (CURVE_COLUMNS order; NaN as NULL)."""
+    c = record.learning_curve
+    if c is None:
+        return []
+    return [(record.run_id, record.seed, c.eval or "", step, metric, _clean(float(values[i])), c.sequences[i],
+             c.tokens[i], c.wall_s[i])
+            for metric, values in c.values.items() for i, step in enumerate(c.step)]
+
+
+def _curve_from_points(meta: dict | None, points: list[dict]) -> LearningCurve | None:
+    """A member's LearningCurve from its stored points and the `curve` entry of its config."""
+    meta = meta or {}
+    if points:  # one evaluation per curve: the one its configuration names (the first stored otherwise)
+        name = meta.get("eval") or points[0]["eval"]
+        points = [p for p in points if p["eval"] == name] or points
+    if not points:
+        return None
+    steps = sorted({p["step"] for p in points})
+    index = {s: i for i, s in enumerate(steps)}
+    first = {p["step"]: p for p in points}
+    values: dict[str, list[float]] = {}
+    for p in points:
+        values.setdefault(p["metric"], [math.nan] * len(steps))[index[p["step"]]] = \
+            math.nan if p["value"] is None else p["value"]
+    uniform = {k: math.nan if v is None else v for k, v in (meta.get("uniform") or {}).items()}
+    return LearningCurve(eval=points[0]["eval"] or meta.get("eval"), task=meta.get("task", ""),
+                         n_sequences=meta.get("n_sequences", 0), step=steps,
+                         sequences=[first[s]["sequences"] for s in steps], tokens=[first[s]["tokens"] for s in steps],
+                         wall_s=[first[s]["wall_s"] for s in steps], values=values, uniform=uniform,
+                         cadence=meta.get("cadence"))
+
+
+def from_row(row: dict, points: list[dict] | None = None) -> RunRecord:
+    """A stored row (JSON columns decoded) back as a RunRecord, with its learning curve from
+    `points` (its `learning_curves` rows as dicts; None or empty: no curve)."""
     metrics = row["metrics"] or {}
     if "evals" not in metrics or "primary" not in metrics:
         raise ValueError(f"stored run {row['run_id']} seed {row['seed']} has no per-evaluation metrics "
@@ -272,17 +379,22 @@ def from_row(row: dict) -> RunRecord:
         arch=row["arch"], config=row["config"], params=row["params"], steps=row["steps"], wall_s=row["wall_s"],
         steps_per_s=row["steps_per_s"], sequences_per_s=row["sequences_per_s"], status=row["status"],
         final_loss=row["final_loss"], evaluation=evaluation, param_breakdown=metrics.get("param_breakdown") or {},
-        loss_curve=row["loss_curve"] or [], environment=row["environment"] or {}, created_at=row["created_at"])
+        loss_curve=row["loss_curve"] or [], environment=row["environment"] or {}, created_at=row["created_at"],
+        learning_curve=_curve_from_points((row["config"] or {}).get("curve"), points or []),
+        stop_step=row.get("stop_step"), stop_reason=row.get("stop_reason"))
 
 
 def write_records(records: list[RunRecord], path: str | None = None) -> int:
-    """Store one row per record (`write_rows` of `to_row`); returns the count."""
-    return write_rows([to_row(r) for r in records], path)
+    """Store one row per record and the points of its learning curve (`write_rows` of `to_row`
+    and `curve_rows`, all in one transaction); returns the count."""
+    curves = {(r.run_id, r.seed): curve_rows(r) for r in records if r.learning_curve is not None}
+    return write_rows([to_row(r) for r in records], path, curves=curves)
 
 
-def write_rows(rows: list[dict], path: str | None = None) -> int:
+def write_rows(rows: list[dict], path: str | None = None, *, curves: dict[tuple, list[tuple]] | None = None) -> int:
     """Insert raw rows (column -> value, JSON columns as Python objects) in one transaction;
-    returns the count.
+    returns the count. `curves`: (run_id, seed) -> its `learning_curves` rows (CURVE_COLUMNS
+    order), which replace that member's stored curve in the same transaction.
 
     A row whose (run_id, seed) is already stored (a re-evaluation) updates the stored one but
     keeps its `created_at` and `environment`: they describe the training run, and the
@@ -304,15 +416,21 @@ def write_rows(rows: list[dict], path: str | None = None) -> int:
     sql = (f"INSERT INTO runs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
            f"ON CONFLICT (run_id, seed) DO UPDATE SET "
            + ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c not in keep))
+    insert_points = (f"INSERT INTO learning_curves ({', '.join(CURVE_COLUMNS)}) "
+                     f"VALUES ({', '.join('?' * len(CURVE_COLUMNS))})")
     conn = connect(path)
     try:
         def transaction():
             conn.execute("BEGIN IMMEDIATE")
             try:
                 conn.executemany(sql, values)
+                for (run_id, seed), points in (curves or {}).items():
+                    conn.execute("DELETE FROM learning_curves WHERE run_id = ? AND seed = ?", (run_id, seed))
+                    conn.executemany(insert_points, points)
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # SQLite may have rolled back itself (a full disk)
+                    conn.execute("ROLLBACK")
                 raise
         _retry(transaction)
     except sqlite3.Error as err:
@@ -323,16 +441,45 @@ def write_rows(rows: list[dict], path: str | None = None) -> int:
 
 
 def read_records(path: str | None = None, *, where: str = "", params: tuple = ()) -> list[RunRecord]:
-    """Stored records, oldest first; `where` is an SQL condition on the columns (docs/results.md)."""
-    return [from_row(r) for r in read_rows(path, where=where, params=params)]
+    """Stored records, oldest first, with their learning curves; `where` is an SQL condition on
+    the columns of `runs` (docs/results.md)."""
+    rows = read_rows(path, where=where, params=params)
+    points = read_curve_points(path, sorted({r["run_id"] for r in rows})) if rows else {}
+    return [from_row(r, points.get((r["run_id"], r["seed"]))) for r in rows]
+
+
+def read_curve_points(path: str | None, run_ids: list[str]) -> dict[tuple[str, int], list[dict]]:
+    """(run_id, seed) -> its `learning_curves` rows as dicts, for the given runs; {} for a store
+    without the table (written before learning curves existed)."""
+    if not os.path.exists(db_path(path)):
+        return {}
+    conn = connect(path, read_only=True)  # no schema change here
+    out: dict[tuple[str, int], list[dict]] = {}
+    try:
+        has = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'learning_curves'").fetchone()
+        if not has:
+            return {}
+        for i in range(0, len(run_ids), 500):  # SQLite's bound-parameter limit
+            chunk = run_ids[i:i + 500]
+            sql = (f"SELECT * FROM learning_curves WHERE run_id IN ({', '.join('?' * len(chunk))}) "
+                   "ORDER BY run_id, seed, step, metric")
+            for r in _retry(lambda: conn.execute(sql, chunk).fetchall()):
+                out.setdefault((r["run_id"], r["seed"]), []).append(dict(r))
+    except sqlite3.Error as err:
+        raise _store_error(db_path(path), err) from None
+    finally:
+        conn.close()
+    return out
 
 
 def read_rows(path: str | None = None, *, where: str = "", params: tuple = ()) -> list[dict]:
     """Raw rows as dicts (JSON columns decoded), oldest first; `where` is an SQL condition."""
     if not os.path.exists(db_path(path)):
         return []
-    conn = connect(path)
+    conn = connect(path, read_only=True)
     try:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchone() is None:
+            return []  # an empty file: nothing stored yet
         sql = "SELECT * FROM runs" + (f" WHERE {where}" if where else "") + " ORDER BY created_at, id"
         rows = _retry(lambda: conn.execute(sql, params).fetchall())
     except sqlite3.Error as err:
@@ -341,7 +488,7 @@ def read_rows(path: str | None = None, *, where: str = "", params: tuple = ()) -
         conn.close()
     out = []
     for r in rows:
-        d = dict(r)
+        d = {**{c: None for c in ADDED_COLUMNS}, **dict(r)}  # an older store read as it is: added columns empty
         try:
             for c in JSON_COLUMNS:
                 d[c] = json.loads(d[c]) if d[c] is not None else None

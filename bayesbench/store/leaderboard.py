@@ -13,15 +13,23 @@ configuration) across runs (the newest record of a seed run twice), with the num
 shown; `latest=True` keeps only the newest run of each (task, arch), `per_run=True` gives one
 row per run. Input everywhere: the stored `RunRecord`s (`select_rows`). `headline` states the
 science the leaderboard exists to show.
+
+Beside the final numbers, what the learning curves say (`curve_stats`; on the evaluation the
+curves measure, the primary one): the steps (and sequences) to reach a threshold on the curve
+metric (default 0.1 bits) over seeds, how many seeds reached it, whether the curve is still
+improving at its end, and with `metric="auc"` the ranking by the area under the curve against
+log(step) (its mean over log step on the rows' common step range).
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
 
+from .curve_stats import Reach, common_range, log_auc, reach, reached_from, still_improving, trained_part
 from .database import read_records
 from .records import EvalResult, RunRecord
 
@@ -33,12 +41,30 @@ METRICS = {
     "kl": "KL(Bayes || model), mean over (sequence, position) (the authors' HMM metric)",
 }
 SHORT = {"entropy_mae": "entropy MAE", "entropy_mae_positional": "positional entropy MAE", "kl": "KL"}
+AUC = "auc"  # rank by the area under the learning curve of the curve metric, against log(step)
+RANKINGS = (*METRICS, AUC)
+DEFAULT_THRESHOLD = 0.1  # bits: the leaderboard's "steps to threshold"
 
 
-def check_metric(metric: str) -> str:
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {tuple(METRICS)}, got {metric!r}")
+def check_metric(metric: str, allowed: tuple[str, ...] = RANKINGS) -> str:
+    if metric not in allowed:
+        raise ValueError(f"metric must be one of {allowed}, got {metric!r}")
     return metric
+
+
+def check_threshold(threshold: float) -> float:
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not (
+            threshold > 0 and math.isfinite(threshold)):
+        raise ValueError(f"threshold must be a positive number of bits, got {threshold!r}")
+    return float(threshold)
+
+
+def curve_metric_for(metric: str, curve_metric: str | None) -> str:
+    """The metric the curve columns read: `curve_metric`, else the ranking metric (entropy MAE
+    when ranking by AUC)."""
+    if curve_metric is not None:
+        return check_metric(curve_metric, tuple(METRICS))
+    return metric if metric in METRICS else "entropy_mae"
 
 
 def _ev_mean(ev: EvalResult, metric: str) -> float:
@@ -84,8 +110,22 @@ def _json_eval(ev: EvalResult) -> dict:
     return out
 
 
-def json_runs(records: list[RunRecord]) -> dict:
-    """{"runs": [...]}: one flat record per (run, seed), for --json."""
+def _member_curve(r: RunRecord, metric: str, threshold: float) -> dict:
+    """A member's curve facts: its stop, steps to `threshold` on `metric`, still improving."""
+    c = r.learning_curve
+    if c is None or metric not in c.values:
+        return {"curve_metric": metric, "threshold_bits": threshold, "steps_to_threshold": None,
+                "still_improving": None}
+    steps, values = trained_part(c, metric, r.stop_step)
+    return {"curve_metric": metric, "threshold_bits": threshold,
+            "steps_to_threshold": reached_from(steps, values, threshold),
+            "still_improving": still_improving(steps, values)}
+
+
+def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
+              curve_metric: str = "entropy_mae") -> dict:
+    """{"runs": [...]}: one flat record per (run, seed), for --json; with its learning curve, why
+    and when it stopped, and the steps to `threshold` bits of `curve_metric`."""
     runs = []
     for r in records:
         head = r.headline
@@ -100,7 +140,9 @@ def json_runs(records: list[RunRecord]) -> dict:
             "preset": r.preset, "group_id": r.group_id, "eval": r.primary,
             "evals": {name: _json_eval(ev) for name, ev in r.evals.items()},
             "permutation": _clean_json(r.permutation.to_json()) if r.permutation is not None else None,
-            "created_at": r.created_at,
+            "created_at": r.created_at, "stop_step": r.stop_step, "stop_reason": r.stop_reason,
+            **_member_curve(r, curve_metric, threshold),
+            "learning_curve": None if r.learning_curve is None else _clean_json(dataclasses.asdict(r.learning_curve)),
         })
     return {"runs": runs}
 
@@ -128,36 +170,109 @@ def config_key(record: RunRecord) -> str:
                       sort_keys=True, default=str)
 
 
-def _aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: bool = False) -> list[dict]:
+def _aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: bool = False,
+               curve_metric: str = "entropy_mae", threshold: float = DEFAULT_THRESHOLD) -> list[dict]:
     """One entry per (task_label, eval, arch, configuration) pooling the seeds of every run (a
     seed stored twice counts once, its newest record), or per (..., run) with `per_run`, with
-    per-seed values of every metric; ordered by task, eval and the mean of `metric`."""
+    per-seed values of every metric and of the learning curve's statistics of `curve_metric`
+    (`_curve_stats`); ordered by task, eval and the mean of `metric` (one of RANKINGS)."""
     groups: dict[tuple, dict] = {}
     for r in records:  # oldest first: a newer record of the same seed replaces the older one
         for name, ev in r.evals.items():
-            key = (r.task_label, name, r.arch, r.run_id if per_run else config_key(r))
+            n_seq = ev.entropy_mae.n_sequences  # rows are comparable only on the same evaluation set
+            key = (r.task_label, name, n_seq, r.arch, r.run_id if per_run else config_key(r))
             g = groups.setdefault(key, {"task": r.task_label, "eval": name, "arch": r.arch,
                                         "params": r.params, "steps": r.steps, "runs": {}, "by_seed": {},
                                         "positions": ev.positions, "floors": ev.floors,
                                         "n_sequences": ev.entropy_mae.n_sequences,
                                         "primary": name == r.primary})
             g["runs"][r.run_id] = r.wall_s
-            g["by_seed"][r.seed] = ({m: _ev_mean(ev, m) for m in METRICS}, r.status)
+            g["by_seed"][r.seed] = ({m: _ev_mean(ev, m) for m in METRICS}, r.status, r)
             g["floors"] = g["floors"] or ev.floors
     for g in groups.values():
         seeds = sorted(g.pop("by_seed").items())
         g["seeds"] = [s for s, _ in seeds]
-        g["values"] = {m: [v[m] for _, (v, _) in seeds] for m in METRICS}
-        g["status"] = [st for _, (_, st) in seeds]
+        g["status"] = [st for _, (_, st, _) in seeds]
+        g["records"] = [rec for _, (_, _, rec) in seeds]
+        # a diverged member's numbers are never a result: NaN in every statistic, named in the table
+        g["values"] = {m: [math.nan if rec.diverged else v[m] for _, (v, _, rec) in seeds] for m in METRICS}
+        g["diverged"] = [rec.diverged_at if rec.diverged else None for rec in g["records"]]
         walls = [w for w in g["runs"].values() if w is not None]
         g["wall_s"] = sum(walls) / len(walls) if walls else float("nan")
         g["n_runs"] = len(g.pop("runs"))
-    out = sorted(groups.values(),
-                 key=lambda g: (g["task"], _eval_order(g["eval"]), _sort_key(_mean(g["values"][metric]))))
+    _curve_stats(list(groups.values()), curve_metric, threshold)
+    out = sorted(groups.values(), key=lambda g: (g["task"], _eval_order(g["eval"]), -g["n_sequences"],
+                                                 _sort_key(_mean(g["values"][metric]))))
     for g in out:
         g["means"] = {m: _mean(v) for m, v in g["values"].items()}
         g["ci"] = seed_interval(g["values"][metric])
     return out
+
+
+def block_key(g: dict) -> tuple:
+    """The rows that may be ranked together: one task, one evaluation, one evaluation set (the
+    same sequences: the set is fixed by the task and its size)."""
+    return (g["task"], g["eval"], g["n_sequences"])
+
+
+AT_FLOOR = 0.01  # a row whose mean is within 1% of the uniform floor, or above it, is marked "at floor"
+
+
+def at_floor(g: dict, metric: str) -> bool:
+    """Whether the row's mean of `metric` is within AT_FLOOR of the uniform floor or above it."""
+    floor = ((g.get("floors") or {}).get("uniform") or {}).get(metric)
+    mean = g["means"].get(metric, math.nan)
+    return floor is not None and math.isfinite(mean) and mean >= floor.mean * (1 - AT_FLOOR)
+
+
+def _curve_stats(groups: list[dict], metric: str, threshold: float) -> None:
+    """Per group, from its seeds' learning curves on the group's evaluation (None where a seed has
+    none): "reach" (`curve_stats.Reach` of `threshold`, or None), "improving" (per seed), and
+    values["auc"] (per seed, over the common step range of every curve of the task and eval)."""
+    for g in groups:
+        curves = [r.learning_curve if r.learning_curve is not None and r.learning_curve.eval == g["eval"]
+                  and metric in r.learning_curve.values else None for r in g["records"]]
+        g["curves"] = curves
+        stops = [r.stop_step for r in g["records"]]
+        batch = next((c.sequences[0] // c.step[0] for c in curves if c is not None and c.step), None)
+        g["reach"] = reach(curves, metric, threshold, stops, batch)
+        g["improving"] = [None if c is None else still_improving(*trained_part(c, metric, stop))
+                          for c, stop in zip(curves, stops)]
+    blocks: dict[tuple, list[dict]] = {}
+    for g in groups:
+        blocks.setdefault(block_key(g), []).append(g)
+    for block in blocks.values():
+        full = [(c.step, c.metric(metric)) for g in block for c in g["curves"] if c is not None]
+        span = common_range(full)
+        for g in block:
+            g["auc_range"] = span
+            g["values"][AUC] = [math.nan if c is None or span is None else log_auc(c.step, c.metric(metric), *span)
+                                for c in g["curves"]]
+
+
+def _reach_cell(r: Reach | None) -> str:
+    """Steps to the threshold over seeds, how many reached it, and the sequences it took."""
+    if r is None:
+        return "-"
+    seq = lambda steps: f"; {steps * r.batch_size:,.0f} seq" if r.batch_size else ""  # noqa: E731
+    geo = r.geometric()
+    if geo is not None and len(set(r.per_seed)) == 1 and r.n > 1:  # no spread to show at this resolution
+        return f"{geo[0]:,.0f}, every seed at that measured step ({r.reached}/{r.n}{seq(geo[0])})"
+    if geo is not None:
+        ci = f" [{geo[1]:,.0f}, {geo[2]:,.0f}]" if math.isfinite(geo[1]) else ""
+        return f"{geo[0]:,.0f}{ci} ({r.reached}/{r.n}{seq(geo[0])})"
+    med = r.median()
+    if r.reached == 0:
+        return f"not reached (0/{r.n} by {max(r.budgets):,})"
+    if med is None:
+        return f"not reached by the median seed ({r.reached}/{r.n} reached)"
+    return f"median {med:,.0f} ({r.reached}/{r.n} reached{seq(med)})"
+
+
+def _improving_cell(flags: list[bool | None]) -> str:
+    if not flags or any(f is None for f in flags):
+        return "-" if not flags or all(f is None for f in flags) else "n/a"
+    return f"{sum(flags)}/{len(flags)}"
 
 
 def _sort_key(x: float) -> float:
@@ -169,11 +284,11 @@ def seed_interval(values: list, level: float = 0.95) -> tuple[float, float]:
     vals = [x for x in values if x is not None and math.isfinite(x)]
     if len(vals) < 2:
         return (float("nan"), float("nan"))
-    from scipy.stats import t as student_t
+    from scipy.special import stdtrit  # the t quantile (scipy.stats.t.ppf calls it; a third of the import time)
 
     n, mean = len(vals), sum(vals) / len(vals)
     sd = math.sqrt(sum((x - mean) ** 2 for x in vals) / (n - 1))
-    half = float(student_t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
+    half = float(stdtrit(n - 1, 0.5 + level / 2)) * sd / math.sqrt(n)
     return (mean - half, mean + half)
 
 
@@ -217,36 +332,53 @@ def _count(n: int) -> str:
     return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k"
 
 
-def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: bool = False) -> str:
-    """The leaderboard table ranked by `metric`, floor rows per task and evaluation, and notes
-    saying what every number is."""
+def _ranked(metric: str, curve_metric: str) -> str:
+    """How the ranked column is named."""
+    return SHORT[metric] if metric != AUC else f"AUC of {SHORT[curve_metric]} over log step"
+
+
+def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: bool = False, *,
+             threshold: float = DEFAULT_THRESHOLD, curve_metric: str | None = None) -> str:
+    """The leaderboard table ranked by `metric` (or by the learning curve's AUC), with the curve
+    columns (steps to `threshold` bits of `curve_metric`, still improving), floor rows per task
+    and evaluation, and notes saying what every number is."""
     check_metric(metric)
+    threshold = check_threshold(threshold)
+    cm = curve_metric_for(metric, curve_metric)
     if not records:
         return "(no results in the store yet: run `bayesbench run --preset quick`)"
-    agg = _aggregate(records, metric, per_run)
+    agg = _aggregate(records, metric, per_run, cm, threshold)
     others = [m for m in METRICS if m != metric]
-    lines = [f"| task | eval | arch | params | steps | wall (s) | seeds | **{SHORT[metric]}** (bits), mean "
+    lines = [f"| task | eval | arch | params | steps | wall (s) | seeds | **{_ranked(metric, cm)}** (bits), mean "
              f"[95% CI over seeds] | per seed | " + " | ".join(f"{SHORT[m]} (bits), mean" for m in others)
-             + " | x best |",
-             "|---|---|---|---|---|---|---|---|---|" + "---|" * len(others) + "---|"]
+             + f" | steps to {SHORT[cm]} <= {threshold:g} bits [95% CI] (seeds reached) | still improving | x best |",
+             "|---|---|---|---|---|---|---|---|---|" + "---|" * len(others) + "---|---|---|"]
     best: dict[tuple, float] = {}
     for g in agg:
-        key = (g["task"], g["eval"])
         v = g["means"][metric]
-        best[key] = min(best.get(key, math.inf), v if math.isfinite(v) else math.inf)
+        best[block_key(g)] = min(best.get(block_key(g), math.inf), v if math.isfinite(v) else math.inf)
+    sizes: dict[tuple, set] = {}
+    for g in agg:
+        sizes.setdefault((g["task"], g["eval"]), set()).add(g["n_sequences"])
     for i, g in enumerate(agg):
-        key = (g["task"], g["eval"])
+        key = block_key(g)
         ratio = g["means"][metric] / best[key] if 0 < best[key] < math.inf else float("nan")
-        flag = "" if all(s == "ok" for s in g["status"]) else " (diverged member)"
         lo, hi = g["ci"]
         ci = f" [{_fmt(max(lo, 0.0))}, {_fmt(hi)}]" if math.isfinite(lo) else ""
-        lines.append(f"| {g['task']} | {g['eval']}{'' if not g['primary'] else ' (trained)'} | {g['arch']}{flag} | "
-                     f"{_count(g['params'])} | {g['steps']} | {_wall(g['wall_s'])} | {_seeds(g)} | "
-                     f"{_fmt(g['means'][metric])}{ci} | {' '.join(_fmt(x) for x in g['values'][metric])} | "
-                     + " | ".join(_fmt(g["means"][m]) for m in others) + f" | {ratio:.1f}x |")
-        if i + 1 == len(agg) or (agg[i + 1]["task"], agg[i + 1]["eval"]) != key:
+        size = f", {g['n_sequences']} seq" if len(sizes[(g["task"], g["eval"])]) > 1 else ""
+        mean = _fmt(g["means"][metric]) + ci if math.isfinite(g["means"][metric]) else "diverged (every seed)"
+        lines.append(f"| {g['task']} | {g['eval']}{'' if not g['primary'] else ' (trained)'}{size} | "
+                     f"{g['arch']}{_row_marks(g, metric)} | {_count(g['params'])} | {g['steps']} | "
+                     f"{_wall(g['wall_s'])} | {_seeds(g)} | {mean} | {_per_seed(g, metric)} | "
+                     + " | ".join(_fmt(g["means"][m]) for m in others)
+                     + f" | {_reach_cell(g['reach'])} | {_improving_cell(g['improving'])} | "
+                     + (f"{ratio:.1f}x |" if math.isfinite(ratio) else "- |"))
+        if i + 1 == len(agg) or block_key(agg[i + 1]) != key:
             lines += _floor_lines(agg, key, metric, others)
-    notes = ["", f"Ranked by **{SHORT[metric]}** = {METRICS[metric]}. Every metric in bits (log base 2) over the "
+    ranked = METRICS[metric] if metric != AUC else (
+        f"the area under the learning curve of {SHORT[cm]} against log(step), divided by the log-step range: the "
+        "curve's mean over log(step), on the step range every row of the task and eval covers")
+    notes = ["", f"Ranked by **{_ranked(metric, cm)}** = {ranked}. Every metric in bits (log base 2) over the "
              "task's fixed evaluation set (docs/science.md#metrics):"]
     notes += [f"- {SHORT[m]} = {METRICS[m]}" for m in METRICS]
     notes += ["- 'per seed' lists each ensemble member in seed order; the interval is a t-interval of the mean over "
@@ -255,6 +387,13 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
               "several); "
               "'seeds' = how many seeds the row pools (every stored run of the same task, arch and configuration; a "
               "seed run twice counts once, its newest run), then which.",
+              *_curve_notes(agg, cm, threshold),
+              "- rows are ranked only against rows scored on the same evaluation set (task, evaluation, number of "
+              "sequences: the set is fixed by these); a table holding several sets of one evaluation says each row's "
+              "size ('512 seq') and gives each set its own floors and 'x best'",
+              f"- '(at floor)': the row's mean is within {AT_FLOOR:.0%} of the uniform floor of its set, or above it; "
+              "'(k of n diverged, at step s)': those members' numbers are not results (shown as 'diverged@s' and "
+              "left out of the mean and its interval)",
               "- floor rows (computed, not trained, on the same sequences): uniform = 1/C for every class; marginal = "
               "the best predictor that ignores the context (the mean posterior at each position, estimated from an "
               "independent sample). A model at a floor has learned nothing usable from the context.",
@@ -280,9 +419,51 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
     return "\n".join(lines + notes)
 
 
+def _row_marks(g: dict, metric: str) -> str:
+    """" (1 of 3 diverged, at step 150)", " (at floor)": what a row's numbers must be read with."""
+    marks = []
+    n = sum(s != "ok" for s in g["status"])
+    if n:
+        steps = sorted({d for d in g["diverged"] if d is not None})
+        at = f", at step {', '.join(map(str, steps))}" if steps else ""
+        marks.append(f"{n} of {len(g['status'])} diverged{at}")
+    if metric in METRICS and at_floor(g, metric):
+        marks.append("at floor")
+    return f" ({'; '.join(marks)})" if marks else ""
+
+
+def _per_seed(g: dict, metric: str) -> str:
+    """Each seed's value in seed order; a diverged member as where it diverged, not as a number."""
+    cells = []
+    for value, step, status in zip(g["values"][metric], g["diverged"], g["status"]):
+        if status != "ok":
+            cells.append(f"diverged@{step}" if step is not None else "diverged")
+        else:
+            cells.append(_fmt(value))
+    return " ".join(cells)
+
+
+def _curve_notes(agg: list[dict], metric: str, threshold: float) -> list[str]:
+    """What the curve columns are, and on which sequences they were measured."""
+    sets = sorted({(g["task"], g["eval"], c.n_sequences) for g in agg for c in g["curves"] if c is not None})
+    if not sets:
+        return ["- learning curves: none stored for these rows (runs from before curves, or --no-curves): the "
+                "curve columns are empty"]
+    where = "; ".join(f"{t} {e}: {n} sequences" for t, e, n in sets)
+    return [f"- learning curves ({where}; a fixed set drawn apart from the evaluation set, measured at log-spaced "
+            "training steps): 'steps to' = the first measured step from which a seed's curve of "
+            f"{SHORT[metric]} stays <= {threshold:g} bits (the crossing lies after the measured step before it); with "
+            "every seed there, the geometric mean over seeds with a 95% t-interval of log(steps) and the sequences "
+            "it took per member; otherwise the median over all seeds (one that never got there counts as later) "
+            "and how many reached it, no interval; 'still improving' = how many seeds' curves still fall over their "
+            "last fifth (a least-squares line against log(step) falling by more than twice its standard error and "
+            "by more than 5% of its value there; docs/leaderboard.md); a member stopped by --until counts up to its "
+            "stop"]
+
+
 def _floor_lines(agg: list[dict], key: tuple, metric: str, others: list[str]) -> list[str]:
-    """The floor rows of one (task, eval), from the first run that stored them."""
-    floors = next((g["floors"] for g in agg if (g["task"], g["eval"]) == key and g["floors"]), None)
+    """The floor rows of one evaluation set (`block_key`), from the first run that stored them."""
+    floors = next((g["floors"] for g in agg if block_key(g) == key and g["floors"]), None)
     if not floors:
         return []
     out = []
@@ -291,9 +472,15 @@ def _floor_lines(agg: list[dict], key: tuple, metric: str, others: list[str]) ->
         if not scores:
             continue
         val = lambda m: scores[m].mean if m in scores else None  # noqa: E731
-        out.append(f"| {key[0]} | {key[1]} | *{name} (floor)* | - | - | - | - | {_fmt(val(metric))} | - | "
-                   + " | ".join(_fmt(val(m)) for m in others) + " | - |")
+        out.append(f"| {key[0]} | {key[1]} | *{name} (floor)* | - | - | - | - | "
+                   f"{_fmt(val(metric)) if metric in METRICS else '-'} | - | "
+                   + " | ".join(_fmt(val(m)) for m in others) + " | - | - | - |")
     return out
+
+
+def _blank(x):
+    """None as an empty cell."""
+    return "" if x is None else x
 
 
 def _csv_number(x: float | None) -> float | str:
@@ -301,49 +488,81 @@ def _csv_number(x: float | None) -> float | str:
     return "" if x is None or not math.isfinite(x) else x
 
 
-def to_csv(records: list[RunRecord]) -> str:
-    """One line per (run, seed, evaluation): every metric's mean in bits (`<metric>_bits`)."""
+def to_csv(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD, curve_metric: str = "entropy_mae") -> str:
+    """One line per (run, seed, evaluation): every metric's mean in bits (`<metric>_bits`), and
+    on the evaluation the learning curve measures, the steps to `threshold` bits of
+    `curve_metric` and whether it still improves (empty elsewhere)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     names = [name for name in EvalResult.metric_names()
              if any(getattr(ev, name) is not None for r in records for ev in r.evals.values())]
     w.writerow(["task", "eval", "arch", "params", "steps", "wall_s", "seed", *(f"{n}_bits" for n in names),
-                "n_sequences", "positions", "status", "run_id"])
+                "n_sequences", "positions", "status", "run_id", "stop_step", "stop_reason", "curve_metric",
+                "threshold_bits", "steps_to_threshold", "still_improving"])
     for r in records:
+        facts = _member_curve(r, curve_metric, threshold)
         for name, ev in r.evals.items():
             means = [_csv_number(getattr(ev, n).mean) if getattr(ev, n) is not None else "" for n in names]
+            here = r.learning_curve is not None and r.learning_curve.eval == name
+            curve = [facts["curve_metric"], threshold, _blank(facts["steps_to_threshold"]),
+                     _blank(facts["still_improving"])] if here else ["", "", "", ""]
             w.writerow([r.task_label, name, r.arch, r.params, r.steps, r.wall_s, r.seed, *means,
-                        ev.entropy_mae.n_sequences, ev.positions, r.status, r.run_id])
+                        ev.entropy_mae.n_sequences, ev.positions, r.status, r.run_id, _blank(r.stop_step),
+                        _blank(r.stop_reason), *curve])
     return buf.getvalue()
 
 
-def render(records: list[RunRecord], fmt: str = "md", metric: str = "entropy_mae", per_run: bool = False) -> str:
+def render(records: list[RunRecord], fmt: str = "md", metric: str = "entropy_mae", per_run: bool = False, *,
+           threshold: float = DEFAULT_THRESHOLD, curve_metric: str | None = None) -> str:
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
     check_metric(metric)
+    threshold = check_threshold(threshold)
+    cm = curve_metric_for(metric, curve_metric)
     if fmt == "md":
-        return markdown(records, metric, per_run)
+        return markdown(records, metric, per_run, threshold=threshold, curve_metric=cm)
     if fmt == "csv":
-        return to_csv(records).rstrip("\n")
-    return json.dumps(json_runs(records), indent=2)
+        return to_csv(records, threshold=threshold, curve_metric=cm).rstrip("\n")
+    return json.dumps(json_runs(records, threshold=threshold, curve_metric=cm), indent=2)
 
 
 def headline(records: list[RunRecord]) -> list[str]:
-    """The science in two lines per task: the ranking by mean headline entropy MAE, and whether
-    the transformer beats the position-wise MLP on every seed (worst transformer seed against
-    best MLP seed), as Paper I reports it for the bijection."""
+    """The science in two lines per task: the ranking by mean headline entropy MAE on the primary
+    evaluation set, where two neighbours whose 95% intervals over seeds overlap are a tie ("~"),
+    rows at the uniform floor and diverged members are marked; and whether the transformer beats
+    the position-wise MLP on every seed (worst transformer seed against best MLP seed), as Paper I
+    reports it for the bijection."""
     lines = []
-    by_task: dict[str, dict[str, list[float]]] = {}
-    for r in records:
-        by_task.setdefault(r.task_label, {}).setdefault(r.arch, []).append(r.entropy_mae_bits)
-    for task, archs in by_task.items():
-        mean = {a: sum(v) / len(v) for a, v in archs.items()}
-        ranking = " < ".join(f"{a} {mean[a]:.4f}" for a in sorted(mean, key=mean.get))
-        lines.append(f"{task}: mean entropy MAE (bits), best first: {ranking}")
-        if "transformer" in archs and "mlp" in archs:
-            worst_t, best_m = max(archs["transformer"]), min(archs["mlp"])
+    blocks: dict[tuple, list[dict]] = {}
+    for g in _aggregate(records, "entropy_mae"):
+        if g["primary"]:
+            blocks.setdefault(block_key(g), []).append(g)
+    for (task, ev, n), rows in blocks.items():
+        rows = sorted(rows, key=lambda g: _sort_key(g["means"]["entropy_mae"]))
+        text = ""
+        for k, g in enumerate(rows):
+            if k:
+                text += f" {_order(rows[k - 1], g)} "
+            mean = g["means"]["entropy_mae"]
+            text += (f"{g['arch']} " + (f"{mean:.4f}" if math.isfinite(mean) else "diverged")
+                     + _row_marks(g, "entropy_mae"))
+        lines.append(f"{task} ({ev}, {n} sequences): mean entropy MAE (bits) over seeds, best first: {text} "
+                     "('<': 95% intervals over seeds apart; '~': they overlap, a tie at this number of seeds; '<?': "
+                     "fewer than two seeds, untested)")
+        by_arch = {g["arch"]: [v for v, st in zip(g["values"]["entropy_mae"], g["status"]) if st == "ok"]
+                   for g in rows}
+        if by_arch.get("transformer") and by_arch.get("mlp"):
+            worst_t, best_m = max(by_arch["transformer"]), min(by_arch["mlp"])
             factor = best_m / worst_t if worst_t > 0 else math.inf
             verdict = "below" if factor > 1 else "NOT below"
             lines.append(f"{task}: transformer is {verdict} the position-wise MLP on every seed, by {factor:.1f}x "
                          f"(worst transformer seed {worst_t:.4f} bits, best MLP seed {best_m:.4f} bits)")
     return lines
+
+
+def _order(a: dict, b: dict) -> str:
+    """'<' when b's interval over seeds lies above a's, '~' when they overlap, '<?' without intervals."""
+    (_, a_hi), (b_lo, _) = seed_interval(a["values"]["entropy_mae"]), seed_interval(b["values"]["entropy_mae"])
+    if not (math.isfinite(a_hi) and math.isfinite(b_lo)):
+        return "<?"
+    return "<" if b_lo > a_hi else "~"

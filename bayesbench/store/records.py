@@ -13,6 +13,10 @@ scored on the same sequences, `bayesbench.scoring.floors`). An `EvalResult`'s me
 adding a field typed `Summary | None = None` here and computing it in `evaluate.evaluate`;
 `metric_names()`, the JSON (de)serialisation and the leaderboard's JSON and CSV pick it up, and
 records stored before it existed read back with None.
+
+A member's `LearningCurve` is its metrics on a fixed set of sequences after each measured training
+step (`bayesbench.training.curves`); the store keeps it in its own table, one row per (run, seed,
+step, metric), so a metric added to the curves is one more `metric` value there.
 """
 
 from __future__ import annotations
@@ -134,6 +138,34 @@ class PermutationCheck:
 
 
 @dataclass(frozen=True)
+class LearningCurve:
+    """One member's learning curve: its metrics (bits) on the run's fixed curve set after each
+    measured step (docs/training.md#learning-curves). Lists run over the points, in step order."""
+
+    eval: str | None  # the evaluation it measures, by name (the run's primary)
+    task: str  # the evaluated task, described
+    n_sequences: int  # size of the curve set
+    step: list[int]
+    sequences: list[int]  # training sequences this member had seen at that step (step x batch)
+    tokens: list[int]  # training tokens it had seen (sequences x sequence length)
+    wall_s: list[float]  # the run's wall time at that point
+    values: dict[str, list[float]]  # metric name -> one value per point (NaN: not finite)
+    uniform: dict[str, float] = field(default_factory=dict)  # the uniform predictor on the same sequences
+    cadence: str | None = None  # how the steps were chosen, in words
+
+    def metric(self, name: str) -> list[float]:
+        """The values of metric `name` (KeyError naming the metrics there are)."""
+        if name not in self.values:
+            raise KeyError(f"learning curve has no metric {name!r}; it has {sorted(self.values)}")
+        return self.values[name]
+
+    def meta(self) -> dict:
+        """Everything but the points (stored with the run's configuration)."""
+        return {"eval": self.eval, "task": self.task, "n_sequences": self.n_sequences, "uniform": self.uniform,
+                "cadence": self.cadence}
+
+
+@dataclass(frozen=True)
 class MemberEvaluation:
     """Everything `evaluate.evaluate` measures for one ensemble member."""
 
@@ -175,6 +207,11 @@ class RunRecord:
     loss_curve: list[list[float]] = field(default_factory=list)  # [step, mean training CE] pairs, subsampled
     environment: dict = field(default_factory=dict)  # versions, device, backends (results.environment)
     created_at: str | None = None  # when the run's rows were first written (UTC, ISO 8601)
+    learning_curve: LearningCurve | None = None  # None: not measured (curves off, or stored before they existed)
+    stop_step: int | None = None  # the step the member stopped training at (None: stored before this was kept)
+    # why: "budget" (every step given), "diverged", or the `until` criterion's sentence, which
+    # starts with its kind: "threshold: ..." or "plateau: ..."
+    stop_reason: str | None = None
 
     @property
     def primary(self) -> str:
@@ -206,6 +243,26 @@ class RunRecord:
     def kl_bits(self) -> float:
         """Headline KL(Bayes || model) (bits) on the primary evaluation."""
         return self.headline.kl.mean
+
+    @property
+    def diverged(self) -> bool:
+        """Whether this member diverged (its scores are those of its last finite parameters: never a result)."""
+        return self.status != "ok"
+
+    @property
+    def diverged_at(self) -> int | None:
+        """The step it diverged at (from its status, "... diverged at step N: ..."), if it did."""
+        if not self.diverged:
+            return None
+        import re
+
+        found = re.search(r"diverged at step (\d+)", self.status)
+        return int(found.group(1)) if found else self.stop_step
+
+    @property
+    def stop_kind(self) -> str | None:
+        """"budget", "diverged", "threshold" or "plateau" (None: not recorded)."""
+        return None if self.stop_reason is None else self.stop_reason.split(":")[0]
 
     @property
     def entropy_mae_positional_bits(self) -> float:

@@ -73,7 +73,7 @@ class SweepJob:
 
 def job_key(job: Job) -> str:
     """SHA-256 (first 16 hex characters) of the job's resolved configuration; see the module doc."""
-    train = dataclasses.asdict(job.train)
+    train = job.train.as_dict()  # the learning-curve fields only when set: keys of earlier sweeps stay valid
     train.pop("checkpoint_every")  # when checkpoints are written changes no number
     ident = {"task": job.task.config(), "label": job.setup.label, "eval_lengths": list(job.setup.eval_lengths),
              "eval_scored": list(job.setup.eval_scored),

@@ -137,11 +137,13 @@ class Job:
 def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] | None = None,
               seeds: list[int] | None = None, steps: int | None = None, device: str | None = None,
               attention: str | None = None, compile: bool = False, precision: str | None = None,
-              checkpoint_every: int | None = None, eval_sequences: int | None = None) -> list[Job]:
+              checkpoint_every: int | None = None, eval_sequences: int | None = None,
+              train: dict | None = None) -> list[Job]:
     """Every (task, arch) of the preset, or of the given selections, as resolved jobs.
 
     Without `archs`, each task runs its own default architectures (`TaskSetup.archs`, else the
-    preset's); a named arch must be configured for every selected task.
+    preset's); a named arch must be configured for every selected task. `train`: TrainConfig
+    fields set for every job (e.g. {"until": 0.1}: `--until`).
     """
     p = get_preset(preset)
     keys = list(tasks or p.tasks)
@@ -167,6 +169,7 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
                          else checkpoint_every, compile=compile)
         if precision is not None:
             train_cfg["precision"] = precision
+        train_cfg.update(train or {})
         if steps is not None:
             train_cfg["steps"] = steps
             if train_cfg.get("warmup_steps", 0) > steps // 10:  # keep the warm-up a small fraction

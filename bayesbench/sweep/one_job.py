@@ -52,7 +52,7 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
             where = {"phase": "training", "step": trainer.step, "steps": job.train.steps,
                      "checkpoint": result.checkpoint}
             send({"kind": "step", "key": sj.key, "step": trainer.step})
-            if trainer.step >= job.train.steps or not any(trainer.alive):
+            if trainer.finished:  # every step done, or no member left training (diverged or stopped by `until`)
                 break
         where = {"phase": "evaluation", "checkpoint": result.checkpoint}
         records = record(result, device=job.device, cache_dir=os.path.join(runs_dir, "cache"), write=False)

@@ -10,7 +10,11 @@ alone writes them to the store.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import sys
+import tempfile
 from collections.abc import Callable
 
 from .expand import SweepJob, gpu_share
@@ -19,6 +23,26 @@ from .spec import Resources
 
 MISSING = ("--ray needs Ray, which is not installed: pip install 'bayesbench[ray]' (or pip install ray) "
            "on the driver and on every node of the cluster")
+NO_TOKEN = ("the Ray cluster at {address} uses token authentication and this process has no valid token: copy "
+            "the head node's ~/.ray/auth_token to this machine (or set RAY_AUTH_TOKEN, with RAY_AUTH_MODE=token) "
+            "and run the same command again (docs/sweeps.md)")
+
+
+@contextlib.contextmanager
+def _stderr_captured():
+    """Ray's C++ core writes its connection retries to file descriptor 2 directly (one line a
+    second, about twenty before it gives up): keep them in a temporary file for the block, and
+    yield a function that reads what was written there."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield lambda: (log.seek(0), log.read().decode(errors="replace"))[1]
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def import_ray():
@@ -51,14 +75,22 @@ class RayExecutor:
         self.ray, self.resources, self.max_retries = ray, resources, max_retries
         self.started = False
         if not ray.is_initialized():
-            try:
-                if address == "local":
-                    ray.init(include_dashboard=False, logging_level=logging.WARNING)
-                else:
-                    ray.init(address=address, logging_level=logging.WARNING)
-            except (ConnectionError, RuntimeError, ValueError) as err:
-                raise ValueError(f"--ray {address}: cannot connect to a Ray cluster ({err}); start one with "
+            with _stderr_captured() as said:
+                try:
+                    if address == "local":
+                        ray.init(include_dashboard=False, logging_level=logging.WARNING)
+                    else:
+                        ray.init(address=address, logging_level=logging.WARNING)
+                    error = None
+                except (ConnectionError, RuntimeError, ValueError) as err:
+                    error = err
+                log = said()
+            if error is not None:
+                if "InvalidAuthToken" in log or "InvalidAuthToken" in str(error):
+                    raise ValueError(f"--ray {address}: " + NO_TOKEN.format(address=address)) from None
+                raise ValueError(f"--ray {address}: cannot connect to a Ray cluster ({error}); start one with "
                                  "`ray start --head` (docs/sweeps.md) or use --ray local") from None
+            sys.stderr.write(log)  # a connection that worked: Ray's own notes, as it printed them
             self.started = True
 
     def gpus(self) -> float:

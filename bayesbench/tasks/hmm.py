@@ -235,7 +235,7 @@ class HMMTask(Task):
                 s = categorical(t64[rows, s], generator)
             states[:, t] = s
             obs[:, t] = categorical(e64[rows, s], generator)
-        post_obs = hmm_filter(trans, emit, obs, init)  # [B, K, S]
+        post_obs = hmm_filter(trans, emit, obs, init, check=False)  # [B, K, S]; drawn from these HMMs
         return self.assemble(trans, emit, init, states, obs, post_obs)
 
     def assemble(self, trans: Tensor, emit: Tensor, init: Tensor, states: Tensor, obs: Tensor,

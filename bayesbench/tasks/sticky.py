@@ -47,5 +47,5 @@ class StickyTask(NextSymbolTask):
         jump = 1 + torch.randint(0, V - 1, (B, L - 1), generator=generator, device=dev)
         step = torch.where(stay, 0, jump)  # x_{t+1} = x_t + step (mod V)
         x = (first + torch.cat([torch.zeros_like(first), step.cumsum(1)], 1)) % V
-        predictive = sticky_predictive(x, V, self.a, self.b, dtype=dtype)
+        predictive = sticky_predictive(x, V, self.a, self.b, dtype=dtype, check=False)  # x in range
         return next_symbol_batch(x, predictive, {"rho": rho.squeeze(1).to(dtype)})

@@ -14,6 +14,8 @@ import os
 
 import torch
 
+from ..running.disk import DiskFull, is_disk_full
+
 TMP_INFIX = ".tmp"
 
 
@@ -32,11 +34,14 @@ def save_atomic(obj, path: str) -> str:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
+        full = is_disk_full(err, folder)  # before the partial file is removed
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if full:
+            raise DiskFull(path) from err
         raise
     return path
 

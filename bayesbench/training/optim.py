@@ -22,7 +22,8 @@ Then one step is:
   gathered each step), one foreach op over the parameters' ``[E, n]`` views with an ``[E, 1]`` scale;
 - AdamW by torch's own fused kernel (`torch._fused_adamw_`, the kernel behind
   `torch.optim.AdamW(fused=True)`) on two flat tensors: the decayed prefix and the rest;
-- a diverged member is put back to its parameters before the step (one lerp with weight 0 or 1).
+- a diverged member is put back to its parameters before the step (one lerp with weight 0 or 1);
+  with `keep_state` (members stopped on purpose, `trainer`'s `until`) its AdamW moments too.
 
 About 25 kernel launches in all, whatever the number of parameter tensors.
 
@@ -121,10 +122,12 @@ class FlatMemberAdamW:
         [E, n_i] views (flat: a buffer-layout tensor, per_member: [E]); the CPU path of `step`."""
         torch._foreach_mul_(self._member_views(flat), [per_member.view(-1, 1)] * self._n_params)
 
-    def restore_members(self, before: Tensor, dead: Tensor) -> None:
-        """Put the parameters of the members where `dead` ([E], 0 or 1) is 1 back to `before`, by
-        one foreach lerp over the [E, n_i] views; the CPU path of `step`."""
-        torch._foreach_lerp_(self._param_views, self._member_views(before), [dead.view(-1, 1)] * self._n_params)
+    def restore_members(self, before: Tensor, dead: Tensor, flat: Tensor | None = None) -> None:
+        """Put the members where `dead` ([E], 0 or 1) is 1 of `flat` (default: the parameters; a
+        buffer-layout tensor) back to `before`, by one foreach lerp over the [E, n_i] views; the
+        CPU path of `step`."""
+        views = self._param_views if flat is None else self._member_views(flat)
+        torch._foreach_lerp_(views, self._member_views(before), [dead.view(-1, 1)] * self._n_params)
 
     def member_grad_norms(self) -> Tensor:
         """Global L2 norm of each member's gradient over all its parameters: [E]."""
@@ -147,11 +150,13 @@ class FlatMemberAdamW:
 
     # -- the update
     @torch.no_grad()
-    def step(self, lr: float, alive: Tensor, loss: Tensor) -> tuple[Tensor, Tensor]:
+    def step(self, lr: float, alive: Tensor, loss: Tensor, *, keep_state: bool = False) -> tuple[Tensor, Tensor]:
         """Clip each member and update those that are `alive` ([E] bool) and whose `loss` ([E])
-        and gradient norm are finite; the others are left exactly as they are. Gradients are read
-        from the parameters' `.grad`. Returns (pre-clip norms [E], the members updated [E]),
-        both on the device: nothing is read back to the host.
+        and gradient norm are finite; the others keep their parameters exactly (and, with
+        `keep_state`, their AdamW moments too, at the cost of two more copies per step; without
+        it a member left out sees its moments decay, which only matters if it were ever updated
+        again). Gradients are read from the parameters' `.grad`. Returns (pre-clip norms [E], the
+        members updated [E]), both on the device: nothing is read back to the host.
         """
         g = self.gather_grads()
         norms = self.member_grad_norms()
@@ -172,6 +177,7 @@ class FlatMemberAdamW:
             self.param.add_(g, alpha=-lr)
             return norms, ok
         before = self.param.clone()
+        moments = (self.exp_avg.clone(), self.exp_avg_sq.clone()) if keep_state else ()
         self._step.add_(1)
         self.steps += 1
         beta1, beta2 = self.betas
@@ -182,8 +188,12 @@ class FlatMemberAdamW:
                                     beta2=beta2, weight_decay=decay, eps=self.eps, amsgrad=False, maximize=False)
         if self._broadcast:
             self.restore_members(before, dead)  # a diverged member exactly as it was
+            for flat, saved in zip((self.exp_avg, self.exp_avg_sq), moments):
+                self.restore_members(saved, dead, flat)
         else:
             self.param.lerp_(before, dead)  # per element: weight 1 restores exactly, weight 0 keeps the update
+            for flat, saved in zip((self.exp_avg, self.exp_avg_sq), moments):
+                flat.lerp_(saved, dead)
         return norms, ok
 
     def _views(self, g: Tensor) -> list[tuple[list[Tensor], list[Tensor], list[Tensor], list[Tensor]]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import zlib
 
 TRAIN_SEED_DOMAIN = 2**61  # training-data seeds live in [0, 2^61); evaluation seeds above it
+MAX_SEED = 2**63 - 1  # a model seed is a non-negative int64 (torch's generators and the store hold them so)
 _MIX = 0x9E3779B97F4A7C15  # odd 64-bit constant (2^64 / golden ratio): spreads consecutive seeds
 
 

@@ -9,8 +9,11 @@ What makes member e of an ensemble with seeds [s_0..s_{E-1}] equal a solo run wi
 - AdamW is element-wise, so its state and update are per member already.
 
 Also here: learning-rate schedules, a NaN/inf guard that freezes a diverged member (the others
-continue; all diverged stops the run), checkpoints that make `resume=True` reproduce an
-uninterrupted run exactly, optional torch.compile and a tqdm progress bar.
+continue; all diverged stops the run), learning curves (every member scored against the exact
+posterior on a fixed set at log-spaced steps, `curves.py`) and training to a criterion on them
+(`until.py`: a member that reaches it is frozen as a diverged one is), checkpoints that make
+`resume=True` reproduce an uninterrupted run exactly (its curve included), optional
+torch.compile and a tqdm progress bar.
 """
 
 from __future__ import annotations
@@ -29,13 +32,15 @@ from torch import Tensor, nn
 
 from ..checks import positive_int
 from ..models import EnsembleModel, get_model
-from ..models.base import check_token_values
 from ..running import interrupt
 from ..running.runlock import run_lock
 from ..tasks import Batch, Task, task_from_config
+from ..tasks.bijection import SCORED_SETS
 from .checkpoint import DamagedFile, load_checkpoint, remove_leftovers, save_atomic
+from .curves import CURVE_METRICS, DEFAULT_CURVE_SEQUENCES, CurveSet, EnsembleCurve, curve_steps
 from .optim import FlatMemberAdamW
-from .seeds import data_seed, dropout_seed
+from .seeds import MAX_SEED, data_seed, dropout_seed
+from .until import parse_until, stop_reason
 
 SCHEDULES = ("constant", "cosine")
 # auto: TF32 matmuls on CUDA, exact float32 elsewhere; fp32: exact float32 everywhere; tf32: TF32
@@ -58,6 +63,13 @@ class TrainConfig:
     prefetch: batches drawn per task.sample call (sliced afterwards; every step still gets
     fresh sequences). It is part of the data stream's definition: runs that must match
     (ensemble vs solo, resume) use the same value.
+
+    Learning curves (`curves.py`): with `curves` (default on) every member is scored on
+    `curve_sequences` fixed sequences after the steps `curves.curve_steps(steps, curve_every)`
+    gives (log-spaced when curve_every is 0, the default; else every curve_every steps; always
+    the last step). `until` (`until.py`): None (train all `steps`), a threshold in bits on the
+    curve metric `until_metric`, or "plateau"; a member that meets it stops there (frozen), the
+    run ends when every member has stopped, `steps` stays the budget.
     """
 
     steps: int
@@ -75,8 +87,21 @@ class TrainConfig:
     compile: bool = False
     precision: str = "auto"
     sync_every: int = 20
+    curves: bool = True
+    curve_every: int = 0
+    curve_sequences: int = DEFAULT_CURVE_SEQUENCES
+    until: float | str | None = None
+    until_metric: str = "entropy_mae"
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "until", parse_until(self.until))
+        if self.until_metric not in CURVE_METRICS:
+            raise ValueError(f"until_metric must be one of {tuple(CURVE_METRICS)}, got {self.until_metric!r}")
+        if self.until is not None and not self.curves:
+            raise ValueError("until needs the learning curves (curves=True): a member stops on its curve")
+        if isinstance(self.curve_every, bool) or not isinstance(self.curve_every, int) or self.curve_every < 0:
+            raise ValueError(f"curve_every must be an integer >= 0 (0: log-spaced), got {self.curve_every!r}")
+        positive_int("curve_sequences", self.curve_sequences)
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         for f in ("steps", "batch_size", "prefetch", "sync_every"):
@@ -92,6 +117,16 @@ class TrainConfig:
         if not self.grad_clip > 0:
             raise ValueError(f"grad_clip must be > 0, got {self.grad_clip!r}")
 
+    def as_dict(self) -> dict:
+        """The fields as a dict, without those added with the learning curves (`ADDED_FIELDS`)
+        where they keep their defaults: what identities and sweep keys hash, so that runs which do
+        not use them keep the checkpoints, sweep keys and leaderboard groups they had before."""
+        out = dataclasses.asdict(self)
+        for name in ADDED_FIELDS:
+            if out[name] == _DEFAULTS[name]:
+                out.pop(name)
+        return out
+
     def lr_at(self, step: int) -> float:
         """Learning rate of step `step` (0-based): constant, or linear warm-up then cosine decay."""
         if self.schedule == "constant":
@@ -103,13 +138,20 @@ class TrainConfig:
         return self.lr * (self.min_lr_ratio + (1.0 - self.min_lr_ratio) * cosine)
 
 
+# TrainConfig fields added after its first stored runs: named in identities only when not at their default.
+ADDED_FIELDS = ("curves", "curve_every", "curve_sequences", "until", "until_metric")
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+
+
 # ---------------------------------------------------------------- data: one stream per member
 
 class MemberStream:
     """Fresh training batches for one member: `next()` -> Batch of `batch_size` sequences.
 
     Samples `prefetch` batches per task.sample call and hands them out in order: fewer calls
-    into the samplers' per-time-step Python loops, still never a repeated sequence.
+    into the samplers' per-time-step Python loops, still never a repeated sequence. Nothing is
+    checked here: the task's own sampler makes the data (tokens in range, posteriors from the
+    oracle without its input checks), so a chunk costs no read back to the host.
     """
 
     def __init__(self, task: Task, seed: int, batch_size: int, prefetch: int = 16,
@@ -123,7 +165,6 @@ class MemberStream:
     def _refill(self) -> None:
         self._chunk_state = self.generator.get_state()
         self._chunk = self.task.sample(self.batch_size * self.prefetch, self.generator)
-        check_token_values(self._chunk.tokens, self.task.vocab_size, "sampled tokens")
         self._offset = 0
 
     def next(self) -> Batch:
@@ -208,7 +249,9 @@ def autocast(precision: str, device: torch.device):
 
 @dataclass
 class TrainResult:
-    """What a training run produced. losses: [steps_done, E] training CE per member (nats)."""
+    """What a training run produced. losses: [steps_done, E] training CE per member (nats).
+    curve: the learning curves (None when off); stopped: member -> (step, kind, sentence) for the
+    members an `until` criterion stopped."""
 
     run_id: str
     model: EnsembleModel
@@ -220,15 +263,32 @@ class TrainResult:
     checkpoint: str | None = None
     identity: dict = field(default_factory=dict)  # task config, arch, model config, seeds, training
     meta: dict = field(default_factory=dict)  # caller's notes kept in the checkpoint (preset, label, ...)
+    curve: EnsembleCurve | None = None
+    stopped: dict[int, tuple[int, str, str]] = field(default_factory=dict)
+    died_at: dict[int, int] = field(default_factory=dict)  # member -> the step it diverged on
 
     @property
     def steps_per_s(self) -> float:
         return self.steps / self.wall_s if self.wall_s > 0 else float("nan")
 
     def final_loss(self, window: int = 100) -> list[float]:
-        """Per member: mean training cross-entropy (nats) over the last `window` steps."""
-        tail = self.losses[-window:]
-        return [float(tail[:, e].mean()) for e in range(tail.shape[1])]
+        """Per member: mean training cross-entropy (nats) over the last `window` steps it trained
+        (up to its stop step for a member an `until` criterion stopped)."""
+        out = []
+        for e in range(self.losses.shape[1]):
+            end = self.stopped[e][0] if e in self.stopped else self.losses.shape[0]
+            out.append(float(self.losses[max(0, end - window):end, e].mean()))
+        return out
+
+    def stop(self, e: int) -> tuple[int, str]:
+        """(step, kind) where member e stopped training: "threshold" or "plateau" (its `until`
+        criterion), "diverged" (the guard froze it; the step it diverged on), or "budget" (it
+        trained every step it was given, or the run was cut short before)."""
+        if e in self.stopped:
+            return self.stopped[e][0], self.stopped[e][1]
+        if e in self.diverged:
+            return self.died_at.get(e, self.steps), "diverged"
+        return self.steps, "budget"
 
 
 class Trainer:
@@ -247,8 +307,8 @@ class Trainer:
             raise ValueError("seeds must name at least one seed")
         if len(set(seeds)) != len(seeds):
             raise ValueError(f"seeds must be distinct, got {seeds}")
-        if any(isinstance(s, bool) or int(s) != s or s < 0 for s in seeds):
-            raise ValueError(f"seeds must be non-negative integers, got {seeds}")
+        if any(isinstance(s, bool) or int(s) != s or s < 0 or s > MAX_SEED for s in seeds):
+            raise ValueError(f"seeds must be integers in [0, 2^63 - 1], got {seeds}")
         self.task, self.arch, self.seeds, self.cfg = task, arch, [int(s) for s in seeds], cfg
         self.model_cfg, self.max_len = dict(model_cfg or {}), max_len
         self.device = torch.device(device)
@@ -256,7 +316,7 @@ class Trainer:
         self.meta = dict(meta or {})
         set_matmul_precision(cfg.precision, self.device)
         self.model = get_model(arch, task, seeds=self.seeds, max_len=max_len, device=self.device, **self.model_cfg)
-        self.model.validate_token_values = False  # MemberStream validates each sampled chunk once
+        self.model.validate_token_values = False  # the task's sampler makes the tokens: in range by construction
         self.forward = torch.compile(self.model) if cfg.compile else self.model
         self._dropout = uses_dropout(self.model)
         self.optimizer = FlatMemberAdamW(self.model, self.ensemble, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2),
@@ -272,6 +332,15 @@ class Trainer:
         self._step_on_device = torch.zeros((), dtype=torch.long, device=self.device)
         self._pending: list[Tensor] = []  # device loss rows not yet read
         self.elapsed = 0.0
+        self._start = time.perf_counter()  # fit's clock origin (wall time of the curve points)
+        # learning curves: the fixed set on the device, the steps to measure, the host log and the
+        # device values not yet read; members stopped by cfg.until and the device mask of the others
+        self.curve_set = CurveSet(self.curve_task(), cfg.curve_sequences, self.device) if cfg.curves else None
+        self._curve_at = set(curve_steps(cfg.steps, cfg.curve_every)) if cfg.curves else set()
+        self.curve = self._new_curve() if cfg.curves else None
+        self._curve_pending: list[tuple[int, float, Tensor]] = []
+        self.stopped: dict[int, tuple[int, str, str]] = {}
+        self._go = torch.ones(self.ensemble, dtype=torch.bool, device=self.device)
         # Observers of each step (e.g. bayesbench.dynamics' profiler): objects with optional
         # before_forward(trainer), before_update(trainer, tokens, header) (gradients computed; the
         # optimiser step, which clips them per member, comes next)
@@ -288,9 +357,30 @@ class Trainer:
     def ensemble(self) -> int:
         return len(self.seeds)
 
+    def curve_task(self) -> Task:
+        """The task the learning curve scores: the run's primary evaluation. For the bijection
+        that is the first of its scored position sets (meta["eval_scored"], named as in
+        `scoring.evaluate.evaluation_tasks`); otherwise the training task itself."""
+        scored = self.meta.get("eval_scored") or ()
+        if scored and self.task.name == "bijection":
+            if scored[0] not in SCORED_SETS:
+                raise ValueError(f"eval_scored must name sets among {tuple(SCORED_SETS)}, got {list(scored)}")
+            return dataclasses.replace(self.task, supervise=SCORED_SETS[scored[0]])
+        return self.task
+
+    def _new_curve(self) -> EnsembleCurve:
+        cadence = f"every {self.cfg.curve_every} steps" if self.cfg.curve_every else "log-spaced, 8 per decade"
+        return EnsembleCurve(task=self.curve_set.task.describe(), n_sequences=self.cfg.curve_sequences,
+                             cadence=cadence, batch_size=self.cfg.batch_size,
+                             seq_len=self.task.seq_len, uniform=self.curve_set.uniform())
+
+    def running(self) -> bool:
+        """Whether any member still trains (as of the last sync): neither diverged nor stopped."""
+        return any(a and e not in self.stopped for e, a in enumerate(self.alive))
+
     def identity(self) -> dict:
         """What must match for a checkpoint to be resumed by this trainer."""
-        train = dataclasses.asdict(self.cfg)
+        train = self.cfg.as_dict()
         for k in ("checkpoint_every", "compile", "sync_every"):
             train.pop(k)
         return {"task": self.task.config(), "arch": self.arch, "model": self.model_cfg,
@@ -310,9 +400,16 @@ class Trainer:
         self.optimizer.zero_grad()
         loss.sum().backward()  # members are independent: a diverged member's nan stays in its own gradients
         self._call_hooks("before_update", tokens, header)
-        _, ok = self.optimizer.step(self.cfg.lr_at(self.step), self._alive, loss)
-        self._died_at = torch.where(self._alive & ~ok, self._step_tensor(), self._died_at)
-        self._alive = ok
+        if not self.stopped:
+            _, ok = self.optimizer.step(self.cfg.lr_at(self.step), self._alive, loss)
+            self._died_at = torch.where(self._alive & ~ok, self._step_tensor(), self._died_at)
+            self._alive = ok
+        else:  # members an `until` criterion stopped are frozen as a diverged one is, optimiser state too
+            running = self._alive & self._go
+            _, ok = self.optimizer.step(self.cfg.lr_at(self.step), running, loss, keep_state=True)
+            diverged = running & ~ok
+            self._died_at = torch.where(diverged, self._step_tensor(), self._died_at)
+            self._alive = self._alive & ~diverged
         self._call_hooks("after_update", tokens, header)
         values = loss.detach()
         self._pending.append(values)
@@ -334,18 +431,29 @@ class Trainer:
         self._step_on_device.fill_(self.step)
         return self._step_on_device
 
+    def curve_point(self) -> None:
+        """Score every member on the curve set after step `self.step`; the values stay on the
+        device until the next sync (no host read)."""
+        values = self.curve_set.score(self.model)
+        self._curve_pending.append((self.step, time.perf_counter() - self._start, values))
+
     def sync(self) -> None:
-        """Read the pending loss rows and the guard's state (one device-to-host transfer).
+        """Read the pending loss rows, curve points and the guard's state (one device-to-host
+        transfer), then apply the `until` criterion to the new curve points.
 
         A member's losses from the step it diverged on are reported as nan; the reason is read
         from its loss at that step (not finite: the loss; finite: its gradient norm was not)."""
-        if not self._pending:
+        if not self._pending and not self._curve_pending:
             return
         first = self.step - len(self._pending)
-        rows = torch.stack(self._pending).float()
-        packed = torch.cat([rows.flatten(), self._died_at.float()]).cpu()
-        n, E = rows.shape
-        rows, died = packed[: n * E].view(n, E).clone(), packed[n * E:].tolist()
+        E = self.ensemble
+        rows = torch.stack(self._pending).double() if self._pending else self._died_at.new_zeros((0, E)).double()
+        points = [v for _, _, v in self._curve_pending]
+        curve = torch.stack(points) if points else rows.new_zeros((0, len(CURVE_METRICS), E))
+        packed = torch.cat([rows.flatten(), self._died_at.double(), curve.flatten()]).cpu()
+        n = rows.shape[0]
+        rows, died = packed[: n * E].view(n, E).float(), packed[n * E:n * E + E].tolist()
+        curve = packed[n * E + E:].view(-1, len(CURVE_METRICS), E)
         self._pending = []
         for e in range(E):
             d = int(died[e])
@@ -360,10 +468,32 @@ class Trainer:
                                     "frozen at its last parameters, the other members continue")
                 _say(f"bayesbench: {self.diverged[e]}")
         self.losses.extend(rows.unbind(0))
+        for (step, wall, _), values in zip(self._curve_pending, curve):
+            self.curve.append(step, wall, values.tolist())
+        self._curve_pending = []
         if not any(self.alive):  # the run ended when the last member diverged
             last = max(int(d) for d in died) + 1
             self.losses = self.losses[:last]
             self.step = min(self.step, last)
+            if self.curve is not None:
+                self.curve.truncate(last)
+        elif self.cfg.until is not None and self.curve is not None:
+            self._apply_until()
+
+    def _apply_until(self) -> None:
+        """Stop each training member whose curve meets cfg.until at its newest point: from the
+        next step on the optimiser leaves it (parameters and moments) exactly as it is."""
+        metric = self.cfg.until_metric
+        changed = False
+        for e in range(self.ensemble):
+            if not self.alive[e] or e in self.stopped:
+                continue
+            why = stop_reason(self.cfg.until, metric, self.curve.steps, self.curve.member(e, metric), self.cfg.steps)
+            if why is not None:
+                self.stopped[e] = (self.curve.steps[-1], *why)
+                changed = True
+        if changed:
+            self._go = torch.tensor([e not in self.stopped for e in range(self.ensemble)], device=self.device)
 
     def _stop(self, signame: str) -> None:
         """A stop request between two steps: checkpoint this step, then raise `Interrupted`."""
@@ -393,6 +523,7 @@ class Trainer:
             "losses": torch.stack(self.losses) if self.losses else torch.zeros(0, self.ensemble),
             "alive": self.alive, "diverged": self.diverged, "died_at": self._died_at.cpu(),
             "elapsed": self.elapsed, "meta": self.meta,
+            "curve": None if self.curve is None else self.curve.state_dict(), "stopped": self.stopped,
         }
         return save_atomic(state, path)
 
@@ -420,7 +551,15 @@ class Trainer:
         self.alive, self.diverged = list(state["alive"]), dict(state["diverged"])
         self._alive = torch.tensor(self.alive, dtype=torch.bool, device=self.device)
         self._died_at = state["died_at"].to(self.device)
-        self._pending = []
+        self._pending, self._curve_pending = [], []
+        self.stopped = {int(e): tuple(v) for e, v in (state.get("stopped") or {}).items()}
+        self._go = torch.tensor([e not in self.stopped for e in range(self.ensemble)], device=self.device)
+        if self.curve is not None:
+            saved = state.get("curve")
+            if saved is None and self.step > 0:
+                _say(f"bayesbench: checkpoint {path} holds no learning curve (written before curves existed): the "
+                     f"curve of this run starts at step {self.step}")
+            self.curve = self._new_curve() if saved is None else EnsembleCurve.from_state(saved)
 
     # -- the loop
     def fit(self, *, progress: bool = True, stop_at: int | None = None, position: int = 0) -> TrainResult:
@@ -434,13 +573,16 @@ class Trainer:
                    desc=f"{self.task.name} {self.arch} E={self.ensemble}", dynamic_ncols=True, leave=False,
                    position=position)
         every, sync_every = self.cfg.checkpoint_every, self.cfg.sync_every
-        start = time.perf_counter() - self.elapsed
+        start = self._start = time.perf_counter() - self.elapsed
         try:
             with interrupt.deferred():  # a step is never cut in half: a stop request waits for its end
-                while self.step < end and any(self.alive):
+                while self.step < end and self.running():
                     self.train_step()
                     self.step += 1
-                    if self.step % sync_every == 0 or self.step == end:
+                    measured = self.step in self._curve_at
+                    if measured:
+                        self.curve_point()
+                    if self.step % sync_every == 0 or self.step == end or (measured and self.cfg.until is not None):
                         self.sync()
                         if progress and self.losses:
                             recent = torch.stack(self.losses[-sync_every:]).nanmean().item()
@@ -448,7 +590,7 @@ class Trainer:
                             bar.update(self.step - bar.n)
                     self.elapsed = time.perf_counter() - start
                     if every and self.step % every == 0 and self.step < self.cfg.steps and self.run_dir \
-                            and any(self.alive):
+                            and self.running():
                         self.save()
                     if interrupt.requested():
                         self._stop(interrupt.requested())
@@ -458,10 +600,24 @@ class Trainer:
             bar.close()
         if not any(self.alive):
             _say(f"bayesbench: every member of {self.task.name}/{self.arch} diverged; run stopped at step {self.step}")
+        elif self.stopped and not self.running() and self.step < self.cfg.steps:
+            _say(f"bayesbench: every member of {self.task.name}/{self.arch} met its criterion (until "
+                 f"{self.cfg.until}); run stopped at step {self.step} of {self.cfg.steps}")
         path = self.save() if self.run_dir else None
+        return self.result(path)
+
+    @property
+    def finished(self) -> bool:
+        """Whether training is over: every step done, or no member left training."""
+        return self.step >= self.cfg.steps or not self.running()
+
+    def result(self, checkpoint: str | None = None) -> TrainResult:
+        """The run as it stands (after a sync) as a TrainResult."""
         losses = torch.stack(self.losses) if self.losses else torch.zeros(0, self.ensemble)
         return TrainResult(self.run_id, self.model, self.seeds, self.step, losses, self.elapsed,
-                           dict(self.diverged), path, self.identity(), dict(self.meta))
+                           dict(self.diverged), checkpoint, self.identity(), dict(self.meta),
+                           None if self.curve is None else self.curve.copy(), dict(self.stopped),
+                           _died(self._died_at.cpu(), self.diverged))
 
 
 def _say(message: str) -> None:
@@ -523,8 +679,17 @@ def load_result(path: str, device: torch.device | str = "cpu") -> TrainResult:
     except RuntimeError as err:
         raise DamagedFile(f"checkpoint {path} is damaged: its weights do not fit the model it names "
                           f"({' '.join(str(err).split())[:200]}); it was left as it is") from err
+    curve = state.get("curve")
+    stopped = {int(e): tuple(v) for e, v in (state.get("stopped") or {}).items()}
     return TrainResult(state["run_id"], model, list(ident["seeds"]), state["step"], state["losses"].cpu(),
-                       state["elapsed"], dict(state["diverged"]), path, ident, dict(state.get("meta", {})))
+                       state["elapsed"], dict(state["diverged"]), path, ident, dict(state.get("meta", {})),
+                       None if curve is None else EnsembleCurve.from_state(curve), stopped,
+                       _died(state["died_at"].cpu(), state["diverged"]))
+
+
+def _died(died_at: Tensor, diverged: dict) -> dict[int, int]:
+    """member -> the step it diverged on, for the members the host knows diverged."""
+    return {e: int(died_at[e]) for e in diverged}
 
 
 def task_of(result: TrainResult) -> Task:

@@ -103,6 +103,80 @@ def test_store_of_another_program_fails_before_training_and_is_left_alone(capsys
     assert _snapshot(other) == before and not (tmp_path / "runs").exists()
 
 
+def test_sqlite_file_of_another_program_is_refused_by_every_command_and_left_alone(capsys, tmp_path):
+    import sqlite3
+
+    other = tmp_path / "app.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("INSERT INTO users (name) VALUES ('ada')")
+    before = _snapshot(other)
+    for argv in (_train(tmp_path, db=str(other)), ["leaderboard", "--db", str(other)]):
+        line = _fails(capsys, argv)
+        assert f"results store {other} is another program's SQLite database (its tables: users)" in line
+        assert _snapshot(other) == before
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_store_on_a_read_only_file_system_can_be_read(capsys, tmp_path):
+    from mounts import remount_read_only, tmpfs
+
+    with tmpfs(tmp_path / "ro", "4m") as folder:
+        db = os.path.join(folder, "r.sqlite")
+        write_rows([_row("r1")], db)
+        remount_read_only(folder)
+        from bayesbench.store.database import read_rows
+
+        assert [r["run_id"] for r in read_rows(db)] == ["r1"]
+        assert main(["leaderboard", "--db", db, "--format", "csv"]) == 0  # before: "cannot be written"
+        assert main(["plot", "--db", db, "--out", str(tmp_path / "plots")]) == 0
+        capsys.readouterr()
+
+
+def test_a_full_disk_is_named_with_its_path_and_nothing_already_written_is_lost(capsys, tmp_path):
+    from mounts import tmpfs
+
+    from bayesbench.running.disk import DiskFull
+    from bayesbench.training.checkpoint import save_atomic
+
+    with tmpfs(tmp_path / "full", "64k") as folder:
+        ckpt = os.path.join(folder, "c.pt")
+        save_atomic({"x": torch.zeros(10)}, ckpt)
+        before = _snapshot(ckpt)
+        with pytest.raises(DiskFull, match=f"no space left on device: {ckpt}"):
+            save_atomic({"x": torch.randn(100_000)}, ckpt)  # torch.save's own error: an internal assertion
+        assert _snapshot(ckpt) == before and os.listdir(folder) == ["c.pt"]
+        with tmpfs(tmp_path / "full-store", "256k") as store:
+            db = os.path.join(store, "r.sqlite")
+            write_rows([_row("r1")], db)
+            big = dict(_row("r2"), task_config={"pad": "x" * 400_000})
+            with pytest.raises(DiskFull, match=f"no space left on device: {db}"):  # not "cannot rollback"
+                write_rows([big], db)
+            from bayesbench.store.database import read_rows
+
+            assert [r["run_id"] for r in read_rows(db)] == ["r1"]
+        # the command line: one line naming the path, exit 1 (the system refusing, docs/cli.md)
+        line = _fails(capsys, _train(tmp_path, db=str(tmp_path / "ok.sqlite")) + ["--runs-dir", folder], code=1)
+        assert "no space left on device: " + folder in line
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the case of a machine without a GPU")
+def test_eval_on_a_device_that_is_not_here_says_so_not_damaged(capsys, tmp_path, trained):
+    line = _fails(capsys, ["eval", str(trained.parent), "--device", "cuda", "--db", str(tmp_path / "r.sqlite")])
+    assert "--device cuda: no CUDA device is available here" in line and "damaged" not in line
+
+
+def test_conflicting_or_misplaced_output_options_are_refused(capsys, tmp_path):
+    db = str(tmp_path / "r.sqlite")
+    write_rows([_row("r1")], db)
+    line = _fails(capsys, ["leaderboard", "--db", db, "--format", "csv", "--json"])  # before: JSON, silently
+    assert "--json is --format json: give one of --json and --format csv" in line
+    afile = tmp_path / "a-file"
+    afile.write_text("x")
+    line = _fails(capsys, ["plot", "--db", db, "--out", str(afile)])
+    assert f"--out {afile} is a file" in line
+
+
 def test_malformed_store_is_named_by_leaderboard_and_left_alone(capsys, tmp_path):
     db = tmp_path / "r.sqlite"
     write_rows([_row(f"r{i}") for i in range(50)], str(db))
@@ -197,7 +271,7 @@ def test_negative_seeds_are_refused(capsys, tmp_path):
     from bayesbench.tasks import get_task
     from bayesbench.training.trainer import TrainConfig, Trainer
 
-    with pytest.raises(ValueError, match="seeds must be non-negative integers"):
+    with pytest.raises(ValueError, match=r"seeds must be integers in \[0, 2\^63 - 1\]"):
         Trainer(get_task("bijection", V=4), "mlp", [-1], TrainConfig(steps=1))
 
 
@@ -340,3 +414,15 @@ def test_tasks_too_large_to_serve_are_refused_with_the_size_they_need(monkeypatc
                                          rf"{base.format_bytes(need)} on cpu, which has 100.0 MiB free"):
         task.sample(10**6)  # refused before anything is allocated
     assert task.sample(64).tokens.shape == (64, task.seq_len)  # small batches are not even checked
+
+
+def test_seed_values_past_int64_are_refused_naming_the_flag(capsys, tmp_path):
+    with pytest.raises(SystemExit):
+        main(_train(tmp_path, seeds=str(2**63)))
+    assert "argument --seeds: seeds must be at most 2^63 - 1 (an int64), got 9223372036854775808" in \
+        capsys.readouterr().err
+    from bayesbench.tasks import get_task
+    from bayesbench.training.trainer import TrainConfig, Trainer
+
+    with pytest.raises(ValueError, match=r"seeds must be integers in \[0, 2\^63 - 1\]"):
+        Trainer(get_task("bijection", V=4), "mlp", [2**64], TrainConfig(steps=1))

@@ -72,7 +72,7 @@ def test_run_quick_subset_prints_leaderboard_and_plots(capsys, store):
                "--runs-dir", store["runs"], "--no-progress")
     assert "Leaderboard" in out and "| hmm S=5 K=20 rows | K=50 |" in out and "| bijection V=8 L=7 repl |" in out
     assert "label-permutation" in out
-    assert "bijection V=8 L=7 repl: transformer is" in out and "mean entropy MAE (bits), best first:" in out
+    assert "bijection V=8 L=7 repl: transformer is" in out and "mean entropy MAE (bits) over seeds, best first:" in out
     rows = json.loads(_run(capsys, "leaderboard", "--db", store["db"], "--json"))["runs"]
     assert len(rows) == 2 * 2 * 2  # tasks x archs x seeds
     hmm = [r for r in rows if r["task"] == "hmm"][0]
@@ -107,6 +107,9 @@ def test_models_tunnels_and_help(capsys):
     assert "2,688,596" in out  # 6 layers, d 192, 39 positions and "transformer" in out and "mlp-prefix" in out
     out = _run(capsys, "tunnels", "--batch-size", "16")
     assert "H_Bayes" in out
+    quick = _run(capsys, "tunnels", "--preset", "quick", "--batch-size", "16")  # the preset's tasks at its sizes
+    assert quick.count("H_Bayes") == 3 and "bijection(V=8" in quick and "hmm(" in quick and "sticky(" in quick
+    assert "quick" in _run(capsys, "models")  # default preset: quick, as every other command
     help_text = build_parser().format_help()
     for cmd in ("run", "train", "eval", "leaderboard", "plot", "tunnels"):
         assert cmd in help_text

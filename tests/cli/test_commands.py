@@ -26,3 +26,17 @@ def test_building_the_parser_imports_neither_torch_nor_the_trainer():
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_leaderboard_reads_a_store_without_torch_or_scipy_stats(tmp_path):
+    """`bayesbench leaderboard` pays for no training code (issue: 3-5 s before anything happened)."""
+    from bayesbench.store.database import write_rows
+
+    db = str(tmp_path / "r.sqlite")
+    write_rows([{"run_id": "r1", "seed": 0, "member": 0, "task": "bijection", "task_label": "bijection V=8",
+                 "task_config": {}, "arch": "mlp", "config": {}, "params": 1, "steps": 1, "status": "ok",
+                 "metrics": {"primary": "standard", "evals": {}}}], db)
+    code = ("import sys; from bayesbench.cli import main; main(['leaderboard', '--db', sys.argv[1]]); "
+            "print(sorted(m for m in ('torch', 'scipy.stats') if m in sys.modules), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code, db], capture_output=True, text=True, check=True)
+    assert done.stderr.strip().splitlines()[-1] == "[]"

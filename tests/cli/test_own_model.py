@@ -102,14 +102,27 @@ def test_train_by_file_beside_the_built_ins_then_score(capsys, env):
     assert "| mine |" in board and "| mlp |" in board
     ckpt = os.path.join(env["runs"], "quick", "bijection-mine-s0-1", "checkpoint.pt")
     assert os.path.exists(ckpt)
-    # score the trained checkpoint again under another name: every member, steps kept
-    assert main(["score", "--model", "./mine.py:build", "--checkpoint", ckpt, "--name", "mine-again",
-                 "--eval-sequences", "64", "--db", env["db"], "--json"]) == 0
-    scored = json.loads(capsys.readouterr().out)["runs"]
     trained = {r["seed"]: r for r in read_rows(env["db"], where="arch = 'mine'")}
+    # scoring the run's own checkpoint again re-scores that run: its rows are replaced, not pooled as more seeds
+    for _ in range(2):
+        assert main(["score", "--model", "./mine.py:build", "--checkpoint", ckpt, "--eval-sequences", "64",
+                     "--db", env["db"], "--json"]) == 0
+        rescored = json.loads(capsys.readouterr().out)["runs"]
+        again = read_rows(env["db"], where="arch = 'mine'")
+        assert sorted(r["seed"] for r in again) == [0, 1]
+        assert {r["run_id"] for r in again} == {trained[0]["run_id"]}
+        assert all(r["steps"] == 3 and r["wall_s"] == trained[r["seed"]]["wall_s"] for r in rescored)
+    assert main(["leaderboard", "--db", env["db"], "--arch", "mine"]) == 0
+    assert "| 2: 0,1 |" in capsys.readouterr().out
+    # under another name: stored once under that name, every member, steps and wall time kept
+    for _ in range(2):
+        assert main(["score", "--model", "./mine.py:build", "--checkpoint", ckpt, "--name", "mine-again",
+                     "--eval-sequences", "64", "--db", env["db"], "--json"]) == 0
+        scored = json.loads(capsys.readouterr().out)["runs"]
     assert [r["seed"] for r in scored] == [0, 1] and all(r["steps"] == 3 for r in scored)
+    assert len(read_rows(env["db"], where="arch = 'mine-again'")) == 2
     for r in scored:
-        assert r["arch"] == "mine-again"
+        assert r["arch"] == "mine-again" and r["wall_s"] == trained[r["seed"]]["wall_s"]
         assert r["entropy_mae_bits"] == pytest.approx(trained[r["seed"]]["entropy_mae_bits"], rel=1e-9)
 
 
@@ -124,11 +137,12 @@ def test_score_a_plain_state_dict_and_evaluate_model(capsys, env):
     torch.manual_seed(5)
     net = mine.build(bayesbench.model_spec("bijection"))  # the quick preset's bijection, as --task scores it
     torch.save(net.state_dict(), env["tmp"] / "mine.pt")
-    assert main(["score", "--model", "./mine.py:build", "--checkpoint", "mine.pt", "--task", "bijection",
-                 "--eval-sequences", "64", "--db", env["db"]]) == 0
-    assert "| mine |" in capsys.readouterr().out
-    stored = read_rows(env["db"])
-    assert len(stored) == 1 and stored[0]["steps"] == 0 and stored[0]["config"]["train"] is None
+    for _ in range(2):  # scoring the same file again replaces its row
+        assert main(["score", "--model", "./mine.py:build", "--checkpoint", "mine.pt", "--task", "bijection",
+                     "--eval-sequences", "64", "--db", env["db"]]) == 0
+        assert "| mine |" in capsys.readouterr().out
+        stored = read_rows(env["db"])
+        assert len(stored) == 1 and stored[0]["steps"] == 0 and stored[0]["config"]["train"] is None
     # the Python API on the same module: the same numbers, returned (and stored under its name)
     records = bayesbench.evaluate_model(net, "bijection", name="mine-py", db=env["db"], eval_sequences=64)
     assert len(records) == 1 and records[0].entropy_mae_bits == pytest.approx(stored[0]["entropy_mae_bits"])
@@ -136,6 +150,9 @@ def test_score_a_plain_state_dict_and_evaluate_model(capsys, env):
     assert len(curve.position) == len(curve.entropy_mae) == len(curve.kl) == len(curve.model_entropy) > 0
     assert records[0].kl_bits > 0 and records[0].headline.kl.ci_low <= records[0].kl_bits
     assert len(read_rows(env["db"])) == 2
+    for bad in (0, -1, 2.5):  # before: 0 silently meant the preset's 4096
+        with pytest.raises(ValueError, match="eval_sequences must be a positive integer"):
+            bayesbench.evaluate_model(net, "bijection", name="mine-py", db=env["db"], eval_sequences=bad)
     hmm = bayesbench.evaluate_model(mine.build(model_spec("hmm")), "hmm", name="mine-hmm", db=env["db"],
                                     eval_sequences=32)
     assert set(hmm[0].evals) == {"K=20", "K=30", "K=50"} and hmm[0].permutation is not None
@@ -147,6 +164,19 @@ def test_score_a_plain_state_dict_and_evaluate_model(capsys, env):
     with pytest.raises(ValueError, match=rf"forward failed on a random trial batch of tokens \[B=2, L={longest}\]"):
         bayesbench.evaluate_model(short, "hmm", name="short", db=env["db"], eval_sequences=32)
     assert len(read_rows(env["db"])) == 3
+
+
+def test_score_of_weights_that_are_not_finite_names_the_weights(capsys, env):
+    sys.path.insert(0, str(env["tmp"]))
+    try:
+        import mine
+    finally:
+        sys.path.remove(str(env["tmp"]))
+    net = mine.build(bayesbench.model_spec("bijection"))
+    torch.save({k: torch.full_like(v, float("nan")) for k, v in net.state_dict().items()}, env["tmp"] / "nan.pt")
+    _fails(capsys, env, ["score", "--model", "./mine.py:build", "--checkpoint", "nan.pt", "--task", "bijection",
+                         "--db", env["db"]],
+           "contain NaN or inf on a random trial batch (the given modules' own weights)")
 
 
 def _fails(capsys, env, argv, match):

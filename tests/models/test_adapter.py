@@ -98,12 +98,17 @@ def test_member_equals_solo_run(bij, arch, path):
                 torch.testing.assert_close(ens.model.member_state(e)[k], v, rtol=1e-5, atol=1e-5)
 
 
-def test_gru_falls_back_to_the_loop_and_says_why(bij):
+def test_gru_falls_back_to_the_loop_and_says_why_in_one_line_once(bij, capsys):
     from bayesbench.models import adapter
 
     adapter._WARNED.discard("fallback-test")
-    with pytest.warns(RuntimeWarning, match="cannot be vmapped"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a note, not a warning with its source line
         model = from_module(GRUNet, bij, seeds=[0, 1], spec="fallback-test")
+        from_module(GRUNet, bij, seeds=[0, 1], spec="fallback-test")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("bayesbench: note: fallback-test runs its 2 members in a loop")
+    assert "vmap over members failed" in err
     assert model.path == "loop" and "gru" in model.cfg.fallback.lower()
     assert from_module(PrefixNet, bij, seeds=[0, 1]).cfg.fallback is None
 
@@ -293,6 +298,31 @@ def test_bad_factories_fail_clearly():
     _bad(lambda spec: 1 / 0, "the factory raised ZeroDivisionError")
     _bad(lambda spec: nn.ReLU(), "no parameters")
     _bad(Tuple, "must return a logits tensor")
+
+    class IntegerLogits(PrefixNet):
+        def forward(self, tokens):
+            return super().forward(tokens).round().long()
+
+    _bad(IntegerLogits, "must return floating-point logits .* got torch.int64")
+
+
+def test_a_forward_that_raises_mid_training_names_the_model(bij):
+    """The user's module failing at step 3 is a one-line error naming the model, not an internal error."""
+    class FailsLater(PrefixNet):
+        calls = 0
+
+        def forward(self, tokens):
+            FailsLater.calls += 1
+            if FailsLater.calls > 8:  # after the trial forwards
+                raise ZeroDivisionError("the model's own bug")
+            return super().forward(tokens)
+
+    register_module("test-fails-later", FailsLater)
+    trainer = Trainer(bij, "test-fails-later", [0], _cfg(steps=50))
+    with pytest.raises(ValueError, match=r"FailsLater: the model.s forward raised ZeroDivisionError: the "
+                                         r"model's own bug \(on tokens \[1, 6, 10\]"):
+        for _ in range(20):
+            trainer.train_step()
     _bad(lambda spec: nn.Sequential(nn.Embedding(spec.vocab_size, 4), nn.Linear(3, spec.num_classes)),
          r"forward failed on a random trial batch of tokens \[B=2, L=10\]: RuntimeError")
     _bad(lambda spec: get_model("mlp", spec, depth=1, width=4), "ensemble-native")

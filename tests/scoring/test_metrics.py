@@ -215,3 +215,61 @@ def test_positional_mae_bad_input_and_nonfinite():
     assert math.isnan(positional_mae(bad, h, nonfinite="nan").mean)
     one = positional_mae(torch.ones(1, 3), h[:1])
     assert one.mean == 1.0 and math.isnan(one.ci_low)  # one sequence: no interval
+
+
+# ---- bad or unusual inputs of the Python API (each fails before its fix)
+
+def _case(n=6, L=3, C=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    p = torch.softmax(torch.randn(n, L, C, generator=g, dtype=torch.float64), -1)
+    logits = torch.randn(n, L, C, generator=g, dtype=torch.float64)
+    return p, torch.ones(n, L, dtype=torch.bool), logits
+
+
+def test_score_refuses_a_p_that_is_not_a_distribution():
+    p, mask, logits = _case()
+    with pytest.raises(ValueError, match=r"p \(the exact posterior\) at the scored positions"):
+        score(p * 2, mask, logits=logits)
+    with pytest.raises(ValueError, match="must be non-negative"):
+        score(p - 0.5, mask, logits=logits)
+
+
+def test_a_minus_inf_logit_is_a_zero_probability_and_plus_inf_is_refused():
+    p, mask, logits = _case()
+    p = p.clone()
+    p[..., 0] = 0.0
+    p = p / p.sum(-1, keepdim=True)
+    cut = logits.clone()
+    cut[..., 0] = -math.inf  # the model gives class 0 probability 0, where the posterior has none
+    s = score(p, mask, logits=cut)
+    ref = score(p, mask, q=torch.softmax(cut, -1))
+    assert math.isfinite(s.entropy_mae.mean) and math.isfinite(s.kl.mean)
+    assert s.entropy_mae.mean == pytest.approx(ref.entropy_mae.mean) and s.kl.mean == pytest.approx(ref.kl.mean)
+    bad = logits.clone()
+    bad[0, 0, 1] = math.inf
+    with pytest.raises(ValueError, match=r"logits must be finite or -inf"):
+        score(p, mask, logits=bad)
+
+
+def test_half_precision_predictives_are_scored_at_their_own_precision():
+    p, mask, logits = _case()
+    q = torch.softmax(logits, -1)
+    for dtype in (torch.float16, torch.bfloat16):
+        s = score(p, mask, q=q.to(dtype))  # before: refused by float64's tolerance
+        assert s.kl.mean == pytest.approx(score(p, mask, q=q).kl.mean, abs=0.05)
+
+
+def test_a_predictive_that_is_not_a_tensor_is_one_clear_error():
+    p, mask, logits = _case()
+    with pytest.raises(ValueError, match="q must be a torch.Tensor, got list"):
+        score(p, mask, q=torch.softmax(logits, -1).tolist())
+
+
+def test_intervals_of_the_non_negative_metrics_stay_at_or_above_zero():
+    p, mask, _ = _case(n=3)
+    near = torch.softmax(torch.log(p) + 1e-3 * torch.randn(p.shape, generator=torch.Generator().manual_seed(1),
+                                                            dtype=torch.float64), -1)
+    near[0] = p[0]  # one exact sequence: the spread dwarfs the tiny mean
+    s = score(p, mask, q=near)
+    for summary in (s.entropy_mae, s.kl, s.entropy_mae_positional):
+        assert 0.0 <= summary.ci_low <= summary.mean <= summary.ci_high

@@ -74,7 +74,7 @@ def test_leaderboard_outputs_read_the_typed_fields(tmp_path):
     assert runs[1]["entropy_mae_bits"] is None and runs[0]["permutation"]["difference"]["mean"] == -1e-3
     lines = to_csv(records).splitlines()
     assert lines[0].split(",")[7:9] == ["entropy_mae_bits", "kl_bits"] and len(lines) == 1 + 2 * 2
-    assert "| hmm S=5 K=6 | K=6 (trained) | transformer (diverged member) |" in markdown(records)
+    assert "| hmm S=5 K=6 | K=6 (trained) | transformer (1 of 2 diverged) |" in markdown(records)
 
 
 def test_a_new_metric_is_one_field():

@@ -310,3 +310,25 @@ def test_bad_outside_models_fail_before_anything_runs(tmp_path, capsys, archs, m
     finally:
         if str(tmp_path / "sweeps") in sys.path:
             sys.path.remove(str(tmp_path / "sweeps"))
+
+
+def test_a_ray_cluster_that_wants_a_token_is_named_not_twenty_lines_of_retries(monkeypatch, capfd):
+    """Ray's core prints a retry line a second to fd 2 and then fails to connect; the executor
+    says what is missing (a fake `ray` here: a real token-auth cluster takes ~20 s to refuse)."""
+    import os
+    import types
+
+    from bayesbench.sweep import ray_executor
+    from bayesbench.sweep.spec import Resources
+
+    def refuse(**kwargs):
+        for _ in range(20):
+            os.write(2, b"[W gcs_client.cc:210] Failed to get cluster ID from GCS server: Unauthenticated: "
+                        b"RPC error: InvalidAuthToken: Authentication token is missing or incorrect\n")
+        raise ConnectionError("Failed to connect to Ray cluster at 10.0.0.1:6379")
+
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=refuse)
+    monkeypatch.setattr(ray_executor, "import_ray", lambda: fake)
+    with pytest.raises(ValueError, match=r"--ray auto: the Ray cluster at auto uses token authentication"):
+        ray_executor.RayExecutor("auto", Resources())
+    assert "InvalidAuthToken" not in capfd.readouterr().err

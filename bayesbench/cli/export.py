@@ -1,0 +1,47 @@
+"""`bayesbench export`: the store's rows as CSV, JSON or Parquet, with every interval.
+
+    bayesbench export --format csv --out results.csv            # one row per (run, seed, evaluation set)
+    bayesbench export --pooled --format json                   # the leaderboard's rows, seeds pooled
+    bayesbench export --format parquet --out results.parquet   # needs pyarrow (bayesbench[export])
+"""
+
+from __future__ import annotations
+
+import os
+
+from .args import add_db
+from .errors import no_rows_message
+
+
+def add_parser(sub) -> None:
+    from ..store.export import FORMATS
+
+    p = sub.add_parser("export", help="the store's rows as CSV, JSON or Parquet, with intervals (per seed, or "
+                                      "pooled as the leaderboard pools them)")
+    p.add_argument("--format", default="csv", choices=FORMATS, help="output format (default csv)")
+    p.add_argument("--out", help="file to write (default: stdout; parquet needs a file)")
+    p.add_argument("--pooled", action="store_true", help="the leaderboard's rows: seeds pooled per task, evaluation "
+                   "set, architecture and configuration, with intervals over seeds")
+    p.add_argument("--task", help="only this task (name or label)")
+    p.add_argument("--arch", help="only this architecture")
+    add_db(p)
+    p.set_defaults(handler=cmd_export)
+
+
+def cmd_export(args) -> int:
+    import sys
+
+    from ..store.export import export
+    from ..store.leaderboard import select_rows
+
+    if args.out and os.path.isdir(args.out):
+        raise ValueError(f"--out {args.out} is a folder; give a file name")
+    records = select_rows(args.db, task=args.task, arch=args.arch)
+    if not records and (args.task or args.arch):
+        raise ValueError(no_rows_message(args.db, task=args.task, arch=args.arch))
+    text = export(records, args.format, pooled=args.pooled, path=args.out)
+    if text is not None:
+        sys.stdout.write(text)
+    else:
+        print(f"wrote {args.out}", file=sys.stderr)
+    return 0

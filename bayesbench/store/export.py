@@ -1,0 +1,141 @@
+"""The store's rows as a table that travels: CSV, JSON or Parquet, with every interval.
+
+One row per (run, seed, evaluation set): what was trained (task, architecture, preset, the
+training and model configuration as JSON, parameters, steps, wall time), on which evaluation
+set it was scored (its name, the scored positions, the number of sequences), and every metric
+in bits with its 95% interval over sequences (`<metric>_bits`, `<metric>_ci_low`,
+`<metric>_ci_high`) beside the uniform and context-ignoring floors on the same sequences.
+Times are rounded to 0.01 s; a diverged member's scores are empty (CSV) or null (JSON).
+`pooled=True` exports instead the leaderboard's rows: seeds pooled per (task, evaluation set,
+architecture, configuration), each metric's mean over seeds with its t-interval over seeds
+(clipped at 0), and how many seeds and runs went in.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+from .records import EvalResult, RunRecord
+
+FORMATS = ("csv", "json", "parquet")
+
+
+def _num(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _round(x: float | None, digits: int = 2) -> float | None:
+    x = _num(x)
+    return None if x is None else round(x, digits)
+
+
+def seed_rows(records: list[RunRecord]) -> list[dict]:
+    """One dict per (run, seed, evaluation set), columns as the module docstring says."""
+    names = EvalResult.metric_names()
+    out = []
+    for r in records:
+        cfg = r.config or {}
+        for ev_name, ev in r.evals.items():
+            row = {"task": r.task, "task_label": r.task_label, "eval": ev_name, "primary": ev_name == r.primary,
+                   "positions": ev.positions, "eval_sequences": ev.entropy_mae.n_sequences,
+                   "scored_positions": ev.entropy_mae.n_positions, "arch": r.arch, "run_id": r.run_id,
+                   "seed": r.seed, "member": r.member, "preset": r.preset, "group_id": r.group_id,
+                   "status": r.status, "params": r.params, "steps": r.steps, "wall_s": _round(r.wall_s),
+                   "steps_per_s": _round(r.steps_per_s), "final_loss_nats": _num(r.final_loss)}
+            for m in names:
+                s = getattr(ev, m)
+                row[f"{m}_bits"] = None if s is None else _num(s.mean)
+                row[f"{m}_ci_low"] = None if s is None else _num(s.ci_low)
+                row[f"{m}_ci_high"] = None if s is None else _num(s.ci_high)
+            for floor, scores in (ev.floors or {}).items():
+                for m, s in scores.items():
+                    row[f"{floor}_floor_{m}_bits"] = _num(s.mean)
+            row.update({"train": json.dumps(cfg.get("train"), sort_keys=True, default=str),
+                        "model": json.dumps(cfg.get("model_args"), sort_keys=True, default=str),
+                        "threads": (r.environment or {}).get("threads"),
+                        "device": (r.environment or {}).get("device"), "created_at": r.created_at})
+            out.append(row)
+    return out
+
+
+def pooled_rows(records: list[RunRecord]) -> list[dict]:
+    """The leaderboard's rows (seeds pooled per task, evaluation set, arch and configuration)."""
+    from .leaderboard import config_key, seed_interval
+
+    groups: dict[tuple, list[tuple[RunRecord, EvalResult]]] = {}
+    for r in records:
+        for ev_name, ev in r.evals.items():
+            key = (r.task_label, ev_name, ev.entropy_mae.n_sequences, r.arch, config_key(r))
+            groups.setdefault(key, []).append((r, ev))
+    out = []
+    for (label, ev_name, n_seq, arch, _), members in groups.items():
+        newest: dict[int, tuple[RunRecord, EvalResult]] = {}
+        for r, ev in members:  # a seed stored by several runs counts once: its newest run
+            if r.seed not in newest or (r.created_at or "") >= (newest[r.seed][0].created_at or ""):
+                newest[r.seed] = (r, ev)
+        chosen = [newest[s] for s in sorted(newest)]
+        first = chosen[0][0]
+        row = {"task": first.task, "task_label": label, "eval": ev_name, "eval_sequences": n_seq, "arch": arch,
+               "seeds": ",".join(str(s) for s in sorted(newest)), "n_seeds": len(chosen),
+               "n_runs": len({r.run_id for r, _ in chosen}), "params": first.params, "steps": first.steps,
+               "diverged": sum(r.status != "ok" for r, _ in chosen)}
+        for m in EvalResult.metric_names():
+            values = [getattr(ev, m).mean for r, ev in chosen if getattr(ev, m) is not None and r.status == "ok"]
+            values = [v for v in values if math.isfinite(v)]
+            mean = sum(values) / len(values) if values else None
+            low, high = seed_interval(values) if len(values) >= 2 else (None, None)
+            row[f"{m}_bits"] = mean
+            row[f"{m}_ci_low"] = None if low is None else max(0.0, _num(low) or 0.0)
+            row[f"{m}_ci_high"] = _num(high)
+        out.append(row)
+    return out
+
+
+def _columns(rows: list[dict]) -> list[str]:
+    cols: list[str] = []
+    for row in rows:
+        cols += [c for c in row if c not in cols]
+    return cols
+
+
+def to_csv(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    cols = _columns(rows)
+    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+    w.writeheader()
+    for row in rows:
+        w.writerow({c: "" if row.get(c) is None else row[c] for c in cols})
+    return buf.getvalue()
+
+
+def write_parquet(rows: list[dict], path: str) -> None:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ValueError("--format parquet needs pyarrow: pip install 'bayesbench[export]' (or pip install pyarrow)") \
+            from None
+    cols = _columns(rows)
+    table = pa.Table.from_pylist([{c: row.get(c) for c in cols} for row in rows])
+    pq.write_table(table, path)
+
+
+def export(records: list[RunRecord], fmt: str, *, pooled: bool = False, path: str | None = None) -> str | None:
+    """The rows in `fmt`; returned as text (csv, json) unless `path` is given (parquet needs one)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+    rows = pooled_rows(records) if pooled else seed_rows(records)
+    if fmt == "parquet":
+        if path is None:
+            raise ValueError("--format parquet writes a file: give --out FILE.parquet")
+        write_parquet(rows, path)
+        return None
+    text = to_csv(rows) if fmt == "csv" else json.dumps({"rows": rows}, indent=2) + "\n"
+    if path is None:
+        return text
+    with open(path, "w") as f:
+        f.write(text)
+    return None

@@ -1,0 +1,123 @@
+"""Wind tunnels from outside the package: `--task ./mytask.py:build` or `--task my_pkg.tunnels:build`.
+
+The factory is called with the task's options (`--task-args k=v`, a sweep's task options) and
+returns a `Task`: a frozen dataclass subclass of `bayesbench.tasks.Task` with `vocab_size`,
+`num_classes`, `seq_len` and `sample(batch_size, generator)` giving a `Batch` with the exact
+posterior (docs/tasks.md, "Your own tunnel"). `OutsideTask` carries the name and options, so a
+run's stored task config (`{"task": "outside", "spec": ..., "options": ...}`) rebuilds it in a
+worker process or a later command, and delegates everything else to the task the factory built.
+`check_task` (tasks/check.py) is run on it before any training.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import torch
+
+from .. import specs
+from .base import Batch, Task
+from .registry import list_tasks, register_task
+
+FORMS = "'package.module:factory' or './file.py:factory'"
+
+
+def is_outside_task(name: str) -> bool:
+    """Whether a --task value names outside code ('pkg.mod:build', './file.py:build')."""
+    return ":" in name
+
+
+def _options(options) -> tuple[tuple[str, object], ...]:
+    items = dict(options or {})
+    for k, v in items.items():
+        try:
+            json.dumps(v)
+        except TypeError:
+            raise ValueError(f"task option {k}={v!r}: options must be JSON values (numbers, strings, lists)") from None
+    return tuple(sorted(items.items()))
+
+
+@register_task("outside")
+@dataclass(frozen=True, eq=True)
+class OutsideTask(Task):
+    """The task `factory(**options)` builds, `spec` naming the factory (see the module doc)."""
+
+    spec: str
+    options: tuple[tuple[str, object], ...] = ()
+
+    def __post_init__(self) -> None:
+        spec = specs.normalise(self.spec, "task", FORMS)
+        object.__setattr__(self, "spec", spec)
+        object.__setattr__(self, "options", _options(dict(self.options)))
+        factory = specs.load(spec, "task", FORMS)
+        if not callable(factory):
+            raise ValueError(f"task {spec!r}: {spec.rpartition(':')[2]} is a {type(factory).__name__}, not a "
+                             "callable factory(**options) -> Task")
+        try:
+            inner = factory(**dict(self.options))
+        except ValueError:
+            raise
+        except Exception as err:  # noqa: BLE001  (the user's factory failing is the user's error)
+            raise ValueError(f"task {spec!r}: the factory raised {type(err).__name__}: {err}") from err
+        if not isinstance(inner, Task) or isinstance(inner, OutsideTask):
+            raise ValueError(f"task {spec!r}: the factory must return a bayesbench.tasks.Task (a frozen dataclass "
+                             f"subclass with vocab_size, num_classes, seq_len and sample), got {type(inner).__name__}")
+        if inner.name in list_tasks():
+            raise ValueError(f"task {spec!r}: its name {inner.name!r} is a built-in tunnel's; give your Task class "
+                             "another `name`")
+        object.__setattr__(self, "_inner", inner)
+
+    def __reduce__(self):  # rebuilt from its name in another process (the inner class may live in a file)
+        return (OutsideTask, (self.spec, self.options))
+
+    @property
+    def inner(self) -> Task:
+        return self._inner  # type: ignore[attr-defined]
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.inner.name
+
+    @property
+    def vocab_size(self) -> int:
+        return self.inner.vocab_size
+
+    @property
+    def num_classes(self) -> int:
+        return self.inner.num_classes
+
+    @property
+    def seq_len(self) -> int:
+        return self.inner.seq_len
+
+    @property
+    def header_dim(self) -> int:
+        return self.inner.header_dim
+
+    @property
+    def header_len(self) -> int:
+        return self.inner.header_len
+
+    def sample(self, batch_size: int, generator: torch.Generator | None = None, *,
+               device: torch.device | str | None = None, dtype: torch.dtype = torch.float32) -> Batch:
+        return self.inner.sample(batch_size, generator, device=device, dtype=dtype)
+
+    def sequence_bytes(self, dtype: torch.dtype = torch.float32) -> int:
+        return self.inner.sequence_bytes(dtype)
+
+    def config(self) -> dict:
+        return {"task": "outside", "spec": self.spec, "options": dict(self.options)}
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def __getattr__(self, item: str):  # the inner task's own fields (e.g. task.V)
+        if item.startswith("_"):
+            raise AttributeError(item)
+        return getattr(self._inner, item)
+
+
+def outside_task(spec: str, options: dict | None = None) -> OutsideTask:
+    """The outside task `spec` names, built with `options`."""
+    return OutsideTask(spec, _options(options))

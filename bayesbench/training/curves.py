@@ -1,0 +1,219 @@
+"""Learning curves: every member scored against the exact posterior while it trains.
+
+The trainer evaluates the whole ensemble on one fixed *curve set* at a schedule of steps
+(`curve_steps`) and keeps, per point, the three metrics of docs/science.md#metrics in bits:
+
+- `entropy_mae`: mean over scored (sequence, position) pairs of |H(model) - H(Bayes)|;
+- `entropy_mae_positional`: mean over scored positions of |mean H(model) - mean H(Bayes)|;
+- `kl`: mean KL(Bayes || model) over scored pairs.
+
+These are the same numbers `scoring.metrics.score` gives (its means; no intervals), computed
+here on the training device for all members at once and without any read back to the host:
+the values stay on the device until the trainer's next sync, with the losses.
+
+The curve set: `DEFAULT_CURVE_SEQUENCES` sequences of the evaluated task, drawn like the
+evaluation sets of `scoring.evaluate` (a seed fixed by the task's configuration, above every
+training-data seed: `seeds.eval_seed(task, "curve")`), so every architecture and seed sees the
+same sequences. The curve is a read-only observation: the model is evaluated in eval mode under
+no_grad, in exact float32 (no TF32, no autocast), and nothing here draws from a random stream
+that training uses (the set has its own generator; eval mode draws no dropout).
+
+Adding a metric (e.g. the bijection's error split by case, repeated keys against new keys): a
+function (CurveSet, log_q, h_q) -> [E] tensor in `CURVE_METRICS`; the trainer records it, the
+checkpoint and the store keep it (another `metric` value of the `learning_curves` table; older
+checkpoints read it as NaN), and the statistics of `store.curve_stats` take any metric name.
+For the leaderboard, `plot --curves` and `compare` to offer it, add its name to their
+`--curve-metric` / `--metric` choices and to `store.leaderboard.SHORT` (its short name).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import torch
+from torch import Tensor
+
+from ..tasks import Batch, Task
+from .seeds import eval_seed
+
+DEFAULT_CURVE_SEQUENCES = 256
+CURVE_PER_DECADE = 8  # log-spaced default cadence: 8 points per factor of 10 in steps
+LOG2 = math.log(2.0)
+_sets: dict[tuple[str, int, int], Batch] = {}
+
+
+def curve_steps(steps: int, every: int = 0) -> list[int]:
+    """The steps after which the curve is measured, ascending, always ending with `steps`.
+
+    every = 0 (default): log-spaced, the distinct values of round(10^(k/8)) up to `steps` (8 per
+    decade: 24 points over 1000 steps, 28 over 2000, 41 over 100,000); every = k: k, 2k, ..."""
+    if every:
+        points = set(range(every, steps + 1, every))
+    else:
+        top = int(math.ceil(math.log10(max(steps, 1)) * CURVE_PER_DECADE))
+        points = {int(round(10 ** (k / CURVE_PER_DECADE))) for k in range(top + 1)}
+    return sorted({p for p in points if 1 <= p <= steps} | {steps})
+
+
+def curve_batch(task: Task, n: int = DEFAULT_CURVE_SEQUENCES) -> Batch:
+    """The task's curve set: n sequences (CPU) from the seed `eval_seed(task, "curve")`, cached."""
+    seed = eval_seed(task, "curve")
+    key = (task.describe(), n, seed)
+    if key not in _sets:
+        _sets[key] = task.sample(n, torch.Generator().manual_seed(seed))
+    return _sets[key]
+
+
+@contextlib.contextmanager
+def exact_float32() -> Iterator[None]:
+    """Full float32 matmuls (no TF32) inside the block, whatever the training precision set."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+class CurveSet:
+    """The curve set on the training device, with what every metric needs of the exact posterior
+    computed once (its entropies, sum p log p, the scored positions and their counts)."""
+
+    def __init__(self, task: Task, n: int = DEFAULT_CURVE_SEQUENCES, device: torch.device | str = "cpu",
+                 chunk: int = 512) -> None:
+        batch = curve_batch(task, n)
+        self.task, self.n, self.chunk = task, n, chunk
+        dev = torch.device(device)
+        self.tokens = batch.tokens.to(dev)
+        self.header = None if batch.header is None else batch.header.to(dev)
+        self.p = batch.posterior.double().to(dev)  # [N, L, C]
+        self.mask = batch.mask.to(dev)
+        self.plogp = torch.special.xlogy(self.p, self.p).sum(-1)  # [N, L]
+        self.h_p = -self.plogp / LOG2  # exact posterior entropy (bits)
+        self.n_scored = float(batch.mask.sum())  # host numbers, fixed at construction
+        positions = batch.mask.any(0).nonzero().flatten()
+        self.positions = positions.to(dev)
+        self.position_counts = batch.mask.sum(0)[positions].double().to(dev)
+
+    def log_probs(self, model) -> Tensor:
+        """log-softmax of every member's logits [E, N, L, C] (float64, on the device), computed in
+        exact float32 in eval mode; the model's training mode is restored."""
+        was_training = model.training
+        model.eval()
+        E, out = model.ensemble, []
+        try:
+            with torch.no_grad(), exact_float32(), torch.autocast("cuda", enabled=False), \
+                    torch.autocast("cpu", enabled=False):
+                for start in range(0, self.n, self.chunk):
+                    tokens = self.tokens[start:start + self.chunk]
+                    header = None if self.header is None else self.header[start:start + self.chunk]
+                    tokens = tokens.unsqueeze(0).expand(E, *tokens.shape)
+                    header = None if header is None else header.unsqueeze(0).expand(E, *header.shape)
+                    out.append(torch.log_softmax(model(tokens, header).double(), -1))
+        finally:
+            model.train(was_training)
+        return torch.cat(out, dim=1)
+
+    def score(self, model) -> Tensor:
+        """[len(CURVE_METRICS), E] float64 on the device: each metric of each member (NaN for a
+        member with non-finite predictions). No host read."""
+        return self.score_log_probs(self.log_probs(model))
+
+    def score_log_probs(self, log_q: Tensor) -> Tensor:
+        """The metrics of log-predictives `log_q` [E, N, L, C] (or [1, ...], broadcast)."""
+        h_q = -(log_q.exp() * log_q).sum(-1) / LOG2  # [E, N, L], as metrics.entropy_bits_from_log_probs
+        values = torch.stack([fn(self, log_q, h_q) for fn in CURVE_METRICS.values()])
+        return torch.where(torch.isfinite(values), values, torch.full_like(values, math.nan))
+
+    def uniform(self) -> dict[str, float]:
+        """The metrics of the uniform predictor (1/C everywhere) on this set: the curve's floor.
+        Reads back to the host (call it once, not inside a step)."""
+        C = self.p.shape[-1]
+        log_q = torch.full((1, *self.p.shape), -math.log(C), dtype=torch.float64, device=self.p.device)
+        return dict(zip(CURVE_METRICS, self.score_log_probs(log_q)[:, 0].tolist()))
+
+
+def _masked_mean(s: CurveSet, per_position: Tensor) -> Tensor:
+    """Mean over every scored (sequence, position) pair of [E, N, L] values: [E]."""
+    zero = torch.zeros((), dtype=per_position.dtype, device=per_position.device)
+    return torch.where(s.mask, per_position, zero).sum((1, 2)) / s.n_scored
+
+
+def _entropy_mae(s: CurveSet, log_q: Tensor, h_q: Tensor) -> Tensor:
+    return _masked_mean(s, (h_q - s.h_p).abs())
+
+
+def _entropy_mae_positional(s: CurveSet, log_q: Tensor, h_q: Tensor) -> Tensor:
+    zero = torch.zeros((), dtype=h_q.dtype, device=h_q.device)
+    total = torch.where(s.mask, h_q - s.h_p, zero).sum(1)  # [E, L]: sum over the sequences scored there
+    return (total[:, s.positions] / s.position_counts).abs().mean(-1)
+
+
+def _kl(s: CurveSet, log_q: Tensor, h_q: Tensor) -> Tensor:
+    cross = torch.where(s.p > 0, s.p * log_q, torch.zeros((), dtype=log_q.dtype, device=log_q.device)).sum(-1)
+    return _masked_mean(s, (s.plogp - cross) / LOG2)
+
+
+#: name -> metric of a curve point; the order is the order of `CurveSet.score`'s rows.
+CURVE_METRICS: dict[str, Callable[[CurveSet, Tensor, Tensor], Tensor]] = {
+    "entropy_mae": _entropy_mae,
+    "entropy_mae_positional": _entropy_mae_positional,
+    "kl": _kl,
+}
+
+
+@dataclass
+class EnsembleCurve:
+    """The host copy of a run's learning curves: one point per measured step, every metric of
+    every member (bits; NaN for a member with non-finite predictions), kept in the checkpoint.
+
+    Tokens seen by a member at step s: s x batch_size x seq_len (sequences: s x batch_size).
+    wall_s: the run's wall time when the point was taken (on an accelerator, the host's clock
+    when its evaluation was queued)."""
+
+    task: str  # the evaluated task, described
+    n_sequences: int
+    cadence: str
+    batch_size: int
+    seq_len: int
+    uniform: dict[str, float]  # the uniform predictor's metrics on the same sequences (the floor)
+    steps: list[int] = field(default_factory=list)
+    wall_s: list[float] = field(default_factory=list)
+    values: dict[str, list[list[float]]] = field(default_factory=dict)  # metric -> per point, per member
+
+    def append(self, step: int, wall_s: float, values: list[list[float]]) -> None:
+        """A point: `values` [metric][member] in the order of CURVE_METRICS."""
+        self.steps.append(int(step))
+        self.wall_s.append(float(wall_s))
+        for name, row in zip(CURVE_METRICS, values):
+            self.values.setdefault(name, []).append([float(v) for v in row])
+
+    def truncate(self, last: int) -> None:
+        """Keep the points of steps <= last (a run cut short when its last member diverged)."""
+        keep = sum(s <= last for s in self.steps)
+        self.steps, self.wall_s = self.steps[:keep], self.wall_s[:keep]
+        self.values = {k: v[:keep] for k, v in self.values.items()}
+
+    def member(self, e: int, metric: str) -> list[float]:
+        """Member e's values of `metric`, one per point."""
+        return [row[e] for row in self.values.get(metric, [])]
+
+    def copy(self) -> EnsembleCurve:
+        return EnsembleCurve(**dataclasses.asdict(self))
+
+    def state_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_state(cls, state: dict) -> EnsembleCurve:
+        """Back from `state_dict` (a checkpoint); metrics it lacks (added since) read as NaN."""
+        curve = cls(**{f.name: state[f.name] for f in dataclasses.fields(cls)})
+        width = len(curve.values[next(iter(curve.values))][0]) if curve.values and curve.steps else 0
+        for name in CURVE_METRICS:
+            curve.values.setdefault(name, [[math.nan] * width for _ in curve.steps])
+            curve.uniform.setdefault(name, math.nan)
+        return curve

@@ -1,0 +1,99 @@
+"""The learning curves on the command line: `train --until`, the leaderboard's curve columns and
+`--metric auc`, `plot --curves` and `compare`, with tiny step counts."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from bayesbench.cli import main
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """Two stored runs of the quick bijection: the MLP (3 seeds) and the transformer stopped by --until."""
+    tmp = tmp_path_factory.mktemp("curves")
+    db, runs = str(tmp / "r.sqlite"), str(tmp / "runs")
+    common = ["--task", "bijection", "--preset", "quick", "--steps", "60", "--eval-sequences", "64",
+              "--curve-sequences", "64", "--db", db, "--runs-dir", runs, "--no-progress", "--json"]
+    return {"db": db, "tmp": tmp, "common": common}
+
+
+def _run(capsys, *argv) -> str:
+    assert main(list(argv)) == 0
+    return capsys.readouterr().out
+
+
+def _train(capsys, store, *extra) -> dict:
+    return json.loads(_run(capsys, "train", *store["common"], *extra))
+
+
+def test_train_until_records_why_each_member_stopped(capsys, store):
+    plain = _train(capsys, store, "--arch", "mlp", "--seeds", "0,1,2")
+    for r in plain["runs"]:
+        assert r["stop_step"] == 60 and r["stop_reason"] == "budget"
+        assert r["learning_curve"]["step"][-1] == 60 and r["learning_curve"]["eval"] == "values"
+        assert r["learning_curve"]["n_sequences"] == 64 and len(r["learning_curve"]["values"]["kl"]) == 14
+    store["mlp"] = plain["runs"][0]["run_id"]
+    # 1.3 bits is above the quick bijection's uniform floor (1.25): every member meets it at step 1
+    until = _train(capsys, store, "--arch", "transformer", "--seeds", "0,1", "--until", "1.3")
+    for r in until["runs"]:
+        assert r["stop_step"] == 1 and r["stop_reason"].startswith("threshold: entropy_mae ")
+        assert r["steps"] == 1 and r["learning_curve"]["step"] == [1]
+    store["transformer"] = until["runs"][0]["run_id"]
+
+
+def test_until_and_curve_options_are_checked(capsys, store):
+    for argv, words in ((["--until", "soon"], "--until: must be a threshold in bits"),
+                        (["--until", "-1"], "--until: must be a threshold in bits")):
+        with pytest.raises(SystemExit) as stop:
+            main(["train", *store["common"], "--arch", "mlp", *argv])
+        assert stop.value.code == 2 and words in capsys.readouterr().err
+    for argv, words in ((["--until-metric", "kl"], "--until-metric names the metric --until reads"),
+                        (["--until", "0.1", "--no-curves"], "cannot be combined with --no-curves")):
+        assert main(["train", *store["common"], "--arch", "mlp", *argv]) == 2
+        assert words in capsys.readouterr().err
+
+
+def test_leaderboard_reads_the_curves(capsys, store):
+    md = _run(capsys, "leaderboard", "--db", store["db"])
+    header = md.splitlines()[0]
+    assert "steps to entropy MAE <= 0.1 bits [95% CI] (seeds reached) | still improving |" in header
+    rows = {line.split("|")[3].strip(): line for line in md.splitlines() if line.startswith("| bijection")
+            and "(trained)" in line}
+    assert "not reached (0/3 by 60)" in rows["mlp"]
+    # with 1.3 bits both transformer seeds reached it at their first measured step
+    md = _run(capsys, "leaderboard", "--db", store["db"], "--threshold", "1.3")
+    line = next(x for x in md.splitlines() if "| transformer |" in x and "(trained)" in x)
+    assert "| 1, every seed at that measured step (2/2; 32 seq) | - |" in line  # one point: cannot tell if improving
+    assert "learning curves (bijection V=8 L=7 repl values: 64 sequences" in md
+    auc = _run(capsys, "leaderboard", "--db", store["db"], "--metric", "auc")
+    assert "**AUC of entropy MAE over log step** (bits)" in auc.splitlines()[0]
+    assert "area under the learning curve of entropy MAE against log(step)" in auc
+    table = list(csv.DictReader(io.StringIO(_run(capsys, "leaderboard", "--db", store["db"], "--format", "csv"))))
+    primary = [r for r in table if r["eval"] == "values"]
+    assert {r["stop_reason"] for r in primary} >= {"budget"} and all(r["curve_metric"] == "entropy_mae"
+                                                                     for r in primary)
+    assert all(r["steps_to_threshold"] == "" for r in table if r["eval"] == "values+query")
+
+
+def test_plot_curves_writes_one_png_per_task(capsys, store):
+    out = _run(capsys, "plot", "--curves", "--metric", "kl", "--db", store["db"], "--out", str(store["tmp"] / "p"))
+    (path,) = out.split()
+    assert path.endswith("_curves_kl.png") and (store["tmp"] / "p").joinpath(path.split("/")[-1]).stat().st_size > 0
+
+
+def test_compare_two_runs(capsys, store):
+    out = _run(capsys, "compare", store["mlp"], store["transformer"], "--db", store["db"],
+               "--plot", str(store["tmp"] / "cmp.png"))
+    assert f"A = {store['mlp']}: bijection V=8 L=7 repl / mlp, 3 seeds [0, 1, 2]" in out
+    assert "| step | A: entropy_mae (bits), mean [95% CI over seeds] |" in out
+    assert "Welch's t-test over seeds (3 vs 2) at the one step both cover (1)" in out
+    assert (store["tmp"] / "cmp.png").stat().st_size > 0
+    data = json.loads(_run(capsys, "compare", store["mlp"][:6], store["transformer"], "--db", store["db"], "--json"))
+    assert data["run_a"] == store["mlp"] and [s["step"] for s in data["steps"]] == [1]
+    assert main(["compare", "nosuchrun", store["mlp"], "--db", store["db"]]) == 2
+    assert "no stored run 'nosuchrun'" in capsys.readouterr().err

@@ -1,0 +1,71 @@
+"""The leaderboard never compares what is not comparable and never shows a diverged member's number
+as a result: rows are ranked only within one evaluation set (task, evaluation, number of sequences),
+a diverged member is named with its step, rows at the uniform floor are marked, and the summary
+line shows overlapping intervals over seeds as ties."""
+
+from __future__ import annotations
+
+from bayesbench.store.database import write_rows
+from bayesbench.store.leaderboard import _aggregate, headline, markdown, select_rows
+
+
+def _summary(mean: float, n: int) -> dict:
+    return {"mean": mean, "ci_low": mean - 0.01, "ci_high": mean + 0.01, "n_sequences": n, "n_positions": 8 * n}
+
+
+def _row(run_id: str, seed: int, mae: float, *, arch: str, n: int = 4096, status: str = "ok") -> dict:
+    floor = {"uniform": {m: _summary(1.25, n) for m in ("entropy_mae", "kl", "entropy_mae_positional")}}
+    ev = {"task": "bijection(V=8)", "positions": "values", "entropy_mae": _summary(mae, n), "kl": _summary(mae, n),
+          "floors": floor}
+    return {"run_id": run_id, "seed": seed, "member": seed, "task": "bijection", "task_label": "bijection V=8",
+            "task_config": {"task": "bijection", "V": 8}, "arch": arch, "params": 100, "steps": 200, "wall_s": 1.0,
+            "status": status, "entropy_mae_bits": mae, "kl_bits": mae,
+            "config": {"model_args": {}, "train": {"lr": 1e-3}, "max_len": 15, "eval_lengths": [],
+                       "eval_sequences": n, "seeds": [seed]},
+            "metrics": {"primary": "values", "evals": {"values": ev}}}
+
+
+def test_rows_scored_on_different_evaluation_sets_are_never_ranked_together(tmp_path):
+    db = str(tmp_path / "r.sqlite")
+    write_rows([_row("a", s, 0.50 + 0.01 * s, arch="lstm") for s in range(3)], db)
+    write_rows([_row("b", s, 0.40 + 0.01 * s, arch="gru", n=512) for s in range(3)], db)  # a smaller set
+    agg = _aggregate(select_rows(db))
+    assert {(g["arch"], g["n_sequences"]) for g in agg} == {("lstm", 4096), ("gru", 512)}
+    md = markdown(select_rows(db))
+    lines = [line for line in md.splitlines() if line.startswith("| bijection")]
+    assert any("values (trained), 4096 seq | lstm" in line and "| 1.0x |" in line for line in lines)
+    assert any("values (trained), 512 seq | gru" in line and "| 1.0x |" in line for line in lines)  # its own best
+    assert sum("*uniform (floor)*" in line for line in lines) == 2  # each set has its own floor rows
+    assert len(headline(select_rows(db))) == 2  # one summary line per evaluation set
+
+
+def test_a_diverged_member_is_named_with_its_step_and_never_averaged(tmp_path):
+    db = str(tmp_path / "r.sqlite")
+    status = "member 1 (seed 1) diverged at step 150: loss is not finite; frozen at its last parameters"
+    write_rows([_row("a", 0, 0.30, arch="mlp"), _row("a", 1, 5.5e20, arch="mlp", status=status),
+                _row("a", 2, 0.34, arch="mlp")], db)
+    write_rows([_row("b", s, 9e9, arch="gru", status=f"member {s} (seed {s}) diverged at step {20 + s}: ...")
+                for s in range(2)], db)
+    md = markdown(select_rows(db))
+    mlp = next(line for line in md.splitlines() if "| mlp" in line)
+    assert "mlp (1 of 3 diverged, at step 150)" in mlp and "0.3000 diverged@150 0.3400" in mlp
+    assert "| 0.3200 [" in mlp and "5.5" not in mlp.split("|")[9]  # the mean of the two that trained
+    gru = next(line for line in md.splitlines() if "| gru" in line)
+    assert "diverged (every seed)" in gru and "diverged@20 diverged@21" in gru and gru.endswith("| - |")
+    assert "nan" not in md.lower().replace("n/a", "")
+    line = headline(select_rows(db))[0]
+    assert "mlp 0.3200 (1 of 3 diverged" in line and "gru diverged (2 of 2 diverged" in line
+
+
+def test_rows_at_the_floor_are_marked_and_overlapping_intervals_are_ties(tmp_path):
+    db = str(tmp_path / "r.sqlite")
+    write_rows([_row("a", s, v, arch="mine") for s, v in enumerate((1.20, 1.30, 1.24))], db)  # 1.2467
+    write_rows([_row("b", s, v, arch="lstm") for s, v in enumerate((1.245, 1.246, 1.244))], db)
+    write_rows([_row("c", s, v, arch="transformer") for s, v in enumerate((0.10, 0.11, 0.12))], db)
+    write_rows([_row("d", s, 1.2547, arch="gru") for s in range(3)], db)  # worse than the floor 1.25
+    line = headline(select_rows(db))[0]
+    assert "transformer 0.1100 < " in line  # apart
+    assert "transformer 0.1100 < lstm 1.2450 (at floor) ~ mine 1.2467 (at floor) ~ gru 1.2547 (at floor)" in line
+    assert line.count("(at floor)") == 3 and "transformer 0.1100 (at floor)" not in line
+    md = markdown(select_rows(db))
+    assert "| gru (at floor) |" in md and "| transformer |" in md

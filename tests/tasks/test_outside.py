@@ -1,0 +1,132 @@
+"""Wind tunnels from outside the package (tasks/outside.py) and the checks every one gets before
+training (tasks/check.py), on a tunnel written as a user would (tests/outside_tunnel.py) and on
+broken variants of it, each caught with a line naming the rule."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pickle
+
+import pytest
+import torch
+from outside_tunnel import CoinTask
+
+from bayesbench.cli import main
+from bayesbench.tasks import Batch, get_task, outside_task, task_from_config
+from bayesbench.tasks.check import check_task
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FILE = os.path.join(HERE, "outside_tunnel.py") + ":build"
+
+
+def test_an_outside_tunnel_by_file_or_module_is_checked_and_round_trips():
+    by_file, by_module = outside_task(FILE, {"L": 6}), outside_task("outside_tunnel:build", {"L": 6})
+    for task in (by_file, by_module):
+        assert (task.name, task.vocab_size, task.num_classes, task.seq_len) == ("coin", 2, 2, 6)
+        assert task.describe() == "coin(L=6, wrong=False)" and task.L == 6
+        lines = check_task(task)
+        assert any("brute-force enumeration" in line for line in lines)
+        assert task_from_config(task.config()) == task  # how a worker process or `eval` rebuilds it
+        assert pickle.loads(pickle.dumps(task)) == task
+    assert by_file.config() == {"task": "outside", "spec": FILE, "options": {"L": 6}}
+    b = by_file.sample(4, torch.Generator().manual_seed(3))
+    torch.testing.assert_close(b.posterior.double(), by_file.inner.brute_force_posterior(b), atol=1e-4, rtol=0)
+
+
+def test_a_wrong_posterior_is_caught_by_the_sampler_checks():
+    with pytest.raises(ValueError, match="the posterior disagrees with the sampler"):
+        check_task(outside_task(FILE, {"L": 8, "wrong": True}))
+
+
+@dataclasses.dataclass(frozen=True)
+class Vague(CoinTask):
+    """Calibrated but vaguer than Bayes: the uniform predictive. Only the enumeration catches it."""
+
+    name = "vague-coin"
+
+    def sample(self, batch_size, generator=None, *, device=None, dtype=torch.float32) -> Batch:
+        b = super().sample(batch_size, generator, device=device, dtype=dtype)
+        return dataclasses.replace(b, posterior=torch.full_like(b.posterior, 0.5))
+
+
+def test_a_calibrated_but_vague_posterior_is_caught_only_by_brute_force():
+    with pytest.raises(ValueError, match="disagrees with brute_force_posterior"):
+        check_task(Vague(L=6))
+    plain = type("NoEnumeration", (Vague,), {"brute_force_posterior": None, "name": "plain-coin"})
+    assert check_task(dataclasses.replace(plain(L=6)))  # passes: the sampler checks cannot tell (documented)
+
+
+@dataclasses.dataclass(frozen=True)
+class Broken(CoinTask):
+    fault: str = "global-rng"
+    name = "broken-coin"
+
+    def sample(self, batch_size, generator=None, *, device=None, dtype=torch.float32) -> Batch:
+        if self.fault == "global-rng":
+            generator = None  # draws from torch's global RNG: not reproducible under a seed
+        if self.fault == "same-every-time":
+            generator = torch.Generator().manual_seed(0)
+        b = super().sample(batch_size, generator, device=device, dtype=dtype)
+        if self.fault == "unnormalised":
+            b = dataclasses.replace(b, posterior=b.posterior * 1.5)
+        if self.fault == "tokens-out-of-range":
+            b = dataclasses.replace(b, tokens=b.tokens + 5)
+        if self.fault == "short":
+            b = dataclasses.replace(b, tokens=b.tokens[:, :-1])
+        if self.fault == "one-sequence":
+            b = b.map(lambda x: x[:1].expand(batch_size, *x.shape[1:]).contiguous())
+        return b
+
+
+@pytest.mark.parametrize("fault,rule", [
+    ("global-rng", "not deterministic: the same generator seed gave different batches"),
+    ("same-every-time", "ignores the generator: two seeds gave the same tokens"),
+    ("unnormalised", "posterior must be a distribution over the 2 classes"),
+    ("tokens-out-of-range", "tokens must lie in [0, vocab_size=2)"),
+    ("short", "tokens must be long [B=512, L=6]"),
+    ("one-sequence", "every sequence of a batch of 512 is the same"),
+])
+def test_each_broken_sampler_is_named_by_its_rule(fault, rule):
+    with pytest.raises(ValueError, match=rule.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
+        check_task(Broken(L=6, fault=fault))
+
+
+def test_bad_factories_are_one_clear_error(tmp_path):
+    (tmp_path / "bad.py").write_text(
+        "from outside_tunnel import CoinTask\n"
+        "NOT_CALLABLE = 3\n"
+        "def not_a_task(**o):\n    return 'coin'\n"
+        "def raises(**o):\n    raise RuntimeError('no coins today')\n"
+        "def clash(**o):\n    t = CoinTask()\n    object.__setattr__(t, 'name', 'hmm')\n    return t\n")
+    base = str(tmp_path / "bad.py")
+    for attr, rule in (("NOT_CALLABLE", "is a int, not a callable factory"),
+                       ("not_a_task", "must return a bayesbench.tasks.Task"),
+                       ("raises", "the factory raised RuntimeError: no coins today"),
+                       ("clash", "its name 'hmm' is a built-in tunnel's"),
+                       ("missing", "has no attribute 'missing'")):
+        with pytest.raises(ValueError, match=rule):
+            outside_task(f"{base}:{attr}")
+    with pytest.raises(ValueError, match="must be 'package.module:factory' or './file.py:factory'"):
+        outside_task("no-colon-here")
+    with pytest.raises(ValueError, match="task option f=.*must be JSON values"):
+        outside_task(FILE, {"f": object()})
+
+
+def test_the_built_in_tunnels_pass_the_same_checks():
+    for name, config in (("bijection", {}), ("bijection", {"keys": "replacement", "query": True}), ("hmm", {}),
+                         ("sticky", {}), ("markov", {})):
+        assert len(check_task(get_task(name, **config), sequences=256)) >= 5
+
+
+def test_the_tasks_command_lists_floors_and_checks_a_tunnel(capsys):
+    assert main(["tasks", "--preset", "quick", "--sequences", "128"]) == 0
+    out = capsys.readouterr().out
+    assert "bijection V=8 L=7 repl" in out and "values: uniform floor" in out and "K=50: uniform floor" in out
+    assert main(["tasks", "--check", FILE, "--task-args", "L=5", "--sequences", "128"]) == 0
+    out = capsys.readouterr().out
+    assert "coin(L=5, wrong=False)" in out and "ok: posterior = brute-force enumeration" in out
+    assert main(["tasks", "--check", FILE, "--task-args", "L=5", "wrong=true"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bayesbench tasks: task coin(L=5, wrong=True): the posterior disagrees") and \
+        len(err.strip().splitlines()) == 1

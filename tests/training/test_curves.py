@@ -1,0 +1,140 @@
+"""Learning curves: the cadence, points equal to a separate evaluation of the checkpoint at that
+step, a resumed run's curve without duplicates or gaps, and training untouched by them."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+import pytest
+import torch
+
+from bayesbench.scoring.evaluate import evaluate_members
+from bayesbench.tasks import get_task
+from bayesbench.training.checkpoint import load_checkpoint, save_atomic
+from bayesbench.training.curves import CURVE_METRICS, CurveSet, curve_batch, curve_steps
+from bayesbench.training.trainer import TrainConfig, Trainer, load_result, train
+
+TINY = dict(n_layer=2, n_head=2, d_model=16, d_ffn=32)
+
+
+def _cfg(**kw):
+    return TrainConfig(**{"steps": 30, "batch_size": 8, "lr": 3e-3, "prefetch": 4, "curve_sequences": 48, **kw})
+
+
+def test_cadence_is_log_spaced_and_ends_with_the_last_step():
+    assert curve_steps(40) == [1, 2, 3, 4, 6, 7, 10, 13, 18, 24, 32, 40]
+    assert curve_steps(100)[-3:] == [56, 75, 100] and curve_steps(1) == [1]
+    assert curve_steps(50, every=20) == [20, 40, 50] and curve_steps(40, every=20) == [20, 40]
+    for steps in (800, 2000, 10_000, 100_000):  # the presets' budgets: 20-40 points
+        assert 20 <= len(curve_steps(steps)) <= 40, steps
+    with pytest.raises(ValueError, match="curve_every"):
+        TrainConfig(steps=10, curve_every=-1)
+    with pytest.raises(ValueError, match="until needs the learning curves"):
+        TrainConfig(steps=10, curves=False, until=0.1)
+
+
+@pytest.mark.parametrize("task_name", ["bijection", "hmm"])
+def test_curve_points_equal_a_separate_evaluation_of_the_checkpoint(task_name, tmp_path):
+    """The point at step 13 (a curve step) equals `evaluate_members` (the scoring path: CPU,
+    float64, with intervals) on the checkpoint saved there, on the same curve set."""
+    task = get_task("bijection", V=6) if task_name == "bijection" else get_task("hmm", K=5)
+    run = str(tmp_path / "run")
+    result = train(task, "transformer", [0, 1], _cfg(), model_cfg=TINY, run_dir=run, progress=False, stop_at=13)
+    assert result.curve.steps == [1, 2, 3, 4, 6, 7, 10, 13]
+    saved = load_result(os.path.join(run, "checkpoint.pt"))
+    assert saved.steps == 13
+    scores = evaluate_members(saved.model, curve_batch(task, 48))
+    for e in range(2):
+        for name in CURVE_METRICS:
+            expected = getattr(scores[e], name).mean
+            assert result.curve.member(e, name)[-1] == pytest.approx(expected, rel=1e-9, abs=1e-12), (e, name)
+    assert saved.curve == result.curve  # the checkpoint carries the curve
+
+
+def test_uniform_floor_of_the_curve_set():
+    task = get_task("bijection", V=6)
+    floor = CurveSet(task, 48).uniform()
+    batch = curve_batch(task, 48)
+    from bayesbench.scoring.metrics import score
+
+    uniform = torch.full(batch.posterior.shape, 1 / 6, dtype=torch.float64)
+    s = score(batch.posterior, batch.mask, q=uniform)
+    assert floor["entropy_mae"] == pytest.approx(s.entropy_mae.mean, rel=1e-12)
+    assert floor["kl"] == pytest.approx(s.kl.mean, rel=1e-12)
+    assert floor["entropy_mae_positional"] == pytest.approx(s.entropy_mae_positional.mean, rel=1e-12)
+
+
+def test_a_resumed_run_continues_its_curve_without_duplicates_or_gaps(tmp_path):
+    cfg = _cfg(steps=40, checkpoint_every=5)
+    full = train(get_task("bijection", V=6), "transformer", [0, 1], cfg, model_cfg=TINY, progress=False)
+    run = str(tmp_path / "part")
+    first = train(get_task("bijection", V=6), "transformer", [0, 1], cfg, model_cfg=TINY, run_dir=run,
+                  progress=False, stop_at=11)  # stopped between curve steps 10 and 13
+    assert first.curve.steps == [1, 2, 3, 4, 6, 7, 10]
+    resumed = train(get_task("bijection", V=6), "transformer", [0, 1], cfg, model_cfg=TINY, run_dir=run,
+                    resume=True, progress=False)
+    assert resumed.curve.steps == curve_steps(40) == full.curve.steps
+    assert resumed.curve.values == full.curve.values  # exactly: a resumed run is the uninterrupted one
+    assert all(b > a for a, b in zip(resumed.curve.wall_s, resumed.curve.wall_s[1:]))
+
+
+def test_a_checkpoint_from_before_curves_resumes_with_a_note(tmp_path, capsys):
+    cfg = _cfg(steps=20)
+    task = get_task("bijection", V=6)
+    run = str(tmp_path / "old")
+    train(task, "mlp", [0], cfg, model_cfg=dict(depth=1, width=8), run_dir=run, progress=False, stop_at=8)
+    path = os.path.join(run, "checkpoint.pt")
+    state = load_checkpoint(path)
+    del state["curve"], state["stopped"]  # as an older bayesbench wrote it
+    save_atomic(state, path)
+    resumed = train(task, "mlp", [0], cfg, model_cfg=dict(depth=1, width=8), run_dir=run, resume=True,
+                    progress=False)
+    assert resumed.curve.steps == [10, 13, 18, 20]
+    assert "holds no learning curve" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.2])
+def test_curves_do_not_change_training(dropout):
+    """Curves on and off: the same losses and parameters bit for bit (so the same final numbers);
+    with dropout too (the curve draws from no random stream)."""
+    task = get_task("bijection", V=6)
+    model_cfg = {**TINY, "dropout": dropout}
+    on = train(task, "transformer", [0, 1], _cfg(), model_cfg=model_cfg, progress=False)
+    off = train(task, "transformer", [0, 1], _cfg(curves=False), model_cfg=model_cfg, progress=False)
+    assert on.curve is not None and off.curve is None
+    assert torch.equal(on.losses, off.losses)
+    for k, v in off.model.state_dict().items():
+        assert torch.equal(on.model.state_dict()[k], v), k
+
+
+def test_the_bijection_curve_scores_the_primary_evaluation():
+    """A run scored at the value positions first (the presets' eval_scored) measures its curve
+    there, though it trains on the values and the query."""
+    task = get_task("bijection", V=6, variant="code", L=5)
+    trainer = Trainer(task, "mlp", [0], _cfg(), model_cfg=dict(depth=1, width=8),
+                      meta={"eval_scored": ["values", "values+query"]})
+    assert trainer.curve_task() == dataclasses.replace(task, supervise="values")
+    assert trainer.curve.task == dataclasses.replace(task, supervise="values").describe()
+    assert Trainer(task, "mlp", [0], _cfg(), model_cfg=dict(depth=1, width=8)).curve_task() == task
+
+
+def test_identities_name_the_curve_fields_only_when_set():
+    """Runs that do not use the new fields keep the checkpoint identity they had before."""
+    plain = _cfg().as_dict()
+    assert "curves" not in plain and "until" not in plain and plain["curve_sequences"] == 48
+    assert _cfg(until=0.2).as_dict()["until"] == 0.2
+    assert _cfg(until="0.5").until == 0.5  # parsed
+    assert "curve_sequences" not in TrainConfig(steps=3).as_dict()
+
+
+def test_diverged_member_scores_nan_and_the_others_keep_theirs():
+    task = get_task("bijection", V=6)
+    trainer = Trainer(task, "mlp", [0, 1], _cfg(steps=6), model_cfg=dict(depth=1, width=8))
+    with torch.no_grad():
+        trainer.model.head.weight[1].fill_(float("nan"))
+    result = trainer.fit(progress=False)
+    assert all(math.isnan(v) for v in result.curve.member(1, "kl"))
+    assert all(math.isfinite(v) for v in result.curve.member(0, "kl"))
+    assert result.stop(1) == (0, "diverged") and result.stop(0) == (6, "budget")
