@@ -38,7 +38,7 @@ def test_readme_score_your_own_model(tmp_path, monkeypatch, capsys):
     assert main([*run, *small, "--steps", "3", "--runs-dir", str(tmp_path / "runs"), "--no-progress",
                  "--jobs", "1"]) == 0
     out = capsys.readouterr().out
-    assert "capacity: mine on bijection V=8" in out and "| mine |" in out
+    assert "capacity: mine on bijection V=8" in out and "| mine " in out
     rows = read_rows(db)
     assert {(r["task"], r["arch"]) for r in rows} == {("bijection", "mine"), ("sticky", "mine")}
     assert sorted(r["seed"] for r in rows if r["task"] == "bijection") == [0, 1, 2]
@@ -47,5 +47,5 @@ def test_readme_score_your_own_model(tmp_path, monkeypatch, capsys):
     exec(compile(code, str(tmp_path / "mine.py"), "exec"), ns)
     torch.save(ns["build"](bayesbench.model_spec("bijection")).state_dict(), tmp_path / "mine.pt")
     assert main([*shlex.split(commands[1])[1:], *small]) == 0
-    assert "| mine |" in capsys.readouterr().out
+    assert "| mine " in capsys.readouterr().out
     assert len(read_rows(db, where="steps = 0")) == 1

@@ -22,6 +22,8 @@ def add_parser(sub) -> None:
     p.add_argument("--steps", type=int, help="full-batch updates (default 1000; deep 2000)")
     p.add_argument("--length", type=int, help="sequence length T (default 2000; beta: L = 50 per sequence)")
     p.add_argument("--sequences", type=int, default=40, help="beta variant: sequences per seed (default 40)")
+    p.add_argument("--schedules", help="comma-separated toy schedules (default all: sgd, em and the controls "
+                                       "wo10, wqk10, sgd3, sgd10; must include sgd and em)")
     p.add_argument("--chunk", type=int, help="members per batched pass (default: a memory budget)")
     p.add_argument("--threads", type=int, help="torch CPU threads")
     add_db(p)
@@ -46,6 +48,7 @@ def cmd_emsgd(args) -> int:
     length = int_at_least("--length", DEFAULTS[args.variant]["length"] if args.length is None else args.length, 3)
     summary = run_study(args.variant, seeds, steps=steps, length=length,
                         sequences=positive_int("--sequences", args.sequences), chunk=args.chunk, db=args.db,
-                        progress=progress(args))
+                        progress=progress(args),
+                        schedules=[s.strip() for s in args.schedules.split(",")] if args.schedules else None)
     print_summary(summary, args.json)
     return 0

@@ -2,8 +2,8 @@
 key orthogonality, attention entropy by layer, the value manifold, head and layer ablations;
 stored, drawn and reported (docs/geometry.md).
 
-    bayesbench train --task bijection --arch transformer --preset quick --seeds 0,1,2
-    bayesbench geometry runs/quick/bijection-transformer-s0-1-2 [--sequences 1024] [--json]
+    bayesbench train --task bijection --arch transformer --preset quick --seeds 0,1,2,3,4
+    bayesbench geometry runs/quick/bijection-transformer-s0-1-2-3-4 [--sequences 1024] [--json]
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ def add_parser(sub) -> None:
                                         "attention entropy by layer, value manifold, head and layer ablations")
     p.add_argument("run", help="run directory (with checkpoint.pt) or checkpoint file")
     p.add_argument("--sequences", type=int, default=1024, help="evaluation sequences (default 1024)")
+    p.add_argument("--min-seeds", type=int, default=5, help="refuse runs with fewer seeds (default 5: the intervals "
+                                                            "are over seeds)")
     add_db(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(handler=cmd_geometry)
@@ -25,6 +27,6 @@ def cmd_geometry(args) -> int:
     from ..dynamics.geometry.study import run_geometry
     from ..dynamics.report import print_summary
 
-    summary = run_geometry(args.run, sequences=args.sequences, db=args.db)
+    summary = run_geometry(args.run, sequences=args.sequences, db=args.db, min_seeds=args.min_seeds)
     print_summary(summary, args.json)
     return 0

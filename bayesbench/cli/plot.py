@@ -2,7 +2,7 @@
 
     bayesbench plot                       # per task: model vs Bayes entropy per position, error curves
     bayesbench plot --curves --metric kl  # per task: the learning curves of every architecture
-    bayesbench plot --dynamics STUDY_ID   # a profile study's figures, redrawn from the store
+    bayesbench plot --dynamics STUDY_ID   # a profile study's figures and report, rebuilt from the store
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("plot", help="PNG figures: model vs Bayes entropy per position, error curves per arch")
     p.add_argument("--task", help="only this task")
     p.add_argument("--out", default=os.path.join("results", "plots"), help="output folder (default results/plots)")
-    p.add_argument("--dynamics", metavar="STUDY", help="draw a dynamics study's curves instead (e.g. a profile's id)")
+    p.add_argument("--dynamics", metavar="STUDY", help="draw a profile study's curves instead and rebuild its report "
+                                                       "from the store (e.g. a profile's id)")
     p.add_argument("--curves", action="store_true",
                    help="draw the learning curves instead: per task, --metric against the training step for every "
                         "architecture (latest run of each), band over seeds, the uniform floor and 0 (Bayes)")

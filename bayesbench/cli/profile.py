@@ -12,12 +12,15 @@ from .args import add_db, positive, seed_list
 
 
 def add_parser(sub) -> None:
-    from ..dynamics.profile.study import OPTIMIZERS, PROBE_ATTENTION
+    from ..dynamics.profile.study import OPTIMIZERS, PROBE_ATTENTION, SCHEDULES, SPACINGS
     from ..presets import PRESETS
 
     p = sub.add_parser("profile", help="train with the routing-law probe every k-th step; store the dynamics, "
                                        "figures and a report (Paper II)")
     p.add_argument("--task", default="bijection", help="task key of the preset (default bijection)")
+    p.add_argument("--task-set", type=key_value, action="append", metavar="FIELD=VALUE",
+                   help="replace a field of the preset's task config, e.g. --task-set variant=paper --task-set L=8 "
+                        "(the bijection without repeated keys); repeatable")
     p.add_argument("--arch", default="transformer", help="an attention architecture (default transformer)")
     p.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="sizes and training (default quick)")
     p.add_argument("--seeds", type=seed_list, help="comma-separated seeds, all profiled in the same step "
@@ -31,6 +34,10 @@ def add_parser(sub) -> None:
                                                                      "used by the law check (default 8)")
     p.add_argument("--flush-every", type=positive, default=200, help="steps between writes to the store (default 200)")
     p.add_argument("--checkpoints", type=int, default=21, help="checkpoints for maps and calibration (default 21)")
+    p.add_argument("--checkpoint-spacing", choices=SPACINGS, default="quadratic",
+                   help="quadratic (dense early, the default) or even (no quantisation of late events)")
+    p.add_argument("--head-ablation", action="store_true",
+                   help="at each checkpoint also score the model with each head zeroed (per-head timing)")
     p.add_argument("--probe-sequences", type=positive, default=16,
                    help="fixed sequences whose maps are kept (default 16)")
     p.add_argument("--eval-sequences", type=positive, default=512,
@@ -41,6 +48,10 @@ def add_parser(sub) -> None:
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
                    help="adamw (the preset's) or sgd (plain: no momentum, no weight decay)")
     p.add_argument("--lr", type=float, help="learning rate (default: the preset's)")
+    p.add_argument("--batch-size", type=positive, help="sequences per step and member (default: the preset's; not "
+                   "with --run)")
+    p.add_argument("--schedule", choices=SCHEDULES, help="learning-rate schedule (default: the preset's; a cosine "
+                                                         "asked for on a constant preset has no warm-up)")
     p.add_argument("--run", help="continue this stored run (run_id, run directory or checkpoint file)")
     p.add_argument("--device", help="cpu, cuda or auto (default: the preset's)")
     p.add_argument("--runs-dir", default="runs", help="where the profiled model's checkpoint goes (default ./runs)")
@@ -52,7 +63,23 @@ def add_parser(sub) -> None:
     p.set_defaults(handler=cmd_profile)
 
 
+def key_value(text: str) -> tuple[str, object]:
+    """'FIELD=VALUE' -> (field, value), the value read as JSON when it parses (8, 1e-3, true)."""
+    import argparse
+    import json
+
+    field, sep, value = text.partition("=")
+    if not sep or not field:
+        raise argparse.ArgumentTypeError(f"expected FIELD=VALUE, got {text!r}")
+    try:
+        return field, json.loads(value)
+    except ValueError:
+        return field, value
+
+
 def cmd_profile(args) -> int:
     from ..dynamics.profile.study import run_profile
 
+    if args.task_set:
+        args.task_set = dict(args.task_set)
     return run_profile(args)

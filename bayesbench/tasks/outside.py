@@ -38,7 +38,7 @@ def _options(options) -> tuple[tuple[str, object], ...]:
     return tuple(sorted(items.items()))
 
 
-@register_task("outside")
+@register_task("outside", listed=False)
 @dataclass(frozen=True, eq=True)
 class OutsideTask(Task):
     """The task `factory(**options)` builds, `spec` naming the factory (see the module doc)."""
@@ -63,7 +63,7 @@ class OutsideTask(Task):
         if not isinstance(inner, Task) or isinstance(inner, OutsideTask):
             raise ValueError(f"task {spec!r}: the factory must return a bayesbench.tasks.Task (a frozen dataclass "
                              f"subclass with vocab_size, num_classes, seq_len and sample), got {type(inner).__name__}")
-        if inner.name in list_tasks():
+        if inner.name in list_tasks() or inner.name == "outside":
             raise ValueError(f"task {spec!r}: its name {inner.name!r} is a built-in tunnel's; give your Task class "
                              "another `name`")
         object.__setattr__(self, "_inner", inner)

@@ -7,15 +7,19 @@ from typing import Callable
 from .base import Task
 
 _TASKS: dict[str, type[Task]] = {}
+_UNLISTED: set[str] = set()
 
 
-def register_task(name: str) -> Callable[[type[Task]], type[Task]]:
-    """Class decorator adding a task under `name` (one name, one class)."""
+def register_task(name: str, *, listed: bool = True) -> Callable[[type[Task]], type[Task]]:
+    """Class decorator adding a task under `name` (one name, one class). `listed=False`: a name
+    stored configs use but no tunnel of its own (the wrapper of outside tasks), not in `list_tasks`."""
 
     def add(cls: type[Task]) -> type[Task]:
         if name in _TASKS and _TASKS[name] is not cls:
             raise ValueError(f"task name {name!r} is already registered to {_TASKS[name].__name__}")
         _TASKS[name] = cls
+        if not listed:
+            _UNLISTED.add(name)
         return cls
 
     return add
@@ -24,7 +28,8 @@ def register_task(name: str) -> Callable[[type[Task]], type[Task]]:
 def get_task(name: str, **config) -> Task:
     """Build the task registered as `name` with its configuration (keyword arguments)."""
     if name not in _TASKS:
-        raise ValueError(f"unknown task {name!r}; available: {', '.join(sorted(_TASKS))}")
+        raise ValueError(f"unknown task {name!r}; available: {', '.join(list_tasks())} (or your own: "
+                         "'pkg.mod:build', './file.py:build')")
     cls = _TASKS[name]
     try:
         return cls(**config)
@@ -44,4 +49,5 @@ def task_from_config(config: dict) -> Task:
 
 
 def list_tasks() -> list[str]:
-    return sorted(_TASKS)
+    """The built-in tunnels' names."""
+    return sorted(set(_TASKS) - _UNLISTED)

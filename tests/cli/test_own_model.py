@@ -88,7 +88,7 @@ def test_run_by_dotted_path_in_worker_processes(capsys, env):
     r = rows[0]
     assert r["config"]["model"]["spec"] == "mypkg.nets:build" and r["config"]["model"]["path"] == "vmap"
     assert all(0 <= x["entropy_mae_bits"] < 5 for x in rows)
-    assert "| mine |" in out and "2: 0,1" in out
+    assert "| mine " in out and "2: 0,1" in out
 
 
 def test_train_by_file_beside_the_built_ins_then_score(capsys, env):
@@ -96,10 +96,10 @@ def test_train_by_file_beside_the_built_ins_then_score(capsys, env):
     capsys.readouterr()
     assert main(["train", "--model", "./mine.py:build", "--task", "bijection", "--seeds", "0,1", *_common(env)]) == 0
     out = capsys.readouterr().out
-    assert "capacity: mine on bijection V=8" in out and "| mine |" in out
+    assert "capacity: mine on bijection V=8" in out and "| mine " in out
     assert main(["leaderboard", "--db", env["db"]]) == 0
     board = capsys.readouterr().out
-    assert "| mine |" in board and "| mlp |" in board
+    assert "| mine " in board and "| mlp " in board
     ckpt = os.path.join(env["runs"], "quick", "bijection-mine-s0-1", "checkpoint.pt")
     assert os.path.exists(ckpt)
     trained = {r["seed"]: r for r in read_rows(env["db"], where="arch = 'mine'")}
@@ -140,7 +140,7 @@ def test_score_a_plain_state_dict_and_evaluate_model(capsys, env):
     for _ in range(2):  # scoring the same file again replaces its row
         assert main(["score", "--model", "./mine.py:build", "--checkpoint", "mine.pt", "--task", "bijection",
                      "--eval-sequences", "64", "--db", env["db"]]) == 0
-        assert "| mine |" in capsys.readouterr().out
+        assert "| mine " in capsys.readouterr().out
         stored = read_rows(env["db"])
         assert len(stored) == 1 and stored[0]["steps"] == 0 and stored[0]["config"]["train"] is None
     # the Python API on the same module: the same numbers, returned (and stored under its name)

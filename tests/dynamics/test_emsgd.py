@@ -22,6 +22,7 @@ from bayesbench.dynamics.emsgd.chain import (
     symbol_means,
     transition_matrix,
 )
+from bayesbench.dynamics.emsgd.controls import gap_share, gap_thresholds, paired_speedup, steps_to_gap
 from bayesbench.dynamics.emsgd.deep import DeepConfig, train_deep
 from bayesbench.dynamics.emsgd.speedup import pooled_steps, speedup, steps_to_reach
 from bayesbench.dynamics.emsgd.study import default_seeds, run_study
@@ -183,6 +184,42 @@ def test_speedup_on_constructed_curves():
         speedup(fast, slow[:, :-1], n)
 
 
+def test_gap_steps_and_paired_speedup_on_constructed_curves():
+    chance = math.log(8)
+    floors = torch.tensor([1.0, 1.5])
+    thr = gap_thresholds(floors, 8, 0.5)
+    assert thr.tolist() == pytest.approx([chance - 0.5 * (chance - 1.0), chance - 0.5 * (chance - 1.5)])
+    n = 10
+    losses = torch.full((2, n + 1), chance)
+    losses[0, 3:] = 1.2  # seed 0: 0.79 of its gap from step 3 on
+    losses[1, 6:] = 1.5  # seed 1: the whole gap from step 6 on
+    steps = steps_to_gap(losses, floors, 8)
+    assert steps.tolist() == [[3, 6], [3, 6], [10, 6]]  # 25%, 50%, 90% (seed 0 never reaches 90%)
+    assert gap_share(losses[:, -1], floors, 8).tolist() == pytest.approx([(chance - 1.2) / (chance - 1.0), 1.0])
+    fast, slow = torch.tensor([2, 4, 10, 10]), torch.tensor([4, 9, 5, 10])
+    got = paired_speedup(fast, slow, 10)
+    assert got["mean"] == pytest.approx(math.sqrt(2 * 2.25)) and got["n"] == 2  # seeds 0, 1 both reached
+    assert (got["only_fast"], got["only_slow"], got["neither"]) == (0, 1, 1)
+    with pytest.raises(ValueError, match="below chance"):
+        gap_thresholds(torch.tensor([2.5]), 8, 0.5)
+
+
+def test_controls_share_data_seeds_and_initial_weights():
+    from bayesbench.dynamics.emsgd.toy import ALL_SCHEDULES
+
+    seeds = [42, 2024]
+    data = [paper_data(s, T=40) for s in seeds]
+    test = [paper_data(s + 10000, T=40) for s in seeds]
+    run = train_toy(data, seeds, steps=5, schedules=ALL_SCHEDULES, test=test)
+    assert run.schedules == ["sgd", "em", "wo10", "wqk10", "sgd3", "sgd10"]
+    assert torch.equal(run.losses[:, :, 0], run.losses[:1, :, 0].expand(6, -1))  # same start for every schedule
+    assert run.test_losses.shape == (6, 2, len(run.record_steps))
+    solo = train_toy(test, seeds, steps=1, schedules={"sgd": ALL_SCHEDULES["sgd"]})
+    torch.testing.assert_close(run.test_losses[0, :, 0], solo.losses[0, :, 0])  # held-out = a plain forward
+    # a 10x step on W_O alone moves the loss more than plain SGD in the first update
+    assert (run.losses[2, :, 1] < run.losses[0, :, 1]).all()
+
+
 # ---------------------------------------------------------------- the deep variant
 
 def test_deep_ensemble_member_equals_solo_run():
@@ -212,10 +249,13 @@ def test_study_is_stored_with_report_and_figures(tmp_path):
     study = read_study(summary["study_id"], path=db)
     assert study["kind"] == "emsgd" and study["status"] == "done"
     assert study["summary"]["speedup_per_seed"]["steps"] == summary["speedup_per_seed"]["steps"]
+    assert summary["schedules"] == ["sgd", "em", "wo10", "wqk10", "sgd3", "sgd10"]
+    assert set(summary["against"]) == {"sgd", "wo10", "wqk10", "sgd3", "sgd10"}
+    assert summary["best_sgd"] in ("sgd", "sgd3", "sgd10") and set(summary["held_out"]) > {"em", "floor_mean"}
     losses = read_dynamics(summary["study_id"], names=["loss_em"], path=db)
     assert len(losses) == 2 * 9 and {r.seed for r in losses} == {42, 2024}
     text = open(summary["report"]).read()
-    assert "H(Y_t | Y_(t-1))" in text and "2.3x" in text
+    assert "H(Y_t | Y_(t-1))" in text and "2.3x" in text and "EM-like against matched controls" in text
     for fig in ("loss.png", "attention_heatmaps.png", "attention_entropy.png", "value_pca.png"):
         assert os.path.getsize(os.path.join(os.path.dirname(summary["report"]), summary["study_id"], fig)) > 1000
 
@@ -230,7 +270,9 @@ def test_cli_json_and_bad_inputs(tmp_path, capsys):
     for argv, words in ((["--seeds", "1"],
                          "--seeds must be an integer >= 2 (a speed-up interval needs at least 2), got 1"),
                         (["--steps", "0"], "--steps must be a positive integer"),
-                        (["--length", "2"], "--length must be an integer >= 3")):
+                        (["--length", "2"], "--length must be an integer >= 3"),
+                        (["--schedules", "sgd,wo10"], "--schedules must include sgd and em"),
+                        (["--schedules", "sgd,em,adam"], "--schedules: unknown ['adam']")):
         assert main(["emsgd", *argv, "--db", db]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and words in err[0]

@@ -17,6 +17,8 @@ from bayesbench.dynamics.geometry.measure import (
     instrumented_forward,
     measure,
     offdiag_abs_cos,
+    qk_cosine,
+    random_abs_cos,
     spearman,
     static_keys,
     token_keys,
@@ -103,7 +105,13 @@ def test_value_pca_on_a_curve_parameterised_by_entropy():
     mask = torch.ones(4, 9, dtype=torch.bool)
     mask[:, 0] = False
     res = value_pca(g, mask, h)
-    assert abs(res["spearman"]) == pytest.approx(1.0, abs=1e-9) and res["var"][0] > 0.999
+    assert res["spearman"] == pytest.approx(1.0, abs=1e-9) and res["var"][0] > 0.999
+    flipped = value_pca(-g, mask, h)  # the sign of a principal axis is arbitrary: aligned, it does not matter
+    assert flipped["spearman"] == pytest.approx(1.0, abs=1e-9) and torch.allclose(flipped["pc1"], res["pc1"])
+    assert res["spearman_null"] < 0.5  # the same aligned |rho| against shuffled entropies
+    # standardised: a large-scale feature unrelated to the entropy does not take PC1
+    noisy = torch.cat([g, 1e3 * torch.randn(4, 9, 1, generator=gen, dtype=torch.float64)], -1)
+    assert value_pca(noisy, mask, h)["spearman"] > 0.9 and value_pca(noisy, mask, h)["var_raw"][0] > 0.99
     # tie-averaged ranks by hand
     assert spearman(torch.tensor([1.0, 2, 2, 3]), torch.tensor([10.0, 20, 20, 5])) == pytest.approx(-1 / 3, abs=1e-9)
 
@@ -123,7 +131,10 @@ def test_ablations_zeroed_head_with_zero_output_projection_and_an_empty_block_ch
     assert not torch.equal(g.head_mae[(0, 0)], g.intact_mae)
     assert torch.allclose(g.layer_mae[2], g.intact_mae, atol=1e-12)
     assert not torch.allclose(g.layer_mae[0], g.intact_mae)
-    assert set(g.head_mae) == {(i, h) for i in range(3) for h in range(3)} and g.key_offdiag.shape == (2, 3)
+    assert set(g.head_mae) == {(i, h) for i in range(3) for h in range(3)} and g.keys[0].offdiag.shape == (2, 3)
+    assert g.intact_mae.shape == (2, 2)  # both entropy errors, per member
+    assert (g.intact_mae[1] <= g.intact_mae[0] + 1e-12).all()  # positional MAE <= per-sequence MAE
+    assert [k.name for k in g.keys] == ["value tokens", "key tokens"] and g.d_head == 8
     assert all(abs(r) <= 1 for r in g.value_spearman[2])
 
 
@@ -140,10 +151,19 @@ def trained(tmp_path_factory):
 
 def test_geometry_command_stores_and_reports(trained, capsys):
     capsys.readouterr()
-    assert main(["geometry", trained["transformer"], "--sequences", "64", "--db", trained["db"], "--json"]) == 0
+    assert main(["geometry", trained["transformer"], "--sequences", "64", "--db", trained["db"], "--json",
+                 "--min-seeds", "2"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["seeds"] == [0, 1] and set(out["layer_ablation"]) == {"L0", "L1"}
-    assert 0 <= out["key_offdiag_abs_cos_layer0"]["mean"] <= 1
+    assert out["seeds"] == [0, 1] and set(out["ablation"]["entropy_mae"]["layers"]) == {"L0", "L1"}
+    assert set(out["ablation"]) == {"entropy_mae", "entropy_mae_positional"}
+    ranked = out["ablation"]["entropy_mae"]["ranked"]
+    assert set(ranked) == {"L0", "L1"} and all(v["top_over_second"]["mean"] >= 1 for v in ranked.values())
+    assert 0 <= out["keys"]["value tokens"]["offdiag"]["mean"] <= 1 and "key tokens" in out["keys"]
+    assert out["d_head"] == 32 and out["random_abs_cos"] == pytest.approx(random_abs_cos(32))
+    for v in out["attention_entropy_ratio"].values():  # bounded: the interval stays in [0, 1]
+        assert 0 <= v["ci_low"] <= v["ci_high"] <= 1
+    for v in out["value_pc1_spearman"].values():
+        assert -1 < v["ci_low"] <= v["ci_high"] < 1
     study = read_study(out["study_id"], path=trained["db"])
     assert study["kind"] == "geometry" and study["status"] == "done"
     rows = read_dynamics(out["study_id"], names=["entropy_mae_head_zeroed"], path=trained["db"])
@@ -162,6 +182,9 @@ def test_geometry_bad_inputs(trained, tmp_path, capsys):
         assert len(err) == 1 and words in err[0]
     assert main(["geometry", trained["transformer"], "--sequences", "1", "--db", trained["db"]]) == 2
     assert "--sequences must be an integer >= 2" in capsys.readouterr().err
+    assert main(["geometry", trained["transformer"], "--db", trained["db"]]) == 2  # 2 seeds, default minimum 5
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "at least --min-seeds 5" in err[0]
 
 
 def test_hmm_with_header_rows_instrumented_forward_and_hypothesis_tokens():
@@ -175,4 +198,36 @@ def test_hmm_with_header_rows_instrumented_forward_and_hypothesis_tokens():
     with torch.no_grad():
         assert torch.allclose(instrumented_forward(model, tokens, header).logits, model(tokens, header), atol=1e-5)
     g = measure(model, batch, task)
-    assert g.hyp_tokens == list(range(task.V, task.V + task.S)) and g.key_offdiag.shape == (2, 2)
+    assert g.keys[0].tokens == list(range(task.V, task.V + task.S)) and g.keys[0].offdiag.shape == (2, 2)
+
+
+def test_random_baseline_matches_random_vectors_of_known_dimension():
+    g = torch.Generator().manual_seed(0)
+    for d in (4, 8, 32):
+        v = torch.randn(20000, 2, d, generator=g, dtype=torch.float64)
+        mc = torch.nn.functional.cosine_similarity(v[:, 0], v[:, 1], dim=-1).abs().mean().item()
+        assert random_abs_cos(d) == pytest.approx(mc, abs=0.01)
+    assert random_abs_cos(32) == pytest.approx(math.sqrt(2 / (math.pi * 32)), rel=0.02)
+    assert random_abs_cos(2) == pytest.approx(2 / math.pi)  # E|cos(theta)|, theta uniform
+    with pytest.raises(ValueError, match="d must be an integer >= 2"):
+        random_abs_cos(1)
+
+
+def test_qk_cosine_on_constructed_queries_and_keys():
+    L, D = 5, 3
+    k = torch.zeros(1, 1, 1, L, D, dtype=torch.float64)
+    k[..., 0, 0], k[..., 2, 1], k[..., 4, 2] = 1.0, 1.0, 1.0  # keys at positions 0, 2, 4 along the axes
+    q = torch.zeros_like(k)
+    q[..., 4, 0] = 1.0  # the query at 4 points at the key of position 0
+    mask = torch.tensor([[False, False, False, False, True]])
+    mean, contrast = qk_cosine(q, k, mask, torch.tensor([True, False, True, False, True]))
+    # earlier marked positions of query 4: 0 (cos 1) and 2 (cos 0)
+    assert mean.item() == pytest.approx(0.5) and contrast.item() == pytest.approx(0.5)
+
+
+def test_rope_model_instrumented_forward_equals_the_model():
+    task, model = _model(position="rope")
+    model.eval()
+    batch, tokens = _inputs(task, model, n=5)
+    with torch.no_grad():
+        assert torch.allclose(instrumented_forward(model, tokens).logits, model(tokens), atol=1e-5)

@@ -13,15 +13,10 @@ import torch.nn.functional as F
 
 from bayesbench.cli import main
 from bayesbench.dynamics import list_studies, read_dynamics
-from bayesbench.dynamics.profile.frames import checkpoint_steps, freeze_step, gain_after, tv_to_final
+from bayesbench.dynamics.profile.frames import checkpoint_steps, gain_after, tv_to_final
+from bayesbench.dynamics.profile.law import LAW_NAMES, law_statistics
 from bayesbench.dynamics.profile.probes import PROBE_NAMES, ProbeSet, attention_layers
-from bayesbench.dynamics.profile.routing import (
-    LAW_NAMES,
-    law_statistics,
-    masked_softmax,
-    predicted_change,
-    transformer_scores,
-)
+from bayesbench.dynamics.profile.routing import masked_softmax, predicted_change, transformer_scores
 from bayesbench.kernels import AttentionProbe, attention
 from bayesbench.models import get_model
 from bayesbench.models.attention import causal_mask
@@ -173,17 +168,17 @@ def test_first_order_prediction_at_tiny_lr(bij):
         ds, pred, adv, alpha = _sgd_step(model, tokens, targets, mask, lr)
         keep = causal_mask(ds.shape[-1], ds.device)
         rel[lr] = float(((ds - pred) * keep).norm() / (ds * keep).norm())
-        stats = law_statistics(ds, pred, adv, alpha)
+        stats = law_statistics(ds, pred, pred, adv, alpha, lr)
         assert stats.shape == (len(LAW_NAMES), 2, 2, 2)
-        assert stats[LAW_NAMES.index("law_r2")].min() > 1 - 1e-9
-        assert stats[LAW_NAMES.index("law_pred_rel_error")].max() < 1e-5
+        assert stats[LAW_NAMES.index("law_linearity_r2")].min() > 1 - 1e-9
     assert rel[1e-6] < 1e-6
     assert 5 < rel[1e-6] / rel[1e-7] < 20
 
 
 def test_free_scores_move_by_lr_alpha_advantage():
     """Paper II's toy with free scores: s = q (k = identity, scale 1), one SGD step on q gives
-    Delta s = eta * alpha * A exactly; sign agreement and R^2 are then exactly 1."""
+    Delta s = eta * alpha * A exactly; cosine, kappa, sign agreements, the query test and the
+    linearity check are then exactly 1."""
     g = torch.Generator().manual_seed(0)
     B, H, T = 3, 2, 7
     q = torch.randn(B, H, T, T, generator=g, dtype=torch.float64, requires_grad=True)
@@ -211,29 +206,48 @@ def test_free_scores_move_by_lr_alpha_advantage():
     free = Free()
     _, pred = predicted_change(free, [s0], [q.detach() - s0], None,
                                score_fn=lambda m, tokens, header: m.s.unsqueeze(0).unsqueeze(0))
-    stats = law_statistics(delta_s[None, None], pred, probe.advantage[None, None], alpha[None, None])
-    assert torch.equal(stats[LAW_NAMES.index("law_sign_agreement")], torch.ones(1, 1, H, dtype=torch.float64))
-    torch.testing.assert_close(stats[LAW_NAMES.index("law_r2")], torch.ones(1, 1, H, dtype=torch.float64))
-    torch.testing.assert_close(stats[LAW_NAMES.index("law_cosine")], torch.ones(1, 1, H, dtype=torch.float64))
+    stats = law_statistics(delta_s[None, None], pred, pred, probe.advantage[None, None], alpha[None, None], eta)
+    one = torch.ones(1, 1, H, dtype=torch.float64)
+    for name in ("law_sign_alpha", "law_sign_abs", "law_query_test"):
+        assert torch.equal(stats[LAW_NAMES.index(name)], one), name
+    for name in ("law_cosine", "law_kappa", "law_linearity_r2", "law_own_cosine", "law_own_share"):
+        torch.testing.assert_close(stats[LAW_NAMES.index(name)], one, msg=name)
+    half = law_statistics(delta_s[None, None], pred, pred, probe.advantage[None, None], alpha[None, None], 2 * eta)
+    torch.testing.assert_close(half[LAW_NAMES.index("law_kappa")], one / 2)  # kappa is per unit of eta
 
 
 def test_law_statistics_known_values():
+    """One head, one sequence per member, T = 3, worked by hand."""
     T = 3
     keep = causal_mask(T, torch.device("cpu"))
-    alpha = torch.where(keep, torch.tensor([[1.0, 0, 0], [0.25, 0.75, 0], [0.5, 0.25, 0.25]]), 0.0)[None, None]
-    adv = torch.tensor([[0.0, 0, 0], [1.0, -1.0, 0], [2.0, -1.0, -1.0]])[None, None]
-    ds = torch.tensor([[5.0, 9, 9], [1.0, 1.0, 9], [1.0, -1.0, 1.0]])[None, None]  # above-diagonal ignored
-    stats = law_statistics(ds, ds, adv, alpha)
-    # A != 0 entries: (1,0) w .25 agree, (1,1) w .75 disagree, (2,0) .5 agree, (2,1) .25 agree, (2,2) .25 no
-    assert stats[0].item() == pytest.approx((0.25 + 0.5 + 0.25) / 2.0)
-    assert stats[2].item() == pytest.approx(1.0)  # prediction = actual
-    push = (alpha * adv)[0, 0][keep]
-    assert stats[4].item() == pytest.approx(float((visible := ds[0, 0][keep]) @ push / (visible.norm() * push.norm())))
-    half = law_statistics(ds, ds * 0.5, adv, alpha)
-    ss_tot = ((visible - visible.mean()) ** 2).sum()
-    assert half[2].item() == pytest.approx(1 - float(((visible * 0.5) ** 2).sum() / ss_tot))
+    alpha = torch.where(keep, torch.tensor([[1.0, 0, 0], [0.25, 0.75, 0], [0.5, 0.25, 0.25]]), 0.0)
+    adv = torch.tensor([[0.0, 0, 0], [3.0, -1.0, 0], [1.0, -1.0, -1.0]])  # sum_j alpha A = 0 in each row
+    ds = torch.tensor([[5.0, 9, 9], [2.0, 0.0, 9], [3.0, 1.0, 2.0]])  # above-diagonal ignored
+    inputs = [x[None, None, None].double() for x in (ds, ds, ds * 0.25, adv, alpha)]
+    stats = law_statistics(*inputs, 0.5)
+    get = {n: stats[i].item() for i, n in enumerate(LAW_NAMES)}
+    # row-centred: row 1 -> [1, -1], row 2 -> [1, -1, 0]; rows 1 and 2 are reached by the loss
+    # A != 0: (1,0) +/+ agree w .25, (1,1) -/- agree w .75, (2,0) agree .5, (2,1) agree .25, (2,2) sign 0 vs -1 no
+    assert get["law_sign_alpha"] == pytest.approx(1.75 / 2.0)
+    push = torch.tensor([0.75, -0.75, 0.5, -0.25, -0.25], dtype=torch.float64)  # alpha * A on rows 1, 2
+    dsc = torch.tensor([1.0, -1.0, 1.0, -1.0, 0.0], dtype=torch.float64)
+    assert get["law_sign_abs"] == pytest.approx((0.75 + 0.75 + 0.5 + 0.25) / push.abs().sum().item())
+    assert get["law_cosine"] == pytest.approx(float(dsc @ push / (dsc.norm() * push.norm())))
+    assert get["law_kappa"] == pytest.approx(float(dsc @ push / (0.5 * push.pow(2).sum())))
+    assert get["law_linearity_r2"] == pytest.approx(1.0)  # prediction = actual
+    assert get["law_own_share"] == pytest.approx(0.25)  # own = a quarter of the prediction
+    assert get["law_own_cosine"] == pytest.approx(get["law_cosine"])
+    raw = torch.tensor([5.0, 2.0, 0.0, 3.0, 1.0, 2.0], dtype=torch.float64)  # the visible Delta s
+    assert get["law_row_shift_share"] == pytest.approx(1 - float(dsc.pow(2).sum() / raw.pow(2).sum()))
+    # query test: Delta alpha from softmax(s + Delta s); sum_j A_ij Delta alpha_ij by hand per row
+    a1 = torch.softmax((alpha.log() + ds).masked_fill(~keep, float("-inf")).double(), -1)
+    gains = (adv.double() * (a1 - alpha.double())).sum(-1)[1:]
+    assert get["law_query_test"] == pytest.approx(float((gains > 0).double().mean()))
+    assert math.isnan(get["law_cosine_null"])  # one sequence: no other to pair with
     with pytest.raises(ValueError, match="must share one shape"):
-        law_statistics(ds, ds[..., :2], adv, alpha)
+        law_statistics(inputs[0], inputs[1][..., :2], *inputs[2:], 0.5)
+    with pytest.raises(ValueError, match="lr must be > 0"):
+        law_statistics(*inputs, 0.0)
 
 
 def test_drift_freeze_and_gain_on_synthetic_maps():
@@ -247,18 +261,15 @@ def test_drift_freeze_and_gain_on_synthetic_maps():
     for c, x in enumerate(w):
         torch.testing.assert_close(drift[c], (1 - x) * tv0)
     steps = [0, 10, 40, 90, 160]
-    d = drift.mean((1, 2)).tolist()
-    assert freeze_step(steps, d, 0.1) == 90  # 1 - 0.95 = 0.05 <= 0.1; 1 - 0.85 = 0.15 > 0.1
-    assert freeze_step(steps, d, 0.5) == 10
-    assert freeze_step(steps, [0.0] * 5) is None
     mae = [1.0, 0.5, 0.3, 0.2, 0.1]
     got = gain_after(steps, mae, 90)
     assert got["mae_at_freeze"] == 0.2 and got["gained_after"] == pytest.approx(0.1)
     assert got["share_after"] == pytest.approx(0.1 / 0.9)
     assert checkpoint_steps(100, 5) == [0, 6, 25, 56, 100]
     assert checkpoint_steps(10, 3, start=20) == [20, 22, 30]
-    with pytest.raises(ValueError, match="fraction must be in"):
-        freeze_step(steps, d, 1.5)
+    assert checkpoint_steps(100, 5, spacing="even") == [0, 25, 50, 75, 100]
+    with pytest.raises(ValueError, match="spacing must be one of"):
+        checkpoint_steps(100, 5, spacing="log")
     with pytest.raises(ValueError, match="not one of the checkpoint steps"):
         gain_after(steps, mae, 11)
 
@@ -279,23 +290,26 @@ PROFILE = BASE + ["--seeds", "0,1"]
 def test_profile_command_end_to_end(tmp_path, capsys):
     db = str(tmp_path / "store.sqlite")
     rc = main(PROFILE + ["--db", db, "--runs-dir", str(tmp_path / "runs"), "--optimizer", "sgd", "--lr", "1e-3",
-                         "--json"])  # the quick preset's bijection V=8 transformer
+                         "--batch-size", "16", "--json"])  # the quick preset's bijection V=8 transformer
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
+    assert out["config"]["train"]["batch_size"] == 16 and out["config"]["train"]["lr"] == 1e-3
     study = out["study_id"]
     assert [s["study_id"] for s in list_studies("profile", db)] == [study]
     records = read_dynamics(study, path=db)
     names = {r.name for r in records}
-    assert set(PROBE_NAMES) | set(LAW_NAMES) | {"entropy_mae", "kl", "map_drift"} <= names
+    assert set(PROBE_NAMES) | set(LAW_NAMES) | {"entropy_mae", "kl", "map_drift", "map_velocity"} <= names
     probed = sorted({r.step for r in records if r.name == "attn_entropy"})
     assert probed == [0, 4, 8]
     assert {r.seed for r in records} == {0, 1} and {r.layer for r in records if r.name == "ds_norm"} == {0, 1}
     law = out["summary"]["law"]
-    assert all(v["r2_mean"] > 0.95 for v in law.values())  # plain SGD at lr 1e-3
+    assert all(v["linearity_r2"]["mean"]["mean"] > 0.95 for v in law.values())  # plain SGD at lr 1e-3
+    assert all(v["cosine"]["excess"]["n"] == 2 for v in law.values())  # an interval over the two seeds
     assert out["summary"]["timing"]["profiled_steps"] == 3
     assert os.path.exists(out["summary"]["report"])
     text = open(out["summary"]["report"]).read()
-    assert "Routing law on real training" in text and "Frame vs precision" in text
+    assert "Routing law against its shuffle null" in text and "Frame vs precision" in text
+    assert "Relevant key" in text  # the quick bijection has repeated keys
     for f in out["summary"]["figures"]:
         assert os.path.getsize(f) > 1000
     # calibration and drift records against a direct computation from the saved model and maps
@@ -318,6 +332,7 @@ def test_profile_command_end_to_end(tmp_path, capsys):
             assert r.value == pytest.approx(float(tv[c, r.layer, e, :, r.head].mean()), rel=1e-5, abs=1e-7)
     assert main(["plot", "--dynamics", study, "--db", db, "--out", str(tmp_path / "plots")]) == 0
     assert len(os.listdir(tmp_path / "plots")) == len(out["summary"]["figures"])
+    assert open(out["summary"]["report"]).read() == text  # the report rebuilt from the store alone
 
 
 def _tiny_run(tmp_path, seeds=(0, 1), steps=3):
@@ -356,6 +371,10 @@ def _store_untouched(db):
     (["--checkpoints", "1"], "--checkpoints must be >= 2"),
     (["--lr", "-1"], "--lr must be a positive number"),
     (["--task", "nope"], "task 'nope' is not in preset"),
+    (["--law-sequences", "1"], "--law-sequences must be >= 2"),
+    (["--task-set", "nope=1"], "unexpected keyword argument 'nope'"),
+    (["--task-set", "variant=other"], "variant must be one of"),
+    (["--run", "x", "--batch-size", "8"], "--batch-size cannot change a stored run's batch"),
 ])
 def test_profile_bad_inputs(tmp_path, capsys, extra, message):
     db = str(tmp_path / "store.sqlite")

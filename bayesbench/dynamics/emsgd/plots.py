@@ -11,24 +11,29 @@ from torch import Tensor
 
 from ...store.figures import pyplot, save
 
-COLORS = {"sgd": "tab:red", "em": "tab:blue", "adamw": "tab:red", "adamw-em": "tab:blue"}
+COLORS = {"sgd": "tab:red", "em": "tab:blue", "adamw": "tab:red", "adamw-em": "tab:blue", "wo10": "tab:green",
+          "wqk10": "tab:purple", "sgd3": "tab:orange", "sgd10": "tab:brown"}
 
 
-def loss_curves(path: str, losses: Tensor, schedules: list[str], floors: dict[str, float], title: str) -> str:
-    """Mean training loss over seeds per schedule, a band from the 10th to the 90th percentile
-    seed, and horizontal lines at each floor (nats)."""
+def loss_curves(path: str, losses: Tensor, schedules: list[str], floors: dict[str, float], title: str,
+                steps: list[int] | None = None, ylabel: str = "training cross-entropy (nats)",
+                ylim: tuple[float, float] | None = None) -> str:
+    """Mean loss over seeds per schedule ([S, E, n] at `steps`, default 0..n-1), a band from the
+    10th to the 90th percentile seed, and horizontal lines at each floor (nats)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    steps = torch.arange(losses.shape[-1])
+    steps = torch.arange(losses.shape[-1]) if steps is None else torch.tensor(steps)
     for j, name in enumerate(schedules):
         curves = losses[j]
         lo, hi = torch.quantile(curves, torch.tensor([0.1, 0.9]), dim=0)
         ax.plot(steps, curves.mean(0), color=COLORS.get(name), label=f"{name} (mean of {curves.shape[0]} seeds)")
         ax.fill_between(steps, lo, hi, color=COLORS.get(name), alpha=0.2)
     for (label, value), style in zip(floors.items(), ("--", ":", "-.")):
-        ax.axhline(value, color="tab:green", linestyle=style, label=f"{label} = {value:.4f}")
+        ax.axhline(value, color="black", linestyle=style, lw=1, label=f"{label} = {value:.4f}")
     ax.set_xlabel("full-batch update")
-    ax.set_ylabel("training cross-entropy (nats)")
+    ax.set_ylabel(ylabel)
+    if ylim is not None:  # e.g. a diverging schedule's held-out loss shown to its edge, not its end
+        ax.set_ylim(*ylim)
     ax.set_title(title)
     return save(fig, path, grid=True, legend=True)
 

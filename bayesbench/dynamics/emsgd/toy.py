@@ -37,6 +37,17 @@ SCHEDULES: dict[str, dict[str, float]] = {
     "sgd": {"W_Q": 0.01, "W_K": 0.01, "W_V": 0.01, "W_O": 0.01},
     "em": {"W_Q": 0.01, "W_K": 0.01, "W_V": 0.1, "W_O": 0.01},
 }
+# Controls at the same data, seeds and initial weights (docs/em_vs_sgd.md): is the EM-like gain
+# the two timescales of W_V (the "M-step") or just a larger step somewhere? 10x on the output
+# matrix, 10x on the routing matrices, and plain SGD at 3x and 10x every learning rate.
+CONTROLS: dict[str, dict[str, float]] = {
+    "wo10": {"W_Q": 0.01, "W_K": 0.01, "W_V": 0.01, "W_O": 0.1},
+    "wqk10": {"W_Q": 0.1, "W_K": 0.1, "W_V": 0.01, "W_O": 0.01},
+    "sgd3": {w: 0.03 for w in ("W_Q", "W_K", "W_V", "W_O")},
+    "sgd10": {w: 0.1 for w in ("W_Q", "W_K", "W_V", "W_O")},
+}
+ALL_SCHEDULES = {**SCHEDULES, **CONTROLS}
+SGD_SWEEP = ("sgd", "sgd3", "sgd10")  # plain SGD at x1, x3, x10: the best of them is the fair baseline
 IGNORE = -100
 
 
@@ -108,6 +119,7 @@ class ToyRun:
     prototypes: Tensor  # [S, E, len(record_steps), V, d_v]: mu_s W_V (value of symbol s)
     heatmaps: dict[str, dict[int, Tensor]] = field(default_factory=dict)  # schedule -> step -> [w, w], seed 0
     final: dict[str, Tensor] = field(default_factory=dict)  # final weights [S*E, ...]
+    test_losses: Tensor | None = None  # [S, E, len(record_steps)] held-out loss (with `test` data)
 
 
 def default_chunk(B: int, N: int, budget: int = 2**22) -> int:
@@ -124,15 +136,18 @@ def default_chunk(B: int, N: int, budget: int = 2**22) -> int:
 def train_toy(data: list[ChainData], seeds: list[int], *, steps: int = 1000, schedules: dict | None = None,
               shape: ToyShape = ToyShape(), means: Tensor | None = None, record_every: int = 10,
               snapshot_steps: tuple[int, ...] = (0, 10, 25, 50, 100), window: int = 48,
-              chunk: int | None = None, progress: bool = False) -> ToyRun:
+              chunk: int | None = None, progress: bool = False, test: list[ChainData] | None = None) -> ToyRun:
     """Train every (schedule, seed) member for `steps` full-batch updates; see the module docstring.
 
     data[e] is seed e's data (all the same shape). `means` [V, d_x] (the symbol means) gives the
-    value prototypes mu_s W_V recorded every `record_every` steps. Members are computed `chunk`
-    at a time (default: a memory budget); chunking changes numbers only by float rounding.
+    value prototypes mu_s W_V recorded every `record_every` steps. `test[e]` (optional) is seed
+    e's held-out data, scored (no update) at the same steps. Members are computed `chunk` at a
+    time (default: a memory budget); chunking changes numbers only by float rounding.
     """
     if len(data) != len(seeds) or not seeds:
         raise ValueError(f"data must hold one ChainData per seed ({len(seeds)} seeds, got {len(data)})")
+    if test is not None and len(test) != len(seeds):
+        raise ValueError(f"test must hold one ChainData per seed ({len(seeds)} seeds, got {len(test)})")
     positive_int("steps", steps)
     schedules = dict(schedules or SCHEDULES)
     names, E, S = list(schedules), len(seeds), len(schedules)
@@ -148,6 +163,9 @@ def train_toy(data: list[ChainData], seeds: list[int], *, steps: int = 1000, sch
         record_steps.append(steps)
     losses = torch.empty(S * E, steps + 1)
     ent = torch.empty(S * E, len(record_steps))
+    held = torch.empty(S * E, len(record_steps)) if test is not None else None
+    if test is not None:
+        xt, yt = torch.stack([d.inputs for d in test]), torch.stack([d.targets for d in test])
     V = means.shape[0] if means is not None else 0
     protos = torch.empty(S * E, len(record_steps), V, shape.d_v)
     heat: dict[str, dict[int, Tensor]] = {n: {} for n in names}
@@ -169,6 +187,8 @@ def train_toy(data: list[ChainData], seeds: list[int], *, steps: int = 1000, sch
                     ent[idx, r] = attention_entropy(alpha, yc)
                     if V:
                         protos[idx, r] = torch.matmul(means, W["W_V"])
+                    if held is not None:
+                        held[idx, r] = member_losses(toy_forward(W, xt[member_seed[idx]])[0], yt[member_seed[idx]])
                 r += 1
             if i in snapshot_steps or i == steps:
                 for m in idx.tolist():
@@ -186,7 +206,7 @@ def train_toy(data: list[ChainData], seeds: list[int], *, steps: int = 1000, sch
     bar.close()
     return ToyRun(names, [int(s) for s in seeds], steps, losses.view(S, E, steps + 1), record_steps,
                   ent.view(S, E, -1), protos.view(S, E, len(record_steps), V, shape.d_v), heat,
-                  {w: torch.cat(v) for w, v in final.items()})
+                  {w: torch.cat(v) for w, v in final.items()}, None if held is None else held.view(S, E, -1))
 
 
 def _bar(total: int, progress: bool):

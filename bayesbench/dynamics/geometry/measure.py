@@ -1,21 +1,26 @@
 """The geometry of a trained transformer (Paper I, arXiv 2512.22471, section 5), per ensemble member.
 
-- Key orthogonality (section 5.1): the layer-0 key of each hypothesis token (averaged over its
+- Key orthogonality (section 5.1): the layer-0 key of each token of a group (averaged over its
   occurrences in the evaluation set), per head; the cosine matrix over those tokens and its mean
-  off-diagonal |cos|. 0 is an orthogonal frame; random vectors in d dimensions give about
-  sqrt(2 / (pi d)); the same model at initialisation is the baseline. A component shared by
+  off-diagonal |cos|. Groups: the task's hypotheses (the bijection's value tokens) and, on the
+  bijection, its key (input) tokens. 0 is an orthogonal frame; random directions in d_head
+  dimensions (d_model / n_head of the model) give `random_abs_cos(d_head)`, about
+  sqrt(2 / (pi d_head)); the same model at initialisation is the baseline. A component shared by
   every key (the key bias, say) shifts all of a query's scores equally and so cannot change
   attention: the *centred* variant subtracts the keys' mean first (n centred vectors of a regular
   simplex, the most separated frame, have cos = -1 / (n - 1)).
 - Attention entropy per layer and head (QK sharpening with depth): mean over the scored
   positions of H(alpha_i) = -sum_j alpha_ij log2 alpha_ij (bits), and its ratio to log2(i + 1),
-  the entropy of uniform attention over the i + 1 visible keys.
+  the entropy of uniform attention over the i + 1 visible keys; beside it the authors' q-k
+  cosine (`qk_cosine`).
 - Value manifold: per layer, PCA of the attention outputs g_i = sum_j alpha_ij v_j (all heads,
-  before the output projection) at the scored positions; the variance share of PC1 and the
-  Spearman correlation of the PC1 coordinate with the exact posterior entropy at that position.
-- Ablations (Paper I figures 3 and 4): entropy MAE (bits) against the exact posterior with one
-  head's output zeroed (before the output projection) or one whole block skipped (attention and
-  FFN), and its ratio to the intact model's.
+  before the output projection) at the scored positions, standardised and sign-aligned as the
+  authors do (`value_pca`); the variance share of PC1 and Spearman(PC1, exact posterior entropy),
+  with its chance level.
+- Ablations (Paper I figures 3 and 4): both entropy errors (bits; per sequence and positional,
+  `ablation_errors`) against the exact posterior with one head's output zeroed (before the
+  output projection) or one whole block skipped (attention and FFN), and their ratios to the
+  intact model's.
 
 `instrumented_forward` re-computes the transformer's forward pass with eager attention and hands
 back every layer's q, k, v, alpha and g; with no ablation it equals the model's own forward
@@ -32,7 +37,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ...models.attention import attention_weights
-from ...models.transformer import Transformer
+from ...models.transformer import Transformer, rotary
 from ...scoring.metrics import entropy_bits, score
 
 
@@ -80,6 +85,8 @@ def instrumented_forward(model: Transformer, tokens: Tensor, header: Tensor | No
             H, d = att.n_head, att.d_model
             qkv = att.qkv(block.ln_1(x)).view(E, B, L, 3, H, d // H).permute(3, 0, 1, 4, 2, 5)
             q, k, v = qkv[0], qkv[1], qkv[2]  # [E, B, H, L, Dh]
+            if att.rope:
+                q, k = rotary(q), rotary(k)
             alpha = attention_weights(q, k, causal=True, scale=1 / math.sqrt(q.shape[-1]))
             y = alpha @ v
             for layer, head in zero_heads:
@@ -103,6 +110,14 @@ def offdiag_abs_cos(vectors: Tensor) -> tuple[Tensor, Tensor]:
     n = cos.shape[-1]
     off = ~torch.eye(n, dtype=torch.bool, device=cos.device)
     return cos, cos.abs()[..., off].mean(-1)
+
+
+def random_abs_cos(d: int) -> float:
+    """E|cos| of two independent uniformly random directions in d dimensions:
+    Gamma(d/2) / (sqrt(pi) Gamma((d + 1)/2)), about sqrt(2 / (pi d)) for large d."""
+    if isinstance(d, bool) or not isinstance(d, int) or d < 2:
+        raise ValueError(f"d must be an integer >= 2, got {d!r}")
+    return math.exp(math.lgamma(d / 2) - math.lgamma((d + 1) / 2)) / math.sqrt(math.pi)
 
 
 def token_keys(trace: Trace, tokens: Tensor, hyp: list[int], layer: int = 0) -> Tensor:
@@ -141,6 +156,32 @@ def attention_entropy(alpha: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     return (h * m).sum((1, 3)) / m.sum((1, 3)), (ratio * mr).sum((1, 3)) / mr.sum((1, 3))
 
 
+def qk_cosine(q: Tensor, k: Tensor, mask: Tensor, prior: Tensor) -> tuple[Tensor, Tensor]:
+    """The authors' query-key alignment (their `qk_analysis.py qk-align`, Paper I section 5.1):
+    cos(q_i, k_j) for each scored query i and each earlier position j marked in `prior` [L]
+    (the bijection: the key positions). q, k [E, B, H, L, Dh], mask [B, L] ->
+    (mean cos [E, H], mean over queries of max_j cos - mean_j cos [E, H]: how much one key stands out)."""
+    cos = F.normalize(q.double(), dim=-1) @ F.normalize(k.double(), dim=-1).transpose(-1, -2)  # [E, B, H, L, L]
+    L = q.shape[-2]
+    pos = torch.arange(L, device=q.device)
+    use = (pos.view(1, -1) < pos.view(-1, 1)) & prior.view(1, -1)  # [L, L]: earlier marked positions
+    n = use.sum(-1).double()  # [L]
+    rows = mask.view(1, mask.shape[0], 1, L) & (n > 0).view(1, 1, 1, L)  # [1, B, 1, L]
+    mean = torch.where(use, cos, 0.0).sum(-1) / n.clamp(min=1)
+    peak = torch.where(use, cos, -math.inf).amax(-1)
+    w = rows.double()
+    total = w.sum((1, 3)).clamp(min=1)
+    return (mean * w).sum((1, 3)) / total, (torch.where(rows, peak - mean, 0.0)).sum((1, 3)) / total
+
+
+def prior_positions(task, L: int) -> Tensor:
+    """Positions the q-k cosine compares a query with: the bijection's key positions, else all."""
+    pos = torch.arange(L)
+    if task.name == "bijection":
+        return (pos % 2 == 0) & (pos < 2 * task.L)
+    return torch.ones(L, dtype=torch.bool)
+
+
 def spearman(a: Tensor, b: Tensor) -> float:
     """Spearman rank correlation (ties get average ranks)."""
     from scipy.stats import spearmanr
@@ -148,32 +189,81 @@ def spearman(a: Tensor, b: Tensor) -> float:
     return float(spearmanr(a.double().cpu().numpy(), b.double().cpu().numpy()).statistic)
 
 
-def value_pca(g: Tensor, mask: Tensor, posterior_entropy: Tensor) -> dict:
-    """g [B, L, d] of one member; PCA over the scored positions. Returns the variance shares of
-    the first 3 PCs, the PC1 coordinates and Spearman(PC1, posterior entropy)."""
+def value_pca(g: Tensor, mask: Tensor, posterior_entropy: Tensor, seed: int = 0) -> dict:
+    """PCA of one member's attention outputs g [B, L, d] at the scored positions, as the authors'
+    `analyze_value_manifold` does it: every feature standardised (zero mean, unit variance; constant
+    features dropped), then PC1's sign chosen so that Spearman(PC1, posterior entropy) >= 0.
+
+    Returns the standardised variance shares of the first 3 PCs ("var"), the unstandardised ones
+    ("var_raw"), the aligned PC1 coordinates, the aligned Spearman ("spearman" = |rho|, the
+    authors' number), and its chance level "spearman_null": the same aligned |rho| against the
+    posterior entropies in a random order (a sign-aligned correlation is never negative)."""
     pts = g[mask].double()
     pts = pts - pts.mean(0)
-    _, s, vh = torch.linalg.svd(pts, full_matrices=False)
+    _, s_raw, _ = torch.linalg.svd(pts, full_matrices=False)
+    sd = pts.std(0)
+    z = pts[:, sd > 1e-12] / sd[sd > 1e-12]
+    _, s, vh = torch.linalg.svd(z, full_matrices=False)
     var = s.pow(2) / s.pow(2).sum()
-    pc1 = pts @ vh[0]
-    return {"var": [float(v) for v in var[:3]], "pc1": pc1, "spearman": spearman(pc1, posterior_entropy[mask])}
+    h = posterior_entropy[mask]
+    pc1 = z @ vh[0]
+    rho = spearman(pc1, h)
+    if rho < 0:
+        pc1, rho = -pc1, -rho
+    perm = torch.randperm(h.numel(), generator=torch.Generator().manual_seed(seed))
+    null = abs(spearman(pc1, h[perm]))
+    return {"var": [float(v) for v in var[:3]], "var_raw": [float(v) for v in (s_raw.pow(2) / s_raw.pow(2).sum())[:3]],
+            "pc1": pc1, "spearman": rho, "spearman_null": null}
 
 
 def entropy_mae(logits: Tensor, posterior: Tensor, mask: Tensor) -> Tensor:
     """Entropy MAE (bits) of each member [E] against the exact posterior on the scored positions."""
-    return torch.tensor([score(posterior.double(), mask, logits=logits[e].double(), nonfinite="nan").entropy_mae.mean
-                         for e in range(logits.shape[0])])
+    return ablation_errors(logits, posterior, mask)[0]
 
 
-def hypothesis_tokens(task) -> tuple[list[int], str]:
-    """The tokens that name the task's hypotheses, and what they are, in words."""
+ERRORS = ("entropy_mae", "entropy_mae_positional")
+
+
+def ablation_errors(logits: Tensor, posterior: Tensor, mask: Tensor) -> Tensor:
+    """[2, E]: each member's entropy MAE per sequence and positional entropy MAE (bits;
+    scoring.metrics), against the exact posterior on the scored positions."""
+    out = []
+    for e in range(logits.shape[0]):
+        sc = score(posterior.double(), mask, logits=logits[e].double(), nonfinite="nan")
+        out.append([sc.entropy_mae.mean, sc.entropy_mae_positional.mean])
+    return torch.tensor(out, dtype=torch.float64).T
+
+
+def hypothesis_tokens(task) -> list[tuple[str, list[int], str]]:
+    """Groups of tokens whose layer-0 keys are compared: (name, tokens, what they are, in words).
+    The first group names the task's hypotheses; the bijection adds its key (input) tokens, the
+    "input tokens" of Paper I section 5.1 (the authors' orthogonality script embeds 0..V-1)."""
     if task.name == "bijection":
-        return list(range(task.V, 2 * task.V)), f"the {task.V} value tokens (the hypotheses pi(x) = y)"
+        return [("value tokens", list(range(task.V, 2 * task.V)),
+                 f"the {task.V} value tokens (the hypotheses pi(x) = y)"),
+                ("key tokens", list(range(task.V)), f"the {task.V} key tokens (the inputs x)")]
     if task.name == "hmm" and getattr(task, "encoding", None) == "rows":
-        return list(range(task.V, task.V + task.S)), f"the {task.S} transition-row slot tokens (one per hidden state)"
+        return [("slot tokens", list(range(task.V, task.V + task.S)),
+                 f"the {task.S} transition-row slot tokens (one per hidden state)")]
     if task.name in ("sticky", "markov"):
-        return list(range(task.V)), f"the {task.V} symbols"
-    return list(range(task.vocab_size)), "every token"
+        return [("symbols", list(range(task.V)), f"the {task.V} symbols")]
+    return [("all tokens", list(range(task.vocab_size)), "every token")]
+
+
+@dataclass
+class KeyFrame:
+    """Layer-0 key orthogonality of one group of tokens, per member e."""
+
+    name: str
+    tokens: list[int]
+    words: str
+    cos: Tensor  # [E, H, n, n]
+    offdiag: Tensor  # [E, H]
+    concat: Tensor  # [E] all heads' keys concatenated
+    init: Tensor  # [E, H] the same at initialisation
+    static: Tensor  # [E, H] keys of the token embeddings alone (no position)
+    centred: Tensor  # [E, H] keys minus their mean over the group's tokens
+    init_centred: Tensor  # [E, H] the centred keys at initialisation
 
 
 @dataclass
@@ -181,22 +271,43 @@ class Geometry:
     """Every quantity, per member (seed) e. Shapes in the comments."""
 
     seeds: list[int]
-    hyp_tokens: list[int]
-    hyp_words: str
-    key_cos: Tensor  # [E, H, n, n] layer 0
-    key_offdiag: Tensor  # [E, H]
-    key_offdiag_concat: Tensor  # [E] all heads' keys concatenated
-    key_offdiag_init: Tensor  # [E, H] the same at initialisation
-    key_offdiag_static: Tensor  # [E, H] keys of the token embeddings alone (no position)
-    key_offdiag_centred: Tensor  # [E, H] keys minus their mean over the hypothesis tokens
+    d_head: int
+    keys: list[KeyFrame]  # the first: the task's hypotheses
     attn_entropy: dict[int, Tensor]  # layer -> [E, H] bits
     attn_entropy_ratio: dict[int, Tensor]  # layer -> [E, H]
-    value_var: dict[int, list[list[float]]]  # layer -> per member, variance share of PC1..3
-    value_spearman: dict[int, list[float]]  # layer -> per member
+    qk_cos: dict[int, Tensor]  # layer -> [E, H] mean cos(q_i, k_j) over earlier key positions
+    qk_contrast: dict[int, Tensor]  # layer -> [E, H] mean of max_j cos - mean_j cos
+    value_var: dict[int, list[list[float]]]  # layer -> per member, standardised variance share of PC1..3
+    value_var_raw: dict[int, list[list[float]]]  # the same without standardising
+    value_spearman: dict[int, list[float]]  # layer -> per member, sign-aligned (>= 0)
+    value_spearman_null: dict[int, list[float]]  # layer -> per member, against shuffled entropies
     value_points: tuple[Tensor, Tensor] | None  # (PC1, posterior entropy) of member 0, last attention layer
-    intact_mae: Tensor  # [E]
-    head_mae: dict[tuple[int, int], Tensor]  # (layer, head) -> [E]
-    layer_mae: dict[int, Tensor]  # layer -> [E]
+    intact_mae: Tensor  # [2, E] (ERRORS)
+    head_mae: dict[tuple[int, int], Tensor]  # (layer, head) -> [2, E]
+    layer_mae: dict[int, Tensor]  # layer -> [2, E]
+
+
+def _key_frames(model, init_model, trace, tokens, header, task, first: int) -> list[KeyFrame]:
+    init_trace = None
+    if init_model is not None:
+        init_model.eval()
+        init_trace = instrumented_forward(init_model, tokens, header)
+    frames = []
+    E = model.ensemble
+    for name, hyp, words in hypothesis_tokens(task):
+        keys = token_keys(trace, tokens, hyp, first)  # [E, H, n, Dh]
+        cos, off = offdiag_abs_cos(keys)
+        _, centred = offdiag_abs_cos(keys - keys.mean(2, keepdim=True))
+        _, concat = offdiag_abs_cos(keys.permute(0, 2, 1, 3).reshape(E, len(hyp), -1))
+        nan = torch.full_like(off, float("nan"))
+        init, init_centred = nan, nan
+        if init_trace is not None:
+            k0 = token_keys(init_trace, tokens, hyp, first)
+            init, init_centred = offdiag_abs_cos(k0)[1], offdiag_abs_cos(k0 - k0.mean(2, keepdim=True))[1]
+        static = (offdiag_abs_cos(static_keys(model, hyp, first))[1] if first == 0
+                  else torch.full_like(off, float("nan")))
+        frames.append(KeyFrame(name, hyp, words, cos, off, concat, init, static, centred, init_centred))
+    return frames
 
 
 def measure(model: Transformer, batch, task, init_model: Transformer | None = None) -> Geometry:
@@ -210,34 +321,27 @@ def measure(model: Transformer, batch, task, init_model: Transformer | None = No
     trace = instrumented_forward(model, tokens, header)
     attn_layers = sorted(trace.alpha)
     first = attn_layers[0]
-    hyp, words = hypothesis_tokens(task)
-    keys = token_keys(trace, tokens, hyp, first)  # [E, H, n, Dh]
-    cos, off = offdiag_abs_cos(keys)
-    _, off_centred = offdiag_abs_cos(keys - keys.mean(2, keepdim=True))
-    _, off_cat = offdiag_abs_cos(keys.permute(0, 2, 1, 3).reshape(E, len(hyp), -1))
-    if init_model is not None:
-        init_model.eval()
-        _, off_init = offdiag_abs_cos(token_keys(instrumented_forward(init_model, tokens, header), tokens, hyp, first))
-    else:
-        off_init = torch.full_like(off, float("nan"))
-    off_static = (offdiag_abs_cos(static_keys(model, hyp, first))[1] if first == 0
-                  else torch.full_like(off, float("nan")))
-    ent, ratio = {}, {}
+    att = model.blocks[first].attn
+    frames = _key_frames(model, init_model, trace, tokens, header, task, first)
+    ent, ratio, qk, contrast = {}, {}, {}, {}
+    prior = prior_positions(task, tokens.shape[-1])
     for i in attn_layers:
         ent[i], ratio[i] = attention_entropy(trace.alpha[i], mask)
+        qk[i], contrast[i] = qk_cosine(trace.q[i], trace.k[i], mask, prior)
     h_post = entropy_bits(post.double())
-    var, rho, points = {}, {}, None
+    var, var_raw, rho, rho_null, points = {}, {}, {}, {}, None
     for i in attn_layers:
-        res = [value_pca(trace.g[i][e], mask, h_post) for e in range(E)]
-        var[i], rho[i] = [r["var"] for r in res], [r["spearman"] for r in res]
+        res = [value_pca(trace.g[i][e], mask, h_post, seed=e) for e in range(E)]
+        var[i], var_raw[i] = [r["var"] for r in res], [r["var_raw"] for r in res]
+        rho[i], rho_null[i] = [r["spearman"] for r in res], [r["spearman_null"] for r in res]
         if i == attn_layers[-1]:
             points = (res[0]["pc1"], h_post[mask])
-    intact = entropy_mae(trace.logits, post, mask)
-    heads = {(i, h): entropy_mae(instrumented_forward(model, tokens, header, zero_heads=((i, h),), keep=False).logits,
+    intact = ablation_errors(trace.logits, post, mask)
+    heads = {(i, h): ablation_errors(
+        instrumented_forward(model, tokens, header, zero_heads=((i, h),), keep=False).logits, post, mask)
+        for i in attn_layers for h in range(model.blocks[i].attn.n_head)}
+    layers = {i: ablation_errors(instrumented_forward(model, tokens, header, skip_layers=(i,), keep=False).logits,
                                  post, mask)
-             for i in attn_layers for h in range(model.blocks[i].attn.n_head)}
-    layers = {i: entropy_mae(instrumented_forward(model, tokens, header, skip_layers=(i,), keep=False).logits,
-                             post, mask)
               for i in range(len(model.blocks))}
-    return Geometry(list(getattr(model, "seeds", [])) or list(range(E)), hyp, words, cos, off, off_cat, off_init,
-                    off_static, off_centred, ent, ratio, var, rho, points, intact, heads, layers)
+    return Geometry(list(getattr(model, "seeds", [])) or list(range(E)), att.d_model // att.n_head, frames, ent,
+                    ratio, qk, contrast, var, var_raw, rho, rho_null, points, intact, heads, layers)

@@ -8,22 +8,24 @@ import os
 import torch
 
 from ...store.figures import pyplot, save
-from .measure import Geometry
+from .measure import Geometry, random_abs_cos
 
 
 def key_cosines(path: str, g: Geometry) -> str:
-    """|cos| between layer-0 keys of the hypothesis tokens, one panel per head (first seed)."""
+    """|cos| between layer-0 keys of each token group (rows), one panel per head (first seed)."""
     plt = pyplot()
-    H = g.key_cos.shape[1]
-    fig, axes = plt.subplots(1, H, figsize=(3.2 * H, 3.1), squeeze=False)
-    for h in range(H):
-        ax = axes[0][h]
-        im = ax.imshow(g.key_cos[0, h].abs().numpy(), vmin=0, vmax=1, cmap="magma")
-        ax.set_title(f"head {h}: mean off-diag |cos| {float(g.key_offdiag[0, h]):.2f}", fontsize=8)
-        ax.set_xticks(range(len(g.hyp_tokens)), g.hyp_tokens, fontsize=6)
-        ax.set_yticks(range(len(g.hyp_tokens)), g.hyp_tokens, fontsize=6)
-    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8)
-    fig.suptitle(f"layer-0 keys of {g.hyp_words}, seed {g.seeds[0]}", fontsize=8)
+    H = g.keys[0].cos.shape[1]
+    fig, axes = plt.subplots(len(g.keys), H, figsize=(3.6 * H + 1, 3.8 * len(g.keys)), squeeze=False)
+    for r, k in enumerate(g.keys):
+        for h in range(H):
+            ax = axes[r][h]
+            im = ax.imshow(k.cos[0, h].abs().numpy(), vmin=0, vmax=1, cmap="magma")
+            ax.set_title(f"{k.name}, head {h}\nmean off-diagonal |cos| {float(k.offdiag[0, h]):.2f}", fontsize=8)
+            ax.set_xticks(range(len(k.tokens)), k.tokens, fontsize=6)
+            ax.set_yticks(range(len(k.tokens)), k.tokens, fontsize=6)
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8)
+    fig.suptitle(f"layer-0 keys, seed {g.seeds[0]} (random directions in {g.d_head} dims: "
+                 f"{random_abs_cos(g.d_head):.2f})", fontsize=8)
     return save(fig, path, tight=False, bbox_inches="tight")
 
 
@@ -52,22 +54,23 @@ def value_manifold(path: str, g: Geometry) -> str:
     ax.scatter(h[idx].numpy(), pc1[idx].numpy(), s=3, alpha=0.4)
     ax.set_xlabel("exact posterior entropy (bits)")
     ax.set_ylabel(f"PC1 of layer-{last} attention output")
-    ax.set_title(f"seed {g.seeds[0]}: Spearman rho = {g.value_spearman[last][0]:+.3f}", fontsize=9)
+    ax.set_title(f"seed {g.seeds[0]}: Spearman rho = {g.value_spearman[last][0]:+.3f} (PC1 sign-aligned)", fontsize=9)
     return save(fig, path, grid=True)
 
 
 def ablations(path: str, g: Geometry) -> str:
-    """Entropy MAE ratio (ablated / intact), mean over seeds: heads (left), whole layers (right)."""
+    """Entropy MAE ratio (ablated / intact, per sequence), mean over seeds: heads (left), whole
+    layers (right)."""
     plt = pyplot()
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.4))
-    intact = g.intact_mae
+    intact = g.intact_mae[0]
     hk = list(g.head_mae)
-    a1.bar([f"L{i}H{h}" for i, h in hk], [float((g.head_mae[k] / intact).mean()) for k in hk], color="tab:purple")
+    a1.bar([f"L{i}H{h}" for i, h in hk], [float((g.head_mae[k][0] / intact).mean()) for k in hk], color="tab:purple")
     a1.set_ylabel("entropy MAE / intact")
     a1.set_title("one head zeroed", fontsize=9)
     a1.set_yscale("log")
     lk = list(g.layer_mae)
-    a2.bar([f"L{i}" for i in lk], [float((g.layer_mae[k] / intact).mean()) for k in lk], color="tab:orange")
+    a2.bar([f"L{i}" for i in lk], [float((g.layer_mae[k][0] / intact).mean()) for k in lk], color="tab:orange")
     a2.set_title("one block skipped (attention + FFN)", fontsize=9)
     a2.set_yscale("log")
     for ax in (a1, a2):

@@ -135,7 +135,6 @@ def plot_profile(study_id: str, db: str | None = None, out_dir: str = ".", summa
         raise ValueError(f"study {study_id!r} has no stored dynamics (unknown study id, or another --db?)")
     layers = sorted({r.layer for r in records if r.layer >= 0})
     paths = []
-    colors = ["C0", "C1", "C2", "C3", "C4"]
     for name, (label, logy) in PROBE_LABELS.items():
         panels = {}
         for layer in layers:
@@ -146,38 +145,71 @@ def plot_profile(study_id: str, db: str | None = None, out_dir: str = ".", summa
             paths.append(per_layer_figure(os.path.join(out_dir, f"{study_id}_{name}.png"), panels,
                                           title=f"{label} over training (probed steps; 95% interval over seeds)",
                                           xlabel="training step", ylabel=label))
+    paths += _law_figure(study_id, records, layers, out_dir)
+    paths += _frame_figures(study_id, records, layers, out_dir, summary)
+    return paths
+
+
+LAW_CURVES = (("law_cosine", "cos(Delta s_c, alpha A)"), ("law_sign_alpha", "sign agreement (alpha)"),
+              ("law_query_test", "queries with sum A dalpha > 0"), ("law_own_cosine", "own W_Q/W_K part: cosine"))
+
+
+def _law_figure(study_id: str, records: list[DynamicsRecord], layers: list[int], out_dir: str) -> list[str]:
+    """Excess of each law statistic over its shuffle null, per checked step (0: chance)."""
+    null = {(r.seed, r.step, r.layer, r.head, r.name[:-5]): r.value for r in records if r.name.endswith("_null")}
+    wanted = {n for n, _ in LAW_CURVES}
+    excess = [DynamicsRecord(r.seed, r.step, r.layer, r.head, r.name + "_excess",
+                             r.value - null.get((r.seed, r.step, r.layer, r.head, r.name), math.nan))
+              for r in records if r.name in wanted]
     panels = {}
     for layer in layers:
-        curves = []
-        for i, (name, label) in enumerate((("law_r2", "R^2 of first-order prediction"),
-                                           ("law_sign_agreement", "alpha-weighted sign agreement"),
-                                           ("law_sign_agreement_centred", "sign agreement, centred"),
-                                           ("law_cosine", "cos(Delta s, alpha A)"))):
-            x, ys = seed_curves(records, name, layer)
-            if x:
-                curves.append(Curve(label, x, ys, color=colors[i]))
+        curves = [Curve(label, *seed_curves(excess, name + "_excess", layer), color=f"C{i}")
+                  for i, (name, label) in enumerate(LAW_CURVES)]
+        curves = [c for c in curves if c.x]
         if curves:
             panels[layer] = curves
-    if panels:
-        paths.append(per_layer_figure(os.path.join(out_dir, f"{study_id}_routing_law.png"), panels,
-                                      title="routing law after each checked step: "
-                                            "do the scores move with the advantage?",
-                                      xlabel="training step", ylabel="R^2 / agreement"))
-    panels, marks = {}, {}
+    if not panels:
+        return []
+    return [per_layer_figure(os.path.join(out_dir, f"{study_id}_routing_law.png"), panels,
+                             title="routing law after each checked step: excess over the shuffle null (0 = chance)",
+                             xlabel="training step", ylabel="statistic - shuffle null")]
+
+
+def _frame_figures(study_id: str, records: list[DynamicsRecord], layers: list[int], out_dir: str,
+                   summary: dict | None) -> list[str]:
+    """Frame and precision progress on steps and on the learning-rate budget; map velocity."""
+    from .lead import frame_progress, precision_progress
+
+    xm, ym = seed_curves(records, "entropy_mae", -1)
+    if not xm:
+        return []
+    precision = [precision_progress(y) for y in ym]
+    paths = []
+    frames = (summary or {}).get("frames", {})
+    for axis in ("steps", "budget"):
+        panels = {}
+        for layer in layers:
+            x, ys = seed_curves(records, "map_drift", layer, head=-1)
+            if not x or x != xm:
+                continue
+            f = frames.get(layer) or frames.get(str(layer)) or {}
+            xs = f.get("budget") if axis == "budget" else x
+            if not xs:
+                continue
+            panels[layer] = [Curve("frame: 1 - drift / drift(0)", xs, [frame_progress(y) for y in ys], color="C0"),
+                             Curve("precision: share of the MAE gain", xs, precision, color="C3", style="--")]
+        if panels:
+            label = "training steps done" if axis == "steps" else "share of the learning-rate budget sum(lr) spent"
+            paths.append(per_layer_figure(os.path.join(out_dir, f"{study_id}_frame_precision_{axis}.png"), panels,
+                                          title=f"frame vs precision progress against {axis} (t90 at 0.9)",
+                                          xlabel=label, ylabel="progress (0 first, 1 last checkpoint)"))
+    panels = {}
     for layer in layers:
-        x, ys = seed_curves(records, "map_drift", layer, head=-1)
-        if not x:
-            continue
-        xm, ym = seed_curves(records, "entropy_mae", -1)
-        panels[layer] = [Curve("map drift to final (TV)", x, ys, color="C0"),
-                         Curve("entropy MAE (bits)", xm, ym, color="C3", right=True, style="--")]
-        frames = (summary or {}).get("frames", {}).get(layer)
-        if frames and math.isfinite(frames["freeze_step_mean"]):
-            marks[layer] = [(frames["freeze_step_mean"], f" drift < {frames['fraction']:.0%}")]
+        x, ys = seed_curves(records, "map_velocity", layer, head=-1)
+        if x:
+            panels[layer] = [Curve("map velocity: TV(alpha_c-1, alpha_c) per step", x, ys, color="C0", logy=True)]
     if panels:
-        paths.append(per_layer_figure(os.path.join(out_dir, f"{study_id}_frame_precision.png"), panels,
-                                      title="frame vs precision: attention-map drift to the final maps "
-                                            "against calibration",
-                                      xlabel="training steps done", ylabel="mean TV distance to final map",
-                                      ylabel_right="entropy MAE vs exact posterior (bits)", marks=marks))
+        paths.append(per_layer_figure(os.path.join(out_dir, f"{study_id}_map_velocity.png"), panels,
+                                      title="how fast the attention maps move", xlabel="training steps done",
+                                      ylabel="TV distance per step"))
     return paths

@@ -5,14 +5,16 @@ Every `every`-th step (0, every, 2*every, ...) the attention layers switch to th
 them and `ProbeSet.summaries` reduces them to one number per (member, layer, head) on the
 device. Every `law_every`-th profiled step the probe keeps the T x T advantage and, after the
 optimiser step, the routing-law statistics are computed (routing.py) on the first
-`law_sequences` sequences of that step's batch. At the checkpoint steps
-the attention maps of a fixed probe batch and the entropy MAE / KL of a fixed evaluation set
-are taken (frames.py). Everything stays on the device until a flush (every `flush_every`
-steps and at the end), which copies it to the host once and writes one batch to the store.
+`law_sequences` sequences of that step's batch (law.py; relevance.py on the bijection with
+repeated keys). At the checkpoint steps the attention maps of a fixed probe batch and the entropy
+MAE / KL of a fixed evaluation set are taken (frames.py), and with `head_ablation` the entropy MAE
+with each head zeroed. Everything stays on the device until a flush (every `flush_every` steps
+and at the end), which copies it to the host once and writes one batch to the store.
 
 Record conventions (table `dynamics`): probe and law quantities carry the 0-based index of the
 step whose gradient was probed; checkpoint quantities (entropy_mae, kl, map_drift) carry the
-number of steps done (0 = initialisation).
+number of steps done (0 = initialisation); `map_velocity` at checkpoint c is the TV distance
+from the previous checkpoint's maps per step between them.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ from torch import Tensor
 from ...scoring.evaluate import evaluate_members
 from ...tasks import Batch
 from ..store import write_dynamics
+from .law import LAW_NAMES, law_statistics, own_qk_tangent
 from .probes import PROBE_NAMES, ProbeSet
-from .routing import LAW_NAMES, attention_maps, masked_softmax, predicted_change, transformer_scores
+from .relevance import RELEVANCE_NAMES, applies, relevance_statistics, relevant_keys
+from .routing import attention_maps, masked_softmax, predicted_change, transformer_scores
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,7 @@ class ProfileConfig:
     backend: str = "eager"
     checkpoints: tuple[int, ...] = ()
     law_sequences: int = 8  # the law check uses the first n sequences of the step's batch per member
+    head_ablation: bool = False  # at each checkpoint also the entropy MAE with each head zeroed
 
     def __post_init__(self) -> None:
         for name in ("every", "flush_every", "law_sequences"):
@@ -76,6 +81,8 @@ class Profiler:
         self._params0: list[Tensor] | None = None
         self.maps: dict[int, Tensor] = {}  # checkpoint step -> [L, E, B, H, T, T] (device)
         self.calibration: dict[int, Tensor] = {}  # checkpoint step -> [2, E] (entropy MAE, KL; host)
+        self.ablation: dict[int, Tensor] = {}  # checkpoint step -> [L, H, E] entropy MAE, head zeroed (host)
+        self.relevance = applies(trainer.task)  # the bijection with repeated keys: relevant-key ranks
         self.profiled_steps = 0
         self.law_steps = 0
         self.records_written = 0
@@ -129,28 +136,50 @@ class Profiler:
         advantage = self._advantage[:, :, :n]
         delta = [p.detach() - p0 for p, p0 in zip(trainer.params, self._params0)]
         s0, predicted = predicted_change(model, self._params0, delta, tokens, header)
+        own = torch.empty_like(predicted)
+        for li, layer in enumerate(self.layers):  # the JVP along each layer's own W_Q / W_K rows
+            own[li] = predicted_change(model, self._params0, own_qk_tangent(model, delta, layer), tokens, header)[1][li]
         was_training = model.training
         model.eval()
         with torch.no_grad():
             s1 = transformer_scores(model, tokens, header)
         model.train(was_training)
-        from .routing import law_statistics
-
-        stats = law_statistics(s1 - s0, predicted, advantage.to(s0.dtype), masked_softmax(s0))  # [5, L, E, H]
+        alpha = masked_softmax(s0)
+        advantage = advantage.to(s0.dtype)
+        lr = trainer.cfg.lr_at(self._law_step)
+        stats = law_statistics(s1 - s0, predicted, own, advantage, alpha, lr)  # [names, L, E, H]
         self._rows.append((self._law_step, "law", LAW_NAMES, stats.transpose(1, 2)))
+        if self.relevance:
+            rel = relevance_statistics(advantage, alpha, relevant_keys(trainer.task, tokens))
+            self._rows.append((self._law_step, "relevance", RELEVANCE_NAMES, rel.transpose(1, 2)))
         self.law_steps += 1
         self._law_step, self._advantage, self._params0 = None, None, None
 
     def checkpoint(self, step: int) -> None:
-        """Maps of the probe batch and calibration on the evaluation set at `step` steps done."""
+        """Maps of the probe batch and calibration on the evaluation set at `step` steps done
+        (and the entropy MAE with each head zeroed, with `head_ablation`)."""
         model = self.trainer.model
         was_training = model.training
         model.eval()
         tokens, header = _expand(self.probe_batch, model.ensemble, next(model.parameters()).device)
         self.maps[step] = attention_maps(model, tokens, header).half()
         scores = evaluate_members(model, self.eval_batch)
+        if self.cfg.head_ablation:
+            self.ablation[step] = self._head_ablation(model)
         model.train(was_training)
         self.calibration[step] = torch.tensor([[s.entropy_mae.mean for s in scores], [s.kl.mean for s in scores]])
+
+    def _head_ablation(self, model) -> Tensor:
+        """[L, H, E] entropy MAE (bits) of each member with one head's output zeroed."""
+        from ..geometry.measure import entropy_mae, instrumented_forward
+
+        device = next(model.parameters()).device
+        tokens, header = _expand(self.eval_batch, model.ensemble, device)
+        post, mask = self.eval_batch.posterior.to(device), self.eval_batch.mask.to(device)
+        H = model.blocks[self.layers[0]].attn.n_head
+        return torch.stack([torch.stack([
+            entropy_mae(instrumented_forward(model, tokens, header, zero_heads=((layer, h),), keep=False).logits,
+                        post, mask) for h in range(H)]) for layer in self.layers])
 
     def start(self) -> None:
         """Take the checkpoint of the current step if it is one (0 for a fresh run)."""
@@ -186,25 +215,33 @@ class Profiler:
             for e, seed in enumerate(seeds):
                 records.append((seed, step, -1, -1, "entropy_mae", float(cal[0, e])))
                 records.append((seed, step, -1, -1, "kl", float(cal[1, e])))
+        for step, abl in sorted(self.ablation.items()):
+            for li, layer in enumerate(self.layers):
+                for h in range(abl.shape[1]):
+                    records += [(seed, step, layer, h, "entropy_mae_head_zeroed", float(abl[li, h, e]))
+                                for e, seed in enumerate(seeds)]
         drift = self.map_drift()
         if drift is not None:
-            steps, d = drift  # d: [C, L, E, H] on the host
-            for c, step in enumerate(steps):
-                for li, layer in enumerate(self.layers):
-                    for e, seed in enumerate(seeds):
-                        for h in range(d.shape[3]):
-                            records.append((seed, step, layer, h, "map_drift", float(d[c, li, e, h])))
-                        records.append((seed, step, layer, -1, "map_drift", float(d[c, li, e].mean())))
+            steps, d, v = drift  # d: [C, L, E, H], v: [C - 1, L, E, H] on the host
+            for name, values, at in (("map_drift", d, steps), ("map_velocity", v, steps[1:])):
+                for c, step in enumerate(at):
+                    for li, layer in enumerate(self.layers):
+                        for e, seed in enumerate(seeds):
+                            for h in range(values.shape[3]):
+                                records.append((seed, step, layer, h, name, float(values[c, li, e, h])))
+                            records.append((seed, step, layer, -1, name, float(values[c, li, e].mean())))
         self.records_written += write_dynamics(self.study_id, records, self.db)
 
-    def map_drift(self) -> tuple[list[int], Tensor] | None:
-        """(checkpoint steps, drift [C, L, E, H]): mean TV distance of each head's rows to the
-        final checkpoint's, over the probe batch's sequences and queries."""
+    def map_drift(self) -> tuple[list[int], Tensor, Tensor] | None:
+        """(checkpoint steps, drift [C, L, E, H], velocity [C - 1, L, E, H]): mean TV distance of
+        each head's rows to the final checkpoint's, and to the previous checkpoint's per step
+        between them, over the probe batch's sequences and queries."""
         if len(self.maps) < 2:
             return None
-        from .frames import tv_to_final
+        from .frames import tv_consecutive, tv_to_final
 
         steps = sorted(self.maps)
         maps = torch.stack([self.maps[s].float() for s in steps])  # [C, L, E, B, H, T, T]
-        tv = tv_to_final(maps)  # [C, L, E, B, H]
-        return steps, tv.mean(3).cpu()
+        gaps = torch.tensor([b - a for a, b in zip(steps, steps[1:])], dtype=torch.float32, device=maps.device)
+        velocity = tv_consecutive(maps).mean(3) / gaps.view(-1, 1, 1, 1)
+        return steps, tv_to_final(maps).mean(3).cpu(), velocity.cpu()

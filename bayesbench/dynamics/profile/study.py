@@ -20,6 +20,10 @@ import uuid
 
 OPTIMIZERS = ("adamw", "sgd")
 PROBE_ATTENTION = ("triton", "eager", "reference")
+# The command's choices, here so that building the parser imports no torch (tests check that they
+# equal frames.SPACINGS and training.trainer.SCHEDULES).
+SPACINGS = ("even", "quadratic")
+SCHEDULES = ("constant", "cosine")
 
 
 def _make_optimizer(trainer, name: str):
@@ -27,6 +31,20 @@ def _make_optimizer(trainer, name: str):
     per-member clipping and divergence guard; no momentum, no weight decay)."""
     trainer.optimizer.set_algorithm(name)
     return trainer.optimizer
+
+
+def with_task_fields(job, fields: dict | None):
+    """The job's task with some fields of the preset's task config replaced (`--task-set`), e.g.
+    the bijection's variant; the task validates them. Returns (task, max_len)."""
+    if not fields:
+        return job.task, job.max_len
+    from ...tasks import task_from_config
+
+    try:
+        task = task_from_config({**job.setup.task, **fields})
+    except TypeError as err:  # an unknown field
+        raise ValueError(f"--task-set: {err}") from None
+    return task, max(job.max_len, task.seq_len)
 
 
 def build(args, study_id: str):
@@ -46,7 +64,13 @@ def build(args, study_id: str):
         raise ValueError(f"--checkpoints must be >= 2 (the drift is measured against the last), got {args.checkpoints}")
     if args.lr is not None and not (args.lr > 0 and math.isfinite(args.lr)):
         raise ValueError(f"--lr must be a positive number, got {args.lr}")
+    if args.law_every and args.law_sequences < 2:
+        raise ValueError(f"--law-sequences must be >= 2 (the shuffle null pairs each sequence with another), "
+                         f"got {args.law_sequences}")
     run_dir = os.path.join(args.runs_dir, "profile", study_id)
+    batch_size = getattr(args, "batch_size", None)
+    if args.run and batch_size is not None:
+        raise ValueError("--batch-size cannot change a stored run's batch (--run continues its data streams)")
     if args.run:
         device = resolve_device(args.device or "cpu")
         ckpt = find_checkpoint(args.run, args.db)
@@ -61,9 +85,11 @@ def build(args, study_id: str):
         job = make_jobs(args.preset, tasks=[args.task], archs=[args.arch], seeds=seeds, steps=args.steps,
                         device=args.device)[0]
         device = job.device
-        trainer = Trainer(job.task, job.arch, list(job.seeds), job.train, model_cfg=job.model, max_len=job.max_len,
+        task, max_len = with_task_fields(job, getattr(args, "task_set", None))
+        train_cfg = job.train if batch_size is None else dataclasses.replace(job.train, batch_size=batch_size)
+        trainer = Trainer(task, job.arch, list(job.seeds), train_cfg, model_cfg=job.model, max_len=max_len,
                           device=device, run_dir=run_dir, meta={"preset": args.preset, "label": job.setup.label})
-        source = {"preset": args.preset, "task": args.task}
+        source = {"preset": args.preset, "task": args.task, "task_set": dict(getattr(args, "task_set", None) or {})}
     layers = attention_layers(trainer.model)  # a clear error for an architecture without attention
     attention = args.attention or ("triton" if torch.device(device).type == "cuda" else "eager")
     if attention == "triton":
@@ -77,12 +103,16 @@ def build(args, study_id: str):
                          f"this model has dropout {trainer.model.cfg.dropout}")
     if args.lr is not None:
         trainer.cfg = dataclasses.replace(trainer.cfg, lr=args.lr)
+    if args.schedule is not None and args.schedule != trainer.cfg.schedule:
+        # the preset's warm-up applies to its own cosine; a cosine asked for here has none
+        warmup = trainer.cfg.warmup_steps if args.schedule == "cosine" else 0
+        trainer.cfg = dataclasses.replace(trainer.cfg, schedule=args.schedule, warmup_steps=warmup)
     trainer.optimizer = _make_optimizer(trainer, args.optimizer)
     config = {**source, "arch": trainer.arch, "task_config": trainer.task.config(), "seeds": trainer.seeds,
               "model": trainer.model_cfg, "train": dataclasses.asdict(trainer.cfg), "optimizer": args.optimizer,
               "attention": attention, "every": args.every, "law_every": args.law_every,
               "flush_every": args.flush_every, "law_sequences": args.law_sequences, "device": str(device),
-              "layers": layers,
+              "layers": layers, "checkpoint_spacing": args.checkpoint_spacing, "head_ablation": args.head_ablation,
               "probe_sequences": args.probe_sequences, "eval_sequences": args.eval_sequences,
               "run_dir": run_dir, "threads": torch.get_num_threads()}
     return trainer, config
@@ -104,10 +134,11 @@ def run_profile(args) -> int:
     study_id = f"profile-{uuid.uuid4().hex[:10]}"
     trainer, config = build(args, study_id)
     start_step, end_step = trainer.step, trainer.cfg.steps
-    checkpoints = checkpoint_steps(end_step - start_step, args.checkpoints, start=start_step)
+    checkpoints = checkpoint_steps(end_step - start_step, args.checkpoints, start=start_step,
+                                   spacing=args.checkpoint_spacing)
     cfg = ProfileConfig(every=args.every, law_every=args.law_every, flush_every=args.flush_every,
                         backend=config["attention"], checkpoints=tuple(checkpoints),
-                        law_sequences=args.law_sequences)
+                        law_sequences=args.law_sequences, head_ablation=args.head_ablation)
     cache = os.path.join(os.path.dirname(os.path.abspath(db_path(args.db))), "cache")
     eval_batch = eval_set(trainer.task, args.eval_sequences, cache_dir=cache)
     probe_batch = eval_set(trainer.task, args.probe_sequences, seed=eval_seed(trainer.task, "profile-probe"))
@@ -154,12 +185,24 @@ def run_profile(args) -> int:
 
 
 def plot_study(study_id: str, db: str | None, out_dir: str) -> list[str]:
-    """`bayesbench plot --dynamics STUDY`: redraw a profile study's figures from the store."""
-    from ..store import read_study
+    """`bayesbench plot --dynamics STUDY`: redraw a profile study's figures from the store into
+    `out_dir`, and rebuild its report (and stored summary) beside the store from the records
+    alone. Returns the figures and, last, the report's path."""
+    from ..report import report_dir
+    from ..store import read_study, register_study
     from .plots import plot_profile
+    from .report import write_profile_report
     from .summary import summarize_profile
 
     study = read_study(study_id, db)
     if study is None:
         raise ValueError(f"--dynamics {study_id!r}: unknown study (see the `studies` table of the store)")
-    return plot_profile(study_id, db, out_dir, summarize_profile(study_id, db))
+    summary = summarize_profile(study_id, db)
+    summary["timing"] = (study.get("summary") or {}).get("timing", {})
+    figures = plot_profile(study_id, db, out_dir, summary)
+    config = study["config"]
+    report_figures = plot_profile(study_id, db, os.path.join(report_dir(db), study_id), summary)
+    report = write_profile_report(study_id, config, summary, report_figures, db)
+    summary["report"], summary["figures"] = report, report_figures
+    register_study(study_id, "profile", config, run_id=study.get("run_id"), summary=summary, status="ok", path=db)
+    return figures + [report]

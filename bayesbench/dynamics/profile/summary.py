@@ -1,6 +1,7 @@
 """Numbers of a profile study, computed from its stored records (so a report can be rebuilt
-from the store alone): the routing law per layer, frame freeze against calibration gained,
-and the probe quantities at the first and last profiled step."""
+from the store alone): the routing law per layer against its shuffle null, frame vs precision
+on a common axis, the probe quantities at the first and last profiled step, and the two
+extensions (relevant-key ranks on the bijection with repeated keys; per-head timing)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import math
 import statistics
 from collections import defaultdict
 
+from ..intervals import t_interval
 from ..store import DynamicsRecord, read_dynamics
 from .frames import freeze_step, gain_after
+from .law import NULLED, PLAIN
+from .lead import lead_summary, lr_budget
 
 
 def _mean(xs) -> float:
-    xs = [x for x in xs if x is not None and math.isfinite(x)]
+    xs = _finite(xs)
     return sum(xs) / len(xs) if xs else math.nan
 
 
@@ -21,54 +25,113 @@ def _finite(xs) -> list[float]:
     return [x for x in xs if x is not None and math.isfinite(x)]
 
 
-def table(records: list[DynamicsRecord], name: str) -> dict[tuple[int, int, int, int], float]:
-    """{(seed, step, layer, head): value} of one quantity."""
-    return {(r.seed, r.step, r.layer, r.head): r.value for r in records if r.name == name}
+def short(name: str) -> str:
+    """law_sign_alpha -> sign_alpha."""
+    return name[4:] if name.startswith("law_") else name
+
+
+# kappa divides by ||alpha A||^2, which some checks make tiny: its per-seed summary is the median
+# over the seed's checks, not the mean (every other statistic is bounded and uses the mean)
+PER_SEED = {"law_kappa": statistics.median}
 
 
 def law_summary(records: list[DynamicsRecord]) -> dict[int, dict]:
-    """Per layer: R^2 and sign agreements over every (seed, checked step, head)."""
-    out: dict[int, dict] = {}
-    names = {"law_r2": "r2", "law_sign_agreement": "sign", "law_sign_agreement_centred": "sign_centred",
-             "law_pred_rel_error": "pred_rel_error", "law_cosine": "cosine"}
-    by_layer: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    """Per layer and statistic: the mean over seeds of the per-seed mean (over checked steps and
+    heads; the median for kappa) of the statistic and of its null, the excess (statistic - null)
+    with a t-interval over seeds, and the share of (seed, step, head) cells above their null. The
+    linearity check, the own-update share and the row-shift share: per-seed means with a
+    t-interval, the median and minimum over cells."""
+    cells: dict[int, dict[str, dict[tuple, float]]] = defaultdict(lambda: defaultdict(dict))
+    wanted = set(NULLED) | {f"{n}_null" for n in NULLED} | set(PLAIN)
     for r in records:
-        if r.name in names:
-            by_layer[r.layer][names[r.name]].append(r.value)
-    for layer, vals in sorted(by_layer.items()):
-        r2 = _finite(vals["r2"])
-        out[layer] = {"r2_mean": _mean(r2), "r2_median": statistics.median(r2) if r2 else math.nan,
-                      "r2_min": min(r2) if r2 else math.nan,
-                      "sign_agreement": _mean(vals["sign"]), "cosine": _mean(vals["cosine"]),
-                      "sign_agreement_centred": _mean(vals["sign_centred"]),
-                      "pred_rel_error_median": statistics.median(_finite(vals["pred_rel_error"]))
-                      if _finite(vals["pred_rel_error"]) else math.nan,
-                      "checks": len(vals["r2"])}
+        if r.name in wanted:
+            cells[r.layer][r.name][(r.seed, r.step, r.head)] = r.value
+    out: dict[int, dict] = {}
+    for layer, by_name in sorted(cells.items()):
+        seeds = sorted({k[0] for v in by_name.values() for k in v})
+        row: dict = {"checks": len(by_name.get(PLAIN[0], {})), "seeds": len(seeds)}
+        for name in NULLED:
+            stat, null = by_name.get(name, {}), by_name.get(f"{name}_null", {})
+            keys = [k for k in stat if k in null and math.isfinite(stat[k]) and math.isfinite(null[k])]
+            per_seed = {s: [k for k in keys if k[0] == s] for s in seeds}
+            agg = PER_SEED.get(name, _mean)
+            row[short(name)] = {
+                "value": _mean(agg([stat[k] for k in ks]) for ks in per_seed.values() if ks),
+                "null": _mean(agg([null[k] for k in ks]) for ks in per_seed.values() if ks),
+                "excess": t_interval([agg([stat[k] - null[k] for k in ks]) for ks in per_seed.values() if ks]),
+                "above_null": sum(stat[k] > null[k] for k in keys) / len(keys) if keys else math.nan,
+                "cells": len(keys)}
+        for name in PLAIN:
+            vals = by_name.get(name, {})
+            fin = _finite(vals.values())
+            row[short(name)] = {
+                "mean": t_interval([_mean(v for k, v in vals.items() if k[0] == s) for s in seeds]),
+                "median": statistics.median(fin) if fin else math.nan, "min": min(fin) if fin else math.nan}
+        out[layer] = row
     return out
 
 
-def frame_summary(records: list[DynamicsRecord], fraction: float = 0.1) -> dict[int, dict]:
-    """Per layer: the freeze step of each seed (drift <= fraction of its first value) and the
-    entropy MAE it still gains afterwards; means over seeds."""
-    drift = {(r.seed, r.step, r.layer): r.value for r in records if r.name == "map_drift" and r.head == -1}
+def _by_seed(records, name: str, layer: int, head: int = -1) -> dict[int, dict[int, float]]:
+    out: dict[int, dict[int, float]] = defaultdict(dict)
+    for r in records:
+        if r.name == name and r.layer == layer and r.head == head:
+            out[r.seed][r.step] = r.value
+    return out
+
+
+def frame_summary(records: list[DynamicsRecord], config: dict | None = None, fraction: float = 0.1) -> dict[int, dict]:
+    """Per layer: the frame-precision lead (lead.py) on steps and on the learning-rate budget,
+    the velocity freeze step of each seed (frames.freeze_step) and the MAE still gained after it,
+    and, for the record, the step where the drift-to-final criterion fires (it always does by
+    the last checkpoint)."""
     mae = {(r.seed, r.step): r.value for r in records if r.name == "entropy_mae"}
     seeds = sorted({k[0] for k in mae})
     steps = sorted({k[1] for k in mae})
-    layers = sorted({k[2] for k in drift})
+    layers = sorted({r.layer for r in records if r.name == "map_drift" and r.head == -1})
+    if not steps:
+        return {}
+    budget = _budget(config, steps)
     out: dict[int, dict] = {}
     for layer in layers:
-        per_seed = {}
+        drift = _by_seed(records, "map_drift", layer)
+        velocity = _by_seed(records, "map_velocity", layer)
+        per_seed, drifts, maes = {}, {}, {}
         for seed in seeds:
-            d = [drift.get((seed, s, layer), math.nan) for s in steps]
+            d = [drift[seed].get(s, math.nan) for s in steps]
             m = [mae.get((seed, s), math.nan) for s in steps]
-            f = freeze_step(steps, d, fraction)
-            per_seed[seed] = {"freeze_step": f, **gain_after(steps, m, f)}
-        keys = ("mae_at_freeze", "mae_final", "gained_after", "share_after")
+            v = [velocity[seed].get(s, math.nan) for s in steps[1:]]
+            drifts[seed], maes[seed] = d, m
+            # the same movement per unit of learning rate spent: a map that stops only because the
+            # schedule stopped moving it is not frozen by this one
+            v_lr = [x * (b - a) / (lb - la) if lb > la else math.nan
+                    for x, a, b, la, lb in zip(v, steps, steps[1:], budget, budget[1:])]
+            f = freeze_step(steps, v, fraction) if len(steps) > 1 else None
+            f_lr = freeze_step(steps, v_lr, fraction) if len(steps) > 1 else None
+            old = next((s for s, x in zip(steps, d) if d[0] > 0 and x <= fraction * d[0]), None)
+            per_seed[seed] = {"freeze_step": f, "freeze_step_per_lr": f_lr, "drift_criterion_step": old,
+                              **gain_after(steps, m, f)}
+        lead = lead_summary(steps, budget, drifts, maes)
         frozen = [v["freeze_step"] for v in per_seed.values() if v["freeze_step"] is not None]
-        out[layer] = {"freeze_step_mean": _mean(frozen), "freeze_steps": [v["freeze_step"] for v in per_seed.values()],
-                      **{f"{k}_mean": _mean(v[k] for v in per_seed.values()) for k in keys},
-                      "per_seed": per_seed, "fraction": fraction, "last_step": steps[-1] if steps else None}
+        out[layer] = {"lead": lead, "freeze_steps": [v["freeze_step"] for v in per_seed.values()],
+                      "freeze_steps_per_lr": [v["freeze_step_per_lr"] for v in per_seed.values()],
+                      "frozen_seeds": len(frozen), "freeze_step_mean": _mean(frozen),
+                      "drift_criterion_steps": [v["drift_criterion_step"] for v in per_seed.values()],
+                      "share_after_mean": _mean(v["share_after"] for v in per_seed.values()),
+                      "per_seed": per_seed, "fraction": fraction, "steps": steps, "budget": budget,
+                      "last_step": steps[-1]}
     return out
+
+
+def _budget(config: dict | None, steps: list[int]) -> list[float]:
+    """The learning-rate budget spent at each checkpoint, from the study's training config
+    (the even share of steps when there is none)."""
+    if config and config.get("train"):
+        from ...training.trainer import TrainConfig
+
+        cfg = TrainConfig(**config["train"])
+        return lr_budget(cfg.lr_at, steps)
+    span = steps[-1] - steps[0]
+    return [(s - steps[0]) / span if span else math.nan for s in steps]
 
 
 def probe_summary(records: list[DynamicsRecord], names: tuple[str, ...]) -> dict[str, dict[int, dict]]:
@@ -102,8 +165,14 @@ def calibration_summary(records: list[DynamicsRecord]) -> dict:
 
 
 def summarize_profile(study_id: str, db: str | None = None) -> dict:
+    from ..store import read_study
+    from .heads import head_summary
     from .probes import PROBE_NAMES
+    from .relevance import relevance_summary
 
     records = read_dynamics(study_id, path=db)
-    return {"law": law_summary(records), "frames": frame_summary(records),
-            "probe": probe_summary(records, PROBE_NAMES), "calibration": calibration_summary(records)}
+    study = read_study(study_id, db)
+    config = study["config"] if study else None
+    return {"law": law_summary(records), "frames": frame_summary(records, config),
+            "probe": probe_summary(records, PROBE_NAMES), "calibration": calibration_summary(records),
+            "relevance": relevance_summary(records), "heads": head_summary(records)}

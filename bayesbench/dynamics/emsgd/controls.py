@@ -1,0 +1,93 @@
+"""EM-like against matched controls: how far each schedule gets, and how much sooner.
+
+The EM-like schedule's 10x learning rate on W_V could be faster because of its two timescales
+(Paper II, arXiv 2512.22473, section 7.2: values as the fast "M-step") or simply because some
+learning rate is larger. The controls (`toy.CONTROLS`) train the same data, seeds and initial
+weights with 10x on W_O, 10x on W_Q and W_K, or every learning rate at 3x and 10x. Two measures:
+
+- **Gap progress.** Per seed e the gap runs from chance, ln C (uniform prediction over C
+  classes), to the exact filtering floor F_e of that seed's data. `steps_to_gap` gives the first
+  update at which the training loss is below ln C - p (ln C - F_e), for p = 25%, 50%, 90%
+  (n_steps where never: right-censored); `gap_share` how much of the gap the final loss covers.
+- **Paired speed-up at a gap fraction.** Per seed, steps of the control over steps of EM-like,
+  both at the same p; the geometric mean over the seeds where both reached it, with the
+  t-interval of the mean log ratio (`intervals.ratio_interval`). Seeds where only EM-like
+  reached p are counted apart (their ratio is only bounded below).
+
+The steps-to-final-loss speed-up (`speedup.speedup`, per-seed and the authors' pooled rule) is
+computed against every control as well (study.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from ..intervals import bootstrap_interval, ratio_interval
+from .speedup import steps_to_reach
+
+FRACTIONS = (0.25, 0.5, 0.9)
+
+
+def gap_thresholds(floors: Tensor, n_classes: int, fraction: float) -> Tensor:
+    """ln C - fraction * (ln C - floor_e) per seed: [E]."""
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
+    chance = math.log(n_classes)
+    if (floors >= chance).any():
+        raise ValueError(f"every floor must be below chance ln {n_classes} = {chance:.4f}, got {floors.tolist()}")
+    return chance - fraction * (chance - floors.double())
+
+
+def steps_to_gap(losses: Tensor, floors: Tensor, n_classes: int, fractions=FRACTIONS) -> Tensor:
+    """losses [E, n_steps + 1] -> [len(fractions), E]: first update with the loss below each
+    gap threshold (n_steps where never reached)."""
+    n_steps = losses.shape[1] - 1
+    return torch.stack([steps_to_reach(losses.double(), gap_thresholds(floors, n_classes, p), n_steps)
+                        for p in fractions])
+
+
+def gap_share(final: Tensor, floors: Tensor, n_classes: int) -> Tensor:
+    """(ln C - final_e) / (ln C - floor_e): the share of the gap covered per seed [E]."""
+    chance = math.log(n_classes)
+    return (chance - final.double()) / (chance - floors.double())
+
+
+def paired_speedup(fast: Tensor, slow: Tensor, n_steps: int) -> dict:
+    """Per-seed ratio slow / fast of the steps to one threshold ([E] each, n_steps = never).
+
+    Returns the geometric mean and its interval over the seeds where both reached it ("n"),
+    how many seeds only `fast` reached ("only_fast", ratio > n_steps / fast there), only `slow`
+    ("only_slow") and neither ("neither")."""
+    both = (fast < n_steps) & (slow < n_steps)
+    ratios = (slow[both].double() / fast[both].double().clamp(min=1)).tolist()
+    out = ratio_interval(ratios)
+    out.update({"only_fast": int(((fast < n_steps) & (slow >= n_steps)).sum()),
+                "only_slow": int(((slow < n_steps) & (fast >= n_steps)).sum()),
+                "neither": int(((fast >= n_steps) & (slow >= n_steps)).sum())})
+    return out
+
+
+def gap_table(losses: Tensor, names: list[str], floors: Tensor, n_classes: int, fractions=FRACTIONS) -> dict:
+    """Per schedule: steps to each gap fraction per seed, how many seeds reached it, the median
+    steps, and the final gap share (mean with a bootstrap interval over seeds, in range).
+    losses [S, E, n_steps + 1]."""
+    n_steps = losses.shape[-1] - 1
+    out = {}
+    for j, name in enumerate(names):
+        steps = steps_to_gap(losses[j], floors, n_classes, fractions)
+        out[name] = {"fractions": list(fractions), "steps": steps.tolist(),
+                     "reached": [int((s < n_steps).sum()) for s in steps],
+                     "median_steps": [float(s.double().median()) for s in steps],
+                     "final_gap_share": bootstrap_interval(gap_share(losses[j, :, -1], floors, n_classes).tolist())}
+    return out
+
+
+def best_of(losses: Tensor, names: list[str], candidates: tuple[str, ...]) -> str | None:
+    """The candidate schedule with the lowest mean final loss over seeds (None if none ran)."""
+    present = [c for c in candidates if c in names]
+    if not present:
+        return None
+    return min(present, key=lambda c: float(losses[names.index(c), :, -1].double().mean()))

@@ -1,0 +1,86 @@
+"""Frame vs precision on a common axis: progress, t90, the lead with a known answer, the
+learning-rate budget, map velocity and the velocity freeze criterion."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from bayesbench.dynamics.profile.frames import freeze_step, tv_consecutive, tv_to_final
+from bayesbench.dynamics.profile.lead import (
+    crossing,
+    frame_progress,
+    lead_summary,
+    lr_budget,
+    precision_progress,
+)
+from bayesbench.training.trainer import TrainConfig
+
+
+def test_progress_and_interpolated_crossing():
+    assert frame_progress([0.4, 0.2, 0.04, 0.0]) == pytest.approx([0.0, 0.5, 0.9, 1.0])
+    assert precision_progress([1.0, 0.5, 0.2, 0.0]) == pytest.approx([0.0, 0.5, 0.8, 1.0])
+    assert math.isnan(precision_progress([1.0, 1.2])[0])  # no gain: no progress curve
+    assert crossing([0, 100, 200], [0.0, 0.5, 1.0]) == pytest.approx(180.0)  # 0.9 between 0.5 and 1.0
+    assert crossing([0, 100], [0.95, 1.0]) == 0.0
+    assert crossing([0, 100], [0.0, 0.8]) is None
+
+
+def _shifts() -> list[int]:
+    return [-2, 0, 1, 2, -1, 3]
+
+
+def _ramp(s: float, t90: float, end: float = 1000) -> float:
+    """Piecewise-linear progress: 0.9 at t90, 1 at the end."""
+    return 0.9 * s / t90 if s <= t90 else 0.9 + 0.1 * (s - t90) / (end - t90)
+
+
+def test_lead_on_curves_with_a_known_lead():
+    """Frame reaches 90% at step 300 + noise, precision at 500: lead +200 in every seed."""
+    steps = list(range(0, 1001, 50))
+    drift, mae = {}, {}
+    for seed, x in enumerate(_shifts()):
+        shift = 50.0 * x  # the same shift for both curves, t90 on a checkpoint
+        f90, p90 = 300 + shift, 500 + shift
+        drift[seed] = [0.3 * (1 - _ramp(s, f90)) for s in steps]
+        mae[seed] = [1.0 - 0.9 * _ramp(s, p90) for s in steps]
+    budget = lr_budget(lambda s: 1.0, steps)  # constant lr: the budget is the share of the steps
+    got = lead_summary(steps, budget, drift, mae)
+    lead = got["lead_steps"]
+    assert lead["n"] == 6 and lead["mean"] == pytest.approx(200) and lead["ci_high"] - lead["ci_low"] < 1e-6
+    assert [r["t90_frame_steps"] for r in got["per_seed"].values()] == pytest.approx(
+        [300 + 50.0 * x for x in _shifts()])
+    assert got["lead_budget"]["mean"] == pytest.approx(lead["mean"] / 1000, abs=1e-9)
+    assert got["frame_first_seeds"] == 6
+    swapped = lead_summary(steps, budget, {s: [m - 0.1 for m in v] for s, v in mae.items()},
+                           {s: [d + 0.1 for d in v] for s, v in drift.items()})
+    assert swapped["lead_steps"]["ci_high"] < 0 and swapped["frame_first_seeds"] == 0
+
+
+def test_lr_budget_of_a_cosine_schedule():
+    cfg = TrainConfig(steps=800, schedule="cosine", lr=2e-3, warmup_steps=8)
+    b = lr_budget(cfg.lr_at, [0, 400, 720, 800])
+    assert b[0] == 0 and b[-1] == pytest.approx(1.0)
+    lrs = [cfg.lr_at(s) for s in range(800)]
+    assert b[2] == pytest.approx(sum(lrs[:720]) / sum(lrs))
+    assert 1 - b[2] < 0.03  # the last 10% of a cosine run spends under 3% of the budget
+    assert lr_budget(TrainConfig(steps=100).lr_at, [0, 25, 100]) == pytest.approx([0, 0.25, 1])
+
+
+def test_velocity_and_a_freeze_criterion_that_need_not_fire():
+    g = torch.Generator().manual_seed(0)
+    m0, mf = (torch.softmax(torch.randn(3, 5, 5, generator=g), -1) for _ in range(2))
+    w = torch.tensor([0.0, 0.6, 0.9, 0.95, 0.97, 1.0])
+    maps = torch.stack([(1 - x) * m0 + x * mf for x in w])
+    tv0 = 0.5 * (m0 - mf).abs().sum(-1).mean(-1)
+    torch.testing.assert_close(tv_consecutive(maps), (w[1:] - w[:-1]).view(-1, 1) * tv0)
+    assert tv_to_final(maps)[-1].abs().max() == 0  # drift to the final map is 0 there: always "frozen"
+    steps = [0, 10, 20, 30, 40, 50]
+    v = (w[1:] - w[:-1]).tolist()  # per 10 steps: 0.6, 0.3, 0.05, 0.02, 0.03
+    assert freeze_step(steps, v, 0.1) == 20  # from step 20 on every interval is <= 10% of the peak 0.6
+    assert freeze_step(steps, [0.6, 0.3, 0.05, 0.02, 0.2], 0.1) is None  # moving again at the end
+    assert freeze_step(steps, [0.0] * 5) is None
+    with pytest.raises(ValueError, match="C - 1 velocities"):
+        freeze_step(steps, v[:-1])
