@@ -37,67 +37,21 @@ import torch
 from torch import Tensor
 
 from ..tasks import Batch, Task
+from ..tasks.cases import CASES, DETAILS  # noqa: F401 (the case names, re-exported beside their scores)
 from .metrics import LOG2, Summary, entropy_bits, entropy_bits_from_log_probs, kl_bits, positional_mae, summarize
 
-CASES = ("repeated", "new", "query")  # the primary split of the bijection
-DETAILS = ("free", "lag")  # the finer splits: new keys by unseen values left, repeated keys by lag
 CASE_METRICS = ("entropy_mae", "kl", "entropy_mae_positional")
 
 
-def bijection_key_structure(keys: Tensor, V: int) -> tuple[Tensor, Tensor, Tensor]:
-    """For keys [N, K] (the pairs' keys in order, as `BijectionTask` stores them in latents):
-    (repeated [N, K] bool: key seen at an earlier pair; free [N, K] long: values not yet seen
-    before pair k, i.e. V minus the distinct keys before k; lag [N, K] long: pairs back to the
-    key's last earlier occurrence, 0 where it is new)."""
-    N, K = keys.shape
-    pos = torch.arange(K, device=keys.device)
-    same = keys.unsqueeze(2) == keys.unsqueeze(1)  # [N, k, j]: key k equals key j
-    before = pos.view(1, K, 1) > pos.view(1, 1, K)  # j < k
-    earlier = same & before
-    repeated = earlier.any(2)
-    first = ~repeated
-    free = V - (first.long().cumsum(1) - first.long())  # distinct keys strictly before k
-    last = torch.where(earlier, pos.view(1, 1, K), torch.full((), -1, device=keys.device)).amax(2)
-    lag = torch.where(repeated, pos.view(1, K) - last, torch.zeros_like(last))
-    return repeated, free, lag
-
-
 def case_masks(task: Task, batch: Batch, detail: tuple[str, ...] = ()) -> dict[str, Tensor]:
-    """{case name: [N, T] bool mask}, each within `batch.mask`; cases no position falls in are
+    """{case name: [N, T] bool mask}, each within `batch.mask`, from the task's latents
+    (`Task.case_masks`; the bijection's are `tasks/cases.py`'s); cases no position falls in are
     left out. `detail` adds the finer splits of DETAILS ("free", "lag").
 
     Only the bijection has cases; a ValueError for any other task."""
-    if task.name != "bijection":
+    if not task.CASES:
         raise ValueError(f"cases are defined for the bijection task only, got task {task.name!r}")
-    unknown = [d for d in detail if d not in DETAILS]
-    if unknown:
-        raise ValueError(f"detail must be among {DETAILS}, got {unknown}")
-    keys = batch.latents.get("keys")
-    if keys is None or keys.dim() != 2 or keys.shape[0] != batch.batch_size:
-        raise ValueError("batch.latents['keys'] must hold the [N, L(+1)] keys of the sampled sequences "
-                         "(as BijectionTask.sample stores them)")
-    L = task.L
-    repeated, free, lag = bijection_key_structure(keys[:, :L], task.V)
-    N, T = batch.tokens.shape
-    value_pos = torch.arange(0, 2 * L, 2, device=keys.device)
-
-    def at_values(flags: Tensor) -> Tensor:
-        m = torch.zeros((N, T), dtype=torch.bool, device=keys.device)
-        m[:, value_pos] = flags
-        return m & batch.mask
-
-    masks = {"repeated": at_values(repeated), "new": at_values(~repeated)}
-    if task.query:
-        q = torch.zeros((N, T), dtype=torch.bool, device=keys.device)
-        q[:, 2 * L] = True
-        masks["query"] = q & batch.mask
-    if "free" in detail:
-        for k in range(task.V, 0, -1):
-            masks[f"new:free={k}"] = at_values(~repeated & (free == k))
-    if "lag" in detail:
-        for d in range(1, L):
-            masks[f"repeated:lag={d}"] = at_values(repeated & (lag == d))
-    return {name: m for name, m in masks.items() if bool(m.any())}
+    return task.case_masks(batch, detail)
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,7 @@ class Task(ABC):
     """
 
     name: str = "task"
+    CASES: tuple[str, ...] = ()  # the cases `case_masks` splits the scored positions into (none by default)
 
     @property
     @abstractmethod
@@ -111,6 +112,12 @@ class Task(ABC):
         without one, torch's global generator on `device` (default CPU) is used. `dtype` is the
         float type of the posterior and soft targets.
         """
+
+    def case_masks(self, batch: "Batch", detail: tuple[str, ...] = ()) -> dict:
+        """{case name: [N, T] bool mask within batch.mask}: the scored positions by the kind of
+        inference they ask for (the bijection: repeated keys, new keys, the query); {} for a task
+        without cases."""
+        return {}
 
     def scoring_task(self) -> "Task":
         """The task as evaluation scores it: itself, unless its training supervises positions

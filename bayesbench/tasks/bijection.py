@@ -30,6 +30,7 @@ from ..checks import int_at_least, positive_int
 from ..oracle import bijection_posterior
 from ._random import permutations
 from .base import IGNORE_INDEX, Batch, Task, batch_device, check_batch_size, check_fits
+from .cases import CASES, bijection_case_masks
 from .registry import register_task
 
 VARIANTS = {
@@ -54,6 +55,7 @@ class BijectionTask(Task):
     supervise: str | None = None
 
     name = "bijection"
+    CASES = CASES
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
@@ -72,6 +74,10 @@ class BijectionTask(Task):
         if self.supervise in ("query", "both", "authors") and not self.query:
             raise ValueError(f"supervise={self.supervise!r} needs query=True")
         self.check_size()
+
+    def case_masks(self, batch: Batch, detail: tuple[str, ...] = ()) -> dict:
+        """Repeated keys, new keys and the query (`tasks/cases.py`; `detail`: finer splits)."""
+        return bijection_case_masks(self, batch, detail)
 
     def scoring_task(self) -> "BijectionTask":
         """The task as scored: training-only copy targets ("authors") scored as "both"."""

@@ -39,3 +39,31 @@ def test_cases_of_a_trained_run_match_the_library(tmp_path, capsys):
     assert "bijection task only" in capsys.readouterr().err
     assert main(["cases", bij, "--detail", "pair"]) == 2
     assert "--detail must name some of free, lag" in capsys.readouterr().err
+
+
+def test_the_case_split_is_a_curve_metric_of_the_leaderboard_plot_and_compare(tmp_path, capsys):
+    db, runs = str(tmp_path / "r.sqlite"), str(tmp_path / "runs")
+    common = ["--steps", "3", "--eval-sequences", "32", "--curve-sequences", "32", "--db", db, "--runs-dir", runs,
+              "--no-progress"]
+    assert main(["train", "--task", "bijection", "--arch", "transformer", "--seeds", "0,1", *common]) == 0
+    assert main(["train", "--task", "sticky", "--arch", "mlp", "--seeds", "0", *common]) == 0
+    capsys.readouterr()
+    assert main(["leaderboard", "--db", db, "--curve-metric", "kl:repeated", "--threshold", "5"]) == 0
+    md = capsys.readouterr().out
+    assert "steps to KL at repeated keys <= 5 bits" in md.splitlines()[0]
+    bij = next(x for x in md.splitlines() if x.startswith("| bijection") and "(trained)" in x)
+    sticky = next(x for x in md.splitlines() if x.startswith("| sticky") and "(trained)" in x)
+    assert "every seed at that measured step (2/2" in bij  # KL <= 5 bits from the first point on
+    assert sticky.split("|")[-4].strip() == "-"  # the sticky chain has no repeated keys: no such curve
+    out = tmp_path / "plots"
+    assert main(["plot", "--curves", "--metric", "kl:new", "--db", db, "--out", str(out)]) == 0
+    assert [p.name for p in out.iterdir()] and all("bijection" in p.name for p in out.iterdir())
+    capsys.readouterr()
+    ids = {r["task"]: r["run_id"] for r in json.loads(_leaderboard_json(capsys, db))["runs"]}
+    assert main(["compare", ids["sticky"], ids["sticky"], "--metric", "kl:new", "--db", db]) == 2
+    assert "has no learning curve of kl:new" in capsys.readouterr().err
+
+
+def _leaderboard_json(capsys, db: str) -> str:
+    assert main(["leaderboard", "--db", db, "--all", "--json"]) == 0
+    return capsys.readouterr().out

@@ -9,7 +9,6 @@ import torch
 
 from bayesbench.oracle import bijection_posterior
 from bayesbench.scoring.cases import (
-    bijection_key_structure,
     case_masks,
     case_means,
     case_metrics,
@@ -20,6 +19,7 @@ from bayesbench.scoring.cases import (
 from bayesbench.scoring.evaluate import eval_set
 from bayesbench.scoring.metrics import entropy_bits
 from bayesbench.tasks import get_task
+from bayesbench.tasks.cases import bijection_key_structure
 
 CODE = dict(V=8, variant="code", L=7)
 
