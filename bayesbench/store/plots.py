@@ -165,7 +165,8 @@ def plot_learning_curves(db: str | None = None, out_dir: str = "results/plots", 
                title=f"{label}, eval {name}: {SHORT[metric]} during training\n{where}"
                      f"{curve.n_sequences} fixed curve sequences; line: mean over {n_seeds}, band: their range")
         ax.title.set_fontsize(10)
-        paths.append(save(fig, os.path.join(out_dir, f"{_slug(label)}_curves_{metric}.png"), grid=True, legend=True))
+        name = f"{_slug(label)}_curves_{_slug(metric)}.png"  # kl:repeated -> kl_repeated
+        paths.append(save(fig, os.path.join(out_dir, name), grid=True, legend=True))
     return paths
 
 
