@@ -46,6 +46,9 @@ class Preset:
     archs: tuple[str, ...]  # run by default
     device: str = "auto"
     checkpoint_every: int = 0
+    # how an outside tunnel (`--task ./mine.py:build`) is trained and scored in this preset: its
+    # label and task are filled in by `outside_setup`
+    outside: TaskSetup | None = None
 
 
 _QUICK_TRANSFORMER = {"n_layer": 2, "n_head": 2, "d_model": 64, "d_ffn": 128}
@@ -135,6 +138,11 @@ QUICK = Preset(
     },
     archs=ZOO,
     device="cpu",
+    # an outside tunnel: the sticky chain's training (a short cosine run), the quick models, three
+    # seeds, the transformer against a matched LSTM and MLP by default (any arch by name)
+    outside=TaskSetup(label="", task={}, train={"steps": 800, "batch_size": 32, "lr": 2e-3, "schedule": "cosine",
+                                                "warmup_steps": 8},
+                      models=_QUICK_MODELS, seeds=3, archs=("transformer", "lstm", "mlp")),
 )
 
 _PAPER_RECURRENT = {"lstm": {"match": "transformer", "n_layer": 2}, "gru": {"match": "transformer", "n_layer": 2}}
@@ -176,9 +184,24 @@ PAPER = Preset(
     archs=ZOO,
     device="auto",
     checkpoint_every=5000,
+    outside=TaskSetup(label="", task={}, train={"steps": 100_000, "batch_size": 128, "lr": 1e-3,
+                                                "schedule": "constant"},
+                      models={"transformer": {"size": "paper-bijection"}, "mlp": {"match": "transformer"},
+                              **_PAPER_RECURRENT},
+                      seeds=3, archs=("transformer", "lstm", "mlp")),
 )
 
 PRESETS = {p.name: p for p in (QUICK, PAPER)}
+
+
+def outside_setup(preset: Preset, task) -> TaskSetup:
+    """The TaskSetup an outside tunnel gets in `preset`: the preset's `outside` template with the
+    task's config and its description as the label (scored at its supervised positions)."""
+    from dataclasses import replace
+
+    if preset.outside is None:
+        raise ValueError(f"preset {preset.name!r} has no settings for outside tunnels")
+    return replace(preset.outside, label=task.describe(), task=task.config())
 
 
 def get_preset(name: str) -> Preset:

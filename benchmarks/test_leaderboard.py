@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import warnings
 from pathlib import Path
 
@@ -58,20 +59,22 @@ def test_leaderboard(benchmark, request, tmp_path):
     if scale == "off":
         pytest.skip("BAYESBENCH_LEADERBOARD=off")
     from bayesbench.store.leaderboard import json_runs, markdown, select_rows
-    from bayesbench.sweep.jobs import make_jobs, run_jobs
+    from bayesbench.sweep import run_sweep, sweep_job
+    from bayesbench.sweep.jobs import make_jobs
+    from bayesbench.sweep.local import local_executor
 
     steps = os.environ.get("BAYESBENCH_LEADERBOARD_STEPS")
-    jobs = make_jobs(scale, steps=int(steps) if steps else None)
+    jobs = [sweep_job(job, group_id=f"bench-{scale}") for job in make_jobs(scale, steps=int(steps) if steps else None)]
     out = _out_dir(request.config)
-    db = str(out / f"leaderboard-{scale}.sqlite")
-    group = f"bench-{scale}-{os.getpid()}"
-    workers = 1 if jobs[0].device != "cpu" else min(os.cpu_count() or 1, len(jobs))
+    db = str(tmp_path / "store" / f"leaderboard-{scale}.sqlite")  # fresh: every job trains (a stored one is skipped)
+    executor = local_executor(jobs, workers=None, threads=1, in_process=True)  # as `bayesbench run`: 1 thread a job
 
     def run():
-        run_jobs(jobs, workers=workers, db=db, group_id=group, run_root=str(tmp_path / "runs"), progress=False)
+        run_sweep(jobs, executor, db=db, runs_dir=str(tmp_path / "runs"), progress=False, say=lambda m: None)
 
     benchmark.pedantic(run, rounds=1, iterations=1)
-    records = select_rows(db, group_id=group)
+    shutil.copy(db, out / f"leaderboard-{scale}.sqlite")
+    records = select_rows(db, run_ids=[sj.key for sj in jobs])
     (out / f"leaderboard-{scale}.md").write_text(markdown(records) + "\n")
     (out / f"leaderboard-{scale}.json").write_text(json.dumps(json_runs(records), indent=2) + "\n")
     benchmark.extra_info.update({"scale": scale, "jobs": len(jobs), "rows": len(records),
@@ -84,7 +87,7 @@ def test_leaderboard(benchmark, request, tmp_path):
     other = [getattr(r, metric) for r in rows if r.arch == rival]
     goal = f"transformer {metric[:-5]} <= {rival} / {factor} on every {task} seed"
     assert transformer and other, f"the leaderboard must rank the transformer and the {rival} on the {task}"
-    assert len(records) == sum(len(job.seeds) for job in jobs)
+    assert len(records) == sum(len(sj.job.seeds) for sj in jobs)
     if steps:
         benchmark.extra_info["science_goal"] = f"not asserted (steps capped at {steps}): report-only"
         warnings.warn(f"leaderboard benchmark: steps capped at {steps}, so the science goal ({goal}) is not "

@@ -39,8 +39,8 @@ def _rounds(benchmark, name, jobs, make_executor, tmp_path) -> None:
     def once():
         n = next(counter)
         start = time.perf_counter()
-        out = run_sweep(jobs, make_executor(), db=str(tmp_path / f"r{n}.sqlite"), runs_dir=str(tmp_path / f"runs{n}"),
-                        progress=False, say=lambda m: None)
+        out = run_sweep(jobs, make_executor(), db=str(tmp_path / f"round{n}" / "r.sqlite"),  # its own evaluation cache
+                        runs_dir=str(tmp_path / f"round{n}" / "runs"), progress=False, say=lambda m: None)
         _WALL.setdefault(name, []).append(time.perf_counter() - start)
         assert sorted(out.trained) == sorted(sj.key for sj in jobs)
 

@@ -2,8 +2,8 @@
 
     bayesbench run --preset quick            # train every architecture on every task, print the leaderboard
     bayesbench train --task bijection --arch transformer --preset quick --seeds 0,1,2 --steps 500
-    bayesbench eval runs/quick/bijection-transformer-s0-1-2
-    bayesbench cases runs/quick/bijection-transformer-s0-1-2   # the bijection error by case, per seed
+    bayesbench eval runs/quick/bijection-transformer-lr0.001-s0-1-2-<key>   # a run directory
+    bayesbench cases runs/quick/bijection-transformer-lr0.0005-s0-1-2-<key>   # the bijection error by case
     bayesbench run --model ./mine.py:build --name mine --tasks bijection,hmm   # your own nn.Module
     bayesbench score --model ./mine.py:build --checkpoint mine.pt --task bijection
     bayesbench leaderboard --format md       # or csv, json

@@ -95,12 +95,15 @@ def add_training(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", choices=("auto", "fp32", "tf32", "bf16"),
                    help="training matmul precision: auto (TF32 on CUDA, float32 on CPU; the default), fp32, tf32, "
                         "or bf16 (autocast forward); evaluation always runs in float32")
-    p.add_argument("--runs-dir", default="runs", help="where checkpoints go (default ./runs)")
-    p.add_argument("--resume", action="store_true", help="continue from the run directory's checkpoint if there is one")
+    p.add_argument("--runs-dir", default="runs", help="where the run directories go: RUNS_DIR/<preset>/<task>-<arch>-"
+                   "lr<lr>-s<seeds>-<key>/ (default ./runs)")
+    p.add_argument("--resume", action="store_true", help="no effect, kept for old scripts: running a command again "
+                   "always skips its stored jobs and continues stopped ones from their checkpoints")
     p.add_argument("--checkpoint-every", type=positive,
                    help="checkpoint every N steps (default: the preset's; always at the end)")
     p.add_argument("--eval-sequences", type=positive, help="evaluation set size (default: the preset's, 4096)")
-    p.add_argument("--threads", type=positive, help="torch CPU threads per process (default: cores / processes)")
+    p.add_argument("--threads", type=positive, help="torch CPU threads per training process (default 1: the numbers "
+                   "depend on the thread count, so the default does not depend on the machine)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--until", type=until, metavar="BITS|plateau",
                    help="stop each member once its learning curve reaches BITS (on --until-metric) or has stopped "
@@ -111,7 +114,37 @@ def add_training(p: argparse.ArgumentParser) -> None:
                    "log-spaced, 8 points per decade, always the last step)")
     p.add_argument("--curve-sequences", type=positive, help="size of the fixed curve set (default 256)")
     p.add_argument("--no-curves", action="store_true", help="no learning curves (and so no --until)")
+    add_log(p)
+    p.add_argument("--train-args", nargs="+", type=key_values("--train-args"), metavar="KEY=VALUE",
+                   help="training settings over the preset's, e.g. lr=5e-4 batch_size=64 schedule=cosine "
+                        "warmup_steps=100 weight_decay=0 (the fields of TrainConfig, docs/training.md)")
+    p.add_argument("--task-args", nargs="+", type=key_values("--task-args"), metavar="KEY=VALUE",
+                   help="the task's fields over the preset's, e.g. L=10 V=6 (docs/tasks.md); for your own tunnel "
+                        "(--task ./mine.py:build) its factory's options")
+    p.add_argument("--model-args", nargs="+", type=key_values("--model-args"), metavar="KEY=VALUE",
+                   help="the architecture's options over the preset's, e.g. d_model=32 dropout=0.1 (one architecture: "
+                        "--arch, one --archs, or --model, whose factory gets them)")
     add_db(p)
+
+
+def add_log(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log", choices=("tensorboard", "wandb"),
+                   help="also send each member's training loss and learning curves to TensorBoard "
+                        "(RUN_DIR/tensorboard) or Weights & Biases (offline unless WANDB_MODE says otherwise); needs "
+                        "bayesbench[log]")
+
+
+def with_log(args: argparse.Namespace, jobs: list) -> list:
+    """The sweep jobs with --log's logger (its package checked before anything trains)."""
+    kind = getattr(args, "log", None)
+    if not kind:
+        return jobs
+    import dataclasses
+
+    from ..training.loggers import check_logger
+
+    check_logger(kind)
+    return [dataclasses.replace(sj, log=kind) for sj in jobs]
 
 
 def train_overrides(args: argparse.Namespace) -> dict:
@@ -127,20 +160,58 @@ def train_overrides(args: argparse.Namespace) -> dict:
             out[name] = getattr(args, option)
     if "until_metric" in out and "until" not in out:
         raise ValueError("--until-metric names the metric --until reads: give --until too")
+    given = check_train_args(as_dict("--train-args", getattr(args, "train_args", None)))
+    for key in set(given) & set(out):
+        raise ValueError(f"--train-args {key}=...: its own option sets it ({'--' + key.replace('_', '-')})")
+    return {**out, **given}
+
+
+# The TrainConfig fields --train-args may set: every one but those with an option of their own.
+_OWN_OPTION = {"steps": "--steps", "checkpoint_every": "--checkpoint-every", "compile": "--compile",
+               "precision": "--precision"}
+
+
+def check_train_args(values: dict) -> dict:
+    """--train-args against TrainConfig's fields and types: an unknown field (with the nearest
+    name), a field with its own option, or a value of the wrong type is one clear error."""
+    import dataclasses
+    import difflib
+
+    from ..training.trainer import TrainConfig
+
+    fields = {f.name: f.type for f in dataclasses.fields(TrainConfig)}
+    kinds = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,)}
+    out = {}
+    for key, value in values.items():
+        if key in _OWN_OPTION:
+            raise ValueError(f"--train-args: {key} has its own option, {_OWN_OPTION[key]}")
+        if key not in fields:
+            close = difflib.get_close_matches(key, list(fields), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"--train-args: unknown training setting {key!r}{hint}; settings: "
+                             f"{', '.join(k for k in fields if k not in _OWN_OPTION)}")
+        kind = kinds.get(str(fields[key]))
+        if kind is not None and (not isinstance(value, kind) or (bool not in kind and isinstance(value, bool))):
+            raise ValueError(f"--train-args: {key} must be {'a number' if float in kind else 'an ' + str(fields[key])}"
+                             f", got {value!r}")
+        out[key] = float(value) if str(fields[key]) == "float" else value
     return out
 
 
-def set_threads(args: argparse.Namespace) -> None:
-    """--threads, where the command has it."""
-    if getattr(args, "threads", None):
-        import torch
-
-        torch.set_num_threads(args.threads)
+def task_and_model_args(args: argparse.Namespace) -> dict:
+    """make_jobs' task_args and model_args from --task-args and --model-args."""
+    return {"task_args": as_dict("--task-args", getattr(args, "task_args", None)) or None,
+            "model_args": as_dict("--model-args", getattr(args, "model_args", None)) or None}
 
 
 def progress(args: argparse.Namespace) -> bool:
     """A progress bar: unless --no-progress, and only on a terminal."""
     return not args.no_progress and sys.stderr.isatty()
+
+
+def progress_lines(args: argparse.Namespace) -> bool:
+    """Progress as lines (a job's checkpoints) where no bar is drawn: stderr is not a terminal."""
+    return not args.no_progress and not sys.stderr.isatty()
 
 
 def line_printer(args: argparse.Namespace):
@@ -182,3 +253,16 @@ def as_dict(option: str, items: list[tuple[str, object]] | None) -> dict:
             raise ValueError(f"{option}: {key} given twice ({out[key]!r} and {value!r})")
         out[key] = value
     return out
+
+
+def check_folder(option: str, path: str) -> str:
+    """A folder option (--runs-dir, --out): a folder, or a path where one can be made."""
+    import os
+
+    probe = path
+    while probe and not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if probe and not os.path.isdir(probe):
+        what = "is a file" if probe == path else f"lies under the file {probe}"
+        raise ValueError(f"{option} {path} {what}; give a folder (it is created if missing)")
+    return path

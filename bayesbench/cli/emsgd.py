@@ -9,7 +9,7 @@ seeds as one ensemble; stores the study, draws its figures, writes its report (d
 
 from __future__ import annotations
 
-from .args import add_db, progress
+from .args import add_db, positive, progress
 
 
 def add_parser(sub) -> None:
@@ -24,8 +24,8 @@ def add_parser(sub) -> None:
     p.add_argument("--sequences", type=int, default=40, help="beta variant: sequences per seed (default 40)")
     p.add_argument("--schedules", help="comma-separated toy schedules (default all: sgd, em and the controls "
                                        "wo10, wqk10, sgd3, sgd10; must include sgd and em)")
-    p.add_argument("--chunk", type=int, help="members per batched pass (default: a memory budget)")
-    p.add_argument("--threads", type=int, help="torch CPU threads")
+    p.add_argument("--chunk", type=positive, help="members per batched pass (default: a memory budget)")
+    p.add_argument("--threads", type=positive, help="torch CPU threads")
     add_db(p)
     p.add_argument("--json", action="store_true", help="print the study's summary as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -38,17 +38,20 @@ def cmd_emsgd(args) -> int:
 
     from ..checks import int_at_least, positive_int
     from ..dynamics.emsgd import DEFAULTS
-    from ..dynamics.emsgd.study import default_seeds, run_study
+    from ..dynamics.emsgd.study import check_length, default_seeds, run_study
     from ..dynamics.report import print_summary
+    from ..running import interrupt
 
     if args.threads:
         torch.set_num_threads(positive_int("--threads", args.threads))
     seeds = default_seeds(int_at_least("--seeds", args.seeds, 2, "a speed-up interval needs at least 2"))
     steps = positive_int("--steps", DEFAULTS[args.variant]["steps"] if args.steps is None else args.steps)
     length = int_at_least("--length", DEFAULTS[args.variant]["length"] if args.length is None else args.length, 3)
-    summary = run_study(args.variant, seeds, steps=steps, length=length,
-                        sequences=positive_int("--sequences", args.sequences), chunk=args.chunk, db=args.db,
-                        progress=progress(args),
-                        schedules=[s.strip() for s in args.schedules.split(",")] if args.schedules else None)
+    check_length(length)
+    with interrupt.handling():  # Ctrl-C or SIGTERM: the partial study is removed, one line says so
+        summary = run_study(args.variant, seeds, steps=steps, length=length,
+                            sequences=positive_int("--sequences", args.sequences), chunk=args.chunk, db=args.db,
+                            progress=progress(args),
+                            schedules=[s.strip() for s in args.schedules.split(",")] if args.schedules else None)
     print_summary(summary, args.json)
     return 0

@@ -3,6 +3,7 @@
 - a user's mistake or a damaged input (ValueError, which the store's, the checkpoints' and the
   run lock's errors are): `bayesbench CMD: message`, exit 2;
 - the system refusing (OSError: a full disk, a missing permission): named, exit 1;
+- a command's own summary of what failed (`CommandFailed`, e.g. jobs whose worker died): exit 1;
 - a stop request (`interrupt.Interrupted`): what was stopped, where its checkpoint is and the
   command that continues it, exit 130 (SIGINT) or 143 (SIGTERM);
 - anything else (a bug): one line saying so, exit 1.
@@ -25,6 +26,10 @@ DEBUG_ENV = "BAYESBENCH_DEBUG"
 EXIT_USAGE = 2  # a user's mistake or a damaged input (argparse's code for bad arguments)
 EXIT_FAILURE = 1
 EXIT_BROKEN_PIPE = 128 + 13
+
+
+class CommandFailed(Exception):
+    """A command could not do all it was asked and says why in its message (exit 1)."""
 
 
 def add_debug_flag(parser: argparse.ArgumentParser, subparsers: argparse._SubParsersAction) -> None:
@@ -74,7 +79,7 @@ def explain(err: BaseException, args: argparse.Namespace, argv: list[str]) -> tu
         return stop.exit_code, interrupt_line(stop, args, argv)
     if isinstance(err, ValueError):
         return EXIT_USAGE, _one_line(str(err))
-    if isinstance(err, OSError):
+    if isinstance(err, (OSError, CommandFailed)):
         return EXIT_FAILURE, _one_line(str(err))
     if isinstance(err, MemoryError):
         return EXIT_FAILURE, "out of memory (try a smaller --eval-sequences, batch or model)"
@@ -86,10 +91,9 @@ def _one_line(text: str) -> str:
     return " ".join(text.split()) or "(no message)"
 
 
-def resume_command(argv: list[str], flag: str | None = "--resume") -> str:
-    """The command line that continues an interrupted one (the same, with `flag` if given)."""
-    argv = [a for a in argv if a != "--debug"]
-    return shlex.join(["bayesbench", *argv, *([] if flag is None or flag in argv else [flag])])
+def resume_command(argv: list[str]) -> str:
+    """The command line that continues an interrupted one: the same one (without --debug)."""
+    return shlex.join(["bayesbench", *(a for a in argv if a != "--debug")])
 
 
 def interrupt_line(stop: Interrupted, args: argparse.Namespace, argv: list[str]) -> str:
@@ -113,11 +117,11 @@ def interrupt_line(stop: Interrupted, args: argparse.Namespace, argv: list[str])
         line += f"; checkpoints kept in {where}"
     if stop.finished or stop.not_started:
         line += f"; {stop.finished} job(s) finished and stored, {stop.not_started} not started"
+    for note in getattr(stop, "notes", ()):
+        line += f"; {note}"
     line += "; nothing unfinished was stored"
-    if hasattr(args, "resume"):
-        line += f"; continue with: {resume_command(argv)}"
-    elif getattr(args, "rerun_resumes", False):  # `bayesbench sweep`
-        line += (f"; continue with: {resume_command(argv, None)} (stored jobs are skipped, stopped ones resume from "
+    if getattr(args, "rerun_resumes", False):  # `run`, `train`, `sweep`: the sweep engine
+        line += (f"; continue with: {resume_command(argv)} (stored jobs are skipped, stopped ones resume from "
                  "their checkpoints)")
     else:
         line += "; rerun the command to do it again"

@@ -1,6 +1,6 @@
 """`bayesbench eval RUN_DIR...`: re-score trained runs from their checkpoints and update the store.
 
-    bayesbench eval runs/quick/bijection-transformer-s0-1-2 --eval-sequences 8192
+    bayesbench eval runs/quick/bijection-transformer-lr0.001-s0-1-2-<key> --eval-sequences 8192
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def add_parser(sub) -> None:
 
 
 def cmd_eval(args) -> int:
-    from ..scoring.rows import record
+    from ..scoring.rows import score_run
     from ..store.database import prepare_store, read_records
     from ..store.leaderboard import json_runs, markdown
     from ..sweep.jobs import resolve_device
@@ -41,7 +41,7 @@ def cmd_eval(args) -> int:
         results.append(result)
     run_ids = []
     for result in results:
-        records = record(result, db=args.db, device=device)
+        records = score_run(result, db=args.db, device=device)
         run_ids.append(records[0].run_id)
     records = read_records(args.db, where=f"run_id IN ({', '.join('?' * len(run_ids))})", params=tuple(run_ids))
     print(json.dumps(json_runs(records), indent=2) if args.json else markdown(records))

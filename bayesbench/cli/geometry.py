@@ -3,7 +3,7 @@ key orthogonality, attention entropy by layer, the value manifold, head and laye
 stored, drawn and reported (docs/geometry.md).
 
     bayesbench train --task bijection --arch transformer --preset quick --seeds 0,1,2,3,4
-    bayesbench geometry runs/quick/bijection-transformer-s0-1-2-3-4 [--sequences 1024] [--json]
+    bayesbench geometry RUN_ID_OR_DIR [--sequences 1024] [--json]
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from .args import add_db
 def add_parser(sub) -> None:
     p = sub.add_parser("geometry", help="Paper I section 5 geometry of a trained transformer run: key orthogonality, "
                                         "attention entropy by layer, value manifold, head and layer ablations")
-    p.add_argument("run", help="run directory (with checkpoint.pt) or checkpoint file")
+    p.add_argument("run", help="run directory (with checkpoint.pt), checkpoint file, or a run_id of the results store "
+                   "(`bayesbench leaderboard --json` lists them)")
     p.add_argument("--sequences", type=int, default=1024, help="evaluation sequences (default 1024)")
     p.add_argument("--min-seeds", type=int, default=5, help="refuse runs with fewer seeds (default 5: the intervals "
                                                             "are over seeds)")
@@ -26,7 +27,9 @@ def add_parser(sub) -> None:
 def cmd_geometry(args) -> int:
     from ..dynamics.geometry.study import run_geometry
     from ..dynamics.report import print_summary
+    from ..running import interrupt
 
-    summary = run_geometry(args.run, sequences=args.sequences, db=args.db, min_seeds=args.min_seeds)
+    with interrupt.handling():  # Ctrl-C or SIGTERM: the partial study is removed, one line says so
+        summary = run_geometry(args.run, sequences=args.sequences, db=args.db, min_seeds=args.min_seeds)
     print_summary(summary, args.json)
     return 0

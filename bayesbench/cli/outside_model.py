@@ -24,26 +24,31 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", help="leaderboard name of --model (default: the file or module name, e.g. mine)")
 
 
-def model_jobs(args, *, tasks: list[str] | None, seeds: list[int] | None, say) -> list:
-    """The preset's transformer jobs for `tasks`, with the architecture replaced by args.model."""
+def model_jobs(args, *, tasks: list[str] | None, seeds: list[int] | None, say, place=None) -> list:
+    """The preset's transformer jobs for `tasks`, with the architecture replaced by args.model
+    (`place`: as `sweep.jobs.make_jobs`)."""
     from ..models.outside import default_name, load_factory, normalise
     from ..scoring.outside import check_name
     from ..sweep.jobs import make_jobs, resolve_model, trial_forward
-    from .args import train_overrides
+    from .args import task_and_model_args, train_overrides
 
     if getattr(args, "archs", None):
         raise ValueError("give either --model or --archs, not both (run the built-in archs separately)")
     spec = normalise(args.model)
     load_factory(spec)  # an unimportable model fails here, before anything runs
     name = check_name(args.name or default_name(spec))
+    extra = task_and_model_args(args)
+    model_args = extra.pop("model_args") or {}
     base = make_jobs(args.preset, tasks=tasks, archs=["transformer"], seeds=seeds, steps=args.steps,
                      device=args.device, attention=args.attention, compile=args.compile, precision=args.precision,
                      checkpoint_every=args.checkpoint_every, eval_sequences=args.eval_sequences,
-                     train=train_overrides(args))
+                     train=train_overrides(args), place=place, **extra)
     jobs = []
     for job in base:
         options = resolve_model(job.setup, spec, job.task, job.max_len, args.attention)  # hf: the transformer's sizes
-        mine = dataclasses.replace(job, arch=spec, model=options, name=name)
+        options = {**options, **model_args}  # --model-args: the factory's own options
+        overrides = {**job.overrides, **({"model": model_args} if model_args else {})}
+        mine = dataclasses.replace(job, arch=spec, model=options, name=name, overrides=overrides)
         ratio = mine.params / job.params
         say(f"capacity: {name} on {job.setup.label}: {mine.params:,} parameters per member = {ratio:.2f}x the "
             f"preset's transformer ({job.params:,}; {_sizes(job.model)})"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from .args import add_db, bits
+from .args import add_db, bits, check_folder
 from .errors import no_rows_message
 
 
@@ -33,8 +33,7 @@ def add_parser(sub) -> None:
 
 
 def cmd_plot(args) -> int:
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise ValueError(f"--out {args.out} is a file; give a folder for the figures (created if missing)")
+    check_folder("--out", args.out)
     if args.dynamics:
         from ..dynamics.profile.study import plot_study
 

@@ -8,7 +8,7 @@ dynamics, draw the figures and write a one-page report (docs/dynamics.md).
 
 from __future__ import annotations
 
-from .args import add_db, positive, seed_list
+from .args import add_db, check_folder, positive, seed_list
 
 
 def add_parser(sub) -> None:
@@ -79,7 +79,10 @@ def key_value(text: str) -> tuple[str, object]:
 
 def cmd_profile(args) -> int:
     from ..dynamics.profile.study import run_profile
+    from ..running import interrupt
 
+    check_folder("--runs-dir", args.runs_dir)
     if args.task_set:
         args.task_set = dict(args.task_set)
-    return run_profile(args)
+    with interrupt.handling():  # Ctrl-C or SIGTERM: the step ends, the partial study is removed, one line says so
+        return run_profile(args)

@@ -3,16 +3,33 @@ preset (each an ensemble of seeds), store one row per seed and print the leaderb
 
     bayesbench run --preset quick
     bayesbench run --model ./mine.py:build --name mine --tasks bijection,hmm   # your own nn.Module
+
+The preset and the selections expand into sweep jobs, run by the sweep engine (`cli/engine.py`):
+running the same command again skips every job whose rows are stored (and prints the
+leaderboard), and a stopped run continues from its checkpoints.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
-import uuid
+from collections.abc import Callable
 
-from .args import add_training, db_name, line_printer, positive, progress, set_threads, split_list, train_overrides
+from .args import (
+    add_training,
+    check_folder,
+    db_name,
+    line_printer,
+    positive,
+    progress,
+    progress_lines,
+    split_list,
+    task_and_model_args,
+    train_overrides,
+    with_log,
+)
+from .engine import DEFAULT_THREADS, add_executor_options, drive
+from .errors import CommandFailed
 from .outside_model import add_model_options, model_jobs
 
 
@@ -24,84 +41,95 @@ def add_parser(sub) -> None:
                    help="task keys of the preset (default: all, e.g. bijection hmm or bijection,hmm)")
     p.add_argument("--archs", nargs="+", help="architectures (default: the preset's, e.g. transformer mlp)")
     p.add_argument("--seeds", type=positive, help="ensemble members per run, seeds 0..N-1 (default: the preset's)")
-    p.add_argument("--jobs", type=positive, help="training processes in parallel (default: one per CPU core on "
-                   "CPU, 1 on a GPU)")
+    add_executor_options(p, jobs_help="training processes in parallel (default: on CPU one per core at --threads 1, "
+                         "cores / threads in general; 1 on a GPU); 1 trains the jobs one by one in this process")
     p.add_argument("--json", action="store_true", help="print {\"runs\": [...]} instead of the table")
     add_model_options(p)
-    p.set_defaults(handler=cmd_run)
+    p.set_defaults(handler=cmd_run, rerun_resumes=True)  # a stopped run continues by running it again
 
 
-def make_jobs_from_args(args, *, tasks, archs, seeds) -> list:
-    """The jobs a `run` or `train` command line selects (built-in archs, or --model's)."""
+def preset_jobs(args, *, tasks, archs, seeds, place: Callable[[str], str] | None = None) -> list:
+    """The sweep jobs a `run` or `train` command line selects (built-in archs, or --model's),
+    stored with group `run-<preset>`."""
+    from ..sweep.expand import sweep_job
     from ..sweep.jobs import make_jobs
 
     tasks = split_list(tasks)
     if getattr(args, "model", None):
-        return model_jobs(args, tasks=tasks, seeds=seeds, say=line_printer(args))
-    if getattr(args, "name", None):
+        jobs = model_jobs(args, tasks=tasks, seeds=seeds, say=line_printer(args), place=place)
+    elif getattr(args, "name", None):
         raise ValueError("--name names a --model; built-in archs keep their names")
-    return make_jobs(args.preset, tasks=tasks, archs=archs, seeds=seeds, steps=args.steps, device=args.device,
-                     attention=args.attention, compile=args.compile, precision=args.precision,
-                     checkpoint_every=args.checkpoint_every, eval_sequences=args.eval_sequences,
-                     train=train_overrides(args))
+    else:
+        jobs = make_jobs(args.preset, tasks=tasks, archs=archs, seeds=seeds, steps=args.steps, device=args.device,
+                         attention=args.attention, compile=args.compile, precision=args.precision,
+                         checkpoint_every=args.checkpoint_every, eval_sequences=args.eval_sequences,
+                         train=train_overrides(args), place=place, **task_and_model_args(args))
+    threads = getattr(args, "threads", None) or DEFAULT_THREADS
+    return with_log(args, [sweep_job(job, group_id=f"run-{args.preset}", threads=threads) for job in jobs])
 
 
-def _workers(args, jobs) -> int:
-    """--jobs, or by default one process per CPU core (CPU runs) and 1 on a GPU."""
-    if getattr(args, "jobs", None):
-        return min(args.jobs, len(jobs))
-    if any(job.device != "cpu" for job in jobs):
-        return 1
-    return max(1, min(os.cpu_count() or 1, len(jobs)))
+def jobs_of(args, place: Callable[[str], str] | None = None) -> list:
+    """The sweep jobs of a parsed `bayesbench run` command line."""
+    return preset_jobs(args, tasks=args.tasks, archs=args.archs, seeds=list(range(args.seeds)) if args.seeds else None,
+                       place=place)
 
 
-def run_jobs_from_args(args, jobs, group_id: str, say) -> list[str]:
-    """Announce, train, score and store `jobs`; returns their run ids."""
-    from ..sweep.jobs import run_jobs
+def _announce(jobs: list, say) -> None:
+    from ..sweep.expand import seeds_text
 
-    workers = _workers(args, jobs)
-    for i, job in enumerate(jobs, 1):
-        say(f"[{i}/{len(jobs)}] {job.setup.label} / {job.name or job.arch}: {job.params:,} params per member, "
-            f"{len(job.seeds)} seeds {list(job.seeds)} as one ensemble, {job.train.steps} steps x batch "
+    for i, sj in enumerate(jobs, 1):
+        job = sj.job
+        say(f"[{i}/{len(jobs)}] {job.setup.label} / {sj.arch}: {job.params:,} params per member, "
+            f"{len(job.seeds)} seeds {seeds_text(job.seeds)} as one ensemble, {job.train.steps} steps x batch "
             f"{job.train.batch_size}, lr {job.train.lr:g} ({job.train.schedule}) on {job.device}"
             + (f"; position table sized {job.max_len} for the longest eval (K={max(job.setup.eval_lengths)})"
                if job.setup.eval_lengths else ""))
-    if workers > 1:
-        say(f"running {len(jobs)} jobs in {workers} processes (one per core, {args.threads or 'cores/processes'} "
-            "threads each; --jobs 1 runs them one by one)")
 
-    def done(job, records):
-        r0 = records[0]
-        maes = " ".join(f"{r.entropy_mae_bits:.4f}" for r in records)
-        say(f"done: {job.setup.label} / {job.name or job.arch} in {r0.wall_s:.1f} s ({r0.steps_per_s:.1f} steps/s); "
-            f"entropy MAE (bits) per seed: {maes}")
-        for r in records:
-            if r.status != "ok":
-                say(f"      WARNING: {r.status}")
 
-    results = run_jobs(jobs, workers=workers, threads=args.threads, on_done=done, db=args.db, group_id=group_id,
-                       run_root=args.runs_dir, resume=args.resume, progress=progress(args))
-    return [records[0].run_id for records in results]
+def run_preset(args, select: Callable, say) -> list:
+    """Expand the command line into jobs (`select(place)`), run them on the engine and return
+    them; a job that failed ends the command with its own error once the others are stored."""
+    from ..sweep.local import local_executor
+    from ..sweep.ray_executor import on_ray
+    from ..sweep.spec import Resources
+
+    check_folder("--runs-dir", args.runs_dir)
+    threads = args.threads or DEFAULT_THREADS
+    if getattr(args, "ray", None):
+        executor, jobs = on_ray(args.ray, Resources(cpus=threads), args.max_retries, select)
+    else:
+        jobs = select(None)
+        executor = local_executor(jobs, workers=getattr(args, "jobs", None), threads=threads,
+                                  max_retries=getattr(args, "max_retries", 2), in_process=True)
+    _announce(jobs, say)
+    outcome = drive(jobs, executor, db=args.db, runs_dir=args.runs_dir, progress=progress(args), say=say,
+                    lines=progress_lines(args))
+    for key in outcome.failed:  # the job's own error, as a one-job command would raise it
+        if key in outcome.errors:
+            raise outcome.errors[key]
+    if outcome.failed:
+        labels = {sj.key: sj.label for sj in jobs}
+        first = next(iter(outcome.failed))
+        raise CommandFailed(f"{len(outcome.failed)} job(s) failed ({labels[first]}: {outcome.failed[first]}); the "
+                            "others are stored: fix the cause and run the same command again")
+    return jobs
 
 
 def cmd_run(args) -> int:
     from ..store.leaderboard import headline, json_runs, markdown, select_rows
 
-    set_threads(args)
     say = line_printer(args)
     start = time.perf_counter()
-    jobs = make_jobs_from_args(args, tasks=args.tasks, archs=args.archs,
-                               seeds=list(range(args.seeds)) if args.seeds else None)
-    group_id = uuid.uuid4().hex[:12]
-    say(f"bayesbench run --preset {args.preset}: {len(jobs)} training jobs (group {group_id})")
-    run_jobs_from_args(args, jobs, group_id, say)
-    records = select_rows(args.db, group_id=group_id)
+    say(f"bayesbench run --preset {args.preset} -> store {db_name(args.db)}, run directories under "
+        f"{args.runs_dir}/{args.preset}/")
+    jobs = run_preset(args, lambda place: jobs_of(args, place), say)
+    records = select_rows(args.db, run_ids=[sj.key for sj in jobs])
     if args.model and not args.json:  # beside the built-in archs stored for the same tasks
-        records = [r for r in select_rows(args.db) if r.task_label in {job.setup.label for job in jobs}]
+        records = [r for r in select_rows(args.db) if r.task_label in {sj.job.setup.label for sj in jobs}]
     if args.json:
         print(json.dumps(json_runs(records), indent=2))
         return 0
-    scope = "every stored run of these tasks" if args.model else "this run"
+    scope = "every stored run of these tasks" if args.model else "this run's jobs"
     print(f"\nLeaderboard (preset {args.preset}, {scope}; store: {db_name(args.db)})\n")
     print(markdown(records))
     print()

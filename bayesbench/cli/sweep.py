@@ -8,11 +8,11 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import TYPE_CHECKING
 
-from .args import add_db, count, positive
+from .args import add_db, add_log, check_folder, with_log
+from .engine import add_executor_options, drive
 
 if TYPE_CHECKING:
     from ..sweep.expand import SweepJob
@@ -24,16 +24,14 @@ def add_parser(sub) -> None:
     p.add_argument("file", help="sweep file: .toml, or .py setting SWEEP or JOBS (docs/sweeps.md)")
     p.add_argument("--dry-run", action="store_true", help="print the expanded jobs with their estimated cost and "
                    "whether each is stored, has a checkpoint or is new; run nothing")
-    p.add_argument("--ray", metavar="ADDRESS", help="run one Ray task per job: auto (the cluster this machine "
-                   "joined with `ray start`), local (start Ray on this machine only) or a cluster address")
-    p.add_argument("--runs-dir", default="runs", help="checkpoints, under RUNS_DIR/sweep/ (default ./runs); on a "
-                   "cluster a directory every node sees at the same path, so a retried job resumes")
-    p.add_argument("--jobs", type=positive, help="local pool: processes in parallel (default: CPU cores / the "
-                   "sweep's cpus per job on CPU, 1 on a GPU)")
-    p.add_argument("--max-retries", type=count, default=2, help="times a job whose worker died is run again "
-                   "(default 2)")
+    add_executor_options(p, jobs_help="local pool: processes in parallel (default: CPU cores / the sweep's cpus per "
+                         "job on CPU, 1 on a GPU)")
+    p.add_argument("--runs-dir", default="runs", help="run directories, RUNS_DIR/<preset>/<task>-<arch>-...-<key>/ "
+                   "(default ./runs); on a cluster a directory every node sees at the same path, so a retried job "
+                   "resumes")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print {\"jobs\": [...], \"runs\": [...]} instead of tables")
+    add_log(p)
     add_db(p)
     p.set_defaults(handler=cmd_sweep, rerun_resumes=True)  # an interrupted sweep continues by running it again
 
@@ -73,7 +71,7 @@ def _dry_run(spec, jobs: list[SweepJob], args, say) -> int:
 
 def _job_json(sj: SweepJob, state: str, error: str | None = None) -> dict:
     j = sj.job
-    out = {"key": sj.key, "task": j.key, "task_label": j.setup.label, "arch": sj.arch,
+    out = {"key": sj.key, "task": j.task_key, "task_label": j.setup.label, "arch": sj.arch,
            "model": j.arch if j.name else None, "size": sj.size,
            "lr": j.train.lr, "steps": j.train.steps, "seeds": list(j.seeds), "params": j.params,
            "device": j.device, "est_flops": sj.flops, "state": state}
@@ -90,12 +88,24 @@ def _summary(jobs: list[SweepJob], records: list, states: dict[str, str]) -> str
              "per seed | this run |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for sj in jobs:
         j, rs = sj.job, sorted(by_key.get(sj.key, []), key=lambda r: r.seed)
-        mae = " ".join(f"{r.entropy_mae_bits:.4f}" for r in rs) or "-"
-        kl = " ".join(f"{r.kl_bits:.4f}" for r in rs) or "-"
+        mae = " ".join(r.shown(r.entropy_mae_bits) for r in rs) or "-"
+        kl = " ".join(r.shown(r.kl_bits) for r in rs) or "-"
         primary = rs[0].primary if rs else "-"
+        done = max((r.steps for r in rs), default=j.train.steps)
+        steps = f"{done} of {j.train.steps}" if done != j.train.steps else f"{done}"
         lines.append(f"| {j.setup.label} | {sj.arch} | {sj.size or '-'} | {j.train.lr:g} | {list(j.seeds)} | "
-                     f"{j.params:,} | {j.train.steps} | {primary} | {mae} | {kl} | {states[sj.key]} |")
+                     f"{j.params:,} | {steps} | {primary} | {mae} | {kl} | {_state(states[sj.key], rs)} |")
     return "\n".join(lines)
+
+
+def _state(state: str, records: list) -> str:
+    """'trained', and how many of its members diverged (a sweep whose members all diverged is not
+    simply 'trained')."""
+    bad = [r for r in records if r.diverged]
+    if not bad or not state.startswith("trained"):
+        return state
+    every = " (every member)" if len(bad) == len(records) else f" ({len(bad)} of {len(records)} members)"
+    return f"{state}; diverged{every}"
 
 
 def _try_outside(jobs: list[SweepJob], path: str, say) -> None:
@@ -121,10 +131,8 @@ def _try_outside(jobs: list[SweepJob], path: str, say) -> None:
 
 def cmd_sweep(args) -> int:
     """Check the sweep file, then run it (or with --dry-run, show it); exit 1 if a job failed."""
-    from ..running import interrupt
-    from ..store.database import db_path, read_records
-    from ..store.leaderboard import json_runs
-    from ..sweep.driver import run_sweep
+    from ..store.database import db_path
+    from ..store.leaderboard import json_runs, select_rows
     from ..sweep.expand import expand
     from ..sweep.jobs import resolve_device
     from ..sweep.spec import load_sweep
@@ -136,41 +144,34 @@ def cmd_sweep(args) -> int:
 
         tqdm.write(message, file=stream)
 
+    check_folder("--runs-dir", args.runs_dir)
     spec = load_sweep(args.file)
     jobs = expand(spec)  # every check that needs no cluster, before anything starts
+    _try_outside(jobs, spec.path, say)  # the dry run checks what the run checks
     if args.dry_run:
         return _dry_run(spec, jobs, args, say)
-    _try_outside(jobs, spec.path, say)
     if args.ray:
-        from ..sweep.ray_executor import RayExecutor
+        from ..sweep.ray_executor import on_ray
 
-        executor = RayExecutor(args.ray, spec.resources, args.max_retries)
-        gpus = executor.gpus()
-        jobs = expand(spec, device=lambda d: ("cuda" if gpus > 0 else "cpu") if d == "auto" else d)
+        executor, jobs = on_ray(args.ray, spec.resources, args.max_retries, lambda place: expand(spec, device=place))
     else:
-        from ..sweep.local import LocalExecutor
+        from ..sweep.local import local_executor
 
-        jobs = expand(spec, device=resolve_device)
-        on_gpu = any(sj.job.device != "cpu" for sj in jobs)
-        workers = args.jobs or (1 if on_gpu else max(1, (os.cpu_count() or 1) // spec.resources.cpus))
-        executor = LocalExecutor(min(workers, len(jobs)), spec.resources.cpus, args.max_retries)
-    try:
-        say(f"bayesbench sweep {spec.name!r} ({spec.path}) -> store {db_path(args.db)}, checkpoints under "
-            f"{os.path.join(args.runs_dir, 'sweep')}")
-        with interrupt.handling():  # Ctrl-C / SIGTERM: stop the workers at a checkpoint (bayesbench.running.interrupt)
-            outcome = run_sweep(jobs, executor, db=args.db, runs_dir=args.runs_dir,
-                                progress=not args.no_progress and sys.stderr.isatty(), say=say)
-    finally:
-        if hasattr(executor, "close"):
-            executor.close()
+        jobs = with_log(args, expand(spec, device=resolve_device))
+        executor = local_executor(jobs, workers=args.jobs, threads=spec.resources.cpus, max_retries=args.max_retries,
+                                  in_process=False)
+    say(f"bayesbench sweep {spec.name!r} ({spec.path}) -> store {db_path(args.db)}, run directories under "
+        f"{args.runs_dir}")
+    outcome = drive(jobs, executor, db=args.db, runs_dir=args.runs_dir,
+                    progress=not args.no_progress and sys.stderr.isatty(), say=say,
+                    lines=not args.no_progress and not sys.stderr.isatty())
     states = {sj.key: "skipped (stored)" for sj in jobs if sj.key in outcome.skipped}
     for key in outcome.trained:
         states[key] = "trained" + (f" (resumed at step {outcome.resumed[key]})" if key in outcome.resumed else "") \
             + (f", {outcome.retried[key]} retries" if key in outcome.retried else "")
     for key, why in outcome.failed.items():
         states[key] = f"FAILED: {why}"
-    keys = [sj.key for sj in jobs]
-    records = read_records(args.db, where=f"run_id IN ({', '.join('?' * len(keys))})", params=tuple(keys))
+    records = select_rows(args.db, run_ids=[sj.key for sj in jobs])
     if args.json:
         print(json.dumps({"sweep": spec.name, "wall_s": outcome.wall_s,
                           "jobs": [_job_json(sj, states[sj.key].split(" ")[0].rstrip(":,").lower(),

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 
 
-def report_dir(db: str) -> str:
-    """Reports and figures live in `<store folder>/reports/`."""
-    return os.path.join(os.path.dirname(os.path.abspath(db)), "reports")
+def report_dir(db: str | None) -> str:
+    """Reports and figures live in `<store folder>/reports/` (None: the default store's folder)."""
+    from ..store.database import db_path
+
+    return os.path.join(os.path.dirname(os.path.abspath(db_path(db))), "reports")
 
 
 def write_report(path: str, title: str, sections: list[tuple[str, str]], figures: list[str] = ()) -> str:

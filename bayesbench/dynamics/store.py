@@ -50,8 +50,9 @@ CREATE INDEX IF NOT EXISTS dynamics_study_name ON dynamics (study_id, name, step
 
 
 @dataclass(frozen=True)
-class DynamicsRecord:
-    """One measured number: `name` of (seed, step, layer, head); -1 means 'not applicable'."""
+class Measurement:
+    """One measured number, one row of `dynamics`: `name` of (seed, step, layer, head); -1 means
+    'not applicable'. (Not a `RunRecord`: those are the `runs` table's rows.)"""
 
     seed: int
     step: int
@@ -103,16 +104,16 @@ def register_study(study_id: str, kind: str, config: dict, *, run_id: str | None
         conn.close()
 
 
-def write_dynamics(study_id: str, records: Iterable[DynamicsRecord | tuple], path: str | None = None) -> int:
+def write_dynamics(study_id: str, measurements: Iterable[Measurement | tuple], path: str | None = None) -> int:
     """Append measurements of a study in one transaction; returns how many were written.
 
-    Records are `DynamicsRecord`s or (seed, step, layer, head, name, value) tuples. Non-finite
-    values are stored as NULL (SQL has no NaN), never dropped.
+    Each is a `Measurement` or a (seed, step, layer, head, name, value) tuple. Non-finite values
+    are stored as NULL (SQL has no NaN), never dropped.
     """
     rows = []
-    for r in records:
-        seed, step, layer, head, name, value = (r.seed, r.step, r.layer, r.head, r.name, r.value) \
-            if isinstance(r, DynamicsRecord) else r
+    for m in measurements:
+        seed, step, layer, head, name, value = (m.seed, m.step, m.layer, m.head, m.name, m.value) \
+            if isinstance(m, Measurement) else m
         rows.append((study_id, int(seed), int(step), int(layer), int(head), str(name), _finite_or_none(value)))
     if not rows:
         return 0
@@ -126,7 +127,7 @@ def write_dynamics(study_id: str, records: Iterable[DynamicsRecord | tuple], pat
     return len(rows)
 
 
-def read_dynamics(study_id: str, names: Iterable[str] | None = None, path: str | None = None) -> list[DynamicsRecord]:
+def read_dynamics(study_id: str, names: Iterable[str] | None = None, path: str | None = None) -> list[Measurement]:
     """A study's measurements (optionally only some names), ordered by name, step, seed, layer, head."""
     if not os.path.exists(db_path(path)):
         return []
@@ -142,7 +143,7 @@ def read_dynamics(study_id: str, names: Iterable[str] | None = None, path: str |
         rows = _retry(lambda: conn.execute(sql, params).fetchall())
     finally:
         conn.close()
-    return [DynamicsRecord(r[0], r[1], r[2], r[3], r[4], float("nan") if r[5] is None else r[5]) for r in rows]
+    return [Measurement(r[0], r[1], r[2], r[3], r[4], float("nan") if r[5] is None else r[5]) for r in rows]
 
 
 def read_study(study_id: str, path: str | None = None) -> dict | None:

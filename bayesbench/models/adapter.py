@@ -42,7 +42,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
-from .base import EnsembleModel, TaskShape
+from .base import EnsembleModel, TaskLike, TaskShape
 
 Factory = Callable[..., nn.Module]
 PATHS = ("vmap", "loop")
@@ -359,39 +359,34 @@ class AdaptedModel(EnsembleModel):
         return out
 
 
-def from_module(factory: Factory, task_or_shape, *, seeds: list[int] | None = None, max_len: int | None = None,
-                device: torch.device | str | None = None, spec: str | None = None, **options) -> AdaptedModel:
+def from_module(factory: Factory, task_or_shape: TaskLike | TaskShape, *, seeds: list[int] | None = None,
+                max_len: int | None = None, device: torch.device | str | None = None, spec: str | None = None,
+                **options) -> AdaptedModel:
     """An E-seed ensemble of `factory(spec)`, member e initialised from seeds[e] (default [0]).
 
     `task_or_shape` is a Task or a TaskShape; `max_len` sizes the spec for the longest sequence
     the model will see (default: the task's length); `options` are passed to the factory.
     """
-    from .registry import _shape
-
     seeds = [0] if seeds is None else list(seeds)
     if not seeds:
         raise ValueError("seeds must name at least one seed")
-    model = AdaptedModel(_shape(task_or_shape, max_len), len(seeds), factory, spec=spec, options=options)
+    model = AdaptedModel(TaskShape.of(task_or_shape, max_len), len(seeds), factory, spec=spec, options=options)
     model.init_members(seeds)
     return model.to(device) if device is not None else model
 
 
-def from_modules(modules: list[nn.Module], task_or_shape, *, max_len: int | None = None,
+def from_modules(modules: list[nn.Module], task_or_shape: TaskLike | TaskShape, *, max_len: int | None = None,
                  seeds: list[int] | None = None, spec: str | None = None) -> AdaptedModel:
     """An ensemble of already built (e.g. trained) modules of one architecture, weights kept.
 
     Member e holds modules[e]'s tensors (copied; the modules are not changed). `seeds` only
     labels the members (default 0..E-1).
     """
-    import copy
-
-    from .registry import _shape
-
     if not isinstance(modules, (list, tuple)) or not modules or not all(isinstance(m, nn.Module) for m in modules):
         raise ValueError("modules must be a non-empty list of torch.nn.Module")
     seeds = list(range(len(modules))) if seeds is None else list(seeds)
     first = modules[0]
-    model = AdaptedModel(_shape(task_or_shape, max_len), len(modules), lambda spec: copy.deepcopy(first),
+    model = AdaptedModel(TaskShape.of(task_or_shape, max_len), len(modules), lambda spec: copy.deepcopy(first),
                          spec=spec or type(first).__qualname__)
     model.load_members(list(modules), seeds)
     return model
@@ -402,7 +397,7 @@ _REGISTERED: dict[str, Factory] = {}
 
 def register_module(name: str, factory: Factory, description: str = "") -> str:
     """Register `factory` as the architecture `name` (in this process), so that `get_model`,
-    `train` and the job runner take it like a built-in; returns the name.
+    `train` and `bayesbench run` in this process take it like a built-in; returns the name.
 
     For worker processes (`bayesbench run --jobs N`) use an importable name instead
     ('pkg.mod:build' or './file.py:build'): they import the factory themselves.

@@ -7,6 +7,7 @@ headers, header [E, B, H, D]; they return logits [E, B, L, C] over the task's C 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -14,6 +15,26 @@ from torch import Tensor, nn
 
 from ..checks import positive_int
 from .layers import EnsembleEmbedding, EnsembleLayerNorm, EnsembleLinear
+
+
+class TaskLike(Protocol):
+    """What a model reads from a task: its sizes. Every `bayesbench.tasks.Task` is one; the
+    models package needs nothing else of the tasks (and does not import them)."""
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def num_classes(self) -> int: ...
+
+    @property
+    def seq_len(self) -> int: ...
+
+    @property
+    def header_len(self) -> int: ...
+
+    @property
+    def header_dim(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -33,7 +54,16 @@ class TaskShape:
     header_dim: int = 0
 
     @classmethod
-    def from_task(cls, task, max_len: int | None = None) -> "TaskShape":
+    def of(cls, task_or_shape: TaskLike | TaskShape, max_len: int | None = None) -> TaskShape:
+        """The shape of a task (`from_task`), or a TaskShape as it is (then without `max_len`)."""
+        if isinstance(task_or_shape, TaskShape):
+            if max_len is not None and max_len != task_or_shape.max_len:
+                raise ValueError("max_len must not be given with a TaskShape (it already has one)")
+            return task_or_shape
+        return cls.from_task(task_or_shape, max_len)
+
+    @classmethod
+    def from_task(cls, task: TaskLike, max_len: int | None = None) -> TaskShape:
         L = task.seq_len if max_len is None else max_len
         if L < task.seq_len:
             raise ValueError(f"max_len must be >= the task's seq_len {task.seq_len}, got {max_len}")

@@ -17,6 +17,7 @@ Mamba has no heads and no FFN: it gets the layers and width (and `d_state`, defa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Callable
 
 import torch
@@ -115,3 +116,12 @@ def hf_sizes(kind: str, transformer_cfg: dict, d_state: int | None = None) -> di
     if kind == "mamba":
         return {"n_layer": cfg.n_layer, "d_model": cfg.d_model, **({"d_state": d_state} if d_state else {})}
     return {"n_layer": cfg.n_layer, "n_head": cfg.n_head, "d_model": cfg.d_model, "d_ffn": cfg.d_ffn}
+
+
+def preset_sizes(kind: str, models: Mapping[str, dict]) -> dict:
+    """The sizes `hf:<kind>` takes from a preset's model table (arch -> config): those of its
+    transformer (`hf_sizes`), and for Mamba the table's Mamba `d_state` when it sets one."""
+    if "transformer" not in models:
+        raise ValueError(f"model 'hf:{kind}' takes its sizes from the preset's transformer, which this task does not "
+                         f"configure; configured: {', '.join(sorted(models))}")
+    return hf_sizes(kind, models["transformer"], models.get("mamba", {}).get("d_state"))

@@ -15,12 +15,13 @@ string travels. File paths are made absolute (`normalise`) before they are store
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Callable
 
 from .. import specs
 from .adapter import AdaptedModel
 from .base import TaskShape
-from .registry import is_outside  # noqa: F401  (re-exported: the test of an outside name)
+from .registry import is_outside, register_outside  # noqa: F401  (is_outside re-exported: the test of a name)
 
 HF_PREFIX = "hf:"
 FORMS = "'package.module:factory', './file.py:factory' or 'hf:gpt2|llama|mamba'"
@@ -62,6 +63,19 @@ def load_factory(spec: str) -> Callable:
     return factory
 
 
+def preset_options(spec: str, models: Mapping[str, dict]) -> dict:
+    """The keyword arguments an outside model's factory gets from a preset's model table (arch ->
+    config): for an `hf:` model the sizes of the preset's transformer (`hf.preset_sizes`), then
+    the table's own entry for `spec` (a sweep's `models`), which wins."""
+    sizes = {}
+    if spec.startswith(HF_PREFIX):
+        from .hf import preset_sizes
+
+        sizes = preset_sizes(spec[len(HF_PREFIX):], models)
+    return {**sizes, **models.get(spec, {})}
+
+
+@register_outside
 def build_outside(spec: str, shape: TaskShape, ensemble: int, **options) -> AdaptedModel:
     """Construct (without initialising) the adapted ensemble of an outside model."""
     spec = normalise(spec)

@@ -5,12 +5,18 @@ with `@register_model(name, description)`; every module of `bayesbench.models` i
 first lookup, so adding an architecture is adding one file. A module whose import fails raises,
 except for a missing optional package (not bayesbench's own), which skips it with a warning
 naming the package. A name with a ':' is a model from outside the package ('pkg.mod:build',
-'./file.py:build', 'hf:gpt2'), built by `bayesbench.models.outside` through the adapter.
+'./file.py:build', 'hf:gpt2'), built through the adapter by the builder that
+`bayesbench.models.outside` registers (`register_outside`).
+
+The registry imports no model module by statement: it loads them by name (`importlib`) when a
+name is looked up, and they import the registry to register, so the models package has no
+import cycle.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import warnings
 from dataclasses import dataclass
@@ -18,7 +24,7 @@ from typing import Callable
 
 import torch
 
-from .base import EnsembleModel, TaskShape
+from .base import EnsembleModel, TaskLike, TaskShape
 from .capacity import meta_params
 
 Builder = Callable[..., EnsembleModel]
@@ -38,6 +44,8 @@ class ModelEntry:
 
 _MODELS: dict[str, ModelEntry] = {}
 _discovered = False
+OUTSIDE_HOME = "outside"  # the module that registers the builder of outside models
+_outside: Builder | None = None
 
 
 def register_model(name: str, description: str = "") -> Callable[[Builder], Builder]:
@@ -50,6 +58,20 @@ def register_model(name: str, description: str = "") -> Callable[[Builder], Buil
         return build
 
     return add
+
+
+def register_outside(build: Builder) -> Builder:
+    """Decorator setting the builder `(name, shape, ensemble, **options)` of every outside model
+    (`models.outside.build_outside`)."""
+    global _outside
+    _outside = build
+    return build
+
+
+def _outside_builder() -> Builder:
+    if _outside is None:
+        importlib.import_module(f"{__package__}.{OUTSIDE_HOME}")  # it registers its builder
+    return _outside
 
 
 # Where each built-in architecture is registered: building one imports its file alone (not every
@@ -74,11 +96,9 @@ def _discover() -> None:
     global _discovered
     if _discovered:
         return
-    from bayesbench import models
-
-    for info in pkgutil.iter_modules(models.__path__):
+    for info in pkgutil.iter_modules([os.path.dirname(os.path.abspath(__file__))]):
         try:
-            importlib.import_module(f"{models.__name__}.{info.name}")
+            importlib.import_module(f"{__package__}.{info.name}")
         except ModuleNotFoundError as err:
             # a model needing an optional package that is not installed is skipped, by name; a
             # broken model file (any other error, or a missing bayesbench module) is a bug and raises
@@ -95,15 +115,7 @@ def list_models() -> dict[str, str]:
     return {name: _MODELS[name].description for name in sorted(_MODELS)}
 
 
-def _shape(task_or_shape, max_len: int | None) -> TaskShape:
-    if isinstance(task_or_shape, TaskShape):
-        if max_len is not None and max_len != task_or_shape.max_len:
-            raise ValueError("max_len must not be given with a TaskShape (it already has one)")
-        return task_or_shape
-    return TaskShape.from_task(task_or_shape, max_len)
-
-
-def build_model(name: str, task_or_shape, *, ensemble: int = 1, max_len: int | None = None,
+def build_model(name: str, task_or_shape: TaskLike | TaskShape, *, ensemble: int = 1, max_len: int | None = None,
                 **cfg) -> EnsembleModel:
     """Construct (without initialising) the architecture `name` for a task or TaskShape."""
     if not is_outside(name):
@@ -114,10 +126,8 @@ def build_model(name: str, task_or_shape, *, ensemble: int = 1, max_len: int | N
                          "(or your own: 'pkg.mod:build', './file.py:build', 'hf:gpt2')")
     try:
         if outside:
-            from .outside import build_outside
-
-            return build_outside(name, _shape(task_or_shape, max_len), ensemble, **cfg)
-        return _MODELS[name].build(_shape(task_or_shape, max_len), ensemble, **cfg)
+            return _outside_builder()(name, TaskShape.of(task_or_shape, max_len), ensemble, **cfg)
+        return _MODELS[name].build(TaskShape.of(task_or_shape, max_len), ensemble, **cfg)
     except TypeError as err:
         # an unknown or missing config field (the builders pass **cfg to a config dataclass) is the
         # user's; any other TypeError is a bug and keeps its traceback
@@ -126,8 +136,9 @@ def build_model(name: str, task_or_shape, *, ensemble: int = 1, max_len: int | N
         raise ValueError(f"bad configuration for model {name!r}: {err}") from err
 
 
-def get_model(name: str, task_or_shape, *, ensemble: int | None = None, seeds: list[int] | None = None,
-              max_len: int | None = None, device: torch.device | str | None = None, **cfg) -> EnsembleModel:
+def get_model(name: str, task_or_shape: TaskLike | TaskShape, *, ensemble: int | None = None,
+              seeds: list[int] | None = None, max_len: int | None = None, device: torch.device | str | None = None,
+              **cfg) -> EnsembleModel:
     """Build and initialise an ensemble: member e from seeds[e] (default seeds 0..E-1).
 
     `max_len` sizes the position embeddings (default: the task's seq_len); give the longest
@@ -142,6 +153,6 @@ def get_model(name: str, task_or_shape, *, ensemble: int | None = None, seeds: l
     return model.to(device) if device is not None else model
 
 
-def count_params(name: str, task_or_shape, *, max_len: int | None = None, **cfg) -> int:
+def count_params(name: str, task_or_shape: TaskLike | TaskShape, *, max_len: int | None = None, **cfg) -> int:
     """Parameters of one member of the registered model `name` with this configuration."""
     return meta_params(lambda: build_model(name, task_or_shape, ensemble=1, max_len=max_len, **cfg))

@@ -43,6 +43,7 @@ class Interrupted(KeyboardInterrupt):
         self.stopped: list[dict] = []
         self.finished = 0
         self.not_started = 0
+        self.notes: list[str] = []  # what was done about the cut-short work (e.g. a partial study removed)
 
     @property
     def exit_code(self) -> int:

@@ -238,7 +238,7 @@ def run_parallel(fn: Callable[[Any, int], Any], items: list, *, workers: int, or
             interrupt.check()  # a stop request that arrived while a message was read
     except KeyboardInterrupt as err:
         stop = err if isinstance(err, interrupt.Interrupted) else interrupt.Interrupted("SIGINT")
-        raise _stop(slots, items, describe, results, pending, stop, grace_s) from None
+        raise _stop(slots, items, describe, results, pending, stop, grace_s, on_result) from None
     except BaseException:
         _stop(slots, items, describe, results, pending, interrupt.Interrupted("SIGTERM"), grace_s)
         raise
@@ -253,9 +253,12 @@ def run_parallel(fn: Callable[[Any, int], Any], items: list, *, workers: int, or
 
 
 def _stop(slots: list[_Slot], items: list, describe, results: dict, pending: deque,
-          stop: interrupt.Interrupted, grace_s: float) -> interrupt.Interrupted:
+          stop: interrupt.Interrupted, grace_s: float,
+          on_result: Callable[[int, Any], None] | None = None) -> interrupt.Interrupted:
     """Ask every worker to stop (SIGTERM), collect what they say for `grace_s` seconds, kill the
-    rest. Returns `stop` filled with what was stopped, finished and never started."""
+    rest. A job that finishes in that time is a result like any other (`on_result` gets it, so
+    a caller that stores results stores it). Returns `stop` filled with what was stopped,
+    finished and never started."""
     running = {s.number: s for s in slots if s.process.is_alive()}
     for slot in running.values():
         slot.process.terminate()
@@ -273,6 +276,8 @@ def _stop(slots: list[_Slot], items: list, describe, results: dict, pending: deq
                     answered.add(slot.index)
                     if ok:
                         results[slot.index] = value
+                        if on_result is not None:
+                            on_result(slot.index, value)
                     elif isinstance(value, interrupt.Interrupted):
                         stop.stopped.extend(value.stopped or [{"run": describe(items[slot.index]),
                                                                "phase": "setup"}])

@@ -5,7 +5,7 @@ other's, and a stored row would point at the other run's checkpoint. The lock is
 `flock` on `<run_dir>/run.lock`, which the kernel releases when its process dies, so a lock left
 by a killed process is recognised as stale for certain and taken over (with a note); the file
 names the holder (pid, host, command, start time) for the error a second process gets.
-Re-entrant within one process (the runner locks a job, `train` locks its run directory).
+Re-entrant within one process (a caller may hold a run directory that `open_trainer` locks again).
 """
 
 from __future__ import annotations

@@ -107,7 +107,7 @@ def evaluate_model(model: nn.Module, task, *, name: str | None = None, db: str |
     written and the rows are only returned. `run_id` (default: a fresh one) is the rows' key: the
     same run id replaces the rows stored under it.
     """
-    from .rows import record
+    from .rows import score_run
 
     if eval_sequences is not None:
         positive_int("eval_sequences", eval_sequences, "evaluation sequences; None: the preset's")
@@ -138,7 +138,7 @@ def evaluate_model(model: nn.Module, task, *, name: str | None = None, db: str |
                          torch.zeros(0, model.ensemble), 0.0, {}, None, ident,
                          {"preset": preset, "label": label, "name": name, "eval_lengths": list(lengths),
                           "eval_scored": list(scored), "eval_sequences": eval_sequences or n_seq, "scored_only": True})
-    return record(result, db=db, device=device or str(next(model.parameters()).device), write=store)
+    return score_run(result, db=db, device=device or str(next(model.parameters()).device), write=store)
 
 
 def check_name(name: str) -> str:
@@ -247,7 +247,7 @@ def score_checkpoint(spec: str, path: str, *, task: str | None = None, name: str
 def _rescore_run(obj: dict, model: EnsembleModel, task: Task, path: str, name: str | None, default: str, *,
                  db: str | None, eval_sequences: int | None, device: str) -> list:
     """Score a bayesbench trainer checkpoint's run again (see `score_checkpoint`)."""
-    from .rows import record
+    from .rows import score_run
 
     meta = dict(obj.get("meta") or {})
     stored_name = meta.get("name") or default
@@ -261,7 +261,7 @@ def _rescore_run(obj: dict, model: EnsembleModel, task: Task, path: str, name: s
     check_ensemble_output(model, longest, source=f"--checkpoint {path}")
     result = TrainResult(run_id, model, list(obj["identity"]["seeds"]), int(obj["step"]), obj["losses"].cpu(),
                          float(obj["elapsed"]), dict(obj["diverged"]), path, obj["identity"], meta)
-    return record(result, db=db, device=device)
+    return score_run(result, db=db, device=device)
 
 
 def _file_run_id(path: str, name: str, task: str, preset: str, seed: int) -> str:

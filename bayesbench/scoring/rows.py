@@ -51,8 +51,8 @@ def stop_reason(result: TrainResult, member: int) -> str:
     return result.stop(member)[1]
 
 
-def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
-           cache_dir: str | None = None, write: bool = True) -> list[RunRecord]:
+def score_run(result: TrainResult, *, db: str | None = None, device: str = "cpu",
+              cache_dir: str | None = None, write: bool = True) -> list[RunRecord]:
     """Evaluate a trained ensemble and write one record per seed (replacing that run's old ones).
 
     The row's arch is meta["name"] when given (an outside model's leaderboard name), else the
@@ -78,6 +78,7 @@ def record(result: TrainResult, *, db: str | None = None, device: str = "cpu",
     config = {"model": model_cfg, "model_args": ident["model"], "train": ident["train"], "seeds": result.seeds,
               "max_len": ident["max_len"], "eval_lengths": list(lengths), "eval_scored": list(scored),
               "eval_sequences": meta.get("eval_sequences"),
+              "overrides": meta.get("overrides") or {},  # what the command line changed from the preset
               "checkpoint": result.checkpoint}
     sequences_per_s = result.steps * batch * len(result.seeds) / result.wall_s if result.wall_s and batch else None
     primary = scores[0].primary

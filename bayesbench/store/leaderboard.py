@@ -83,9 +83,14 @@ def _ev_mean(ev: EvalResult, metric: str) -> float:
 
 
 def select_rows(db: str | None = None, *, task: str | None = None, arch: str | None = None,
-                group_id: str | None = None, latest: bool = False) -> list[RunRecord]:
-    """Stored records, filtered; with `latest`, only the newest run of each (task_label, arch)."""
+                group_id: str | None = None, run_ids: list[str] | None = None,
+                latest: bool = False) -> list[RunRecord]:
+    """Stored records, filtered (`run_ids`: those runs, e.g. a command's jobs); with `latest`,
+    only the newest run of each (task_label, arch)."""
     where, params = [], []
+    if run_ids is not None:
+        where.append(f"run_id IN ({', '.join('?' * len(run_ids))})" if run_ids else "0")
+        params += list(run_ids)
     if task:
         where.append("(task = ? OR task_label = ?)")
         params += [task, task]
@@ -170,12 +175,15 @@ def _clean_json(value):
 def config_key(record: RunRecord) -> str:
     """What must match for two runs' seeds to be pooled in one leaderboard row: the task's
     configuration, the model's arguments (an outside model's source too), training, position
-    range and evaluation (not the seeds, the checkpoint path or the run)."""
+    range, evaluation and the torch thread count it trained with (not the seeds, the checkpoint
+    path or the run)."""
     cfg = record.config or {}
     model = cfg.get("model") or {}
     return json.dumps({"task": record.task_config, "model_args": cfg.get("model_args"), "spec": model.get("spec"),
                        "train": cfg.get("train"), "max_len": cfg.get("max_len"),
-                       "eval_lengths": cfg.get("eval_lengths"), "eval_sequences": cfg.get("eval_sequences")},
+                       "eval_lengths": cfg.get("eval_lengths"), "eval_sequences": cfg.get("eval_sequences"),
+                       # numbers differ in their last digits between torch thread counts: like with like
+                       "threads": (record.environment or {}).get("threads")},
                       sort_keys=True, default=str)
 
 
@@ -358,10 +366,13 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
         return "(no results in the store yet: run `bayesbench run --preset quick`)"
     agg = _aggregate(records, metric, per_run, cm, threshold)
     others = [m for m in METRICS if m != metric]
-    lines = [f"| task | eval | arch | params | steps | wall (s) | seeds | **{_ranked(metric, cm)}** (bits), mean "
-             f"[95% CI over seeds] | per seed | " + " | ".join(f"{SHORT[m]} (bits), mean" for m in others)
+    differ = differing_settings(agg)  # rows of one arch and evaluation set trained differently: say how
+    lines = [f"| task | eval | arch |{' settings |' if differ else ''} params | steps | wall (s) | seeds | "
+             f"**{_ranked(metric, cm)}** (bits), mean [95% CI over seeds] | per seed | "
+             + " | ".join(f"{SHORT[m]} (bits), mean" for m in others)
              + f" | steps to {SHORT[cm]} <= {threshold:g} bits [95% CI] (seeds reached) | still improving | x best |",
-             "|---|---|---|---|---|---|---|---|---|" + "---|" * len(others) + "---|---|---|"]
+             "|---|---|---|" + ("---|" if differ else "") + "---|---|---|---|---|---|" + "---|" * len(others)
+             + "---|---|---|"]
     best: dict[tuple, float] = {}
     for g in agg:
         v = g["means"][metric]
@@ -376,14 +387,16 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
         ci = f" [{_fmt(max(lo, 0.0))}, {_fmt(hi)}]" if math.isfinite(lo) else ""
         size = f", {g['n_sequences']} seq" if len(sizes[(g["task"], g["eval"])]) > 1 else ""
         mean = _fmt(g["means"][metric]) + ci if math.isfinite(g["means"][metric]) else "diverged (every seed)"
+        settings = f" {differ.get(id(g), '-')} |" if differ else ""
         lines.append(f"| {g['task']} | {g['eval']}{'' if not g['primary'] else ' (trained)'}{size} | "
-                     f"{g['arch']}{_row_marks(g, metric)} | {_count(g['params'])} | {g['steps']} | "
+                     f"{g['arch']}{_row_marks(g, metric)} |{settings} {_count(g['params'])} | {g['steps']} | "
                      f"{_wall(g['wall_s'])} | {_seeds(g)} | {mean} | {_per_seed(g, metric)} | "
                      + " | ".join(_fmt(g["means"][m]) for m in others)
                      + f" | {_reach_cell(g['reach'])} | {_improving_cell(g['improving'])} | "
                      + (f"{ratio:.1f}x |" if math.isfinite(ratio) else "- |"))
         if i + 1 == len(agg) or block_key(agg[i + 1]) != key:
-            lines += _floor_lines(agg, key, metric, others)
+            floor = _floor_lines(agg, key, metric, others)
+            lines += [line.replace(" (floor)* |", " (floor)* | - |", 1) for line in floor] if differ else floor
     ranked = METRICS[metric] if metric != AUC else (
         f"the area under the learning curve of {SHORT[cm]} against log(step), divided by the log-step range: the "
         "curve's mean over log(step), on the step range every row of the task and eval covers")
@@ -426,6 +439,35 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
         if r.status != "ok":
             notes.append(f"- {r.task_label} {r.arch} seed {r.seed}: {r.status}")
     return "\n".join(lines + notes)
+
+
+def _settings(record: RunRecord) -> dict:
+    """A row's training, model and task settings, flattened ('lr', 'd_model', 'L', ...)."""
+    cfg = record.config or {}
+    out = {}
+    for part in (record.task_config or {}, cfg.get("model_args") or {}, cfg.get("train") or {}):
+        out.update({k: v for k, v in part.items() if k != "task" and not isinstance(v, (dict, list))})
+    out["threads"] = (record.environment or {}).get("threads")
+    return out
+
+
+def differing_settings(agg: list[dict]) -> dict[int, str]:
+    """id(row) -> 'lr=0.0005 batch_size=64': the settings in which rows of one architecture and
+    evaluation set differ from each other (rows it does not concern are left out; empty when no
+    two rows of one arch share a set)."""
+    by_arch: dict[tuple, list[dict]] = {}
+    for g in agg:
+        by_arch.setdefault((*block_key(g), g["arch"]), []).append(g)
+    out = {}
+    for rows in by_arch.values():
+        if len(rows) < 2:
+            continue
+        settings = [_settings(g["records"][0]) for g in rows]
+        keys = sorted({k for st in settings for k in st
+                       if len({json.dumps(x.get(k), default=str) for x in settings}) > 1})
+        for g, st in zip(rows, settings):
+            out[id(g)] = " ".join(f"{k}={st.get(k, '-')}" for k in keys) or "-"
+    return out
 
 
 def _row_marks(g: dict, metric: str) -> str:

@@ -1,6 +1,6 @@
 """The run record: what one trained ensemble member (one run, one seed) is and how it scored.
 
-`RunRecord` is the one shape a result has everywhere: the runner builds it, the results store
+`RunRecord` is the one shape a result has everywhere: scoring builds it (`scoring/rows.py`), the store
 writes it as one SQLite row and reads it back, and the leaderboard and the plots read its typed
 fields (`record.evals["K=30"].entropy_mae.mean`, not nested dict paths).
 
@@ -258,6 +258,13 @@ class RunRecord:
 
         found = re.search(r"diverged at step (\d+)", self.status)
         return int(found.group(1)) if found else self.stop_step
+
+    def shown(self, value: float, fmt: str = "{:.4f}") -> str:
+        """One of its numbers as a table shows it: `value` formatted, or where it diverged (a
+        diverged member's numbers are not results)."""
+        if self.diverged:
+            return f"diverged@{self.diverged_at}" if self.diverged_at is not None else "diverged"
+        return fmt.format(value)
 
     @property
     def stop_kind(self) -> str | None:

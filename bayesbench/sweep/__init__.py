@@ -1,10 +1,11 @@
-"""Sweeps: a grid of training jobs as data (TOML or Python), run on the local process pool or on
-a Ray cluster, resumable and stored exactly once. See docs/sweeps.md."""
+"""The engine of `bayesbench sweep`, `run` and `train`: jobs from a sweep file (a grid as data,
+TOML or Python) or a preset, run on the local process pool, in this process or on a Ray
+cluster, resumable and stored exactly once. See docs/sweeps.md."""
 
 from .driver import SweepOutcome, run_sweep, stored_keys
-from .expand import SweepJob, expand, job_key
-from .local import LocalExecutor
+from .expand import SweepJob, expand, job_key, sweep_job
+from .local import InProcessExecutor, LocalExecutor
 from .spec import Resources, SweepSpec, load_sweep
 
-__all__ = ["LocalExecutor", "Resources", "SweepJob", "SweepOutcome", "SweepSpec", "expand", "job_key", "load_sweep",
-           "run_sweep", "stored_keys"]
+__all__ = ["InProcessExecutor", "LocalExecutor", "Resources", "SweepJob", "SweepOutcome", "SweepSpec", "expand",
+           "job_key", "load_sweep", "run_sweep", "stored_keys", "sweep_job"]

@@ -1,10 +1,16 @@
 """The sweep driver: skip what the store holds, run the rest on an executor, store results.
 
-Exactly once: a job's rows are keyed (run_id = the job's stable key, seed), a job whose every
-seed is stored is skipped, and storing is an upsert on that key, so a result that arrives twice
-(a retried task, a rerun after the driver was killed between a job's end and its write) replaces
-itself instead of adding a row. The driver is the store's only writer. Jobs that were
-interrupted resume from their checkpoints (the workers look for them).
+The one engine of `bayesbench sweep`, `run` and `train`. Exactly once: a job's rows are keyed
+(run_id = the job's stable key, seed), a job whose every seed is stored is skipped, and storing
+is an upsert on that key, so a result that arrives twice (a retried task, a rerun after the
+driver was killed between a job's end and its write) replaces itself instead of adding a row.
+The driver is the store's only writer. Jobs that were interrupted resume from their checkpoints
+(the workers look for them). A job that fails does not stop the others; it is reported, and
+`SweepOutcome.errors` keeps its exception where the executor could hand it back.
+
+Executors (`sweep/local.py`, `sweep/ray_executor.py`) have `describe()` and
+`run(jobs, runs_dir, on_event, cache_dir)`, which runs every job through the worker body
+(`sweep/one_job.py`) and reports "start", "step", "retry", "done" and "failed" events.
 """
 
 from __future__ import annotations
@@ -15,20 +21,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..running import interrupt
-from ..store.database import connect, db_path, write_records
+from ..store.database import cache_dir_for, connect, db_path, prepare_store, write_records
 from ..training.trainer import CHECKPOINT_NAME
 from .expand import SweepJob
 
 
 @dataclass
 class SweepOutcome:
-    """What a sweep run did: keys skipped (already stored), trained, failed (key -> why), retried
-    (key -> retries), resumed (key -> the step its checkpoint had reached), and its wall time."""
+    """What a sweep run did: keys skipped (already stored), trained, failed (key -> why; `errors`:
+    key -> the exception, where the executor handed it back), retried (key -> retries), resumed
+    (key -> the step its checkpoint had reached), and its wall time."""
 
     jobs: list[SweepJob]
     skipped: list[str] = field(default_factory=list)
     trained: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, BaseException] = field(default_factory=dict)
     retried: dict[str, int] = field(default_factory=dict)
     resumed: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
@@ -61,22 +69,30 @@ def job_state(sj: SweepJob, stored: set[str], runs_dir: str) -> str:
 
 
 def run_sweep(jobs: list[SweepJob], executor, *, db: str | None, runs_dir: str, progress: bool = True,
-              say: Callable[[str], None] | None = None, on_event: Callable[[dict], None] | None = None) -> SweepOutcome:
+              say: Callable[[str], None] | None = None, on_event: Callable[[dict], None] | None = None,
+              lines: bool = False) -> SweepOutcome:
     """Run the jobs not yet stored on `executor`, writing each job's rows as it finishes.
 
-    `on_event(event)` sees every event (tests use it to kill a worker mid-job)."""
+    `progress`: a progress bar (a terminal); `lines`: instead, one line per job each time it
+    reports a checkpoint (a tenth of its steps), for logs and terminals that show no bar.
+
+    The store and its evaluation cache are opened, created and checked first, before any
+    training (`store.database.prepare_store`). `on_event(event)` sees every event (tests use it
+    to kill a worker mid-job)."""
     from tqdm.auto import tqdm
 
     say = say or tqdm.write
     runs_dir = os.path.abspath(runs_dir)  # workers may start elsewhere (Ray): one absolute path for all
     start = time.perf_counter()
     out = SweepOutcome(jobs)
+    prepare_store(db)
     stored = stored_keys(jobs, db)
     out.skipped = [sj.key for sj in jobs if sj.key in stored]
     todo = [sj for sj in jobs if sj.key not in stored]
     by_key = {sj.key: sj for sj in todo}
     resuming = sum(job_state(sj, stored, runs_dir) == "checkpoint" for sj in todo)
-    say(f"{len(jobs)} jobs: {len(out.skipped)} already stored (skipped), {len(todo)} to run"
+    say(f"{len(jobs)} job{'s' if len(jobs) != 1 else ''}: {len(out.skipped)} already stored (skipped), "
+        f"{len(todo)} to run"
         + (f" ({resuming} resume from checkpoints)" if resuming else "")
         + (f" on {executor.describe()}" if todo else ""))
     if not todo:
@@ -104,6 +120,10 @@ def run_sweep(jobs: list[SweepJob], executor, *, db: str | None, runs_dir: str, 
             advance(key, event["step"])
         elif kind == "step" and key not in finished:
             advance(key, event["step"])
+            if lines:
+                total = sj.job.train.steps
+                say(f"  {sj.label}: step {event['step']:,} of {total:,} ({100 * event['step'] / total:.0f}%), "
+                    f"{time.perf_counter() - start:.0f} s since the start")
         elif kind == "retry":
             out.retried[key] = out.retried.get(key, 0) + 1
             running.discard(key)
@@ -114,13 +134,18 @@ def run_sweep(jobs: list[SweepJob], executor, *, db: str | None, runs_dir: str, 
             running.discard(key)
             out.trained.append(key)
             advance(key, sj.job.train.steps)
-            maes = " ".join(f"{r.entropy_mae_bits:.4f}" for r in event["records"])
-            say(f"done: {sj.label} ({event['records'][0].wall_s:.1f} s training); entropy MAE (bits) per "
-                      f"seed: {maes}")
+            r0, maes = event["records"][0], " ".join(r.shown(r.entropy_mae_bits) for r in event["records"])
+            say(f"done: {sj.label} ({r0.wall_s:.1f} s training, {r0.steps_per_s:.1f} steps/s); entropy MAE (bits) "
+                f"per seed: {maes}")
+            for r in event["records"]:
+                if r.status != "ok":
+                    say(f"      WARNING: {r.status}")
         elif kind == "failed":
             finished.add(key)
             running.discard(key)
             out.failed[key] = event["error"]
+            if event.get("exception") is not None:
+                out.errors[key] = event["exception"]
             say(f"FAILED: {sj.label}: {event['error']}")
         bar.set_postfix(done=len(out.trained), running=len(running), failed=len(out.failed), refresh=False)
         bar.refresh()
@@ -128,7 +153,7 @@ def run_sweep(jobs: list[SweepJob], executor, *, db: str | None, runs_dir: str, 
             on_event(event)
 
     try:
-        executor.run(todo, runs_dir, handle)
+        executor.run(todo, runs_dir, handle, cache_dir_for(db))
     except KeyboardInterrupt as err:  # Interrupted, or Ray's own KeyboardInterrupt
         stop = err if isinstance(err, interrupt.Interrupted) else interrupt.Interrupted("SIGINT")
         bar.close()

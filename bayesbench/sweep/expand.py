@@ -1,11 +1,13 @@
-"""A checked sweep's points -> resolved jobs, each with a stable key.
+"""Resolved jobs -> sweep jobs, each with a stable key; a checked sweep file's points -> such jobs.
 
 The key of a job is a hash of everything that decides its stored numbers: the task's
 configuration and evaluation (label, lengths, set size), the architecture and its resolved model
 configuration (capacity matching already applied), the training configuration, the seeds and
-the device kind. The store keeps one row per (run_id, seed) and a sweep's run_id IS this key, so
-each (job configuration, seed) has one stable row key: re-running a sweep finds what is already
-stored, and writing a result twice replaces it instead of adding a second row.
+the device kind. The store keeps one row per (run_id, seed) and a job's run_id IS this key, so
+each (job configuration, seed) has one stable row key: re-running a sweep (or `bayesbench run`,
+whose preset jobs become sweep jobs through `sweep_job`) finds what is already stored, and
+writing a result twice replaces it instead of adding a second row. The same configuration gives
+the same key and the same run directory whichever command expanded it.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class SweepJob:
     size: str | None  # the sweep's name for the model size, if it has a sizes axis
     checkpoint_every: int  # steps between checkpoints (and progress reports)
     group_id: str  # stored with every row: "sweep-<name>"
+    log: str | None = None  # send the training curves to "tensorboard" or "wandb" (training/loggers.py); not in the key
 
     @property
     def arch(self) -> str:
@@ -50,14 +53,16 @@ class SweepJob:
         """Task / arch [size] [lr] seeds: how the job is named in progress lines and tables."""
         j = self.job
         size = f" [{self.size}]" if self.size else ""
-        return f"{j.setup.label} / {self.arch}{size} lr {j.train.lr:g} seeds {list(j.seeds)}"
+        return f"{j.setup.label} / {self.arch}{size} lr {j.train.lr:g} seeds {seeds_text(j.seeds)}"
 
     def run_dir(self, root: str) -> str:
-        """Its checkpoint folder under the shared runs directory (named by its key)."""
+        """Its checkpoint folder under the runs directory, readable and unique:
+        `<root>/<preset>/<task>-<arch>[-<size>]-lr<lr>-s<seeds>-<key>`."""
         j = self.job
-        parts = [j.key, self.arch] + ([self.size] if self.size else []) + [f"lr{j.train.lr:g}",
-                                                                            "s" + "-".join(map(str, j.seeds))]
-        return os.path.join(root, "sweep", f"{'-'.join(parts)}-{self.key}")
+        task = j.task.name if ":" in j.task_key else j.task_key  # an outside tunnel by its name, not its path
+        parts = [task, self.arch] + ([self.size] if self.size else []) + [f"lr{j.train.lr:g}",
+                                                                            "s" + seeds_name(j.seeds)]
+        return os.path.join(root, j.preset, f"{'-'.join(_safe(p) for p in parts)}-{self.key}")
 
     @property
     def tokens(self) -> int:
@@ -71,17 +76,56 @@ class SweepJob:
         return 6.0 * self.job.params * self.tokens
 
 
-def job_key(job: Job) -> str:
-    """SHA-256 (first 16 hex characters) of the job's resolved configuration; see the module doc."""
+def seeds_name(seeds) -> str:
+    """The seeds as a run directory names them: '0-1-2', or for many '0..999999' (a range) or
+    '0..4093-n1000' (the first, the last and how many): a name short enough for any file system."""
+    seeds = list(seeds)
+    if len(seeds) <= 8:
+        return "-".join(map(str, seeds))
+    if seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"{seeds[0]}..{seeds[-1]}"
+    return f"{seeds[0]}..{seeds[-1]}-n{len(seeds)}"
+
+
+def seeds_text(seeds) -> str:
+    """'[0, 1, 2]', or for many seeds '[0 .. 999999] (1000000 seeds)': how messages list them."""
+    seeds = list(seeds)
+    return str(seeds) if len(seeds) <= 8 else f"[{seeds[0]} .. {seeds[-1]}] ({len(seeds)} seeds)"
+
+
+def _safe(part: str) -> str:
+    """A task key or an outside model's name as a path component (no separators, not too long)."""
+    part = "".join(c if c.isalnum() or c in "._-" else "_" for c in str(part))
+    return part[:60]
+
+
+def job_key(job: Job, threads: int = 1) -> str:
+    """SHA-256 (first 16 hex characters) of the job's resolved configuration; see the module doc.
+
+    `threads`, the torch threads it trains with, is part of what a result is: the same seeds give
+    numbers that differ in their last digits at another thread count (a staged learner can then
+    leave a plateau at another step), so a job at 2 threads is another job than at 1. It enters
+    the key only when not 1, the default, so the keys of earlier runs stay valid."""
     train = job.train.as_dict()  # the learning-curve fields only when set: keys of earlier sweeps stay valid
     train.pop("checkpoint_every")  # when checkpoints are written changes no number
     ident = {"task": job.task.config(), "label": job.setup.label, "eval_lengths": list(job.setup.eval_lengths),
              "eval_scored": list(job.setup.eval_scored),
              "eval_sequences": job.setup.eval_sequences, "arch": job.arch, "model": job.model,
              "max_len": job.max_len, "train": train, "seeds": list(job.seeds),
-             "device": torch.device(job.device).type}
+             "device": torch.device(job.device).type, **({"threads": threads} if threads != 1 else {})}
     text = json.dumps(ident, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:KEY_CHARS]
+
+
+def sweep_job(job: Job, *, group_id: str, size: str | None = None, threads: int = 1) -> SweepJob:
+    """`job` as the sweep driver runs it: its key (`job_key`), its checkpoint interval (the job's
+    TrainConfig.checkpoint_every, else a tenth of its steps), which the worker keeps (it trains
+    from checkpoint to checkpoint, so the job's own TrainConfig gets 0), and the group its rows
+    are stored with."""
+    steps = job.train.steps
+    every = min(job.train.checkpoint_every or max(1, steps // 10), steps)
+    job = dataclasses.replace(job, train=dataclasses.replace(job.train, checkpoint_every=0))
+    return SweepJob(job_key(job, threads), job, size, every, group_id)
 
 
 def gpu_share(job: SweepJob, resources: Resources) -> float:
@@ -138,19 +182,19 @@ def expand(spec: SweepSpec, *, device: Callable[[str], str] | None = None) -> li
                 train["warmup_steps"] = max(0, pt["steps"] // 100)
         train.update(pt["train"])
         try:
-            train_cfg = TrainConfig(**train, checkpoint_every=0, compile=False)
+            train_cfg = TrainConfig(**train, checkpoint_every=pt["checkpoint_every"] or preset.checkpoint_every,
+                                    compile=False)
         except (TypeError, ValueError) as err:
             raise ValueError(f"{where}: bad training settings: {err}") from None
         name = _outside_name(pt["arch"], names, where)
         job = Job(pt["preset"], pt["task"], setup, pt["arch"], model, train_cfg, tuple(pt["seeds"]),
                   device(pt["device"]), name)
-        key = job_key(job)
-        if key in seen:
-            raise ValueError(f"{where}: the same job as job {seen[key] + 1} (identical configuration and seeds); "
+        sj = sweep_job(job, group_id=f"sweep-{spec.name}", size=pt["size"], threads=spec.resources.cpus)
+        if sj.key in seen:
+            raise ValueError(f"{where}: the same job as job {seen[sj.key] + 1} (identical configuration and seeds); "
                              "each job is trained and stored once")
-        seen[key] = i
-        every = pt["checkpoint_every"] or preset.checkpoint_every or max(1, train_cfg.steps // 10)
-        jobs.append(SweepJob(key, job, pt["size"], min(every, train_cfg.steps), f"sweep-{spec.name}"))
+        seen[sj.key] = i
+        jobs.append(sj)
     return jobs
 
 

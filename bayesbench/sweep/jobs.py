@@ -1,33 +1,29 @@
-"""The experiment runner: a preset's (task, architecture, seed ensemble) jobs, trained, scored, stored.
+"""A preset's jobs: (task, architecture, seed ensemble), resolved from the preset and a command
+line's selections, before anything runs.
 
-`make_jobs` turns a preset (`bayesbench.presets`) and the command line's selections into jobs;
-`run_jobs` runs them (a process pool on CPU); `run_job` trains one (checkpointing into its run
-directory), then `record` scores it on the fixed evaluation sets and writes one row per seed to
-the results store.
+`make_jobs` turns a preset (`bayesbench.presets`) and `bayesbench run`/`train`'s selections into
+`Job`s; `sweep.expand.sweep_job` gives each its stable key and run directory, and the sweep
+driver runs them (`sweep/driver.py`: skip what is stored, train the rest on the local pool, in
+this process or on Ray, store each job's rows once). A `Job` knows its task, model and
+training configuration, and opens its Trainer (`Job.open_trainer`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from ..models import TaskShape, count_params, list_models
+from ..models.outside import preset_options
 from ..models.registry import is_outside
 from ..presets import TaskSetup, get_preset
-from ..running import interrupt
-from ..running.runlock import run_lock
 from ..scoring.evaluate import max_eval_len
-from ..scoring.rows import record
-from ..store.database import prepare_store
-from ..store.records import RunRecord
-from ..tasks import Task, task_from_config
-from ..training.trainer import TrainConfig, train
-
-DEFAULT_RUN_ROOT = "runs"
+from ..tasks import Task, is_outside_task, task_from_config
+from ..training.trainer import TrainConfig, open_trainer
 
 
 def resolve_device(device: str | None) -> str:
@@ -65,11 +61,12 @@ def make_task(setup: TaskSetup) -> Task:
 def resolve_model(setup: TaskSetup, arch: str, task: Task, max_len: int, attention: str | None = None) -> dict:
     """The preset's model config for `arch`, with `match` replaced by a parameter count.
 
-    An outside model ('pkg.mod:build', '/abs/file.py:build', 'hf:gpt2'; `models.outside`) gets
-    the options `setup.models` gives it (a sweep's `models` table; none by default), after, for
-    an `hf:` model, the sizes of the preset's transformer for this task (`models.hf.hf_sizes`)."""
+    An outside model ('pkg.mod:build', '/abs/file.py:build', 'hf:gpt2') gets the options the
+    models package derives from the preset's model table (`models.outside.preset_options`: for
+    an `hf:` model the sizes of the preset's transformer for this task, then any options the
+    table (a sweep's `models`) gives it)."""
     if is_outside(arch):
-        return _outside_model(setup, arch, task, max_len, attention)
+        return preset_options(arch, setup.models)
     if arch not in setup.models:
         known = ", ".join(sorted(setup.models))
         raise ValueError(f"arch {arch!r} has no configuration for task {setup.label!r} in this preset; "
@@ -84,21 +81,10 @@ def resolve_model(setup: TaskSetup, arch: str, task: Task, max_len: int, attenti
     return cfg
 
 
-def _outside_model(setup: TaskSetup, spec: str, task: Task, max_len: int, attention: str | None) -> dict:
-    from ..models.hf import hf_sizes
-    from ..models.outside import HF_PREFIX
-
-    sizes = {}
-    if spec.startswith(HF_PREFIX):
-        sizes = hf_sizes(spec[len(HF_PREFIX):], resolve_model(setup, "transformer", task, max_len, attention),
-                         setup.models.get("mamba", {}).get("d_state"))
-    return {**sizes, **setup.models.get(spec, {})}
-
-
 @dataclass(frozen=True)
 class Job:
     preset: str
-    key: str  # the task's key in the preset
+    task_key: str  # the task's key in the preset ('bijection'); the job's own key is SweepJob.key, a hash
     setup: TaskSetup
     arch: str
     model: dict
@@ -106,6 +92,9 @@ class Job:
     seeds: tuple[int, ...]
     device: str
     name: str | None = None  # leaderboard name when arch is an outside model ('./mine.py:build' -> 'mine')
+    # what the command line changed from the preset ({"train": {...}, "task": {...}, "model": {...}}), for
+    # the record; the resolved configs above already hold every change
+    overrides: dict = dataclasses.field(default_factory=dict, compare=False)
 
     @functools.cached_property
     def task(self) -> Task:
@@ -120,47 +109,71 @@ class Job:
         """Parameters per ensemble member."""
         return count_params(self.arch, self.task, max_len=self.max_len, **self.model)
 
+    def open_trainer(self, run_dir: str | None, **kwargs):
+        """The job's Trainer, in its run directory (`training.trainer.open_trainer`: run lock,
+        leftovers removed, the checkpoint loaded with resume=True); use it as a context manager.
+        Keyword arguments: run_id, meta, resume, say."""
+        return open_trainer(self.task, self.arch, list(self.seeds), self.train, model_cfg=self.model,
+                            max_len=self.max_len, device=self.device, run_dir=run_dir, **kwargs)
+
     def describe(self) -> str:
         """'task label / arch', how messages name the job."""
         return f"{self.setup.label} / {self.arch}"
 
-    def run_dir(self, root: str = DEFAULT_RUN_ROOT) -> str:
-        seeds = "-".join(str(s) for s in self.seeds)
-        return os.path.join(root, self.preset, f"{self.key}-{self.name or self.arch}-s{seeds}")
-
     def meta(self, group_id: str | None) -> dict:
         return {"preset": self.preset, "label": self.setup.label, "group_id": group_id, "name": self.name,
                 "eval_lengths": list(self.setup.eval_lengths), "eval_scored": list(self.setup.eval_scored),
-                "eval_sequences": self.setup.eval_sequences}
+                "eval_sequences": self.setup.eval_sequences, "overrides": dict(self.overrides)}
 
 
 def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] | None = None,
               seeds: list[int] | None = None, steps: int | None = None, device: str | None = None,
               attention: str | None = None, compile: bool = False, precision: str | None = None,
               checkpoint_every: int | None = None, eval_sequences: int | None = None,
-              train: dict | None = None) -> list[Job]:
+              train: dict | None = None, place: Callable[[str], str] | None = None,
+              task_args: dict | None = None, model_args: dict | None = None) -> list[Job]:
     """Every (task, arch) of the preset, or of the given selections, as resolved jobs.
 
     Without `archs`, each task runs its own default architectures (`TaskSetup.archs`, else the
-    preset's); a named arch must be configured for every selected task. `train`: TrainConfig
-    fields set for every job (e.g. {"until": 0.1}: `--until`).
+    preset's); a named arch must be configured for every selected task. A task may also be an
+    outside tunnel ('pkg.mod:build', './file.py:build'; `tasks.outside`), checked before anything
+    else (`tasks.check.check_task`) and trained with the preset's settings for outside tasks
+    (`presets.outside_setup`). `train`: TrainConfig fields set for every job (e.g. {"until": 0.1}:
+    `--until`; `--train-args`). `task_args`: fields of the preset's task config replaced (an
+    outside tunnel: its factory's options; `--task-args`); `model_args`: options merged into the
+    one selected architecture's config (`--model-args`). `place` maps the device asked for
+    (`device`, else the preset's) to the one the jobs run on (default `resolve_device`: 'auto' is
+    this machine's GPU if it has one). `checkpoint_every` (default: the preset's; 0: a tenth of
+    the steps) is the job's TrainConfig.checkpoint_every.
     """
     p = get_preset(preset)
     keys = list(tasks or p.tasks)
+    for flag, names in (("--tasks", keys), ("--archs", archs or [])):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"{flag} names {', '.join(map(repr, twice))} twice: each job is trained and stored once")
     for k in keys:
-        if k not in p.tasks:
-            raise ValueError(f"task {k!r} is not in preset {preset!r}; available: {', '.join(p.tasks)}")
+        if k not in p.tasks and not is_outside_task(k):
+            raise ValueError(f"task {k!r} is not in preset {preset!r}; available: {', '.join(p.tasks)} (or your own "
+                             "tunnel: 'pkg.mod:build', './file.py:build')")
     explicit = bool(archs)
     known = list_models()
     for a in archs or ():
         if a not in known:
             raise ValueError(f"unknown arch {a!r}; available: {', '.join(known)}")
-    dev = resolve_device(device or p.device)
+    dev = (place or resolve_device)(device or p.device)
     if attention == "triton":
         check_triton(dev)
+    if model_args and (len(archs or []) != 1):
+        raise ValueError("--model-args are one architecture's options: name exactly one arch (--archs A, --arch A, "
+                         "or --model)")
+    overrides = {k: dict(v) for k, v in (("train", train), ("task", task_args), ("model", model_args)) if v}
     jobs = []
     for k in keys:
-        setup = p.tasks[k]
+        setup = task_setup(p, k, task_args)
+        if model_args:
+            setup = dataclasses.replace(setup, models={**setup.models, archs[0]: {**setup.models.get(archs[0], {}),
+                                                                                 **model_args}})
         if eval_sequences is not None:
             setup = dataclasses.replace(setup, eval_sequences=eval_sequences)
         task = make_task(setup)
@@ -175,96 +188,62 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
             if train_cfg.get("warmup_steps", 0) > steps // 10:  # keep the warm-up a small fraction
                 train_cfg["warmup_steps"] = max(0, steps // 100)
         member_seeds = tuple(seeds) if seeds is not None else tuple(range(setup.seeds))
+        try:
+            train_config = TrainConfig(**train_cfg)
+        except TypeError as err:  # a field TrainConfig does not have (check_train_args names it for the CLI)
+            raise ValueError(f"training settings: {err}") from None
         for a in (archs if explicit else (setup.archs or p.archs)):
-            jobs.append(Job(preset, k, setup, a, resolve_model(setup, a, task, max_len, attention),
-                            TrainConfig(**train_cfg), member_seeds, dev))
+            try:
+                model = resolve_model(setup, a, task, max_len, attention)
+                if model_args:
+                    count_params(a, TaskShape.from_task(task, max_len), **model)  # a bad option fails here
+            except (TypeError, ValueError) as err:
+                if not model_args:
+                    raise
+                raise ValueError(f"--model-args for {a}: {err}") from None
+            job = Job(preset, k, setup, a, model, train_config, member_seeds, dev, overrides=overrides)
+            check_ensemble_fits(job)
+            jobs.append(job)
     return jobs
 
 
-def run_job(job: Job, *, db: str | None = None, group_id: str | None = None, run_root: str = DEFAULT_RUN_ROOT,
-            resume: bool = False, progress: bool = True, position: int = 0) -> list[RunRecord]:
-    """Train the job's ensemble, evaluate it and store one record per seed; returns the records.
+def check_ensemble_fits(job: Job) -> None:
+    """Refuse, before anything is built, an ensemble whose weights, gradients and optimiser
+    state alone (4 float32 copies of every member's parameters) exceed the device's free memory."""
+    from ..tasks.base import available_bytes, format_bytes
 
-    The run directory stays locked from training to the stored rows (`runlock`). A stop
-    request raises `interrupt.Interrupted` naming this job and where it stopped; its rows are
-    then not stored (each store write is one transaction: all of a job's rows or none).
-    """
-    result = None
+    need = 16 * job.params * len(job.seeds)
+    free = available_bytes(torch.device(job.device))
+    if free is not None and need > free:
+        raise ValueError(f"{job.describe()}: an ensemble of {len(job.seeds):,} members of {job.params:,} parameters "
+                         f"needs at least {format_bytes(need)} for its weights, gradients and optimiser state, and "
+                         f"{job.device} has {format_bytes(free)} free; use fewer seeds (--seeds)")
+
+
+def task_setup(p, key: str, task_args: dict | None = None) -> TaskSetup:
+    """The TaskSetup of task `key` of preset `p` (an outside tunnel's: `presets.outside_setup`, after
+    its checks), with `task_args` applied: the preset's task fields replaced and said in the label
+    (its rows are another task's), or an outside tunnel's factory options."""
+    from ..presets import outside_setup
+    from ..tasks import outside_task
+    from ..tasks.check import check_task
+
+    if is_outside_task(key):
+        task = outside_task(key, task_args)
+        check_task(task)  # shapes, normalisation, determinism, the posterior against its sampler (and brute force)
+        return outside_setup(p, task)
+    setup = p.tasks[key]
+    if not task_args:
+        return setup
+    config = {**setup.task, **task_args}
     try:
-        with run_lock(job.run_dir(run_root)):
-            result = train(job.task, job.arch, list(job.seeds), job.train, model_cfg=job.model, max_len=job.max_len,
-                           device=job.device, run_dir=job.run_dir(run_root), resume=resume, progress=progress,
-                           meta=job.meta(group_id), position=position)
-            return record(result, db=db, device=job.device)
-    except interrupt.Interrupted as stop:
-        interrupt.claim(stop, job.describe(),
-                        None if result is None else {"phase": "evaluation", "checkpoint": result.checkpoint})
-        raise
+        task_from_config(config)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"--task-args for task {key!r}: {err}") from None
+    changed = " ".join(f"{k}={v}" for k, v in sorted(task_args.items()))
+    return dataclasses.replace(setup, task=config, label=f"{setup.label} [{changed}]")
 
 
-def job_cost(job: Job) -> float:
-    """A rough relative cost (parameters x tokens per step x steps x members) for scheduling."""
-    return job.params * job.task.seq_len * \
-        job.train.batch_size * job.train.steps * len(job.seeds)
-
-
-def _set_threads(threads: int | None) -> None:
-    if threads:
-        torch.set_num_threads(threads)
-
-
-def _in_worker(item: tuple[Job, dict], slot: int) -> list[RunRecord]:
-    """One job in a worker process (`workers.run_parallel`); `slot` is its progress bar's line."""
-    job, kwargs = item
-    return run_job(job, position=slot, **kwargs)
-
-
-def run_jobs(jobs: list[Job], *, workers: int = 1, threads: int | None = None, on_done=None,
-             **kwargs) -> list[list[RunRecord]]:
-    """Run jobs, `workers` at a time in separate processes (1: in this process, in order).
-
-    Small models use a CPU core better as one single-threaded process each than as one
-    process with several intra-op threads, so on CPU the quick preset runs its jobs in
-    parallel processes with `threads` (default: cores // workers) threads each; they all write
-    to the same results store (safe for concurrent writers). Longest jobs start first.
-    `on_done(job, records)` is called as each finishes; returns the records per job, in job order.
-
-    The store (`db`) and its evaluation cache are opened, created and checked before any
-    training (`results.prepare_store`). SIGINT or SIGTERM stops every job within seconds:
-    each writes a checkpoint at its current step, nothing unfinished is stored, and
-    `interrupt.Interrupted` says which jobs stopped where (`workers.run_parallel`); a job that
-    fails stops the others the same way and its error is raised.
-    """
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
-    prepare_store(kwargs.get("db"))
-    with interrupt.handling():
-        if workers == 1:
-            return _run_here(jobs, threads, on_done, kwargs)
-        from ..running.pool import run_parallel
-
-        threads = threads or max(1, (os.cpu_count() or 1) // workers)
-        order = sorted(range(len(jobs)), key=lambda i: -job_cost(jobs[i]))
-        return run_parallel(_in_worker, [(job, kwargs) for job in jobs], workers=workers, order=order,
-                            initializer=_set_threads, initargs=(threads,),
-                            on_result=(lambda i, rows: on_done(jobs[i], rows)) if on_done else None,
-                            describe=lambda item: item[0].describe())
-
-
-def _run_here(jobs: list[Job], threads: int | None, on_done, kwargs: dict) -> list[list[RunRecord]]:
-    """The jobs one by one in this process (`run_jobs` with one worker)."""
-    _set_threads(threads)
-    out = []
-    try:
-        for job in jobs:
-            records = run_job(job, **kwargs)
-            out.append(records)
-            if on_done:
-                on_done(job, records)
-    except interrupt.Interrupted as stop:
-        stop.finished, stop.not_started = len(out), len(jobs) - len(out) - 1
-        raise
-    return out
 def trial_forward(job) -> str:
     """Build two members for the job's task (factory, trial forward, path choice) before anything
     runs, so a broken model fails here; says which forward path it got."""

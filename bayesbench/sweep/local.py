@@ -1,14 +1,20 @@
-"""The default executor: local worker processes (no Ray needed), through `workers.run_parallel`.
+"""The local executors: worker processes (no Ray needed) and, for one worker, this process.
 
-As `bayesbench run`'s pool: spawned processes (no fork after torch has started its threads),
-`threads` torch threads each, longest jobs first, and a stop request (Ctrl-C, SIGTERM) that
-reaches every worker: each checkpoints the step it had reached and says where it stopped, and
-`interrupt.Interrupted` lists them (see bayesbench/running/pool.py). Sweep-specific: workers return
-rows instead of writing the store, send progress events while they train (`workers.report`),
-die with the driver (Linux: a parent-death signal, so a driver killed with -9 leaves no orphan
-training on), and a worker that dies mid-job (killed, out of memory) is replaced by a fresh
-process and its job is run again, at most `max_retries` times; it resumes from its checkpoint.
-A job that raises is not retried (the same config would raise again); the others go on.
+`LocalExecutor`: the process pool of `running.pool.run_parallel`: spawned processes (no fork
+after torch has started its threads), `threads` torch threads each, longest jobs first, and a
+stop request (Ctrl-C, SIGTERM) that reaches every worker: each checkpoints the step it had
+reached and says where it stopped, and `interrupt.Interrupted` lists them. Workers return rows
+instead of writing the store, send progress events while they train (`pool.report`), die with
+the driver (Linux: a parent-death signal, so a driver killed with -9 leaves no orphan training
+on), and a worker that dies mid-job (killed, out of memory) is replaced by a fresh process and
+its job is run again, at most `max_retries` times; it resumes from its checkpoint.
+
+`InProcessExecutor`: the same worker body (`one_job.train_and_score`) for one job after the
+other in this process (`bayesbench run --jobs 1`, `train`): no process to start, nothing that
+could outlive the command; a stop request checkpoints the running job as in a worker.
+
+On both, a job that raises is reported "failed" with its exception and not retried (the same
+config would raise again); the others go on.
 """
 
 from __future__ import annotations
@@ -42,9 +48,13 @@ def _init_worker(parent: int) -> None:
         os._exit(1)
 
 
-def _run(item: tuple[SweepJob, str, int], slot: int) -> dict:
-    sj, runs_dir, threads = item
-    return train_and_score(sj, runs_dir, threads, report)
+def _run(item: tuple[SweepJob, str, int, str | None], slot: int) -> dict:
+    sj, runs_dir, threads, cache_dir = item
+    return train_and_score(sj, runs_dir, threads, report, cache_dir)
+
+
+def _failed(sj: SweepJob, err: BaseException) -> dict:
+    return {"kind": "failed", "key": sj.key, "error": f"{type(err).__name__}: {err}", "exception": err}
 
 
 class LocalExecutor:
@@ -61,10 +71,12 @@ class LocalExecutor:
     def describe(self) -> str:
         return f"{self.workers} local processes x {self.threads} torch threads"
 
-    def run(self, jobs: list[SweepJob], runs_dir: str, on_event: Callable[[dict], None]) -> None:
+    def run(self, jobs: list[SweepJob], runs_dir: str, on_event: Callable[[dict], None],
+            cache_dir: str | None = None) -> None:
         """Run every job; report "start"/"step" (from the workers), "done" (with the worker's
         result), "retry" and "failed" events to `on_event`, in this process. A stop request
-        raises `interrupt.Interrupted` naming the stopped jobs by their labels."""
+        raises `interrupt.Interrupted` naming the stopped jobs by their labels. `cache_dir`:
+        where the workers cache evaluation sets (default: under `runs_dir`)."""
         attempts = {sj.key: 1 for sj in jobs}
 
         def died(i: int, why: str) -> bool:
@@ -78,11 +90,60 @@ class LocalExecutor:
                       "why": f"its worker process died ({why})"})
             return True
 
-        run_parallel(_run, [(sj, runs_dir, self.threads) for sj in jobs], workers=self.workers,
+        run_parallel(_run, [(sj, runs_dir, self.threads, cache_dir) for sj in jobs], workers=self.workers,
                      order=sorted(range(len(jobs)), key=lambda i: -jobs[i].flops),
                      initializer=_init_worker, initargs=(os.getpid(),), describe=lambda item: item[0].label,
                      on_result=lambda i, out: on_event({"kind": "done", "key": jobs[i].key, **out}),
                      on_event=lambda i, event: on_event(event),
-                     on_error=lambda i, err: on_event({"kind": "failed", "key": jobs[i].key,
-                                                       "error": f"{type(err).__name__}: {err}"}),
-                     on_died=died)
+                     on_error=lambda i, err: on_event(_failed(jobs[i], err)), on_died=died)
+
+
+class InProcessExecutor:
+    """Run jobs one after the other in this process, with `threads` torch threads (restored after)."""
+
+    name = "this process"
+
+    def __init__(self, threads: int) -> None:
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        self.threads = threads
+
+    def describe(self) -> str:
+        return f"this process, {self.threads} torch thread{'s' if self.threads > 1 else ''}"
+
+    def run(self, jobs: list[SweepJob], runs_dir: str, on_event: Callable[[dict], None],
+            cache_dir: str | None = None) -> None:
+        """As `LocalExecutor.run`, in this process and in the given order; a stop request raises
+        `interrupt.Interrupted` naming the job it stopped and counting those finished and not started."""
+        import torch
+
+        from ..running import interrupt
+
+        before = torch.get_num_threads()
+        finished = 0
+        try:
+            for i, sj in enumerate(jobs):
+                try:
+                    out = train_and_score(sj, runs_dir, self.threads, on_event, cache_dir)
+                except interrupt.Interrupted as stop:
+                    stop.finished, stop.not_started = finished, len(jobs) - i - 1
+                    raise
+                except Exception as err:  # noqa: BLE001 - reported as the job's failure; the others go on
+                    on_event(_failed(sj, err))
+                    continue
+                finished += 1
+                on_event({"kind": "done", "key": sj.key, **out})
+        finally:
+            torch.set_num_threads(before)
+
+
+def local_executor(jobs: list[SweepJob], *, workers: int | None, threads: int, max_retries: int = 2,
+                   in_process: bool = False) -> LocalExecutor | InProcessExecutor:
+    """`workers` local processes (default: 1 on a GPU, else cores // threads, at most one per
+    job) with `threads` torch threads each; one worker is this process when `in_process`."""
+    on_gpu = any(sj.job.device != "cpu" for sj in jobs)
+    n = workers or (1 if on_gpu else max(1, (os.cpu_count() or 1) // threads))
+    n = max(1, min(n, len(jobs)))
+    if n == 1 and in_process:
+        return InProcessExecutor(threads)
+    return LocalExecutor(n, threads, max_retries)

@@ -2,24 +2,49 @@
 hand the run records back. Workers never write the results store; the driver does (one writer).
 
 The job checkpoints into its run directory under the shared runs directory every
-`checkpoint_every` steps; a worker that finds a checkpoint there (an earlier attempt that died,
+`checkpoint_every` steps, holding the directory's lock while it trains and evaluates
+(`Job.open_trainer`); a worker that finds a checkpoint there (an earlier attempt that died,
 or an interrupted sweep) continues from it, and the resumed run is exactly the uninterrupted
 one (see bayesbench/training/trainer.py). Progress goes back as small event dicts through `report`.
+The finished job leaves `run.json` in its run directory (store/run_file.py), and, with `--log`,
+its curves in TensorBoard or W&B files there (training/loggers.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from collections.abc import Callable
 
+from ..store.run_file import RUN_FILE, write_run_file
 from .expand import SweepJob
 
 Report = Callable[[dict], None]
 
 
-def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | None = None) -> dict:
+@contextlib.contextmanager
+def _logged(sj: SweepJob, trainer, run_dir: str, meta: dict):
+    """The job's curves sent to its logger (`sj.log`) while it trains; the logger closed after."""
+    if not sj.log:
+        yield
+        return
+    from ..training.loggers import attach_logger
+
+    logger = attach_logger(sj.log, trainer, run_dir, name=f"{sj.label} {sj.key}",
+                           config={"key": sj.key, **meta, "train": sj.job.train.as_dict(), "model": sj.job.model})
+    try:
+        yield
+    finally:
+        logger.close()
+
+
+def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | None = None,
+                    cache_dir: str | None = None) -> dict:
     """Train (or finish) the job and evaluate it; returns {"key", "records", "resumed_from", ...}.
+
+    `threads`: torch threads for the job (0: leave as they are); `cache_dir`: where evaluation
+    sets are cached (default `<runs_dir>/cache`, which every worker of a cluster sees).
 
     Events sent through `report`: {"kind": "start", "key", "pid", "host", "step"} once the
     checkpoint (if any) is loaded, then {"kind": "step", "key", "step"} after each checkpoint.
@@ -29,8 +54,7 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
     import torch
 
     from ..running import interrupt
-    from ..scoring.rows import record
-    from ..training.trainer import Trainer
+    from ..scoring.rows import score_run
 
     if threads:
         torch.set_num_threads(threads)
@@ -38,24 +62,25 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
     job = sj.job
     where: dict = {"phase": "setup"}
     try:
-        trainer = Trainer(job.task, job.arch, list(job.seeds), job.train, model_cfg=job.model, max_len=job.max_len,
-                          device=job.device, run_dir=sj.run_dir(runs_dir), run_id=sj.key,
-                          meta={**job.meta(sj.group_id), "sweep_size": sj.size})
-        path = trainer.checkpoint_path()
-        if os.path.exists(path):
-            trainer.load(path)
-        resumed_from = trainer.step
-        send({"kind": "start", "key": sj.key, "pid": os.getpid(), "host": socket.gethostname(),
-              "step": resumed_from})
-        while True:
-            result = trainer.fit(progress=False, stop_at=min(trainer.step + sj.checkpoint_every, job.train.steps))
-            where = {"phase": "training", "step": trainer.step, "steps": job.train.steps,
-                     "checkpoint": result.checkpoint}
-            send({"kind": "step", "key": sj.key, "step": trainer.step})
-            if trainer.finished:  # every step done, or no member left training (diverged or stopped by `until`)
-                break
-        where = {"phase": "evaluation", "checkpoint": result.checkpoint}
-        records = record(result, device=job.device, cache_dir=os.path.join(runs_dir, "cache"), write=False)
+        meta = {**job.meta(sj.group_id), "sweep_size": sj.size}
+        run_dir = sj.run_dir(runs_dir)
+        with job.open_trainer(run_dir, run_id=sj.key, meta=meta, resume=True) as trainer, \
+                _logged(sj, trainer, run_dir, meta):
+            resumed_from = trainer.step
+            send({"kind": "start", "key": sj.key, "pid": os.getpid(), "host": socket.gethostname(),
+                  "step": resumed_from})
+            while True:
+                result = trainer.fit(progress=False,
+                                     stop_at=min(trainer.step + sj.checkpoint_every, job.train.steps))
+                where = {"phase": "training", "step": trainer.step, "steps": job.train.steps,
+                         "checkpoint": result.checkpoint}
+                send({"kind": "step", "key": sj.key, "step": trainer.step})
+                if trainer.finished:  # every step done, or no member left training (diverged or stopped by `until`)
+                    break
+            where = {"phase": "evaluation", "checkpoint": result.checkpoint}
+            records = score_run(result, device=job.device, cache_dir=cache_dir or os.path.join(runs_dir, "cache"),
+                                write=False)
+            write_run_file(os.path.join(run_dir, RUN_FILE), records)
     except interrupt.Interrupted as stop:
         interrupt.claim(stop, sj.label, where)
         raise

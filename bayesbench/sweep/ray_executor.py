@@ -106,9 +106,11 @@ class RayExecutor:
         if self.started:
             self.ray.shutdown()
 
-    def run(self, jobs: list[SweepJob], runs_dir: str, on_event: Callable[[dict], None]) -> None:
+    def run(self, jobs: list[SweepJob], runs_dir: str, on_event: Callable[[dict], None],
+            cache_dir: str | None = None) -> None:
         """Run every job as a Ray task; events as LocalExecutor.run (a second "start" of a job
-        means Ray retried it: reported as "retry")."""
+        means Ray retried it: reported as "retry"). Evaluation sets are cached under the shared
+        `runs_dir` (`cache_dir`, beside the driver's store, may not exist on other nodes)."""
         ray = self.ray
         from ray.util.queue import Empty, Queue
 
@@ -145,7 +147,8 @@ class RayExecutor:
                         out = ray.get(ref)
                     except ray.exceptions.RayTaskError as err:  # the job raised
                         cause = err.cause if getattr(err, "cause", None) is not None else err
-                        on_event({"kind": "failed", "key": sj.key, "error": f"{type(cause).__name__}: {cause}"})
+                        on_event({"kind": "failed", "key": sj.key, "error": f"{type(cause).__name__}: {cause}",
+                                  "exception": cause if isinstance(cause, Exception) else None})
                     except ray.exceptions.RayError as err:  # worker or node lost, retries spent
                         on_event({"kind": "failed", "key": sj.key,
                                   "error": f"{type(err).__name__} after {self.max_retries} retries: {err}"})
@@ -156,3 +159,17 @@ class RayExecutor:
             for ref in refs:
                 ray.cancel(ref, force=True)
             ray.kill(events.actor)
+
+
+def on_ray(address: str, resources: Resources, max_retries: int,
+           select: Callable[[Callable[[str], str]], list]) -> tuple[RayExecutor, list]:
+    """(executor, jobs): a Ray executor on the cluster at `address`, and the jobs `select(place)`
+    makes, where `place` sends device 'auto' to the cluster's GPUs when it has any (the executor
+    is closed again if selecting fails)."""
+    executor = RayExecutor(address, resources, max_retries)
+    gpus = executor.gpus()
+    try:
+        return executor, select(lambda d: ("cuda" if gpus > 0 else "cpu") if d == "auto" else d)
+    except BaseException:
+        executor.close()
+        raise

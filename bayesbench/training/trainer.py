@@ -24,6 +24,7 @@ import math
 import os
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -347,7 +348,8 @@ class Trainer:
         # Observers of each step (e.g. bayesbench.dynamics' profiler): objects with optional
         # before_forward(trainer), before_update(trainer, tokens, header) (gradients computed; the
         # optimiser step, which clips them per member, comes next)
-        # and after_update(trainer, tokens, header); trainer.step is the 0-based step being taken.
+        # and after_update(trainer, tokens, header); trainer.step is the 0-based step being taken;
+        # after_sync(trainer) once the losses and curve points are read back (training/loggers.py).
         self.hooks: list = []
 
     def _call_hooks(self, name: str, *args) -> None:
@@ -482,6 +484,7 @@ class Trainer:
                 self.curve.truncate(last)
         elif self.cfg.until is not None and self.curve is not None:
             self._apply_until()
+        self._call_hooks("after_sync")  # what was read is on the host now (e.g. training/loggers.py)
 
     def _apply_until(self) -> None:
         """Stop each training member whose curve meets cfg.until at its newest point: from the
@@ -632,6 +635,38 @@ def _say(message: str) -> None:
     tqdm.write(message, file=sys.stderr)
 
 
+@contextlib.contextmanager
+def open_trainer(task: Task, arch: str, seeds: list[int], cfg: TrainConfig, *, model_cfg: dict | None = None,
+                 max_len: int | None = None, device: torch.device | str = "cpu", run_dir: str | None = None,
+                 run_id: str | None = None, meta: dict | None = None, resume: bool = False,
+                 say: Callable[[str], None] | None = None) -> Iterator[Trainer]:
+    """The one way a run gets its Trainer: `with open_trainer(...) as trainer: trainer.fit()`.
+
+    With `run_dir`, the run directory is locked for the block (`runlock.run_lock`: a second
+    process on it gets a ValueError), temporary files of saves a killed process left there are
+    removed, and `resume=True` continues from run_dir/checkpoint.pt when it exists (model,
+    optimiser, data streams, step, RNG: the resumed run is exactly the uninterrupted one).
+    `say`, if given, is told which step it resumed from, or that there was no checkpoint.
+    """
+    if resume and run_dir is None:
+        raise ValueError("resume=True needs run_dir (where the checkpoint is)")
+    with run_lock(run_dir, say=_say) if run_dir is not None else contextlib.nullcontext():
+        if run_dir is not None:
+            remove_leftovers(os.path.join(run_dir, CHECKPOINT_NAME))  # temporary files of killed saves
+        trainer = Trainer(task, arch, seeds, cfg, model_cfg=model_cfg, max_len=max_len, device=device,
+                          run_dir=run_dir, run_id=run_id, meta=meta)
+        path = trainer.checkpoint_path()
+        if resume and os.path.exists(path):
+            trainer.load(path)
+            if say is not None:
+                done = " (training had finished)" if trainer.step >= cfg.steps else ""
+                say(f"bayesbench: resumed {task.name} / {arch} seeds {trainer.seeds} from step {trainer.step} of "
+                    f"{cfg.steps}{done} ({path})")
+        elif resume and say is not None:
+            say(f"bayesbench: no checkpoint at {path} to resume: {task.name} / {arch} starts at step 0")
+        yield trainer
+
+
 def train(task: Task, arch: str, seeds: list[int], cfg: TrainConfig, *, model_cfg: dict | None = None,
           max_len: int | None = None, device: torch.device | str = "cpu", run_dir: str | None = None,
           resume: bool = False, progress: bool = True, stop_at: int | None = None,
@@ -640,34 +675,11 @@ def train(task: Task, arch: str, seeds: list[int], cfg: TrainConfig, *, model_cf
 
     With `run_dir`, checkpoints go to run_dir/checkpoint.pt (every cfg.checkpoint_every steps,
     at the end, and at the step a stop request (SIGINT, SIGTERM) arrives); `resume=True`
-    continues from it when it exists, and says from which step. The run directory is locked
-    for the duration (`runlock.run_lock`): a second process on it gets a ValueError.
+    continues from it when it exists, and says from which step (`open_trainer`).
     """
-    if resume and run_dir is None:
-        raise ValueError("resume=True needs run_dir (where the checkpoint is)")
-    if run_dir is None:
-        return _train(task, arch, seeds, cfg, model_cfg, max_len, device, None, resume, progress, stop_at, run_id,
-                      meta, position)
-    with run_lock(run_dir, say=_say):
-        remove_leftovers(os.path.join(run_dir, CHECKPOINT_NAME))  # temporary files of killed saves
-        return _train(task, arch, seeds, cfg, model_cfg, max_len, device, run_dir, resume, progress, stop_at,
-                      run_id, meta, position)
-
-
-def _train(task, arch, seeds, cfg, model_cfg, max_len, device, run_dir, resume, progress, stop_at, run_id, meta,
-           position) -> TrainResult:
-    trainer = Trainer(task, arch, seeds, cfg, model_cfg=model_cfg, max_len=max_len, device=device,
-                      run_dir=run_dir, run_id=run_id, meta=meta)
-    path = trainer.checkpoint_path()
-    if resume:
-        if os.path.exists(path):
-            trainer.load(path)
-            done = " (training had finished)" if trainer.step >= cfg.steps else ""
-            _say(f"bayesbench: resumed {task.name} / {arch} seeds {trainer.seeds} from step {trainer.step} of "
-                 f"{cfg.steps}{done} ({path})")
-        else:
-            _say(f"bayesbench: no checkpoint at {path} to resume: {task.name} / {arch} starts at step 0")
-    return trainer.fit(progress=progress, stop_at=stop_at, position=position)
+    with open_trainer(task, arch, seeds, cfg, model_cfg=model_cfg, max_len=max_len, device=device, run_dir=run_dir,
+                      run_id=run_id, meta=meta, resume=resume, say=_say) as trainer:
+        return trainer.fit(progress=progress, stop_at=stop_at, position=position)
 
 
 def load_result(path: str, device: torch.device | str = "cpu") -> TrainResult:

@@ -8,13 +8,15 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
+from rundirs import run_dirs
 
 from bayesbench.cli import main
 from bayesbench.running.runlock import LOCK_NAME, RunDirLocked, run_lock
-from bayesbench.store.database import StoreError, write_rows
+from bayesbench.store.database import StoreError, read_rows, write_rows
 from bayesbench.training.checkpoint import DamagedFile, load_checkpoint
 
 TINY = ["--preset", "quick", "--steps", "2", "--eval-sequences", "16", "--no-progress"]
@@ -174,7 +176,7 @@ def test_conflicting_or_misplaced_output_options_are_refused(capsys, tmp_path):
     afile = tmp_path / "a-file"
     afile.write_text("x")
     line = _fails(capsys, ["plot", "--db", db, "--out", str(afile)])
-    assert f"--out {afile} is a file" in line
+    assert f"--out {afile} is a file; give a folder" in line
 
 
 def test_malformed_store_is_named_by_leaderboard_and_left_alone(capsys, tmp_path):
@@ -197,15 +199,18 @@ def test_malformed_store_is_named_by_leaderboard_and_left_alone(capsys, tmp_path
 def trained(tmp_path, capsys):
     assert main(_train(tmp_path)) == 0
     capsys.readouterr()
-    return tmp_path / "runs" / "quick" / "bijection-mlp-s0" / "checkpoint.pt"
+    return Path(run_dirs(_train(tmp_path))[0]) / "checkpoint.pt"
 
 
 @pytest.mark.parametrize("damage", ["truncated", "empty", "text"])
-def test_damaged_checkpoint_is_named_by_resume_and_eval_and_left_alone(capsys, tmp_path, trained, damage):
+def test_damaged_checkpoint_is_named_by_a_rerun_and_eval_and_left_alone(capsys, tmp_path, trained, damage):
+    """A job whose checkpoint is damaged (its rows not stored: another --db) fails naming the file;
+    so does `eval`; the file is left as it was."""
     data = _snapshot(trained)
     trained.write_bytes({"truncated": data[: len(data) // 2], "empty": b"", "text": b"hello\n"}[damage])
     before = _snapshot(trained)
-    for argv in (_train(tmp_path, "--resume"), ["eval", str(trained.parent), "--db", str(tmp_path / "r.sqlite")]):
+    for argv in (_train(tmp_path, db=str(tmp_path / "other.sqlite")),
+                 ["eval", str(trained.parent), "--db", str(tmp_path / "r.sqlite")]):
         line = _fails(capsys, argv)
         assert f"checkpoint {trained} is damaged" in line and "left as it is" in line
         assert ("the file is empty" if damage == "empty" else "truncated or not a PyTorch checkpoint") in line
@@ -224,7 +229,7 @@ def test_damaged_cached_evaluation_set_is_redrawn_with_a_note(capsys, tmp_path, 
 
     monkeypatch.setattr(evaluate, "_cache", {})  # an in-memory copy would hide the file
     assert main(_train(tmp_path)) == 0
-    trained = tmp_path / "runs" / "quick" / "bijection-mlp-s0" / "checkpoint.pt"
+    trained = Path(run_dirs(_train(tmp_path))[0]) / "checkpoint.pt"
     caches = sorted((tmp_path / "cache").glob("eval-*.pt"))  # one per evaluation of the task
     assert caches
     good = {c: _snapshot(c) for c in caches}
@@ -238,15 +243,19 @@ def test_damaged_cached_evaluation_set_is_redrawn_with_a_note(capsys, tmp_path, 
         assert _snapshot(c) == good[c]  # redrawn from its seed: the same set
 
 
-def test_leftover_temporary_checkpoint_is_removed_and_a_missing_one_is_said(capsys, tmp_path, trained):
+def test_leftover_temporary_checkpoint_is_removed_and_a_finished_checkpoint_is_resumed(capsys, tmp_path, trained):
+    """The job again with its rows not in the store (another --db): its run directory's leftover
+    temporary file goes, its finished checkpoint is resumed (nothing trained), its rows stored."""
     leftover = trained.parent / "checkpoint.pt.tmp99999999"
     leftover.write_bytes(b"half a checkpoint")
-    assert main(_train(tmp_path, "--resume")) == 0
-    err = capsys.readouterr().err
-    assert "resumed bijection / mlp seeds [0] from step 2 of 2 (training had finished)" in err
+    assert main(_train(tmp_path, db=str(tmp_path / "other.sqlite"))) == 0
+    out = capsys.readouterr().out
+    assert "1 job: 0 already stored (skipped), 1 to run (1 resume from checkpoints)" in out
+    assert "resuming bijection V=8 L=7 repl / mlp lr 0.001 seeds [0] from its checkpoint at step 2" in out
     assert not leftover.exists()
-    assert main(_train(tmp_path, "--resume", seeds="1")) == 0
-    assert "no checkpoint at" in capsys.readouterr().err
+    assert read_rows(str(tmp_path / "other.sqlite"), where="run_id = ?", params=(trained.parent.name[-16:],))
+    assert main(_train(tmp_path)) == 0  # and in the first store it is stored already: nothing runs
+    assert "1 job: 1 already stored (skipped), 0 to run" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------- other mistakes
@@ -257,6 +266,17 @@ def test_triton_without_gpu_is_one_line_before_training(capsys, tmp_path, monkey
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     line = _fails(capsys, _train(tmp_path, "--attention", "triton", arch="transformer"))
     assert "--attention triton needs" in line and "use --attention sdpa or eager" in line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_task_or_arch_named_twice_is_refused_before_training(capsys, tmp_path):
+    """`run --archs mlp mlp` would be one job twice (one key, one run directory): refused, as a
+    sweep file naming an arch twice is."""
+    runs = ["--db", str(tmp_path / "r.sqlite"), "--runs-dir", str(tmp_path / "runs"), *TINY]
+    line = _fails(capsys, ["run", "--tasks", "bijection", "--archs", "mlp", "mlp", *runs])
+    assert "--archs names 'mlp' twice" in line
+    line = _fails(capsys, ["run", "--tasks", "bijection,bijection", "--archs", "mlp", *runs])
+    assert "--tasks names 'bijection' twice" in line
     assert not (tmp_path / "runs").exists()
 
 
@@ -304,8 +324,10 @@ def test_debug_flag_and_environment_show_the_traceback(capsys, tmp_path, monkeyp
 
 def test_runs_dir_that_is_a_file_is_one_line(capsys, tmp_path):
     (tmp_path / "runs").write_text("not a folder")
-    line = _fails(capsys, _train(tmp_path), code=1)
-    assert "runs" in line and ("Not a directory" in line or "File exists" in line)
+    line = _fails(capsys, _train(tmp_path))  # before: "[Errno 20] Not a directory: '.../runs/quick'"
+    assert f"--runs-dir {tmp_path / 'runs'} is a file; give a folder" in line
+    line = _fails(capsys, ["plot", "--db", str(tmp_path / "r.sqlite"), "--out", str(tmp_path / "runs" / "plots")])
+    assert f"--out {tmp_path / 'runs' / 'plots'} lies under the file {tmp_path / 'runs'}" in line
 
 
 def test_a_closed_pipe_is_not_a_traceback():
@@ -329,7 +351,7 @@ with run_lock(sys.argv[1]):
 
 
 def test_a_run_directory_in_use_is_refused_and_a_stale_lock_taken_over(capsys, tmp_path):
-    run_dir = tmp_path / "runs" / "quick" / "bijection-mlp-s0"
+    run_dir = Path(run_dirs(_train(tmp_path))[0])
     holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(run_dir)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -426,3 +448,16 @@ def test_seed_values_past_int64_are_refused_naming_the_flag(capsys, tmp_path):
 
     with pytest.raises(ValueError, match=r"seeds must be integers in \[0, 2\^63 - 1\]"):
         Trainer(get_task("bijection", V=4), "mlp", [2**64], TrainConfig(steps=1))
+
+
+def test_oversized_jobs_and_study_options_are_refused_up_front(capsys, tmp_path):
+    line = _fails(capsys, ["run", "--seeds", "1000000", "--tasks", "sticky", "--archs", "mlp", "--db",
+                           str(tmp_path / "r.sqlite"), "--runs-dir", str(tmp_path / "runs")])
+    assert "an ensemble of 1,000,000 members" in line and "use fewer seeds (--seeds)" in line  # before: 14.8 MB printed
+    line = _fails(capsys, ["emsgd", "--seeds", "2", "--length", "100000000", "--db", str(tmp_path / "r.sqlite")])
+    assert "--length 100,000,000: one sequence's" in line and "fits" in line  # before: silent for 90 s
+    for argv in (["--chunk", "0"], ["--chunk", "-3"], ["--threads", "0"]):
+        with pytest.raises(SystemExit):
+            main(["emsgd", "--seeds", "2", *argv])
+        assert f"argument {argv[0]}: must be a positive integer" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()

@@ -9,6 +9,7 @@ import os
 
 import pytest
 import torch
+from rundirs import run_dirs
 
 from bayesbench.cli import build_parser, main
 from bayesbench.scoring.metrics import entropy_bits
@@ -27,11 +28,12 @@ def _run(capsys, *argv) -> str:
     return capsys.readouterr().out
 
 
+_TRAIN = ["train", "--task", "bijection", "--arch", "transformer", "--preset", "quick", "--seeds", "0,1",
+          "--steps", "4", "--eval-sequences", "64", "--no-progress", "--json"]
+
+
 def _train_json(capsys, store, *extra) -> dict:
-    out = _run(capsys, "train", "--task", "bijection", "--arch", "transformer", "--preset", "quick", "--seeds", "0,1",
-               "--steps", "4", "--eval-sequences", "64", "--db", store["db"], "--runs-dir", store["runs"],
-               "--no-progress", "--json", *extra)
-    return json.loads(out)
+    return json.loads(_run(capsys, *_TRAIN, "--db", store["db"], "--runs-dir", store["runs"], *extra))
 
 
 def _uniform_mae_bits(task, n: int = 4096) -> float:
@@ -88,18 +90,48 @@ def test_run_quick_subset_prints_leaderboard_and_plots(capsys, store):
 
 def test_eval_rescores_a_checkpoint(capsys, store):
     data = _train_json(capsys, store)
-    run_dir = os.path.join(store["runs"], "quick", "bijection-transformer-s0-1")
+    (run_dir,) = run_dirs(_TRAIN + ["--db", store["db"], "--runs-dir", store["runs"]])
     again = json.loads(_run(capsys, "eval", run_dir, "--db", store["db"], "--eval-sequences", "64", "--json"))
     assert [r["entropy_mae_bits"] for r in again["runs"]] == pytest.approx(
         [r["entropy_mae_bits"] for r in data["runs"]])
     assert again["runs"][0]["run_id"] == data["runs"][0]["run_id"]
 
 
-def test_resume_flag_continues_the_run(capsys, store):
+def test_a_rerun_trains_nothing_and_resume_is_accepted_as_a_no_op(capsys, store):
+    """Running `train` again finds the job's rows stored under its key: nothing is trained or
+    written, the same rows are printed; `--resume` (kept for old scripts) changes nothing."""
+    from bayesbench.store.database import read_rows
+
     first = _train_json(capsys, store)
-    again = _train_json(capsys, store, "--resume")  # finished checkpoint: nothing left to train
-    assert again["runs"][0]["run_id"] == first["runs"][0]["run_id"]
-    assert again["runs"][0]["final_loss"] == pytest.approx(first["runs"][0]["final_loss"])
+    ids = sorted((r["run_id"], r["seed"], r["id"], r["created_at"]) for r in read_rows(store["db"]))
+    (run_dir,) = run_dirs(_TRAIN + ["--db", store["db"], "--runs-dir", store["runs"]])
+    mtime = os.path.getmtime(os.path.join(run_dir, "checkpoint.pt"))
+    for extra in ((), ("--resume",)):
+        assert main([*_TRAIN, "--db", store["db"], "--runs-dir", store["runs"], *extra]) == 0
+        captured = capsys.readouterr()
+        assert json.loads(captured.out) == first
+        assert "1 job: 1 already stored (skipped), 0 to run" in captured.err  # --json: progress lines on stderr
+    assert sorted((r["run_id"], r["seed"], r["id"], r["created_at"]) for r in read_rows(store["db"])) == ids
+    assert os.path.getmtime(os.path.join(run_dir, "checkpoint.pt")) == mtime
+    assert first["runs"][0]["run_id"] == os.path.basename(run_dir)[-16:]  # the run id is the job's key
+
+
+def test_threads_default_to_one_whatever_the_caller_had_recorded_and_restored(capsys, store):
+    """The torch thread count changes the last digits of a result, so `train` uses a fixed default
+    (1), not the process's count, records it in every row's environment and leaves the caller's
+    count as it was; --threads 2 is recorded as 2."""
+    from bayesbench.store.database import read_rows
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        _train_json(capsys, store)
+        assert torch.get_num_threads() == 2
+        assert {r["environment"]["threads"] for r in read_rows(store["db"])} == {1}
+        _train_json(capsys, store, "--threads", "2", "--db", store["db"] + ".2")
+        assert {r["environment"]["threads"] for r in read_rows(store["db"] + ".2")} == {2}
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_models_tunnels_and_help(capsys):
@@ -123,3 +155,20 @@ def test_errors_are_clear(capsys, store):
     assert "not in preset" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["train", "--task", "bijection", "--arch", "mlp", "--seeds", "0,0"])
+
+
+def test_progress_is_lines_when_stderr_is_not_a_terminal(tmp_path):
+    """With stderr not a terminal there is no bar: a line per job checkpoint says where it is."""
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "bayesbench.cli", "train", "--task", "sticky", "--arch", "mlp", "--seeds", "0",
+            "--steps", "20", "--eval-sequences", "16", "--db", str(tmp_path / "r.sqlite"), "--runs-dir",
+            str(tmp_path / "runs")]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    steps = [line for line in done.stdout.splitlines() if ": step " in line and " of 20 (" in line]
+    assert len(steps) >= 5 and "step 20 of 20 (100%)" in steps[-1]
+    quiet = subprocess.run(argv + ["--no-progress", "--db", str(tmp_path / "q.sqlite")], capture_output=True,
+                           text=True, timeout=600)
+    assert ": step " not in quiet.stdout

@@ -3,9 +3,9 @@
 `bayesbench run` with two worker processes is started in its own process group (as a shell
 starts a job) and gets SIGINT in the whole group (as a terminal's Ctrl-C does) once both jobs
 have written a checkpoint: the whole process tree must be gone within 10 s, with one line saying
-what stopped where and how to continue, every checkpoint whole, nothing stored; `--resume` then
-finishes with exactly the numbers of an uninterrupted run. The same with `--jobs 1` (in-process
-training) and SIGTERM to the command's process alone.
+what stopped where and how to continue, every checkpoint whole, nothing stored; running the same
+command again then finishes with exactly the numbers of an uninterrupted run. The same with
+`--jobs 1` (in-process training) and SIGTERM to the command's process alone, and for `sweep`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import time
 
 import pytest
 from procs import live_processes
+from rundirs import run_dirs
 
 from bayesbench.running.runlock import LOCK_NAME
 from bayesbench.store.database import read_rows
@@ -75,8 +76,10 @@ def _run_ok(argv: list[str]) -> subprocess.CompletedProcess:
     return done
 
 
-def _check_stopped(proc: subprocess.Popen, sig: int, took: float, command: str,
-                   ends: str = "--resume") -> tuple[str, str]:
+RERUN = "(stored jobs are skipped, stopped ones resume from their checkpoints)"
+
+
+def _check_stopped(proc: subprocess.Popen, sig: int, took: float, command: str) -> tuple[str, str]:
     """The command's one interrupt line (checked), and all it wrote to stderr."""
     err = proc.stderr.read()
     proc.wait(timeout=5)
@@ -87,7 +90,7 @@ def _check_stopped(proc: subprocess.Popen, sig: int, took: float, command: str,
     lines = [line for line in err.splitlines() if line.startswith(f"bayesbench {command}: interrupted")]
     assert len(lines) == 1, err
     assert f"interrupted by {signal.Signals(sig).name}: stopped" in lines[0]
-    assert lines[0].rstrip().endswith(ends) and "continue with: bayesbench" in lines[0]
+    assert lines[0].rstrip().endswith(RERUN) and f"continue with: bayesbench {command} " in lines[0]
     return lines[0], err
 
 
@@ -113,19 +116,20 @@ def test_sigint_with_two_workers_stops_everything_and_resume_matches(tmp_path):
               "--threads", "1", "--no-progress", "--json"]
     db, runs = str(tmp_path / "a.sqlite"), str(tmp_path / "runs")
     argv = [*common, "--db", db, "--runs-dir", runs]
-    run_dirs = [os.path.join(runs, "quick", f"bijection-{arch}-s0") for arch in ("transformer", "mlp")]
+    dirs = run_dirs(argv)
     with open(tmp_path / "stdout", "w") as log:
         proc = _start(argv, log)
-        _wait_for_files(proc, [os.path.join(d, "checkpoint.pt") for d in run_dirs])
+        _wait_for_files(proc, [os.path.join(d, "checkpoint.pt") for d in dirs])
         took = _stop_and_time(proc, signal.SIGINT, group=True)
         line, _ = _check_stopped(proc, signal.SIGINT, took, "run")
-    steps = {d: _check_checkpoint(d, line) for d in run_dirs}
+    assert f"continue with: bayesbench {' '.join(argv)} {RERUN}" in line
+    steps = {arch: _check_checkpoint(d, line) for arch, d in zip(("transformer", "mlp"), dirs)}
     assert read_rows(db) == []  # nothing half-done stored
 
-    resumed = _run_ok([*argv, "--resume"])
-    for d, step in steps.items():
-        arch = d.rsplit("-", 2)[1]
-        assert f"resumed bijection / {arch} seeds [0] from step {step} of {STEPS}" in resumed.stderr
+    resumed = _run_ok(argv)  # the same command continues
+    for arch, step in steps.items():
+        assert f"resuming bijection V=8 L=7 repl / {arch} lr 0.001 seeds [0] from its checkpoint at step {step}" \
+            in resumed.stderr
     plain = _run_ok([*common, "--db", str(tmp_path / "b.sqlite"), "--runs-dir", str(tmp_path / "runs-b")])
     assert _numbers(resumed.stdout) == _numbers(plain.stdout)
     assert {arch for arch, _ in _numbers(plain.stdout)} == {"transformer", "mlp"}
@@ -135,7 +139,7 @@ def test_sigterm_with_one_job_in_process_checkpoints_and_resumes(tmp_path):
     argv = ["run", "--preset", "quick", "--tasks", "bijection", "--archs", "mlp", "--seeds", "1", "--steps", str(STEPS),
             "--checkpoint-every", str(EVERY), "--eval-sequences", "64", "--jobs", "1", "--no-progress",
             "--db", str(tmp_path / "a.sqlite"), "--runs-dir", str(tmp_path / "runs")]
-    run_dir = os.path.join(tmp_path, "runs", "quick", "bijection-mlp-s0")
+    (run_dir,) = run_dirs(argv)
     with open(tmp_path / "stdout", "w") as log:
         proc = _start(argv, log)
         _wait_for_files(proc, [os.path.join(run_dir, "checkpoint.pt")])
@@ -143,8 +147,9 @@ def test_sigterm_with_one_job_in_process_checkpoints_and_resumes(tmp_path):
         line, _ = _check_stopped(proc, signal.SIGTERM, took, "run")
     step = _check_checkpoint(run_dir, line)
     assert read_rows(str(tmp_path / "a.sqlite")) == []
-    resumed = _run_ok([*argv, "--resume"])
-    assert f"resumed bijection / mlp seeds [0] from step {step} of {STEPS}" in resumed.stderr
+    resumed = _run_ok(argv)
+    assert f"resuming bijection V=8 L=7 repl / mlp lr 0.001 seeds [0] from its checkpoint at step {step}" \
+        in resumed.stdout
     assert len(read_rows(str(tmp_path / "a.sqlite"))) == 1
 
 
@@ -163,8 +168,7 @@ def test_sigint_to_a_sweep_on_the_local_pool_stops_everything_and_a_rerun_resume
         proc = _start(argv, log)
         _wait_for_files(proc, [os.path.join(sj.run_dir(runs), "checkpoint.pt") for sj in jobs])
         took = _stop_and_time(proc, signal.SIGINT, group=True)
-        line, err = _check_stopped(proc, signal.SIGINT, took, "sweep",
-                                   ends="(stored jobs are skipped, stopped ones resume from their checkpoints)")
+        line, err = _check_stopped(proc, signal.SIGINT, took, "sweep")
     assert f"continue with: bayesbench sweep {path} --db" in line
     steps = {}
     for sj in jobs:

@@ -12,6 +12,7 @@ import textwrap
 
 import pytest
 import torch
+from rundirs import run_dirs
 
 import bayesbench
 from bayesbench.cli import main
@@ -100,7 +101,10 @@ def test_train_by_file_beside_the_built_ins_then_score(capsys, env):
     assert main(["leaderboard", "--db", env["db"]]) == 0
     board = capsys.readouterr().out
     assert "| mine " in board and "| mlp " in board
-    ckpt = os.path.join(env["runs"], "quick", "bijection-mine-s0-1", "checkpoint.pt")
+    (run_dir,) = run_dirs(["train", "--model", "./mine.py:build", "--task", "bijection", "--seeds", "0,1",
+                           *_common(env)])
+    ckpt = os.path.join(run_dir, "checkpoint.pt")
+    capsys.readouterr()  # the capacity line run_dirs' expansion printed
     assert os.path.exists(ckpt)
     trained = {r["seed"]: r for r in read_rows(env["db"], where="arch = 'mine'")}
     # scoring the run's own checkpoint again re-scores that run: its rows are replaced, not pooled as more seeds

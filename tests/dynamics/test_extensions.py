@@ -15,7 +15,7 @@ from bayesbench.dynamics.profile.relevance import (
     relevant_keys,
     sign_test,
 )
-from bayesbench.dynamics.store import DynamicsRecord
+from bayesbench.dynamics.store import Measurement
 from bayesbench.tasks import get_task
 
 
@@ -63,12 +63,12 @@ def _records():
     rows = []
     for seed, top in ((0, 1), (1, 0)):
         for step in (0, 10, 20, 30, 40):
-            rows.append(DynamicsRecord(seed, step, -1, -1, "entropy_mae", 0.5))
+            rows.append(Measurement(seed, step, -1, -1, "entropy_mae", 0.5))
             for head in (0, 1):
                 damage = (0.9 * min(step, 20) / 20 + 0.1 * max(0, step - 20) / 20) if head == top else 0.0
-                rows.append(DynamicsRecord(seed, step, 0, head, "entropy_mae_head_zeroed", 0.5 + damage))
+                rows.append(Measurement(seed, step, 0, head, "entropy_mae_head_zeroed", 0.5 + damage))
                 ent = 2.0 - (0.9 * min(step, 10) / 10 + 0.1 * max(0, step - 10) / 30)
-                rows.append(DynamicsRecord(seed, step, 0, head, "attn_entropy", ent))
+                rows.append(Measurement(seed, step, 0, head, "attn_entropy", ent))
     return rows
 
 
@@ -96,7 +96,7 @@ def test_relevance_summary_follows_the_retrieval_head_and_counts_censored_leads(
                     alpha = 0.1 if head == 1 else 0.05  # this seed's attention never gets there
                 vals = {"relevant_top1_adv": adv, "relevant_top1_alpha": alpha, "relevant_top1_chance": 0.14,
                         "relevant_alpha_mass": alpha, "relevant_adv_rank": 0.1, "relevant_alpha_rank": 0.5}
-                rows += [DynamicsRecord(seed, step, 1, head, n, v) for n, v in vals.items()]
+                rows += [Measurement(seed, step, 1, head, n, v) for n, v in vals.items()]
     got = relevance_summary(rows)[1]
     assert [got["per_seed"][s]["head"] for s in range(5)] == [0, 1, 0, 1, 0]
     assert got["per_seed"][0]["t_adv"] == 50.0 and got["per_seed"][0]["t_alpha"] == 120.0  # centred window of 5

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 import torch
+from rundirs import run_dirs
 
 from bayesbench.cli import main
 from bayesbench.dynamics import read_dynamics, read_study
@@ -142,11 +144,13 @@ def test_ablations_zeroed_head_with_zero_output_projection_and_an_empty_block_ch
 def trained(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("geo")
     db, runs = str(tmp / "r.sqlite"), str(tmp / "runs")
+    out = {"db": db}
     for arch in ("transformer", "mlp"):
-        assert main(["train", "--task", "bijection", "--arch", arch, "--preset", "quick", "--seeds", "0,1",
-                     "--steps", "3", "--eval-sequences", "32", "--db", db, "--runs-dir", runs, "--no-progress"]) == 0
-    return {"db": db, "transformer": f"{runs}/quick/bijection-transformer-s0-1",
-            "mlp": f"{runs}/quick/bijection-mlp-s0-1"}
+        argv = ["train", "--task", "bijection", "--arch", arch, "--preset", "quick", "--seeds", "0,1", "--steps", "3",
+                "--eval-sequences", "32", "--db", db, "--runs-dir", runs, "--no-progress"]
+        assert main(argv) == 0
+        (out[arch],) = run_dirs(argv)
+    return out
 
 
 def test_geometry_command_stores_and_reports(trained, capsys):
@@ -172,8 +176,24 @@ def test_geometry_command_stores_and_reports(trained, capsys):
     assert "Head ablation" in text and "Layer ablation" in text and "key_cosines.png" in text
 
 
+def test_geometry_takes_a_run_id_as_profile_does(trained, capsys):
+    """`bayesbench geometry RUN_ID`: the run id a stored row names (the job's key) finds its
+    checkpoint; the study is that of the run directory (same id, same numbers)."""
+    capsys.readouterr()
+    run_id = os.path.basename(trained["transformer"])[-16:]
+    assert main(["geometry", run_id, "--sequences", "64", "--min-seeds", "2", "--db", trained["db"], "--json"]) == 0
+    by_id = json.loads(capsys.readouterr().out)
+    assert by_id["config"]["run_id"] == run_id and by_id["study_id"] == f"geometry-{run_id}"
+    assert by_id["config"]["checkpoint"] == os.path.join(trained["transformer"], "checkpoint.pt")
+    assert main(["geometry", trained["transformer"], "--sequences", "64", "--min-seeds", "2", "--db", trained["db"],
+                 "--json"]) == 0
+    by_dir = json.loads(capsys.readouterr().out)
+    assert by_dir["keys"] == by_id["keys"] and by_dir["study_id"] == by_id["study_id"]
+
+
 def test_geometry_bad_inputs(trained, tmp_path, capsys):
-    cases = ((str(tmp_path / "nowhere"), "no checkpoint at"),
+    cases = ((str(tmp_path / "nowhere"), "RUN '" + str(tmp_path / "nowhere") + "': unknown run"),
+             (str(tmp_path), "the directory holds no checkpoint.pt"),
              (trained["mlp"], "geometry needs a transformer"))
     for run, words in cases:
         capsys.readouterr()

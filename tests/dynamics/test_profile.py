@@ -20,6 +20,7 @@ from bayesbench.dynamics.profile.routing import masked_softmax, predicted_change
 from bayesbench.kernels import AttentionProbe, attention
 from bayesbench.models import get_model
 from bayesbench.models.attention import causal_mask
+from bayesbench.running.runlock import LOCK_NAME
 from bayesbench.tasks import get_task
 from bayesbench.training.trainer import TrainConfig, Trainer, member_losses
 
@@ -345,13 +346,15 @@ def _tiny_run(tmp_path, seeds=(0, 1), steps=3):
 
 def test_profile_continues_a_run_exactly(tmp_path):
     """Seed 1 of a 2-seed run, continued for 2 steps, is member 1 of the run trained 2 steps more."""
-    from bayesbench.dynamics.profile.resume import load_run_state, trainer_from_state
+    from bayesbench.dynamics.profile.resume import load_run_state, open_from_state
 
     result = _tiny_run(tmp_path)
     state = load_run_state(result.checkpoint, "cpu")
-    alone = trainer_from_state(state, [1], 2, device="cpu")
-    assert alone.step == 3 and alone.cfg.steps == 5
-    alone.fit(progress=False)
+    with open_from_state(state, [1], 2, device="cpu", run_dir=str(tmp_path / "profile")) as alone:
+        assert alone.step == 3 and alone.cfg.steps == 5
+        assert os.path.exists(tmp_path / "profile" / LOCK_NAME)  # held while the trainer is in use
+        alone.fit(progress=False)
+    assert not os.path.exists(tmp_path / "profile" / LOCK_NAME)
     both = Trainer(get_task("bijection", V=8), "transformer", [0, 1],
                    TrainConfig(steps=5, batch_size=4),
                    model_cfg={"n_layer": 2, "n_head": 2, "d_model": 64, "d_ffn": 128})

@@ -50,3 +50,23 @@ def test_sizes_come_from_the_preset_transformer():
     assert hf_sizes("gpt2", {"size": "paper-bijection"}) == {"n_layer": 6, "n_head": 6, "d_model": 192, "d_ffn": 768}
     assert hf_sizes("mamba", {"n_layer": 2, "n_head": 2, "d_model": 64, "d_ffn": 128}, d_state=8) == \
         {"n_layer": 2, "d_model": 64, "d_state": 8}
+
+
+def test_outside_options_of_a_preset_come_from_the_models_package():
+    """What the jobs layer asks the models package (`models.outside.preset_options`): an hf:
+    model takes the preset task's transformer sizes (Mamba also its d_state), then the table's
+    own entry for it, which wins; another outside model takes only that entry."""
+    from bayesbench.models.outside import preset_options
+    from bayesbench.presets import get_preset
+    from bayesbench.sweep.jobs import make_jobs, resolve_model
+
+    models = get_preset("quick").tasks["hmm"].models
+    assert preset_options("hf:llama", models) == {"n_layer": 2, "n_head": 2, "d_model": 64, "d_ffn": 256}
+    assert preset_options("hf:mamba", {**models, "mamba": {"d_state": 8}}) == {"n_layer": 2, "d_model": 64,
+                                                                                 "d_state": 8}
+    assert preset_options("hf:gpt2", {**models, "hf:gpt2": {"n_layer": 1}})["n_layer"] == 1
+    assert preset_options("/abs/mine.py:build", {**models, "/abs/mine.py:build": {"width": 8}}) == {"width": 8}
+    with pytest.raises(ValueError, match="takes its sizes from the preset's transformer"):
+        preset_options("hf:gpt2", {"mlp": {"depth": 2}})
+    (job,) = make_jobs("quick", tasks=["hmm"], archs=["transformer"])
+    assert resolve_model(job.setup, "hf:llama", job.task, job.max_len) == preset_options("hf:llama", models)

@@ -142,6 +142,16 @@ def test_with_on_died_a_dead_worker_is_replaced_and_its_job_retried_when_asked(t
     assert _no_workers_left()
 
 
+def _finish_anyway(item: tuple[str, int], slot: int) -> int:
+    """A job whose last step (0.5 s, after it creates the file `item[0]` + its number) a stop
+    request waits for; it then returns its item: it finished."""
+    folder, item = item
+    with interrupt.deferred():
+        open(os.path.join(folder, str(item)), "w").close()
+        time.sleep(0.5)
+    return item
+
+
 def _signal_when(paths: list[str], sig: int, sent: list[float]) -> None:
     """From a thread: once every path exists, send `sig` to this process (its main thread)."""
     while not all(os.path.exists(p) for p in paths):
@@ -168,6 +178,21 @@ def test_a_stop_request_stops_every_worker_at_a_step(sig, tmp_path):
     assert took < 4.0, f"stopping took {took:.1f} s"
     assert _no_workers_left()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+
+
+def test_a_job_that_finishes_while_the_pool_stops_is_handed_over_not_lost(tmp_path):
+    """A job that ends within the grace period after a stop request is a result: `on_result`
+    gets it (the sweep driver stores it) and it counts as finished, not as stopped."""
+    sent: list[float] = []
+    seen: list[tuple[int, int]] = []
+    timer = threading.Thread(target=_signal_when, args=([str(tmp_path / "7")], signal.SIGINT, sent))
+    with interrupt.handling(), pytest.raises(interrupt.Interrupted) as info:
+        timer.start()
+        run_parallel(_finish_anyway, [(str(tmp_path), 7), (str(tmp_path), 8)], workers=1, grace_s=5.0,
+                     on_result=lambda i, v: seen.append((i, v)))
+    assert seen == [(0, 7)] and info.value.stopped == []
+    assert info.value.finished == 1 and info.value.not_started == 1
+    assert _no_workers_left()
 
 
 def test_a_worker_that_ignores_the_request_is_killed_after_the_grace_period(tmp_path):

@@ -282,6 +282,21 @@ def test_ray_worker_killed_mid_job_is_retried_and_numbers_match_the_local_pool(r
 
 
 @pytest.mark.ray
+def test_run_on_ray_stores_what_the_local_run_stores(ray_cluster, tmp_path, capsys):
+    """`bayesbench run --ray ADDRESS` is the same engine on another executor: the same keys and
+    numbers as `run` on this machine, and a rerun (local) finds every job stored."""
+    argv = ["run", "--tasks", "bijection", "--archs", "mlp", "transformer", "--seeds", "1", "--steps", "20",
+            "--eval-sequences", "64", "--no-progress", "--json"]
+    local, ray_db = tmp_path / "local.sqlite", tmp_path / "ray.sqlite"
+    assert main([*argv, "--db", str(local), "--runs-dir", str(tmp_path / "runs-local")]) == 0
+    assert main([*argv, "--db", str(ray_db), "--runs-dir", str(tmp_path / "runs-ray"), "--ray", ray_cluster]) == 0
+    assert "Ray cluster" in capsys.readouterr().err
+    assert _numbers(ray_db) == _numbers(local) and len(_numbers(local)) == 2
+    assert main([*argv, "--db", str(ray_db), "--runs-dir", str(tmp_path / "runs-ray")]) == 0
+    assert "2 jobs: 2 already stored (skipped), 0 to run" in capsys.readouterr().err
+
+
+@pytest.mark.ray
 def test_ray_driver_killed_then_rerun_loses_and_duplicates_nothing(reference, ray_cluster, tmp_path):
     path, _, numbers = reference
     jobs = expand(load_sweep(path))
@@ -305,3 +320,57 @@ def test_ray_driver_killed_then_rerun_loses_and_duplicates_nothing(reference, ra
     for k, row in done_rows.items():  # finished jobs were not re-trained
         assert after[k]["id"] == row["id"] and after[k]["wall_s"] == row["wall_s"]
     assert _count_rows(db) == (4, 4) and _numbers(db) == numbers
+
+
+def test_a_sweep_worker_holds_its_run_directory_lock(reference, tmp_path):
+    """Two processes on one job's run directory would overwrite each other's checkpoint: the
+    worker body takes the directory's lock (`Job.open_trainer`), so a job whose directory another
+    live process holds fails, naming that process, and trains nothing."""
+    from bayesbench.running.runlock import RunDirLocked
+    from bayesbench.sweep.one_job import train_and_score
+
+    path, _, _ = reference
+    sj = next(sj for sj in expand(load_sweep(path)) if sj.job.arch == "mlp")
+    runs = str(tmp_path / "runs")
+    hold = "import sys, time\nfrom bayesbench.running.runlock import run_lock\nwith run_lock(sys.argv[1]):\n" \
+           "    print('held', flush=True)\n    time.sleep(120)\n"
+    holder = subprocess.Popen([sys.executable, "-c", hold, sj.run_dir(runs)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunDirLocked, match=f"in use by process {holder.pid}"):
+            train_and_score(sj, runs, 1)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not os.path.exists(os.path.join(sj.run_dir(runs), CHECKPOINT_NAME))
+
+
+def test_run_driver_killed_leaves_no_orphan_and_the_same_command_finishes(tmp_path):
+    """Issue 24, point 1: `kill -9` of `bayesbench run --jobs 2` left its two workers training under
+    PID 1, and the rerun was refused ("in use by process N") while they stored rows on their own."""
+    from rundirs import run_dirs
+
+    db, runs = tmp_path / "r.sqlite", tmp_path / "runs"
+    argv = ["run", "--tasks", "bijection", "--archs", "transformer", "mlp", "--seeds", "1", "--steps", "400",
+            "--jobs", "2", "--eval-sequences", "32", "--checkpoint-every", "10", "--db", str(db), "--runs-dir",
+            str(runs), "--no-progress"]
+    dirs = run_dirs(argv)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    driver = subprocess.Popen([sys.executable, "-m", "bayesbench.cli", *argv], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env=env)
+    deadline = time.monotonic() + 600
+    while not all(os.path.exists(os.path.join(d, CHECKPOINT_NAME)) for d in dirs):
+        assert driver.poll() is None and time.monotonic() < deadline, "the run ended before it could be killed"
+        time.sleep(0.05)
+    workers = _pool_workers(driver.pid)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    deadline = time.monotonic() + 30
+    while any_alive(workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(workers) == 2 and not any_alive(workers)
+    assert _count_rows(db)[0] == 0  # nothing stored behind the driver's back
+    done = subprocess.run([sys.executable, "-m", "bayesbench.cli", *argv], capture_output=True, text=True, env=env,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr
+    assert "resuming" in done.stdout and _count_rows(db) == (2, 2)

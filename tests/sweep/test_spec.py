@@ -45,8 +45,8 @@ def test_grid_expands_every_axis_with_stable_distinct_keys(tmp_path):
     assert len({sj.key for sj in jobs}) == len(jobs)
     assert {sj.job.seeds for sj in jobs} == {(0, 1), (2, 3)}
     assert {sj.job.train.lr for sj in jobs} == {1e-3, 3e-4}
-    small = [sj for sj in jobs if sj.size == "small" and sj.job.key == "bijection"]
-    quick = [sj for sj in jobs if sj.size == "quick" and sj.job.key == "bijection"]
+    small = [sj for sj in jobs if sj.size == "small" and sj.job.task_key == "bijection"]
+    quick = [sj for sj in jobs if sj.size == "quick" and sj.job.task_key == "bijection"]
     t_small = next(sj for sj in small if sj.job.arch == "transformer")
     t_quick = next(sj for sj in quick if sj.job.arch == "transformer")
     assert t_small.job.model["d_model"] == 32 and t_quick.job.model["d_model"] == 64
@@ -62,7 +62,7 @@ def test_grid_expands_every_axis_with_stable_distinct_keys(tmp_path):
     ck = expand(load_sweep(_write(tmp_path, GRID.replace("steps = 30", "steps = 30\ncheckpoint_every = 7"), "c.toml")))
     assert [sj.key for sj in ck] == [sj.key for sj in jobs] and ck[0].checkpoint_every == 7
     # steps override keeps the warm-up a small fraction, as `bayesbench run --steps` does
-    sticky = next(sj for sj in jobs if sj.job.key == "sticky")
+    sticky = next(sj for sj in jobs if sj.job.task_key == "sticky")
     assert sticky.job.train.steps == 30 and sticky.job.train.warmup_steps == 0
     assert jobs[0].group_id == "sweep-grid" and jobs[0].flops > 0
 
@@ -74,20 +74,26 @@ def test_defaults_follow_the_preset(tmp_path):
     ref = make_jobs("quick")
     assert len(jobs) == len(ref)
     for sj, job in zip(jobs, ref):
-        assert (sj.job.key, sj.job.arch, sj.job.seeds, sj.job.model) == (job.key, job.arch, job.seeds, job.model)
+        assert (sj.job.task_key, sj.job.arch, sj.job.seeds, sj.job.model) == \
+            (job.task_key, job.arch, job.seeds, job.model)
         assert sj.job.train.steps == job.train.steps and sj.job.train.lr == job.train.lr
     assert jobs[0].checkpoint_every == jobs[0].job.train.steps // 10
 
 
 def test_shipped_quick_sweep_is_the_quick_leaderboard():
+    """sweeps/quick.toml and `bayesbench run --preset quick` expand into the same jobs: the same
+    keys (so the same stored rows: either finds the other's results stored), run directories,
+    checkpoint intervals and configurations, run by the same driver and worker."""
+    from bayesbench.cli import build_parser
+    from bayesbench.cli.run import jobs_of
+
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     jobs = expand(load_sweep(os.path.join(root, "sweeps", "quick.toml")))
-    from bayesbench.sweep.jobs import make_jobs
-
-    ref = make_jobs("quick")
-    assert [(sj.job.key, sj.job.arch, sj.job.seeds, sj.job.model, sj.job.train.steps, sj.job.train.lr,
-             sj.job.setup.eval_sequences) for sj in jobs] == \
-           [(j.key, j.arch, j.seeds, j.model, j.train.steps, j.train.lr, j.setup.eval_sequences) for j in ref]
+    ref = jobs_of(build_parser().parse_args(["run", "--preset", "quick"]))
+    assert len(jobs) == 16 and [sj.key for sj in jobs] == [sj.key for sj in ref]
+    assert [(sj.run_dir("runs"), sj.checkpoint_every, sj.job) for sj in jobs] == \
+           [(sj.run_dir("runs"), sj.checkpoint_every, sj.job) for sj in ref]
+    assert {sj.group_id for sj in ref} == {"run-quick"} and {sj.group_id for sj in jobs} == {"sweep-quick"}
 
 
 def test_python_files_match_the_toml_grid(tmp_path):
@@ -103,7 +109,7 @@ NAME = "listed"
     listed = expand(spec)
     assert spec.name == "listed" and len(listed) == 4
     quick = {(sj.job.arch, sj.job.train.lr, sj.job.seeds): sj.key for sj in toml_jobs
-             if sj.size == "quick" and sj.job.key == "bijection"}
+             if sj.size == "quick" and sj.job.task_key == "bijection"}
     assert {sj.key for sj in listed} == {quick[(sj.job.arch, sj.job.train.lr, (0, 1))] for sj in listed}
 
 
@@ -242,7 +248,8 @@ def test_outside_models_by_file_and_module_path_have_keys_independent_of_the_wor
     for sj, width in zip(jobs[1:3] + jobs[4:6], (8, 8, 16, 4)):
         assert sj.job.params == outside_net.params(width, task.vocab_size, sj.job.max_len, task.num_classes)
         assert sj.job.model == ({} if width == 8 else {"width": width}) and sj.flops == 6 * sj.job.params * sj.tokens
-    assert jobs[1].run_dir("runs").startswith(os.path.join("runs", "sweep", "bijection-mine-quick-"))
+    assert jobs[1].run_dir("runs").startswith(os.path.join("runs", "quick", "bijection-mine-quick-lr0.001-s0-"))
+    assert jobs[1].run_dir("runs").endswith(jobs[1].key)
     # the same keys from the sweep file's folder, through an absolute path, and from a Python file
     monkeypatch.chdir(tmp_path / "sweeps" / "models")
     assert [sj.key for sj in expand(load_sweep("../s.toml"))] == [sj.key for sj in jobs]
@@ -332,3 +339,23 @@ def test_a_ray_cluster_that_wants_a_token_is_named_not_twenty_lines_of_retries(m
     with pytest.raises(ValueError, match=r"--ray auto: the Ray cluster at auto uses token authentication"):
         ray_executor.RayExecutor("auto", Resources())
     assert "InvalidAuthToken" not in capfd.readouterr().err
+
+
+def test_dry_run_refuses_a_model_the_run_would_refuse(tmp_path, capsys):
+    """A model whose logits have C + 1 classes: the dry run runs the same trial forward (before: 'new')."""
+    (tmp_path / "wide.py").write_text(
+        "from torch import nn\n\n"
+        "class Wide(nn.Module):\n"
+        "    def __init__(self, spec):\n"
+        "        super().__init__()\n"
+        "        self.embed = nn.Embedding(spec.vocab_size, 8)\n"
+        "        self.head = nn.Linear(8, spec.num_classes + 1)\n"
+        "    def forward(self, tokens):\n"
+        "        return self.head(self.embed(tokens))\n\n"
+        "def build(spec):\n"
+        "    return Wide(spec)\n")
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('name = "w"\ntasks = ["bijection"]\narchs = ["./wide.py:build"]\nseeds = [0]\nsteps = 2\n')
+    assert main(["sweep", str(sweep), "--dry-run", "--db", str(tmp_path / "r.sqlite")]) == 2
+    err = capsys.readouterr().err
+    assert "expected [B=2, L=" in err and "C=8]" in err and len(err.strip().splitlines()) == 1

@@ -249,3 +249,32 @@ def test_resume_with_checkpoint_mid_prefetch_chunk(bij, tmp_path):
                     progress=False)
     assert torch.equal(resumed.losses, full.losses)
     assert math.isfinite(resumed.final_loss()[0])
+
+
+def test_open_trainer_locks_the_run_directory_removes_leftovers_and_resumes(bij, tmp_path):
+    """The one constructor of a run's Trainer: the run directory locked for the block, temporary
+    files of a killed save removed, the checkpoint loaded with resume=True (and said), the same
+    numbers as an uninterrupted run."""
+    from bayesbench.running.runlock import LOCK_NAME
+    from bayesbench.training.trainer import open_trainer
+
+    cfg = _cfg(steps=8)
+    full = train(bij, "mlp", [2], cfg, model_cfg=dict(depth=1, width=8), progress=False)
+    run_dir = str(tmp_path / "run")
+    train(bij, "mlp", [2], cfg, model_cfg=dict(depth=1, width=8), run_dir=run_dir, progress=False, stop_at=5)
+    leftover = tmp_path / "run" / "checkpoint.pt.tmp12345"
+    leftover.write_bytes(b"half a checkpoint")
+    said = []
+    with open_trainer(bij, "mlp", [2], cfg, model_cfg=dict(depth=1, width=8), run_dir=run_dir, resume=True,
+                      say=said.append) as trainer:
+        assert (tmp_path / "run" / LOCK_NAME).exists() and not leftover.exists()
+        assert trainer.step == 5 and said == [f"bayesbench: resumed {bij.name} / mlp seeds [2] from step 5 of 8 "
+                                              f"({os.path.join(run_dir, 'checkpoint.pt')})"]
+        resumed = trainer.fit(progress=False)
+    assert not (tmp_path / "run" / LOCK_NAME).exists()
+    assert torch.equal(resumed.losses, full.losses)
+    with open_trainer(bij, "mlp", [2], cfg, model_cfg=dict(depth=1, width=8)) as fresh:  # no run directory
+        assert fresh.step == 0 and fresh.run_dir is None
+    with pytest.raises(ValueError, match="resume=True needs run_dir"):
+        with open_trainer(bij, "mlp", [2], cfg, resume=True):
+            pass

@@ -77,13 +77,6 @@ class ChainData:
         p = self.predictive.double().gather(-1, self.targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
         return float(-torch.where(mask, p, torch.ones_like(p)).log().sum() / mask.sum())
 
-    def predictive_entropy(self) -> float:
-        """Mean entropy (nats) of the exact predictive over the scored positions."""
-        mask = self.targets >= 0
-        p = self.predictive.double()
-        h = -(p * p.clamp(min=1e-300).log()).sum(-1)
-        return float((h * mask).sum() / mask.sum())
-
 
 def sample_chain(seed: int, T: int, P: Tensor, mu: Tensor) -> tuple[Tensor, Tensor]:
     """The authors' draw for one seed: symbols y [T] then inputs x [T-1, d] = mu[y[:-1]] + noise.

@@ -4,8 +4,6 @@ training, PCA trajectories of the value prototypes mu_s W_V)."""
 
 from __future__ import annotations
 
-import os
-
 import torch
 from torch import Tensor
 
@@ -102,7 +100,3 @@ def value_trajectories(path: str, protos: Tensor, schedules: list[str], record_s
     fig.suptitle(f"PCA of mu_s W_V over training (seed {seed}; one colour per symbol)", fontsize=9)
     return save(fig, path, grid=True), [float(f) for f in frac]
 
-
-def ensure_dir(path: str) -> str:
-    os.makedirs(path, exist_ok=True)
-    return path

@@ -19,6 +19,7 @@ import uuid
 import torch
 
 from ...checks import int_at_least
+from ..partial import removed_if_stopped
 from ..report import report_dir, write_report
 from ..stats import mean_ci
 from ..store import register_study, write_dynamics
@@ -58,19 +59,35 @@ def run_study(variant: str, seeds: list[int], *, steps: int, length: int, sequen
               "sequences": sequences if variant == "beta" else 1,
               "schedules": schedules if variant != "deep" else ["adamw", "adamw-em"]}
     register_study(study_id, "emsgd", config, path=db)
-    out_dir = os.path.join(report_dir(db or _default_db()), study_id)
+    out_dir = os.path.join(report_dir(db), study_id)
     os.makedirs(out_dir, exist_ok=True)
-    if variant == "deep":
-        summary, records, sections, figures = _deep(seeds, steps, length, out_dir, progress)
-    else:
-        summary, records, sections, figures = _toy(variant, seeds, steps, length, sequences, chunk, out_dir, progress,
-                                                   schedules)
-    write_dynamics(study_id, records, path=db)
-    report = write_report(os.path.join(report_dir(db or _default_db()), f"{study_id}.md"),
+    with removed_if_stopped(study_id, "emsgd", db):
+        if variant == "deep":
+            summary, records, sections, figures = _deep(seeds, steps, length, out_dir, progress)
+        else:
+            summary, records, sections, figures = _toy(variant, seeds, steps, length, sequences, chunk, out_dir,
+                                                       progress, schedules)
+        write_dynamics(study_id, records, path=db)
+    report = write_report(os.path.join(report_dir(db), f"{study_id}.md"),
                           f"EM-like vs SGD ({variant} variant), study {study_id}", sections, figures)
     summary.update({"study_id": study_id, "report": report, "config": config})
     register_study(study_id, "emsgd", config, summary=summary, status="done", path=db)
     return summary
+
+
+def check_length(length: int) -> int:
+    """Refuse, before anything is drawn, a sequence whose T x T attention map (float32, with its
+    gradient and softmax: 3 copies) exceeds the free memory on its own: it could never run."""
+    from ...tasks.base import available_bytes, format_bytes
+
+    need = 3 * 4 * length * length
+    free = available_bytes(torch.device("cpu"))
+    if free is not None and need > free:
+        most = int((free / 12) ** 0.5)
+        raise ValueError(f"--length {length:,}: one sequence's {length:,} x {length:,} attention map needs at least "
+                         f"{format_bytes(need)}, and this machine has {format_bytes(free)} free; at most about "
+                         f"{most:,} fits")
+    return length
 
 
 def held_out_summary(run, floors: list[float]) -> dict:
@@ -99,12 +116,6 @@ def check_schedules(schedules: list[str] | None) -> list[str]:
     if not {"sgd", "em"} <= set(schedules):
         raise ValueError(f"--schedules must include sgd and em (every comparison is against them), got {schedules}")
     return [s for s in ALL_SCHEDULES if s in schedules]
-
-
-def _default_db() -> str:
-    from ...store.database import db_path
-
-    return db_path(None)
 
 
 def _fmt_speedup(s) -> str:

@@ -2,10 +2,10 @@
 section 5), store the numbers, draw the figures and write a Markdown report.
 
     bayesbench train --task bijection --arch transformer --preset quick --seeds 0,1,2,3,4
-    bayesbench geometry runs/quick/bijection-transformer-s0-1-2-3-4 [--sequences 1024] [--min-seeds 5] [--json]
+    bayesbench geometry RUN_ID_OR_DIR [--sequences 1024] [--min-seeds 5] [--json]
 
-RUN is a run directory (holding checkpoint.pt) or a checkpoint file. docs/geometry.md explains
-every quantity.
+RUN is a run directory (holding checkpoint.pt), a checkpoint file, or a run_id of the results
+store. docs/geometry.md explains every quantity.
 """
 
 from __future__ import annotations
@@ -16,18 +16,17 @@ import torch
 
 from ...checks import int_at_least
 from ..intervals import bootstrap_interval, fisher_z_interval, fmt, ratio_interval
+from ..partial import removed_if_stopped
 from ..report import report_dir, write_report
 from ..store import delete_study, register_study, write_dynamics
 from .measure import ERRORS, Geometry, check_transformer, measure, random_abs_cos
 
 
-def _load(run: str):
-    from ...training.trainer import CHECKPOINT_NAME, load_result
+def _load(run: str, db: str | None):
+    from ...training.trainer import load_result
+    from ..runs import find_checkpoint
 
-    ckpt = os.path.join(run, CHECKPOINT_NAME) if os.path.isdir(run) else run
-    if not os.path.isfile(ckpt):
-        raise ValueError(f"RUN: no checkpoint at {ckpt} (give a run directory holding {CHECKPOINT_NAME}, or the file)")
-    return load_result(ckpt)
+    return load_result(find_checkpoint(run, db, "RUN"))
 
 
 MIN_SEEDS = 5  # intervals over seeds need enough seeds to mean something
@@ -44,7 +43,7 @@ def run_geometry(run: str, *, sequences: int = 1024, db: str | None = None, min_
 
     int_at_least("--sequences", sequences, 2)
     int_at_least("--min-seeds", min_seeds, 2, "an interval over seeds needs at least 2")
-    result = _load(run)
+    result = _load(run, db)
     ident = result.identity
     check_transformer(result.model)
     if len(result.seeds) < min_seeds:
@@ -54,14 +53,16 @@ def run_geometry(run: str, *, sequences: int = 1024, db: str | None = None, min_
     init = get_model(ident["arch"], task, seeds=ident["seeds"], max_len=ident["max_len"], **ident["model"])
     g = measure(result.model, eval_set(task, sequences), task, init_model=init)
     study_id = f"geometry-{result.run_id}"
-    config = {"run": os.path.abspath(run), "run_id": result.run_id, "task": task.describe(), "arch": ident["arch"],
+    config = {"run": os.path.abspath(run) if os.path.exists(run) else run, "checkpoint": result.checkpoint,
+              "run_id": result.run_id, "task": task.describe(), "arch": ident["arch"],
               "model": ident["model"], "seeds": result.seeds, "steps": result.steps, "sequences": sequences}
     delete_study(study_id, path=db)  # measuring a run again replaces its earlier measurements
     summary = summarize(g, task.describe(), sequences)
     out_dir = os.path.join(report_dir(db_path(db)), study_id)
     figures = geometry_plots.all_figures(out_dir, g)
     register_study(study_id, "geometry", config, run_id=result.run_id, path=db)
-    write_dynamics(study_id, records(g), path=db)
+    with removed_if_stopped(study_id, "geometry", db):
+        write_dynamics(study_id, records(g), path=db)
     report = write_report(os.path.join(report_dir(db_path(db)), f"{study_id}.md"),
                           f"Geometry of run {result.run_id} ({ident['arch']} on {task.describe()})",
                           sections(g, config, summary), figures)

@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from ...store.figures import pyplot, save
-from ..store import DynamicsRecord, read_dynamics
+from ..store import Measurement, read_dynamics
 
 # Two-sided 95% Student t quantiles by degrees of freedom (1..30); normal beyond.
 _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
@@ -65,7 +65,7 @@ def band(ax, curve: Curve, interval: str = "ci95") -> None:
         ax.set_yscale("log")
 
 
-def seed_curves(records: list[DynamicsRecord], name: str, layer: int, *,
+def seed_curves(records: list[Measurement], name: str, layer: int, *,
                 head: int | None = None) -> tuple[list[int], list[list[float]]]:
     """(steps, ys[seed][step]) of quantity `name` at `layer`; heads averaged unless `head` is
     given (records with head -1, the per-layer values, are used when there are no per-head ones)."""
@@ -154,11 +154,11 @@ LAW_CURVES = (("law_cosine", "cos(Delta s_c, alpha A)"), ("law_sign_alpha", "sig
               ("law_query_test", "queries with sum A dalpha > 0"), ("law_own_cosine", "own W_Q/W_K part: cosine"))
 
 
-def _law_figure(study_id: str, records: list[DynamicsRecord], layers: list[int], out_dir: str) -> list[str]:
+def _law_figure(study_id: str, records: list[Measurement], layers: list[int], out_dir: str) -> list[str]:
     """Excess of each law statistic over its shuffle null, per checked step (0: chance)."""
     null = {(r.seed, r.step, r.layer, r.head, r.name[:-5]): r.value for r in records if r.name.endswith("_null")}
     wanted = {n for n, _ in LAW_CURVES}
-    excess = [DynamicsRecord(r.seed, r.step, r.layer, r.head, r.name + "_excess",
+    excess = [Measurement(r.seed, r.step, r.layer, r.head, r.name + "_excess",
                              r.value - null.get((r.seed, r.step, r.layer, r.head, r.name), math.nan))
               for r in records if r.name in wanted]
     panels = {}
@@ -175,7 +175,7 @@ def _law_figure(study_id: str, records: list[DynamicsRecord], layers: list[int],
                              xlabel="training step", ylabel="statistic - shuffle null")]
 
 
-def _frame_figures(study_id: str, records: list[DynamicsRecord], layers: list[int], out_dir: str,
+def _frame_figures(study_id: str, records: list[Measurement], layers: list[int], out_dir: str,
                    summary: dict | None) -> list[str]:
     """Frame and precision progress on steps and on the learning-rate budget; map velocity."""
     from .lead import frame_progress, precision_progress

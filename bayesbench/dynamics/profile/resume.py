@@ -3,33 +3,14 @@ the run's checkpoint left them (parameters, AdamW state, data streams, step)."""
 
 from __future__ import annotations
 
-import os
+import contextlib
+from collections.abc import Iterator
 
 import torch
 
-from ...store.database import read_rows
 from ...tasks import task_from_config
 from ...training.optim import select_members
-from ...training.trainer import CHECKPOINT_NAME, TrainConfig, Trainer
-
-
-def find_checkpoint(run: str, db: str | None = None) -> str:
-    """A run directory, a checkpoint file, or a run_id of the results store -> the checkpoint path."""
-    if os.path.isdir(run):
-        path = os.path.join(run, CHECKPOINT_NAME)
-        if not os.path.exists(path):
-            raise ValueError(f"--run {run}: the directory holds no {CHECKPOINT_NAME}")
-        return path
-    if os.path.isfile(run):
-        return run
-    rows = read_rows(db, where="run_id = ?", params=(run,))
-    if not rows:
-        raise ValueError(f"--run {run!r}: unknown run (neither a run directory, a checkpoint file, nor a run_id "
-                         f"in the results store)")
-    path = (rows[0]["config"] or {}).get("checkpoint")
-    if not path or not os.path.exists(path):
-        raise ValueError(f"--run {run}: the stored run has no checkpoint on this machine (recorded: {path!r})")
-    return path
+from ...training.trainer import TrainConfig, Trainer, open_trainer
 
 
 def load_run_state(path: str, device: str) -> dict:
@@ -58,9 +39,11 @@ def select_seeds(state: dict, seeds: list[int] | None) -> list[int]:
     return list(seeds)
 
 
-def trainer_from_state(state: dict, seeds: list[int], extra_steps: int, *, device: str,
-                       run_dir: str | None = None, meta: dict | None = None) -> Trainer:
-    """A Trainer for `seeds` of a checkpointed run, set to continue for `extra_steps` steps."""
+@contextlib.contextmanager
+def open_from_state(state: dict, seeds: list[int], extra_steps: int, *, device: str, run_dir: str | None = None,
+                    meta: dict | None = None) -> Iterator[Trainer]:
+    """A Trainer for `seeds` of a checkpointed run, set to continue for `extra_steps` steps
+    (built by `open_trainer`, so `run_dir` is locked for the block)."""
     ident = state["identity"]
     if ident.get("device_type") != torch.device(device).type:
         raise ValueError(f"--run: the run trained on {ident.get('device_type')} (its data streams belong to that "
@@ -70,13 +53,13 @@ def trainer_from_state(state: dict, seeds: list[int], extra_steps: int, *, devic
     sel = torch.tensor(idx, device=device)
     E = len(run_seeds)
     train = TrainConfig(**{**ident["train"], "steps": int(state["step"]) + extra_steps})
-    trainer = Trainer(task_from_config(ident["task"]), ident["arch"], seeds, train, model_cfg=ident["model"],
-                      max_len=ident["max_len"], device=device, run_dir=run_dir, meta=meta)
-    trainer.model.load_state_dict({k: v.index_select(0, sel) if v.dim() and v.shape[0] == E else v
-                                   for k, v in state["model"].items()})
-    trainer.optimizer.load_state_dict(select_members(state["optimizer"], idx, E))
-    for stream, i in zip(trainer.streams, idx):
-        stream.load_state_dict(state["streams"][i])
-    trainer.step = int(state["step"])
-    trainer.run_id = state["run_id"]
-    return trainer
+    with open_trainer(task_from_config(ident["task"]), ident["arch"], seeds, train, model_cfg=ident["model"],
+                      max_len=ident["max_len"], device=device, run_dir=run_dir, meta=meta) as trainer:
+        trainer.model.load_state_dict({k: v.index_select(0, sel) if v.dim() and v.shape[0] == E else v
+                                       for k, v in state["model"].items()})
+        trainer.optimizer.load_state_dict(select_members(state["optimizer"], idx, E))
+        for stream, i in zip(trainer.streams, idx):
+            stream.load_state_dict(state["streams"][i])
+        trainer.step = int(state["step"])
+        trainer.run_id = state["run_id"]
+        yield trainer

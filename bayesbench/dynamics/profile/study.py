@@ -10,6 +10,7 @@ See docs/dynamics.md for every recorded quantity.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -34,27 +35,28 @@ def _make_optimizer(trainer, name: str):
 
 
 def with_task_fields(job, fields: dict | None):
-    """The job's task with some fields of the preset's task config replaced (`--task-set`), e.g.
-    the bijection's variant; the task validates them. Returns (task, max_len)."""
+    """The job with some fields of the preset's task config replaced (`--task-set`), e.g. the
+    bijection's variant; the task validates them (its position range follows the new task)."""
     if not fields:
-        return job.task, job.max_len
+        return job
     from ...tasks import task_from_config
 
     try:
-        task = task_from_config({**job.setup.task, **fields})
+        task_from_config({**job.setup.task, **fields})
     except TypeError as err:  # an unknown field
         raise ValueError(f"--task-set: {err}") from None
-    return task, max(job.max_len, task.seq_len)
+    return dataclasses.replace(job, setup=dataclasses.replace(job.setup, task={**job.setup.task, **fields}))
 
 
-def build(args, study_id: str):
-    """Everything the profile needs, validated before the store is touched: (trainer, config dict)."""
+def build(args, study_id: str, hold: contextlib.ExitStack):
+    """Everything the profile needs, validated before the store is touched: (trainer, config dict).
+    The trainer's run directory stays locked until `hold` closes."""
     import torch
 
     from ...sweep.jobs import make_jobs, resolve_device
-    from ...training.trainer import Trainer
+    from ..runs import find_checkpoint
     from .probes import attention_layers
-    from .resume import find_checkpoint, load_run_state, select_seeds, trainer_from_state
+    from .resume import load_run_state, open_from_state, select_seeds
 
     if args.every < 1:
         raise ValueError(f"--every must be >= 1 (probe every k-th step), got {args.every}")
@@ -77,18 +79,19 @@ def build(args, study_id: str):
         state = load_run_state(ckpt, device)
         seeds = select_seeds(state, args.seeds)
         extra = args.steps or 500
-        trainer = trainer_from_state(state, seeds, extra, device=device, run_dir=run_dir,
-                                     meta={"profile_of": ckpt})
+        trainer = hold.enter_context(open_from_state(state, seeds, extra, device=device, run_dir=run_dir,
+                                                     meta={"profile_of": ckpt}))
         source = {"run": args.run, "checkpoint": ckpt, "from_step": trainer.step}
     else:
         seeds = args.seeds or [0, 1, 2, 3]
         job = make_jobs(args.preset, tasks=[args.task], archs=[args.arch], seeds=seeds, steps=args.steps,
                         device=args.device)[0]
         device = job.device
-        task, max_len = with_task_fields(job, getattr(args, "task_set", None))
-        train_cfg = job.train if batch_size is None else dataclasses.replace(job.train, batch_size=batch_size)
-        trainer = Trainer(task, job.arch, list(job.seeds), train_cfg, model_cfg=job.model, max_len=max_len,
-                          device=device, run_dir=run_dir, meta={"preset": args.preset, "label": job.setup.label})
+        job = with_task_fields(job, getattr(args, "task_set", None))
+        if batch_size is not None:
+            job = dataclasses.replace(job, train=dataclasses.replace(job.train, batch_size=batch_size))
+        trainer = hold.enter_context(job.open_trainer(run_dir, meta={"preset": args.preset,
+                                                                     "label": job.setup.label}))
         source = {"preset": args.preset, "task": args.task, "task_set": dict(getattr(args, "task_set", None) or {})}
     layers = attention_layers(trainer.model)  # a clear error for an architecture without attention
     attention = args.attention or ("triton" if torch.device(device).type == "cuda" else "eager")
@@ -122,25 +125,33 @@ def run_profile(args) -> int:
     """The `bayesbench profile` command's work, from its parsed options (`cli/profile.py`)."""
     import torch
 
+    torch.set_num_threads(args.threads or 1)
+    study_id = f"profile-{uuid.uuid4().hex[:10]}"
+    with contextlib.ExitStack() as hold:  # the run directory stays locked until the study is stored
+        trainer, config = build(args, study_id, hold)
+        return _profile(args, study_id, trainer, config)
+
+
+def _profile(args, study_id: str, trainer, config: dict) -> int:
+    """Train with the probe, store the dynamics, draw the figures, write the report."""
+    import torch
+
     from ...scoring.evaluate import eval_seed, eval_set, scored_positions
-    from ...store.database import db_path
+    from ...store.database import cache_dir_for
+    from ..partial import removed_if_stopped
     from ..report import report_dir
     from ..store import register_study
     from .frames import checkpoint_steps
     from .profiler import ProfileConfig, Profiler
 
-    torch.set_num_threads(args.threads or 1)
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
-    study_id = f"profile-{uuid.uuid4().hex[:10]}"
-    trainer, config = build(args, study_id)
     start_step, end_step = trainer.step, trainer.cfg.steps
     checkpoints = checkpoint_steps(end_step - start_step, args.checkpoints, start=start_step,
                                    spacing=args.checkpoint_spacing)
     cfg = ProfileConfig(every=args.every, law_every=args.law_every, flush_every=args.flush_every,
                         backend=config["attention"], checkpoints=tuple(checkpoints),
                         law_sequences=args.law_sequences, head_ablation=args.head_ablation)
-    cache = os.path.join(os.path.dirname(os.path.abspath(db_path(args.db))), "cache")
-    eval_batch = eval_set(trainer.task, args.eval_sequences, cache_dir=cache)
+    eval_batch = eval_set(trainer.task, args.eval_sequences, cache_dir=cache_dir_for(args.db))
     probe_batch = eval_set(trainer.task, args.probe_sequences, seed=eval_seed(trainer.task, "profile-probe"))
     config.update(checkpoint_steps=checkpoints, scored_positions=scored_positions(trainer.task))
     profiler = Profiler(trainer, study_id, cfg, probe_batch=probe_batch, eval_batch=eval_batch, db=args.db)
@@ -151,13 +162,16 @@ def run_profile(args) -> int:
         f"{args.optimizer} lr {trainer.cfg.lr:g}, {len(checkpoints)} checkpoints")
     t0 = time.perf_counter()
     try:
-        profiler.start()
-        result = trainer.fit(progress=not args.no_progress and sys.stderr.isatty())
-        profiler.finish()
-    except BaseException as err:
+        with removed_if_stopped(study_id, "profile", args.db):
+            profiler.start()
+            result = trainer.fit(progress=not args.no_progress and sys.stderr.isatty())
+            profiler.finish()
+    except Exception as err:
         register_study(study_id, "profile", config, run_id=trainer.run_id,
                        status=f"failed: {type(err).__name__}: {err}"[:500], path=args.db)
         raise
+    # every measurement is stored: the report below can be rebuilt from them (`plot --dynamics`)
+    register_study(study_id, "profile", config, run_id=trainer.run_id, status="trained", path=args.db)
     wall = time.perf_counter() - t0
     out_dir = os.path.join(report_dir(args.db), study_id)
     os.makedirs(out_dir, exist_ok=True)
@@ -188,6 +202,7 @@ def plot_study(study_id: str, db: str | None, out_dir: str) -> list[str]:
     """`bayesbench plot --dynamics STUDY`: redraw a profile study's figures from the store into
     `out_dir`, and rebuild its report (and stored summary) beside the store from the records
     alone. Returns the figures and, last, the report's path."""
+    from ..partial import require_finished
     from ..report import report_dir
     from ..store import read_study, register_study
     from .plots import plot_profile
@@ -197,6 +212,7 @@ def plot_study(study_id: str, db: str | None, out_dir: str) -> list[str]:
     study = read_study(study_id, db)
     if study is None:
         raise ValueError(f"--dynamics {study_id!r}: unknown study (see the `studies` table of the store)")
+    require_finished(study)
     summary = summarize_profile(study_id, db)
     summary["timing"] = (study.get("summary") or {}).get("timing", {})
     figures = plot_profile(study_id, db, out_dir, summary)

@@ -10,7 +10,7 @@ import statistics
 from collections import defaultdict
 
 from ..intervals import t_interval
-from ..store import DynamicsRecord, read_dynamics
+from ..store import Measurement, read_dynamics
 from .frames import freeze_step, gain_after
 from .law import NULLED, PLAIN
 from .lead import lead_summary, lr_budget
@@ -35,7 +35,7 @@ def short(name: str) -> str:
 PER_SEED = {"law_kappa": statistics.median}
 
 
-def law_summary(records: list[DynamicsRecord]) -> dict[int, dict]:
+def law_summary(records: list[Measurement]) -> dict[int, dict]:
     """Per layer and statistic: the mean over seeds of the per-seed mean (over checked steps and
     heads; the median for kappa) of the statistic and of its null, the excess (statistic - null)
     with a t-interval over seeds, and the share of (seed, step, head) cells above their null. The
@@ -79,7 +79,7 @@ def _by_seed(records, name: str, layer: int, head: int = -1) -> dict[int, dict[i
     return out
 
 
-def frame_summary(records: list[DynamicsRecord], config: dict | None = None, fraction: float = 0.1) -> dict[int, dict]:
+def frame_summary(records: list[Measurement], config: dict | None = None, fraction: float = 0.1) -> dict[int, dict]:
     """Per layer: the frame-precision lead (lead.py) on steps and on the learning-rate budget,
     the velocity freeze step of each seed (frames.freeze_step) and the MAE still gained after it,
     and, for the record, the step where the drift-to-final criterion fires (it always does by
@@ -134,7 +134,7 @@ def _budget(config: dict | None, steps: list[int]) -> list[float]:
     return [(s - steps[0]) / span if span else math.nan for s in steps]
 
 
-def probe_summary(records: list[DynamicsRecord], names: tuple[str, ...]) -> dict[str, dict[int, dict]]:
+def probe_summary(records: list[Measurement], names: tuple[str, ...]) -> dict[str, dict[int, dict]]:
     """Per quantity and layer: the mean over seeds and heads at the first and the last profiled step."""
     out: dict[str, dict[int, dict]] = {}
     for name in names:
@@ -152,7 +152,7 @@ def probe_summary(records: list[DynamicsRecord], names: tuple[str, ...]) -> dict
     return out
 
 
-def calibration_summary(records: list[DynamicsRecord]) -> dict:
+def calibration_summary(records: list[Measurement]) -> dict:
     """Entropy MAE and KL (bits) at the first and last checkpoint, mean over seeds."""
     out = {}
     for name in ("entropy_mae", "kl"):

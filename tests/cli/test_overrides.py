@@ -1,0 +1,72 @@
+"""Overrides from the command line (--train-args, --task-args, --model-args), checked with one-line
+errors, stored in the run record, and shown on the leaderboard where rows differ by them; and an
+outside tunnel (--task ./file.py:build) trained like a preset task."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from bayesbench.cli import main
+from bayesbench.store.database import read_records, read_rows
+
+TUNNEL = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "outside_tunnel.py") + ":build"
+
+
+def _common(tmp_path) -> list[str]:
+    return ["--steps", "3", "--eval-sequences", "32", "--curve-sequences", "32", "--db", str(tmp_path / "r.sqlite"),
+            "--runs-dir", str(tmp_path / "runs"), "--no-progress"]
+
+
+def test_overrides_reach_the_job_the_record_and_the_leaderboard(tmp_path, capsys):
+    common = _common(tmp_path)
+    for lr in ("1e-3", "5e-4"):
+        assert main(["train", "--task", "sticky", "--arch", "transformer", "--seeds", "0", *common,
+                     "--train-args", f"lr={lr}", "batch_size=8", "--task-args", "L=12",
+                     "--model-args", "d_model=32", "d_ffn=64"]) == 0
+    capsys.readouterr()
+    records = sorted(read_records(str(tmp_path / "r.sqlite")), key=lambda r: r.config["train"]["lr"])
+    assert [r.config["train"]["lr"] for r in records] == [5e-4, 1e-3]
+    r = records[0]
+    assert r.config["train"]["batch_size"] == 8 and r.task_config["L"] == 12 and r.config["model_args"]["d_model"] == 32
+    assert r.config["overrides"] == {"train": {"lr": 5e-4, "batch_size": 8, "curve_sequences": 32}, "task": {"L": 12},
+                                     "model": {"d_model": 32, "d_ffn": 64}}
+    assert r.task_label == "sticky V=8 L=32 [L=12]"  # another task than the preset's: said in its label
+    assert main(["leaderboard", "--db", str(tmp_path / "r.sqlite")]) == 0
+    md = capsys.readouterr().out
+    assert "| task | eval | arch | settings |" in md.splitlines()[0]
+    assert " | lr=0.0005 |" in md and " | lr=0.001 |" in md  # one row each, the setting that differs beside the arch
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--train-args", "lrr=1"], "--train-args: unknown training setting 'lrr' (did you mean 'lr'?)"),
+    (["--train-args", "lr=fast"], "--train-args: lr must be a number, got 'fast'"),
+    (["--train-args", "steps=5"], "--train-args: steps has its own option, --steps"),
+    (["--train-args", "lr=1e-3", "lr=2e-3"], "--train-args: lr given twice"),
+    (["--task-args", "LL=3"], "--task-args for task 'sticky': bad configuration for task 'sticky'"),
+    (["--model-args", "d_modl=3"], "--model-args for transformer: bad configuration for model 'transformer'"),
+])
+def test_bad_overrides_are_one_line_and_train_nothing(tmp_path, capsys, argv, words):
+    assert main(["train", "--task", "sticky", "--arch", "transformer", *_common(tmp_path), *argv]) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1, err
+    assert not read_rows(str(tmp_path / "r.sqlite"))
+
+
+def test_model_args_name_one_architecture(tmp_path, capsys):
+    assert main(["run", "--tasks", "sticky", *_common(tmp_path), "--model-args", "d_model=32"]) == 2
+    assert "--model-args are one architecture's options" in capsys.readouterr().err
+
+
+def test_an_outside_tunnel_trains_in_worker_processes_and_a_broken_one_is_refused(tmp_path, capsys):
+    assert main(["run", "--tasks", TUNNEL, "--task-args", "L=6", "--archs", "transformer", "lstm", "--jobs", "2",
+                 "--seeds", "2", *_common(tmp_path)]) == 0
+    assert "| coin(L=6, wrong=False) | standard (trained) |" in capsys.readouterr().out
+    rows = read_rows(str(tmp_path / "r.sqlite"))
+    assert {r["arch"] for r in rows} == {"transformer", "lstm"} and {r["task"] for r in rows} == {"coin"}
+    assert rows[0]["task_config"] == {"task": "outside", "spec": TUNNEL, "options": {"L": 6}}
+    assert main(["train", "--task", TUNNEL, "--task-args", "wrong=true", "--arch", "mlp",
+                 *_common(tmp_path)]) == 2  # checked before any training
+    assert "the posterior disagrees with the sampler" in capsys.readouterr().err
+    assert len(read_rows(str(tmp_path / "r.sqlite"))) == 4
