@@ -25,7 +25,15 @@ import os
 import re
 
 from .figures import count, heading, mean_and_range, save, subplots, unique_legend
-from .leaderboard import DEFAULT_THRESHOLD, METRICS, SHORT, check_metric, check_threshold, eval_length, select_rows
+from .leaderboard import (
+    CURVE_METRIC_NAMES,
+    DEFAULT_THRESHOLD,
+    SHORT,
+    check_metric,
+    check_threshold,
+    eval_length,
+    select_rows,
+)
 from .records import EvalResult, PositionCurves, RunRecord
 
 FLOOR_STYLE = {"color": "0.35", "ls": "--", "lw": 1.2}
@@ -217,7 +225,7 @@ def plot_learning_curves(db: str | None = None, out_dir: str = "results/plots", 
                          group_id: str | None = None) -> list[str]:
     """One PNG per task: `metric` of the latest run of each architecture against the training
     step, on the evaluation its curves measure; returns the paths (none for runs without curves)."""
-    check_metric(metric, tuple(METRICS))
+    check_metric(metric, CURVE_METRIC_NAMES)
     threshold = check_threshold(threshold)
     records = [r for r in select_rows(db, task=task, group_id=group_id, latest=True)
                if r.learning_curve is not None and metric in r.learning_curve.values]
@@ -250,7 +258,8 @@ def plot_learning_curves(db: str | None = None, out_dir: str = "results/plots", 
         unique_legend(ax)
         heading(fig, f"{label}, eval {name}: {SHORT[metric]} during training",
                 _curve_setting(group, name, [len(m) for m in _by_arch(group).values()]))
-        paths.append(save(fig, os.path.join(out_dir, f"{_slug(label)}_curves_{metric}.png"), grid=True))
+        file_name = f"{_slug(label)}_curves_{_slug(metric)}.png"  # kl:repeated -> kl_repeated
+        paths.append(save(fig, os.path.join(out_dir, file_name), grid=True))
     return paths
 
 

@@ -113,7 +113,28 @@ NAME = "listed"
     assert {sj.key for sj in listed} == {quick[(sj.job.arch, sj.job.train.lr, (0, 1))] for sj in listed}
 
 
+def test_task_options_change_the_task_and_its_label(tmp_path):
+    text = """
+tasks = ["bijection"]
+archs = ["transformer"]
+seeds = [0]
+steps = 30
+task_options = {supervise = "authors"}
+[sizes.authors]
+transformer = {pointer = "replace"}
+"""
+    jobs = expand(load_sweep(_write(tmp_path, text)))
+    plain = expand(load_sweep(_write(tmp_path, text.replace('task_options = {supervise = "authors"}', ""), "p.toml")))
+    (job,), (ref,) = jobs, plain
+    assert job.job.task.supervise == "authors" and ref.job.task.supervise == "both"
+    assert job.job.model["pointer"] == "replace"
+    assert job.job.setup.label == ref.job.setup.label + " [supervise=authors]"  # never ranked with the preset's rows
+    assert job.key != ref.key
+
+
 BAD = [
+    ('seeds = [0]\ntask_options = {supervise = "all"}', "bad task settings: supervise must be one of"),
+    ('seeds = [0]\ntask_options = {task = "hmm"}', "cannot change which task it is"),
     ('tasks = ["bijection", "parity"]\nseeds = [0]', "unknown task 'parity'"),
     ('archs = ["transformer", "transfomer"]\nseeds = [0]',
      "unknown arch 'transfomer' in archs (did you mean 'transformer'?)"),
