@@ -3,6 +3,7 @@
     bayesbench run --preset quick            # train every architecture on every task, print the leaderboard
     bayesbench train --task bijection --arch transformer --preset quick --seeds 0,1,2 --steps 500
     bayesbench eval runs/quick/bijection-transformer-lr0.001-s0-1-2-<key>   # a run directory
+    bayesbench cases runs/quick/bijection-transformer-lr0.0005-s0-1-2-<key>   # the bijection error by case
     bayesbench run --model ./mine.py:build --name mine --tasks bijection,hmm   # your own nn.Module
     bayesbench score --model ./mine.py:build --checkpoint mine.pt --task bijection
     bayesbench leaderboard --format md       # or csv, json
@@ -26,6 +27,7 @@ import argparse
 import sys
 
 from . import (
+    cases,
     compare,
     emsgd,
     evaluate,
@@ -45,7 +47,7 @@ from . import (
 from .errors import add_debug_flag, run_command
 
 # In the order `bayesbench --help` lists them.
-COMMANDS = (run, train, evaluate, leaderboard, compare, export, plot, profile, models, tasks, score, sweep,
+COMMANDS = (run, train, evaluate, cases, leaderboard, compare, export, plot, profile, models, tasks, score, sweep,
             tunnels, emsgd, geometry)
 
 EPILOG = """Results go to an SQLite store (default ./results/bayesbench.sqlite; --db or $BAYESBENCH_DB).

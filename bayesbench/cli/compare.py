@@ -13,13 +13,15 @@ from .args import add_db
 
 
 def add_parser(sub) -> None:
+    from ..store.leaderboard import CURVE_METRIC_NAMES
+
     p = sub.add_parser("compare", help="two stored runs' learning curves and the step from which they differ "
                                        "significantly (Welch's t over seeds per step, fixed-sequence test)")
     p.add_argument("run_a", metavar="RUN_A", help="a stored run id (or a prefix naming one run), e.g. from "
                    "`bayesbench leaderboard --all --json`")
     p.add_argument("run_b", metavar="RUN_B", help="the other run (same task and evaluation)")
-    p.add_argument("--metric", default="entropy_mae", choices=("entropy_mae", "entropy_mae_positional", "kl"),
-                   help="the curve metric compared (default entropy_mae)")
+    p.add_argument("--metric", default="entropy_mae", choices=CURVE_METRIC_NAMES,
+                   help="the curve metric compared (default entropy_mae; or the bijection's kl:repeated, kl:new)")
     p.add_argument("--plot", metavar="PNG", help="also draw both curves (mean, band over seeds) to this file")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     add_db(p)
@@ -63,6 +65,11 @@ def cmd_compare(args) -> int:
     if ca and cb and ca.n_sequences != cb.n_sequences:
         raise ValueError(f"runs {a[0].run_id} and {b[0].run_id} measured their curves on different sets "
                          f"({ca.n_sequences} and {cb.n_sequences} sequences): not comparable")
+    missing = [r.run_id for r in (a[0], b[0]) if r.learning_curve is not None
+               and args.metric not in r.learning_curve.values]
+    if missing:
+        raise ValueError(f"run {missing[0]} has no learning curve of {args.metric} (kl:repeated and kl:new are the "
+                         "bijection's cases; other tasks have none)")
     result = compare(a, b, args.metric)
     if args.plot:
         from ..store.plots import plot_comparison

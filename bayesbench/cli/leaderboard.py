@@ -12,7 +12,7 @@ from .errors import no_rows_message
 
 
 def add_parser(sub) -> None:
-    from ..store.leaderboard import DEFAULT_THRESHOLD, FORMATS, METRICS, RANKINGS
+    from ..store.leaderboard import CURVE_METRIC_NAMES, DEFAULT_THRESHOLD, FORMATS, RANKINGS
 
     p = sub.add_parser("leaderboard", help="show stored results (every stored seed of each task, arch and config)")
     p.add_argument("--task", help="only this task (name like hmm, or label like 'hmm S=5 K=20')")
@@ -25,7 +25,7 @@ def add_parser(sub) -> None:
                         "under the learning curve against log(step) (auc, of --curve-metric)")
     p.add_argument("--threshold", type=bits, default=DEFAULT_THRESHOLD,
                    help=f"bits: the 'steps to' column counts the steps to reach it (default {DEFAULT_THRESHOLD:g})")
-    p.add_argument("--curve-metric", choices=tuple(METRICS),
+    p.add_argument("--curve-metric", choices=CURVE_METRIC_NAMES,
                    help="the learning-curve metric of the curve columns and of --metric auc (default: the ranked "
                         "metric; entropy_mae with auc)")
     p.add_argument("--json", action="store_true", help="same as --format json")

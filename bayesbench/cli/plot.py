@@ -14,6 +14,8 @@ from .errors import no_rows_message
 
 
 def add_parser(sub) -> None:
+    from ..store.leaderboard import CURVE_METRIC_NAMES
+
     p = sub.add_parser("plot", help="PNG figures: model vs Bayes entropy per position, error curves per arch")
     p.add_argument("--task", help="only this task")
     p.add_argument("--out", default=os.path.join("results", "plots"), help="output folder (default results/plots)")
@@ -22,8 +24,9 @@ def add_parser(sub) -> None:
     p.add_argument("--curves", action="store_true",
                    help="draw the learning curves instead: per task, --metric against the training step for every "
                         "architecture (latest run of each), band over seeds, the uniform floor and 0 (Bayes)")
-    p.add_argument("--metric", default="entropy_mae", choices=("entropy_mae", "entropy_mae_positional", "kl"),
-                   help="with --curves: the metric drawn (default entropy_mae)")
+    p.add_argument("--metric", default="entropy_mae", choices=CURVE_METRIC_NAMES,
+                   help="with --curves: the metric drawn (default entropy_mae; kl:repeated, kl:new: the bijection's "
+                        "KL at repeated and at new keys)")
     p.add_argument("--threshold", type=bits, default=0.1, help="with --curves: the threshold line, bits (default 0.1)")
     add_db(p)
     p.set_defaults(handler=cmd_plot)

@@ -48,6 +48,8 @@ def add_parser(sub) -> None:
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
                    help="adamw (the preset's) or sgd (plain: no momentum, no weight decay)")
     p.add_argument("--lr", type=float, help="learning rate (default: the preset's)")
+    p.add_argument("--batch-size", type=positive, help="sequences per step and member (default: the preset's; not "
+                   "with --run)")
     p.add_argument("--schedule", choices=SCHEDULES, help="learning-rate schedule (default: the preset's; a cosine "
                                                          "asked for on a constant preset has no warm-up)")
     p.add_argument("--run", help="continue this stored run (run_id, run directory or checkpoint file)")

@@ -201,8 +201,12 @@ class ResidualStack(EnsembleModel):
         self.embed_dropout = embed_dropout
 
     def forward(self, tokens: Tensor, header: Tensor | None = None) -> Tensor:
+        return self.head(self.features(tokens, header))
+
+    def features(self, tokens: Tensor, header: Tensor | None = None) -> Tensor:
+        """The final hidden states [E, B, L, d] (after ln_f), which the head maps to logits."""
         self.check_inputs(tokens, header)
         x = F.dropout(self.embed(tokens, header), self.embed_dropout, self.training)
         for block in self.blocks:
             x = block(x)
-        return self.head(self.ln_f(x))
+        return self.ln_f(x)

@@ -7,6 +7,10 @@ ensemble into the batch ([E*B, H, T, Dh]) so one SDPA (or Triton) call serves ev
 Ablation (Paper I): `attn_off_top=k` removes attention from the top k blocks (their FFNs and
 residuals stay); registered as `transformer-no-late-attention` with k = 2.
 
+Pointer (`pointer`): "replace" or "add" gives the authors' bijection training model (their
+`TinyGPT(pointer_lookup=True)`, `bayesbench.models.pointer`): at the final query, the logits are
+a softmax over the context keys' hidden states scattered onto their paired values.
+
 Positions (`position`): "learned" (the papers' absolute position table, default) or "rope"
 (rotary embeddings: q and k of every head are rotated by an angle proportional to the position,
 so attention scores depend on relative offsets only and no table row is left untrained past the
@@ -27,6 +31,7 @@ from ..checks import positive_int
 from .attention import softmax_attention
 from .base import ResidualStack, TaskShape
 from .layers import EnsembleLayerNorm, EnsembleLinear, residual_std
+from .pointer import POINTER_MODES, apply_pointer, check_pointer_shape
 from .registry import register_model
 
 ATTENTION_BACKENDS = ("sdpa", "eager", "triton", "reference")
@@ -46,6 +51,7 @@ class TransformerConfig:
     attention: str = "sdpa"
     attn_off_top: int = 0  # ablation: blocks n_layer-k..n_layer-1 have no attention
     position: str = "learned"  # "learned" absolute table or "rope" (rotary q/k)
+    pointer: str = "none"  # "replace" / "add": the authors' pointer head at the bijection's query
 
     def __post_init__(self) -> None:
         for f in ("n_layer", "n_head", "d_model", "d_ffn"):
@@ -61,6 +67,8 @@ class TransformerConfig:
         if self.attention not in ATTENTION_BACKENDS:
             raise ValueError(f"attention must be one of {ATTENTION_BACKENDS}, got {self.attention!r}")
         check_backend_dropout(self.attention, self.dropout)
+        if self.pointer not in POINTER_MODES:
+            raise ValueError(f"pointer must be one of {POINTER_MODES}, got {self.pointer!r}")
         if self.position not in POSITIONS:
             raise ValueError(f"position must be one of {POSITIONS}, got {self.position!r}")
         if self.position == "rope" and (self.d_model // self.n_head) % 2:
@@ -175,9 +183,16 @@ class Transformer(ResidualStack):
     def __init__(self, shape: TaskShape, cfg: TransformerConfig, ensemble: int = 1) -> None:
         first_off = cfg.n_layer - cfg.attn_off_top
         blocks = [Block(ensemble, cfg, attention=i < first_off) for i in range(cfg.n_layer)]
+        check_pointer_shape(cfg.pointer, shape.vocab_size, shape.num_classes, shape.header_len)
         super().__init__(shape, ensemble, cfg.d_model, blocks, head_bias=cfg.bias, embed_dropout=cfg.dropout,
                          learned_positions=cfg.position == "learned")
         self.cfg = cfg
+
+    def forward(self, tokens: Tensor, header: Tensor | None = None) -> Tensor:
+        if self.cfg.pointer == "none":
+            return super().forward(tokens, header)
+        hidden = self.features(tokens, header)
+        return apply_pointer(self.head(hidden), hidden, tokens, self.cfg.pointer)
 
     def set_attention(self, backend: str) -> None:
         """Switch every layer's attention backend (e.g. to 'eager' for a reference check)."""

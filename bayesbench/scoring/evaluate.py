@@ -176,7 +176,7 @@ def evaluation_tasks(task: Task, lengths: tuple[int, ...] = (), scored: tuple[st
             raise ValueError(f"scored sets must be among {tuple(SCORED_SETS)}, got {unknown}")
         return {name: dataclasses.replace(task, supervise=SCORED_SETS[name]) for name in scored}
     if not lengths:
-        return {"standard": task}
+        return {"standard": task.scoring_task()}
     if task.name != "hmm":
         raise ValueError(f"eval lengths apply to the hmm task only, got task {task.name!r}")
     return {f"K={task.K}": task, **{f"K={k}": dataclasses.replace(task, K=int(k)) for k in lengths}}

@@ -6,6 +6,7 @@ environment. Writing them is the store's (`store.database.write_records`).
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 
@@ -33,10 +34,13 @@ def learning_curve(result: TrainResult, member: int, primary: str, primary_task:
     c = result.curve
     if c is None or not c.steps:
         return None
+    # a metric the task has no positions for (the bijection's cases elsewhere) has no uniform value either
+    applies = {name for name in c.values if math.isfinite(c.uniform.get(name, math.nan))}
     return LearningCurve(eval=primary if c.task == primary_task else c.task, task=c.task, n_sequences=c.n_sequences,
                          step=list(c.steps), sequences=[s * c.batch_size for s in c.steps],
                          tokens=[s * c.batch_size * c.seq_len for s in c.steps], wall_s=list(c.wall_s),
-                         values={name: c.member(member, name) for name in c.values}, uniform=dict(c.uniform),
+                         values={name: c.member(member, name) for name in c.values if name in applies},
+                         uniform={name: u for name, u in c.uniform.items() if name in applies},
                          cadence=c.cadence)
 
 

@@ -40,7 +40,16 @@ METRICS = {
                               "|mean H(model) - mean H(Bayes)| (the authors' bijection metric, Paper I Table 1)",
     "kl": "KL(Bayes || model), mean over (sequence, position) (the authors' HMM metric)",
 }
-SHORT = {"entropy_mae": "entropy MAE", "entropy_mae_positional": "positional entropy MAE", "kl": "KL"}
+# Learning-curve metrics beyond the three final ones: the bijection's KL by case (training/curves.py).
+CURVE_ONLY = {
+    "kl:repeated": "KL(Bayes || model) at the bijection's repeated keys, where the posterior is a point mass "
+                   "(a retrieval)",
+    "kl:new": "KL(Bayes || model) at the bijection's new keys, where it is uniform over the values not yet seen "
+              "(an elimination)",
+}
+CURVE_METRIC_NAMES = (*METRICS, *CURVE_ONLY)
+SHORT = {"entropy_mae": "entropy MAE", "entropy_mae_positional": "positional entropy MAE", "kl": "KL",
+         "kl:repeated": "KL at repeated keys", "kl:new": "KL at new keys"}
 AUC = "auc"  # rank by the area under the learning curve of the curve metric, against log(step)
 RANKINGS = (*METRICS, AUC)
 DEFAULT_THRESHOLD = 0.1  # bits: the leaderboard's "steps to threshold"
@@ -63,7 +72,7 @@ def curve_metric_for(metric: str, curve_metric: str | None) -> str:
     """The metric the curve columns read: `curve_metric`, else the ranking metric (entropy MAE
     when ranking by AUC)."""
     if curve_metric is not None:
-        return check_metric(curve_metric, tuple(METRICS))
+        return check_metric(curve_metric, CURVE_METRIC_NAMES)
     return metric if metric in METRICS else "entropy_mae"
 
 

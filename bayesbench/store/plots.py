@@ -21,7 +21,15 @@ import os
 import re
 
 from .figures import pyplot, save
-from .leaderboard import DEFAULT_THRESHOLD, METRICS, SHORT, check_metric, check_threshold, eval_length, select_rows
+from .leaderboard import (
+    CURVE_METRIC_NAMES,
+    DEFAULT_THRESHOLD,
+    SHORT,
+    check_metric,
+    check_threshold,
+    eval_length,
+    select_rows,
+)
 from .records import RunRecord
 
 
@@ -118,7 +126,7 @@ def plot_learning_curves(db: str | None = None, out_dir: str = "results/plots", 
                          group_id: str | None = None) -> list[str]:
     """One PNG per task: `metric` of the latest run of each architecture against the training
     step, on the evaluation its curves measure; returns the paths (none for runs without curves)."""
-    check_metric(metric, tuple(METRICS))
+    check_metric(metric, CURVE_METRIC_NAMES)
     threshold = check_threshold(threshold)
     plt = pyplot()
     records = [r for r in select_rows(db, task=task, group_id=group_id, latest=True)
@@ -157,7 +165,8 @@ def plot_learning_curves(db: str | None = None, out_dir: str = "results/plots", 
                title=f"{label}, eval {name}: {SHORT[metric]} during training\n{where}"
                      f"{curve.n_sequences} fixed curve sequences; line: mean over {n_seeds}, band: their range")
         ax.title.set_fontsize(10)
-        paths.append(save(fig, os.path.join(out_dir, f"{_slug(label)}_curves_{metric}.png"), grid=True, legend=True))
+        name = f"{_slug(label)}_curves_{_slug(metric)}.png"  # kl:repeated -> kl_repeated
+        paths.append(save(fig, os.path.join(out_dir, name), grid=True, legend=True))
     return paths
 
 

@@ -154,12 +154,19 @@ def expand(spec: SweepSpec, *, device: Callable[[str], str] | None = None) -> li
         setup = preset.tasks[pt["task"]]
         if pt["eval_sequences"] is not None:
             setup = dataclasses.replace(setup, eval_sequences=pt["eval_sequences"])
+        if pt["task_options"]:  # the task column names them: such rows are never ranked with the preset's
+            opts = ", ".join(f"{k}={v}" for k, v in sorted(pt["task_options"].items()))
+            setup = dataclasses.replace(setup, task={**setup.task, **pt["task_options"]},
+                                        label=f"{setup.label} [{opts}]")
         if pt["models"]:
             models = dict(setup.models)
             for arch, override in pt["models"].items():
                 models[arch] = {**models.get(arch, {}), **override}
             setup = dataclasses.replace(setup, models=models)
-        task = make_task(setup)
+        try:
+            task = make_task(setup)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{where}: bad task settings: {err}") from None
         max_len = max_eval_len(task, setup.eval_lengths, setup.eval_scored)
         try:
             model = resolve_model(setup, pt["arch"], task, max_len, pt["attention"])

@@ -35,10 +35,10 @@ from ..training.trainer import TrainConfig
 
 # Keys of the TOML file (and of a Python file's SWEEP dict).
 GRID_KEYS = ("name", "preset", "tasks", "archs", "seeds", "ensemble", "lrs", "steps", "sizes", "train",
-             "device", "attention", "checkpoint_every", "eval_sequences", "resources")
+             "task_options", "device", "attention", "checkpoint_every", "eval_sequences", "resources")
 # Keys of one point (a Python file's JOBS entries; the grid expands into these).
-POINT_KEYS = ("preset", "task", "arch", "seeds", "lr", "steps", "size", "models", "train", "device", "attention",
-              "checkpoint_every", "eval_sequences")
+POINT_KEYS = ("preset", "task", "arch", "seeds", "lr", "steps", "size", "models", "train", "task_options", "device",
+              "attention", "checkpoint_every", "eval_sequences")
 RESOURCE_KEYS = ("cpus", "gpus")
 # TrainConfig fields a sweep may set under `train` (lr and steps have their own keys; the sweep
 # decides checkpointing and compile is not a sweep axis).
@@ -175,6 +175,16 @@ def _train(path: str, key: str, value) -> dict:
     return dict(value)
 
 
+def _task_options(path: str, key: str, value) -> dict:
+    """Settings merged into the preset's task configuration (e.g. {supervise = "authors"}); the
+    task is built from them when the jobs are resolved, so a bad value fails before anything runs."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{_where(path, key)} must be a table of task settings, got {value!r}")
+    if "task" in value:
+        raise ValueError(f"{_where(path, key)} cannot change which task it is ('task'); use the tasks key")
+    return dict(value)
+
+
 def _check_point(path: str, where: str, point: dict) -> dict:
     """One job's settings, checked: the same rules for TOML grids and Python JOBS lists."""
     _unknown(path, where, point, POINT_KEYS)
@@ -193,6 +203,7 @@ def _check_point(path: str, where: str, point: dict) -> dict:
            "steps": None if point.get("steps") is None else _int(path, f"{where}.steps", point["steps"]),
            "size": point.get("size"), "models": _models(path, f"{where}.models", point.get("models", {})),
            "train": _train(path, f"{where}.train", point.get("train", {})),
+           "task_options": _task_options(path, f"{where}.task_options", point.get("task_options", {})),
            "device": _device(path, f"{where}.device", point.get("device", p.device)),
            "attention": None if point.get("attention") is None
            else _choice(path, f"{where}.attention", point["attention"], ATTENTION),
@@ -255,13 +266,15 @@ def expand_grid(path: str, grid: dict) -> list[dict]:
     ensemble = grid.get("ensemble")
     if ensemble is not None:
         ensemble = _int(path, "ensemble", ensemble)
-    shared = {k: grid[k] for k in ("steps", "train", "device", "attention", "checkpoint_every", "eval_sequences")
-              if k in grid}
+    shared = {k: grid[k] for k in ("steps", "train", "task_options", "device", "attention", "checkpoint_every",
+                                   "eval_sequences") if k in grid}
     for k in ("steps", "checkpoint_every", "eval_sequences"):  # checked here so errors name the grid's key
         if k in shared:
             _int(path, k, shared[k])
     if "train" in shared:
         _train(path, "train", shared["train"])
+    if "task_options" in shared:
+        _task_options(path, "task_options", shared["task_options"])
     if "device" in shared:
         _device(path, "device", shared["device"])
     if "attention" in shared:

@@ -75,6 +75,7 @@ class Task(ABC):
     """
 
     name: str = "task"
+    CASES: tuple[str, ...] = ()  # the cases `case_masks` splits the scored positions into (none by default)
 
     @property
     @abstractmethod
@@ -111,6 +112,17 @@ class Task(ABC):
         without one, torch's global generator on `device` (default CPU) is used. `dtype` is the
         float type of the posterior and soft targets.
         """
+
+    def case_masks(self, batch: "Batch", detail: tuple[str, ...] = ()) -> dict:
+        """{case name: [N, T] bool mask within batch.mask}: the scored positions by the kind of
+        inference they ask for (the bijection: repeated keys, new keys, the query); {} for a task
+        without cases."""
+        return {}
+
+    def scoring_task(self) -> "Task":
+        """The task as evaluation scores it: itself, unless its training supervises positions
+        that are no part of what is measured (the bijection's copy targets, "authors")."""
+        return self
 
     def sequence_bytes(self, dtype: torch.dtype = torch.float32) -> int:
         """A lower bound on the memory one sampled sequence takes: its posterior [L, C] in

@@ -12,10 +12,16 @@ Variants:
 - "code" (the authors' scripts): keys drawn with replacement, L = 19, a final query drawn from the
   context keys; value positions and the query are both scored by default (the authors supervise
   only the query, `supervise="query"`, whose posterior is always a point mass).
+
+`supervise="authors"` is the authors' training targets with `--train_all_values`: the values
+and the query as "both", and also every value token's own position, whose target is that same
+value (the input there: a copy target; its posterior, given the value itself, is a point mass).
+Evaluation never scores those copy positions (`scoring_task`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -24,13 +30,14 @@ from ..checks import int_at_least, positive_int
 from ..oracle import bijection_posterior
 from ._random import permutations
 from .base import IGNORE_INDEX, Batch, Task, batch_device, check_batch_size, check_fits
+from .cases import CASES, bijection_case_masks
 from .registry import register_task
 
 VARIANTS = {
     "paper": {"L": None, "keys": "permutation", "query": False, "supervise": "values"},
     "code": {"L": 19, "keys": "replacement", "query": True, "supervise": "both"},
 }
-SUPERVISE = ("values", "query", "both")
+SUPERVISE = ("values", "query", "both", "authors")
 # The evaluations of a bijection run by name (`scoring.evaluate.evaluation_tasks`): name -> supervise.
 SCORED_SETS = {"values": "values", "values+query": "both", "query": "query"}
 
@@ -48,6 +55,7 @@ class BijectionTask(Task):
     supervise: str | None = None
 
     name = "bijection"
+    CASES = CASES
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
@@ -63,9 +71,17 @@ class BijectionTask(Task):
             raise ValueError(f"L must be <= V when keys='permutation' (no repeats), got L={self.L}, V={self.V}")
         if self.supervise not in SUPERVISE:
             raise ValueError(f"supervise must be one of {SUPERVISE}, got {self.supervise!r}")
-        if self.supervise in ("query", "both") and not self.query:
+        if self.supervise in ("query", "both", "authors") and not self.query:
             raise ValueError(f"supervise={self.supervise!r} needs query=True")
         self.check_size()
+
+    def case_masks(self, batch: Batch, detail: tuple[str, ...] = ()) -> dict:
+        """Repeated keys, new keys and the query (`tasks/cases.py`; `detail`: finer splits)."""
+        return bijection_case_masks(self, batch, detail)
+
+    def scoring_task(self) -> "BijectionTask":
+        """The task as scored: training-only copy targets ("authors") scored as "both"."""
+        return dataclasses.replace(self, supervise="both") if self.supervise == "authors" else self
 
     @property
     def vocab_size(self) -> int:
@@ -103,9 +119,9 @@ class BijectionTask(Task):
             tokens[:, 2 * L] = x[:, L]
             pred_pos = torch.cat([pred_pos, torch.tensor([2 * L], device=dev)])
         scored = torch.zeros(pred_pos.numel(), dtype=torch.bool, device=dev)
-        if self.supervise in ("values", "both"):
+        if self.supervise in ("values", "both", "authors"):
             scored[:L] = True
-        if self.supervise in ("query", "both"):
+        if self.supervise in ("query", "both", "authors"):
             scored[L] = True
         mask = torch.zeros((B, T), dtype=torch.bool, device=dev)
         mask[:, pred_pos[scored]] = True
@@ -113,4 +129,9 @@ class BijectionTask(Task):
         posterior[:, pred_pos[scored]] = post_pairs[:, scored]
         targets = torch.full((B, T), IGNORE_INDEX, dtype=torch.long, device=dev)
         targets[:, pred_pos[scored]] = y[:, scored]
+        if self.supervise == "authors":  # each value's own position: the value itself (a copy)
+            copy = torch.arange(1, 2 * L, 2, device=dev)
+            mask[:, copy] = True
+            targets[:, copy] = y[:, :L]
+            posterior[:, copy] = torch.nn.functional.one_hot(y[:, :L], V).to(dtype)
         return Batch(tokens, mask, targets, posterior, {"perm": perm, "keys": x, "values": y})

@@ -7,6 +7,11 @@ The trainer evaluates the whole ensemble on one fixed *curve set* at a schedule 
 - `entropy_mae_positional`: mean over scored positions of |mean H(model) - mean H(Bayes)|;
 - `kl`: mean KL(Bayes || model) over scored pairs.
 
+and, where the task splits its positions by case (`Task.case_masks`: the bijection's repeated
+keys, a retrieval, against its new keys, an elimination), the KL per case, `kl:repeated` and
+`kl:new`. A metric the curve set has no positions for scores NaN, its uniform value too, and the
+curve does not keep it (a task without cases, or without repeated keys, has no such curve).
+
 These are the same numbers `scoring.metrics.score` gives (its means; no intervals), computed
 here on the training device for all members at once and without any read back to the host:
 the values stay on the device until the trainer's next sync, with the losses.
@@ -43,6 +48,7 @@ from .seeds import eval_seed
 DEFAULT_CURVE_SEQUENCES = 256
 CURVE_PER_DECADE = 8  # log-spaced default cadence: 8 points per factor of 10 in steps
 LOG2 = math.log(2.0)
+CURVE_CASES = ("repeated", "new")  # the cases whose KL every curve of a task with cases records
 _sets: dict[tuple[str, int, int], Batch] = {}
 
 
@@ -98,6 +104,8 @@ class CurveSet:
         positions = batch.mask.any(0).nonzero().flatten()
         self.positions = positions.to(dev)
         self.position_counts = batch.mask.sum(0)[positions].double().to(dev)
+        masks = task.case_masks(batch)  # host reads here, at construction, never at a curve point
+        self.cases = {c: (masks[c].to(dev), float(masks[c].sum())) for c in CURVE_CASES if c in masks}
 
     def log_probs(self, model) -> Tensor:
         """log-softmax of every member's logits [E, N, L, C] (float64, on the device), computed in
@@ -131,10 +139,12 @@ class CurveSet:
 
     def uniform(self) -> dict[str, float]:
         """The metrics of the uniform predictor (1/C everywhere) on this set: the curve's floor.
-        Reads back to the host (call it once, not inside a step)."""
+        Reads back to the host (call it once, not inside a step). A metric without positions on
+        this set (a case the task does not have) is left out."""
         C = self.p.shape[-1]
         log_q = torch.full((1, *self.p.shape), -math.log(C), dtype=torch.float64, device=self.p.device)
-        return dict(zip(CURVE_METRICS, self.score_log_probs(log_q)[:, 0].tolist()))
+        values = dict(zip(CURVE_METRICS, self.score_log_probs(log_q)[:, 0].tolist()))
+        return {name: v for name, v in values.items() if math.isfinite(v)}
 
 
 def _masked_mean(s: CurveSet, per_position: Tensor) -> Tensor:
@@ -153,9 +163,25 @@ def _entropy_mae_positional(s: CurveSet, log_q: Tensor, h_q: Tensor) -> Tensor:
     return (total[:, s.positions] / s.position_counts).abs().mean(-1)
 
 
-def _kl(s: CurveSet, log_q: Tensor, h_q: Tensor) -> Tensor:
+def _kl_per_position(s: CurveSet, log_q: Tensor) -> Tensor:
+    """KL(Bayes || model) in bits at every position: [E, N, L]."""
     cross = torch.where(s.p > 0, s.p * log_q, torch.zeros((), dtype=log_q.dtype, device=log_q.device)).sum(-1)
-    return _masked_mean(s, (s.plogp - cross) / LOG2)
+    return (s.plogp - cross) / LOG2
+
+
+def _kl(s: CurveSet, log_q: Tensor, h_q: Tensor) -> Tensor:
+    return _masked_mean(s, _kl_per_position(s, log_q))
+
+
+def _case_kl(case: str) -> Callable[[CurveSet, Tensor, Tensor], Tensor]:
+    """The mean KL over the positions of one case of `Task.case_masks` (NaN where the task has none)."""
+    def kl(s: CurveSet, log_q: Tensor, h_q: Tensor) -> Tensor:
+        if case not in s.cases:
+            return torch.full(log_q.shape[:1], math.nan, dtype=log_q.dtype, device=log_q.device)
+        mask, n = s.cases[case]
+        zero = torch.zeros((), dtype=log_q.dtype, device=log_q.device)
+        return torch.where(mask, _kl_per_position(s, log_q), zero).sum((1, 2)) / n
+    return kl
 
 
 #: name -> metric of a curve point; the order is the order of `CurveSet.score`'s rows.
@@ -163,6 +189,7 @@ CURVE_METRICS: dict[str, Callable[[CurveSet, Tensor, Tensor], Tensor]] = {
     "entropy_mae": _entropy_mae,
     "entropy_mae_positional": _entropy_mae_positional,
     "kl": _kl,
+    **{f"kl:{case}": _case_kl(case) for case in CURVE_CASES},
 }
 
 
@@ -186,17 +213,26 @@ class EnsembleCurve:
     values: dict[str, list[list[float]]] = field(default_factory=dict)  # metric -> per point, per member
 
     def append(self, step: int, wall_s: float, values: list[list[float]]) -> None:
-        """A point: `values` [metric][member] in the order of CURVE_METRICS."""
+        """A point: `values` [metric][member] in the order of CURVE_METRICS; a metric without a
+        finite uniform value (none of its positions on this set) is not kept."""
+        previous = len(self.steps)
         self.steps.append(int(step))
         self.wall_s.append(float(wall_s))
         for name, row in zip(CURVE_METRICS, values):
-            self.values.setdefault(name, []).append([float(v) for v in row])
+            if not math.isfinite(self.uniform.get(name, math.nan)):
+                continue
+            kept = self.values.setdefault(name, [[math.nan] * len(row) for _ in range(previous)])
+            kept.append([float(v) for v in row])
 
     def truncate(self, last: int) -> None:
         """Keep the points of steps <= last (a run cut short when its last member diverged)."""
         keep = sum(s <= last for s in self.steps)
         self.steps, self.wall_s = self.steps[:keep], self.wall_s[:keep]
         self.values = {k: v[:keep] for k, v in self.values.items()}
+
+    def values_kept(self) -> list[str]:
+        """The metrics this curve keeps: those with a finite uniform value on its set."""
+        return [name for name in CURVE_METRICS if math.isfinite(self.uniform.get(name, math.nan))]
 
     def member(self, e: int, metric: str) -> list[float]:
         """Member e's values of `metric`, one per point."""
@@ -210,10 +246,6 @@ class EnsembleCurve:
 
     @classmethod
     def from_state(cls, state: dict) -> EnsembleCurve:
-        """Back from `state_dict` (a checkpoint); metrics it lacks (added since) read as NaN."""
-        curve = cls(**{f.name: state[f.name] for f in dataclasses.fields(cls)})
-        width = len(curve.values[next(iter(curve.values))][0]) if curve.values and curve.steps else 0
-        for name in CURVE_METRICS:
-            curve.values.setdefault(name, [[math.nan] * width for _ in curve.steps])
-            curve.uniform.setdefault(name, math.nan)
-        return curve
+        """Back from `state_dict` (a checkpoint). A metric added since it was written has no
+        uniform value there, so the curve goes on without it, as `append` does."""
+        return cls(**{f.name: state[f.name] for f in dataclasses.fields(cls)})

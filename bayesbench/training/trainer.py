@@ -339,6 +339,9 @@ class Trainer:
         self.curve_set = CurveSet(self.curve_task(), cfg.curve_sequences, self.device) if cfg.curves else None
         self._curve_at = set(curve_steps(cfg.steps, cfg.curve_every)) if cfg.curves else set()
         self.curve = self._new_curve() if cfg.curves else None
+        if cfg.until is not None and cfg.until_metric not in self.curve.values_kept():
+            raise ValueError(f"until_metric {cfg.until_metric!r} has no positions in {self.curve.task} (kl:repeated "
+                             "and kl:new are the bijection's cases); use entropy_mae, entropy_mae_positional or kl")
         self._curve_pending: list[tuple[int, float, Tensor]] = []
         self.stopped: dict[int, tuple[int, str, str]] = {}
         self._go = torch.ones(self.ensemble, dtype=torch.bool, device=self.device)

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from bayesbench.cli import main
+from bayesbench.presets import get_preset
 
 
 def _run(capsys, *argv) -> str:
@@ -74,7 +75,8 @@ def test_leaderboard_reads_the_curves(capsys, store):
     # with 1.3 bits both transformer seeds reached it at their first measured step
     md = _run(capsys, "leaderboard", "--db", store["db"], "--threshold", "1.3")
     line = next(x for x in md.splitlines() if "| transformer" in x and "(trained)" in x)
-    assert "| 1, every seed at that measured step (2/2; 32 seq) | - |" in line  # one point: cannot tell if improving
+    batch = get_preset("quick").tasks["bijection"].train["batch_size"]  # sequences per member at step 1
+    assert f"| 1, every seed at that measured step (2/2; {batch} seq) | - |" in line  # one point: cannot tell
     assert "learning curves (bijection V=8 L=7 repl values: 64 sequences" in md
     auc = _run(capsys, "leaderboard", "--db", store["db"], "--metric", "auc")
     assert "**AUC of entropy MAE over log step** (bits)" in auc.splitlines()[0]

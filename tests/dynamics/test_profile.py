@@ -291,9 +291,10 @@ PROFILE = BASE + ["--seeds", "0,1"]
 def test_profile_command_end_to_end(tmp_path, capsys):
     db = str(tmp_path / "store.sqlite")
     rc = main(PROFILE + ["--db", db, "--runs-dir", str(tmp_path / "runs"), "--optimizer", "sgd", "--lr", "1e-3",
-                         "--json"])  # the quick preset's bijection V=8 transformer
+                         "--batch-size", "16", "--json"])  # the quick preset's bijection V=8 transformer
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
+    assert out["config"]["train"]["batch_size"] == 16 and out["config"]["train"]["lr"] == 1e-3
     study = out["study_id"]
     assert [s["study_id"] for s in list_studies("profile", db)] == [study]
     records = read_dynamics(study, path=db)
@@ -376,6 +377,7 @@ def _store_untouched(db):
     (["--law-sequences", "1"], "--law-sequences must be >= 2"),
     (["--task-set", "nope=1"], "unexpected keyword argument 'nope'"),
     (["--task-set", "variant=other"], "variant must be one of"),
+    (["--run", "x", "--batch-size", "8"], "--batch-size cannot change a stored run's batch"),
 ])
 def test_profile_bad_inputs(tmp_path, capsys, extra, message):
     db = str(tmp_path / "store.sqlite")

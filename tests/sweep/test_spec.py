@@ -90,7 +90,7 @@ def test_shipped_quick_sweep_is_the_quick_leaderboard():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     jobs = expand(load_sweep(os.path.join(root, "sweeps", "quick.toml")))
     ref = jobs_of(build_parser().parse_args(["run", "--preset", "quick"]))
-    assert len(jobs) == 16 and [sj.key for sj in jobs] == [sj.key for sj in ref]
+    assert len(jobs) == 13 and [sj.key for sj in jobs] == [sj.key for sj in ref]
     assert [(sj.run_dir("runs"), sj.checkpoint_every, sj.job) for sj in jobs] == \
            [(sj.run_dir("runs"), sj.checkpoint_every, sj.job) for sj in ref]
     assert {sj.group_id for sj in ref} == {"run-quick"} and {sj.group_id for sj in jobs} == {"sweep-quick"}
@@ -113,7 +113,28 @@ NAME = "listed"
     assert {sj.key for sj in listed} == {quick[(sj.job.arch, sj.job.train.lr, (0, 1))] for sj in listed}
 
 
+def test_task_options_change_the_task_and_its_label(tmp_path):
+    text = """
+tasks = ["bijection"]
+archs = ["transformer"]
+seeds = [0]
+steps = 30
+task_options = {supervise = "authors"}
+[sizes.authors]
+transformer = {pointer = "replace"}
+"""
+    jobs = expand(load_sweep(_write(tmp_path, text)))
+    plain = expand(load_sweep(_write(tmp_path, text.replace('task_options = {supervise = "authors"}', ""), "p.toml")))
+    (job,), (ref,) = jobs, plain
+    assert job.job.task.supervise == "authors" and ref.job.task.supervise == "both"
+    assert job.job.model["pointer"] == "replace"
+    assert job.job.setup.label == ref.job.setup.label + " [supervise=authors]"  # never ranked with the preset's rows
+    assert job.key != ref.key
+
+
 BAD = [
+    ('seeds = [0]\ntask_options = {supervise = "all"}', "bad task settings: supervise must be one of"),
+    ('seeds = [0]\ntask_options = {task = "hmm"}', "cannot change which task it is"),
     ('tasks = ["bijection", "parity"]\nseeds = [0]', "unknown task 'parity'"),
     ('archs = ["transformer", "transfomer"]\nseeds = [0]',
      "unknown arch 'transfomer' in archs (did you mean 'transformer'?)"),
@@ -227,7 +248,7 @@ def test_outside_models_by_file_and_module_path_have_keys_independent_of_the_wor
     for sj, width in zip(jobs[1:3] + jobs[4:6], (8, 8, 16, 4)):
         assert sj.job.params == outside_net.params(width, task.vocab_size, sj.job.max_len, task.num_classes)
         assert sj.job.model == ({} if width == 8 else {"width": width}) and sj.flops == 6 * sj.job.params * sj.tokens
-    assert jobs[1].run_dir("runs").startswith(os.path.join("runs", "quick", "bijection-mine-quick-lr0.001-s0-"))
+    assert jobs[1].run_dir("runs").startswith(os.path.join("runs", "quick", "bijection-mine-quick-lr0.0005-s0-"))
     assert jobs[1].run_dir("runs").endswith(jobs[1].key)
     # the same keys from the sweep file's folder, through an absolute path, and from a Python file
     monkeypatch.chdir(tmp_path / "sweeps" / "models")

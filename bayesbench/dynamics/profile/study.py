@@ -70,6 +70,9 @@ def build(args, study_id: str, hold: contextlib.ExitStack):
         raise ValueError(f"--law-sequences must be >= 2 (the shuffle null pairs each sequence with another), "
                          f"got {args.law_sequences}")
     run_dir = os.path.join(args.runs_dir, "profile", study_id)
+    batch_size = getattr(args, "batch_size", None)
+    if args.run and batch_size is not None:
+        raise ValueError("--batch-size cannot change a stored run's batch (--run continues its data streams)")
     if args.run:
         device = resolve_device(args.device or "cpu")
         ckpt = find_checkpoint(args.run, args.db)
@@ -85,6 +88,8 @@ def build(args, study_id: str, hold: contextlib.ExitStack):
                         device=args.device)[0]
         device = job.device
         job = with_task_fields(job, getattr(args, "task_set", None))
+        if batch_size is not None:
+            job = dataclasses.replace(job, train=dataclasses.replace(job.train, batch_size=batch_size))
         trainer = hold.enter_context(job.open_trainer(run_dir, meta={"preset": args.preset,
                                                                      "label": job.setup.label}))
         source = {"preset": args.preset, "task": args.task, "task_set": dict(getattr(args, "task_set", None) or {})}
