@@ -251,7 +251,7 @@ def test_leftover_temporary_checkpoint_is_removed_and_a_finished_checkpoint_is_r
     assert main(_train(tmp_path, db=str(tmp_path / "other.sqlite"))) == 0
     out = capsys.readouterr().out
     assert "1 job: 0 already stored (skipped), 1 to run (1 resume from checkpoints)" in out
-    assert "resuming bijection V=8 L=7 repl / mlp lr 0.001 seeds [0] from its checkpoint at step 2" in out
+    assert "resuming bijection V=8 L=7 repl / mlp lr 0.0005 seeds [0] from its checkpoint at step 2" in out
     assert not leftover.exists()
     assert read_rows(str(tmp_path / "other.sqlite"), where="run_id = ?", params=(trained.parent.name[-16:],))
     assert main(_train(tmp_path)) == 0  # and in the first store it is stored already: nothing runs

@@ -128,7 +128,7 @@ def test_sigint_with_two_workers_stops_everything_and_resume_matches(tmp_path):
 
     resumed = _run_ok(argv)  # the same command continues
     for arch, step in steps.items():
-        assert f"resuming bijection V=8 L=7 repl / {arch} lr 0.001 seeds [0] from its checkpoint at step {step}" \
+        assert f"resuming bijection V=8 L=7 repl / {arch} lr 0.0005 seeds [0] from its checkpoint at step {step}" \
             in resumed.stderr
     plain = _run_ok([*common, "--db", str(tmp_path / "b.sqlite"), "--runs-dir", str(tmp_path / "runs-b")])
     assert _numbers(resumed.stdout) == _numbers(plain.stdout)
@@ -148,7 +148,7 @@ def test_sigterm_with_one_job_in_process_checkpoints_and_resumes(tmp_path):
     step = _check_checkpoint(run_dir, line)
     assert read_rows(str(tmp_path / "a.sqlite")) == []
     resumed = _run_ok(argv)
-    assert f"resuming bijection V=8 L=7 repl / mlp lr 0.001 seeds [0] from its checkpoint at step {step}" \
+    assert f"resuming bijection V=8 L=7 repl / mlp lr 0.0005 seeds [0] from its checkpoint at step {step}" \
         in resumed.stdout
     assert len(read_rows(str(tmp_path / "a.sqlite"))) == 1
 
