@@ -24,7 +24,7 @@ from bayesbench.dynamics.emsgd.chain import (
 )
 from bayesbench.dynamics.emsgd.controls import gap_share, gap_thresholds, paired_speedup, steps_to_gap
 from bayesbench.dynamics.emsgd.deep import DeepConfig, train_deep
-from bayesbench.dynamics.emsgd.speedup import pooled_steps, speedup, steps_to_reach
+from bayesbench.dynamics.emsgd.speedup import pooled_steps, speedup, speedup_text, steps_to_reach
 from bayesbench.dynamics.emsgd.study import default_seeds, run_study
 from bayesbench.dynamics.emsgd.toy import ToyShape, init_weights, member_losses, toy_forward, train_toy
 
@@ -154,6 +154,21 @@ def test_em_like_is_ahead_of_sgd_on_most_seeds_at_reduced_steps():
 
 
 # ---------------------------------------------------------------- the speed-up statistic
+
+def test_a_speedup_no_seed_reached_says_not_reached_instead_of_1x():
+    """EM-like never gets to SGD's final loss: the ratio is n_steps / n_steps = 1.00x [1.00, 1.00],
+    a number that would read as "as fast"; the text says "not reached" (issue 24, case 11)."""
+    n = 10
+    slow = torch.linspace(2.0, 1.0, n + 1).repeat(3, 1)
+    fast = torch.full((3, n + 1), 1.5)  # never below 1.0
+    s = speedup(fast, slow, n)
+    assert s.reached == 0 and s.value == pytest.approx(1.0)
+    assert speedup_text(s) == "not reached (0 of 3 seeds within 10 updates)"
+    assert speedup_text(s.as_dict(), detail=False) == speedup_text(s)
+    fast[0, 4:] = 0.5  # one seed gets there at step 4: a number, with how many seeds reached it
+    text = speedup_text(speedup(fast, slow, n))
+    assert text.startswith(f"{10 / 8:.2f}x [") and text.endswith("(mean 8 steps; 1 seeds reached it)")
+
 
 def test_speedup_on_constructed_curves():
     n = 10

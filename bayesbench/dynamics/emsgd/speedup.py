@@ -56,6 +56,18 @@ class SpeedUp:
         return asdict(self)
 
 
+def speedup_text(s: SpeedUp | dict, *, detail: bool = True) -> str:
+    """The speed-up in words: "2.45x [2.26, 2.67] (...)", or "not reached" when no seed's fast run
+    reached the threshold (the ratio would be n_steps / n_steps = 1.00x, a number that is not one)."""
+    d = s.as_dict() if isinstance(s, SpeedUp) else s
+    if d["reached"] == 0:
+        return f"not reached (0 of {len(d['steps'])} seeds within {max(d['steps'])} updates)"
+    out = f"{d['value']:.2f}x [{d['ci_low']:.2f}, {d['ci_high']:.2f}]"
+    if detail:
+        return f"{out} (mean {d['mean_steps']:.0f} steps; {d['reached']} seeds reached it)"
+    return f"{out} ({d['reached']} reached)"
+
+
 def _ratio(n_steps: int, mean_steps: Tensor) -> Tensor:
     return n_steps / mean_steps.clamp(min=1e-12)
 

@@ -25,7 +25,7 @@ from ..stats import mean_ci
 from ..store import register_study, write_dynamics
 from . import DEFAULTS, VARIANTS  # noqa: F401  (DEFAULTS: the command's defaults)
 from .chain import beta_sticky_data, conditional_entropy, nats_to_bits, paper_data, symbol_means, transition_matrix
-from .speedup import speedup
+from .speedup import speedup, speedup_text
 
 AUTHORS_SEEDS = (42, 2024, 1337, 7777, 9999)
 AUTHORS_SPEEDUP = 2.3  # Paper II section 7.2: 430 vs 1000 steps, 5 seeds
@@ -119,8 +119,7 @@ def check_schedules(schedules: list[str] | None) -> list[str]:
 
 
 def _fmt_speedup(s) -> str:
-    return (f"{s.value:.2f}x [{s.ci_low:.2f}, {s.ci_high:.2f}] (mean {s.mean_steps:.0f} steps; "
-            f"{s.reached} seeds reached it)")
+    return speedup_text(s)
 
 
 def _toy(variant, seeds, steps, length, sequences, chunk, out_dir, progress, schedules):
@@ -244,7 +243,7 @@ def _headline(variant, summary, per_seed, pooled) -> list[str]:
 
 
 def _fmt_speedup_dict(d: dict) -> str:
-    return f"{d['value']:.2f}x [{d['ci_low']:.2f}, {d['ci_high']:.2f}] ({d['reached']} reached)"
+    return speedup_text(d, detail=False)
 
 
 def _controls_section(summary: dict, n_seeds: int) -> str:
@@ -306,8 +305,9 @@ def _toy_sections(variant, seeds, steps, length, sequences, summary, per_seed, p
     rows = ["| threshold | speed-up | 95% interval | mean steps of EM-like | seeds that reached it |",
             "|---|---|---|---|---|"]
     for s in (per_seed, pooled):
-        rows.append(f"| {s.threshold} | {s.value:.2f}x | [{s.ci_low:.2f}, {s.ci_high:.2f}] | {s.mean_steps:.1f} | "
-                    f"{s.reached}/{len(seeds)} |")
+        value, interval = ((f"{s.value:.2f}x", f"[{s.ci_low:.2f}, {s.ci_high:.2f}]") if s.reached
+                           else ("not reached", "-"))
+        rows.append(f"| {s.threshold} | {value} | {interval} | {s.mean_steps:.1f} | {s.reached}/{len(seeds)} |")
     rows.append(f"| authors (Paper II §7.2, 5 seeds) | {AUTHORS_SPEEDUP}x | - | 430 | - |")
     floors = "\n".join(f"- {k}: {v:.4f} nats = {summary['floors_bits'][k]:.4f} bits"
                        for k, v in summary["floors_nats"].items())
