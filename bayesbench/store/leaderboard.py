@@ -318,6 +318,8 @@ def _mean(xs: list) -> float:
 def _fmt(x) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "n/a"
+    if x == 0:  # an interval clipped at 0: "0", not "0.00e+00" beside four-decimal numbers
+        return "0"
     return f"{x:.4f}" if abs(x) >= 1e-3 else f"{x:.2e}"
 
 

@@ -69,3 +69,17 @@ def test_rows_at_the_floor_are_marked_and_overlapping_intervals_are_ties(tmp_pat
     assert line.count("(at floor)") == 3 and "transformer 0.1100 (at floor)" not in line
     md = markdown(select_rows(db))
     assert "| gru (at floor) |" in md and "| transformer |" in md
+
+
+def test_an_interval_clipped_at_zero_reads_0_not_in_scientific_notation(tmp_path):
+    """Two seeds far apart give a t-interval whose lower end is clipped at 0: the cell reads
+    "[0, ...]" beside four-decimal numbers, never "[0.00e+00, ...]"; small nonzero values keep
+    their exponent (they would print as 0.0000)."""
+    db = str(tmp_path / "r.sqlite")
+    write_rows([_row("a", 0, 0.05, arch="mamba"), _row("a", 1, 0.45, arch="mamba")], db)
+    write_rows([_row("b", s, 2e-4 + 1e-6 * s, arch="gru") for s in range(2)], db)
+    md = markdown(select_rows(db))
+    mamba = next(line for line in md.splitlines() if "| mamba" in line)
+    assert "| 0.2500 [0, " in mamba and "e+00" not in md
+    gru = next(line for line in md.splitlines() if "| gru" in line)
+    assert "2.00e-04 2.01e-04" in gru
