@@ -85,9 +85,9 @@ class Reach:
         mean = statistics.fmean(logs)
         if self.n < 2:
             return math.exp(mean), math.nan, math.nan
-        from scipy.stats import t as student_t
+        from scipy.special import stdtrit  # the t quantile, without scipy.stats' import (0.3 s per leaderboard)
 
-        half = float(student_t.ppf(0.5 + level / 2, self.n - 1)) * statistics.stdev(logs) / math.sqrt(self.n)
+        half = float(stdtrit(self.n - 1, 0.5 + level / 2)) * statistics.stdev(logs) / math.sqrt(self.n)
         return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
