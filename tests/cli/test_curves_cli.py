@@ -103,3 +103,32 @@ def test_compare_two_runs(capsys, store):
     assert data["run_a"] == store["mlp"] and [s["step"] for s in data["steps"]] == [1]
     assert main(["compare", "nosuchrun", store["mlp"], "--db", store["db"]]) == 2
     assert "no stored run 'nosuchrun'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", ["--json", "csv"])
+def test_leaderboard_metric_auc_reaches_json_and_csv(capsys, store, fmt):
+    """Probe case 24: --metric auc with --json or --format csv printed the same records as without
+    it, the AUC asked for nowhere."""
+    from bayesbench.store.curve_stats import log_auc
+    from bayesbench.store.database import read_records
+
+    # the MLP alone: the transformer stopped at step 1, so with it no step range is common to all
+    argv = ["leaderboard", "--db", store["db"], "--metric", "auc", "--arch", "mlp"]
+    if fmt == "csv":
+        rows = [r for r in csv.DictReader(io.StringIO(_run(capsys, *argv, "--format", "csv"))) if r["auc_bits"]]
+        got = {(r["run_id"], int(r["seed"])): (float(r["auc_bits"]), [int(r["auc_from_step"]), int(r["auc_to_step"])])
+               for r in rows}
+    else:
+        data = json.loads(_run(capsys, *argv, "--json"))
+        assert data["metric"].startswith("auc: AUC of entropy_mae over log step")
+        got = {(r["run_id"], r["seed"]): (r["auc_bits"], r["auc_steps"]) for r in data["runs"]}
+    records = {(r.run_id, r.seed): r for r in read_records(store["db"]) if r.arch == "mlp"}
+    assert set(got) == set(records) and len(records) == 3  # every member, each once (on its curve's evaluation)
+    for key, (value, (lo, hi)) in got.items():
+        c = records[key].learning_curve
+        assert value == pytest.approx(log_auc(c.step, c.metric("entropy_mae"), lo, hi))
+    md = _run(capsys, *argv)
+    values = [v for v, _ in got.values()]
+    assert all(0 < v < 2 for v in values) and len({tuple(span) for _, span in got.values()}) == 1  # one range
+    line = next(x for x in md.splitlines() if "| mlp" in x and "(trained)" in x)
+    assert f"| {sum(values) / len(values):.4f} [" in line  # the table's ranked mean is the mean of these
