@@ -22,7 +22,10 @@ def save(fig, path: str, *, dpi: int = 120, grid: bool = False, legend: bool = F
 
     grid: a light grid (alpha 0.3) on every axis; legend: a legend (font size 8) on every axis;
     tight: `fig.tight_layout()` first; `savefig` goes to `fig.savefig` (e.g. bbox_inches).
-    The PNG's folder is created if missing."""
+    The PNG's folder is created if missing; a path without an extension gets '.png' (what
+    matplotlib writes then), so the returned path is the file written."""
+    if not os.path.splitext(path)[1]:
+        path += ".png"
     for ax in fig.axes if grid or legend else ():
         if grid:
             ax.grid(alpha=0.3)

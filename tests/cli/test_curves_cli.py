@@ -132,3 +132,16 @@ def test_leaderboard_metric_auc_reaches_json_and_csv(capsys, store, fmt):
     assert all(0 < v < 2 for v in values) and len({tuple(span) for _, span in got.values()}) == 1  # one range
     line = next(x for x in md.splitlines() if "| mlp" in x and "(trained)" in x)
     assert f"| {sum(values) / len(values):.4f} [" in line  # the table's ranked mean is the mean of these
+
+
+def test_compare_refuses_a_run_against_itself_and_a_plot_folder_and_prints_the_file_written(capsys, store, tmp_path):
+    """Probe cases 99, 106, 108: a run compared with itself got a full table of p = 1; --plot DIR/
+    wrote the hidden file DIR/.png; --plot NAME wrote NAME.png and printed NAME."""
+    assert main(["compare", store["mlp"], store["mlp"][:6], "--db", store["db"]]) == 2
+    assert f"RUN_A and RUN_B are the same run ({store['mlp']})" in capsys.readouterr().err
+    assert main(["compare", store["mlp"], store["transformer"], "--db", store["db"], "--plot", f"{tmp_path}/"]) == 2
+    assert "--plot " + str(tmp_path) + "/ is a folder; give a file name" in capsys.readouterr().err
+    assert not (tmp_path / ".png").exists()
+    out = _run(capsys, "compare", store["mlp"], store["transformer"], "--db", store["db"], "--plot",
+               str(tmp_path / "cmp"))
+    assert out.splitlines()[-1] == str(tmp_path / "cmp.png") and (tmp_path / "cmp.png").stat().st_size > 0
