@@ -2,12 +2,12 @@
 
 A model file registers a builder `(shape: TaskShape, ensemble: int, **cfg) -> EnsembleModel`
 with `@register_model(name, description, config=ItsConfig)` (the config dataclass its **cfg go
-to, so an unknown option is named with the options there are: `model_options`); every module of `bayesbench.models` is imported on
-first lookup, so adding an architecture is adding one file. A module whose import fails raises,
-except for a missing optional package (not bayesbench's own), which skips it with a warning
-naming the package. A name with a ':' is a model from outside the package ('pkg.mod:build',
-'./file.py:build', 'hf:gpt2'), built through the adapter by the builder that
-`bayesbench.models.outside` registers (`register_outside`).
+to, so an unknown option is named with the options there are: `model_options`); every module of
+`bayesbench.models` is imported on first lookup, so adding an architecture is adding one file.
+A module whose import fails raises, except for a missing optional package (not bayesbench's
+own), which skips it with a warning naming the package. A name with a ':' is a model from
+outside the package ('pkg.mod:build', './file.py:build', 'hf:gpt2'), built through the adapter
+by the builder that `bayesbench.models.outside` registers (`register_outside`).
 
 The registry imports no model module by statement: it loads them by name (`importlib`) when a
 name is looked up, and they import the registry to register, so the models package has no
@@ -21,8 +21,8 @@ import difflib
 import importlib
 import inspect
 import os
-import re
 import pkgutil
+import re
 import warnings
 from dataclasses import dataclass
 from typing import Callable

@@ -38,7 +38,6 @@ def seed_rows(records: list[RunRecord]) -> list[dict]:
     names = EvalResult.metric_names()
     out = []
     for r in records:
-        cfg = r.config or {}
         for ev_name, ev in r.evals.items():
             row = {"task": r.task, "task_label": r.task_label, "eval": ev_name, "primary": ev_name == r.primary,
                    "positions": ev.positions, "eval_sequences": ev.entropy_mae.n_sequences,
