@@ -92,12 +92,15 @@ def select_rows(db: str | None = None, *, task: str | None = None, arch: str | N
         where.append("group_id = ?")
         params.append(group_id)
     records = read_records(db, where=" AND ".join(where), params=tuple(params))
-    if latest:
-        newest: dict[tuple[str, str], str] = {}
-        for r in records:  # oldest first, so the last run seen wins
-            newest[(r.task_label, r.arch)] = r.run_id
-        records = [r for r in records if newest[(r.task_label, r.arch)] == r.run_id]
-    return records
+    return latest_runs(records) if latest else records
+
+
+def latest_runs(records: list[RunRecord]) -> list[RunRecord]:
+    """Only the newest run of each (task_label, arch) among `records` (oldest first, as stored)."""
+    newest: dict[tuple[str, str], str] = {}
+    for r in records:  # oldest first, so the last run seen wins
+        newest[(r.task_label, r.arch)] = r.run_id
+    return [r for r in records if newest[(r.task_label, r.arch)] == r.run_id]
 
 
 def _num(x: float | None) -> float | None:

@@ -145,3 +145,28 @@ def test_compare_refuses_a_run_against_itself_and_a_plot_folder_and_prints_the_f
     out = _run(capsys, "compare", store["mlp"], store["transformer"], "--db", store["db"], "--plot",
                str(tmp_path / "cmp"))
     assert out.splitlines()[-1] == str(tmp_path / "cmp.png") and (tmp_path / "cmp.png").stat().st_size > 0
+
+
+def test_plot_curves_reads_the_newest_run_that_has_curves(capsys, tmp_path):
+    """Probe case 126: a newer run trained with --no-curves hid every older run of its task and
+    arch from `plot --curves`, and the task's figure was left out without a word."""
+    db = str(tmp_path / "r.sqlite")
+    base = ["train", "--task", "sticky", "--arch", "mlp", "--seeds", "0", "--steps", "4", "--eval-sequences", "16",
+            "--curve-sequences", "16", "--db", db, "--runs-dir", str(tmp_path / "runs"), "--no-progress"]
+    assert main(base) == 0
+    assert main([*base, "--no-curves", "--train-args", "lr=1e-3"]) == 0
+    capsys.readouterr()
+    out = _run(capsys, "plot", "--curves", "--db", db, "--out", str(tmp_path / "p"))
+    assert [p.split("/")[-1] for p in out.split()] == ["sticky_V=8_L=32_curves_entropy_mae.png"]
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--curves", "--dynamics", "s1"], "--dynamics draws one study; it cannot be combined with --curves"),
+    (["--dynamics", "s1", "--task", "sticky"], "--dynamics draws one study; it cannot be combined with --task"),
+    (["--metric", "kl"], "--metric goes with --curves"),
+    (["--threshold", "0.2", "--metric", "kl"], "--metric and --threshold go with --curves"),
+])
+def test_plot_refuses_options_it_would_ignore(capsys, tmp_path, argv, words):
+    """Probe cases 128, 129: --curves beside --dynamics, and --metric without --curves, were ignored."""
+    assert main(["plot", *argv, "--db", str(tmp_path / "r.sqlite"), "--out", str(tmp_path / "p")]) == 2
+    assert words in capsys.readouterr().err and not (tmp_path / "p").exists()
