@@ -8,6 +8,7 @@ import itertools
 import json
 import math
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -276,3 +277,16 @@ def test_cli_json_and_bad_inputs(tmp_path, capsys):
         assert main(["emsgd", *argv, "--db", db]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and words in err[0]
+
+
+def test_a_speed_up_no_seed_reached_is_said_not_reached(tmp_path, capsys):
+    """Probe case 136: at 20 updates EM-like reaches no seed's final loss of sgd10 (its lr is 10x
+    SGD's), and the summary and report printed '1.00x [1.00, 1.00] (0 reached)' for it."""
+    db = str(tmp_path / "r.sqlite")
+    assert main(["emsgd", "--seeds", "2", "--steps", "20", "--length", "50", "--db", db, "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    against = next(line for line in out.splitlines() if line.startswith("EM-like against each control"))
+    assert "sgd10 (best plain SGD) not reached (0 seeds)" in against and "(0 reached)" not in against
+    report = Path(out.strip().splitlines()[-1].split("report: ")[-1]).read_text()
+    row = next(line for line in report.splitlines() if line.startswith("| sgd10"))
+    assert "not reached (0 seeds) | not reached (0 seeds) |" in row and "(0 reached)" not in report

@@ -118,7 +118,12 @@ def check_schedules(schedules: list[str] | None) -> list[str]:
     return [s for s in ALL_SCHEDULES if s in schedules]
 
 
+NOT_REACHED = "not reached: no seed's EM-like run got there within the steps"  # no speed-up to state
+
+
 def _fmt_speedup(s) -> str:
+    if s.reached == 0:
+        return NOT_REACHED
     return (f"{s.value:.2f}x [{s.ci_low:.2f}, {s.ci_high:.2f}] (mean {s.mean_steps:.0f} steps; "
             f"{s.reached} seeds reached it)")
 
@@ -241,6 +246,8 @@ def _headline(variant, summary, per_seed, pooled) -> list[str]:
 
 
 def _fmt_speedup_dict(d: dict) -> str:
+    if d["reached"] == 0:
+        return "not reached (0 seeds)"
     return f"{d['value']:.2f}x [{d['ci_low']:.2f}, {d['ci_high']:.2f}] ({d['reached']} reached)"
 
 
@@ -303,8 +310,8 @@ def _toy_sections(variant, seeds, steps, length, sequences, summary, per_seed, p
     rows = ["| threshold | speed-up | 95% interval | mean steps of EM-like | seeds that reached it |",
             "|---|---|---|---|---|"]
     for s in (per_seed, pooled):
-        rows.append(f"| {s.threshold} | {s.value:.2f}x | [{s.ci_low:.2f}, {s.ci_high:.2f}] | {s.mean_steps:.1f} | "
-                    f"{s.reached}/{len(seeds)} |")
+        value, ci = ((f"{s.value:.2f}x", f"[{s.ci_low:.2f}, {s.ci_high:.2f}]") if s.reached else ("not reached", "-"))
+        rows.append(f"| {s.threshold} | {value} | {ci} | {s.mean_steps:.1f} | {s.reached}/{len(seeds)} |")
     rows.append(f"| authors (Paper II §7.2, 5 seeds) | {AUTHORS_SPEEDUP}x | - | 430 | - |")
     floors = "\n".join(f"- {k}: {v:.4f} nats = {summary['floors_bits'][k]:.4f} bits"
                        for k, v in summary["floors_nats"].items())
