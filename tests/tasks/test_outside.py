@@ -113,6 +113,42 @@ def test_bad_factories_are_one_clear_error(tmp_path):
         outside_task(FILE, {"f": object()})
 
 
+FLAKY = """
+import dataclasses
+from outside_tunnel import CoinTask
+
+@dataclasses.dataclass(frozen=True)
+class Flaky(CoinTask):
+    name = "flaky"
+
+    def sample(self, batch_size, generator=None, **kw):
+        if batch_size == 8 * 16:  # training's draws at batch 8 (16 batches a call); the checks draw 512
+            raise RuntimeError("ran out of coins")
+        return super().sample(batch_size, generator, **kw)
+
+def build(**o):
+    return Flaky(**o)
+"""
+
+
+def test_a_sampler_that_raises_mid_training_is_the_tunnels_error(tmp_path, capsys):
+    """Probe case 75: past the checks, a tunnel whose sample() raised was an 'internal error' (exit
+    1, the file not named); it is the user's code: one line naming the tunnel, exit 2."""
+    (tmp_path / "flaky.py").write_text(FLAKY)
+    spec = f"{tmp_path / 'flaky.py'}:build"
+    task = outside_task(spec)
+    check_task(task)
+    with pytest.raises(ValueError, match=r"flaky.py:build': sample\(128\) raised RuntimeError: ran out of coins "
+                                         r"\(an error in the tunnel's own code\)"):
+        task.sample(128, torch.Generator().manual_seed(0))
+    assert main(["train", "--task", spec, "--arch", "mlp", "--seeds", "0", "--steps", "4", "--eval-sequences", "16",
+                 "--train-args", "batch_size=8", "--no-curves", "--db", str(tmp_path / "r.sqlite"), "--runs-dir", str(tmp_path / "runs"),
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "flaky.py:build': sample(128) raised RuntimeError" in err[0] and "internal error" not in err[0], err
+    assert (tmp_path / "runs").exists()  # past the checks: training had begun
+
+
 def test_the_built_in_tunnels_pass_the_same_checks():
     for name, config in (("bijection", {}), ("bijection", {"keys": "replacement", "query": True}), ("hmm", {}),
                          ("sticky", {}), ("markov", {})):
