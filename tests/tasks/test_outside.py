@@ -166,3 +166,24 @@ def test_the_tasks_command_lists_floors_and_checks_a_tunnel(capsys):
     err = capsys.readouterr().err
     assert err.startswith("bayesbench tasks: task coin(L=5, wrong=True): the posterior disagrees") and \
         len(err.strip().splitlines()) == 1
+
+
+def test_the_train_command_tasks_check_prints_runs_as_printed(tmp_path, capsys):
+    """Probe case 68: for a file whose name holds spaces the printed command was not quoted, and it
+    left out the --task-args the tunnel was checked with."""
+    import shlex
+    import shutil
+
+    from bayesbench.store.database import read_records
+
+    path = tmp_path / "my tunnel (v2).py"
+    shutil.copy(os.path.join(HERE, "outside_tunnel.py"), path)
+    assert main(["tasks", "--check", f"{path}:build", "--task-args", "L=5", "--sequences", "64"]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    argv = shlex.split(line.removeprefix("Train it: ").removesuffix(" (docs/tasks.md)"))
+    assert argv[:6] == ["bayesbench", "train", "--task", f"{path}:build", "--task-args", "L=5"], line
+    db = str(tmp_path / "r.sqlite")
+    assert main([*argv[1:], "--arch", "mlp", "--seeds", "0", "--steps", "2", "--eval-sequences", "16", "--no-curves",
+                 "--db", db, "--runs-dir", str(tmp_path / "runs"), "--no-progress"]) == 0
+    (record,) = read_records(db)
+    assert record.task_label == "coin(L=5, wrong=False)"
