@@ -21,7 +21,7 @@ from ..models import TaskShape, count_params, list_models
 from ..models.outside import preset_options
 from ..models.registry import is_outside
 from ..presets import TaskSetup, get_preset
-from ..scoring.evaluate import max_eval_len
+from ..scoring.evaluate import evaluation_tasks, max_eval_len
 from ..tasks import Task, is_outside_task, task_from_config
 from ..training.trainer import TrainConfig, open_trainer
 
@@ -273,11 +273,25 @@ def task_setup(p, key: str, task_args: dict | None = None) -> TaskSetup:
         return setup
     config = {**setup.task, **task_args}
     try:
-        task_from_config(config)
+        task = task_from_config(config)
     except (TypeError, ValueError) as err:
         raise ValueError(f"--task-args for task {key!r}: {err}") from None
+    scored = tuple(name for name in setup.eval_scored if _can_score(task, name))
+    if setup.eval_scored and not scored:
+        raise ValueError(f"--task-args for task {key!r}: the task they make has none of the preset's scored position "
+                         f"sets {list(setup.eval_scored)}")
     changed = " ".join(f"{k}={v}" for k, v in sorted(task_args.items()))
-    return dataclasses.replace(setup, task=config, label=f"{setup.label} [{changed}]")
+    # a set the new task lacks (the paper's bijection has no query: no 'values+query') is left out
+    return dataclasses.replace(setup, task=config, label=f"{setup.label} [{changed}]", eval_scored=scored)
+
+
+def _can_score(task: Task, name: str) -> bool:
+    """Whether `task` has the positions of the scored set `name` (e.g. a query for 'values+query')."""
+    try:
+        evaluation_tasks(task, (), (name,))
+    except ValueError:
+        return False
+    return True
 
 
 def trial_forward(job) -> str:

@@ -49,3 +49,12 @@ def test_an_unknown_model_option_is_named_with_the_options_there_are(arch, optio
     with pytest.raises(ValueError, match=r"--model-args for " + arch) as err:
         make_jobs("quick", tasks=["sticky"], archs=[arch], model_args={option: 3})
     assert words in str(err.value)
+
+
+def test_task_args_making_a_bijection_without_a_query_score_it_on_its_values():
+    """Probe case 145: --task-args variant=paper (docs/dynamics.md's own profile example) was
+    'supervise='both' needs query=True': the quick preset also scores 'values+query'."""
+    (job,) = make_jobs("quick", tasks=["bijection"], archs=["mlp"], task_args={"variant": "paper", "L": 8})
+    assert job.setup.eval_scored == ("values",) and job.task.query is False and job.task.L == 8
+    (plain,) = make_jobs("quick", tasks=["bijection"], archs=["mlp"])
+    assert plain.setup.eval_scored == ("values", "values+query")
