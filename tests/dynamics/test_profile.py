@@ -403,7 +403,8 @@ def test_profile_takes_task_args_as_train_does(tmp_path, capsys):
     """Probe case 118: `profile --task-args L=8`, the flag train, run and tasks use, was 'unrecognized
     arguments' from the top-level parser (profile only knew --task-set)."""
     db = str(tmp_path / "store.sqlite")
-    assert main(PROFILE + ["--task-args", "variant=paper", "L=4", "--db", db, "--runs-dir", str(tmp_path / "runs")]) == 0
+    argv = ["--task-args", "variant=paper", "L=4", "--db", db, "--runs-dir", str(tmp_path / "runs")]
+    assert main(PROFILE + argv) == 0
     capsys.readouterr()
     (study,) = list_studies(path=db)
     config = read_study(study["study_id"], path=db)["config"]
