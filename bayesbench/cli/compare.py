@@ -8,6 +8,7 @@ step, in a fixed-sequence test from the last step backwards).
 from __future__ import annotations
 
 import json
+import os
 
 from .args import add_db
 
@@ -57,7 +58,11 @@ def _describe(records: list) -> str:
 def cmd_compare(args) -> int:
     from ..store.compare import compare
 
+    if args.plot and (os.path.isdir(args.plot) or args.plot.endswith(("/", os.sep))):
+        raise ValueError(f"--plot {args.plot} is a folder; give a file name (e.g. cmp.png)")
     a, b = run_records(args.db, args.run_a), run_records(args.db, args.run_b)
+    if a[0].run_id == b[0].run_id:
+        raise ValueError(f"RUN_A and RUN_B are the same run ({a[0].run_id}): compare two different runs")
     ca, cb = a[0].learning_curve, b[0].learning_curve
     if a[0].task_label != b[0].task_label or (ca and cb and (ca.eval, ca.task) != (cb.eval, cb.task)):
         raise ValueError(f"runs {a[0].run_id} ({a[0].task_label}) and {b[0].run_id} ({b[0].task_label}) are not on "
@@ -74,7 +79,7 @@ def cmd_compare(args) -> int:
     if args.plot:
         from ..store.plots import plot_comparison
 
-        plot_comparison(a, b, result, args.plot)
+        args.plot = plot_comparison(a, b, result, args.plot)  # the file written (.png added if none)
     if args.json:
         print(json.dumps(_as_json(a, b, result), indent=2, allow_nan=False))
         return 0

@@ -107,6 +107,8 @@ def interrupt_line(stop: Interrupted, args: argparse.Namespace, argv: list[str])
             parts.append(f"{run} while evaluating (its training had finished)")
         elif phase == "killed":
             parts.append(f"{run} ({s.get('why')}; its last periodic checkpoint stays)")
+        elif phase == "study":
+            parts.append(f"{run} while it ran")
         else:
             parts.append(f"{run} before its training started")
     line = f"interrupted by {stop.signame}"

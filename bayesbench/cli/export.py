@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from .args import add_db
+from .args import add_db, check_folder, db_name
 from .errors import no_rows_message
 
 
@@ -36,9 +36,16 @@ def cmd_export(args) -> int:
 
     if args.out and os.path.isdir(args.out):
         raise ValueError(f"--out {args.out} is a folder; give a file name")
+    folder = os.path.dirname(args.out) if args.out else ""
+    if folder:
+        check_folder("--out", folder)  # a missing folder is made, one that is a file named
     records = select_rows(args.db, task=args.task, arch=args.arch)
     if not records and (args.task or args.arch):
         raise ValueError(no_rows_message(args.db, task=args.task, arch=args.arch))
+    if not records:  # a mistyped --db: say so rather than write an empty file
+        raise ValueError(f"no results in the store {db_name(args.db)} (--db): nothing to export")
+    if folder:
+        os.makedirs(folder, exist_ok=True)
     text = export(records, args.format, pooled=args.pooled, path=args.out)
     if text is not None:
         sys.stdout.write(text)

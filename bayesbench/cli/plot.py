@@ -24,16 +24,29 @@ def add_parser(sub) -> None:
     p.add_argument("--curves", action="store_true",
                    help="draw the learning curves instead: per task, --metric against the training step for every "
                         "architecture (latest run of each), band over seeds, the uniform floor and 0 (Bayes)")
-    p.add_argument("--metric", default="entropy_mae", choices=CURVE_METRIC_NAMES,
+    p.add_argument("--metric", choices=CURVE_METRIC_NAMES,
                    help="with --curves: the metric drawn (default entropy_mae; kl:repeated, kl:new: the bijection's "
                         "KL at repeated and at new keys)")
-    p.add_argument("--threshold", type=bits, default=0.1, help="with --curves: the threshold line, bits (default 0.1)")
+    p.add_argument("--threshold", type=bits, help="with --curves: the threshold line, bits (default 0.1)")
     add_db(p)
     p.set_defaults(handler=cmd_plot)
 
 
+def check_options(args) -> None:
+    """Options that go with another one, or exclude it, refused rather than ignored."""
+    curve_options = [f"--{k}" for k in ("metric", "threshold") if getattr(args, k) is not None]
+    if args.dynamics:
+        given = (["--curves"] if args.curves else []) + (["--task"] if args.task else []) + curve_options
+        if given:
+            raise ValueError(f"--dynamics draws one study; it cannot be combined with {', '.join(given)}")
+    elif curve_options and not args.curves:
+        verb = "go" if len(curve_options) > 1 else "goes"
+        raise ValueError(f"{' and '.join(curve_options)} {verb} with --curves (the learning curves)")
+
+
 def cmd_plot(args) -> int:
     check_folder("--out", args.out)
+    check_options(args)
     if args.dynamics:
         from ..dynamics.profile.study import plot_study
 
@@ -57,7 +70,8 @@ def cmd_plot(args) -> int:
 def _curves(args) -> int:
     from ..store.plots import plot_learning_curves
 
-    paths = plot_learning_curves(args.db, args.out, task=args.task, metric=args.metric, threshold=args.threshold)
+    paths = plot_learning_curves(args.db, args.out, task=args.task, metric=args.metric or "entropy_mae",
+                                 threshold=0.1 if args.threshold is None else args.threshold)
     if not paths and args.task:
         raise ValueError(no_rows_message(args.db, task=args.task))
     if not paths:

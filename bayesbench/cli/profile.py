@@ -8,7 +8,7 @@ dynamics, draw the figures and write a one-page report (docs/dynamics.md).
 
 from __future__ import annotations
 
-from .args import add_db, check_folder, positive, seed_list
+from .args import add_db, as_dict, check_folder, key_values, positive, seed_list
 
 
 def add_parser(sub) -> None:
@@ -18,9 +18,11 @@ def add_parser(sub) -> None:
     p = sub.add_parser("profile", help="train with the routing-law probe every k-th step; store the dynamics, "
                                        "figures and a report (Paper II)")
     p.add_argument("--task", default="bijection", help="task key of the preset (default bijection)")
-    p.add_argument("--task-set", type=key_value, action="append", metavar="FIELD=VALUE",
-                   help="replace a field of the preset's task config, e.g. --task-set variant=paper --task-set L=8 "
-                        "(the bijection without repeated keys); repeatable")
+    p.add_argument("--task-args", nargs="+", type=key_values("--task-args"), metavar="KEY=VALUE",
+                   help="the task's fields over the preset's, as for train and run, e.g. --task-args variant=paper "
+                        "L=8 (the bijection without repeated keys)")
+    p.add_argument("--task-set", type=key_values("--task-set"), action="append", metavar="FIELD=VALUE",
+                   help="the same, one field per --task-set (repeatable; kept for old scripts)")
     p.add_argument("--arch", default="transformer", help="an attention architecture (default transformer)")
     p.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="sizes and training (default quick)")
     p.add_argument("--seeds", type=seed_list, help="comma-separated seeds, all profiled in the same step "
@@ -63,26 +65,12 @@ def add_parser(sub) -> None:
     p.set_defaults(handler=cmd_profile)
 
 
-def key_value(text: str) -> tuple[str, object]:
-    """'FIELD=VALUE' -> (field, value), the value read as JSON when it parses (8, 1e-3, true)."""
-    import argparse
-    import json
-
-    field, sep, value = text.partition("=")
-    if not sep or not field:
-        raise argparse.ArgumentTypeError(f"expected FIELD=VALUE, got {text!r}")
-    try:
-        return field, json.loads(value)
-    except ValueError:
-        return field, value
-
-
 def cmd_profile(args) -> int:
     from ..dynamics.profile.study import run_profile
     from ..running import interrupt
 
     check_folder("--runs-dir", args.runs_dir)
-    if args.task_set:
-        args.task_set = dict(args.task_set)
+    # --task-args (train's and run's name) and --task-set (repeatable) set the same fields
+    args.task_set = as_dict("--task-args/--task-set", [*(args.task_args or ()), *(args.task_set or ())]) or None
     with interrupt.handling():  # Ctrl-C or SIGTERM: the step ends, the partial study is removed, one line says so
         return run_profile(args)

@@ -6,6 +6,9 @@
 
 from __future__ import annotations
 
+import json
+import shlex
+
 from .args import as_dict, key_values, positive
 
 
@@ -37,6 +40,16 @@ def _floor_line(task, n: int, name: str | None = None) -> str:
             f"marginal floor KL {f['marginal']['kl'].mean:.4f} bits (on {n} fresh sequences)")
 
 
+def _as_typed(value) -> str:
+    """A --task-args value as typed again: JSON, except a string that reads back as itself."""
+    if isinstance(value, str):
+        try:
+            json.loads(value)
+        except ValueError:
+            return value
+    return json.dumps(value)
+
+
 def _sizes(task) -> str:
     head = f", header {task.header_len} x {task.header_dim}" if task.header_len else ""
     return f"vocab {task.vocab_size}, classes {task.num_classes}, length {task.seq_len}{head}"
@@ -56,7 +69,10 @@ def cmd_tasks(args) -> int:
         for line in check_task(task):
             print(f"  ok: {line}")
         print(f"  {_floor_line(task, args.sequences)}")
-        print("Train it: bayesbench train --task " + args.check + " --arch transformer (docs/tasks.md)")
+        options = [f"{k}={_as_typed(v)}" for k, v in args.task_args or ()]
+        command = ["bayesbench", "train", "--task", args.check, *(["--task-args", *options] if options else []),
+                   "--arch", "transformer"]
+        print(f"Train it: {shlex.join(command)} (docs/tasks.md)")  # quoted: a path may hold spaces
         return 0
     for name in ([args.preset] if args.preset else sorted(PRESETS)):
         preset = get_preset(name)

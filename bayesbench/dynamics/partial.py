@@ -26,7 +26,8 @@ def removed_if_stopped(study_id: str, kind: str, db: str | None) -> Iterator[Non
         delete_study(study_id, path=db)
         for entry in stop.stopped:
             entry["checkpoint"] = None  # a study's own training checkpoint does not resume the study
-        interrupt.claim(stop, f"{kind} study {study_id}")
+        # no Trainer said where it was (emsgd trains its own loop): the study had started, not its setup
+        interrupt.claim(stop, f"{kind} study {study_id}", {"phase": "study"})
         stop.notes.append(f"the partial {kind} study {study_id} was removed from the store (run the command again "
                           "to start it afresh)")
         raise

@@ -172,7 +172,8 @@ def match_gru(shape: TaskShape, target: int, *, n_layer: int = 2, tolerance: flo
     return match_rnn(GRU, shape, target, n_layer=n_layer, tolerance=tolerance)
 
 
-@register_model("gru", "stacked GRU (orthogonal recurrent init), LayerNorm + linear head")
+@register_model("gru", "stacked GRU (orthogonal recurrent init), LayerNorm + linear head",
+                config=RNNConfig)
 def build_gru(shape: TaskShape, ensemble: int, match_params: int | None = None, **cfg) -> GRU:
     """n_layer/d_model/d_embed directly, or match_params=N (and n_layer) to fit the widths."""
     return build_rnn(GRU, shape, ensemble, match_params, cfg)

@@ -119,7 +119,8 @@ def match_linear_attention(shape: TaskShape, target: int, *, n_layer: int = 6, n
     return make(d, f)
 
 
-@register_model("linear-attention", "causal linear attention (elu+1 features, cumulative sums), pre-norm blocks")
+@register_model("linear-attention", "causal linear attention (elu+1 features, cumulative sums), pre-norm blocks",
+                config=LinearAttentionConfig)
 def build_linear_attention(shape: TaskShape, ensemble: int, match_params: int | None = None,
                            **cfg) -> LinearAttention:
     """LinearAttentionConfig fields directly, or match_params=N (with n_layer, n_head) to fit widths."""

@@ -164,7 +164,8 @@ def match_lstm(shape: TaskShape, target: int, *, n_layer: int = 2, tolerance: fl
     return match_rnn(LSTM, shape, target, n_layer=n_layer, tolerance=tolerance)
 
 
-@register_model("lstm", "stacked LSTM (orthogonal recurrent init, forget bias 1), LayerNorm + linear head")
+@register_model("lstm", "stacked LSTM (orthogonal recurrent init, forget bias 1), LayerNorm + linear head",
+                config=RNNConfig)
 def build_lstm(shape: TaskShape, ensemble: int, match_params: int | None = None, **cfg) -> LSTM:
     """n_layer/d_model/d_embed directly, or match_params=N (and n_layer) to fit the widths."""
     return build_rnn(LSTM, shape, ensemble, match_params, cfg)

@@ -178,7 +178,7 @@ def match_mamba(shape: TaskShape, target: int, *, n_layer: int = 12, tolerance: 
 
 
 @register_model("mamba", "Mamba-1 selective SSM blocks (associative scan on GPU, fused native scan on CPU), "
-                         "pre-norm residual")
+                         "pre-norm residual", config=MambaConfig)
 def build_mamba(shape: TaskShape, ensemble: int, match_params: int | None = None, **cfg) -> Mamba:
     """MambaConfig fields directly, or match_params=N (with n_layer etc.) to fit d_model/d_inner."""
     config = MambaConfig(**cfg) if match_params is None else match_mamba(shape, int(match_params), **cfg)

@@ -155,12 +155,14 @@ def _build(shape: TaskShape, ensemble: int, prefix: bool, match_params: int | No
     return MLP(shape, config, ensemble)
 
 
-@register_model("mlp", "position-wise residual MLP: each position sees only its own token and position")
+@register_model("mlp", "position-wise residual MLP: each position sees only its own token and position",
+                config=MLPConfig)
 def build_mlp(shape: TaskShape, ensemble: int, match_params: int | None = None, **cfg) -> MLP:
     """depth/width directly, or match_params=N to pick the width (and depth) within 1% of N."""
     return _build(shape, ensemble, False, match_params, **cfg)
 
 
-@register_model("mlp-prefix", "residual MLP on the zero-padded flattened causal prefix of embeddings")
+@register_model("mlp-prefix", "residual MLP on the zero-padded flattened causal prefix of embeddings",
+                config=MLPConfig)
 def build_mlp_prefix(shape: TaskShape, ensemble: int, match_params: int | None = None, **cfg) -> MLP:
     return _build(shape, ensemble, True, match_params, **cfg)

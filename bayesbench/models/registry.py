@@ -1,12 +1,13 @@
 """Models by name: `get_model("transformer", task, seeds=[0, 1, 2], n_layer=2, d_model=64)`.
 
 A model file registers a builder `(shape: TaskShape, ensemble: int, **cfg) -> EnsembleModel`
-with `@register_model(name, description)`; every module of `bayesbench.models` is imported on
-first lookup, so adding an architecture is adding one file. A module whose import fails raises,
-except for a missing optional package (not bayesbench's own), which skips it with a warning
-naming the package. A name with a ':' is a model from outside the package ('pkg.mod:build',
-'./file.py:build', 'hf:gpt2'), built through the adapter by the builder that
-`bayesbench.models.outside` registers (`register_outside`).
+with `@register_model(name, description, config=ItsConfig)` (the config dataclass its **cfg go
+to, so an unknown option is named with the options there are: `model_options`); every module of
+`bayesbench.models` is imported on first lookup, so adding an architecture is adding one file.
+A module whose import fails raises, except for a missing optional package (not bayesbench's
+own), which skips it with a warning naming the package. A name with a ':' is a model from
+outside the package ('pkg.mod:build', './file.py:build', 'hf:gpt2'), built through the adapter
+by the builder that `bayesbench.models.outside` registers (`register_outside`).
 
 The registry imports no model module by statement: it loads them by name (`importlib`) when a
 name is looked up, and they import the registry to register, so the models package has no
@@ -15,9 +16,13 @@ import cycle.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import importlib
+import inspect
 import os
 import pkgutil
+import re
 import warnings
 from dataclasses import dataclass
 from typing import Callable
@@ -40,6 +45,7 @@ class ModelEntry:
     name: str
     description: str
     build: Builder
+    config: type | None = None  # the dataclass the builder's **cfg go to
 
 
 _MODELS: dict[str, ModelEntry] = {}
@@ -48,13 +54,14 @@ OUTSIDE_HOME = "outside"  # the module that registers the builder of outside mod
 _outside: Builder | None = None
 
 
-def register_model(name: str, description: str = "") -> Callable[[Builder], Builder]:
-    """Decorator adding a builder under `name` (one name, one builder)."""
+def register_model(name: str, description: str = "", *, config: type | None = None) -> Callable[[Builder], Builder]:
+    """Decorator adding a builder under `name` (one name, one builder); `config`: the dataclass
+    its **cfg go to (for `model_options`)."""
 
     def add(build: Builder) -> Builder:
         if name in _MODELS and _MODELS[name].build is not build:
             raise ValueError(f"model name {name!r} is already registered")
-        _MODELS[name] = ModelEntry(name, description, build)
+        _MODELS[name] = ModelEntry(name, description, build, config)
         return build
 
     return add
@@ -133,7 +140,26 @@ def build_model(name: str, task_or_shape: TaskLike | TaskShape, *, ensemble: int
         # user's; any other TypeError is a bug and keeps its traceback
         if "unexpected keyword argument" not in str(err) and "required" not in str(err):
             raise
+        unknown = re.search(r"unexpected keyword argument '(\w+)'", str(err))
+        if unknown and not outside:
+            options = model_options(name)
+            close = difflib.get_close_matches(unknown.group(1), options, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"bad configuration for model {name!r}: unknown option {unknown.group(1)!r}{hint}; "
+                             f"options: {', '.join(options)}") from err
         raise ValueError(f"bad configuration for model {name!r}: {err}") from err
+
+
+def model_options(name: str) -> list[str]:
+    """The options a built-in architecture takes: its builder's keyword parameters, then the
+    fields of its config dataclass."""
+    _load(name)
+    entry = _MODELS[name]
+    params = inspect.signature(entry.build).parameters
+    out = [p for p in list(params)[2:] if params[p].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+    if entry.config is not None:
+        out += [f.name for f in dataclasses.fields(entry.config) if f.name not in out]
+    return out
 
 
 def get_model(name: str, task_or_shape: TaskLike | TaskShape, *, ensemble: int | None = None,

@@ -76,7 +76,8 @@ def match_toy_attention(shape: TaskShape, target: int, *, tolerance: float = 0.0
     return make(d, None if dk == d else dk)
 
 
-@register_model("toy-attention", "Paper II toy: one causal attention head, no residual/LayerNorm, W_O to logits")
+@register_model("toy-attention", "Paper II toy: one causal attention head, no residual/LayerNorm, W_O to logits",
+                config=ToyAttentionConfig)
 def build_toy_attention(shape: TaskShape, ensemble: int, match_params: int | None = None,
                         **cfg) -> ToyAttention:
     """ToyAttentionConfig fields directly, or match_params=N to fit d_model and d_head."""

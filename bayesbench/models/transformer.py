@@ -243,13 +243,15 @@ def transformer_config(size: str | None = None, **overrides) -> TransformerConfi
     return dataclasses.replace(SIZES[size], **overrides)
 
 
-@register_model("transformer", "GPT-style causal transformer: pre-norm blocks, learned token/position embeddings")
+@register_model("transformer", "GPT-style causal transformer: pre-norm blocks, learned token/position embeddings",
+                config=TransformerConfig)
 def build_transformer(shape: TaskShape, ensemble: int, size: str | None = None, **cfg) -> Transformer:
     return Transformer(shape, transformer_config(size, **cfg), ensemble)
 
 
 @register_model("transformer-no-late-attention",
-                "Paper I ablation: the transformer with attention removed from the top k blocks (default 2)")
+                "Paper I ablation: the transformer with attention removed from the top k blocks (default 2)",
+                config=TransformerConfig)
 def build_no_late_attention(shape: TaskShape, ensemble: int, size: str | None = None, attn_off_top: int = 2,
                             **cfg) -> Transformer:
     return Transformer(shape, transformer_config(size, attn_off_top=attn_off_top, **cfg), ensemble)

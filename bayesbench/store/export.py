@@ -8,7 +8,8 @@ in bits with its 95% interval over sequences (`<metric>_bits`, `<metric>_ci_low`
 Times are rounded to 0.01 s; a diverged member's scores are empty (CSV) or null (JSON).
 `pooled=True` exports instead the leaderboard's rows: seeds pooled per (task, evaluation set,
 architecture, configuration), each metric's mean over seeds with its t-interval over seeds
-(clipped at 0), and how many seeds and runs went in.
+(clipped at 0), how many seeds and runs went in, which runs (`run_ids`) and the configuration
+that makes the row (`train`, `model`, `task_config` as JSON: rows of one arch differ there).
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ def seed_rows(records: list[RunRecord]) -> list[dict]:
     names = EvalResult.metric_names()
     out = []
     for r in records:
-        cfg = r.config or {}
         for ev_name, ev in r.evals.items():
             row = {"task": r.task, "task_label": r.task_label, "eval": ev_name, "primary": ev_name == r.primary,
                    "positions": ev.positions, "eval_sequences": ev.entropy_mae.n_sequences,
@@ -53,12 +53,17 @@ def seed_rows(records: list[RunRecord]) -> list[dict]:
             for floor, scores in (ev.floors or {}).items():
                 for m, s in scores.items():
                     row[f"{floor}_floor_{m}_bits"] = _num(s.mean)
-            row.update({"train": json.dumps(cfg.get("train"), sort_keys=True, default=str),
-                        "model": json.dumps(cfg.get("model_args"), sort_keys=True, default=str),
-                        "threads": (r.environment or {}).get("threads"),
+            row.update({**_configuration(r), "threads": (r.environment or {}).get("threads"),
                         "device": (r.environment or {}).get("device"), "created_at": r.created_at})
             out.append(row)
     return out
+
+
+def _configuration(r: RunRecord) -> dict:
+    """The training and model configuration of a record, each as JSON."""
+    cfg = r.config or {}
+    return {"train": json.dumps(cfg.get("train"), sort_keys=True, default=str),
+            "model": json.dumps(cfg.get("model_args"), sort_keys=True, default=str)}
 
 
 def pooled_rows(records: list[RunRecord]) -> list[dict]:
@@ -90,6 +95,8 @@ def pooled_rows(records: list[RunRecord]) -> list[dict]:
             row[f"{m}_bits"] = mean
             row[f"{m}_ci_low"] = None if low is None else max(0.0, _num(low) or 0.0)
             row[f"{m}_ci_high"] = _num(high)
+        row.update({"run_ids": ",".join(sorted({r.run_id for r, _ in chosen})), **_configuration(first),
+                    "task_config": json.dumps(first.task_config, sort_keys=True, default=str)})
         out.append(row)
     return out
 

@@ -123,7 +123,10 @@ def save(fig, path: str, *, dpi: int = 120, grid: bool = False, legend: bool = F
     label) on every axis that has labelled artists; narrow log axes get decimal tick labels
     (`decimal_log_ticks`); tight: `fig.tight_layout()` first unless the figure has a layout
     engine (`subplots` gives the constrained one); `savefig` goes to `fig.savefig`. The PNG's
-    folder is created if missing."""
+    folder is created if missing; a path without an extension gets '.png' (what matplotlib
+    writes then), so the returned path is the file written."""
+    if not os.path.splitext(path)[1]:
+        path += ".png"
     for ax in fig.axes:
         if getattr(ax, "_colorbar", None) is not None:
             continue

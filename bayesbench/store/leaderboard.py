@@ -101,12 +101,15 @@ def select_rows(db: str | None = None, *, task: str | None = None, arch: str | N
         where.append("group_id = ?")
         params.append(group_id)
     records = read_records(db, where=" AND ".join(where), params=tuple(params))
-    if latest:
-        newest: dict[tuple[str, str], str] = {}
-        for r in records:  # oldest first, so the last run seen wins
-            newest[(r.task_label, r.arch)] = r.run_id
-        records = [r for r in records if newest[(r.task_label, r.arch)] == r.run_id]
-    return records
+    return latest_runs(records) if latest else records
+
+
+def latest_runs(records: list[RunRecord]) -> list[RunRecord]:
+    """Only the newest run of each (task_label, arch) among `records` (oldest first, as stored)."""
+    newest: dict[tuple[str, str], str] = {}
+    for r in records:  # oldest first, so the last run seen wins
+        newest[(r.task_label, r.arch)] = r.run_id
+    return [r for r in records if newest[(r.task_label, r.arch)] == r.run_id]
 
 
 def _num(x: float | None) -> float | None:
@@ -136,14 +139,35 @@ def _member_curve(r: RunRecord, metric: str, threshold: float) -> dict:
             "still_improving": still_improving(steps, values)}
 
 
+def member_aucs(records: list[RunRecord], curve_metric: str) -> dict[tuple[str, int], dict]:
+    """(run_id, seed) -> {"auc_bits", "auc_metric", "auc_steps"}: each member's area under its
+    learning curve of `curve_metric` against log(step), over the common step range of every
+    curve of its task and evaluation set (as `--metric auc` ranks them; None without a curve)."""
+    out = {}
+    for g in _aggregate(records, AUC, per_run=True, curve_metric=curve_metric):
+        span = g.get("auc_range")
+        for rec, value in zip(g["records"], g["values"][AUC]):
+            if rec.learning_curve is not None and rec.learning_curve.eval == g["eval"]:
+                out[(rec.run_id, rec.seed)] = {"auc_bits": _num(value), "auc_metric": curve_metric,
+                                               "auc_steps": list(span) if span else None}
+    return out
+
+
 def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
-              curve_metric: str = "entropy_mae") -> dict:
+              curve_metric: str = "entropy_mae", metric: str = "entropy_mae") -> dict:
     """{"runs": [...]}: one flat record per (run, seed), for --json; with its learning curve, why
-    and when it stopped, and the steps to `threshold` bits of `curve_metric`."""
+    and when it stopped, and the steps to `threshold` bits of `curve_metric`. `metric` "auc" adds
+    each member's AUC (`member_aucs`) and says so in "metric"."""
+    aucs = member_aucs(records, curve_metric) if metric == AUC else None
     runs = []
     for r in records:
         head = r.headline
-        runs.append({
+        if aucs is not None:
+            runs.append(aucs.get((r.run_id, r.seed), {"auc_bits": None, "auc_metric": curve_metric,
+                                                      "auc_steps": None}))
+        else:
+            runs.append({})
+        runs[-1].update({
             "run_id": r.run_id, "seed": r.seed, "task": r.task, "task_label": r.task_label,
             "arch": r.arch, "params": r.params, "steps": r.steps, "final_loss": _num(r.final_loss),
             "entropy_mae_bits": _num(head.entropy_mae.mean),
@@ -158,7 +182,10 @@ def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
             **_member_curve(r, curve_metric, threshold),
             "learning_curve": None if r.learning_curve is None else json_safe(dataclasses.asdict(r.learning_curve)),
         })
-    return {"runs": runs}
+    if aucs is None:
+        return {"runs": runs}
+    return {"metric": f"auc: AUC of {curve_metric} over log step (each run's auc_bits, over its auc_steps)",
+            "runs": runs}
 
 
 def config_key(record: RunRecord) -> str:
@@ -530,17 +557,21 @@ def _csv_number(x: float | None) -> float | str:
     return "" if x is None or not math.isfinite(x) else x
 
 
-def to_csv(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD, curve_metric: str = "entropy_mae") -> str:
+def to_csv(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD, curve_metric: str = "entropy_mae",
+           metric: str = "entropy_mae") -> str:
     """One line per (run, seed, evaluation): every metric's mean in bits (`<metric>_bits`), and
     on the evaluation the learning curve measures, the steps to `threshold` bits of
-    `curve_metric` and whether it still improves (empty elsewhere)."""
+    `curve_metric` and whether it still improves (empty elsewhere); `metric` "auc" adds the
+    member's AUC and its step range there (`member_aucs`)."""
+    aucs = member_aucs(records, curve_metric) if metric == AUC else None
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     names = [name for name in EvalResult.metric_names()
              if any(getattr(ev, name) is not None for r in records for ev in r.evals.values())]
     w.writerow(["task", "eval", "arch", "params", "steps", "wall_s", "seed", *(f"{n}_bits" for n in names),
                 "n_sequences", "positions", "status", "run_id", "stop_step", "stop_reason", "curve_metric",
-                "threshold_bits", "steps_to_threshold", "still_improving"])
+                "threshold_bits", "steps_to_threshold", "still_improving",
+                *(["auc_metric", "auc_bits", "auc_from_step", "auc_to_step"] if aucs is not None else [])])
     for r in records:
         facts = _member_curve(r, curve_metric, threshold)
         for name, ev in r.evals.items():
@@ -548,6 +579,10 @@ def to_csv(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD, cu
             here = r.learning_curve is not None and r.learning_curve.eval == name
             curve = [facts["curve_metric"], threshold, _blank(facts["steps_to_threshold"]),
                      _blank(facts["still_improving"])] if here else ["", "", "", ""]
+            if aucs is not None:
+                a = aucs.get((r.run_id, r.seed)) if here else None
+                steps = (a or {}).get("auc_steps") or ["", ""]
+                curve += [curve_metric, _blank((a or {}).get("auc_bits")), *steps] if a else ["", "", "", ""]
             w.writerow([r.task_label, name, r.arch, r.params, r.steps, r.wall_s, r.seed, *means,
                         ev.entropy_mae.n_sequences, ev.positions, r.status, r.run_id, _blank(r.stop_step),
                         _blank(r.stop_reason), *curve])
@@ -564,8 +599,8 @@ def render(records: list[RunRecord], fmt: str = "md", metric: str = "entropy_mae
     if fmt == "md":
         return markdown(records, metric, per_run, threshold=threshold, curve_metric=cm)
     if fmt == "csv":
-        return to_csv(records, threshold=threshold, curve_metric=cm).rstrip("\n")
-    return json.dumps(json_runs(records, threshold=threshold, curve_metric=cm), indent=2)
+        return to_csv(records, threshold=threshold, curve_metric=cm, metric=metric).rstrip("\n")
+    return json.dumps(json_runs(records, threshold=threshold, curve_metric=cm, metric=metric), indent=2)
 
 
 def headline(records: list[RunRecord]) -> list[str]:

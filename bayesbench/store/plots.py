@@ -32,6 +32,7 @@ from .leaderboard import (
     check_metric,
     check_threshold,
     eval_length,
+    latest_runs,
     select_rows,
 )
 from .records import EvalResult, PositionCurves, RunRecord
@@ -223,12 +224,13 @@ def _band(records: list[RunRecord], metric: str) -> tuple[list[int], list[float]
 def plot_learning_curves(db: str | None = None, out_dir: str = "results/plots", *, task: str | None = None,
                          metric: str = "entropy_mae", threshold: float = DEFAULT_THRESHOLD,
                          group_id: str | None = None) -> list[str]:
-    """One PNG per task: `metric` of the latest run of each architecture against the training
-    step, on the evaluation its curves measure; returns the paths (none for runs without curves)."""
+    """One PNG per task: `metric` of the latest run with curves of each architecture against the
+    training step, on the evaluation its curves measure; returns the paths (a newer run without
+    curves, e.g. --no-curves, does not hide the older ones)."""
     check_metric(metric, CURVE_METRIC_NAMES)
     threshold = check_threshold(threshold)
-    records = [r for r in select_rows(db, task=task, group_id=group_id, latest=True)
-               if r.learning_curve is not None and metric in r.learning_curve.values]
+    records = latest_runs([r for r in select_rows(db, task=task, group_id=group_id)
+                           if r.learning_curve is not None and metric in r.learning_curve.values])
     by_task: dict[tuple[str, str], list[RunRecord]] = {}
     for r in records:
         by_task.setdefault((r.task_label, r.learning_curve.eval or r.primary), []).append(r)

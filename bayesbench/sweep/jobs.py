@@ -21,7 +21,7 @@ from ..models import TaskShape, count_params, list_models
 from ..models.outside import preset_options
 from ..models.registry import is_outside
 from ..presets import TaskSetup, get_preset
-from ..scoring.evaluate import max_eval_len
+from ..scoring.evaluate import evaluation_tasks, max_eval_len
 from ..tasks import Task, is_outside_task, task_from_config
 from ..training.trainer import TrainConfig, open_trainer
 
@@ -172,8 +172,8 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
     for k in keys:
         setup = task_setup(p, k, task_args)
         if model_args:
-            setup = dataclasses.replace(setup, models={**setup.models, archs[0]: {**setup.models.get(archs[0], {}),
-                                                                                 **model_args}})
+            setup = dataclasses.replace(setup, models={**setup.models, archs[0]: with_model_args(
+                setup.models.get(archs[0], {}), model_args)})
         if eval_sequences is not None:
             setup = dataclasses.replace(setup, eval_sequences=eval_sequences)
         task = make_task(setup)
@@ -185,7 +185,8 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
         train_cfg.update(train or {})
         if steps is not None:
             train_cfg["steps"] = steps
-            if train_cfg.get("warmup_steps", 0) > steps // 10:  # keep the warm-up a small fraction
+            # keep the preset's warm-up a small fraction of fewer steps; a warm-up the user set stays
+            if "warmup_steps" not in (train or {}) and train_cfg.get("warmup_steps", 0) > steps // 10:
                 train_cfg["warmup_steps"] = max(0, steps // 100)
         member_seeds = tuple(seeds) if seeds is not None else tuple(range(setup.seeds))
         try:
@@ -203,8 +204,28 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
                 raise ValueError(f"--model-args for {a}: {err}") from None
             job = Job(preset, k, setup, a, model, train_config, member_seeds, dev, overrides=overrides)
             check_ensemble_fits(job)
+            check_sets_fit(job)
             jobs.append(job)
     return jobs
+
+
+# Model options a capacity match chooses itself: giving one (or match_params) in --model-args sizes
+# the model directly, so the preset's match to the transformer's parameter count is dropped.
+MATCHED_SIZES = frozenset({"width", "d_model", "d_embed", "d_inner", "d_ffn", "d_head", "match", "match_params"})
+
+
+def with_model_args(preset_cfg: dict, model_args: dict) -> dict:
+    """The preset's config of one architecture with `model_args` (`--model-args`) over it: a size
+    the user gives replaces the preset's capacity match (`match`, `match_params`), and
+    `match_params=null` means no match."""
+    cfg = dict(preset_cfg)
+    if MATCHED_SIZES & set(model_args):
+        cfg.pop("match", None)
+        cfg.pop("match_params", None)
+    cfg.update(model_args)
+    if "match_params" in cfg and cfg["match_params"] is None:
+        del cfg["match_params"]
+    return cfg
 
 
 def check_ensemble_fits(job: Job) -> None:
@@ -218,6 +239,21 @@ def check_ensemble_fits(job: Job) -> None:
         raise ValueError(f"{job.describe()}: an ensemble of {len(job.seeds):,} members of {job.params:,} parameters "
                          f"needs at least {format_bytes(need)} for its weights, gradients and optimiser state, and "
                          f"{job.device} has {format_bytes(free)} free; use fewer seeds (--seeds)")
+
+
+def check_sets_fit(job: Job) -> None:
+    """Refuse, before a run directory is made, an evaluation or learning-curve set too large to
+    sample on the job's device, naming the setting that sizes it."""
+    from ..tasks.base import check_fits
+
+    sets = [("the evaluation set", "eval_sequences (--eval-sequences)", job.setup.eval_sequences)]
+    if job.train.curves:
+        sets.append(("the learning-curve set", "curve_sequences (--curve-sequences)", job.train.curve_sequences))
+    for what, option, n in sets:
+        try:
+            check_fits(job.task, n, torch.device(job.device))
+        except ValueError as err:
+            raise ValueError(f"{job.describe()}: {what} of {n:,} sequences, {option}, is too large: {err}") from None
 
 
 def task_setup(p, key: str, task_args: dict | None = None) -> TaskSetup:
@@ -237,11 +273,25 @@ def task_setup(p, key: str, task_args: dict | None = None) -> TaskSetup:
         return setup
     config = {**setup.task, **task_args}
     try:
-        task_from_config(config)
+        task = task_from_config(config)
     except (TypeError, ValueError) as err:
         raise ValueError(f"--task-args for task {key!r}: {err}") from None
+    scored = tuple(name for name in setup.eval_scored if _can_score(task, name))
+    if setup.eval_scored and not scored:
+        raise ValueError(f"--task-args for task {key!r}: the task they make has none of the preset's scored position "
+                         f"sets {list(setup.eval_scored)}")
     changed = " ".join(f"{k}={v}" for k, v in sorted(task_args.items()))
-    return dataclasses.replace(setup, task=config, label=f"{setup.label} [{changed}]")
+    # a set the new task lacks (the paper's bijection has no query: no 'values+query') is left out
+    return dataclasses.replace(setup, task=config, label=f"{setup.label} [{changed}]", eval_scored=scored)
+
+
+def _can_score(task: Task, name: str) -> bool:
+    """Whether `task` has the positions of the scored set `name` (e.g. a query for 'values+query')."""
+    try:
+        evaluation_tasks(task, (), (name,))
+    except ValueError:
+        return False
+    return True
 
 
 def trial_forward(job) -> str:

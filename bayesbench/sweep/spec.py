@@ -43,6 +43,11 @@ RESOURCE_KEYS = ("cpus", "gpus")
 # TrainConfig fields a sweep may set under `train` (lr and steps have their own keys; the sweep
 # decides checkpointing and compile is not a sweep axis).
 TRAIN_KEYS = tuple(f.name for f in fields(TrainConfig) if f.name not in ("steps", "lr", "checkpoint_every", "compile"))
+# The TrainConfig fields left out of `train`, and where a sweep sets them instead.
+OWN_KEYS = {"lr": "a grid's learning rates are its top-level `lrs = [...]` (a JOBS point's `lr`)",
+            "steps": "it is a key of its own, `steps = N` (top level, or a JOBS point's)",
+            "checkpoint_every": "it is a key of its own, `checkpoint_every = N`",
+            "compile": "torch.compile is not a sweep setting"}
 DEVICES = ("cpu", "cuda", "auto")
 OUTSIDE_FORMS = "'pkg.mod:build', './file.py:build' (from the sweep file's folder), 'hf:gpt2'"
 ATTENTION = ("sdpa", "eager", "triton")
@@ -171,6 +176,9 @@ def _models(path: str, key: str, value) -> dict[str, dict]:
 def _train(path: str, key: str, value) -> dict:
     if not isinstance(value, dict):
         raise ValueError(f"{_where(path, key)} must be a table of training settings, got {value!r}")
+    for k, where in OWN_KEYS.items():
+        if k in value:
+            raise ValueError(f"{_where(path, key)}: {k} is not set under train: {where}")
     _unknown(path, key, value, TRAIN_KEYS)
     return dict(value)
 

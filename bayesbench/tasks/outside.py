@@ -101,7 +101,11 @@ class OutsideTask(Task):
 
     def sample(self, batch_size: int, generator: torch.Generator | None = None, *,
                device: torch.device | str | None = None, dtype: torch.dtype = torch.float32) -> Batch:
-        return self.inner.sample(batch_size, generator, device=device, dtype=dtype)
+        try:
+            return self.inner.sample(batch_size, generator, device=device, dtype=dtype)
+        except Exception as err:  # noqa: BLE001  (the user's sampler failing, e.g. mid-training, is the user's error)
+            raise ValueError(f"task {self.spec!r}: sample({batch_size}) raised {type(err).__name__}: {err} (an error "
+                             "in the tunnel's own code)") from err
 
     def sequence_bytes(self, dtype: torch.dtype = torch.float32) -> int:
         return self.inner.sequence_bytes(dtype)

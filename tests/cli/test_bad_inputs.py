@@ -461,3 +461,14 @@ def test_oversized_jobs_and_study_options_are_refused_up_front(capsys, tmp_path)
             main(["emsgd", "--seeds", "2", *argv])
         assert f"argument {argv[0]}: must be a positive integer" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("option", ["--curve-sequences", "--eval-sequences"])
+def test_a_set_too_large_to_sample_is_refused_naming_its_flag_before_a_run_directory(capsys, tmp_path, option):
+    """Probe case 11: the refusal came from inside the job (printed as a FAILED line and again as
+    the error, naming no flag) and left an empty run directory behind."""
+    assert main(_train(tmp_path, option, "100000000")) == 2
+    out, err = capsys.readouterr()
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"of 100,000,000 sequences, {option[2:].replace('-', '_')} ({option})" in lines[0], err
+    assert "FAILED" not in out and not (tmp_path / "runs").exists()

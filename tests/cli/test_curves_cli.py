@@ -105,3 +105,70 @@ def test_compare_two_runs(capsys, store):
     assert data["run_a"] == store["mlp"] and [s["step"] for s in data["steps"]] == [1]
     assert main(["compare", "nosuchrun", store["mlp"], "--db", store["db"]]) == 2
     assert "no stored run 'nosuchrun'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", ["--json", "csv"])
+def test_leaderboard_metric_auc_reaches_json_and_csv(capsys, store, fmt):
+    """Probe case 24: --metric auc with --json or --format csv printed the same records as without
+    it, the AUC asked for nowhere."""
+    from bayesbench.store.curve_stats import log_auc
+    from bayesbench.store.database import read_records
+
+    # the MLP alone: the transformer stopped at step 1, so with it no step range is common to all
+    argv = ["leaderboard", "--db", store["db"], "--metric", "auc", "--arch", "mlp"]
+    if fmt == "csv":
+        rows = [r for r in csv.DictReader(io.StringIO(_run(capsys, *argv, "--format", "csv"))) if r["auc_bits"]]
+        got = {(r["run_id"], int(r["seed"])): (float(r["auc_bits"]), [int(r["auc_from_step"]), int(r["auc_to_step"])])
+               for r in rows}
+    else:
+        data = json.loads(_run(capsys, *argv, "--json"))
+        assert data["metric"].startswith("auc: AUC of entropy_mae over log step")
+        got = {(r["run_id"], r["seed"]): (r["auc_bits"], r["auc_steps"]) for r in data["runs"]}
+    records = {(r.run_id, r.seed): r for r in read_records(store["db"]) if r.arch == "mlp"}
+    assert set(got) == set(records) and len(records) == 3  # every member, each once (on its curve's evaluation)
+    for key, (value, (lo, hi)) in got.items():
+        c = records[key].learning_curve
+        assert value == pytest.approx(log_auc(c.step, c.metric("entropy_mae"), lo, hi))
+    md = _run(capsys, *argv)
+    values = [v for v, _ in got.values()]
+    assert all(0 < v < 2 for v in values) and len({tuple(span) for _, span in got.values()}) == 1  # one range
+    line = next(x for x in md.splitlines() if "| mlp" in x and "(trained)" in x)
+    assert f"| {sum(values) / len(values):.4f} [" in line  # the table's ranked mean is the mean of these
+
+
+def test_compare_refuses_a_run_against_itself_and_a_plot_folder_and_prints_the_file_written(capsys, store, tmp_path):
+    """Probe cases 99, 106, 108: a run compared with itself got a full table of p = 1; --plot DIR/
+    wrote the hidden file DIR/.png; --plot NAME wrote NAME.png and printed NAME."""
+    assert main(["compare", store["mlp"], store["mlp"][:6], "--db", store["db"]]) == 2
+    assert f"RUN_A and RUN_B are the same run ({store['mlp']})" in capsys.readouterr().err
+    assert main(["compare", store["mlp"], store["transformer"], "--db", store["db"], "--plot", f"{tmp_path}/"]) == 2
+    assert "--plot " + str(tmp_path) + "/ is a folder; give a file name" in capsys.readouterr().err
+    assert not (tmp_path / ".png").exists()
+    out = _run(capsys, "compare", store["mlp"], store["transformer"], "--db", store["db"], "--plot",
+               str(tmp_path / "cmp"))
+    assert out.splitlines()[-1] == str(tmp_path / "cmp.png") and (tmp_path / "cmp.png").stat().st_size > 0
+
+
+def test_plot_curves_reads_the_newest_run_that_has_curves(capsys, tmp_path):
+    """Probe case 126: a newer run trained with --no-curves hid every older run of its task and
+    arch from `plot --curves`, and the task's figure was left out without a word."""
+    db = str(tmp_path / "r.sqlite")
+    base = ["train", "--task", "sticky", "--arch", "mlp", "--seeds", "0", "--steps", "4", "--eval-sequences", "16",
+            "--curve-sequences", "16", "--db", db, "--runs-dir", str(tmp_path / "runs"), "--no-progress"]
+    assert main(base) == 0
+    assert main([*base, "--no-curves", "--train-args", "lr=1e-3"]) == 0
+    capsys.readouterr()
+    out = _run(capsys, "plot", "--curves", "--db", db, "--out", str(tmp_path / "p"))
+    assert [p.split("/")[-1] for p in out.split()] == ["sticky_V=8_L=32_curves_entropy_mae.png"]
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--curves", "--dynamics", "s1"], "--dynamics draws one study; it cannot be combined with --curves"),
+    (["--dynamics", "s1", "--task", "sticky"], "--dynamics draws one study; it cannot be combined with --task"),
+    (["--metric", "kl"], "--metric goes with --curves"),
+    (["--threshold", "0.2", "--metric", "kl"], "--metric and --threshold go with --curves"),
+])
+def test_plot_refuses_options_it_would_ignore(capsys, tmp_path, argv, words):
+    """Probe cases 128, 129: --curves beside --dynamics, and --metric without --curves, were ignored."""
+    assert main(["plot", *argv, "--db", str(tmp_path / "r.sqlite"), "--out", str(tmp_path / "p")]) == 2
+    assert words in capsys.readouterr().err and not (tmp_path / "p").exists()

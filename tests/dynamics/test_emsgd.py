@@ -8,6 +8,7 @@ import itertools
 import json
 import math
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -291,3 +292,17 @@ def test_cli_json_and_bad_inputs(tmp_path, capsys):
         assert main(["emsgd", *argv, "--db", db]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and words in err[0]
+
+
+def test_a_speed_up_no_seed_reached_is_said_not_reached(tmp_path, capsys):
+    """Probe case 136: at 20 updates EM-like reaches no seed's final loss of sgd10 (its lr is 10x
+    SGD's), and the summary and report printed '1.00x [1.00, 1.00] (0 reached)' for it."""
+    db = str(tmp_path / "r.sqlite")
+    assert main(["emsgd", "--seeds", "2", "--steps", "20", "--length", "50", "--db", db, "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    against = next(line for line in out.splitlines() if line.startswith("EM-like against each control"))
+    nothing = "not reached (0 of 2 seeds within 20 updates)"
+    assert f"sgd10 (best plain SGD) {nothing}" in against and "(0 reached)" not in against
+    report = Path(out.strip().splitlines()[-1].split("report: ")[-1]).read_text()
+    row = next(line for line in report.splitlines() if line.startswith("| sgd10"))
+    assert f"{nothing} | {nothing} |" in row and "(0 reached)" not in report

@@ -122,3 +122,19 @@ def test_scores_of_a_rope_model_are_its_attention_scores():
     for li, p in enumerate(probes.probes):
         torch.testing.assert_close(alpha[li, 0], p.alpha.reshape(1, -1, *p.alpha.shape[1:])[0], rtol=1e-9, atol=1e-12)
     probes.detach()
+
+
+def test_the_bounded_law_checks_keep_their_intervals_in_range():
+    """Probe case 122: with 2 seeds the row-shift share (in [0, 1]) was reported as 0.493
+    [-0.593, 1.579]; it and R^2 (at most 1) get intervals inside the values' range."""
+    from bayesbench.dynamics.profile.summary import law_summary
+    from bayesbench.dynamics.store import Measurement
+
+    values = {"law_row_shift_share": (0.05, 0.95), "law_linearity_r2": (0.90, 0.997), "law_own_share": (0.4, 1.3)}
+    records = [Measurement(seed, step, 0, head, name, v[seed] + 0.001 * step)
+               for name, v in values.items() for seed in (0, 1) for step in (1, 2) for head in (0, 1)]
+    row = law_summary(records)[0]
+    shift, r2, own = row["row_shift_share"]["mean"], row["linearity_r2"]["mean"], row["own_share"]["mean"]
+    assert 0.0 <= shift["ci_low"] <= shift["mean"] <= shift["ci_high"] <= 1.0
+    assert r2["ci_high"] <= 1.0
+    assert own["ci_low"] < 0.0 and own["method"] == "t"  # unbounded: its t-interval may leave [0, 1]

@@ -84,3 +84,18 @@ def test_velocity_and_a_freeze_criterion_that_need_not_fire():
     assert freeze_step(steps, [0.0] * 5) is None
     with pytest.raises(ValueError, match="C - 1 velocities"):
         freeze_step(steps, v[:-1])
+
+
+def test_t90_intervals_stay_in_the_runs_steps_and_budget():
+    """Probe case 122: with 2 seeds the t-interval of t90 ran past the run (18 [11, 25] of 20 steps;
+    a budget share 0.903 [0.535, 1.271]); the t90s are bounded, so their interval must be too."""
+    steps = list(range(0, 21))
+    drift = {0: [0.3 * (1 - _ramp(s, 12.0)) for s in steps], 1: [0.3 * (1 - _ramp(s, 19.5)) for s in steps]}
+    mae = {seed: [1.0 - 0.9 * _ramp(s, 19.0) for s in steps] for seed in (0, 1)}
+    got = lead_summary(steps, lr_budget(lambda s: 1.0, steps), drift, mae)
+    t90s = [r["t90_frame_steps"] for r in got["per_seed"].values()]
+    assert max(t90s) - min(t90s) > 5  # far apart: a t-interval with 1 degree of freedom leaves [0, 20]
+    frame, budget = got["t90_frame_steps"], got["t90_frame_budget"]
+    assert min(t90s) <= frame["ci_low"] <= frame["mean"] <= frame["ci_high"] <= max(t90s) <= 20
+    assert 0.0 <= budget["ci_low"] <= budget["ci_high"] <= 1.0
+    assert got["lead_steps"]["n"] == 2  # the lead, a difference, keeps its t-interval

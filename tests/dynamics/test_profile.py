@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from bayesbench.cli import main
-from bayesbench.dynamics import list_studies, read_dynamics
+from bayesbench.dynamics import list_studies, read_dynamics, read_study
 from bayesbench.dynamics.profile.frames import checkpoint_steps, gain_after, tv_to_final
 from bayesbench.dynamics.profile.law import LAW_NAMES, law_statistics
 from bayesbench.dynamics.profile.probes import PROBE_NAMES, ProbeSet, attention_layers
@@ -378,6 +378,8 @@ def _store_untouched(db):
     (["--task-set", "nope=1"], "unexpected keyword argument 'nope'"),
     (["--task-set", "variant=other"], "variant must be one of"),
     (["--run", "x", "--batch-size", "8"], "--batch-size cannot change a stored run's batch"),
+    (["--task-args", "nope=1"], "unexpected keyword argument 'nope'"),
+    (["--task-args", "L=3", "--task-set", "L=4"], "--task-args/--task-set: L given twice (3 and 4)"),
 ])
 def test_profile_bad_inputs(tmp_path, capsys, extra, message):
     db = str(tmp_path / "store.sqlite")
@@ -397,3 +399,16 @@ def test_profile_more_seeds_than_the_run_has(tmp_path, capsys):
     assert _store_untouched(db)
     assert main(["plot", "--dynamics", "nope", "--db", db]) == 2
     assert "unknown study" in capsys.readouterr().err
+
+
+def test_profile_takes_task_args_as_train_does(tmp_path, capsys):
+    """Probe case 118: `profile --task-args L=8`, the flag train, run and tasks use, was 'unrecognized
+    arguments' from the top-level parser (profile only knew --task-set)."""
+    db = str(tmp_path / "store.sqlite")
+    argv = ["--task-args", "variant=paper", "L=4", "--db", db, "--runs-dir", str(tmp_path / "runs")]
+    assert main(PROFILE + argv) == 0
+    capsys.readouterr()
+    (study,) = list_studies(path=db)
+    config = read_study(study["study_id"], path=db)["config"]
+    assert config["task_set"] == {"variant": "paper", "L": 4}
+    assert config["scored_positions"] == "the 4 value predictions (pi(x_k) at each key x_k, k = 1..4)"

@@ -68,6 +68,8 @@ def test_a_stopped_emsgd_study_is_removed_and_says_so(tmp_path):
                                                "--threads", "1"], signal.SIGTERM)
     assert rc == 143 and "interrupted by SIGTERM: stopped emsgd study emsgd-paper-" in err
     assert "was removed from the store" in err
+    # probe case 141: it said "before its training started" of a study stopped while it trained
+    assert " while it ran;" in err and "before its training started" not in err
 
 
 def test_plot_dynamics_draws_only_a_finished_study(tmp_path, capsys):

@@ -68,3 +68,37 @@ def test_parquet_round_trips_and_bad_outputs_are_refused(store, tmp_path, capsys
     assert "--format parquet writes a file: give --out FILE.parquet" in capsys.readouterr().err
     assert main(["export", "--db", store, "--out", str(tmp_path)]) == 2
     assert "is a folder" in capsys.readouterr().err
+
+
+def test_pooled_rows_say_which_configuration_and_runs_they_pool(tmp_path, capsys):
+    """Probe case 82: two pooled rows of one arch that differ only in lr were identical in every
+    column but the metrics."""
+    db = str(tmp_path / "r.sqlite")
+    for lr in ("1e-3", "2e-3"):
+        assert main(["train", "--task", "sticky", "--arch", "mlp", "--seeds", "0", "--steps", "2", "--eval-sequences",
+                     "16", "--no-curves", "--train-args", f"lr={lr}", "--db", db, "--runs-dir", str(tmp_path / "runs"),
+                     "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["export", "--db", db, "--pooled"]) == 0
+    rows = _csv(capsys.readouterr().out)
+    by_run = {r.run_id: r for r in read_records(db)}
+    assert len(rows) == 2 and {json.loads(r["train"])["lr"] for r in rows} == {1e-3, 2e-3}
+    for row in rows:
+        (run,) = row["run_ids"].split(",")
+        assert json.loads(row["train"]) == by_run[run].config["train"]
+        assert json.loads(row["task_config"])["L"] == 32 and json.loads(row["model"])["depth"] == 4
+
+
+def test_an_empty_store_is_said_and_a_missing_out_folder_made(store, tmp_path, capsys):
+    """Probe cases 83 and 86: a store with no results exported nothing with exit 0 and no word; an
+    --out in a missing folder was a raw errno line (exit 1)."""
+    assert main(["export", "--db", str(tmp_path / "typo.sqlite")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and f"no results in the store {tmp_path / 'typo.sqlite'} (--db): nothing to export" in err
+    assert not (tmp_path / "typo.sqlite").exists()
+    target = tmp_path / "new" / "folder" / "r.csv"
+    assert main(["export", "--db", store, "--out", str(target)]) == 0
+    assert len(_csv(target.read_text())) == 8
+    (tmp_path / "afile").write_text("x")
+    assert main(["export", "--db", store, "--out", str(tmp_path / "afile" / "r.csv")]) == 2
+    assert "--out " + str(tmp_path / "afile") + " is a file" in capsys.readouterr().err

@@ -145,6 +145,10 @@ BAD = [
     ('seeds = [0]\nlrs = [0.001, -1]', "lrs must be a positive number"),
     ('seeds = [0]\nsteps = 0', "steps must be an integer >= 1"),
     ('seeds = [0]\ntrain = {batchsize = 8}', "unknown key 'batchsize' in train (did you mean 'batch_size'?)"),
+    # probe case 51: 'unknown key' for lr, which has a key of its own that the message did not name
+    ('seeds = [0]\ntrain = {lr = 0.001}', "train: lr is not set under train: a grid's learning rates are its "
+                                          "top-level `lrs = [...]`"),
+    ('seeds = [0]\ntrain = {steps = 5}', "train: steps is not set under train: it is a key of its own, `steps = N`"),
     ('seeds = [0]\n[sizes.x]\ntransformer = {d_modle = 8}', "bad model settings"),
     ('seeds = [0]\nlrs = [0.001, 0.001]', "lists a learning rate twice"),
     ('seeds = [0]\ndevice = "tpu"', "device must be cpu, cuda, cuda:N or auto"),

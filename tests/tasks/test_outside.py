@@ -113,6 +113,43 @@ def test_bad_factories_are_one_clear_error(tmp_path):
         outside_task(FILE, {"f": object()})
 
 
+FLAKY = """
+import dataclasses
+from outside_tunnel import CoinTask
+
+@dataclasses.dataclass(frozen=True)
+class Flaky(CoinTask):
+    name = "flaky"
+
+    def sample(self, batch_size, generator=None, **kw):
+        if batch_size == 8 * 16:  # training's draws at batch 8 (16 batches a call); the checks draw 512
+            raise RuntimeError("ran out of coins")
+        return super().sample(batch_size, generator, **kw)
+
+def build(**o):
+    return Flaky(**o)
+"""
+
+
+def test_a_sampler_that_raises_mid_training_is_the_tunnels_error(tmp_path, capsys):
+    """Probe case 75: past the checks, a tunnel whose sample() raised was an 'internal error' (exit
+    1, the file not named); it is the user's code: one line naming the tunnel, exit 2."""
+    (tmp_path / "flaky.py").write_text(FLAKY)
+    spec = f"{tmp_path / 'flaky.py'}:build"
+    task = outside_task(spec)
+    check_task(task)
+    with pytest.raises(ValueError, match=r"flaky.py:build': sample\(128\) raised RuntimeError: ran out of coins "
+                                         r"\(an error in the tunnel's own code\)"):
+        task.sample(128, torch.Generator().manual_seed(0))
+    assert main(["train", "--task", spec, "--arch", "mlp", "--seeds", "0", "--steps", "4", "--eval-sequences", "16",
+                 "--train-args", "batch_size=8", "--no-curves", "--db", str(tmp_path / "r.sqlite"),
+                 "--runs-dir", str(tmp_path / "runs"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "flaky.py:build': sample(128) raised RuntimeError" in err[0], err
+    assert "internal error" not in err[0]
+    assert (tmp_path / "runs").exists()  # past the checks: training had begun
+
+
 def test_the_built_in_tunnels_pass_the_same_checks():
     for name, config in (("bijection", {}), ("bijection", {"keys": "replacement", "query": True}), ("hmm", {}),
                          ("sticky", {}), ("markov", {})):
@@ -130,3 +167,24 @@ def test_the_tasks_command_lists_floors_and_checks_a_tunnel(capsys):
     err = capsys.readouterr().err
     assert err.startswith("bayesbench tasks: task coin(L=5, wrong=True): the posterior disagrees") and \
         len(err.strip().splitlines()) == 1
+
+
+def test_the_train_command_tasks_check_prints_runs_as_printed(tmp_path, capsys):
+    """Probe case 68: for a file whose name holds spaces the printed command was not quoted, and it
+    left out the --task-args the tunnel was checked with."""
+    import shlex
+    import shutil
+
+    from bayesbench.store.database import read_records
+
+    path = tmp_path / "my tunnel (v2).py"
+    shutil.copy(os.path.join(HERE, "outside_tunnel.py"), path)
+    assert main(["tasks", "--check", f"{path}:build", "--task-args", "L=5", "--sequences", "64"]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    argv = shlex.split(line.removeprefix("Train it: ").removesuffix(" (docs/tasks.md)"))
+    assert argv[:6] == ["bayesbench", "train", "--task", f"{path}:build", "--task-args", "L=5"], line
+    db = str(tmp_path / "r.sqlite")
+    assert main([*argv[1:], "--arch", "mlp", "--seeds", "0", "--steps", "2", "--eval-sequences", "16", "--no-curves",
+                 "--db", db, "--runs-dir", str(tmp_path / "runs"), "--no-progress"]) == 0
+    (record,) = read_records(db)
+    assert record.task_label == "coin(L=5, wrong=False)"

@@ -16,13 +16,15 @@ crossing. The lead
 
 is positive when the frame settles first (Paper II's reading) and negative when calibration
 does; its interval is a t-interval over seeds of the per-seed leads (`intervals.t_interval`).
+The t90s themselves, a step of the run and a share of its budget, get bootstrap intervals over
+seeds (`intervals.bootstrap_interval`), which stay inside the values' range.
 """
 
 from __future__ import annotations
 
 import math
 
-from ..intervals import t_interval
+from ..intervals import bootstrap_interval, t_interval
 
 LEVEL = 0.9
 
@@ -89,8 +91,8 @@ def lead_summary(steps: list[int], budget: list[float], drift: dict[int, list[fl
     for axis in ("steps", "budget"):
         leads = [r[f"lead_{axis}"] for r in per_seed.values() if r[f"lead_{axis}"] is not None]
         out[f"lead_{axis}"] = t_interval(leads)
-        for which in ("frame", "precision"):
-            out[f"t90_{which}_{axis}"] = t_interval(
+        for which in ("frame", "precision"):  # a step of the run, a share of its budget: bounded, so the bootstrap
+            out[f"t90_{which}_{axis}"] = bootstrap_interval(
                 [r[f"t90_{which}_{axis}"] for r in per_seed.values() if r[f"t90_{which}_{axis}"] is not None])
     out["frame_first_seeds"] = sum(1 for r in per_seed.values() if (r["lead_steps"] or 0) > 0)
     out["seeds"] = len(per_seed)

@@ -122,7 +122,8 @@ def _frames(summary: dict) -> str:
             f"rows to the last checkpoint's; precision progress = the share of the run's entropy-MAE gain made so far. "
             f"t90: where each first reaches 0.9 (interpolated between checkpoints), on steps and on the share of the "
             f"learning-rate budget sum(lr) spent; lead = t90(precision) - t90(frame), positive when the maps settle "
-            f"first; 95% t-interval over seeds. Entropy MAE (bits, mean over seeds) went from "
+            f"first; 95% intervals over seeds (t for the lead; bootstrap for the t90s, which stay in the run's "
+            f"steps and in [0, 1] of its budget). Entropy MAE (bits, mean over seeds) went from "
             f"{_f(mae.get('first'), '.4f')} at step {mae.get('first_step')} to {_f(mae.get('last'), '.4f')} at step "
             f"{mae.get('last_step')}; KL from {_f(kl.get('first'), '.4f')} to {_f(kl.get('last'), '.4f')}.\n\n"
             + "\n".join(rows) +

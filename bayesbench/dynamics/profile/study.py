@@ -34,20 +34,6 @@ def _make_optimizer(trainer, name: str):
     return trainer.optimizer
 
 
-def with_task_fields(job, fields: dict | None):
-    """The job with some fields of the preset's task config replaced (`--task-set`), e.g. the
-    bijection's variant; the task validates them (its position range follows the new task)."""
-    if not fields:
-        return job
-    from ...tasks import task_from_config
-
-    try:
-        task_from_config({**job.setup.task, **fields})
-    except TypeError as err:  # an unknown field
-        raise ValueError(f"--task-set: {err}") from None
-    return dataclasses.replace(job, setup=dataclasses.replace(job.setup, task={**job.setup.task, **fields}))
-
-
 def build(args, study_id: str, hold: contextlib.ExitStack):
     """Everything the profile needs, validated before the store is touched: (trainer, config dict).
     The trainer's run directory stays locked until `hold` closes."""
@@ -85,9 +71,8 @@ def build(args, study_id: str, hold: contextlib.ExitStack):
     else:
         seeds = args.seeds or [0, 1, 2, 3]
         job = make_jobs(args.preset, tasks=[args.task], archs=[args.arch], seeds=seeds, steps=args.steps,
-                        device=args.device)[0]
+                        device=args.device, task_args=getattr(args, "task_set", None))[0]
         device = job.device
-        job = with_task_fields(job, getattr(args, "task_set", None))
         if batch_size is not None:
             job = dataclasses.replace(job, train=dataclasses.replace(job.train, batch_size=batch_size))
         trainer = hold.enter_context(job.open_trainer(run_dir, meta={"preset": args.preset,

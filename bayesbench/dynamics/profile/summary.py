@@ -9,7 +9,7 @@ import math
 import statistics
 from collections import defaultdict
 
-from ..intervals import t_interval
+from ..intervals import bootstrap_interval, t_interval
 from ..store import Measurement, read_dynamics
 from .frames import freeze_step, gain_after
 from .law import NULLED, PLAIN
@@ -33,14 +33,18 @@ def short(name: str) -> str:
 # kappa divides by ||alpha A||^2, which some checks make tiny: its per-seed summary is the median
 # over the seed's checks, not the mean (every other statistic is bounded and uses the mean)
 PER_SEED = {"law_kappa": statistics.median}
+# bounded per check (R^2 <= 1, the row-shift share in [0, 1]): a bootstrap interval over seeds stays in
+# range; the own-update share is a projection ratio, unbounded, and keeps the t-interval
+BOUNDED = ("law_linearity_r2", "law_row_shift_share")
 
 
 def law_summary(records: list[Measurement]) -> dict[int, dict]:
     """Per layer and statistic: the mean over seeds of the per-seed mean (over checked steps and
     heads; the median for kappa) of the statistic and of its null, the excess (statistic - null)
     with a t-interval over seeds, and the share of (seed, step, head) cells above their null. The
-    linearity check, the own-update share and the row-shift share: per-seed means with a
-    t-interval, the median and minimum over cells."""
+    linearity check, the own-update share and the row-shift share: per-seed means with an
+    interval over seeds (bootstrap for the bounded two, `BOUNDED`; t for the share), the median
+    and minimum over cells."""
     cells: dict[int, dict[str, dict[tuple, float]]] = defaultdict(lambda: defaultdict(dict))
     wanted = set(NULLED) | {f"{n}_null" for n in NULLED} | set(PLAIN)
     for r in records:
@@ -64,8 +68,9 @@ def law_summary(records: list[Measurement]) -> dict[int, dict]:
         for name in PLAIN:
             vals = by_name.get(name, {})
             fin = _finite(vals.values())
+            interval = bootstrap_interval if name in BOUNDED else t_interval
             row[short(name)] = {
-                "mean": t_interval([_mean(v for k, v in vals.items() if k[0] == s) for s in seeds]),
+                "mean": interval([_mean(v for k, v in vals.items() if k[0] == s) for s in seeds]),
                 "median": statistics.median(fin) if fin else math.nan, "min": min(fin) if fin else math.nan}
         out[layer] = row
     return out
