@@ -33,7 +33,8 @@ def run_records(db: str | None, run: str) -> list:
     """The stored records of the run whose id is `run` or starts with it (exactly one run)."""
     from ..store.database import db_path, read_records
 
-    records = read_records(db, where="run_id = ? OR run_id LIKE ?", params=(run, run.replace("%", "") + "%"))
+    # a prefix by substr, not LIKE: '_' and '%' in what the user typed are characters, not wildcards
+    records = read_records(db, where="substr(run_id, 1, ?) = ?", params=(len(run), run))
     exact = [r for r in records if r.run_id == run]
     ids = sorted({r.run_id for r in records})
     if exact:
