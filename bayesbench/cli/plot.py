@@ -14,7 +14,7 @@ from .errors import no_rows_message
 
 
 def add_parser(sub) -> None:
-    from ..store.leaderboard import CURVE_METRIC_NAMES
+    from ..store.leaderboard import CURVE_METRIC_NAMES, DEFAULT_THRESHOLD
 
     p = sub.add_parser("plot", help="PNG figures: model vs Bayes entropy per position, error curves per arch")
     p.add_argument("--task", help="only this task")
@@ -27,7 +27,8 @@ def add_parser(sub) -> None:
     p.add_argument("--metric", choices=CURVE_METRIC_NAMES,
                    help="with --curves: the metric drawn (default entropy_mae; kl:repeated, kl:new: the bijection's "
                         "KL at repeated and at new keys)")
-    p.add_argument("--threshold", type=bits, help="with --curves: the threshold line, bits (default 0.1)")
+    p.add_argument("--threshold", type=bits,
+                   help=f"with --curves: the threshold line, bits (default {DEFAULT_THRESHOLD:g})")
     add_db(p)
     p.set_defaults(handler=cmd_plot)
 
@@ -68,10 +69,11 @@ def cmd_plot(args) -> int:
 
 
 def _curves(args) -> int:
+    from ..store.leaderboard import DEFAULT_THRESHOLD
     from ..store.plots import plot_learning_curves
 
     paths = plot_learning_curves(args.db, args.out, task=args.task, metric=args.metric or "entropy_mae",
-                                 threshold=0.1 if args.threshold is None else args.threshold)
+                                 threshold=DEFAULT_THRESHOLD if args.threshold is None else args.threshold)
     if not paths and args.task:
         raise ValueError(no_rows_message(args.db, task=args.task))
     if not paths:

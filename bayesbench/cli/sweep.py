@@ -11,7 +11,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from .args import add_db, add_log, check_folder, with_log
+from .args import add_db, add_log, check_folder, progress, progress_lines, with_log
 from .engine import add_executor_options, drive
 
 if TYPE_CHECKING:
@@ -162,9 +162,8 @@ def cmd_sweep(args) -> int:
                                   in_process=False)
     say(f"bayesbench sweep {spec.name!r} ({spec.path}) -> store {db_path(args.db)}, run directories under "
         f"{args.runs_dir}")
-    outcome = drive(jobs, executor, db=args.db, runs_dir=args.runs_dir,
-                    progress=not args.no_progress and sys.stderr.isatty(), say=say,
-                    lines=not args.no_progress and not sys.stderr.isatty())
+    outcome = drive(jobs, executor, db=args.db, runs_dir=args.runs_dir, progress=progress(args), say=say,
+                    lines=progress_lines(args))
     states = {sj.key: "skipped (stored)" for sj in jobs if sj.key in outcome.skipped}
     for key in outcome.trained:
         states[key] = "trained" + (f" (resumed at step {outcome.resumed[key]})" if key in outcome.resumed else "") \

@@ -413,8 +413,7 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
                      + f" | {_reach_cell(g['reach'])} | {_improving_cell(g['improving'])} | "
                      + (f"{ratio:.1f}x |" if math.isfinite(ratio) else "- |"))
         if i + 1 == len(agg) or block_key(agg[i + 1]) != key:
-            floor = _floor_lines(agg, key, metric, others)
-            lines += [line.replace(" (floor)* |", " (floor)* | - |", 1) for line in floor] if differ else floor
+            lines += _floor_lines(agg, key, metric, others, settings=bool(differ))
     ranked = METRICS[metric] if metric != AUC else (
         f"the area under the learning curve of {SHORT[cm]} against log(step), divided by the log-step range: the "
         "curve's mean over log(step), on the step range every row of the task and eval covers")
@@ -530,8 +529,9 @@ def _curve_notes(agg: list[dict], metric: str, threshold: float) -> list[str]:
             "stop"]
 
 
-def _floor_lines(agg: list[dict], key: tuple, metric: str, others: list[str]) -> list[str]:
-    """The floor rows of one evaluation set (`block_key`), from the first run that stored them."""
+def _floor_lines(agg: list[dict], key: tuple, metric: str, others: list[str], *, settings: bool = False) -> list[str]:
+    """The floor rows of one evaluation set (`block_key`), from the first run that stored them
+    (`settings`: the table has the settings column, empty here)."""
     floors = next((g["floors"] for g in agg if block_key(g) == key and g["floors"]), None)
     if not floors:
         return []
@@ -541,7 +541,7 @@ def _floor_lines(agg: list[dict], key: tuple, metric: str, others: list[str]) ->
         if not scores:
             continue
         val = lambda m: scores[m].mean if m in scores else None  # noqa: E731
-        out.append(f"| {key[0]} | {key[1]} | *{name} (floor)* | - | - | - | - | "
+        out.append(f"| {key[0]} | {key[1]} | *{name} (floor)* |{' - |' if settings else ''} - | - | - | - | "
                    f"{_fmt(val(metric)) if metric in METRICS else '-'} | - | "
                    + " | ".join(_fmt(val(m)) for m in others) + " | - | - | - |")
     return out

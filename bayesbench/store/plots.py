@@ -24,7 +24,7 @@ import math
 import os
 import re
 
-from .figures import count, heading, mean_and_range, save, subplots, unique_legend
+from .figures import count, heading, mean_and_range, pyplot, save, subplots, unique_legend
 from .leaderboard import (
     CURVE_METRIC_NAMES,
     DEFAULT_THRESHOLD,
@@ -46,8 +46,6 @@ def _slug(text: str) -> str:
 
 
 def _colors() -> list[str]:
-    from .figures import pyplot
-
     return pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
 
 
@@ -215,10 +213,7 @@ def _band(records: list[RunRecord], metric: str) -> tuple[list[int], list[float]
     """(steps, mean, low, high) over the seeds' curves at the steps they all measured."""
     curves = [r.learning_curve for r in records]
     steps = sorted(set.intersection(*(set(c.step) for c in curves)))
-    cols = [[c.metric(metric)[c.step.index(s)] for c in curves] for s in steps]
-    finite = [[v for v in col if math.isfinite(v)] for col in cols]
-    mean = [sum(v) / len(v) if v else math.nan for v in finite]
-    return steps, mean, [min(v) if v else math.nan for v in finite], [max(v) if v else math.nan for v in finite]
+    return steps, *mean_and_range([[c.metric(metric)[c.step.index(s)] for s in steps] for c in curves])
 
 
 def plot_learning_curves(db: str | None = None, out_dir: str = "results/plots", *, task: str | None = None,
