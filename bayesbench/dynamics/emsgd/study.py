@@ -118,10 +118,6 @@ def check_schedules(schedules: list[str] | None) -> list[str]:
     return [s for s in ALL_SCHEDULES if s in schedules]
 
 
-def _fmt_speedup(s) -> str:
-    return speedup_text(s)
-
-
 def _toy(variant, seeds, steps, length, sequences, chunk, out_dir, progress, schedules):
     from . import plots
     from .controls import FRACTIONS, best_of, gap_table, paired_speedup
@@ -221,7 +217,7 @@ def _max_entropy(data) -> float:
 
 
 def _headline(variant, summary, per_seed, pooled) -> list[str]:
-    lines = [f"speed-up (per-seed threshold): {_fmt_speedup(per_seed)}; authors' pooled rule: {_fmt_speedup(pooled)}; "
+    lines = [f"speed-up (per-seed threshold): {speedup_text(per_seed)}; authors' pooled rule: {speedup_text(pooled)}; "
              f"authors report {AUTHORS_SPEEDUP}x",
              f"final loss (nats, mean over {summary['seeds']} seeds): SGD {summary['final_loss_sgd']['mean']:.4f}, "
              f"EM-like {summary['final_loss_em']['mean']:.4f}; EM-like lower on {summary['em_ahead_seeds']} of "
@@ -232,7 +228,7 @@ def _headline(variant, summary, per_seed, pooled) -> list[str]:
     if len(against) > 1:
         best = summary.get("best_sgd")
         lines.append("EM-like against each control, per-seed speed-up to the control's final loss: " + "; ".join(
-            f"{n}{' (best plain SGD)' if n == best else ''} {_fmt_speedup_dict(a['speedup_per_seed'])}"
+            f"{n}{' (best plain SGD)' if n == best else ''} {speedup_text(a['speedup_per_seed'], detail=False)}"
             for n, a in against.items()))
         lines.append("share of the gap chance -> exact filtering floor covered after the last update: " + ", ".join(
             f"{n} {g['final_gap_share']['mean']:.2f}" for n, g in summary["gap"].items()))
@@ -240,10 +236,6 @@ def _headline(variant, summary, per_seed, pooled) -> list[str]:
         lines.append(f"held-out loss after the last update (floor {held['floor_mean']:.4f} nats): " + ", ".join(
             f"{n} {held[n]['final']['mean']:.4f}" for n in summary["schedules"]))
     return lines
-
-
-def _fmt_speedup_dict(d: dict) -> str:
-    return speedup_text(d, detail=False)
 
 
 def _controls_section(summary: dict, n_seeds: int) -> str:
@@ -266,7 +258,8 @@ def _controls_section(summary: dict, n_seeds: int) -> str:
             cmp = "- | - | -"
         else:
             half = a["gap_speedup"]["50%"]
-            cmp = (f"{_fmt_speedup_dict(a['speedup_per_seed'])} | {_fmt_speedup_dict(a['speedup_pooled'])} | "
+            cmp = (f"{speedup_text(a['speedup_per_seed'], detail=False)} | "
+                   f"{speedup_text(a['speedup_pooled'], detail=False)} | "
                    f"{fmt(half, '{:.2f}x')} (n={half['n']}; EM-like only {half['only_fast']}, control only "
                    f"{half['only_slow']})")
         label = f"{n} (best plain SGD)" if n == best else n
@@ -362,7 +355,7 @@ def _deep(seeds, steps, length, out_dir, progress):
                                  "deep variant (4 layers x 4 heads, AdamW): training loss",
                                  setting=f"T={length}; {steps} steps; {len(seeds)} seeds {seeds}")]
     summary["headline"] = [
-        f"adamw-em over adamw, speed-up (per-seed threshold): {_fmt_speedup(per_seed)}; pooled: {_fmt_speedup(pooled)}",
+        f"adamw-em over adamw, speed-up (per-seed threshold): {speedup_text(per_seed)}; pooled: {speedup_text(pooled)}",
         *(f"{n}: held-out loss {d['loss']['mean']:.4f}, entropy {d['entropy']['mean']:.4f} nats "
           f"(gap to H(Y_t|Y_(t-1)) = {d['entropy_gap_to_H']:+.4f}), accuracy {d['accuracy']['mean']:.4f}"
           for n, d in summary["test"].items()),

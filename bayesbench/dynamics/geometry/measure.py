@@ -37,8 +37,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ...models.attention import attention_weights
-from ...models.transformer import Transformer, rotary
+from ...models.transformer import Transformer
 from ...scoring.metrics import entropy_bits, score
+from ..qkv import head_qkv
 
 
 @dataclass
@@ -82,11 +83,8 @@ def instrumented_forward(model: Transformer, tokens: Tensor, header: Tensor | No
             continue
         if block.attn is not None:
             att = block.attn
-            H, d = att.n_head, att.d_model
-            qkv = att.qkv(block.ln_1(x)).view(E, B, L, 3, H, d // H).permute(3, 0, 1, 4, 2, 5)
-            q, k, v = qkv[0], qkv[1], qkv[2]  # [E, B, H, L, Dh]
-            if att.rope:
-                q, k = rotary(q), rotary(k)
+            d = att.d_model
+            q, k, v = head_qkv(att, block.ln_1(x))  # [E, B, H, L, Dh]
             alpha = attention_weights(q, k, causal=True, scale=1 / math.sqrt(q.shape[-1]))
             y = alpha @ v
             for layer, head in zero_heads:

@@ -37,7 +37,6 @@ def run_geometry(run: str, *, sequences: int = 1024, db: str | None = None, min_
     A run with fewer than `min_seeds` seeds is refused (its intervals would say little)."""
     from ...models import get_model
     from ...scoring.evaluate import eval_set
-    from ...store.database import db_path
     from ...training.trainer import task_of
     from . import plots as geometry_plots
 
@@ -58,14 +57,14 @@ def run_geometry(run: str, *, sequences: int = 1024, db: str | None = None, min_
               "model": ident["model"], "seeds": result.seeds, "steps": result.steps, "sequences": sequences}
     delete_study(study_id, path=db)  # measuring a run again replaces its earlier measurements
     summary = summarize(g, task.describe(), sequences)
-    out_dir = os.path.join(report_dir(db_path(db)), study_id)
+    out_dir = os.path.join(report_dir(db), study_id)
     setting = (f"{ident['arch']} on {task.describe()}, {result.steps} training steps, seeds {result.seeds}; "
                f"{sequences} evaluation sequences")
     figures = geometry_plots.all_figures(out_dir, g, setting)
     register_study(study_id, "geometry", config, run_id=result.run_id, path=db)
     with removed_if_stopped(study_id, "geometry", db):
         write_dynamics(study_id, records(g), path=db)
-    report = write_report(os.path.join(report_dir(db_path(db)), f"{study_id}.md"),
+    report = write_report(os.path.join(report_dir(db), f"{study_id}.md"),
                           f"Geometry of run {result.run_id} ({ident['arch']} on {task.describe()})",
                           sections(g, config, summary), figures)
     summary.update({"study_id": study_id, "report": report, "config": config})

@@ -17,8 +17,8 @@ from torch import Tensor, nn
 from torch.func import functional_call, jvp
 
 from bayesbench.models.attention import causal_mask
-from bayesbench.models.transformer import rotary
 
+from ..qkv import head_qkv
 from .probes import attention_layers
 
 
@@ -35,10 +35,7 @@ def transformer_scores(model, tokens: Tensor, header: Tensor | None = None) -> T
     for i, block in enumerate(model.blocks[: layers[-1] + 1]):
         if block.attn is not None:
             H = block.attn.n_head
-            qkv = block.attn.qkv(block.ln_1(x)).view(E, B, T, 3, H, d // H).permute(3, 0, 1, 4, 2, 5)
-            q, k, v = qkv[0], qkv[1], qkv[2]  # [E, B, H, T, Dh]
-            if block.attn.rope:
-                q, k = rotary(q), rotary(k)
+            q, k, v = head_qkv(block.attn, block.ln_1(x))  # [E, B, H, T, Dh]
             s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d // H)
             out.append(s)
             alpha = torch.softmax(s.masked_fill(~keep, float("-inf")), -1)
