@@ -20,9 +20,11 @@ import torch
 from ..models import TaskShape, count_params, list_models
 from ..models.outside import preset_options
 from ..models.registry import is_outside
-from ..presets import TaskSetup, get_preset
+from ..presets import TaskSetup, get_preset, outside_setup
 from ..scoring.evaluate import evaluation_tasks, max_eval_len
-from ..tasks import Task, is_outside_task, task_from_config
+from ..tasks import Task, is_outside_task, outside_task, task_from_config
+from ..tasks.base import available_bytes, check_fits, format_bytes
+from ..tasks.check import check_task
 from ..training.trainer import TrainConfig, open_trainer
 
 
@@ -231,8 +233,6 @@ def with_model_args(preset_cfg: dict, model_args: dict) -> dict:
 def check_ensemble_fits(job: Job) -> None:
     """Refuse, before anything is built, an ensemble whose weights, gradients and optimiser
     state alone (4 float32 copies of every member's parameters) exceed the device's free memory."""
-    from ..tasks.base import available_bytes, format_bytes
-
     need = 16 * job.params * len(job.seeds)
     free = available_bytes(torch.device(job.device))
     if free is not None and need > free:
@@ -244,8 +244,6 @@ def check_ensemble_fits(job: Job) -> None:
 def check_sets_fit(job: Job) -> None:
     """Refuse, before a run directory is made, an evaluation or learning-curve set too large to
     sample on the job's device, naming the setting that sizes it."""
-    from ..tasks.base import check_fits
-
     sets = [("the evaluation set", "eval_sequences (--eval-sequences)", job.setup.eval_sequences)]
     if job.train.curves:
         sets.append(("the learning-curve set", "curve_sequences (--curve-sequences)", job.train.curve_sequences))
@@ -260,10 +258,6 @@ def task_setup(p, key: str, task_args: dict | None = None) -> TaskSetup:
     """The TaskSetup of task `key` of preset `p` (an outside tunnel's: `presets.outside_setup`, after
     its checks), with `task_args` applied: the preset's task fields replaced and said in the label
     (its rows are another task's), or an outside tunnel's factory options."""
-    from ..presets import outside_setup
-    from ..tasks import outside_task
-    from ..tasks.check import check_task
-
     if is_outside_task(key):
         task = outside_task(key, task_args)
         check_task(task)  # shapes, normalisation, determinism, the posterior against its sampler (and brute force)

@@ -147,14 +147,14 @@ class CurveSet:
         return {name: v for name, v in values.items() if math.isfinite(v)}
 
 
-def _masked_mean(s: CurveSet, per_position: Tensor) -> Tensor:
-    """Mean over every scored (sequence, position) pair of [E, N, L] values: [E]."""
+def _masked_mean(per_position: Tensor, mask: Tensor, n: float) -> Tensor:
+    """Mean of [E, N, L] values over the `n` (sequence, position) pairs where `mask` [N, L] is True: [E]."""
     zero = torch.zeros((), dtype=per_position.dtype, device=per_position.device)
-    return torch.where(s.mask, per_position, zero).sum((1, 2)) / s.n_scored
+    return torch.where(mask, per_position, zero).sum((1, 2)) / n
 
 
 def _entropy_mae(s: CurveSet, log_q: Tensor, h_q: Tensor) -> Tensor:
-    return _masked_mean(s, (h_q - s.h_p).abs())
+    return _masked_mean((h_q - s.h_p).abs(), s.mask, s.n_scored)
 
 
 def _entropy_mae_positional(s: CurveSet, log_q: Tensor, h_q: Tensor) -> Tensor:
@@ -170,7 +170,7 @@ def _kl_per_position(s: CurveSet, log_q: Tensor) -> Tensor:
 
 
 def _kl(s: CurveSet, log_q: Tensor, h_q: Tensor) -> Tensor:
-    return _masked_mean(s, _kl_per_position(s, log_q))
+    return _masked_mean(_kl_per_position(s, log_q), s.mask, s.n_scored)
 
 
 def _case_kl(case: str) -> Callable[[CurveSet, Tensor, Tensor], Tensor]:
@@ -179,8 +179,7 @@ def _case_kl(case: str) -> Callable[[CurveSet, Tensor, Tensor], Tensor]:
         if case not in s.cases:
             return torch.full(log_q.shape[:1], math.nan, dtype=log_q.dtype, device=log_q.device)
         mask, n = s.cases[case]
-        zero = torch.zeros((), dtype=log_q.dtype, device=log_q.device)
-        return torch.where(mask, _kl_per_position(s, log_q), zero).sum((1, 2)) / n
+        return _masked_mean(_kl_per_position(s, log_q), mask, n)
     return kl
 
 

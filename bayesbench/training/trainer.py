@@ -344,7 +344,7 @@ class Trainer:
                              "and kl:new are the bijection's cases); use entropy_mae, entropy_mae_positional or kl")
         self._curve_pending: list[tuple[int, float, Tensor]] = []
         self.stopped: dict[int, tuple[int, str, str]] = {}
-        self._go = torch.ones(self.ensemble, dtype=torch.bool, device=self.device)
+        self._go = self._go_mask()
         # Observers of each step (e.g. bayesbench.dynamics' profiler): objects with optional
         # before_forward(trainer), before_update(trainer, tokens, header) (gradients computed; the
         # optimiser step, which clips them per member, comes next)
@@ -378,6 +378,10 @@ class Trainer:
         return EnsembleCurve(task=self.curve_set.task.describe(), n_sequences=self.cfg.curve_sequences,
                              cadence=cadence, batch_size=self.cfg.batch_size,
                              seq_len=self.task.seq_len, uniform=self.curve_set.uniform())
+
+    def _go_mask(self) -> Tensor:
+        """[E] bool on the device: the members no `until` criterion has stopped (diverged ones included)."""
+        return torch.tensor([e not in self.stopped for e in range(self.ensemble)], device=self.device)
 
     def running(self) -> bool:
         """Whether any member still trains (as of the last sync): neither diverged nor stopped."""
@@ -499,7 +503,7 @@ class Trainer:
                 self.stopped[e] = (self.curve.steps[-1], *why)
                 changed = True
         if changed:
-            self._go = torch.tensor([e not in self.stopped for e in range(self.ensemble)], device=self.device)
+            self._go = self._go_mask()
 
     def _stop(self, signame: str) -> None:
         """A stop request between two steps: checkpoint this step, then raise `Interrupted`."""
@@ -559,7 +563,7 @@ class Trainer:
         self._died_at = state["died_at"].to(self.device)
         self._pending, self._curve_pending = [], []
         self.stopped = {int(e): tuple(v) for e, v in (state.get("stopped") or {}).items()}
-        self._go = torch.tensor([e not in self.stopped for e in range(self.ensemble)], device=self.device)
+        self._go = self._go_mask()
         if self.curve is not None:
             saved = state.get("curve")
             if saved is None and self.step > 0:
