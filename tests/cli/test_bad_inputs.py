@@ -127,8 +127,6 @@ def test_a_store_on_a_read_only_file_system_can_be_read(capsys, tmp_path):
         db = os.path.join(folder, "r.sqlite")
         write_rows([_row("r1")], db)
         remount_read_only(folder)
-        from bayesbench.store.database import read_rows
-
         assert [r["run_id"] for r in read_rows(db)] == ["r1"]
         assert main(["leaderboard", "--db", db, "--format", "csv"]) == 0  # before: "cannot be written"
         assert main(["plot", "--db", db, "--out", str(tmp_path / "plots")]) == 0
@@ -154,8 +152,6 @@ def test_a_full_disk_is_named_with_its_path_and_nothing_already_written_is_lost(
             big = dict(_row("r2"), task_config={"pad": "x" * 400_000})
             with pytest.raises(DiskFull, match=f"no space left on device: {db}"):  # not "cannot rollback"
                 write_rows([big], db)
-            from bayesbench.store.database import read_rows
-
             assert [r["run_id"] for r in read_rows(db)] == ["r1"]
         # the command line: one line naming the path, exit 1 (the system refusing, docs/cli.md)
         line = _fails(capsys, _train(tmp_path, db=str(tmp_path / "ok.sqlite")) + ["--runs-dir", folder], code=1)

@@ -28,6 +28,14 @@ def test_building_the_parser_imports_neither_torch_nor_the_trainer():
     assert out.strip() == "[]"
 
 
+def _leaderboard_in_a_fresh_process(db: str, *extra: str) -> subprocess.CompletedProcess:
+    """`bayesbench leaderboard --db DB EXTRA...` in a new interpreter; its last stderr line lists
+    which of torch and scipy.stats it imported."""
+    code = ("import sys; from bayesbench.cli import main; main(['leaderboard', '--db', *sys.argv[1:]]); "
+            "print(sorted(m for m in ('torch', 'scipy.stats') if m in sys.modules), file=sys.stderr)")
+    return subprocess.run([sys.executable, "-c", code, db, *extra], capture_output=True, text=True, check=True)
+
+
 def test_the_leaderboard_reads_a_store_without_torch_or_scipy_stats(tmp_path):
     """`bayesbench leaderboard` pays for no training code (issue: 3-5 s before anything happened)."""
     from bayesbench.store.database import write_rows
@@ -36,10 +44,7 @@ def test_the_leaderboard_reads_a_store_without_torch_or_scipy_stats(tmp_path):
     write_rows([{"run_id": "r1", "seed": 0, "member": 0, "task": "bijection", "task_label": "bijection V=8",
                  "task_config": {}, "arch": "mlp", "config": {}, "params": 1, "steps": 1, "status": "ok",
                  "metrics": {"primary": "standard", "evals": {}}}], db)
-    code = ("import sys; from bayesbench.cli import main; main(['leaderboard', '--db', sys.argv[1]]); "
-            "print(sorted(m for m in ('torch', 'scipy.stats') if m in sys.modules), file=sys.stderr)")
-    done = subprocess.run([sys.executable, "-c", code, db], capture_output=True, text=True, check=True)
-    assert done.stderr.strip().splitlines()[-1] == "[]"
+    assert _leaderboard_in_a_fresh_process(db).stderr.strip().splitlines()[-1] == "[]"
 
 
 def test_the_leaderboard_s_steps_to_threshold_interval_needs_no_scipy_stats(tmp_path):
@@ -51,9 +56,6 @@ def test_the_leaderboard_s_steps_to_threshold_interval_needs_no_scipy_stats(tmp_
     assert main(["train", "--task", "sticky", "--arch", "mlp", "--seeds", "0,1", "--steps", "8",
                  "--eval-sequences", "64", "--curve-sequences", "32", "--no-progress", "--db", db,
                  "--runs-dir", str(tmp_path / "runs")]) == 0
-    code = ("import sys; from bayesbench.cli import main; main(['leaderboard', '--db', sys.argv[1], "
-            "'--threshold', '100']); "
-            "print(sorted(m for m in ('torch', 'scipy.stats') if m in sys.modules), file=sys.stderr)")
-    done = subprocess.run([sys.executable, "-c", code, db], capture_output=True, text=True, check=True)
+    done = _leaderboard_in_a_fresh_process(db, "--threshold", "100")
     assert "every seed at that measured step (2/2" in done.stdout or "] (2/2;" in done.stdout
     assert done.stderr.strip().splitlines()[-1] == "[]"

@@ -71,6 +71,16 @@ def env(tmp_path, monkeypatch):
     return {"db": str(tmp_path / "r.sqlite"), "runs": str(tmp_path / "runs"), "tmp": tmp_path}
 
 
+def _mine(env):
+    """The user's file mine.py of `env`, imported as a module (as a script beside it would)."""
+    sys.path.insert(0, str(env["tmp"]))
+    try:
+        import mine
+    finally:
+        sys.path.remove(str(env["tmp"]))
+    return mine
+
+
 def _common(env) -> list[str]:
     return ["--steps", "3", "--eval-sequences", "64", "--db", env["db"], "--runs-dir", env["runs"], "--no-progress"]
 
@@ -131,11 +141,7 @@ def test_train_by_file_beside_the_built_ins_then_score(capsys, env):
 
 
 def test_score_a_plain_state_dict_and_evaluate_model(capsys, env):
-    sys.path.insert(0, str(env["tmp"]))
-    try:
-        import mine
-    finally:
-        sys.path.remove(str(env["tmp"]))
+    mine = _mine(env)
     from bayesbench.models import TaskShape
 
     torch.manual_seed(5)
@@ -171,11 +177,7 @@ def test_score_a_plain_state_dict_and_evaluate_model(capsys, env):
 
 
 def test_score_of_weights_that_are_not_finite_names_the_weights(capsys, env):
-    sys.path.insert(0, str(env["tmp"]))
-    try:
-        import mine
-    finally:
-        sys.path.remove(str(env["tmp"]))
+    mine = _mine(env)
     net = mine.build(bayesbench.model_spec("bijection"))
     torch.save({k: torch.full_like(v, float("nan")) for k, v in net.state_dict().items()}, env["tmp"] / "nan.pt")
     _fails(capsys, env, ["score", "--model", "./mine.py:build", "--checkpoint", "nan.pt", "--task", "bijection",
@@ -210,11 +212,7 @@ def test_bad_input_is_one_line_and_stores_nothing(capsys, env):
     _fails(capsys, env, ["run", "--model", "hf:bert", "--tasks", "bijection", *common], "unknown Hugging Face")
     # a checkpoint of another architecture (width 5 instead of 8), and a file that is no checkpoint
 
-    sys.path.insert(0, str(env["tmp"]))
-    try:
-        import mine
-    finally:
-        sys.path.remove(str(env["tmp"]))
+    mine = _mine(env)
     torch.save(mine.build_other(bayesbench.model_spec("bijection")).state_dict(), "other.pt")
     score = ["score", "--model", "./mine.py:build", "--task", "bijection", "--db", env["db"]]
     _fails(capsys, env, [*score, "--checkpoint", "other.pt"], "holds another architecture")

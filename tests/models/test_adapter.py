@@ -298,6 +298,9 @@ def test_bad_factories_fail_clearly():
     _bad(lambda spec: 1 / 0, "the factory raised ZeroDivisionError")
     _bad(lambda spec: nn.ReLU(), "no parameters")
     _bad(Tuple, "must return a logits tensor")
+    _bad(lambda spec: nn.Sequential(nn.Embedding(spec.vocab_size, 4), nn.Linear(3, spec.num_classes)),
+         r"forward failed on a random trial batch of tokens \[B=2, L=10\]: RuntimeError")
+    _bad(lambda spec: get_model("mlp", spec, depth=1, width=4), "ensemble-native")
 
     class IntegerLogits(PrefixNet):
         def forward(self, tokens):
@@ -323,6 +326,3 @@ def test_a_forward_that_raises_mid_training_names_the_model(bij):
                                          r"model's own bug \(on tokens \[1, 6, 10\]"):
         for _ in range(20):
             trainer.train_step()
-    _bad(lambda spec: nn.Sequential(nn.Embedding(spec.vocab_size, 4), nn.Linear(3, spec.num_classes)),
-         r"forward failed on a random trial batch of tokens \[B=2, L=10\]: RuntimeError")
-    _bad(lambda spec: get_model("mlp", spec, depth=1, width=4), "ensemble-native")
