@@ -4,8 +4,9 @@ Trains one ensemble (one member per seed, as `bayesbench train` does) and, at th
 scores every member on the fixed evaluation set of the value positions: the positional entropy
 MAE (the papers' bijection metric), KL by case (repeated keys, new keys; `scoring/cases.py`) and
 which truncated-context predictor the model is closest to (`pairs_used`: a model that uses only
-the first m pairs of its context). Until the trainer records curves itself, this is how the
-staircase of the quick transformer is measured:
+the first m pairs of its context). The trainer's own curves record KL by case too; this script
+adds the positional metric and the pairs used at chosen steps, as the staircase of the quick
+transformer was measured:
 
     PYTHONPATH=. python scripts/case_curves.py --steps 2000 --at 250,500,1000,2000 --out curves.json
     PYTHONPATH=. python scripts/case_curves.py --model '{"pointer": "replace"}' --task '{"supervise": "authors"}'

@@ -113,7 +113,6 @@ def plot(db: str | None = None, out_dir: str = "results/plots", *, task: str | N
     for r in records:
         for name in r.curves:
             panels.setdefault((r.task_label, name), []).append(r)
-    os.makedirs(out_dir, exist_ok=True)
     paths = []
     for (label, name), group in sorted(panels.items()):
         paths.append(_per_position(label, name, group, os.path.join(out_dir, f"{_slug(label)}_{_slug(name)}.png")))

@@ -25,3 +25,15 @@ def test_studies_and_readers_without_db_or_runs_dir(tmp_path, monkeypatch, capsy
     capsys.readouterr()
     assert os.path.exists(tmp_path / "results" / "bayesbench.sqlite") and os.path.isdir(tmp_path / "runs")
     assert os.listdir(tmp_path / "results" / "plots")
+
+
+def test_readers_in_an_empty_folder_say_there_is_nothing_and_leave_nothing(tmp_path, monkeypatch, capsys):
+    """leaderboard and plot with no store: a message, exit 0, and no results/ (or results/plots/)
+    folder made for nothing (plot made an empty results/plots before)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("BAYESBENCH_DB", raising=False)
+    for argv in (["leaderboard"], ["plot"], ["plot", "--curves"]):
+        assert main(argv) == 0, argv
+    out = capsys.readouterr().out
+    assert "no results in the store yet" in out and "no stored runs to plot" in out
+    assert os.listdir(tmp_path) == []
