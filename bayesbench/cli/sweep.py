@@ -54,12 +54,13 @@ def _dry_run(spec, jobs: list[SweepJob], args, say) -> int:
         print(json.dumps({"sweep": spec.name, "jobs": [_job_json(sj, st) for sj, st in zip(jobs, states)]}, indent=2))
         return 0
     say(f"sweep {spec.name!r} ({spec.path}): {len(jobs)} jobs, {members} ensemble members")
-    header = f"{'#':>3}  {'key':16}  {'job':58}  {'params/member':>13}  {'steps x batch':>13}  {'est. compute':>12}  " \
-             f"{'Ray: cpus gpus':>14}  state"
+    width = max([len(sj.label) for sj in jobs] + [3])  # whole labels: cut at a fixed width, "lr 0.0005" read "lr 0.000"
+    header = f"{'#':>3}  {'key':16}  {'job':{width}}  {'params/member':>13}  {'steps x batch':>13}  " \
+             f"{'est. compute':>12}  {'Ray: cpus gpus':>14}  state"
     print(header)
     for i, (sj, st) in enumerate(zip(jobs, states), 1):
         j = sj.job
-        print(f"{i:>3}  {sj.key:16}  {sj.label[:58]:58}  {j.params:>13,}  "
+        print(f"{i:>3}  {sj.key:16}  {sj.label:{width}}  {j.params:>13,}  "
               f"{f'{j.train.steps} x {j.train.batch_size}':>13}"
               f"  {_flops(sj.flops):>12}  {f'{spec.resources.cpus} {gpu_share(sj, spec.resources):g}':>14}  {st}")
     total = sum(sj.flops for sj, st in zip(jobs, states) if st != "stored")

@@ -26,7 +26,7 @@ from ..models.registry import is_outside
 from ..presets import get_preset
 from ..scoring.evaluate import max_eval_len
 from ..training.trainer import TrainConfig
-from .jobs import Job, make_task, resolve_model
+from .jobs import Job, make_task, resolve_model, scored_sets
 from .spec import Resources, SweepSpec
 
 KEY_CHARS = 16  # hex characters of the SHA-256 kept: 64 bits
@@ -165,6 +165,8 @@ def expand(spec: SweepSpec, *, device: Callable[[str], str] | None = None) -> li
             setup = dataclasses.replace(setup, models=models)
         try:
             task = make_task(setup)
+            if pt["task_options"]:  # a set the new task lacks is left out, as --task-args does
+                setup = dataclasses.replace(setup, eval_scored=scored_sets(setup, task, "task_options"))
         except (TypeError, ValueError) as err:
             raise ValueError(f"{where}: bad task settings: {err}") from None
         max_len = max_eval_len(task, setup.eval_lengths, setup.eval_scored)

@@ -270,13 +270,20 @@ def task_setup(p, key: str, task_args: dict | None = None) -> TaskSetup:
         task = task_from_config(config)
     except (TypeError, ValueError) as err:
         raise ValueError(f"--task-args for task {key!r}: {err}") from None
-    scored = tuple(name for name in setup.eval_scored if _can_score(task, name))
-    if setup.eval_scored and not scored:
-        raise ValueError(f"--task-args for task {key!r}: the task they make has none of the preset's scored position "
-                         f"sets {list(setup.eval_scored)}")
+    scored = scored_sets(setup, task, f"--task-args for task {key!r}")
     changed = " ".join(f"{k}={v}" for k, v in sorted(task_args.items()))
     # a set the new task lacks (the paper's bijection has no query: no 'values+query') is left out
     return dataclasses.replace(setup, task=config, label=f"{setup.label} [{changed}]", eval_scored=scored)
+
+
+def scored_sets(setup: TaskSetup, task: Task, where: str) -> tuple[str, ...]:
+    """The preset's scored position sets that `task` has (the paper's bijection has no query: no
+    'values+query'); ValueError naming `where` when it has none of them."""
+    scored = tuple(name for name in setup.eval_scored if _can_score(task, name))
+    if setup.eval_scored and not scored:
+        raise ValueError(f"{where}: the task they make has none of the preset's scored position sets "
+                         f"{list(setup.eval_scored)}")
+    return scored
 
 
 def _can_score(task: Task, name: str) -> bool:

@@ -209,6 +209,18 @@ def test_dry_run_lists_jobs_with_cost_and_runs_nothing(tmp_path, capsys):
     assert not db.exists()
 
 
+def test_task_options_without_a_query_drop_the_query_set_as_task_args_do(tmp_path, capsys):
+    """task_options = {variant = "paper"} (no final query): the job is scored on its values only, as
+    `--task-args variant=paper` is (before: "supervise='both' needs query=True"); the dry run
+    prints each job's whole label (it cut them at 58 characters: "lr 0.0005" read "lr 0.000")."""
+    path = _write(tmp_path, 'name = "p"\npreset = "quick"\ntasks = ["bijection"]\narchs = ["mlp"]\nsteps = 5\n'
+                            'task_options = {variant = "paper", L = 8}\n')
+    (sj,) = expand(load_sweep(path))
+    assert sj.job.setup.eval_scored == ("values",) and sj.job.setup.label.endswith("[L=8, variant=paper]")
+    assert main(["sweep", path, "--dry-run", "--db", str(tmp_path / "r.sqlite")]) == 0
+    assert f"{sj.label} " in capsys.readouterr().out and sj.label.endswith("lr 0.0005 seeds [0, 1, 2]")
+
+
 # ---------------------------------------------------------------- outside models
 
 OUTSIDE = """
