@@ -468,6 +468,9 @@ def _settings(record: RunRecord) -> dict:
     return out
 
 
+SCORED_SETTINGS = "scored from given weights (not trained here)"
+
+
 def differing_settings(agg: list[dict]) -> dict[int, str]:
     """id(row) -> 'lr=0.0005 batch_size=64': the settings in which rows of one architecture and
     evaluation set differ from each other (rows it does not concern are left out; empty when no
@@ -479,10 +482,14 @@ def differing_settings(agg: list[dict]) -> dict[int, str]:
     for rows in by_arch.values():
         if len(rows) < 2:
             continue
-        settings = [_settings(g["records"][0]) for g in rows]
+        # rows of `bayesbench score` (weights given, no training config) say so; listing every
+        # training setting as '-' against the trained rows' values would say nothing
+        trained = [g for g in rows if (g["records"][0].config or {}).get("train")]
+        out.update({id(g): SCORED_SETTINGS for g in rows if g not in trained})
+        settings = [_settings(g["records"][0]) for g in trained]
         keys = sorted({k for st in settings for k in st
                        if len({json.dumps(x.get(k), default=str) for x in settings}) > 1})
-        for g, st in zip(rows, settings):
+        for g, st in zip(trained, settings):
             out[id(g)] = " ".join(f"{k}={st.get(k, '-')}" for k in keys) or "-"
     return out
 

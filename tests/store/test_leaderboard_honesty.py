@@ -83,3 +83,20 @@ def test_an_interval_clipped_at_zero_reads_0_not_in_scientific_notation(tmp_path
     assert "| 0.2500 [0, " in mamba and "e+00" not in md
     gru = next(line for line in md.splitlines() if "| gru" in line)
     assert "2.00e-04 2.01e-04" in gru
+
+
+def test_a_row_scored_from_given_weights_says_so_in_the_settings_column(tmp_path):
+    """`bayesbench score` rows (no training config) beside a trained row of the same arch: the
+    settings cell says they were scored from given weights, instead of every training setting as
+    '-' against the trained row's values; trained rows compare only among themselves."""
+    db = str(tmp_path / "r.sqlite")
+    write_rows([_row("t", s, 0.3, arch="mine") for s in range(2)], db)
+    scored = _row("score-1", 0, 1.2, arch="mine")
+    scored["config"] = {**scored["config"], "train": None}
+    scored["steps"] = 0
+    write_rows([scored], db)
+    lines = [x for x in markdown(select_rows(db)).splitlines() if "| mine" in x]
+    assert len(lines) == 2
+    assert "| mine | - | 0.1k | 200 |" in lines[0]
+    assert "| mine | scored from given weights (not trained here) | 0.1k | 0 |" in lines[1]
+    assert "lr=" not in "\n".join(lines)
