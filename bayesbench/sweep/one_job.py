@@ -61,6 +61,7 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
     send = report or (lambda event: None)
     job = sj.job
     where: dict = {"phase": "setup"}
+    trainer = None
     try:
         meta = {**job.meta(sj.group_id), "sweep_size": sj.size}
         run_dir = sj.run_dir(runs_dir)
@@ -69,11 +70,10 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
             resumed_from = trainer.step
             send({"kind": "start", "key": sj.key, "pid": os.getpid(), "host": socket.gethostname(),
                   "step": resumed_from})
+            where = {"phase": "training", "steps": job.train.steps}  # its step: the last checkpoint's (below)
             while True:
                 result = trainer.fit(progress=False,
                                      stop_at=min(trainer.step + sj.checkpoint_every, job.train.steps))
-                where = {"phase": "training", "step": trainer.step, "steps": job.train.steps,
-                         "checkpoint": result.checkpoint}
                 send({"kind": "step", "key": sj.key, "step": trainer.step})
                 if trainer.finished:  # every step done, or no member left training (diverged or stopped by `until`)
                     break
@@ -82,6 +82,10 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
                                 write=False)
             write_run_file(os.path.join(run_dir, RUN_FILE), records)
     except interrupt.Interrupted as stop:
+        if where["phase"] == "training":  # stopped outside the trainer's own stop (e.g. in a chunk's last save):
+            # the step a rerun resumes from is the last checkpoint's, not the last chunk's
+            where = ({**where, "step": trainer.saved_step, "checkpoint": trainer.checkpoint_path()}
+                     if trainer.saved_step is not None else {"phase": "setup"})
         interrupt.claim(stop, sj.label, where)
         raise
     return {"key": sj.key, "records": records, "resumed_from": resumed_from, "pid": os.getpid(),

@@ -325,6 +325,7 @@ class Trainer:
         self.params = list(self.model.parameters())  # model order (the optimiser's buffer puts decayed ones first)
         self.streams = [MemberStream(task, s, cfg.batch_size, cfg.prefetch, self.device) for s in self.seeds]
         self.step = 0
+        self.saved_step: int | None = None  # the step of the last checkpoint this trainer wrote or loaded
         self.losses: list[Tensor] = []  # host copies, one [E] row per step, filled at each sync
         self.alive = [True] * len(self.seeds)  # host view of the guard, as of the last sync
         self.diverged: dict[int, str] = {}
@@ -535,7 +536,9 @@ class Trainer:
             "elapsed": self.elapsed, "meta": self.meta,
             "curve": None if self.curve is None else self.curve.state_dict(), "stopped": self.stopped,
         }
-        return save_atomic(state, path)
+        path = save_atomic(state, path)
+        self.saved_step = self.step
+        return path
 
     def load(self, path: str) -> None:
         """Continue from a checkpoint written by `save` for the same configuration."""
@@ -557,6 +560,7 @@ class Trainer:
         if state["cuda_rng"] is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])
         self.run_id, self.step, self.elapsed = state["run_id"], state["step"], state["elapsed"]
+        self.saved_step = self.step
         self.losses = list(state["losses"].cpu().unbind(0))
         self.alive, self.diverged = list(state["alive"]), dict(state["diverged"])
         self._alive = torch.tensor(self.alive, dtype=torch.bool, device=self.device)
