@@ -46,6 +46,9 @@ class ModelEntry:
     description: str
     build: Builder
     config: type | None = None  # the dataclass the builder's **cfg go to
+    # raised whenever a change to the architecture's code changes what a seed trains to: part of
+    # every job key (`bayesbench.versions`)
+    version: int = 1
 
 
 _MODELS: dict[str, ModelEntry] = {}
@@ -54,14 +57,16 @@ OUTSIDE_HOME = "outside"  # the module that registers the builder of outside mod
 _outside: Builder | None = None
 
 
-def register_model(name: str, description: str = "", *, config: type | None = None) -> Callable[[Builder], Builder]:
+def register_model(name: str, description: str = "", *, config: type | None = None,
+                   version: int = 1) -> Callable[[Builder], Builder]:
     """Decorator adding a builder under `name` (one name, one builder); `config`: the dataclass
-    its **cfg go to (for `model_options`)."""
+    its **cfg go to (for `model_options`); `version`: the architecture's code version
+    (`ModelEntry.version`)."""
 
     def add(build: Builder) -> Builder:
         if name in _MODELS and _MODELS[name].build is not build:
             raise ValueError(f"model name {name!r} is already registered")
-        _MODELS[name] = ModelEntry(name, description, build, config)
+        _MODELS[name] = ModelEntry(name, description, build, config, version)
         return build
 
     return add
@@ -79,6 +84,17 @@ def _outside_builder() -> Builder:
     if _outside is None:
         importlib.import_module(f"{__package__}.{OUTSIDE_HOME}")  # it registers its builder
     return _outside
+
+
+def model_code(name: str) -> dict:
+    """The code behind architecture `name` (`bayesbench.versions`): a built-in one's version, an
+    outside one's contents (`models.outside.code`)."""
+    if is_outside(name):
+        return importlib.import_module(f"{__package__}.{OUTSIDE_HOME}").code(name)
+    _load(name)
+    if name not in _MODELS:
+        raise ValueError(f"unknown model {name!r}; available: {', '.join(sorted(_MODELS))}")
+    return {"version": _MODELS[name].version}
 
 
 # Where each built-in architecture is registered: building one imports its file alone (not every

@@ -29,6 +29,7 @@ import io
 import json
 import math
 
+from .. import versions
 from .curve_stats import Reach, common_range, log_auc, reach, reached_from, still_improving, trained_part
 from .database import read_records
 from .records import EvalResult, RunRecord, json_safe
@@ -199,7 +200,9 @@ def config_key(record: RunRecord) -> str:
                        "train": cfg.get("train"), "max_len": cfg.get("max_len"),
                        "eval_lengths": cfg.get("eval_lengths"), "eval_sequences": cfg.get("eval_sequences"),
                        # numbers differ in their last digits between torch thread counts: like with like
-                       "threads": (record.environment or {}).get("threads")},
+                       "threads": (record.environment or {}).get("threads"),
+                       # the code that made them: an edited file or a raised version is another result
+                       "code": versions.keyed(record.code)},
                       sort_keys=True, default=str)
 
 
@@ -214,7 +217,7 @@ def _aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: b
         for name, ev in r.evals.items():
             n_seq = ev.entropy_mae.n_sequences  # rows are comparable only on the same evaluation set
             key = (r.task_label, name, n_seq, r.arch, r.run_id if per_run else config_key(r))
-            g = groups.setdefault(key, {"task": r.task_label, "eval": name, "arch": r.arch,
+            g = groups.setdefault(key, {"task": r.task_label, "eval": name, "arch": r.arch, "set_code": set_code(r),
                                         "params": r.params, "steps": r.steps, "runs": {}, "by_seed": {},
                                         "positions": ev.positions, "floors": ev.floors,
                                         "n_sequences": ev.entropy_mae.n_sequences,
@@ -235,7 +238,7 @@ def _aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: b
         g["n_runs"] = len(g.pop("runs"))
     _curve_stats(list(groups.values()), curve_metric, threshold)
     out = sorted(groups.values(), key=lambda g: (g["task"], _eval_order(g["eval"]), -g["n_sequences"],
-                                                 _sort_key(_mean(g["values"][metric]))))
+                                                 g["set_code"], _sort_key(_mean(g["values"][metric]))))
     for g in out:
         g["means"] = {m: _mean(v) for m, v in g["values"].items()}
         g["ci"] = seed_interval(g["values"][metric])
@@ -244,8 +247,36 @@ def _aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: b
 
 def block_key(g: dict) -> tuple:
     """The rows that may be ranked together: one task, one evaluation, one evaluation set (the
-    same sequences: the set is fixed by the task and its size)."""
-    return (g["task"], g["eval"], g["n_sequences"])
+    same sequences: the set is fixed by the task, its code and its size) and one definition of
+    the metrics (their versions)."""
+    return (g["task"], g["eval"], g["n_sequences"], g["set_code"])
+
+
+def set_code(record: RunRecord) -> str:
+    """What of a row's code decides which numbers it can be ranked against: the tunnel's (its
+    sequences and posteriors) and the metrics' (their definitions), as far as keys name them
+    (`versions.keyed`): '' for first-version built-ins."""
+    code = versions.keyed({part: record.code.get(part) for part in ("task", "metrics") if part in record.code})
+    return json.dumps(code, sort_keys=True) if code else ""
+
+
+def _set_marks(agg: list[dict]) -> dict[tuple, str]:
+    """block_key -> what tells its set apart from the other sets of the same task and evaluation
+    in the table (', 512 seq', ', tunnel contents 1a2b..'), '' where a task and evaluation has one set."""
+    by_eval: dict[tuple, set] = {}
+    for g in agg:
+        by_eval.setdefault((g["task"], g["eval"]), set()).add(block_key(g))
+    marks = {}
+    for keys in by_eval.values():
+        sizes = {k[2] for k in keys}
+        codes = {k[3] for k in keys}
+        for k in keys:
+            parts = [f"{k[2]} seq"] if len(sizes) > 1 else []
+            if len(codes) > 1:
+                code = json.loads(k[3]) if k[3] else {}
+                parts += [f"{versions.WHAT[p]} {versions.short(code[p])}" for p in sorted(code)] or ["first versions"]
+            marks[k] = "".join(f", {p}" for p in parts)
+    return marks
 
 
 AT_FLOOR = 0.01  # a row whose mean is within 1% of the uniform floor, or above it, is marked "at floor"
@@ -395,15 +426,13 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
     for g in agg:
         v = g["means"][metric]
         best[block_key(g)] = min(best.get(block_key(g), math.inf), v if math.isfinite(v) else math.inf)
-    sizes: dict[tuple, set] = {}
-    for g in agg:
-        sizes.setdefault((g["task"], g["eval"]), set()).add(g["n_sequences"])
+    marks = _set_marks(agg)
     for i, g in enumerate(agg):
         key = block_key(g)
         ratio = g["means"][metric] / best[key] if 0 < best[key] < math.inf else float("nan")
         lo, hi = g["ci"]
         ci = f" [{_fmt(max(lo, 0.0))}, {_fmt(hi)}]" if math.isfinite(lo) else ""
-        size = f", {g['n_sequences']} seq" if len(sizes[(g["task"], g["eval"])]) > 1 else ""
+        size = marks[key]
         mean = _fmt(g["means"][metric]) + ci if math.isfinite(g["means"][metric]) else "diverged (every seed)"
         settings = f" {differ.get(id(g), '-')} |" if differ else ""
         lines.append(f"| {g['task']} | {g['eval']}{'' if not g['primary'] else ' (trained)'}{size} | "
@@ -428,8 +457,11 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
               "seed run twice counts once, its newest run), then which.",
               *_curve_notes(agg, cm, threshold),
               "- rows are ranked only against rows scored on the same evaluation set (task, evaluation, number of "
-              "sequences: the set is fixed by these); a table holding several sets of one evaluation says each row's "
-              "size ('512 seq') and gives each set its own floors and 'x best'",
+              "sequences and the tunnel's code: the set is fixed by these) with the same metric definitions; a table "
+              "holding several of one evaluation says what sets each apart ('512 seq'; 'tunnel contents 1a2b..', an "
+              "edited tunnel file; 'metric definitions entropy_mae=v2', a changed metric) and gives each its own "
+              "floors and 'x best'; rows made by different code (file contents, versions: docs/results.md) are never "
+              "pooled, and the settings column names it ('model_code=...') where that is all they differ by",
               f"- '(at floor)': the row's mean is within {AT_FLOOR:.0%} of the uniform floor of its set, or above it; "
               "'(k of n diverged, at step s)': those members' numbers are not results (shown as 'diverged@s' and "
               "left out of the mean and its interval)",
@@ -465,6 +497,9 @@ def _settings(record: RunRecord) -> dict:
     for part in (record.task_config or {}, cfg.get("model_args") or {}, cfg.get("train") or {}):
         out.update({k: v for k, v in part.items() if k != "task" and not isinstance(v, (dict, list))})
     out["threads"] = (record.environment or {}).get("threads")
+    keyed = versions.keyed(record.code)  # 'model_code=1a2b3c4d5e6f7a8b': rows that differ only by their code
+    for part in versions.WHAT:
+        out[f"{part}_code"] = versions.short(keyed[part]) if part in keyed else f"v{versions.FIRST}"
     return out
 
 
@@ -482,15 +517,17 @@ def differing_settings(agg: list[dict]) -> dict[int, str]:
     for rows in by_arch.values():
         if len(rows) < 2:
             continue
-        # rows of `bayesbench score` (weights given, no training config) say so; listing every
-        # training setting as '-' against the trained rows' values would say nothing
+        # rows of `bayesbench score` (weights given, no training config) say so, and are compared
+        # among themselves: listing every training setting as '-' against trained rows says nothing
         trained = [g for g in rows if (g["records"][0].config or {}).get("train")]
-        out.update({id(g): SCORED_SETTINGS for g in rows if g not in trained})
-        settings = [_settings(g["records"][0]) for g in trained]
-        keys = sorted({k for st in settings for k in st
-                       if len({json.dumps(x.get(k), default=str) for x in settings}) > 1})
-        for g, st in zip(trained, settings):
-            out[id(g)] = " ".join(f"{k}={st.get(k, '-')}" for k in keys) or "-"
+        scored = [g for g in rows if g not in trained]
+        for part, prefix in ((trained, ""), (scored, SCORED_SETTINGS)):
+            settings = [_settings(g["records"][0]) for g in part]
+            keys = sorted({k for st in settings for k in st
+                           if len({json.dumps(x.get(k), default=str) for x in settings}) > 1})
+            for g, st in zip(part, settings):
+                text = " ".join(f"{k}={st.get(k, '-')}" for k in keys)
+                out[id(g)] = "; ".join(t for t in (prefix, text) if t) or "-"
     return out
 
 
@@ -621,7 +658,9 @@ def headline(records: list[RunRecord]) -> list[str]:
     for g in _aggregate(records, "entropy_mae"):
         if g["primary"]:
             blocks.setdefault(block_key(g), []).append(g)
-    for (task, ev, n), rows in blocks.items():
+    marks = _set_marks([g for rows in blocks.values() for g in rows])
+    for key, rows in blocks.items():
+        (task, ev, n, _), code = key, marks[key].replace(f", {key[2]} seq", "")
         rows = sorted(rows, key=lambda g: _sort_key(g["means"]["entropy_mae"]))
         text = ""
         for k, g in enumerate(rows):
@@ -630,7 +669,7 @@ def headline(records: list[RunRecord]) -> list[str]:
             mean = g["means"]["entropy_mae"]
             text += (f"{g['arch']} " + (f"{mean:.4f}" if math.isfinite(mean) else "diverged")
                      + _row_marks(g, "entropy_mae"))
-        lines.append(f"{task} ({ev}, {n} sequences): mean entropy MAE (bits) over seeds, best first: {text} "
+        lines.append(f"{task} ({ev}, {n} sequences{code}): mean entropy MAE (bits) over seeds, best first: {text} "
                      "('<': 95% intervals over seeds apart; '~': they overlap, a tie at this number of seeds; '<?': "
                      "fewer than two seeds, untested)")
         by_arch = {g["arch"]: [v for v, st in zip(g["values"]["entropy_mae"], g["status"]) if st == "ok"]

@@ -231,6 +231,11 @@ class RunRecord:
         return self.evaluation.primary
 
     @property
+    def code(self) -> dict:
+        """The code that produced this row (config["code"]: `bayesbench.versions`)."""
+        return (self.config or {}).get("code") or {}
+
+    @property
     def evals(self) -> dict[str, EvalResult]:
         return self.evaluation.evals
 

@@ -22,10 +22,11 @@ from ..models.outside import preset_options
 from ..models.registry import is_outside
 from ..presets import TaskSetup, get_preset, outside_setup
 from ..scoring.evaluate import evaluation_tasks, max_eval_len
+from ..scoring.metrics import METRIC_VERSIONS
 from ..tasks import Task, is_outside_task, outside_task, task_from_config
 from ..tasks.base import available_bytes, check_fits, format_bytes
 from ..tasks.check import check_task
-from ..training.trainer import TrainConfig, open_trainer
+from ..training.trainer import TrainConfig, open_trainer, run_code
 
 
 def resolve_device(device: str | None) -> str:
@@ -107,6 +108,13 @@ class Job:
         return max_eval_len(self.task, self.setup.eval_lengths, self.setup.eval_scored)
 
     @functools.cached_property
+    def code(self) -> dict:
+        """The code the job trains and scores with (`bayesbench.versions`): the tunnel's, the
+        architecture's, the trainer's and the metrics' versions or file contents. Computed once,
+        where the job is resolved; its key holds it, and the worker checks it is still the code."""
+        return {**run_code(self.task, self.arch), "metrics": dict(METRIC_VERSIONS)}
+
+    @functools.cached_property
     def params(self) -> int:
         """Parameters per ensemble member."""
         return count_params(self.arch, self.task, max_len=self.max_len, **self.model)
@@ -125,7 +133,7 @@ class Job:
     def meta(self, group_id: str | None) -> dict:
         return {"preset": self.preset, "label": self.setup.label, "group_id": group_id, "name": self.name,
                 "eval_lengths": list(self.setup.eval_lengths), "eval_scored": list(self.setup.eval_scored),
-                "eval_sequences": self.setup.eval_sequences, "overrides": dict(self.overrides)}
+                "eval_sequences": self.setup.eval_sequences, "overrides": dict(self.overrides), "code": self.code}
 
 
 def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] | None = None,

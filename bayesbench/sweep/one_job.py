@@ -39,6 +39,20 @@ def _logged(sj: SweepJob, trainer, run_dir: str, meta: dict):
         logger.close()
 
 
+def check_still_keyed(sj: SweepJob) -> None:
+    """Refuse to train a job whose code changed between its keying (in the driver) and now (in
+    the worker, which imports outside files anew): its rows would be stored under the old code's
+    key. Raises `training.trainer.CodeChanged` naming what changed."""
+    from .. import versions
+    from ..training.trainer import CodeChanged, run_code
+
+    now = {**run_code(sj.job.task, sj.job.arch), "metrics": sj.job.code.get("metrics")}
+    changed = versions.changed(sj.job.code, now)
+    if changed:
+        raise CodeChanged(f"{sj.label}: {'; '.join(changed)} after the job was keyed; run the command again to key "
+                          "it by the code as it is now")
+
+
 def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | None = None,
                     cache_dir: str | None = None) -> dict:
     """Train (or finish) the job and evaluate it; returns {"key", "records", "resumed_from", ...}.
@@ -65,6 +79,7 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
     try:
         meta = {**job.meta(sj.group_id), "sweep_size": sj.size}
         run_dir = sj.run_dir(runs_dir)
+        check_still_keyed(sj)
         with job.open_trainer(run_dir, run_id=sj.key, meta=meta, resume=True) as trainer, \
                 _logged(sj, trainer, run_dir, meta):
             resumed_from = trainer.step
