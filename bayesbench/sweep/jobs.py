@@ -265,6 +265,10 @@ def task_setup(p, key: str, task_args: dict | None = None) -> TaskSetup:
     setup = p.tasks[key]
     if not task_args:
         return setup
+    if "task" in task_args:  # it would silently make another task, with this one's settings
+        fields = ", ".join(f.name for f in dataclasses.fields(task_from_config(setup.task)) if f.init)
+        raise ValueError(f"--task-args for task {key!r}: 'task' is not a setting of task {setup.task['task']!r} (the "
+                         f"task is --task's); its settings: {fields}")
     config = {**setup.task, **task_args}
     try:
         task = task_from_config(config)

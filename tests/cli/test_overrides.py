@@ -44,7 +44,14 @@ def test_overrides_reach_the_job_the_record_and_the_leaderboard(tmp_path, capsys
     (["--train-args", "lr=fast"], "--train-args lr must be a positive finite number, got 'fast'"),
     (["--train-args", "steps=5"], "--train-args: steps has its own option, --steps"),
     (["--train-args", "lr=1e-3", "lr=2e-3"], "--train-args: lr given twice"),
-    (["--task-args", "LL=3"], "--task-args for task 'sticky': bad configuration for task 'sticky'"),
+    (["--task-args", "LL=3"], "--task-args for task 'sticky': 'LL' is not a setting of task 'sticky' (did you mean "
+                              "'L'?); its settings: V, L, a, b"),
+    # issue 29, section 3: Python's "get_task() got multiple values for argument 'name'"
+    (["--task-args", "name=foo"], "--task-args for task 'sticky': 'name' is not a setting of task 'sticky'; its "
+                                  "settings: V, L, a, b"),
+    (["--task-args", "task=hmm"], "--task-args for task 'sticky': 'task' is not a setting of task 'sticky' (the task "
+                                  "is --task's); its settings: V, L, a, b"),
+    (["--task-args", "a=true"], "--task-args for task 'sticky': a must be a positive finite number"),
     (["--model-args", "d_modl=3"], "--model-args for transformer: bad configuration for model 'transformer'"),
 ])
 def test_bad_overrides_are_one_line_and_train_nothing(tmp_path, capsys, argv, words):
