@@ -217,7 +217,17 @@ def test_bad_input_is_one_line_and_stores_nothing(capsys, env):
     score = ["score", "--model", "./mine.py:build", "--task", "bijection", "--db", env["db"]]
     _fails(capsys, env, [*score, "--checkpoint", "other.pt"], "holds another architecture")
     (env["tmp"] / "junk.pt").write_text("not a checkpoint")
-    _fails(capsys, env, [*score, "--checkpoint", "junk.pt"], "not a readable torch checkpoint")
+    # issue 29, section 3: torch's advice that weights_only=False "will likely succeed" was passed on
+    _fails(capsys, env, [*score, "--checkpoint", "junk.pt"], "--checkpoint junk.pt is not a checkpoint or a state dict "
+           "(16 bytes: not a file torch.save wrote)")
+    torch.save(mine.build(bayesbench.model_spec("bijection")), "whole.pt")  # the module, not its state dict
+    _fails(capsys, env, [*score, "--checkpoint", "whole.pt"], "--checkpoint whole.pt is not a checkpoint or a state "
+           "dict (pickled Python objects, not only tensors: mine.Net; save module.state_dict() rather than the module)")
+    (env["tmp"] / "empty.pt").write_bytes(b"")
+    _fails(capsys, env, [*score, "--checkpoint", "empty.pt"], "--checkpoint empty.pt is not a checkpoint or a state "
+           "dict (the file is empty)")
+    err = capsys.readouterr().err
+    assert "weights_only" not in err and "likely succeed" not in err
     _fails(capsys, env, ["score", "--model", "./mine.py:build", "--checkpoint", "other.pt", "--db", env["db"]],
            "--task is needed")
     # NaN weights: the trial forward refuses them
