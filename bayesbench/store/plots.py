@@ -215,7 +215,8 @@ def _band(records: list[RunRecord], metric: str) -> tuple[list[int], list[float]
     return steps, *mean_and_range([[c.metric(metric)[c.step.index(s)] for s in steps] for c in curves])
 
 
-def curve_metrics(db: str | None = None, *, task: str | None = None, group_id: str | None = None) -> dict[str, list[str]]:
+def curve_metrics(db: str | None = None, *, task: str | None = None,
+                  group_id: str | None = None) -> dict[str, list[str]]:
     """{task label: the metrics its stored learning curves measure} over the stored runs that have
     curves (e.g. the bijection's cases 'kl:repeated' and 'kl:new' are measured for it alone)."""
     out: dict[str, set[str]] = {}
