@@ -43,6 +43,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
+from ..checks import SettingError
 from .base import EnsembleModel, TaskLike, TaskShape
 
 Factory = Callable[..., nn.Module]
@@ -171,6 +172,8 @@ class AdaptedModel(EnsembleModel):
             if "unexpected keyword argument" in str(err) or "required" in str(err):
                 raise  # a configuration mismatch: the registry names it
             raise ValueError(f"{self.cfg.spec}: the factory raised TypeError: {_first_line(err)}") from err
+        except SettingError:
+            raise  # a rule of bayesbench's own on an option (the hf: factories' sizes): it names the option
         except Exception as err:  # noqa: BLE001  (the user's factory failing, on its options too, is the user's error)
             raise ValueError(f"{self.cfg.spec}: the factory raised {type(err).__name__}: {_first_line(err)}") from err
         if isinstance(module, EnsembleModel):
