@@ -23,10 +23,14 @@ its handler, so `--help` stays fast.
 
 from __future__ import annotations
 
-import argparse
-import sys
+from ..running import interrupt as _interrupt
 
-from . import (
+_interrupt.guard_startup()  # a signal during the imports below: one line, exit 130 (`run_command` hands it back)
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+
+from . import (  # noqa: E402
     cases,
     compare,
     emsgd,
@@ -44,7 +48,7 @@ from . import (
     train,
     tunnels,
 )
-from .errors import add_debug_flag, run_command
+from .errors import add_debug_flag, run_command  # noqa: E402
 
 # In the order `bayesbench --help` lists them.
 COMMANDS = (run, train, evaluate, cases, leaderboard, compare, export, plot, profile, models, tasks, score, sweep,

@@ -29,6 +29,7 @@ from typing import Callable
 
 import torch
 
+from ..checks import positive_int
 from .base import EnsembleModel, TaskLike, TaskShape
 from .capacity import meta_params
 
@@ -147,6 +148,8 @@ def build_model(name: str, task_or_shape: TaskLike | TaskShape, *, ensemble: int
     if name not in _MODELS and not outside:
         raise ValueError(f"unknown model {name!r}; available: {', '.join(sorted(_MODELS))} "
                          "(or your own: 'pkg.mod:build', './file.py:build', 'hf:gpt2')")
+    if not outside and cfg.get("match_params") is not None:  # every builder that matches reads it as a count
+        positive_int("match_params", cfg["match_params"], "the parameter count to match")
     try:
         if outside:
             return _outside_builder()(name, TaskShape.of(task_or_shape, max_len), ensemble, **cfg)

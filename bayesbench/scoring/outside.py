@@ -160,8 +160,10 @@ def _read_checkpoint(path: str, device: str):
     try:
         return torch.load(path, map_location=device, weights_only=True)
     except Exception as err:  # noqa: BLE001
-        raise ValueError(f"--checkpoint {path}: not a readable torch checkpoint ({type(err).__name__}: "
-                         f"{str(err).splitlines()[0] if str(err) else ''})") from None
+        from ..training.checkpoint import load_failure
+
+        raise ValueError(f"--checkpoint {path} is not a checkpoint or a state dict ({load_failure(path, err)})") \
+            from None
 
 
 def _state_dict_of(obj, path: str) -> dict:

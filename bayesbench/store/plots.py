@@ -215,6 +215,17 @@ def _band(records: list[RunRecord], metric: str) -> tuple[list[int], list[float]
     return steps, *mean_and_range([[c.metric(metric)[c.step.index(s)] for s in steps] for c in curves])
 
 
+def curve_metrics(db: str | None = None, *, task: str | None = None,
+                  group_id: str | None = None) -> dict[str, list[str]]:
+    """{task label: the metrics its stored learning curves measure} over the stored runs that have
+    curves (e.g. the bijection's cases 'kl:repeated' and 'kl:new' are measured for it alone)."""
+    out: dict[str, set[str]] = {}
+    for r in select_rows(db, task=task, group_id=group_id):
+        if r.learning_curve is not None:
+            out.setdefault(r.task_label, set()).update(r.learning_curve.values)
+    return {label: [m for m in CURVE_METRIC_NAMES if m in ms] for label, ms in sorted(out.items())}
+
+
 def plot_learning_curves(db: str | None = None, out_dir: str = "results/plots", *, task: str | None = None,
                          metric: str = "entropy_mae", threshold: float = DEFAULT_THRESHOLD,
                          group_id: str | None = None) -> list[str]:

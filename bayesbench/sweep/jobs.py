@@ -240,13 +240,22 @@ def with_model_args(preset_cfg: dict, model_args: dict) -> dict:
 
 def check_ensemble_fits(job: Job) -> None:
     """Refuse, before anything is built, an ensemble whose weights, gradients and optimiser
-    state alone (4 float32 copies of every member's parameters) exceed the device's free memory."""
-    need = 16 * job.params * len(job.seeds)
+    state alone (4 float32 copies of every member's parameters) exceed the device's free memory,
+    naming the cause: one member too large (the model's size), or too many members (the seeds)."""
+    one = 16 * job.params
     free = available_bytes(torch.device(job.device))
-    if free is not None and need > free:
-        raise ValueError(f"{job.describe()}: an ensemble of {len(job.seeds):,} members of {job.params:,} parameters "
-                         f"needs at least {format_bytes(need)} for its weights, gradients and optimiser state, and "
-                         f"{job.device} has {format_bytes(free)} free; use fewer seeds (--seeds)")
+    if free is None or one * len(job.seeds) <= free:
+        return
+    state = "for its weights, gradients and optimiser state"
+    if one > free:
+        given = " ".join(f"{k}={v}" for k, v in (job.overrides.get("model") or {}).items())
+        cause = (f"the model (--model-args {given}) is too large for this device; make it smaller" if given else
+                 "the model is too large for this device; make it smaller (--model-args, e.g. d_model)")
+        raise ValueError(f"{job.describe()}: one member of {job.params:,} parameters needs at least "
+                         f"{format_bytes(one)} {state}, and {job.device} has {format_bytes(free)} free: {cause}")
+    raise ValueError(f"{job.describe()}: an ensemble of {len(job.seeds):,} members of {job.params:,} parameters "
+                     f"needs at least {format_bytes(one * len(job.seeds))} {state}, and {job.device} has "
+                     f"{format_bytes(free)} free; at most {free // one:,} members fit: use fewer seeds (--seeds)")
 
 
 def check_sets_fit(job: Job) -> None:
@@ -273,6 +282,10 @@ def task_setup(p, key: str, task_args: dict | None = None) -> TaskSetup:
     setup = p.tasks[key]
     if not task_args:
         return setup
+    if "task" in task_args:  # it would silently make another task, with this one's settings
+        fields = ", ".join(f.name for f in dataclasses.fields(task_from_config(setup.task)) if f.init)
+        raise ValueError(f"--task-args for task {key!r}: 'task' is not a setting of task {setup.task['task']!r} (the "
+                         f"task is --task's); its settings: {fields}")
     config = {**setup.task, **task_args}
     try:
         task = task_from_config(config)
@@ -304,17 +317,23 @@ def _can_score(task: Task, name: str) -> bool:
 
 
 def trial_forward(job) -> str:
-    """Build two members for the job's task (factory, trial forward, path choice) before anything
-    runs, so a broken model fails here; says which forward path it got."""
+    """Build two members for the job's task (factory, trial forward, path choice: vmap over
+    members needs two to be tried) before anything runs, so a broken model fails here; says which
+    forward path the job's own members get. The trial's two members are not the job's: the
+    adapter's note is left to the job's model (`adapter.notes_off`)."""
     import warnings
 
     from ..models import get_model
+    from ..models.adapter import notes_off
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), notes_off():
         warnings.simplefilter("ignore", RuntimeWarning)  # the fallback is reported in the line instead
         model = get_model(job.arch, job.task, seeds=[0, 1], max_len=job.max_len, **job.model)
+    n = len(job.seeds)
     if model.path == "vmap":
-        return "vmap over members (one batched call)"
-    return f"a loop over members (vmap failed: {model.cfg.fallback})"
+        return f"vmap over its {n} member{'s' if n != 1 else ''} (one batched call)"
+    if n == 1:
+        return f"one forward call for its 1 member (vmap over members fails: {model.cfg.fallback})"
+    return f"a loop over its {n} members, one call each (vmap failed: {model.cfg.fallback})"
 
 

@@ -76,9 +76,10 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
     job = sj.job
     where: dict = {"phase": "setup"}
     trainer = None
+    run_dir = sj.run_dir(runs_dir)
+    made_here = not os.path.exists(run_dir)
     try:
         meta = {**job.meta(sj.group_id), "sweep_size": sj.size}
-        run_dir = sj.run_dir(runs_dir)
         check_still_keyed(sj)
         with job.open_trainer(run_dir, run_id=sj.key, meta=meta, resume=True) as trainer, \
                 _logged(sj, trainer, run_dir, meta):
@@ -102,6 +103,19 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
             where = ({**where, "step": trainer.saved_step, "checkpoint": trainer.checkpoint_path()}
                      if trainer.saved_step is not None else {"phase": "setup"})
         interrupt.claim(stop, sj.label, where)
+        _remove_if_empty(run_dir, made_here)
+        raise
+    except BaseException:
+        _remove_if_empty(run_dir, made_here)
         raise
     return {"key": sj.key, "records": records, "resumed_from": resumed_from, "pid": os.getpid(),
             "host": socket.gethostname()}
+
+
+def _remove_if_empty(run_dir: str, made_here: bool) -> None:
+    """Remove the run directory of a job that failed, if this job made it and left it empty (no
+    checkpoint to resume, nothing of anyone else's; its lock is released by then): rmdir refuses a
+    directory with anything in it."""
+    if made_here:
+        with contextlib.suppress(OSError):
+            os.rmdir(run_dir)

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import versions
-from ..checks import positive_int
+from ..checks import SettingError, boolean, int_at_least, number_in, one_of, positive_int, positive_number
 from ..models import EnsembleModel, get_model
 from ..models.registry import model_code
 from ..running import interrupt
@@ -101,28 +101,38 @@ class TrainConfig:
     until_metric: str = "entropy_mae"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "until", parse_until(self.until))
-        if self.until_metric not in CURVE_METRICS:
-            raise ValueError(f"until_metric must be one of {tuple(CURVE_METRICS)}, got {self.until_metric!r}")
-        if self.until is not None and not self.curves:
-            raise ValueError("until needs the learning curves (curves=True): a member stops on its curve")
-        if isinstance(self.curve_every, bool) or not isinstance(self.curve_every, int) or self.curve_every < 0:
-            raise ValueError(f"curve_every must be an integer >= 0 (0: log-spaced), got {self.curve_every!r}")
-        positive_int("curve_sequences", self.curve_sequences)
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
-        for f in ("steps", "batch_size", "prefetch", "sync_every"):
+        """Every field's rule, here and nowhere else: the command line, sweep files and the Python API
+        get these errors (a `SettingError` naming its fields, which callers prefix with where the value
+        came from: `--train-args beta1 must be ...`)."""
+        for f in ("steps", "batch_size", "prefetch", "sync_every", "curve_sequences"):
             positive_int(f, getattr(self, f))
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr!r}")
-        if self.warmup_steps < 0 or self.checkpoint_every < 0:
-            raise ValueError("warmup_steps and checkpoint_every must be >= 0")
-        if not 0.0 <= self.min_lr_ratio <= 1.0:
-            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
-        if not self.grad_clip > 0:
-            raise ValueError(f"grad_clip must be > 0, got {self.grad_clip!r}")
+        for f in ("warmup_steps", "checkpoint_every"):
+            int_at_least(f, getattr(self, f), 0)
+        int_at_least("curve_every", self.curve_every, 0, "0: log-spaced")
+        positive_number("lr", self.lr)
+        one_of("schedule", self.schedule, SCHEDULES)
+        number_in("min_lr_ratio", self.min_lr_ratio, 0, 1, what="the cosine schedule's last lr / lr")
+        number_in("weight_decay", self.weight_decay, 0, what="AdamW's decoupled decay")
+        for f in ("beta1", "beta2"):  # AdamW's moment decay rates: 1 would never forget, above 1 diverges
+            number_in(f, getattr(self, f), 0, 1, high_open=True)
+        positive_number("grad_clip", self.grad_clip, "the largest gradient norm per member")
+        for f in ("compile", "curves"):
+            boolean(f, getattr(self, f))
+        one_of("precision", self.precision, PRECISIONS)
+        one_of("until_metric", self.until_metric, tuple(CURVE_METRICS))
+        try:
+            object.__setattr__(self, "until", parse_until(self.until))
+        except ValueError as err:
+            raise SettingError(str(err), ("until",)) from None
+        if self.until is not None and not self.curves:
+            raise SettingError("until needs the learning curves (curves=true): a member stops on its curve",
+                               ("until", "curves"))
+
+    @classmethod
+    def check_settings(cls, settings: dict) -> None:
+        """Check some of the fields (e.g. a command line's, before a preset gives the rest) by the
+        rules above, the others at their defaults and `steps` 1 unless given; raises SettingError."""
+        cls(**{"steps": 1, **settings})
 
     def as_dict(self) -> dict:
         """The fields as a dict, without those added with the learning curves (`ADDED_FIELDS`)
