@@ -20,8 +20,8 @@ through setuptools-scm); this file decides what only the build machine knows:
   Python C API (no pybind11), so the extension is built with `py_limited_api` (abi3, torch >= 2.6)
   as pytorch/extension-cpp does: `_C.abi3.so`, not linked against libtorch_python.
 - **The commit.** setuptools-scm writes bayesbench/_version.py (version, commit, dirty) at build
-  time. Built from an unpacked sdist it knows the version (PKG-INFO) but not the commit; the
-  sdist's own _version.py does, and is handed on (`_carry_sdist_commit`).
+  time. Built from an unpacked sdist it knows the version (PKG-INFO) but not the commit, and from a
+  `git archive` export only an abbreviated one: `_carry_commit` hands it the full commit.
 """
 
 from __future__ import annotations
@@ -200,20 +200,42 @@ def _version_file_values() -> dict:
     return values
 
 
-def _carry_sdist_commit() -> None:
-    """In an unpacked sdist (PKG-INFO, no .git), pass the commit its version file names on to
-    setuptools-scm (its documented SETUPTOOLS_SCM_PRETEND_METADATA), which would otherwise write
-    the wheel's version file without one."""
-    if not os.path.exists(os.path.join(ROOT, "PKG-INFO")) or os.path.exists(os.path.join(ROOT, ".git")):
-        return
-    values = _version_file_values()
-    node, dirty = values.get("__commit_node__"), values.get("__dirty__")
+def _archival_node() -> str | None:
+    """The commit a `git archive` export filled into .git_archival.txt (export-subst), or None."""
+    try:
+        with open(os.path.join(ROOT, ".git_archival.txt"), encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "node" and "$Format" not in value and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return None
+
+
+def _carry_commit() -> None:
+    """Give setuptools-scm the commit it cannot see, through its documented
+    SETUPTOOLS_SCM_PRETEND_METADATA, so the version file of what is built names it:
+
+    - in an unpacked sdist (PKG-INFO, no .git) it knows the version but no commit: the sdist's own
+      version file, written when the sdist was made, has it;
+    - in a `git archive` export it reads the commit only from the tag description, abbreviated, or
+      not at all on the tagged commit itself: .git_archival.txt has the full hash.
+    """
+    if os.path.exists(os.path.join(ROOT, ".git")):
+        return  # a checkout: setuptools-scm asks git
+    if os.path.exists(os.path.join(ROOT, "PKG-INFO")):
+        values = _version_file_values()
+        node, dirty = values.get("__commit_node__"), bool(values.get("__dirty__"))
+    else:
+        node, dirty = _archival_node(), False
+        node = f"g{node}" if node else None
     if isinstance(node, str) and node:
         os.environ.setdefault("SETUPTOOLS_SCM_PRETEND_METADATA_FOR_BAYESBENCH",
                               f'{{node = "{node}", dirty = {"true" if dirty else "false"}}}')
 
 
-_carry_sdist_commit()
+_carry_commit()
 ext_modules, cmdclass, install_requires, options = extensions()
 
 setup(
