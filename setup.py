@@ -102,27 +102,31 @@ def _build_ext_class(base):
             missing = _cxx_compiler_missing()
             if missing:
                 _not_built(missing)
+                self._remove_older_builds(keep_new=False)
                 return
             try:
                 super().run()
             except Exception as err:  # distutils' CompileError, ninja's RuntimeError, a failing compiler check, ...
                 reason = str(err).strip().splitlines()[0].rstrip(".") if str(err).strip() else ""
                 _not_built(f"{type(err).__name__}: {reason}; the build output above has the details")
+                self._remove_older_builds(keep_new=False)
                 return
-            self._remove_shadowing_builds()
+            self._remove_older_builds(keep_new=True)
             cuda = any(("BAYESBENCH_WITH_CUDA", "1") in e.define_macros for e in self.extensions)
             _say(f"built the compiled extension bayesbench._C ({'CPU and CUDA' if cuda else 'CPU'} kernels)")
 
-        def _remove_shadowing_builds(self):
-            """An in-place build (editable install) leaves _C.abi3.so beside any _C.cpython-*.so of an
-            older build, and Python prefers the latter: remove it so the new build is the one loaded."""
+        def _remove_older_builds(self, keep_new: bool):
+            """An in-place build (editable install) writes _C.abi3.so into the package folder, where an
+            older build may lie: a _C.cpython-*.so, which Python would load first, or, when this build
+            failed, a _C.abi3.so of older sources. Remove them, so what is loaded is this build, or
+            nothing (the reference) as the one line says."""
             if not self.inplace:
                 return
             for ext in self.extensions:
                 built = os.path.abspath(self.get_ext_fullpath(ext.name))
                 stem = os.path.join(os.path.dirname(built), ext.name.rsplit(".", 1)[-1])
                 for other in glob.glob(stem + ".*.so") + glob.glob(stem + ".*.pyd"):
-                    if os.path.abspath(other) != built:
+                    if not (keep_new and os.path.abspath(other) == built):
                         os.remove(other)
 
     return OptionalBuildExtension

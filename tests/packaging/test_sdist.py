@@ -329,3 +329,20 @@ def test_pip_installs_from_a_git_url(tmp_path):
     assert installed["file"].startswith(str(tmp_path / "venv")), installed
     assert installed["git_commit"] == head and installed["git_dirty"] is False, installed
     assert installed["commit_source"] == "build"
+
+
+def test_a_failed_in_place_build_leaves_no_older_extension(tmp_path):
+    """An editable install whose compile fails removes the _C*.so of older builds from the package
+    folder, so the reference runs, as the line says, not stale compiled code (`setup.py build_ext
+    --inplace` is the step of `pip install -e .` that compiles)."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", ROOT, clone], check=True)
+    shutil.copy(ROOT / "setup.py", clone / "setup.py")  # this checkout's setup.py, committed or not
+    older = [clone / "bayesbench" / "_C.abi3.so", clone / "bayesbench" / "_C.cpython-311-x86_64-linux-gnu.so"]
+    for f in older:
+        f.write_bytes(b"an older build")
+    proc = _run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=clone,
+                env=_env(CXX=str(tmp_path / "no-such-compiler")))
+    said = _said(proc)
+    assert len(said) == 1 and said[0].startswith(NOT_BUILT + "no C++ compiler"), said
+    assert not [f for f in older if f.exists()]
