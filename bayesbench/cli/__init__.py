@@ -29,6 +29,7 @@ import sys
 from . import (
     cases,
     compare,
+    data,
     emsgd,
     evaluate,
     export,
@@ -39,6 +40,7 @@ from . import (
     profile,
     run,
     score,
+    site,
     sweep,
     tasks,
     train,
@@ -48,7 +50,7 @@ from .errors import add_debug_flag, run_command
 
 # In the order `bayesbench --help` lists them.
 COMMANDS = (run, train, evaluate, cases, leaderboard, compare, export, plot, profile, models, tasks, score, sweep,
-            tunnels, emsgd, geometry)
+            tunnels, emsgd, geometry, data, site)
 
 EPILOG = """Results go to an SQLite store (default ./results/bayesbench.sqlite; --db or $BAYESBENCH_DB).
 Metrics are in bits over the scored positions of a fixed evaluation set: entropy MAE = mean |H(model) - H(Bayes)|,
