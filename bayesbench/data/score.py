@@ -101,6 +101,7 @@ def score_predictions(paths: list[str], *, name: str, preset: str = "quick", tas
 
     check_name(name)
     int_at_least("--params", params, 0, "the model's parameter count; 0: not given")
+    int_at_least("--seed", seed, 0, "the seed label of the model that made the predictions")
     if task_args and task is None:
         raise ValueError("--task-args go with --task: the task whose options they change")
     preds = [read(p) for p in paths]  # every file read, and its form checked, before any set is drawn

@@ -199,8 +199,8 @@ def _row(g: dict, best: float, settings: str | None) -> str:
               f'<td class="num" data-value="{_num(g["wall_s"])}">{wall}</td>',
               f'<td class="num" data-value="{len(g["seeds"])}">{seeds}</td>']
     cells += [_mean_cell(g, m) for m in METRIC_ORDER]
-    cells += [f'<td class="num">{esc(per_seed_cell(g, "entropy_mae"))}</td>',
-              f'<td class="num" data-value="{_num(_reach_value(g))}">{esc(reach_cell(g["reach"]))}</td>',
+    cells += [f'<td class="num wrap">{esc(per_seed_cell(g, "entropy_mae"))}</td>',
+              f'<td class="num wrap" data-value="{_num(_reach_value(g))}">{esc(reach_cell(g["reach"]))}</td>',
               f'<td class="num">{esc(improving_cell(g["improving"]))}</td>',
               f'<td class="num" data-value="{_num(ratio)}">{f"{ratio:.1f}x" if math.isfinite(ratio) else "-"}</td>']
     return f'<tr data-members="{esc(members)}">' + "".join(cells) + "</tr>"
@@ -237,7 +237,7 @@ def _table(rows: list[dict], best: float, differ: dict, caption: str) -> str:
         if not scores:
             continue
         lead = 1 + with_settings
-        foot += (f'<tr><td colspan="{lead}">{name} (floor)</td>' + '<td class="num">-</td>' * 4
+        foot += (f'<tr><td class="arch" colspan="{lead}">{name} (floor)</td>' + '<td class="num">-</td>' * 4
                  + "".join(f'<td class="num">{fmt_bits(scores[m].mean) if m in scores else "-"}</td>'
                            for m in METRIC_ORDER) + '<td></td>' * 4 + "</tr>")
     return (f'<div class="scroll"><table class="board"><caption class="note">{esc(caption)}</caption>'

@@ -244,3 +244,22 @@ def test_probabilities_log_probabilities_and_the_posterior_itself(tmp_path, caps
     _bad(tmp_path, capsys, ["--predictions", _uniform_file(str(tmp_path / "w.parquet"), values, values=wrong)],
          "a probability of 0 at sequence 0, position 2 for a class the exact posterior gives mass (rule: "
          "KL(posterior || prediction) must be finite")
+
+
+def test_an_outside_tunnels_set_is_scored_with_its_task_named(tmp_path, capsys):
+    tunnel = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "outside_tunnel.py")
+    spec = f"{tunnel}:build"
+    assert main(["data", "export", spec, "--task-args", "L=6", "--sequences", "8",
+                 "--out", str(tmp_path / "coin")]) == 0
+    capsys.readouterr()
+    (entry,) = json.load(open(tmp_path / "coin" / "bayesbench.json"))["sets"]
+    path = _uniform_file(str(tmp_path / "coin.parquet"), entry)
+    _bad(tmp_path, capsys, ["--predictions", path], "a set exported with --task-args or of your own tunnel needs the "
+                                                    "same --task and --task-args here")
+    db = str(tmp_path / "r.sqlite")
+    assert main(["score", "--predictions", path, "--task", spec, "--task-args", "L=6", "--name", "coin-uniform",
+                 "--db", db]) == 0
+    capsys.readouterr()
+    (r,) = read_records(db)
+    assert r.task == "coin" and r.evals["standard"].set_id == entry["set_id"]
+    assert r.evals["standard"].kl.mean == pytest.approx(r.evals["standard"].floors["uniform"]["kl"].mean)

@@ -97,8 +97,8 @@ def test_a_rebuild_copies_the_figures_it_drew_and_replaces_the_site(site, capsys
     assert again["drawn"] == 0 and again["copied"] == site["built"]["drawn"] > 0
     assert main(["site", "--db", site["db"], "--out", site["out"]]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"wrote {site['out']}/index.html (") and "3 leaderboard rows of 6 stored seeds in 2 tables, 1 " \
-        "dynamics studies" in out
+    assert out.startswith(f"wrote {site['out']}/index.html (")
+    assert "3 leaderboard rows of 6 stored seeds in 2 tables, 1 dynamics studies" in out
     assert os.path.exists(os.path.join(site["out"], MARKER))
 
 
