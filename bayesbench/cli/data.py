@@ -13,8 +13,7 @@ from .args import check_folder, key_values, positive
 
 
 def add_parser(sub) -> None:
-    from ..data.export import FORMATS
-    from ..data.sets import SPLITS
+    from ..data import FORMATS, SPLITS
     from ..presets import PRESETS
 
     p = sub.add_parser("data", help="the tunnels as datasets: export the fixed evaluation sets, the curve set or fresh "

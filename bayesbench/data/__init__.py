@@ -9,3 +9,8 @@
 - `score`: `bayesbench score --predictions`: a checked file scored by the code that scores every
   model (`scoring.rows.score_run`) and stored as a row.
 """
+
+# The choices of `bayesbench data export`, here so that building the command line parser imports
+# no torch (tests/cli/test_commands.py).
+SPLITS = ("eval", "curve", "train")
+FORMATS = ("parquet", "hf")

@@ -23,10 +23,9 @@ import numpy as np
 from .. import __version__
 from ..scoring.evaluate import scored_positions
 from ..tasks import Batch
-from . import card
+from . import FORMATS, card
 from .sets import SetSpec, sets_of, task_setup
 
-FORMATS = ("parquet", "hf")
 MANIFEST = "bayesbench.json"
 CARD = "README.md"
 FORMAT_VERSION = 1

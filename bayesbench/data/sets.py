@@ -33,8 +33,7 @@ from ..scoring.evaluate import eval_set, eval_set_id, evaluation_tasks
 from ..tasks import Batch, Task, is_outside_task, task_from_config
 from ..training.curves import DEFAULT_CURVE_SEQUENCES, curve_batch
 from ..training.seeds import data_seed, eval_seed
-
-SPLITS = ("eval", "curve", "train")
+from . import SPLITS
 
 
 @dataclass(frozen=True)
