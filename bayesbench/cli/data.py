@@ -39,7 +39,13 @@ def add_parser(sub) -> None:
     e.add_argument("--format", default="parquet", choices=FORMATS,
                    help="parquet (one file per set, pyarrow) or hf (a datasets.DatasetDict saved to disk)")
     e.add_argument("--out", help="output folder (default data/<task>-<split>; an earlier export there is replaced)")
-    e.set_defaults(handler=cmd_data_export)
+    e.set_defaults(verb_handler=cmd_data_export)
+    p.set_defaults(handler=cmd_data)
+
+
+def cmd_data(args) -> int:
+    """`bayesbench data VERB`: the verb's handler (argparse requires a verb)."""
+    return args.verb_handler(args)
 
 
 def cmd_data_export(args) -> int:
