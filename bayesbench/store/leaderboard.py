@@ -119,9 +119,13 @@ def _num(x: float | None) -> float | None:
 
 
 def _json_eval(ev: EvalResult) -> dict:
-    """An evaluation's means in bits (one `<metric>_bits` key per metric) and its scored positions."""
+    """An evaluation's means in bits (one `<metric>_bits` key per metric) with their 95% intervals
+    over sequences (`<metric>_ci`), its scored positions and the set: its size and id."""
     out = {f"{name}_bits": _num(s.mean) for name, s in ev.metrics().items()}
+    out.update({f"{name}_ci": [_num(s.ci_low), _num(s.ci_high)] for name, s in ev.metrics().items()})
     out["positions"] = ev.positions
+    out.update({"n_sequences": ev.entropy_mae.n_sequences, "n_positions": ev.entropy_mae.n_positions,
+                "set_id": ev.set_id, "task": ev.task})
     if ev.floors is not None:
         out["floors"] = {name: {f"{m}_bits": _num(s.mean) for m, s in scores.items()}
                          for name, scores in ev.floors.items()}
@@ -157,8 +161,12 @@ def member_aucs(records: list[RunRecord], curve_metric: str) -> dict[tuple[str, 
 def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
               curve_metric: str = "entropy_mae", metric: str = "entropy_mae") -> dict:
     """{"runs": [...]}: one flat record per (run, seed), for --json; with its learning curve, why
-    and when it stopped, and the steps to `threshold` bits of `curve_metric`. `metric` "auc" adds
-    each member's AUC (`member_aucs`) and says so in "metric"."""
+    and when it stopped, and the steps to `threshold` bits of `curve_metric`; the settings that
+    define its leaderboard row (`settings`: `row_settings`, what must match for seeds to pool),
+    the code that made it, and per evaluation its set (`n_sequences`, `set_id`) and every
+    metric's 95% interval over sequences: what `bayesbench export` carries, so a consumer keeps
+    sets and settings apart. `metric` "auc" adds each member's AUC (`member_aucs`) and says so in
+    "metric"."""
     aucs = member_aucs(records, curve_metric) if metric == AUC else None
     runs = []
     for r in records:
@@ -180,6 +188,9 @@ def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
             "evals": {name: _json_eval(ev) for name, ev in r.evals.items()},
             "permutation": json_safe(r.permutation.to_json()) if r.permutation is not None else None,
             "created_at": r.created_at, "stop_step": r.stop_step, "stop_reason": r.stop_reason,
+            "member": r.member, "eval_sequences": r.headline.entropy_mae.n_sequences,
+            "settings": json_safe(row_settings(r)), "device": (r.environment or {}).get("device"),
+            "code": json_safe(r.code),
             **_member_curve(r, curve_metric, threshold),
             "learning_curve": None if r.learning_curve is None else json_safe(dataclasses.asdict(r.learning_curve)),
         })
@@ -189,21 +200,28 @@ def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
             "runs": runs}
 
 
-def config_key(record: RunRecord) -> str:
-    """What must match for two runs' seeds to be pooled in one leaderboard row: the task's
-    configuration, the model's arguments (an outside model's source too), training, position
-    range, evaluation and the torch thread count it trained with (not the seeds, the checkpoint
-    path or the run)."""
+def row_settings(record: RunRecord) -> dict:
+    """The settings that define a leaderboard row: what must match for two runs' seeds to be
+    pooled in one row (`config_key`): the task's configuration, the model's arguments (an
+    outside model's source too), training, position range, evaluation and the torch thread
+    count it trained with, the code that made it and its tuning, when it was tuned (not the
+    seeds, the checkpoint path or the run)."""
     cfg = record.config or {}
     model = cfg.get("model") or {}
-    return json.dumps({"task": record.task_config, "model_args": cfg.get("model_args"), "spec": model.get("spec"),
-                       "train": cfg.get("train"), "max_len": cfg.get("max_len"),
-                       "eval_lengths": cfg.get("eval_lengths"), "eval_sequences": cfg.get("eval_sequences"),
-                       # numbers differ in their last digits between torch thread counts: like with like
-                       "threads": (record.environment or {}).get("threads"),
-                       # the code that made them: an edited file or a raised version is another result
-                       "code": versions.keyed(record.code)},
-                      sort_keys=True, default=str)
+    return {"task": record.task_config, "model_args": cfg.get("model_args"), "spec": model.get("spec"),
+            "train": cfg.get("train"), "max_len": cfg.get("max_len"),
+            "eval_lengths": cfg.get("eval_lengths"), "eval_sequences": cfg.get("eval_sequences"),
+            # numbers differ in their last digits between torch thread counts: like with like
+            "threads": (record.environment or {}).get("threads"),
+            # the code that made them: an edited file or a raised version is another result
+            "code": versions.keyed(record.code),
+            # a tuned row (its hyperparameters chosen by a search) is never pooled with an untuned one
+            **({"tuning": cfg["tuning"]} if cfg.get("tuning") is not None else {})}
+
+
+def config_key(record: RunRecord) -> str:
+    """`row_settings` as one string: runs with the same key pool their seeds in one row."""
+    return json.dumps(row_settings(record), sort_keys=True, default=str)
 
 
 def _aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: bool = False,
@@ -243,6 +261,15 @@ def _aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: b
         g["means"] = {m: _mean(v) for m, v in g["values"].items()}
         g["ci"] = seed_interval(g["values"][metric])
     return out
+
+
+def aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: bool = False,
+              curve_metric: str = "entropy_mae", threshold: float = DEFAULT_THRESHOLD) -> list[dict]:
+    """The leaderboard's rows, as every rendering of it reads them (Markdown here, the web site of
+    `report/site.py`): one dict per (task, eval, arch, configuration) pooling its seeds, with
+    per-seed values of every metric, their means, the interval over seeds of `metric`, the
+    floors of its set and the learning-curve statistics (`_aggregate`)."""
+    return _aggregate(records, check_metric(metric), per_run, curve_metric, check_threshold(threshold))
 
 
 def block_key(g: dict) -> tuple:
@@ -689,3 +716,12 @@ def _order(a: dict, b: dict) -> str:
     if not (math.isfinite(a_hi) and math.isfinite(b_lo)):
         return "<?"
     return "<" if b_lo > a_hi else "~"
+
+
+# A row's cells in words, shared by every rendering of the table (`markdown`, report/site.py).
+set_marks = _set_marks  # block_key -> what tells a set apart from the others of its task and eval
+row_marks = _row_marks  # " (1 of 3 diverged, at step 150)", " (at floor)"
+per_seed_cell = _per_seed  # each seed's value, a diverged one as where it diverged
+reach_cell = _reach_cell  # steps to the threshold over seeds
+improving_cell = _improving_cell  # how many seeds' curves still improve
+fmt_bits = _fmt  # a number of bits as the table prints it

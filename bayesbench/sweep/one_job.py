@@ -25,16 +25,17 @@ Report = Callable[[dict], None]
 
 @contextlib.contextmanager
 def _logged(sj: SweepJob, trainer, run_dir: str, meta: dict):
-    """The job's curves sent to its logger (`sj.log`) while it trains; the logger closed after."""
+    """The job's curves sent to its logger (`sj.log`) while it trains (yielded: None without
+    one); the logger closed after."""
     if not sj.log:
-        yield
+        yield None
         return
     from ..training.loggers import attach_logger
 
     logger = attach_logger(sj.log, trainer, run_dir, name=f"{sj.label} {sj.key}",
                            config={"key": sj.key, **meta, "train": sj.job.train.as_dict(), "model": sj.job.model})
     try:
-        yield
+        yield logger
     finally:
         logger.close()
 
@@ -82,7 +83,7 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
         meta = {**job.meta(sj.group_id), "sweep_size": sj.size}
         check_still_keyed(sj)
         with job.open_trainer(run_dir, run_id=sj.key, meta=meta, resume=True) as trainer, \
-                _logged(sj, trainer, run_dir, meta):
+                _logged(sj, trainer, run_dir, meta) as logger:
             resumed_from = trainer.step
             send({"kind": "start", "key": sj.key, "pid": os.getpid(), "host": socket.gethostname(),
                   "step": resumed_from})
@@ -97,6 +98,8 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
             records = score_run(result, device=job.device, cache_dir=cache_dir or os.path.join(runs_dir, "cache"),
                                 write=False)
             write_run_file(os.path.join(run_dir, RUN_FILE), records)
+            if logger is not None:
+                logger.log_result(records)  # the final metrics with their intervals, as the tracker's summary
     except interrupt.Interrupted as stop:
         if where["phase"] == "training":  # stopped outside the trainer's own stop (e.g. in a chunk's last save):
             # the step a rerun resumes from is the last checkpoint's, not the last chunk's
