@@ -140,12 +140,6 @@ def _definitions() -> str:
             f"</ul><p>bayesbench {esc(__version__)}</p></footer>")
 
 
-def _count(n: int) -> str:
-    from ..store.leaderboard import _count as count
-
-    return count(n) if n else "-"
-
-
 def _tuned(g: dict) -> bool:
     return any((r.config or {}).get("tuning") is not None for r in g["records"])
 
@@ -178,7 +172,7 @@ def _run_link(run_id: str, text: str, root: str = "") -> str:
 
 
 def _row(g: dict, best: float, settings: str | None) -> str:
-    from ..store.leaderboard import improving_cell, per_seed_cell, reach_cell, row_marks
+    from ..store.leaderboard import improving_cell, params_cell, per_seed_cell, reach_cell, row_marks
 
     runs = sorted({r.run_id for r in g["records"]}, key=lambda run: [r.created_at or "" for r in g["records"]
                                                                   if r.run_id == run][-1])
@@ -194,7 +188,7 @@ def _row(g: dict, best: float, settings: str | None) -> str:
     cells = [f'<td class="arch" data-value="{esc(g["arch"])}">{arch}</td>']
     if settings is not None:
         cells.append(f'<td class="settings">{esc(settings)}</td>')
-    cells += [f'<td class="num" data-value="{g["params"]}">{_count(g["params"])}</td>',
+    cells += [f'<td class="num" data-value="{g["params"]}">{params_cell(g)}</td>',
               f'<td class="num" data-value="{g["steps"]}">{g["steps"]}</td>',
               f'<td class="num" data-value="{_num(g["wall_s"])}">{wall}</td>',
               f'<td class="num" data-value="{len(g["seeds"])}">{seeds}</td>']
