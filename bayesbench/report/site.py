@@ -140,12 +140,6 @@ def _definitions() -> str:
             f"</ul><p>bayesbench {esc(__version__)}</p></footer>")
 
 
-def _count(n: int) -> str:
-    from ..store.leaderboard import _count as count
-
-    return count(n) if n else "-"
-
-
 def _tuned(g: dict) -> bool:
     return any((r.config or {}).get("tuning") is not None for r in g["records"])
 
@@ -178,7 +172,7 @@ def _run_link(run_id: str, text: str, root: str = "") -> str:
 
 
 def _row(g: dict, best: float, settings: str | None) -> str:
-    from ..store.leaderboard import improving_cell, per_seed_cell, reach_cell, row_marks
+    from ..store.leaderboard import improving_cell, params_cell, per_seed_cell, reach_cell, row_marks
 
     runs = sorted({r.run_id for r in g["records"]}, key=lambda run: [r.created_at or "" for r in g["records"]
                                                                   if r.run_id == run][-1])
@@ -194,7 +188,7 @@ def _row(g: dict, best: float, settings: str | None) -> str:
     cells = [f'<td class="arch" data-value="{esc(g["arch"])}">{arch}</td>']
     if settings is not None:
         cells.append(f'<td class="settings">{esc(settings)}</td>')
-    cells += [f'<td class="num" data-value="{g["params"]}">{_count(g["params"])}</td>',
+    cells += [f'<td class="num" data-value="{g["params"]}">{params_cell(g)}</td>',
               f'<td class="num" data-value="{g["steps"]}">{g["steps"]}</td>',
               f'<td class="num" data-value="{_num(g["wall_s"])}">{wall}</td>',
               f'<td class="num" data-value="{len(g["seeds"])}">{seeds}</td>']
@@ -392,9 +386,26 @@ def _run_page(records: list, figures: Figures, anchor: str) -> tuple[str, dict]:
     return _page(f"{first.arch} on {first.task_label}: run {first.run_id}", "\n".join(body), "../"), doc
 
 
+def _has_studies(db: str | None) -> bool:
+    """Whether the store holds a `studies` table, asked without writing to it: a site is built
+    from a read-only store, and building one adds no table to a store of runs only."""
+    from ..store.database import connect, db_path
+
+    if not os.path.isfile(db_path(db)):
+        return False
+    conn = connect(db, read_only=True)
+    try:
+        return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'studies'").fetchone() \
+            is not None
+    finally:
+        conn.close()
+
+
 def _studies(db: str | None) -> list[dict]:
     from ..dynamics.store import list_studies, read_study
 
+    if not _has_studies(db):
+        return []
     out = []
     for s in list_studies(path=db):
         study = read_study(s["study_id"], db) or {}
@@ -441,6 +452,8 @@ def _dynamics_page(studies: list[dict], db: str | None, img: str) -> tuple[str, 
 
 def check_out(out: str) -> None:
     """Refuse an output folder that holds something other than an earlier site."""
+    if not out.strip():
+        raise ValueError("--out must name a folder, got an empty path (leave --out out for the default)")
     if os.path.exists(out) and not os.path.isdir(out):
         raise ValueError(f"--out {out} is a file; give a folder (it is created if missing)")
     if os.path.isdir(out) and os.listdir(out) and not os.path.exists(os.path.join(out, MARKER)):
@@ -451,7 +464,7 @@ def check_out(out: str) -> None:
 def build_site(db: str | None = None, out: str = os.path.join("results", "site")) -> dict:
     """Write the site of the store `db` to the folder `out` (module doc); returns what it wrote:
     {"index", "pages", "images", "bytes", "rows", "records", "tables", "studies", "drawn", "copied"}."""
-    from ..data.export import folder_bytes, replace_folder
+    from ..data.export import folder_bytes, make_tmp, replace_folder
     from ..store.database import db_path
     from ..store.leaderboard import aggregate, select_rows
 
@@ -461,8 +474,7 @@ def build_site(db: str | None = None, out: str = os.path.join("results", "site")
     if not records and not studies:
         raise ValueError(f"no results in the store {db_path(db)} (--db): nothing to build a site of; run `bayesbench "
                          "run --preset quick` first")
-    tmp = f"{out.rstrip(os.sep)}.tmp{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = make_tmp(out)
     try:
         os.makedirs(os.path.join(tmp, "runs"))
         os.makedirs(os.path.join(tmp, "assets"))

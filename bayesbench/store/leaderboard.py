@@ -425,6 +425,14 @@ def _count(n: int) -> str:
     return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k"
 
 
+def params_cell(g: dict) -> str:
+    """A row's parameter count per member: '-' when not given (0: a predictions row scored without
+    --params), and every count its seeds record when they differ (predictions rows of one name
+    scored with different --params), never one of them for all."""
+    counts = sorted({r.params for r in g["records"]})
+    return " / ".join(_count(n) if n else "-" for n in counts) or "-"
+
+
 def _ranked(metric: str, curve_metric: str) -> str:
     """How the ranked column is named."""
     return SHORT[metric] if metric != AUC else f"AUC of {SHORT[curve_metric]} over log step"
@@ -463,7 +471,7 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
         mean = _fmt(g["means"][metric]) + ci if math.isfinite(g["means"][metric]) else "diverged (every seed)"
         settings = f" {differ.get(id(g), '-')} |" if differ else ""
         lines.append(f"| {g['task']} | {g['eval']}{'' if not g['primary'] else ' (trained)'}{size} | "
-                     f"{g['arch']}{_row_marks(g, metric)} |{settings} {_count(g['params'])} | {g['steps']} | "
+                     f"{g['arch']}{_row_marks(g, metric)} |{settings} {params_cell(g)} | {g['steps']} | "
                      f"{_wall(g['wall_s'])} | {_seeds(g)} | {mean} | {_per_seed(g, metric)} | "
                      + " | ".join(_fmt(g["means"][m]) for m in others)
                      + f" | {_reach_cell(g['reach'])} | {_improving_cell(g['improving'])} | "
