@@ -15,6 +15,17 @@ MAX_SEED = 2**63 - 1  # a model seed is a non-negative int64 (torch's generators
 _MIX = 0x9E3779B97F4A7C15  # odd 64-bit constant (2^64 / golden ratio): spreads consecutive seeds
 
 
+def check_seeds(seeds) -> list[int]:
+    """An ensemble's seeds as ints: at least one, distinct, each in [0, MAX_SEED]; else ValueError."""
+    if not seeds:
+        raise ValueError("seeds must name at least one seed")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct, got {seeds}")
+    if any(isinstance(s, bool) or int(s) != s or s < 0 or s > MAX_SEED for s in seeds):
+        raise ValueError(f"seeds must be integers in [0, 2^63 - 1], got {seeds}")
+    return [int(s) for s in seeds]
+
+
 def data_seed(seed: int) -> int:
     """The training-data generator seed of model seed `seed` (a different stream from its init)."""
     return (int(seed) * _MIX + 0x5EED) % TRAIN_SEED_DOMAIN
