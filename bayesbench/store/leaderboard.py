@@ -30,8 +30,9 @@ import json
 import math
 
 from .. import versions
+from ..identity import identity_key
 from .curve_stats import Reach, common_range, log_auc, reach, reached_from, still_improving, trained_part
-from .database import read_records
+from .database import read_records, row_identity
 from .records import EvalResult, RunRecord, json_safe
 
 FORMATS = ("md", "csv", "json")
@@ -190,20 +191,15 @@ def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
 
 
 def config_key(record: RunRecord) -> str:
-    """What must match for two runs' seeds to be pooled in one leaderboard row: the task's
-    configuration, the model's arguments (an outside model's source too), training, position
-    range, evaluation and the torch thread count it trained with (not the seeds, the checkpoint
-    path or the run)."""
-    cfg = record.config or {}
-    model = cfg.get("model") or {}
-    return json.dumps({"task": record.task_config, "model_args": cfg.get("model_args"), "spec": model.get("spec"),
-                       "train": cfg.get("train"), "max_len": cfg.get("max_len"),
-                       "eval_lengths": cfg.get("eval_lengths"), "eval_sequences": cfg.get("eval_sequences"),
-                       # numbers differ in their last digits between torch thread counts: like with like
-                       "threads": (record.environment or {}).get("threads"),
-                       # the code that made them: an edited file or a raised version is another result
-                       "code": versions.keyed(record.code)},
-                      sort_keys=True, default=str)
+    """What must match for two runs' seeds to be pooled in one leaderboard row: their identity
+    without the seeds (`bayesbench.identity`: configuration, evaluation, training, device type,
+    threads and code), as the row records its hash (`config["identity_key"]`; a row stored
+    without one gets it from its fields, `database.row_identity`)."""
+    config = record.config or {}
+    if config.get("identity_key"):
+        return config["identity_key"]
+    return identity_key(row_identity({"task_config": record.task_config, "task_label": record.task_label,
+                                      "arch": record.arch, "config": config, "environment": record.environment}))
 
 
 def _aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: bool = False,
