@@ -96,7 +96,7 @@ def add_training(p: argparse.ArgumentParser) -> None:
                         "or bf16 (autocast forward); evaluation always runs in float32")
     p.add_argument("--runs-dir", default="runs", help="where the run directories go: RUNS_DIR/<preset>/<task>-<arch>-"
                    "lr<lr>-s<seeds>-<key>/ (default ./runs)")
-    p.add_argument("--resume", action="store_true", help="no effect, kept for old scripts: running a command again "
+    p.add_argument("--resume", action="store_true", help="no effect: running a command again "
                    "always skips its stored jobs and continues stopped ones from their checkpoints")
     p.add_argument("--checkpoint-every", type=positive,
                    help="checkpoint every N steps (default: the preset's; always at the end)")

@@ -41,7 +41,7 @@ from ..tasks.base import available_bytes, check_fits, format_bytes
 from ..tasks.check import check_task
 from ..training.checkpoint import run_code
 from ..training.config import TrainConfig
-from ..training.trainer import open_trainer
+from ..training.run import open_trainer
 
 #: A point: one job's settings (None or empty: the preset's). `seeds` None: the task's seeds
 #: 0..N-1; `lr`, `steps`: over the preset's training; `train`: other TrainConfig fields over it;
@@ -167,7 +167,7 @@ class Job:
         return count_params(self.arch, self.task, max_len=self.max_len, **self.model)
 
     def open_trainer(self, run_dir: str | None, **kwargs):
-        """The job's Trainer, in its run directory (`training.trainer.open_trainer`: run lock,
+        """The job's Trainer, in its run directory (`training.run.open_trainer`: run lock,
         leftovers removed, the checkpoint loaded with resume=True); use it as a context manager.
         Keyword arguments: run_id, meta, resume, say, identity."""
         return open_trainer(self.task, self.arch, list(self.seeds), self.train, model_cfg=self.model,

@@ -26,7 +26,7 @@ that training uses (the set has its own generator; eval mode draws no dropout).
 Adding a metric (e.g. the bijection's error split by case, repeated keys against new keys): its
 name in `config.CURVE_METRIC_NAMES` and a function (CurveSet, log_q, h_q) -> [E] tensor in
 `_FUNCTIONS`; the trainer records it, the checkpoint and the store keep it (another `metric`
-value of the `learning_curves` table; older checkpoints read it as NaN), and the statistics of
+value of the `learning_curves` table; a checkpoint without it reads it as NaN), and the statistics of
 `store.curve_stats` take any metric name. For the leaderboard, `plot --curves` and `compare`
 to offer it, add its name to their `--curve-metric` / `--metric` choices and to
 `store.leaderboard.SHORT` (its short name).
@@ -222,6 +222,14 @@ class EnsembleCurve:
     steps: list[int] = field(default_factory=list)
     wall_s: list[float] = field(default_factory=list)
     values: dict[str, list[list[float]]] = field(default_factory=dict)  # metric -> per point, per member
+
+    @classmethod
+    def empty(cls, curve_set: CurveSet, every: int, batch_size: int, seq_len: int) -> EnsembleCurve:
+        """The curve of a run before its first point: measured on `curve_set`, every `every`
+        steps (0: log-spaced)."""
+        cadence = f"every {every} steps" if every else f"log-spaced, {CURVE_PER_DECADE} per decade"
+        return cls(task=curve_set.task.describe(), n_sequences=curve_set.n, cadence=cadence, batch_size=batch_size,
+                   seq_len=seq_len, uniform=curve_set.uniform())
 
     def append(self, step: int, wall_s: float, values: list[list[float]]) -> None:
         """A point: `values` [metric][member] in the order of CURVE_METRICS; a metric without a

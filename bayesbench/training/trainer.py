@@ -18,12 +18,10 @@ torch.compile and a tqdm progress bar.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
 
 import torch
 from torch import Tensor
@@ -31,14 +29,12 @@ from torch import Tensor
 from ..identity import difference, run_identity
 from ..models import get_model
 from ..running import interrupt
-from ..running.runlock import run_lock
 from ..tasks import Task
 from .checkpoint import (
     CHECKPOINT_NAME,
     CodeChanged,
     check_code,
     load_result,
-    remove_leftovers,
     restore_trainer,
     run_code,
     save_atomic,
@@ -49,15 +45,15 @@ from .curves import CURVE_METRICS, CurveSet, EnsembleCurve, curve_steps, curve_t
 from .numerics import autocast, decays, member_losses, set_matmul_precision, uses_dropout
 from .optim import FlatMemberAdamW
 from .result import TrainResult, died_steps, task_of
-from .seeds import check_seeds, dropout_seed
+from .seeds import check_seeds, dropout_rng
 from .stream import MemberStream, stack_members
 from .until import stop_reason
 
-# The loop and its constructors, and the training package's names that code imports from here
-# (`bayesbench.training.trainer.TrainConfig`, `load_result`, ...).
+# The loop, and the training package's names that code imports from here
+# (`bayesbench.training.trainer.TrainConfig`, `load_result`, `train`: see `__getattr__`).
 __all__ = ["CHECKPOINT_NAME", "PRECISIONS", "SCHEDULES", "TRAINING_VERSION", "CodeChanged", "MemberStream",
-           "TrainConfig", "TrainResult", "Trainer", "check_code", "load_result", "open_trainer", "run_code",
-           "stack_members", "task_of", "train"]
+           "TrainConfig", "TrainResult", "Trainer", "check_code", "load_result", "note", "run_code",
+           "stack_members", "task_of"]
 
 
 class Trainer:
@@ -140,10 +136,7 @@ class Trainer:
         return curve_task(self.task, self.meta.get("eval_scored"))
 
     def _new_curve(self) -> EnsembleCurve:
-        cadence = f"every {self.cfg.curve_every} steps" if self.cfg.curve_every else "log-spaced, 8 per decade"
-        return EnsembleCurve(task=self.curve_set.task.describe(), n_sequences=self.cfg.curve_sequences,
-                             cadence=cadence, batch_size=self.cfg.batch_size,
-                             seq_len=self.task.seq_len, uniform=self.curve_set.uniform())
+        return EnsembleCurve.empty(self.curve_set, self.cfg.curve_every, self.cfg.batch_size, self.task.seq_len)
 
     def _go_mask(self) -> Tensor:
         """[E] bool on the device: the members no `until` criterion has stopped (diverged ones included)."""
@@ -171,7 +164,7 @@ class Trainer:
         tokens, header, targets, mask = stack_members([s.next() for s in self.streams])
         self.model.train()
         self._call_hooks("before_forward")
-        with self._step_rng(), autocast(self.cfg.precision, self.device):
+        with dropout_rng(self.seeds, self.step, self.device, self._dropout), autocast(self.cfg.precision, self.device):
             logits = self.forward(tokens, header)
         loss = member_losses(logits, targets, mask)
         self.optimizer.zero_grad()
@@ -191,18 +184,6 @@ class Trainer:
         values = loss.detach()
         self._pending.append(values)
         return values
-
-    @contextlib.contextmanager
-    def _step_rng(self):
-        """torch's global RNG (dropout's) seeded for this step only (`seeds.dropout_seed`), the
-        caller's RNG state restored afterwards: reproducible whatever ran before in the process."""
-        if not self._dropout:  # nothing in the step draws from the global RNG (saves ~0.1 ms a step)
-            yield
-            return
-        cuda = self.device.type == "cuda"
-        with torch.random.fork_rng(devices=[self.device.index or 0] if cuda else []):
-            torch.manual_seed(dropout_seed(self.seeds, self.step))
-            yield
 
     def _step_tensor(self) -> Tensor:
         self._step_on_device.fill_(self.step)
@@ -243,7 +224,7 @@ class Trainer:
                 reason = "gradient norm is not finite" if math.isfinite(loss_at) else "loss is not finite"
                 self.diverged[e] = (f"member {e} (seed {self.seeds[e]}) diverged at step {d}: {reason}; "
                                     "frozen at its last parameters, the other members continue")
-                _say(f"bayesbench: {self.diverged[e]}")
+                note(f"bayesbench: {self.diverged[e]}")
         self.losses.extend(rows.unbind(0))
         for (step, wall, _), values in zip(self._curve_pending, curve):
             self.curve.append(step, wall, values.tolist())
@@ -298,7 +279,7 @@ class Trainer:
 
     def load(self, path: str) -> None:
         """Continue from a checkpoint written by `save` for the same identity and code."""
-        restore_trainer(self, path, _say)
+        restore_trainer(self, path, note)
 
     # -- the loop
     def fit(self, *, progress: bool = True, stop_at: int | None = None, position: int = 0) -> TrainResult:
@@ -338,9 +319,9 @@ class Trainer:
         finally:
             bar.close()
         if not any(self.alive):
-            _say(f"bayesbench: every member of {self.task.name}/{self.arch} diverged; run stopped at step {self.step}")
+            note(f"bayesbench: every member of {self.task.name}/{self.arch} diverged; run stopped at step {self.step}")
         elif self.stopped and not self.running() and self.step < self.cfg.steps:
-            _say(f"bayesbench: every member of {self.task.name}/{self.arch} met its criterion (until "
+            note(f"bayesbench: every member of {self.task.name}/{self.arch} met its criterion (until "
                  f"{self.cfg.until}); run stopped at step {self.step} of {self.cfg.steps}")
         path = self.save() if self.run_dir else None
         return self.result(path)
@@ -359,7 +340,7 @@ class Trainer:
                            died_steps(self._died_at.cpu(), self.diverged), dict(self.code))
 
 
-def _say(message: str) -> None:
+def note(message: str) -> None:
     """A note to stderr (stdout may carry --json), around any progress bar."""
     import sys
 
@@ -368,49 +349,11 @@ def _say(message: str) -> None:
     tqdm.write(message, file=sys.stderr)
 
 
-@contextlib.contextmanager
-def open_trainer(task: Task, arch: str, seeds: list[int], cfg: TrainConfig, *, model_cfg: dict | None = None,
-                 max_len: int | None = None, device: torch.device | str = "cpu", run_dir: str | None = None,
-                 run_id: str | None = None, meta: dict | None = None, resume: bool = False,
-                 say: Callable[[str], None] | None = None, identity: dict | None = None) -> Iterator[Trainer]:
-    """The one way a run gets its Trainer: `with open_trainer(...) as trainer: trainer.fit()`.
+def __getattr__(name: str):
+    """`open_trainer` and `train`, which live in `run.py` (they build a Trainer, so they import
+    this module), for code that imports them from here."""
+    if name in ("open_trainer", "train"):
+        from . import run
 
-    With `run_dir`, the run directory is locked for the block (`runlock.run_lock`: a second
-    process on it gets a ValueError), temporary files of saves a killed process left there are
-    removed, and `resume=True` continues from run_dir/checkpoint.pt when it exists (model,
-    optimiser, data streams, step, RNG: the resumed run is exactly the uninterrupted one).
-    `say`, if given, is told which step it resumed from, or that there was no checkpoint.
-    `identity`: the identity the run was keyed by (`Trainer`).
-    """
-    if resume and run_dir is None:
-        raise ValueError("resume=True needs run_dir (where the checkpoint is)")
-    with run_lock(run_dir, say=_say) if run_dir is not None else contextlib.nullcontext():
-        if run_dir is not None:
-            remove_leftovers(os.path.join(run_dir, CHECKPOINT_NAME))  # temporary files of killed saves
-        trainer = Trainer(task, arch, seeds, cfg, model_cfg=model_cfg, max_len=max_len, device=device,
-                          run_dir=run_dir, run_id=run_id, meta=meta, identity=identity)
-        path = trainer.checkpoint_path()
-        if resume and os.path.exists(path):
-            trainer.load(path)
-            if say is not None:
-                done = " (training had finished)" if trainer.step >= cfg.steps else ""
-                say(f"bayesbench: resumed {task.name} / {arch} seeds {trainer.seeds} from step {trainer.step} of "
-                    f"{cfg.steps}{done} ({path})")
-        elif resume and say is not None:
-            say(f"bayesbench: no checkpoint at {path} to resume: {task.name} / {arch} starts at step 0")
-        yield trainer
-
-
-def train(task: Task, arch: str, seeds: list[int], cfg: TrainConfig, *, model_cfg: dict | None = None,
-          max_len: int | None = None, device: torch.device | str = "cpu", run_dir: str | None = None,
-          resume: bool = False, progress: bool = True, stop_at: int | None = None,
-          run_id: str | None = None, meta: dict | None = None, position: int = 0) -> TrainResult:
-    """Train `arch` on `task` with one ensemble member per seed; see the module docstring.
-
-    With `run_dir`, checkpoints go to run_dir/checkpoint.pt (every cfg.checkpoint_every steps,
-    at the end, and at the step a stop request (SIGINT, SIGTERM) arrives); `resume=True`
-    continues from it when it exists, and says from which step (`open_trainer`).
-    """
-    with open_trainer(task, arch, seeds, cfg, model_cfg=model_cfg, max_len=max_len, device=device, run_dir=run_dir,
-                      run_id=run_id, meta=meta, resume=resume, say=_say) as trainer:
-        return trainer.fit(progress=progress, stop_at=stop_at, position=position)
+        return getattr(run, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,7 +20,8 @@ from bayesbench.training.checkpoint import load_result
 from bayesbench.training.config import TrainConfig
 from bayesbench.training.numerics import decays
 from bayesbench.training.optim import FlatMemberAdamW
-from bayesbench.training.trainer import Trainer, train
+from bayesbench.training.run import train
+from bayesbench.training.trainer import Trainer
 
 
 class GRUNet(nn.Module):

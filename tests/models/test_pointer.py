@@ -13,7 +13,7 @@ from bayesbench.scoring.evaluate import evaluation_tasks
 from bayesbench.tasks import get_task
 from bayesbench.tasks.base import IGNORE_INDEX
 from bayesbench.training.config import TrainConfig
-from bayesbench.training.trainer import train
+from bayesbench.training.run import train
 
 CODE = dict(V=5, variant="code", L=4)
 SMALL = dict(n_layer=1, n_head=2, d_model=16, d_ffn=32)

@@ -15,7 +15,8 @@ from bayesbench.tasks import get_task
 from bayesbench.training.checkpoint import load_checkpoint, load_result, save_atomic
 from bayesbench.training.config import TrainConfig
 from bayesbench.training.curves import CURVE_METRICS, CurveSet, curve_batch, curve_steps
-from bayesbench.training.trainer import Trainer, train
+from bayesbench.training.run import train
+from bayesbench.training.trainer import Trainer
 
 TINY = dict(n_layer=2, n_head=2, d_model=16, d_ffn=32)
 

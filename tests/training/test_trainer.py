@@ -13,9 +13,10 @@ from bayesbench.tasks import get_task
 from bayesbench.training.checkpoint import load_result
 from bayesbench.training.config import TrainConfig
 from bayesbench.training.optim import FlatMemberAdamW
+from bayesbench.training.run import train
 from bayesbench.training.seeds import data_seed
 from bayesbench.training.stream import MemberStream
-from bayesbench.training.trainer import Trainer, train
+from bayesbench.training.trainer import Trainer
 
 TINY = dict(n_layer=2, n_head=2, d_model=16, d_ffn=32)
 
@@ -259,7 +260,7 @@ def test_open_trainer_locks_the_run_directory_removes_leftovers_and_resumes(bij,
     files of a killed save removed, the checkpoint loaded with resume=True (and said), the same
     numbers as an uninterrupted run."""
     from bayesbench.running.runlock import LOCK_NAME
-    from bayesbench.training.trainer import open_trainer
+    from bayesbench.training.run import open_trainer
 
     cfg = _cfg(steps=8)
     full = train(bij, "mlp", [2], cfg, model_cfg=dict(depth=1, width=8), progress=False)
