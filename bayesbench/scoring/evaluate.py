@@ -83,7 +83,12 @@ def _read_cached(path: str) -> Batch | None:
 @torch.no_grad()
 def predict(model: EnsembleModel, batch: Batch, chunk: int = 512) -> Tensor:
     """Log-probabilities [E, N, L, C] (float64, CPU) of every member on the same sequences,
-    computed in exact float32 (no TF32, no autocast) whatever precision the model trained in."""
+    computed in exact float32 (no TF32, no autocast) whatever precision the model trained in
+    (a `GivenPredictions`: the ones read from its file)."""
+    from .predictions import GivenPredictions
+
+    if isinstance(model, GivenPredictions):  # a file's predictions (`bayesbench score --predictions`): read back
+        return model.log_probs(batch)
     with exact_float32(), torch.autocast("cuda", enabled=False), torch.autocast("cpu", enabled=False):
         return _predict(model, batch, chunk)
 
@@ -212,8 +217,10 @@ def evaluate(model: EnsembleModel, task: Task, *, lengths: tuple[int, ...] = (),
 
     tasks = evaluation_tasks(task, lengths, scored)
     primary = next(iter(tasks))
-    if permutation_check is None:
-        permutation_check = task.name == "hmm"
+    from .predictions import GivenPredictions
+
+    if permutation_check is None:  # a predictions file holds none for the relabelled sequences
+        permutation_check = task.name == "hmm" and not isinstance(model, GivenPredictions)
     if permutation_check and task.name != "hmm":
         raise ValueError(f"permutation_check applies to the hmm task only (it relabels hidden states), "
                          f"got task {task.name!r}")
@@ -228,7 +235,8 @@ def evaluate(model: EnsembleModel, task: Task, *, lengths: tuple[int, ...] = (),
             plain, plain_batch = scores, batch
         for e, s in enumerate(scores):
             evals[e][name] = EvalResult(task=t.describe(), positions=scored_positions(t), entropy_mae=s.entropy_mae,
-                                        kl=s.kl, entropy_mae_positional=s.entropy_mae_positional, floors=floors)
+                                        kl=s.kl, entropy_mae_positional=s.entropy_mae_positional, floors=floors,
+                                        set_id=eval_set_id(t, n_sequences))
             curves[e][name] = s.curves
     checks: list[PermutationCheck | None] = [None] * model.ensemble
     if permutation_check:

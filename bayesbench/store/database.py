@@ -636,11 +636,13 @@ def read_rows(path: str | None = None, *, where: str = "", params: tuple = ()) -
 
 
 def environment(device: str, attention: str | None = None) -> dict:
-    """Versions, device and the backends a run used (attention kernel, oracle extension)."""
+    """Versions, device and the backends a run used (attention kernel, oracle extension); the package
+    version and commit, from a checkout or an installed build, are `running/provenance.py`'s."""
     import torch
 
-    import bayesbench
     from bayesbench.ops import extension_status
+
+    from ..running.provenance import provenance
 
     try:
         import triton
@@ -651,33 +653,8 @@ def environment(device: str, attention: str | None = None) -> dict:
     dev = str(device)
     name = torch.cuda.get_device_name(torch.device(dev)) if dev.startswith("cuda") else platform.processor() or "cpu"
     return {
-        "bayesbench": bayesbench.__version__, **project_commit(), "torch": torch.__version__, "triton": triton_version,
+        **provenance(), "torch": torch.__version__, "triton": triton_version,
         "python": platform.python_version(), "platform": platform.platform(), "device": dev,
         "device_name": name, "threads": torch.get_num_threads(), "attention_backend": attention,
         "oracle_extension": extension_status(),
     }
-
-
-_COMMIT: dict | None = None
-
-
-def project_commit() -> dict:
-    """{"git_commit": the checkout's HEAD, "git_dirty": whether tracked files had changes} when
-    bayesbench runs from a git checkout (an editable install), else both None. Read once per process."""
-    global _COMMIT
-    if _COMMIT is None:
-        import subprocess
-
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        _COMMIT = {"git_commit": None, "git_dirty": None}
-        if os.path.isdir(os.path.join(root, ".git")) or os.path.isfile(os.path.join(root, ".git")):
-            try:
-                head = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True,
-                                      timeout=10)
-                dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
-                                       capture_output=True, text=True, timeout=10)
-                if head.returncode == 0:
-                    _COMMIT = {"git_commit": head.stdout.strip(), "git_dirty": bool(dirty.stdout.strip())}
-            except (OSError, subprocess.SubprocessError):
-                pass
-    return dict(_COMMIT)

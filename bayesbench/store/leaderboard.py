@@ -120,9 +120,13 @@ def _num(x: float | None) -> float | None:
 
 
 def _json_eval(ev: EvalResult) -> dict:
-    """An evaluation's means in bits (one `<metric>_bits` key per metric) and its scored positions."""
+    """An evaluation's means in bits (one `<metric>_bits` key per metric) with their 95% intervals
+    over sequences (`<metric>_ci`), its scored positions and the set: its size and id."""
     out = {f"{name}_bits": _num(s.mean) for name, s in ev.metrics().items()}
+    out.update({f"{name}_ci": [_num(s.ci_low), _num(s.ci_high)] for name, s in ev.metrics().items()})
     out["positions"] = ev.positions
+    out.update({"n_sequences": ev.entropy_mae.n_sequences, "n_positions": ev.entropy_mae.n_positions,
+                "set_id": ev.set_id, "task": ev.task})
     if ev.floors is not None:
         out["floors"] = {name: {f"{m}_bits": _num(s.mean) for m, s in scores.items()}
                          for name, scores in ev.floors.items()}
@@ -158,8 +162,12 @@ def member_aucs(records: list[RunRecord], curve_metric: str) -> dict[tuple[str, 
 def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
               curve_metric: str = "entropy_mae", metric: str = "entropy_mae") -> dict:
     """{"runs": [...]}: one flat record per (run, seed), for --json; with its learning curve, why
-    and when it stopped, and the steps to `threshold` bits of `curve_metric`. `metric` "auc" adds
-    each member's AUC (`member_aucs`) and says so in "metric"."""
+    and when it stopped, and the steps to `threshold` bits of `curve_metric`; the settings that
+    define its leaderboard row (`settings`: `row_settings`, what must match for seeds to pool),
+    the code that made it, and per evaluation its set (`n_sequences`, `set_id`) and every
+    metric's 95% interval over sequences: what `bayesbench export` carries, so a consumer keeps
+    sets and settings apart. `metric` "auc" adds each member's AUC (`member_aucs`) and says so in
+    "metric"."""
     aucs = member_aucs(records, curve_metric) if metric == AUC else None
     runs = []
     for r in records:
@@ -181,6 +189,9 @@ def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
             "evals": {name: _json_eval(ev) for name, ev in r.evals.items()},
             "permutation": json_safe(r.permutation.to_json()) if r.permutation is not None else None,
             "created_at": r.created_at, "stop_step": r.stop_step, "stop_reason": r.stop_reason,
+            "member": r.member, "eval_sequences": r.headline.entropy_mae.n_sequences,
+            "settings": json_safe(row_settings(r)), "device": (r.environment or {}).get("device"),
+            "code": json_safe(r.code),
             **_member_curve(r, curve_metric, threshold),
             "learning_curve": None if r.learning_curve is None else json_safe(dataclasses.asdict(r.learning_curve)),
         })
@@ -190,16 +201,24 @@ def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
             "runs": runs}
 
 
-def config_key(record: RunRecord) -> str:
-    """What must match for two runs' seeds to be pooled in one leaderboard row: their identity
-    without the seeds (`bayesbench.identity`: configuration, evaluation, training, device type,
-    threads and code), as the row records its hash (`config["identity_key"]`; a row stored
-    without one gets it from its fields, `database.row_identity`)."""
+def row_settings(record: RunRecord) -> dict:
+    """The settings that define a leaderboard row, what must match for two runs' seeds to be
+    pooled in one row (`config_key`): the row's identity without its seeds (`bayesbench.identity`:
+    task and label, evaluation, architecture and model options, training, device type, torch
+    threads and code; `config["identity"]`, or from its fields for a row stored without one,
+    `database.row_identity`), and its tuning when a search chose its hyperparameters
+    (`config["tuning"]`: a tuned row is never pooled with an untuned one)."""
     config = record.config or {}
-    if config.get("identity_key"):
-        return config["identity_key"]
-    return identity_key(row_identity({"task_config": record.task_config, "task_label": record.task_label,
-                                      "arch": record.arch, "config": config, "environment": record.environment}))
+    identity = config.get("identity") or row_identity(
+        {"task_config": record.task_config, "task_label": record.task_label, "arch": record.arch, "config": config,
+         "environment": record.environment})
+    return {**identity, **({"tuning": config["tuning"]} if config.get("tuning") is not None else {})}
+
+
+def config_key(record: RunRecord) -> str:
+    """`row_settings` hashed (`identity.identity_key`; an untuned row's is its `config["identity_key"]`):
+    runs with the same key pool their seeds in one row."""
+    return identity_key(row_settings(record))
 
 
 def _aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: bool = False,
@@ -239,6 +258,15 @@ def _aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: b
         g["means"] = {m: _mean(v) for m, v in g["values"].items()}
         g["ci"] = seed_interval(g["values"][metric])
     return out
+
+
+def aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: bool = False,
+              curve_metric: str = "entropy_mae", threshold: float = DEFAULT_THRESHOLD) -> list[dict]:
+    """The leaderboard's rows, as every rendering of it reads them (Markdown here, the web site of
+    `report/site.py`): one dict per (task, eval, arch, configuration) pooling its seeds, with
+    per-seed values of every metric, their means, the interval over seeds of `metric`, the
+    floors of its set and the learning-curve statistics (`_aggregate`)."""
+    return _aggregate(records, check_metric(metric), per_run, curve_metric, check_threshold(threshold))
 
 
 def block_key(g: dict) -> tuple:
@@ -685,3 +713,12 @@ def _order(a: dict, b: dict) -> str:
     if not (math.isfinite(a_hi) and math.isfinite(b_lo)):
         return "<?"
     return "<" if b_lo > a_hi else "~"
+
+
+# A row's cells in words, shared by every rendering of the table (`markdown`, report/site.py).
+set_marks = _set_marks  # block_key -> what tells a set apart from the others of its task and eval
+row_marks = _row_marks  # " (1 of 3 diverged, at step 150)", " (at floor)"
+per_seed_cell = _per_seed  # each seed's value, a diverged one as where it diverged
+reach_cell = _reach_cell  # steps to the threshold over seeds
+improving_cell = _improving_cell  # how many seeds' curves still improve
+fmt_bits = _fmt  # a number of bits as the table prints it

@@ -79,6 +79,9 @@ class EvalResult:
     entropy_mae_positional: Summary | None = None  # mean over positions of |mean H(model) - mean H(Bayes)|
     # {"uniform" | "marginal": {metric name: Summary}}: the floors on the same sequences
     floors: dict[str, dict[str, Summary]] | None = None
+    # the evaluation set's identity (`scoring.evaluate.eval_set_id`: tunnel configuration and code,
+    # size, seed); None in rows stored before it was kept
+    set_id: str | None = None
 
     @classmethod
     def metric_names(cls) -> tuple[str, ...]:

@@ -26,9 +26,10 @@ Report = Callable[[dict], None]
 
 @contextlib.contextmanager
 def _logged(sweep_job: SweepJob, trainer, run_dir: str, meta: dict):
-    """The job's curves sent to its logger (`sweep_job.log`) while it trains; the logger closed after."""
+    """The job's curves sent to its logger (`sweep_job.log`) while it trains (yielded: None
+    without one); the logger closed after."""
     if not sweep_job.log:
-        yield
+        yield None
         return
     from ..training.loggers import attach_logger
 
@@ -37,7 +38,7 @@ def _logged(sweep_job: SweepJob, trainer, run_dir: str, meta: dict):
                            config={"key": sweep_job.key, **meta, "train": dataclasses.asdict(job.train),
                                    "model": job.model})
     try:
-        yield
+        yield logger
     finally:
         logger.close()
 
@@ -85,7 +86,7 @@ def train_and_score(sweep_job: SweepJob, runs_dir: str, threads: int, report: Re
         meta = {**job.meta(sweep_job.group_id), "sweep_size": sweep_job.size}
         check_still_keyed(sweep_job)
         with job.open_trainer(run_dir, run_id=sweep_job.key, meta=meta, resume=True,
-                              identity=job.identity) as trainer, _logged(sweep_job, trainer, run_dir, meta):
+                              identity=job.identity) as trainer, _logged(sweep_job, trainer, run_dir, meta) as logger:
             resumed_from = trainer.step
             send({"kind": "start", "key": sweep_job.key, "pid": os.getpid(), "host": socket.gethostname(),
                   "step": resumed_from})
@@ -100,6 +101,8 @@ def train_and_score(sweep_job: SweepJob, runs_dir: str, threads: int, report: Re
             records = score_run(result, device=job.device, cache_dir=cache_dir or os.path.join(runs_dir, "cache"),
                                 write=False)
             write_run_file(os.path.join(run_dir, RUN_FILE), records)
+            if logger is not None:
+                logger.log_result(records)  # the final metrics with their intervals, as the tracker's summary
     except interrupt.Interrupted as stop:
         if where["phase"] == "training":  # stopped outside the trainer's own stop (e.g. in a chunk's last save):
             # the step a rerun resumes from is the last checkpoint's, not the last chunk's

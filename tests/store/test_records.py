@@ -70,8 +70,10 @@ def test_round_trip_keeps_every_field(tmp_path):
 def test_leaderboard_outputs_read_the_typed_fields(tmp_path):
     records = [_record(0), _record(1, mae=NAN, status="diverged")]
     runs = json_runs(records)["runs"]
-    assert runs[0]["evals"]["K=9"] == {"entropy_mae_bits": 0.75, "kl_bits": None,
-                                       "positions": "the K = 9 observation positions"}
+    ev = runs[0]["evals"]["K=9"]
+    assert {k: ev[k] for k in ("entropy_mae_bits", "kl_bits", "positions", "n_sequences", "kl_ci")} == {
+        "entropy_mae_bits": 0.75, "kl_bits": None, "positions": "the K = 9 observation positions", "n_sequences": 64,
+        "kl_ci": [None, None]}
     assert runs[1]["entropy_mae_bits"] is None and runs[0]["permutation"]["difference"]["mean"] == -1e-3
     lines = to_csv(records).splitlines()
     assert lines[0].split(",")[7:9] == ["entropy_mae_bits", "kl_bits"] and len(lines) == 1 + 2 * 2
