@@ -8,12 +8,13 @@ What makes member e of an ensemble with seeds [s_0..s_{E-1}] equal a solo run wi
 - gradient clipping per member: the global norm over member e's slice of every parameter;
 - AdamW is element-wise, so its state and update are per member already.
 
-Also here: learning-rate schedules, a NaN/inf guard that freezes a diverged member (the others
-continue; all diverged stops the run), learning curves (every member scored against the exact
-posterior on a fixed set at log-spaced steps, `curves.py`) and training to a criterion on them
-(`until.py`: a member that reaches it is frozen as a diverged one is), checkpoints that make
-`resume=True` reproduce an uninterrupted run exactly (its curve included), optional
-torch.compile and a tqdm progress bar.
+The loop also holds the NaN/inf guard that freezes a diverged member (the others continue; all
+diverged stops the run), the learning curves measured between steps (`curves.py`) and training
+to a criterion on them (`until.py`: a member that meets it is frozen as a diverged one is), a
+checkpoint every `checkpoint_every` steps and at a stop request (`checkpoint.py`: a resumed run
+is exactly the uninterrupted one, its curve included), optional torch.compile and a tqdm bar.
+Its settings are `config.py`'s, its data `stream.py`'s, its loss and precision `numerics.py`'s;
+`run.py` opens a Trainer in its run directory (`open_trainer`) and trains it (`train`).
 """
 
 from __future__ import annotations
