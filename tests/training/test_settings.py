@@ -10,7 +10,7 @@ import math
 import pytest
 
 from bayesbench.checks import SettingError
-from bayesbench.training.trainer import TrainConfig
+from bayesbench.training.config import TrainConfig
 
 NAN, INF = math.nan, math.inf
 
