@@ -106,7 +106,10 @@ def _run_jobs(args, parser, select, quiet: bool, caller: str) -> list:
 
 
 def _json_rows(recs: list) -> Rows:
-    return Rows(_board().json_runs(recs)["runs"])
+    """One row per record: `bayesbench leaderboard --json`'s, with the environment that made it
+    (package version and commit, torch, device: `running/provenance.py`)."""
+    rows = _board().json_runs(recs)["runs"]
+    return Rows({**row, "environment": dict(r.environment or {})} for r, row in zip(recs, rows))
 
 
 # ---------------------------------------------------------------- run, train
@@ -291,8 +294,8 @@ def records(db: str | os.PathLike | None = None, *, task: str | None = None, arc
             group_id: str | None = None, run_ids: list[str] | None = None, latest: bool = False) -> Rows:
     """The stored rows, one per (run, seed), newest last: numbers in bits with their 95%
     intervals over sequences, every evaluation set, the learning curve, the settings that define
-    its leaderboard row, and the code and versions that made it (the keys of `bayesbench
-    leaderboard --json`'s "runs").
+    its leaderboard row, the code that made it (the keys of `bayesbench leaderboard --json`'s
+    "runs"), and its `environment`: the bayesbench version and commit, torch, device, threads.
 
     db: the store (default $BAYESBENCH_DB or ./results/bayesbench.sqlite). task: a task name
     ('hmm') or label; arch: an architecture; group_id: one command's rows ('run-quick');

@@ -12,6 +12,7 @@ leaderboard), and a stopped run continues from its checkpoints.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable
 
@@ -135,7 +136,8 @@ def cmd_run(args) -> int:
     say = line_printer(args)
     replay = start_replay(args) if getattr(args, "replay", None) else None
     if getattr(args, "print_config", False):
-        print(config_text(args, _checked(replay, jobs_of(args), say, args.db), replay), end="")
+        notes = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731  (stdout is the TOML)
+        print(config_text(args, _checked(replay, jobs_of(args), notes, args.db), replay), end="")
         return 0
     start = time.perf_counter()
     say(f"bayesbench run --preset {args.preset} -> store {db_name(args.db)}, run directories under "
