@@ -2,7 +2,7 @@
 
     import bayesbench
 
-    rows = bayesbench.run(tasks="bijection", archs="mlp", steps=20, seeds=1, db="tiny.sqlite")
+    rows = bayesbench.run(tasks="bijection", archs="mlp", steps=20, seeds=2, db="tiny.sqlite")
     board = bayesbench.leaderboard(db="tiny.sqlite")        # one row per task, eval, arch and configuration
     board.to_pandas()                                        # a DataFrame (needs pandas)
 
@@ -134,7 +134,8 @@ def run(preset: str = "quick", *, tasks: str | list[str] | None = None, archs: s
 
     Example:
 
-        rows = bayesbench.run(tasks="bijection", archs="mlp", steps=20, seeds=1, db="tiny.sqlite")
+        rows = bayesbench.run(tasks="bijection", archs="mlp", steps=20, seeds=1, eval_sequences=256,
+                              db="tiny.sqlite")
         rows[0]["entropy_mae_bits"]
     """
     args, parser = _namespace("run", "bayesbench.run", {
@@ -258,7 +259,8 @@ def train(task: str, arch: str | None = None, *, preset: str = "quick", seeds: I
 
     Example:
 
-        result = bayesbench.train("bijection", "mlp", steps=20, seeds=[0, 1], db="tiny.sqlite")
+        result = bayesbench.train("bijection", "mlp", steps=20, seeds=[0, 1], eval_sequences=256,
+                                  db="tiny.sqlite")
         result.metrics()["entropy_mae"], len(result.learning_curves)
     """
     if isinstance(seeds, int) and not isinstance(seeds, bool):
@@ -303,7 +305,8 @@ def records(db: str | os.PathLike | None = None, *, task: str | None = None, arc
 
     Example:
 
-        bayesbench.run(tasks="bijection", archs="mlp", steps=20, seeds=1, db="tiny.sqlite", quiet=True)
+        bayesbench.run(tasks="bijection", archs="mlp", steps=20, seeds=1, eval_sequences=256,
+                       db="tiny.sqlite", quiet=True)
         rows = bayesbench.records(db="tiny.sqlite", arch="mlp")
         [(r["seed"], r["entropy_mae_bits"], r["settings"]["train"]["lr"]) for r in rows]
     """
@@ -329,7 +332,8 @@ def leaderboard(db: str | os.PathLike | None = None, *, task: str | None = None,
 
     Example:
 
-        bayesbench.run(tasks="bijection", archs="mlp", steps=20, seeds=2, db="tiny.sqlite", quiet=True)
+        bayesbench.run(tasks="bijection", archs="mlp", steps=20, seeds=2, eval_sequences=256,
+                       db="tiny.sqlite", quiet=True)
         board = bayesbench.leaderboard(db="tiny.sqlite")
         [(row["task"], row["eval"], row["arch"], row["entropy_mae_bits"]) for row in board]
     """

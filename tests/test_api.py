@@ -3,10 +3,12 @@ return plain rows with .to_pandas(), and refuse bad arguments with one ValueErro
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -130,3 +132,19 @@ def test_a_config_file_gives_the_settings_the_arguments_override(tmp_path):
     path.write_text('preset = "quick"\nsteps = 7\nseeds = [2]\n[train_args]\nlr = 0.004\n')
     args, _ = api._namespace("run", "bayesbench.run", {"steps": 9}, path)
     assert (args.steps, args.seeds, args.train_args) == (9, [2], [("lr", 0.004)])
+
+
+def _example(function) -> str:
+    """The code of a docstring's "Example:" (its indented block)."""
+    doc = inspect.getdoc(function)
+    lines = doc.split("Example:\n", 1)[1].splitlines()
+    return textwrap.dedent("\n".join(line for line in lines if line.startswith("    ") or not line.strip()))
+
+
+def test_each_api_docstring_example_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for function in (api.run, api.train, api.records, api.leaderboard):
+        code = _example(function)
+        assert "bayesbench." in code and "tiny.sqlite" in code, function.__name__
+        exec(compile(code, f"{function.__name__} docstring", "exec"), {"bayesbench": bayesbench})
+    assert len(bayesbench.records(db="tiny.sqlite")) == 1 + 2  # run's seed 0; train's and leaderboard's seeds 0, 1
