@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from dataclasses import dataclass
 
 from .args import db_name
@@ -76,10 +77,11 @@ def start_replay(args: argparse.Namespace) -> Replay:
     return Replay(args.replay, doc)
 
 
-def check_jobs(replay: Replay, jobs: list, say, db: str | None) -> list:
+def check_jobs(replay: Replay, jobs: list, say, db: str | None, runs_dir: str) -> list:
     """The replayed run's one job, checked to resolve to the stored identity (else an error
     naming the first field that differs); says where the code and the package differ from the
-    run's, and when the store already holds it."""
+    run's, and when the store already holds it or its run directory exists (a finished
+    checkpoint there is evaluated again, not trained again)."""
     from ..identity import difference
     from ..running.provenance import provenance
     from ..versions import changed
@@ -103,6 +105,10 @@ def check_jobs(replay: Replay, jobs: list, say, db: str | None) -> list:
     if replay.stored:
         say(f"--replay: the store {db_name(db)} already holds this run (key {sweep_job.key}): its stored rows are "
             "shown and nothing is trained; give another --db and --runs-dir to train it again")
+    elif os.path.exists(sweep_job.run_dir(runs_dir)):
+        say(f"--replay: its run directory {sweep_job.run_dir(runs_dir)} exists: training continues from its checkpoint "
+            "(a finished one is evaluated again, not trained again); give another --runs-dir to train it from the "
+            "start")
     return jobs
 
 
@@ -115,8 +121,6 @@ def _commit(env: dict) -> str:
 
 def already_stored(db: str | None, key: str) -> bool:
     """Whether the store at `db` holds rows of the run `key` (a missing store holds none)."""
-    import os
-
     from ..store.database import db_path
     from ..store.leaderboard import select_rows
 

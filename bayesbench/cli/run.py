@@ -125,9 +125,9 @@ def run_preset(args, select: Callable, say) -> list:
     return jobs
 
 
-def _checked(replay, jobs: list, say, db: str | None) -> list:
+def _checked(replay, jobs: list, say, args) -> list:
     """The jobs, checked against the replayed run's identity when replaying (`cli/replay.py`)."""
-    return jobs if replay is None else check_jobs(replay, jobs, say, db)
+    return jobs if replay is None else check_jobs(replay, jobs, say, args.db, args.runs_dir)
 
 
 def cmd_run(args) -> int:
@@ -137,12 +137,12 @@ def cmd_run(args) -> int:
     replay = start_replay(args) if getattr(args, "replay", None) else None
     if getattr(args, "print_config", False):
         notes = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731  (stdout is the TOML)
-        print(config_text(args, _checked(replay, jobs_of(args), notes, args.db), replay), end="")
+        print(config_text(args, _checked(replay, jobs_of(args), notes, args), replay), end="")
         return 0
     start = time.perf_counter()
     say(f"bayesbench run --preset {args.preset} -> store {db_name(args.db)}, run directories under "
         f"{args.runs_dir}/{args.preset}/")
-    jobs = run_preset(args, lambda place: _checked(replay, jobs_of(args, place), say, args.db), say)
+    jobs = run_preset(args, lambda place: _checked(replay, jobs_of(args, place), say, args), say)
     records = select_rows(args.db, run_ids=[sweep_job.key for sweep_job in jobs])
     if replay is not None:
         for line in compare(replay, records):

@@ -118,6 +118,14 @@ def test_replay_refuses_a_setting_that_would_change_the_run(stored_run, capsys):
     capsys.readouterr()
     assert main(["run", "--replay", run_file, "--steps", "30"]) == 2
     assert "--steps would change it" in capsys.readouterr().err
+
+
+def test_replay_says_when_its_run_directory_exists(stored_run, tmp_path, capsys):
+    root, run_file = stored_run
+    notes = []
+    _print_config(capsys, "--replay", run_file, "--db", str(tmp_path / "new.sqlite"), "--runs-dir", str(root / "runs"),
+                  notes=notes)
+    assert "its run directory" in notes[0] and "evaluated again, not trained again" in notes[0]
     assert main(["run", "--replay", str(run_file) + ".missing"]) == 2
     assert "no such file" in capsys.readouterr().err
 
