@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import tomllib
 
 import pytest
@@ -153,3 +154,16 @@ def test_replay_refuses_a_run_its_settings_no_longer_make(stored_run, tmp_path, 
     capsys.readouterr()
     assert main(["run", "--replay", str(edited), "--db", str(tmp_path / "c.sqlite")]) == 2
     assert "no longer resolve to the run it was: max_len differs (16 there, 15 here)" in capsys.readouterr().err
+
+
+def test_replay_of_your_own_model(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    net = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "outside_net.py")
+    common = ["--no-progress", "--eval-sequences", "64", "--curve-sequences", "32"]
+    assert main(["run", "--model", f"{net}:build", "--tasks", "sticky", "--steps", "5", "--seeds", "1", *common,
+                 "--db", "a.sqlite", "--runs-dir", "runs"]) == 0
+    (run_file,) = glob.glob("runs/**/run.json", recursive=True)
+    capsys.readouterr()
+    assert main(["run", "--replay", run_file, "--db", "b.sqlite", "--runs-dir", "again", "--no-progress"]) == 0
+    assert "--replay: every number equals the stored run's to the last digit" in capsys.readouterr().out
+    assert _numbers("a.sqlite") == _numbers("b.sqlite")
