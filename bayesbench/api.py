@@ -117,8 +117,8 @@ def _json_rows(recs: list) -> Rows:
 def run(preset: str = "quick", *, tasks: str | list[str] | None = None, archs: str | list[str] | None = None,
         seeds: int | list[int] | None = None, steps: int | None = None, train_args: dict | None = None,
         task_args: dict | None = None, model_args: dict | None = None, db: str | os.PathLike | None = None,
-        runs_dir: str | os.PathLike = "runs", config: str | os.PathLike | None = None, quiet: bool = False,
-        **options) -> Rows:
+        runs_dir: str | os.PathLike = "runs", config: str | os.PathLike | None = None,
+        replay: str | os.PathLike | None = None, quiet: bool = False, **options) -> Rows:
     """Train every selected architecture on every selected task of a preset, store the rows and
     return them: `bayesbench run`. One row per (run, seed) (`Rows`, keys as `records`).
 
@@ -127,8 +127,11 @@ def run(preset: str = "quick", *, tasks: str | list[str] | None = None, archs: s
     train_args, task_args, model_args: settings over the preset's (`--train-args` etc.). db: the
     store (default $BAYESBENCH_DB or ./results/bayesbench.sqlite); runs_dir: where the run
     directories go. config: a TOML file of settings (`bayesbench run --config`), which the other
-    arguments override. quiet: no progress lines. **options: any other option of `bayesbench
-    run` by its name (eval_sequences=64, device="cpu", until=0.1, model="./mine.py:build", ...).
+    arguments override. replay: a stored run's run.json (or run directory) to run again exactly,
+    as `bayesbench run --replay` does (then only db, runs_dir and quiet may be given; the lines
+    comparing its numbers with the stored ones are printed). quiet: no progress lines.
+    **options: any other option of `bayesbench run` by its name (eval_sequences=64,
+    device="cpu", until=0.1, model="./mine.py:build", ...).
 
     Jobs already in the store are not trained again (their stored rows come back).
 
@@ -141,10 +144,37 @@ def run(preset: str = "quick", *, tasks: str | list[str] | None = None, archs: s
     args, parser = _namespace("run", "bayesbench.run", {
         "preset": preset, "tasks": tasks, "archs": archs, "seeds": seeds, "steps": steps, "train_args": train_args,
         "task_args": task_args, "model_args": model_args, "db": db, "runs_dir": runs_dir, **options}, config)
+    from .cli.replay import check_jobs, compare, start_replay
     from .cli.run import jobs_of
 
-    jobs = _run_jobs(args, parser, lambda place: jobs_of(args, place), quiet, "bayesbench.run")
-    return _json_rows(_board().select_rows(args.db, run_ids=[sweep_job.key for sweep_job in jobs]))
+    stored_run = None
+    if replay is not None:
+        if config is not None:
+            raise ValueError("bayesbench.run: give one of config and replay (replay runs the stored run's settings)")
+        from .cli.settings import given
+
+        changes = given(args, parser, placement=False)
+        if changes:
+            raise ValueError(f"bayesbench.run(replay=...) runs exactly what the stored run ran, and "
+                             f"{next(iter(changes))}=... would change it; for a variant, write its settings "
+                             f"(bayesbench run --replay {os.fspath(replay)} --print-config > run.toml), edit them and "
+                             "give config='run.toml'")
+        args.replay = os.fspath(replay)
+        try:
+            stored_run = start_replay(args)
+        except ValueError as err:
+            raise ValueError(f"bayesbench.run: {_keywords(str(err), parser)}") from None
+
+    def select(place):
+        jobs = jobs_of(args, place)
+        return jobs if stored_run is None else check_jobs(stored_run, jobs, _say(quiet), args.db, args.runs_dir)
+
+    jobs = _run_jobs(args, parser, select, quiet, "bayesbench.run")
+    recs = _board().select_rows(args.db, run_ids=[sweep_job.key for sweep_job in jobs])
+    if stored_run is not None:
+        for line in compare(stored_run, recs):
+            _say(quiet)(line)
+    return _json_rows(recs)
 
 
 @dataclasses.dataclass(frozen=True)

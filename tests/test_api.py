@@ -148,3 +148,17 @@ def test_each_api_docstring_example_runs(tmp_path, monkeypatch, capsys):
         assert "bayesbench." in code and "tiny.sqlite" in code, function.__name__
         exec(compile(code, f"{function.__name__} docstring", "exec"), {"bayesbench": bayesbench})
     assert len(bayesbench.records(db="tiny.sqlite")) == 1 + 2  # run's seed 0; train's and leaderboard's seeds 0, 1
+
+
+def test_run_replays_a_stored_run(store, tmp_path, capsys):
+    import glob
+
+    key = store["rows"][0]["run_id"]
+    (run_file,) = glob.glob(f"{store['runs']}/**/*-{key}/run.json", recursive=True)
+    capsys.readouterr()
+    rows = bayesbench.run(replay=run_file, db=str(tmp_path / "again.sqlite"), runs_dir=str(tmp_path / "runs"))
+    assert "every number equals the stored run's to the last digit" in capsys.readouterr().out
+    assert [(r["run_id"], r["seed"], r["evals"]) for r in rows] == [
+        (r["run_id"], r["seed"], r["evals"]) for r in store["rows"]]
+    with pytest.raises(ValueError, match=r"bayesbench.run\(replay=...\) runs exactly .* and steps=... would change it"):
+        bayesbench.run(replay=run_file, steps=30, db=str(tmp_path / "again.sqlite"))
