@@ -2,13 +2,35 @@
 
 Bayesian wind tunnels (tasks with a closed-form posterior), exact oracles, metrics in bits,
 ensemble-native models, a trainer, a results store and a leaderboard.
+
+The Python API (docs/api.md), the `bayesbench` command's work from a notebook:
+
+    import bayesbench
+
+    rows = bayesbench.run(tasks="bijection", archs="mlp", steps=20, seeds=1, db="tiny.sqlite")
+    result = bayesbench.train("bijection", "mlp", steps=20, seeds=[0, 1], db="tiny.sqlite")
+    board = bayesbench.leaderboard(db="tiny.sqlite")     # rows; board.to_pandas() with pandas
+    stored = bayesbench.records(db="tiny.sqlite")
+
+Importing the package imports none of them (nor torch): each is loaded when first used.
 """
 
 from __future__ import annotations
 
+import sys as _sys
+import types as _types
+
+from . import _moved
 from .running.provenance import package_version as _package_version
 
 __version__ = _package_version()  # from git tags at build time (setuptools-scm); the commit: running/provenance.py
+
+# name -> the module defining it, imported on first use (PEP 562)
+_API = {"run": "bayesbench.api", "train": "bayesbench.api", "leaderboard": "bayesbench.api",
+        "records": "bayesbench.api", "Rows": "bayesbench.api", "TrainedRun": "bayesbench.api"}
+
+__all__ = ["Rows", "TrainedRun", "__version__", "evaluate_model", "leaderboard", "model_spec", "records", "run",
+           "train"]
 
 
 def evaluate_model(model, task, **kwargs):
@@ -25,3 +47,37 @@ def model_spec(task, preset: str = "quick"):
 
     return _model_spec(task, preset)
 
+
+def __getattr__(name: str):
+    if name in _API:
+        import importlib
+
+        value = getattr(importlib.import_module(_API[name]), name)
+        globals()[name] = value
+        return value
+    old = f"{__name__}.{name}"
+    if old in _moved.MOVED_MODULES:  # an old module path, read as an attribute or by `from bayesbench import X`
+        import warnings
+
+        warnings.warn(_moved.message(old, _moved.MOVED_MODULES[old]), DeprecationWarning, stacklevel=2)
+        return _moved.import_quietly(old)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({n for n in globals() if not n.startswith("_")} | set(_API) | {"__version__"})
+
+
+class _Package(_types.ModuleType):
+    """The package's module type: importing an old module path that shares its name with an API
+    function (`bayesbench.train`, `bayesbench.leaderboard`: `_moved.API_NAMES`) does not replace
+    the function with the module (the import system sets the attribute after loading it)."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if isinstance(value, _types.ModuleType) and f"{__name__}.{name}" in _moved.API_NAMES:
+            return
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package
+_moved.install()

@@ -12,6 +12,7 @@ leaderboard), and a stopped run continues from its checkpoints.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable
 
@@ -31,6 +32,7 @@ from .args import (
 from .engine import DEFAULT_THREADS, add_executor_options, drive
 from .errors import CommandFailed
 from .outside_model import add_model_options, model_jobs
+from .replay import add_config_options, check_jobs, compare, config_text, start_replay
 
 
 def add_parser(sub) -> None:
@@ -45,6 +47,7 @@ def add_parser(sub) -> None:
                          "cores / threads in general; 1 on a GPU); 1 trains the jobs one by one in this process")
     p.add_argument("--json", action="store_true", help="print {\"runs\": [...]} instead of the table")
     add_model_options(p)
+    add_config_options(p)
     p.set_defaults(handler=cmd_run, rerun_resumes=True)  # a stopped run continues by running it again
 
 
@@ -71,8 +74,14 @@ def preset_jobs(args, *, tasks, archs, seeds, place: Callable[[str], str] | None
 
 def jobs_of(args, place: Callable[[str], str] | None = None) -> list:
     """The sweep jobs of a parsed `bayesbench run` command line."""
-    return preset_jobs(args, tasks=args.tasks, archs=args.archs, seeds=list(range(args.seeds)) if args.seeds else None,
-                       place=place)
+    return preset_jobs(args, tasks=args.tasks, archs=args.archs, seeds=seed_selection(args.seeds), place=place)
+
+
+def seed_selection(seeds) -> list[int] | None:
+    """`--seeds N` (seeds 0..N-1), or a configuration's list of seeds (`--config`, `--replay`)."""
+    if seeds is None:
+        return None
+    return list(seeds) if isinstance(seeds, (list, tuple)) else list(range(seeds))
 
 
 def _announce(jobs: list, say) -> None:
@@ -116,15 +125,28 @@ def run_preset(args, select: Callable, say) -> list:
     return jobs
 
 
+def _checked(replay, jobs: list, say, args) -> list:
+    """The jobs, checked against the replayed run's identity when replaying (`cli/replay.py`)."""
+    return jobs if replay is None else check_jobs(replay, jobs, say, args.db, args.runs_dir)
+
+
 def cmd_run(args) -> int:
     from ..store.leaderboard import headline, json_runs, markdown, select_rows
 
     say = line_printer(args)
+    replay = start_replay(args) if getattr(args, "replay", None) else None
+    if getattr(args, "print_config", False):
+        notes = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731  (stdout is the TOML)
+        print(config_text(args, _checked(replay, jobs_of(args), notes, args), replay), end="")
+        return 0
     start = time.perf_counter()
     say(f"bayesbench run --preset {args.preset} -> store {db_name(args.db)}, run directories under "
         f"{args.runs_dir}/{args.preset}/")
-    jobs = run_preset(args, lambda place: jobs_of(args, place), say)
+    jobs = run_preset(args, lambda place: _checked(replay, jobs_of(args, place), say, args), say)
     records = select_rows(args.db, run_ids=[sweep_job.key for sweep_job in jobs])
+    if replay is not None:
+        for line in compare(replay, records):
+            say(line)
     if args.model and not args.json:  # beside the built-in archs stored for the same tasks
         records = [r for r in select_rows(args.db) if r.task_label in {sweep_job.job.setup.label for sweep_job in jobs}]
     if args.json:

@@ -208,7 +208,10 @@ import glob, json
 from bayesbench.store.database import read_rows
 (row,) = read_rows("results.sqlite")
 (run_file,) = glob.glob("runs/**/run.json", recursive=True)
-print(json.dumps({"row": row["environment"], "run_json": json.load(open(run_file))["environment"]}))
+import bayesbench
+(api_row,) = bayesbench.records(db="results.sqlite")
+print(json.dumps({"row": row["environment"], "run_json": json.load(open(run_file))["environment"],
+                  "api": api_row["environment"]}))
 """
 
 
@@ -230,12 +233,13 @@ def _check_runs_outside(env: dict, *, python: Path, bin_dir: Path, work: Path, v
 
 def test_installed_from_the_sdist_runs_outside_the_checkout(built, installed):
     """bayesbench._C imports, the oracle runs natively and agrees with the reference, a training job
-    stores a row, and the row and run.json name the version and the commit the sdist was built from."""
+    stores a row, and the row, run.json and the row as `bayesbench.records` gives it name the version
+    and the commit the sdist was built from."""
     env = _env()
     oracle = _check_runs_outside(env, python=installed["python"], bin_dir=installed["bin"], work=installed["work"],
                                  venv=installed["venv"], native=True)
     stored = json.loads(_run([installed["python"], "-c", STORED], cwd=installed["work"], env=env).stdout)
-    for environment in (stored["row"], stored["run_json"]):
+    for environment in (stored["row"], stored["run_json"], stored["api"]):  # the store, run.json, the Python API
         assert environment["bayesbench"] == oracle["version"]
         assert environment["git_commit"] == built["commit"]["git_commit"]
         assert environment["git_dirty"] == built["commit"]["git_dirty"]

@@ -1,0 +1,400 @@
+"""The Python API: what the `bayesbench` command does, from a notebook or a script.
+
+    import bayesbench
+
+    rows = bayesbench.run(tasks="bijection", archs="mlp", steps=20, seeds=2, db="tiny.sqlite")
+    board = bayesbench.leaderboard(db="tiny.sqlite")        # one row per task, eval, arch and configuration
+    board.to_pandas()                                        # a DataFrame (needs pandas)
+
+- `run(...)`: `bayesbench run` (a preset's tasks x architectures, each an ensemble of seeds,
+  trained, scored and stored); returns one row per (run, seed).
+- `train(task, arch, ...)`: `bayesbench train` (one task x one architecture); returns a
+  `TrainedRun`: its numbers, learning curves, per-position curves and its trained ensemble.
+- `leaderboard(...)`: the stored results as the leaderboard pools them; one row per (task,
+  evaluation, architecture, configuration).
+- `records(...)`: the stored rows themselves, one per (run, seed).
+
+The keyword arguments are the command's options with `_` for `-` (`eval_sequences=64` for
+`--eval-sequences 64`; `train_args={"lr": 5e-4}` for `--train-args lr=5e-4`), checked by the
+same rules; a mistake is one `ValueError` naming the argument. Running the same call again
+trains nothing: the store holds every job by its key (docs/results.md).
+
+The rule for what comes back: every function returns plain Python, never something that depends
+on what is installed. Rows are a `Rows`: a list of dicts (one per row, numbers in bits, keys as
+in `bayesbench leaderboard --json`), with `.to_pandas()` for a pandas DataFrame when pandas is
+installed (and an error saying how to install it when it is not).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Iterable
+
+__all__ = ["Rows", "TrainedRun", "leaderboard", "records", "run", "train"]
+
+
+def _board():
+    """The leaderboard module: selecting stored rows, pooling them, their JSON form."""
+    from .store import leaderboard as board
+
+    return board
+
+
+class Rows(list):
+    """A list of dicts, one per row; `.to_pandas()` gives them as a pandas DataFrame.
+
+    >>> Rows([{"arch": "mlp", "entropy_mae_bits": 0.12}])[0]["arch"]
+    'mlp'
+    """
+
+    def to_pandas(self):
+        """The rows as a pandas DataFrame (one column per key); needs pandas."""
+        try:
+            import pandas
+        except ImportError:
+            raise ImportError("Rows.to_pandas() needs pandas: pip install pandas (the rows themselves are a "
+                              "plain list of dicts)") from None
+        return pandas.DataFrame(list(self))
+
+
+# ---------------------------------------------------------------- arguments
+
+def _namespace(command: str, caller: str, settings: dict, config: str | os.PathLike | None = None):
+    """The parsed command line `bayesbench COMMAND` would have for these settings: the options'
+    defaults, then the TOML file `config`'s settings, then `settings` (None: not given), each
+    checked by its option's rule; errors name the keyword argument."""
+    from .cli.settings import checked, command_parser, defaults, read_toml
+
+    parser = command_parser(command)
+    args = defaults(parser)
+    args.command = command
+    if config is not None:
+        for dest, value in read_toml(os.fspath(config), parser).items():
+            setattr(args, dest, value)
+    given = {k: v for k, v in settings.items() if v is not None}
+    for dest, value in checked(parser, given, lambda key: f"{caller}({key}=...)", caller).items():
+        setattr(args, dest, value)
+    return args, parser
+
+
+def _keywords(message: str, parser) -> str:
+    """A command's error with its flags said as keyword arguments ('--train-args lr' -> 'train_args lr')."""
+    import re
+
+    from .cli.settings import setting_actions
+
+    dests = setting_actions(parser)
+    return re.sub(r"--([a-z][a-z-]*)", lambda m: m.group(1).replace("-", "_") if m.group(1).replace("-", "_") in dests
+                  else m.group(0), message)
+
+
+def _say(quiet: bool):
+    return (lambda message: None) if quiet else (lambda message: print(message, flush=True))
+
+
+def _run_jobs(args, parser, select, quiet: bool, caller: str) -> list:
+    """The command's jobs run on the sweep engine (`cli.run.run_preset`), errors in keyword terms."""
+    from .cli.run import run_preset
+
+    args.no_progress = args.no_progress or quiet
+    try:
+        return run_preset(args, select, _say(quiet))
+    except ValueError as err:
+        raise ValueError(f"{caller}: {_keywords(str(err), parser)}") from None
+
+
+def _json_rows(recs: list) -> Rows:
+    """One row per record: `bayesbench leaderboard --json`'s, with the environment that made it
+    (package version and commit, torch, device: `running/provenance.py`)."""
+    rows = _board().json_runs(recs)["runs"]
+    return Rows({**row, "environment": dict(r.environment or {})} for r, row in zip(recs, rows))
+
+
+# ---------------------------------------------------------------- run, train
+
+def run(preset: str = "quick", *, tasks: str | list[str] | None = None, archs: str | list[str] | None = None,
+        seeds: int | list[int] | None = None, steps: int | None = None, train_args: dict | None = None,
+        task_args: dict | None = None, model_args: dict | None = None, db: str | os.PathLike | None = None,
+        runs_dir: str | os.PathLike = "runs", config: str | os.PathLike | None = None,
+        replay: str | os.PathLike | None = None, quiet: bool = False, **options) -> Rows:
+    """Train every selected architecture on every selected task of a preset, store the rows and
+    return them: `bayesbench run`. One row per (run, seed) (`Rows`, keys as `records`).
+
+    preset: "quick" or "paper". tasks, archs: names (default: the preset's). seeds: a count
+    (seeds 0..N-1) or a list of seeds. steps: training steps (default: the preset's).
+    train_args, task_args, model_args: settings over the preset's (`--train-args` etc.). db: the
+    store (default $BAYESBENCH_DB or ./results/bayesbench.sqlite); runs_dir: where the run
+    directories go. config: a TOML file of settings (`bayesbench run --config`), which the other
+    arguments override. replay: a stored run's run.json (or run directory) to run again exactly,
+    as `bayesbench run --replay` does (then only db, runs_dir and quiet may be given; the lines
+    comparing its numbers with the stored ones are printed). quiet: no progress lines.
+    **options: any other option of `bayesbench run` by its name (eval_sequences=64,
+    device="cpu", until=0.1, model="./mine.py:build", ...).
+
+    Jobs already in the store are not trained again (their stored rows come back).
+
+    Example:
+
+        rows = bayesbench.run(tasks="bijection", archs="mlp", steps=20, seeds=1, eval_sequences=256,
+                              db="tiny.sqlite")
+        rows[0]["entropy_mae_bits"]
+    """
+    args, parser = _namespace("run", "bayesbench.run", {
+        "preset": preset, "tasks": tasks, "archs": archs, "seeds": seeds, "steps": steps, "train_args": train_args,
+        "task_args": task_args, "model_args": model_args, "db": db, "runs_dir": runs_dir, **options}, config)
+    from .cli.replay import check_jobs, compare, start_replay
+    from .cli.run import jobs_of
+
+    stored_run = None
+    if replay is not None:
+        if config is not None:
+            raise ValueError("bayesbench.run: give one of config and replay (replay runs the stored run's settings)")
+        from .cli.settings import given
+
+        changes = given(args, parser, placement=False)
+        if changes:
+            raise ValueError(f"bayesbench.run(replay=...) runs exactly what the stored run ran, and "
+                             f"{next(iter(changes))}=... would change it; for a variant, write its settings "
+                             f"(bayesbench run --replay {os.fspath(replay)} --print-config > run.toml), edit them and "
+                             "give config='run.toml'")
+        args.replay = os.fspath(replay)
+        try:
+            stored_run = start_replay(args)
+        except ValueError as err:
+            raise ValueError(f"bayesbench.run: {_keywords(str(err), parser)}") from None
+
+    def select(place):
+        jobs = jobs_of(args, place)
+        return jobs if stored_run is None else check_jobs(stored_run, jobs, _say(quiet), args.db, args.runs_dir)
+
+    jobs = _run_jobs(args, parser, select, quiet, "bayesbench.run")
+    recs = _board().select_rows(args.db, run_ids=[sweep_job.key for sweep_job in jobs])
+    if stored_run is not None:
+        for line in compare(stored_run, recs):
+            _say(quiet)(line)
+    return _json_rows(recs)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainedRun:
+    """One trained run (an ensemble of seeds of one architecture on one task), as stored.
+
+    key: the run's key (`run_id` of its rows, the suffix of its run directory); run_dir: its
+    run directory (checkpoint and run.json); records: its stored rows (`store.records.RunRecord`,
+    one per seed)."""
+
+    key: str
+    run_dir: str
+    records: tuple
+
+    @property
+    def task(self) -> str:
+        """The task's label, as the leaderboard names it."""
+        return self.records[0].task_label
+
+    @property
+    def arch(self) -> str:
+        return self.records[0].arch
+
+    @property
+    def seeds(self) -> list[int]:
+        return [r.seed for r in self.records]
+
+    @property
+    def params(self) -> int:
+        """Parameters per ensemble member."""
+        return self.records[0].params
+
+    @property
+    def primary(self) -> str:
+        """The evaluation set its headline numbers are on (e.g. 'values')."""
+        return self.records[0].primary
+
+    def metrics(self, eval: str | None = None) -> dict[str, float]:
+        """Each metric's mean over the seeds (bits) on evaluation set `eval` (default the primary):
+        {"entropy_mae": ..., "entropy_mae_positional": ..., "kl": ...}. A diverged seed is NaN."""
+        name = eval or self.primary
+        out: dict[str, list[float]] = {}
+        for r in self.records:
+            if name not in r.evals:
+                raise ValueError(f"eval must be one of {', '.join(r.evals)}, got {name!r}")
+            for metric, summary in r.evals[name].metrics().items():
+                out.setdefault(metric, []).append(math.nan if r.diverged else summary.mean)
+        return {metric: sum(v) / len(v) for metric, v in out.items()}
+
+    @property
+    def rows(self) -> Rows:
+        """One row per seed, as `records` gives them."""
+        return _json_rows(list(self.records))
+
+    @property
+    def learning_curves(self) -> Rows:
+        """The learning curves, one row per (seed, measured step): step, sequences seen, and each
+        metric in bits on the run's fixed curve set (empty when curves were off)."""
+        out = Rows()
+        for r in self.records:
+            c = r.learning_curve
+            if c is None:
+                continue
+            for i, step in enumerate(c.step):
+                out.append({"seed": r.seed, "eval": c.eval, "step": step, "sequences": c.sequences[i],
+                            **{metric: values[i] for metric, values in c.values.items()}})
+        return out
+
+    @property
+    def position_curves(self) -> Rows:
+        """Per scored position, one row per (seed, evaluation set, position): the entropy MAE, KL,
+        the model's and the Bayes posterior's entropy (bits, means over the evaluation set)."""
+        out = Rows()
+        for r in self.records:
+            for name, curves in r.curves.items():
+                fields = dataclasses.asdict(curves)
+                for i, position in enumerate(fields.pop("position")):
+                    out.append({"seed": r.seed, "eval": name, "position": position,
+                                **{k: v[i] for k, v in fields.items()}})
+        return out
+
+    def load(self, device: str = "cpu"):
+        """The trained ensemble and its training record from the checkpoint
+        (`training.result.TrainResult`: `.model`, `.losses`, `.curve`, ...)."""
+        from .training.checkpoint import load_result
+
+        path = (self.records[0].config or {}).get("checkpoint") or os.path.join(self.run_dir, "checkpoint.pt")
+        return load_result(path, device)
+
+    def to_pandas(self):
+        """`rows` as a pandas DataFrame."""
+        return self.rows.to_pandas()
+
+    def __repr__(self) -> str:
+        numbers = ", ".join(f"{m} {v:.4f}" for m, v in self.metrics().items())
+        return (f"TrainedRun({self.task} / {self.arch}, seeds {self.seeds}, key {self.key}: mean over seeds on "
+                f"{self.primary}, bits: {numbers})")
+
+
+def train(task: str, arch: str | None = None, *, preset: str = "quick", seeds: Iterable[int] | None = None,
+          steps: int | None = None, train_args: dict | None = None, task_args: dict | None = None,
+          model_args: dict | None = None, db: str | os.PathLike | None = None,
+          runs_dir: str | os.PathLike = "runs", quiet: bool = False, **options) -> TrainedRun:
+    """Train one architecture on one task (an ensemble of `seeds`), evaluate and store it:
+    `bayesbench train`. Returns a `TrainedRun` with its numbers (`.metrics()`), learning curves
+    (`.learning_curves`), per-position curves (`.position_curves`) and trained ensemble (`.load()`).
+
+    task: a task of the preset ("bijection", "hmm", "sticky" in quick) or your own tunnel
+    ("./mine.py:build"); arch: a built-in architecture (`bayesbench models`), or give
+    model="./mine.py:build" for your own. seeds: a list of seeds (default: the preset's 0..N-1).
+    The other arguments as for `run`. A run already stored is not trained again.
+
+    Example:
+
+        result = bayesbench.train("bijection", "mlp", steps=20, seeds=[0, 1], eval_sequences=256,
+                                  db="tiny.sqlite")
+        result.metrics()["entropy_mae"], len(result.learning_curves)
+    """
+    if isinstance(seeds, int) and not isinstance(seeds, bool):
+        raise ValueError(f"bayesbench.train(seeds=...) must be a list of seeds, e.g. [0, 1, 2], got {seeds!r} "
+                         "(bayesbench.run takes a count)")
+    args, parser = _namespace("train", "bayesbench.train", {
+        "task": task, "arch": arch, "preset": preset, "seeds": list(seeds) if seeds is not None else None,
+        "steps": steps, "train_args": train_args, "task_args": task_args, "model_args": model_args, "db": db,
+        "runs_dir": runs_dir, **options})
+    from .cli.train import jobs_of
+
+    if (args.arch is None) == (args.model is None):
+        raise ValueError("bayesbench.train: give exactly one of arch (a built-in architecture) and model (your own, "
+                         "'./mine.py:build')")
+    (sweep_job,) = _run_jobs(args, parser, lambda place: jobs_of(args, place), quiet, "bayesbench.train")
+    recs = _board().select_rows(args.db, run_ids=[sweep_job.key])
+    return TrainedRun(sweep_job.key, sweep_job.run_dir(args.runs_dir), tuple(recs))
+
+
+# ---------------------------------------------------------------- stored results
+
+def _store(db: str | os.PathLike | None, caller: str) -> str | None:
+    """The store to read: `db` must exist when given (a typo is not an empty store)."""
+    if db is None:
+        return None
+    db = os.fspath(db)
+    if not os.path.exists(db):
+        raise ValueError(f"{caller}(db={db!r}): no store there (run bayesbench.run(..., db={db!r}) first)")
+    return db
+
+
+def records(db: str | os.PathLike | None = None, *, task: str | None = None, arch: str | None = None,
+            group_id: str | None = None, run_ids: list[str] | None = None, latest: bool = False) -> Rows:
+    """The stored rows, one per (run, seed), newest last: numbers in bits with their 95%
+    intervals over sequences, every evaluation set, the learning curve, the settings that define
+    its leaderboard row, the code that made it (the keys of `bayesbench leaderboard --json`'s
+    "runs"), and its `environment`: the bayesbench version and commit, torch, device, threads.
+
+    db: the store (default $BAYESBENCH_DB or ./results/bayesbench.sqlite). task: a task name
+    ('hmm') or label; arch: an architecture; group_id: one command's rows ('run-quick');
+    run_ids: those runs; latest: only the newest run of each task and arch.
+
+    Example:
+
+        bayesbench.run(tasks="bijection", archs="mlp", steps=20, seeds=1, eval_sequences=256,
+                       db="tiny.sqlite", quiet=True)
+        rows = bayesbench.records(db="tiny.sqlite", arch="mlp")
+        [(r["seed"], r["entropy_mae_bits"], r["settings"]["train"]["lr"]) for r in rows]
+    """
+    path = _store(db, "bayesbench.records")
+    if run_ids is not None and (isinstance(run_ids, str) or not all(isinstance(k, str) for k in run_ids)):
+        raise ValueError(f"bayesbench.records(run_ids=...) must be a list of run ids, got {run_ids!r}")
+    return _json_rows(_board().select_rows(path, task=task, arch=arch, group_id=group_id, run_ids=run_ids,
+                                           latest=latest))
+
+
+def leaderboard(db: str | os.PathLike | None = None, *, task: str | None = None, arch: str | None = None,
+                latest: bool = False, per_run: bool = False, metric: str = "entropy_mae",
+                threshold: float | None = None, curve_metric: str | None = None) -> Rows:
+    """The leaderboard's rows: one per (task, evaluation set, architecture, configuration), pooling
+    every stored seed of that configuration (`per_run`: one per run), in the order `bayesbench
+    leaderboard` ranks them (by `metric` within each task and evaluation set).
+
+    Each row: task, eval, arch, params, steps, n_sequences (the evaluation set's size), seeds, the
+    mean over seeds of every metric (`<metric>_bits`), the ranked metric's values per seed and
+    95% t-interval over seeds (`ci_bits`), the floors of its set, `at_floor`, wall time, the
+    learning curve's steps to `threshold` bits per seed, and the row's `settings` (what its seeds
+    share). metric: entropy_mae, entropy_mae_positional, kl or auc (docs/leaderboard.md).
+
+    Example:
+
+        bayesbench.run(tasks="bijection", archs="mlp", steps=20, seeds=2, eval_sequences=256,
+                       db="tiny.sqlite", quiet=True)
+        board = bayesbench.leaderboard(db="tiny.sqlite")
+        [(row["task"], row["eval"], row["arch"], row["entropy_mae_bits"]) for row in board]
+    """
+    board = _board()
+    path = _store(db, "bayesbench.leaderboard")
+    if latest and per_run:
+        raise ValueError("bayesbench.leaderboard: give at most one of latest and per_run")
+    try:
+        metric = board.check_metric(metric)
+        threshold = board.check_threshold(board.DEFAULT_THRESHOLD if threshold is None else threshold)
+        curve_metric = board.curve_metric_for(metric, curve_metric)
+    except ValueError as err:
+        raise ValueError(f"bayesbench.leaderboard: {err}") from None
+    recs = board.select_rows(path, task=task, arch=arch, latest=latest)
+    out = Rows()
+    for g in board.aggregate(recs, metric, per_run, curve_metric, threshold):
+        rec = g["records"][0]
+        floors = g.get("floors") or {}
+        reach = g.get("reach")
+        out.append({
+            "task": g["task"], "eval": g["eval"], "arch": g["arch"], "params": g["params"], "steps": g["steps"],
+            "n_sequences": g["n_sequences"], "primary": g["primary"], "seeds": list(g["seeds"]),
+            **{f"{m}_bits": board._num(v) for m, v in g["means"].items()},
+            "metric": metric, "per_seed_bits": [board._num(v) for v in g["values"][metric]],
+            "ci_bits": [board._num(x) for x in g["ci"]],
+            "floors_bits": {name: board._num(s[metric].mean) for name, s in floors.items() if metric in s},
+            "at_floor": board.at_floor(g, metric) if metric in board.METRICS else None,
+            "diverged_at": list(g["diverged"]), "wall_s": board._num(g["wall_s"]), "n_runs": g["n_runs"],
+            "curve_metric": curve_metric, "threshold_bits": threshold,
+            "steps_to_threshold": None if reach is None else list(reach.per_seed),
+            "run_ids": sorted({r.run_id for r in g["records"]}),
+            "settings": board.json_safe(board.row_settings(rec)),
+        })
+    return out

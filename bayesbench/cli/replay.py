@@ -1,0 +1,193 @@
+"""Configurations that replay: `bayesbench run --config FILE`, `--replay RUN`, `--print-config`.
+
+    bayesbench run --tasks bijection --archs mlp --steps 20 --print-config > tiny.toml
+    bayesbench run --config tiny.toml                       # the same jobs, the same keys
+    bayesbench run --replay runs/quick/bijection-mlp-lr0.0005-s0-<key>/run.json --db again.sqlite
+
+`--replay` rebuilds the stored run's settings from its run.json (`settings.replay_settings`),
+checks before anything runs that they resolve to the run's identity (`bayesbench.identity`),
+says where the code or the package differs from the run's, runs it, and compares every number
+of every seed with the stored ones. A store that already holds the run's key (the same
+configuration and code) gives its stored rows without training: give another `--db` and
+`--runs-dir` to train it again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from dataclasses import dataclass
+
+from .args import db_name
+from .settings import (
+    ConfigAction,
+    checked,
+    command_parser,
+    given,
+    read_run_file,
+    replay_settings,
+    to_toml,
+)
+
+
+def add_config_options(p: argparse.ArgumentParser) -> None:
+    """--config, --replay and --print-config (`bayesbench run`)."""
+    p.add_argument("--config", action=ConfigAction, metavar="FILE",
+                   help="read settings from a TOML file: the options' names as keys (eval_sequences = 64), tables "
+                        "for train_args, task_args, model_args; flags after it override it (docs/cli.md#configuration-"
+                        "files)")
+    p.add_argument("--replay", metavar="RUN", help="run again exactly what a stored run ran: its run.json (or run "
+                   "directory); says where the code differs and compares every number with the stored ones")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the resolved settings as TOML that --config reads, and the jobs they make, without "
+                        "running")
+
+
+@dataclass
+class Replay:
+    """A stored run being replayed: its run file and its document."""
+
+    path: str
+    doc: dict
+    stored: bool = False  # the store already held the run's key: nothing was trained
+
+    @property
+    def identity(self) -> dict:
+        return self.doc["config"]["identity"]
+
+
+def start_replay(args: argparse.Namespace) -> Replay:
+    """Set `args` to the stored run's settings (`settings.replay_settings`). Only settings that
+    change no number may be given beside --replay (--db, --runs-dir, --jobs, ...)."""
+    if getattr(args, "config", None):
+        raise ValueError("give one of --config and --replay: --replay runs the stored run's own settings")
+    parser = command_parser("run")
+    changes = given(args, parser, placement=False)
+    if changes:
+        flag = "--" + next(iter(changes)).replace("_", "-")
+        raise ValueError(f"--replay runs exactly what the stored run ran, and {flag} would change it; for a variant, "
+                         f"write its settings (--replay {args.replay} --print-config > run.toml), edit them and run "
+                         "--config run.toml")
+    doc = read_run_file(args.replay)
+    settings = replay_settings(doc, args.replay)
+    for dest, value in checked(parser, settings, lambda key: f"--replay {args.replay}: {key}",
+                               f"--replay {args.replay}").items():
+        setattr(args, dest, value)
+    return Replay(args.replay, doc)
+
+
+def check_jobs(replay: Replay, jobs: list, say, db: str | None, runs_dir: str) -> list:
+    """The replayed run's one job, checked to resolve to the stored identity (else an error
+    naming the first field that differs); says where the code and the package differ from the
+    run's, and when the store already holds it or its run directory exists (a finished
+    checkpoint there is evaluated again, not trained again)."""
+    from ..identity import difference
+    from ..running.provenance import provenance
+    from ..versions import changed
+
+    (sweep_job,) = jobs
+    stored = replay.identity
+    differs = difference(stored, sweep_job.job.identity)
+    if differs:
+        raise ValueError(f"--replay {replay.path}: its settings no longer resolve to the run it was: {differs} "
+                         "(a preset or a default changed since)")
+    code = changed(replay.doc.get("code") or (replay.doc.get("config") or {}).get("code"), sweep_job.job.code)
+    if code:
+        say(f"--replay: the code differs from the run's: {'; '.join(code)}. Its numbers may differ, and it is a new "
+            f"result (key {sweep_job.key}, the run's {replay.doc.get('run_id')})")
+    then, now = replay.doc.get("environment") or {}, provenance()
+    fields = ("bayesbench", "git_commit", "git_dirty")
+    if [then.get(f) for f in fields] != [now[f] for f in fields]:
+        say(f"--replay: the run was made by bayesbench {then.get('bayesbench')} ({_commit(then)}); this is "
+            f"{now['bayesbench']} ({_commit(now)})")
+    replay.stored = already_stored(db, sweep_job.key)
+    if replay.stored:
+        say(f"--replay: the store {db_name(db)} already holds this run (key {sweep_job.key}): its stored rows are "
+            "shown and nothing is trained; give another --db and --runs-dir to train it again")
+    elif os.path.exists(sweep_job.run_dir(runs_dir)):
+        say(f"--replay: its run directory {sweep_job.run_dir(runs_dir)} exists: training continues from its checkpoint "
+            "(a finished one is evaluated again, not trained again); give another --runs-dir to train it from the "
+            "start")
+    return jobs
+
+
+def _commit(env: dict) -> str:
+    commit = env.get("git_commit")
+    if not commit:
+        return "commit unknown"
+    return f"commit {commit[:12]}{' with uncommitted changes' if env.get('git_dirty') else ''}"
+
+
+def already_stored(db: str | None, key: str) -> bool:
+    """Whether the store at `db` holds rows of the run `key` (a missing store holds none)."""
+    from ..store.database import db_path
+    from ..store.leaderboard import select_rows
+
+    if not os.path.exists(db_path(db)):
+        return False
+
+    return bool(select_rows(db, run_ids=[key]))
+
+
+def compare(replay: Replay, records: list) -> list[str]:
+    """Every number of the replayed run against the stored run's, seed by seed: each metric's
+    mean on each evaluation set and the final training loss. Lines to print; the first says
+    whether every number is equal to the last digit."""
+    from ..store.records import EvalResult
+
+    if replay.stored:
+        return ["--replay: nothing was trained (the store held the run), so there is nothing to compare"]
+    stored = {s["seed"]: s for s in replay.doc.get("seeds", [])}
+    equal, differ = 0, []
+    for r in records:
+        then = stored.get(r.seed)
+        if then is None:
+            differ.append(f"seed {r.seed}: not in the stored run")
+            continue
+        pairs = [("final loss (nats)", then.get("final_loss_nats"), r.final_loss)]
+        for name, ev in r.evals.items():
+            old = then["evals"].get(name)
+            old_metrics = EvalResult.from_json(old).metrics() if old is not None else {}
+            for metric, summary in ev.metrics().items():
+                before = old_metrics.get(metric)
+                pairs.append((f"{name} {metric}", None if before is None else before.mean, summary.mean))
+        for what, a, b in pairs:
+            if _same(a, b):
+                equal += 1
+            else:
+                differ.append(f"seed {r.seed} {what}: {a!r} stored, {b!r} now")
+    n = len(records)
+    if not differ:
+        return [f"--replay: every number equals the stored run's to the last digit ({equal} numbers: each metric "
+                f"on each evaluation set and the final loss, {n} seed{'s' if n != 1 else ''})"]
+    return [f"--replay: {len(differ)} of {equal + len(differ)} numbers differ from the stored run's:", *differ[:20]]
+
+
+def _same(a, b) -> bool:
+    """Equal to the last digit (a null in run.json is a non-finite number)."""
+    a = math.nan if a is None else float(a)
+    b = math.nan if b is None else float(b)
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def config_text(args: argparse.Namespace, jobs: list, replay: Replay | None = None) -> str:
+    """--print-config: the command's settings as TOML (`settings.to_toml`; the preset always, every
+    other setting where it is not the default) and, as comments, the jobs they make."""
+    from ..running.provenance import describe
+    from ..sweep.expand import seeds_text
+
+    settings = {"preset": args.preset, **given(args, command_parser("run"))}
+    settings = {k: v for k, v in settings.items() if k not in {"replay"}}
+    head = ["bayesbench run settings: `bayesbench run --config THIS_FILE` runs them (docs/cli.md#configuration-files)",
+            f"printed by {describe()}"]
+    if replay is not None:
+        head.append(f"the settings of {replay.path} (run {replay.doc.get('run_id')})")
+    lines = ["", f"The jobs they make ({len(jobs)}; key = the run's identity and seeds, docs/results.md):"]
+    for sweep_job in jobs:
+        job = sweep_job.job
+        lines.append(f"  {job.setup.label} / {sweep_job.arch}: key {sweep_job.key}, {job.params:,} params per member, "
+                     f"seeds {seeds_text(job.seeds)}, {job.train.steps} steps x batch {job.train.batch_size}, "
+                     f"lr {job.train.lr:g} ({job.train.schedule}), on {job.device}")
+    return to_toml(settings, head) + "\n" + "\n".join(f"# {line}" if line else "#" for line in lines) + "\n"
+

@@ -1,0 +1,282 @@
+"""A command's settings as data: the keys of `bayesbench run`'s (and `train`'s) options, from a
+TOML file (`run --config FILE`), from a stored run (`run --replay RUN_DIR/run.json`), from
+keyword arguments (`bayesbench.run(...)`, `bayesbench/api.py`), and written back as TOML
+(`run --print-config`) that `--config` reads again.
+
+    bayesbench run --tasks bijection --archs mlp --steps 20 --print-config > tiny.toml
+    bayesbench run --config tiny.toml
+
+A key is an option's name with `_` for `-` (`eval_sequences` for `--eval-sequences`): the keys are
+read off the command's parser, so a new option is a new key. Each value is checked by the
+option's own rule (type, choices), and a mistake is one error naming the key and where it came
+from ("tiny.toml: steps must be a positive integer, got 0"). `--train-args`, `--task-args` and
+`--model-args` are tables. `seeds` is a count (seeds 0..N-1, as `--seeds N`) or a list of seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+from collections.abc import Callable
+
+from .args import seed_list
+
+# Options that are not settings: how the command is called, not what it runs.
+NOT_SETTINGS = frozenset({"help", "debug", "config", "replay", "print_config", "json"})
+# Settings that change no number of a run: where it is stored and how it is driven. `--replay`
+# accepts these beside it; every other setting would change what the stored run ran.
+PLACEMENT = frozenset({"db", "runs_dir", "no_progress", "jobs", "ray", "max_retries", "resume", "log"})
+TABLES = ("train_args", "task_args", "model_args")  # KEY=VALUE options: tables in TOML
+
+
+def command_parser(command: str) -> argparse.ArgumentParser:
+    """The parser of `bayesbench COMMAND` (building it imports no torch)."""
+    from . import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[command]
+
+
+def setting_actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """dest -> option of every setting of a command's parser."""
+    return {a.dest: a for a in parser._actions if a.option_strings and a.dest not in NOT_SETTINGS}
+
+
+def defaults(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The namespace a command line without options gives (every setting at its default)."""
+    return argparse.Namespace(**{a.dest: a.default for a in parser._actions if a.dest != argparse.SUPPRESS
+                                 and a.default != argparse.SUPPRESS})
+
+
+def check_value(action: argparse.Action, value, where: str):
+    """`value` for the option `action` as its parser would hold it, by the option's own rule;
+    a ValueError starting with `where` (e.g. "tiny.toml: steps") otherwise."""
+    name = action.dest
+    if isinstance(action, argparse._StoreTrueAction):
+        if not isinstance(value, bool):
+            raise ValueError(f"{where} must be true or false, got {value!r}")
+        return value
+    if name in TABLES:
+        if not isinstance(value, dict):
+            raise ValueError(f"{where} must be a table of settings (e.g. {{lr = 5e-4}}), got {value!r}")
+        for key in value:
+            if not str(key).isidentifier():
+                raise ValueError(f"{where}: {key!r} is not a setting name")
+        if name == "train_args":  # TrainConfig's fields and rules, checked here to name the file
+            from .args import check_train_args
+
+            try:
+                check_train_args(value)
+            except ValueError as err:
+                raise ValueError(str(err).replace("--train-args", where, 1)) from None
+        return [(str(k), v) for k, v in value.items()]  # what `args.key_values` makes of KEY=VALUE items
+    if name == "seeds" and isinstance(value, (list, tuple)):  # explicit seeds (a count is the option's rule)
+        if not all(isinstance(s, int) and not isinstance(s, bool) for s in value):
+            raise ValueError(f"{where} must be a count or a list of integer seeds, got {value!r}")
+        try:
+            return seed_list(",".join(str(s) for s in value)) if value else seed_list("")
+        except argparse.ArgumentTypeError as err:
+            raise ValueError(f"{where} {err}") from None
+    if action.nargs == "+":  # a list of names: a list, or one string with commas
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, (list, tuple)) or not value or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"{where} must be a list of names (or one name), got {value!r}")
+        return list(value)
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ValueError(f"{where} must be {'a number' if action.type else 'a string'}, got {value!r}")
+    if action.type is not None:
+        try:
+            value = action.type(str(value))
+        except argparse.ArgumentTypeError as err:
+            raise ValueError(f"{where} {err}") from None
+    elif not isinstance(value, str):
+        raise ValueError(f"{where} must be a string, got {value!r}")
+    if action.choices is not None and value not in action.choices:
+        raise ValueError(f"{where} must be one of {', '.join(map(str, action.choices))}, got {value!r}")
+    return value
+
+
+def unknown_key(key: str, known, source: str) -> ValueError:
+    """The error for a key no option has: the nearest name, and every key."""
+    close = difflib.get_close_matches(key, list(known), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return ValueError(f"{source}: unknown setting {key!r}{hint}; settings: {', '.join(sorted(known))}")
+
+
+def checked(parser: argparse.ArgumentParser, settings: dict, where: Callable[[str], str], source: str) -> dict:
+    """`settings` (key -> value; `-` or `_` in keys) checked against the command's options, as
+    dest -> the value its parser would hold."""
+    actions = setting_actions(parser)
+    out = {}
+    for key, value in settings.items():
+        dest = str(key).replace("-", "_")
+        if dest not in actions:
+            raise unknown_key(str(key), actions, source)
+        out[dest] = check_value(actions[dest], value, where(dest))
+    return out
+
+
+# ---------------------------------------------------------------- TOML
+
+def read_toml(path: str, parser: argparse.ArgumentParser) -> dict:
+    """The settings of a TOML file (top-level keys, tables for the KEY=VALUE options), checked:
+    dest -> value. An unreadable file, bad TOML or an unknown key is one error naming the file."""
+    import tomllib
+
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"--config {path}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"--config {path} is a folder; give a TOML file") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"--config {path} is not valid TOML: {err}") from None
+    return checked(parser, data, lambda key: f"{path}: {key}", f"--config {path}")
+
+
+def toml_value(value, where: str) -> str:
+    """One TOML value (a string, number, boolean or a list of them)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value != value:
+            return "nan"
+        if value in (float("inf"), float("-inf")):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a TOML basic string: JSON's escapes are TOML's
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v, where) for v in value) + "]"
+    raise ValueError(f"{where}: {value!r} has no TOML form (strings, numbers, booleans and lists of them)")
+
+
+def to_toml(settings: dict, comments: list[str] = ()) -> str:
+    """`settings` (dest -> value as the parser holds it) as TOML that `read_toml` reads back to
+    the same values: scalars first, then one table per KEY=VALUE option; `comments` above."""
+    lines = [f"# {c}" if c else "#" for c in comments]
+    tables = []
+    for key, value in settings.items():
+        if key in TABLES:
+            if value:
+                tables.append((key, dict(value)))
+        elif value is not None:
+            lines.append(f"{key} = {toml_value(value, key)}")
+    for key, table in tables:
+        lines += ["", f"[{key}]"]
+        lines += [f"{k} = {toml_value(v, f'{key}.{k}')}" for k, v in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+def given(args: argparse.Namespace, parser: argparse.ArgumentParser, *, placement: bool = True) -> dict:
+    """The settings of a parsed command line that differ from their defaults: dest -> value
+    (without `PLACEMENT`'s unless `placement`)."""
+    out = {}
+    for dest, action in setting_actions(parser).items():
+        value = getattr(args, dest, action.default)
+        if value != action.default and (placement or dest not in PLACEMENT):
+            out[dest] = value
+    return out
+
+
+class ConfigAction(argparse.Action):
+    """`--config FILE`: the file's settings set where the option stands on the command line; a
+    flag given before it with a value of its own keeps it, a flag after it overrides the file."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        try:
+            settings = read_toml(values, parser)
+        except ValueError as err:  # argparse's way: "argument --config: ...", exit 2
+            raise argparse.ArgumentError(self, str(err).removeprefix("--config ")) from None
+        actions = setting_actions(parser)
+        for dest, value in settings.items():
+            if getattr(namespace, dest, None) == actions[dest].default:  # not given before --config
+                setattr(namespace, dest, value)
+        setattr(namespace, self.dest, values)
+
+
+# ---------------------------------------------------------------- a stored run
+
+def read_run_file(path: str) -> dict:
+    """A run.json document (`store/run_file.py`); a run directory stands for its run.json."""
+    from ..store.run_file import RUN_FILE
+
+    if os.path.isdir(path):
+        path = os.path.join(path, RUN_FILE)
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"--replay {path}: no such file (give a run directory or its {RUN_FILE})") from None
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"--replay {path} is not a run file (JSON): {err}") from None
+    if not isinstance(doc, dict) or not isinstance((doc.get("config") or {}).get("identity"), dict):
+        raise ValueError(f"--replay {path}: not a run.json with the run's identity (written by bayesbench run, "
+                         "train or sweep from version 0.1.0)")
+    return doc
+
+
+# TrainConfig fields with an option of their own (`--train-args` refuses them).
+_OWN_TRAIN_OPTIONS = ("steps", "precision", "compile", "checkpoint_every")
+
+
+def replay_settings(doc: dict, path: str) -> dict:
+    """The `run` settings that resolve to the stored run's job (dest -> value): its preset, task
+    (the preset's task it was, its options over the preset's), architecture (its resolved model
+    options, the capacity match as the parameter count it came to), seeds, every training field
+    of its identity, evaluation set size, device type and threads. `cli/run.py` checks that they
+    resolve to the stored identity before anything runs."""
+    from ..presets import get_preset, labelled
+    from ..tasks import task_from_config
+
+    ident = doc["config"]["identity"]
+    try:
+        preset = get_preset(doc.get("preset"))
+    except ValueError as err:
+        raise ValueError(f"--replay {path}: {err}") from None
+    task = dict(ident["task"])
+    key, options = None, {}
+    for name, setup in preset.tasks.items():
+        if setup.task.get("task") != task.get("task"):
+            continue
+        base = task_from_config(setup.task).config()
+        diff = {k: v for k, v in task.items() if k != "task" and base.get(k) != v}
+        if (labelled(setup.label, diff) if diff else setup.label) == ident["label"]:
+            key, options = name, diff
+            break
+    if key is None:
+        raise ValueError(f"--replay {path}: its task {ident['label']!r} is none of preset {preset.name!r}'s tasks "
+                         "(an outside tunnel, or a preset changed since): run it with --task and the options it "
+                         "records")
+    train = dict(ident.get("train") or {})
+    if not train:
+        raise ValueError(f"--replay {path}: the run was scored here, not trained here (no training settings)")
+    from ..models.registry import is_outside
+
+    arch = ident["arch"]
+    settings = {"preset": preset.name, "tasks": [key]}
+    if is_outside(arch):
+        settings.update(model=arch, name=doc.get("arch"))
+    else:
+        settings["archs"] = [arch]
+    settings["seeds"] = [int(s) for s in doc["config"].get("seeds") or [s["seed"] for s in doc.get("seeds", [])]]
+    for name in _OWN_TRAIN_OPTIONS:
+        if name in train:
+            settings[name] = train.pop(name)
+    settings.update(eval_sequences=ident.get("eval_sequences"), device=ident.get("device_type"),
+                    threads=ident.get("threads"))
+    settings["train_args"] = train
+    if options:
+        settings["task_args"] = options
+    if ident.get("model"):
+        settings["model_args"] = {k: v for k, v in ident["model"].items() if v is not None}
+    return {k: v for k, v in settings.items() if v is not None}

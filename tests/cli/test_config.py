@@ -1,0 +1,169 @@
+"""Configurations that replay: `run --config FILE` (TOML), `--print-config` (TOML that --config reads
+back to the same jobs), `--replay RUN` (the stored run again, to the last digit)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import tomllib
+
+import pytest
+
+from bayesbench.cli import main
+from bayesbench.store.database import read_records
+
+TINY = ["--tasks", "bijection", "--archs", "mlp", "--steps", "20", "--eval-sequences", "64", "--curve-sequences", "32",
+        "--no-progress"]
+
+
+def _print_config(capsys, *argv, notes: list | None = None) -> str:
+    capsys.readouterr()
+    assert main(["run", *argv, "--print-config"]) == 0
+    out = capsys.readouterr()
+    if notes is not None:
+        notes.append(out.err)
+    return out.out
+
+
+def test_print_config_reads_back_to_the_same_jobs(tmp_path, capsys):
+    text = _print_config(capsys, *TINY, "--seeds", "2", "--train-args", "lr=1e-3", "schedule=cosine",
+                         "--model-args", "depth=3")
+    settings = tomllib.loads(text)
+    assert settings == {"preset": "quick", "steps": 20, "eval_sequences": 64, "no_progress": True,
+                        "curve_sequences": 32, "train_args": {"lr": 1e-3, "schedule": "cosine"},
+                        "model_args": {"depth": 3}, "tasks": ["bijection"], "archs": ["mlp"], "seeds": 2}
+    keys = [line for line in text.splitlines() if ": key " in line]
+    assert len(keys) == 1 and "bijection V=8 L=7 repl / mlp: key " in keys[0]
+    path = tmp_path / "tiny.toml"
+    path.write_text(text)
+    assert _print_config(capsys, "--config", str(path)) == text  # the same settings, the same job keys
+
+
+def test_flags_after_config_override_it_and_flags_before_keep_their_values(tmp_path, capsys):
+    path = tmp_path / "c.toml"
+    path.write_text('tasks = "bijection"\narchs = ["mlp"]\nsteps = 20\nseeds = [3, 5]\n[train_args]\nlr = 0.002\n')
+    after = tomllib.loads(_print_config(capsys, "--config", str(path), "--steps", "30"))
+    before = tomllib.loads(_print_config(capsys, "--steps", "40", "--config", str(path)))
+    assert (after["steps"], before["steps"]) == (30, 40)
+    assert after["seeds"] == [3, 5] and after["train_args"] == {"lr": 0.002}
+    assert "seeds [3, 5]" in _print_config(capsys, "--config", str(path))  # explicit seeds reach the job
+
+
+@pytest.mark.parametrize("text,message", [
+    ("epochs = 3\n", "unknown setting 'epochs'"),
+    ("step = 3\n", "unknown setting 'step' (did you mean 'steps'?)"),
+    ("steps = 0\n", "steps must be a positive integer, got '0'"),
+    ("preset = 'huge'\n", "preset must be one of paper, quick, got 'huge'"),
+    ("compile = 1\n", "compile must be true or false, got 1"),
+    ("seeds = [0, 0]\n", "seeds must list distinct non-negative integers"),
+    ("[train_args]\nlrr = 1\n", "train_args: unknown training setting 'lrr' (did you mean 'lr'?)"),
+    ("[train_args]\nbeta1 = 1.5\n", "train_args beta1 must be"),
+    ("steps = \n", "is not valid TOML"),
+])
+def test_a_bad_file_is_one_error_naming_the_key_and_the_file(tmp_path, capsys, text, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "--config", str(path)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("bayesbench run: error: argument --config: ") and str(path) in err and message in err, err
+
+
+def test_a_missing_file_is_named(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--config", str(tmp_path / "none.toml")])
+    assert f"{tmp_path / 'none.toml'}: no such file" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def stored_run(tmp_path_factory):
+    """A tiny stored run (2 seeds, 20 steps) and its run.json."""
+    root = tmp_path_factory.mktemp("stored")
+    assert main(["run", *TINY, "--seeds", "2", "--train-args", "lr=2e-3", "--db", str(root / "a.sqlite"),
+                 "--runs-dir", str(root / "runs"), "--json"]) == 0
+    (run_file,) = glob.glob(str(root / "runs" / "**" / "run.json"), recursive=True)
+    return root, run_file
+
+
+def _numbers(db: str) -> dict:
+    return {(r.seed, name, metric): s.mean for r in read_records(db) for name, ev in r.evals.items()
+            for metric, s in ev.metrics().items()} | {(r.seed, "loss"): r.final_loss for r in read_records(db)}
+
+
+def test_replay_reproduces_the_stored_run_to_the_last_digit(stored_run, tmp_path, capsys):
+    root, run_file = stored_run
+    capsys.readouterr()
+    assert main(["run", "--replay", run_file, "--db", str(tmp_path / "b.sqlite"), "--runs-dir", str(tmp_path / "runs"),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "--replay: every number equals the stored run's to the last digit (14 numbers" in out, out
+    again, before = _numbers(str(tmp_path / "b.sqlite")), _numbers(str(root / "a.sqlite"))
+    assert again == before and len(again) == 14
+    (new_file,) = glob.glob(str(tmp_path / "runs" / "**" / "run.json"), recursive=True)
+    assert json.load(open(new_file))["run_id"] == json.load(open(run_file))["run_id"]  # the same key
+
+
+def test_replay_into_the_store_that_holds_it_trains_nothing(stored_run, capsys):
+    root, run_file = stored_run
+    capsys.readouterr()
+    assert main(["run", "--replay", run_file, "--db", str(root / "a.sqlite"), "--runs-dir", str(root / "runs"),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "already holds this run" in out and "nothing was trained" in out
+
+
+def test_replay_refuses_a_setting_that_would_change_the_run(stored_run, capsys):
+    _, run_file = stored_run
+    capsys.readouterr()
+    assert main(["run", "--replay", run_file, "--steps", "30"]) == 2
+    assert "--steps would change it" in capsys.readouterr().err
+
+
+def test_replay_says_when_its_run_directory_exists(stored_run, tmp_path, capsys):
+    root, run_file = stored_run
+    notes = []
+    _print_config(capsys, "--replay", run_file, "--db", str(tmp_path / "new.sqlite"), "--runs-dir", str(root / "runs"),
+                  notes=notes)
+    assert "its run directory" in notes[0] and "evaluated again, not trained again" in notes[0]
+    assert main(["run", "--replay", str(run_file) + ".missing"]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_replay_says_where_the_code_and_the_package_differ(stored_run, tmp_path, capsys):
+    _, run_file = stored_run
+    doc = json.load(open(run_file))
+    doc["code"]["training"] = {"version": 99}
+    doc["environment"].update(bayesbench="0.0.1", git_commit="0123456789abcdef", git_dirty=False)
+    edited = tmp_path / "run.json"
+    edited.write_text(json.dumps(doc))
+    notes = []
+    settings = tomllib.loads(_print_config(capsys, "--replay", str(edited), notes=notes))  # stdout: only the TOML
+    assert "the code differs from the run's: the trainer code changed (version 99 then, version 1 now)" in notes[0]
+    assert "the run was made by bayesbench 0.0.1 (commit 0123456789ab)" in notes[0]
+    assert settings["seeds"] == [0, 1] and settings["train_args"]["lr"] == 2e-3 and settings["steps"] == 20
+
+
+def test_replay_refuses_a_run_its_settings_no_longer_make(stored_run, tmp_path, capsys):
+    _, run_file = stored_run
+    doc = json.load(open(run_file))
+    doc["config"]["identity"]["max_len"] += 1  # as if the preset's evaluation lengths had changed since
+    edited = tmp_path / "run.json"
+    edited.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["run", "--replay", str(edited), "--db", str(tmp_path / "c.sqlite")]) == 2
+    assert "no longer resolve to the run it was: max_len differs (16 there, 15 here)" in capsys.readouterr().err
+
+
+def test_replay_of_your_own_model(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    net = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "outside_net.py")
+    common = ["--no-progress", "--eval-sequences", "64", "--curve-sequences", "32"]
+    assert main(["run", "--model", f"{net}:build", "--tasks", "sticky", "--steps", "5", "--seeds", "1", *common,
+                 "--db", "a.sqlite", "--runs-dir", "runs"]) == 0
+    (run_file,) = glob.glob("runs/**/run.json", recursive=True)
+    capsys.readouterr()
+    assert main(["run", "--replay", run_file, "--db", "b.sqlite", "--runs-dir", "again", "--no-progress"]) == 0
+    assert "--replay: every number equals the stored run's to the last digit" in capsys.readouterr().out
+    assert _numbers("a.sqlite") == _numbers("b.sqlite")
