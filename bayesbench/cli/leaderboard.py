@@ -12,8 +12,8 @@ from .errors import no_rows_message
 
 
 def add_parser(sub) -> None:
-    from ..store.leaderboard import CURVE_METRIC_NAMES, DEFAULT_THRESHOLD, FORMATS, RANKINGS
-
+    from ..report.leaderboard import FORMATS
+    from ..report.rows import CURVE_METRIC_NAMES, DEFAULT_THRESHOLD, RANKINGS
     p = sub.add_parser("leaderboard", help="show stored results (every stored seed of each task, arch and config)")
     p.add_argument("--task", help="only this task (name like hmm, or label like 'hmm S=5 K=20')")
     p.add_argument("--arch", help="only this architecture")
@@ -34,8 +34,8 @@ def add_parser(sub) -> None:
 
 
 def cmd_leaderboard(args) -> int:
-    from ..store.leaderboard import render, select_rows
-
+    from ..report.leaderboard import render
+    from ..report.selection import select_rows
     if args.latest and args.all:
         raise ValueError("give at most one of --latest and --all")
     if args.json and args.format not in (None, "json"):

@@ -14,8 +14,7 @@ from .errors import no_rows_message
 
 
 def add_parser(sub) -> None:
-    from ..store.leaderboard import CURVE_METRIC_NAMES, DEFAULT_THRESHOLD
-
+    from ..report.rows import CURVE_METRIC_NAMES, DEFAULT_THRESHOLD
     p = sub.add_parser("plot", help="PNG figures: model vs Bayes entropy per position, error curves per arch")
     p.add_argument("--task", help="only this task")
     p.add_argument("--out", default=os.path.join("results", "plots"), help="output folder (default results/plots)")
@@ -56,7 +55,7 @@ def cmd_plot(args) -> int:
         return 0
     if args.curves:
         return _curves(args)
-    from ..store.plots import plot
+    from ..report.plots import plot
 
     paths = plot(args.db, args.out, task=args.task)
     if not paths and args.task:
@@ -71,8 +70,8 @@ def cmd_plot(args) -> int:
 def _curves(args) -> int:
     import sys
 
-    from ..store.leaderboard import CURVE_ONLY, DEFAULT_THRESHOLD
-    from ..store.plots import curve_metrics, plot_learning_curves
+    from ..report.plots import curve_metrics, plot_learning_curves
+    from ..report.rows import CURVE_ONLY, DEFAULT_THRESHOLD
 
     metric = args.metric or "entropy_mae"
     measured = curve_metrics(args.db, task=args.task)

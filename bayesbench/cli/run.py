@@ -117,8 +117,9 @@ def run_preset(args, select: Callable, say) -> list:
 
 
 def cmd_run(args) -> int:
-    from ..store.leaderboard import headline, json_runs, markdown, select_rows
-
+    from ..report.headline import headline
+    from ..report.leaderboard import json_runs, markdown
+    from ..report.selection import select_rows
     say = line_printer(args)
     start = time.perf_counter()
     say(f"bayesbench run --preset {args.preset} -> store {db_name(args.db)}, run directories under "

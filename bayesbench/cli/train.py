@@ -39,8 +39,8 @@ def jobs_of(args, place: Callable[[str], str] | None = None) -> list:
 
 
 def cmd_train(args) -> int:
-    from ..store.leaderboard import json_runs, markdown, select_rows
-
+    from ..report.leaderboard import json_runs, markdown
+    from ..report.selection import select_rows
     (sweep_job,) = run_preset(args, lambda place: jobs_of(args, place), line_printer(args))
     if args.json:
         print(json.dumps(json_runs(select_rows(args.db, run_ids=[sweep_job.key])), indent=2))

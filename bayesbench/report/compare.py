@@ -19,8 +19,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from ..store.records import RunRecord
 from .curve_stats import trained_part, value_at
-from .records import RunRecord
 
 ALPHA = 0.05
 

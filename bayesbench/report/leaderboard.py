@@ -11,8 +11,9 @@ evaluation, two computed floors: the uniform predictor and the best context-igno
 (`bayesbench.scoring.floors`). By default a row pools every stored seed of one (task, arch,
 configuration) across runs (the newest record of a seed run twice), with the number of seeds
 shown; `latest=True` keeps only the newest run of each (task, arch), `per_run=True` gives one
-row per run. Input everywhere: the stored `RunRecord`s (`select_rows`). `headline` states the
-science the leaderboard exists to show.
+row per run. Input everywhere: the stored `RunRecord`s (`report.selection.select_rows`), pooled into
+`report.rows.Row`s (`aggregate`); `report.headline` states the science the leaderboard
+exists to show.
 
 Beside the final numbers, what the learning curves say (`curve_stats`; on the evaluation the
 curves measure, the primary one): the steps (and sequences) to reach a threshold on the curve
@@ -30,88 +31,26 @@ import json
 import math
 
 from .. import versions
-from ..identity import identity_key
-from .curve_stats import Reach, common_range, log_auc, reach, reached_from, still_improving, trained_part
-from .database import read_records, row_identity
-from .records import EvalResult, RunRecord, json_safe
+from ..store.database import row_settings
+from ..store.records import EvalResult, RunRecord, json_safe
+from .curve_stats import Reach, reached_from, still_improving, trained_part
+from .rows import (
+    AT_FLOOR,
+    AUC,
+    DEFAULT_THRESHOLD,
+    METRICS,
+    SHORT,
+    Row,
+    aggregate,
+    at_floor,
+    block_key,
+    check_metric,
+    check_threshold,
+    curve_metric_for,
+    set_marks,
+)
 
 FORMATS = ("md", "csv", "json")
-METRICS = {
-    "entropy_mae": "entropy MAE per (sequence, position): mean |H(model) - H(Bayes)|",
-    "entropy_mae_positional": "entropy MAE of per-position means: mean over positions of "
-                              "|mean H(model) - mean H(Bayes)| (the authors' bijection metric, Paper I Table 1)",
-    "kl": "KL(Bayes || model), mean over (sequence, position) (the authors' HMM metric)",
-}
-# Learning-curve metrics beyond the three final ones: the bijection's KL by case (training/curves.py).
-CURVE_ONLY = {
-    "kl:repeated": "KL(Bayes || model) at the bijection's repeated keys, where the posterior is a point mass "
-                   "(a retrieval)",
-    "kl:new": "KL(Bayes || model) at the bijection's new keys, where it is uniform over the values not yet seen "
-              "(an elimination)",
-}
-CURVE_METRIC_NAMES = (*METRICS, *CURVE_ONLY)
-SHORT = {"entropy_mae": "entropy MAE", "entropy_mae_positional": "positional entropy MAE", "kl": "KL",
-         "kl:repeated": "KL at repeated keys", "kl:new": "KL at new keys"}
-AUC = "auc"  # rank by the area under the learning curve of the curve metric, against log(step)
-RANKINGS = (*METRICS, AUC)
-DEFAULT_THRESHOLD = 0.1  # bits: the leaderboard's "steps to threshold"
-
-
-def check_metric(metric: str, allowed: tuple[str, ...] = RANKINGS) -> str:
-    if metric not in allowed:
-        raise ValueError(f"metric must be one of {allowed}, got {metric!r}")
-    return metric
-
-
-def check_threshold(threshold: float) -> float:
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not (
-            threshold > 0 and math.isfinite(threshold)):
-        raise ValueError(f"threshold must be a positive number of bits, got {threshold!r}")
-    return float(threshold)
-
-
-def curve_metric_for(metric: str, curve_metric: str | None) -> str:
-    """The metric the curve columns read: `curve_metric`, else the ranking metric (entropy MAE
-    when ranking by AUC)."""
-    if curve_metric is not None:
-        return check_metric(curve_metric, CURVE_METRIC_NAMES)
-    return metric if metric in METRICS else "entropy_mae"
-
-
-def _ev_mean(ev: EvalResult, metric: str) -> float:
-    """One evaluation's mean of `metric` (NaN when the run predates that metric)."""
-    s = getattr(ev, metric)
-    return math.nan if s is None else s.mean
-
-
-def select_rows(db: str | None = None, *, task: str | None = None, arch: str | None = None,
-                group_id: str | None = None, run_ids: list[str] | None = None,
-                latest: bool = False) -> list[RunRecord]:
-    """Stored records, filtered (`run_ids`: those runs, e.g. a command's jobs); with `latest`,
-    only the newest run of each (task_label, arch)."""
-    where, params = [], []
-    if run_ids is not None:
-        where.append(f"run_id IN ({', '.join('?' * len(run_ids))})" if run_ids else "0")
-        params += list(run_ids)
-    if task:
-        where.append("(task = ? OR task_label = ?)")
-        params += [task, task]
-    if arch:
-        where.append("arch = ?")
-        params.append(arch)
-    if group_id:
-        where.append("group_id = ?")
-        params.append(group_id)
-    records = read_records(db, where=" AND ".join(where), params=tuple(params))
-    return latest_runs(records) if latest else records
-
-
-def latest_runs(records: list[RunRecord]) -> list[RunRecord]:
-    """Only the newest run of each (task_label, arch) among `records` (oldest first, as stored)."""
-    newest: dict[tuple[str, str], str] = {}
-    for r in records:  # oldest first, so the last run seen wins
-        newest[(r.task_label, r.arch)] = r.run_id
-    return [r for r in records if newest[(r.task_label, r.arch)] == r.run_id]
 
 
 def _num(x: float | None) -> float | None:
@@ -150,10 +89,10 @@ def member_aucs(records: list[RunRecord], curve_metric: str) -> dict[tuple[str, 
     learning curve of `curve_metric` against log(step), over the common step range of every
     curve of its task and evaluation set (as `--metric auc` ranks them; None without a curve)."""
     out = {}
-    for g in _aggregate(records, AUC, per_run=True, curve_metric=curve_metric):
-        span = g.get("auc_range")
-        for rec, value in zip(g["records"], g["values"][AUC]):
-            if rec.learning_curve is not None and rec.learning_curve.eval == g["eval"]:
+    for row in aggregate(records, AUC, per_run=True, curve_metric=curve_metric):
+        span = row.auc_range
+        for rec, value in zip(row.records, row.values[AUC]):
+            if rec.learning_curve is not None and rec.learning_curve.eval == row.eval:
                 out[(rec.run_id, rec.seed)] = {"auc_bits": _num(value), "auc_metric": curve_metric,
                                                "auc_steps": list(span) if span else None}
     return out
@@ -201,144 +140,7 @@ def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
             "runs": runs}
 
 
-def row_settings(record: RunRecord) -> dict:
-    """The settings that define a leaderboard row, what must match for two runs' seeds to be
-    pooled in one row (`config_key`): the row's identity without its seeds (`bayesbench.identity`:
-    task and label, evaluation, architecture and model options, training, device type, torch
-    threads and code; `config["identity"]`, or from its fields for a row stored without one,
-    `database.row_identity`), and its tuning when a search chose its hyperparameters
-    (`config["tuning"]`: a tuned row is never pooled with an untuned one)."""
-    config = record.config or {}
-    identity = config.get("identity") or row_identity(
-        {"task_config": record.task_config, "task_label": record.task_label, "arch": record.arch, "config": config,
-         "environment": record.environment})
-    return {**identity, **({"tuning": config["tuning"]} if config.get("tuning") is not None else {})}
-
-
-def config_key(record: RunRecord) -> str:
-    """`row_settings` hashed (`identity.identity_key`; an untuned row's is its `config["identity_key"]`):
-    runs with the same key pool their seeds in one row."""
-    return identity_key(row_settings(record))
-
-
-def _aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: bool = False,
-               curve_metric: str = "entropy_mae", threshold: float = DEFAULT_THRESHOLD) -> list[dict]:
-    """One entry per (task_label, eval, arch, configuration) pooling the seeds of every run (a
-    seed stored twice counts once, its newest record), or per (..., run) with `per_run`, with
-    per-seed values of every metric and of the learning curve's statistics of `curve_metric`
-    (`_curve_stats`); ordered by task, eval and the mean of `metric` (one of RANKINGS)."""
-    groups: dict[tuple, dict] = {}
-    for r in records:  # oldest first: a newer record of the same seed replaces the older one
-        for name, ev in r.evals.items():
-            n_seq = ev.entropy_mae.n_sequences  # rows are comparable only on the same evaluation set
-            key = (r.task_label, name, n_seq, r.arch, r.run_id if per_run else config_key(r))
-            g = groups.setdefault(key, {"task": r.task_label, "eval": name, "arch": r.arch, "set_code": set_code(r),
-                                        "params": r.params, "steps": r.steps, "runs": {}, "by_seed": {},
-                                        "positions": ev.positions, "floors": ev.floors,
-                                        "n_sequences": ev.entropy_mae.n_sequences,
-                                        "primary": name == r.primary})
-            g["runs"][r.run_id] = r.wall_s
-            g["by_seed"][r.seed] = ({m: _ev_mean(ev, m) for m in METRICS}, r.status, r)
-            g["floors"] = g["floors"] or ev.floors
-    for g in groups.values():
-        seeds = sorted(g.pop("by_seed").items())
-        g["seeds"] = [s for s, _ in seeds]
-        g["status"] = [st for _, (_, st, _) in seeds]
-        g["records"] = [rec for _, (_, _, rec) in seeds]
-        # a diverged member's numbers are never a result: NaN in every statistic, named in the table
-        g["values"] = {m: [math.nan if rec.diverged else v[m] for _, (v, _, rec) in seeds] for m in METRICS}
-        g["diverged"] = [rec.diverged_at if rec.diverged else None for rec in g["records"]]
-        walls = [w for w in g["runs"].values() if w is not None]
-        g["wall_s"] = sum(walls) / len(walls) if walls else float("nan")
-        g["n_runs"] = len(g.pop("runs"))
-    _curve_stats(list(groups.values()), curve_metric, threshold)
-    out = sorted(groups.values(), key=lambda g: (g["task"], _eval_order(g["eval"]), -g["n_sequences"],
-                                                 g["set_code"], _sort_key(_mean(g["values"][metric]))))
-    for g in out:
-        g["means"] = {m: _mean(v) for m, v in g["values"].items()}
-        g["ci"] = seed_interval(g["values"][metric])
-    return out
-
-
-def aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: bool = False,
-              curve_metric: str = "entropy_mae", threshold: float = DEFAULT_THRESHOLD) -> list[dict]:
-    """The leaderboard's rows, as every rendering of it reads them (Markdown here, the web site of
-    `report/site.py`): one dict per (task, eval, arch, configuration) pooling its seeds, with
-    per-seed values of every metric, their means, the interval over seeds of `metric`, the
-    floors of its set and the learning-curve statistics (`_aggregate`)."""
-    return _aggregate(records, check_metric(metric), per_run, curve_metric, check_threshold(threshold))
-
-
-def block_key(g: dict) -> tuple:
-    """The rows that may be ranked together: one task, one evaluation, one evaluation set (the
-    same sequences: the set is fixed by the task, its code and its size) and one definition of
-    the metrics (their versions)."""
-    return (g["task"], g["eval"], g["n_sequences"], g["set_code"])
-
-
-def set_code(record: RunRecord) -> str:
-    """What of a row's code decides which numbers it can be ranked against: the tunnel's (its
-    sequences and posteriors) and the metrics' (their definitions), as far as keys name them
-    (`versions.keyed`): '' for first-version built-ins."""
-    code = versions.keyed({part: record.code.get(part) for part in ("task", "metrics") if part in record.code})
-    return json.dumps(code, sort_keys=True) if code else ""
-
-
-def _set_marks(agg: list[dict]) -> dict[tuple, str]:
-    """block_key -> what tells its set apart from the other sets of the same task and evaluation
-    in the table (', 512 seq', ', tunnel contents 1a2b..'), '' where a task and evaluation has one set."""
-    by_eval: dict[tuple, set] = {}
-    for g in agg:
-        by_eval.setdefault((g["task"], g["eval"]), set()).add(block_key(g))
-    marks = {}
-    for keys in by_eval.values():
-        sizes = {k[2] for k in keys}
-        codes = {k[3] for k in keys}
-        for k in keys:
-            parts = [f"{k[2]} seq"] if len(sizes) > 1 else []
-            if len(codes) > 1:
-                code = json.loads(k[3]) if k[3] else {}
-                parts += [f"{versions.WHAT[p]} {versions.short(code[p])}" for p in sorted(code)] or ["first versions"]
-            marks[k] = "".join(f", {p}" for p in parts)
-    return marks
-
-
-AT_FLOOR = 0.01  # a row whose mean is within 1% of the uniform floor, or above it, is marked "at floor"
-
-
-def at_floor(g: dict, metric: str) -> bool:
-    """Whether the row's mean of `metric` is within AT_FLOOR of the uniform floor or above it."""
-    floor = ((g.get("floors") or {}).get("uniform") or {}).get(metric)
-    mean = g["means"].get(metric, math.nan)
-    return floor is not None and math.isfinite(mean) and mean >= floor.mean * (1 - AT_FLOOR)
-
-
-def _curve_stats(groups: list[dict], metric: str, threshold: float) -> None:
-    """Per group, from its seeds' learning curves on the group's evaluation (None where a seed has
-    none): "reach" (`curve_stats.Reach` of `threshold`, or None), "improving" (per seed), and
-    values["auc"] (per seed, over the common step range of every curve of the task and eval)."""
-    for g in groups:
-        curves = [r.learning_curve if r.learning_curve is not None and r.learning_curve.eval == g["eval"]
-                  and metric in r.learning_curve.values else None for r in g["records"]]
-        g["curves"] = curves
-        stops = [r.stop_step for r in g["records"]]
-        batch = next((c.sequences[0] // c.step[0] for c in curves if c is not None and c.step), None)
-        g["reach"] = reach(curves, metric, threshold, stops, batch)
-        g["improving"] = [None if c is None else still_improving(*trained_part(c, metric, stop))
-                          for c, stop in zip(curves, stops)]
-    blocks: dict[tuple, list[dict]] = {}
-    for g in groups:
-        blocks.setdefault(block_key(g), []).append(g)
-    for block in blocks.values():
-        full = [(c.step, c.metric(metric)) for g in block for c in g["curves"] if c is not None]
-        span = common_range(full)
-        for g in block:
-            g["auc_range"] = span
-            g["values"][AUC] = [math.nan if c is None or span is None else log_auc(c.step, c.metric(metric), *span)
-                                for c in g["curves"]]
-
-
-def _reach_cell(r: Reach | None) -> str:
+def reach_cell(r: Reach | None) -> str:
     """Steps to the threshold over seeds, how many reached it, and the sequences it took."""
     if r is None:
         return "-"
@@ -357,47 +159,13 @@ def _reach_cell(r: Reach | None) -> str:
     return f"median {med:,.0f} ({r.reached}/{r.n} reached{seq(med)})"
 
 
-def _improving_cell(flags: list[bool | None]) -> str:
+def improving_cell(flags: list[bool | None]) -> str:
     if not flags or any(f is None for f in flags):
         return "-" if not flags or all(f is None for f in flags) else "n/a"
     return f"{sum(flags)}/{len(flags)}"
 
 
-def _sort_key(x: float) -> float:
-    return x if math.isfinite(x) else math.inf
-
-
-def seed_interval(values: list, level: float = 0.95) -> tuple[float, float]:
-    """t-interval of the mean over seeds (NaN with fewer than two finite values)."""
-    vals = [x for x in values if x is not None and math.isfinite(x)]
-    if len(vals) < 2:
-        return (float("nan"), float("nan"))
-    from scipy.special import stdtrit  # the t quantile (scipy.stats.t.ppf calls it; a third of the import time)
-
-    n, mean = len(vals), sum(vals) / len(vals)
-    sd = math.sqrt(sum((x - mean) ** 2 for x in vals) / (n - 1))
-    half = float(stdtrit(n - 1, 0.5 + level / 2)) * sd / math.sqrt(n)
-    return (mean - half, mean + half)
-
-
-def eval_length(name: str) -> int | None:
-    """K of a length-generalisation evaluation name ("K=30" -> 30, as evaluate names them), else None."""
-    return int(name[2:]) if name.startswith("K=") and name[2:].isdigit() else None
-
-
-def _eval_order(name: str):
-    """HMM evaluations by length (K=20 before K=30), others by name (values before values+query):
-    every (task, eval) is one contiguous block of the table, followed by its floor rows."""
-    k = eval_length(name)
-    return (0, k, "") if k is not None else (1, 0, name)
-
-
-def _mean(xs: list) -> float:
-    vals = [x for x in xs if x is not None and math.isfinite(x)]
-    return sum(vals) / len(vals) if vals else float("nan")
-
-
-def _fmt(x) -> str:
+def fmt_bits(x) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "n/a"
     if x == 0:  # an interval clipped at 0: "0", not "0.00e+00" beside four-decimal numbers
@@ -413,9 +181,9 @@ def _wall(x) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x:.0f}"
 
 
-def _seeds(g: dict) -> str:
-    runs = f" in {g['n_runs']} runs" if g["n_runs"] > 1 else ""
-    return f"{len(g['seeds'])}{runs}: {','.join(map(str, g['seeds']))}"
+def _seeds(row: Row) -> str:
+    runs = f" in {row.n_runs} runs" if row.n_runs > 1 else ""
+    return f"{len(row.seeds)}{runs}: {','.join(map(str, row.seeds))}"
 
 
 def _count(n: int) -> str:
@@ -437,7 +205,7 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
     cm = curve_metric_for(metric, curve_metric)
     if not records:
         return "(no results in the store yet: run `bayesbench run --preset quick`)"
-    agg = _aggregate(records, metric, per_run, cm, threshold)
+    agg = aggregate(records, metric, per_run, cm, threshold)
     others = [m for m in METRICS if m != metric]
     differ = differing_settings(agg)  # rows of one arch and evaluation set trained differently: say how
     lines = [f"| task | eval | arch |{' settings |' if differ else ''} params | steps | wall (s) | seeds | "
@@ -447,23 +215,23 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
              "|---|---|---|" + ("---|" if differ else "") + "---|---|---|---|---|---|" + "---|" * len(others)
              + "---|---|---|"]
     best: dict[tuple, float] = {}
-    for g in agg:
-        v = g["means"][metric]
-        best[block_key(g)] = min(best.get(block_key(g), math.inf), v if math.isfinite(v) else math.inf)
-    marks = _set_marks(agg)
-    for i, g in enumerate(agg):
-        key = block_key(g)
-        ratio = g["means"][metric] / best[key] if 0 < best[key] < math.inf else float("nan")
-        lo, hi = g["ci"]
-        ci = f" [{_fmt(max(lo, 0.0))}, {_fmt(hi)}]" if math.isfinite(lo) else ""
+    for row in agg:
+        v = row.means[metric]
+        best[block_key(row)] = min(best.get(block_key(row), math.inf), v if math.isfinite(v) else math.inf)
+    marks = set_marks(agg)
+    for i, row in enumerate(agg):
+        key = block_key(row)
+        ratio = row.means[metric] / best[key] if 0 < best[key] < math.inf else float("nan")
+        lo, hi = row.ci
+        ci = f" [{fmt_bits(max(lo, 0.0))}, {fmt_bits(hi)}]" if math.isfinite(lo) else ""
         size = marks[key]
-        mean = _fmt(g["means"][metric]) + ci if math.isfinite(g["means"][metric]) else "diverged (every seed)"
-        settings = f" {differ.get(id(g), '-')} |" if differ else ""
-        lines.append(f"| {g['task']} | {g['eval']}{'' if not g['primary'] else ' (trained)'}{size} | "
-                     f"{g['arch']}{_row_marks(g, metric)} |{settings} {_count(g['params'])} | {g['steps']} | "
-                     f"{_wall(g['wall_s'])} | {_seeds(g)} | {mean} | {_per_seed(g, metric)} | "
-                     + " | ".join(_fmt(g["means"][m]) for m in others)
-                     + f" | {_reach_cell(g['reach'])} | {_improving_cell(g['improving'])} | "
+        mean = fmt_bits(row.means[metric]) + ci if math.isfinite(row.means[metric]) else "diverged (every seed)"
+        settings = f" {differ.get(id(row), '-')} |" if differ else ""
+        lines.append(f"| {row.task} | {row.eval}{'' if not row.primary else ' (trained)'}{size} | "
+                     f"{row.arch}{row_marks(row, metric)} |{settings} {_count(row.params)} | {row.steps} | "
+                     f"{_wall(row.wall_s)} | {_seeds(row)} | {mean} | {per_seed_cell(row, metric)} | "
+                     + " | ".join(fmt_bits(row.means[m]) for m in others)
+                     + f" | {reach_cell(row.reach)} | {improving_cell(row.improving)} | "
                      + (f"{ratio:.1f}x |" if math.isfinite(ratio) else "- |"))
         if i + 1 == len(agg) or block_key(agg[i + 1]) != key:
             lines += _floor_lines(agg, key, metric, others, settings=bool(differ))
@@ -494,10 +262,10 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
               "independent sample). A model at a floor has learned nothing usable from the context.",
               "- scored positions:"]
     seen = set()
-    for g in agg:
-        if (g["task"], g["eval"]) not in seen:
-            seen.add((g["task"], g["eval"]))
-            notes.append(f"  - {g['task']} {g['eval']}: {g['positions']}; {g['n_sequences']} sequences")
+    for row in agg:
+        if (row.task, row.eval) not in seen:
+            seen.add((row.task, row.eval))
+            notes.append(f"  - {row.task} {row.eval}: {row.positions}; {row.n_sequences} sequences")
     perm = [r for r in records if r.permutation is not None]
     if perm:
         notes.append("- HMM label-permutation check (docs/science.md#hmm-state-tracking; same sequences, hidden states "
@@ -505,8 +273,8 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
         for r in perm:
             p = r.permutation
             d = p.difference
-            notes.append(f"  - {r.task_label} {p.eval} {r.arch} seed {r.seed}: {_fmt(p.entropy_mae)} vs "
-                         f"{_fmt(p.entropy_mae_permuted)}, difference {_signed(d.mean)} "
+            notes.append(f"  - {r.task_label} {p.eval} {r.arch} seed {r.seed}: {fmt_bits(p.entropy_mae)} vs "
+                         f"{fmt_bits(p.entropy_mae_permuted)}, difference {_signed(d.mean)} "
                          f"[{_signed(d.ci_low)}, {_signed(d.ci_high)}]")
     for r in records:
         if r.status != "ok":
@@ -530,58 +298,58 @@ def _settings(record: RunRecord) -> dict:
 SCORED_SETTINGS = "scored from given weights (not trained here)"
 
 
-def differing_settings(agg: list[dict]) -> dict[int, str]:
+def differing_settings(agg: list[Row]) -> dict[int, str]:
     """id(row) -> 'lr=0.0005 batch_size=64': the settings in which rows of one architecture and
     evaluation set differ from each other (rows it does not concern are left out; empty when no
     two rows of one arch share a set)."""
-    by_arch: dict[tuple, list[dict]] = {}
-    for g in agg:
-        by_arch.setdefault((*block_key(g), g["arch"]), []).append(g)
+    by_arch: dict[tuple, list[Row]] = {}
+    for row in agg:
+        by_arch.setdefault((*block_key(row), row.arch), []).append(row)
     out = {}
     for rows in by_arch.values():
         if len(rows) < 2:
             continue
         # rows of `bayesbench score` (weights given, no training config) say so, and are compared
         # among themselves: listing every training setting as '-' against trained rows says nothing
-        trained = [g for g in rows if (g["records"][0].config or {}).get("train")]
-        scored = [g for g in rows if g not in trained]
+        trained = [row for row in rows if (row.records[0].config or {}).get("train")]
+        scored = [row for row in rows if row not in trained]
         for part, prefix in ((trained, ""), (scored, SCORED_SETTINGS)):
-            settings = [_settings(g["records"][0]) for g in part]
+            settings = [_settings(row.records[0]) for row in part]
             keys = sorted({k for st in settings for k in st
                            if len({json.dumps(x.get(k), default=str) for x in settings}) > 1})
-            for g, st in zip(part, settings):
+            for row, st in zip(part, settings):
                 text = " ".join(f"{k}={st.get(k, '-')}" for k in keys)
-                out[id(g)] = "; ".join(t for t in (prefix, text) if t) or "-"
+                out[id(row)] = "; ".join(t for t in (prefix, text) if t) or "-"
     return out
 
 
-def _row_marks(g: dict, metric: str) -> str:
+def row_marks(row: Row, metric: str) -> str:
     """" (1 of 3 diverged, at step 150)", " (at floor)": what a row's numbers must be read with."""
     marks = []
-    n = sum(s != "ok" for s in g["status"])
+    n = sum(s != "ok" for s in row.status)
     if n:
-        steps = sorted({d for d in g["diverged"] if d is not None})
+        steps = sorted({d for d in row.diverged if d is not None})
         at = f", at step {', '.join(map(str, steps))}" if steps else ""
-        marks.append(f"{n} of {len(g['status'])} diverged{at}")
-    if metric in METRICS and at_floor(g, metric):
+        marks.append(f"{n} of {len(row.status)} diverged{at}")
+    if metric in METRICS and at_floor(row, metric):
         marks.append("at floor")
     return f" ({'; '.join(marks)})" if marks else ""
 
 
-def _per_seed(g: dict, metric: str) -> str:
+def per_seed_cell(row: Row, metric: str) -> str:
     """Each seed's value in seed order; a diverged member as where it diverged, not as a number."""
     cells = []
-    for value, step, status in zip(g["values"][metric], g["diverged"], g["status"]):
+    for value, step, status in zip(row.values[metric], row.diverged, row.status):
         if status != "ok":
             cells.append(f"diverged@{step}" if step is not None else "diverged")
         else:
-            cells.append(_fmt(value))
+            cells.append(fmt_bits(value))
     return " ".join(cells)
 
 
-def _curve_notes(agg: list[dict], metric: str, threshold: float) -> list[str]:
+def _curve_notes(agg: list[Row], metric: str, threshold: float) -> list[str]:
     """What the curve columns are, and on which sequences they were measured."""
-    sets = sorted({(g["task"], g["eval"], c.n_sequences) for g in agg for c in g["curves"] if c is not None})
+    sets = sorted({(row.task, row.eval, c.n_sequences) for row in agg for c in row.curves if c is not None})
     if not sets:
         return ["- learning curves: none stored for these rows (runs from before curves, or --no-curves): the "
                 "curve columns are empty"]
@@ -597,10 +365,10 @@ def _curve_notes(agg: list[dict], metric: str, threshold: float) -> list[str]:
             "stop"]
 
 
-def _floor_lines(agg: list[dict], key: tuple, metric: str, others: list[str], *, settings: bool = False) -> list[str]:
+def _floor_lines(agg: list[Row], key: tuple, metric: str, others: list[str], *, settings: bool = False) -> list[str]:
     """The floor rows of one evaluation set (`block_key`), from the first run that stored them
     (`settings`: the table has the settings column, empty here)."""
-    floors = next((g["floors"] for g in agg if block_key(g) == key and g["floors"]), None)
+    floors = next((row.floors for row in agg if block_key(row) == key and row.floors), None)
     if not floors:
         return []
     out = []
@@ -610,8 +378,8 @@ def _floor_lines(agg: list[dict], key: tuple, metric: str, others: list[str], *,
             continue
         val = lambda m: scores[m].mean if m in scores else None  # noqa: E731
         out.append(f"| {key[0]} | {key[1]} | *{name} (floor)* |{' - |' if settings else ''} - | - | - | - | "
-                   f"{_fmt(val(metric)) if metric in METRICS else '-'} | - | "
-                   + " | ".join(_fmt(val(m)) for m in others) + " | - | - | - |")
+                   f"{fmt_bits(val(metric)) if metric in METRICS else '-'} | - | "
+                   + " | ".join(fmt_bits(val(m)) for m in others) + " | - | - | - |")
     return out
 
 
@@ -670,55 +438,3 @@ def render(records: list[RunRecord], fmt: str = "md", metric: str = "entropy_mae
         return to_csv(records, threshold=threshold, curve_metric=cm, metric=metric).rstrip("\n")
     return json.dumps(json_runs(records, threshold=threshold, curve_metric=cm, metric=metric), indent=2)
 
-
-def headline(records: list[RunRecord]) -> list[str]:
-    """The science in two lines per task: the ranking by mean headline entropy MAE on the primary
-    evaluation set, where two neighbours whose 95% intervals over seeds overlap are a tie ("~"),
-    rows at the uniform floor and diverged members are marked; and whether the transformer beats
-    the position-wise MLP on every seed (worst transformer seed against best MLP seed), as Paper I
-    reports it for the bijection."""
-    lines = []
-    blocks: dict[tuple, list[dict]] = {}
-    for g in _aggregate(records, "entropy_mae"):
-        if g["primary"]:
-            blocks.setdefault(block_key(g), []).append(g)
-    marks = _set_marks([g for rows in blocks.values() for g in rows])
-    for key, rows in blocks.items():
-        (task, ev, n, _), code = key, marks[key].replace(f", {key[2]} seq", "")
-        rows = sorted(rows, key=lambda g: _sort_key(g["means"]["entropy_mae"]))
-        text = ""
-        for k, g in enumerate(rows):
-            if k:
-                text += f" {_order(rows[k - 1], g)} "
-            mean = g["means"]["entropy_mae"]
-            text += (f"{g['arch']} " + (f"{mean:.4f}" if math.isfinite(mean) else "diverged")
-                     + _row_marks(g, "entropy_mae"))
-        lines.append(f"{task} ({ev}, {n} sequences{code}): mean entropy MAE (bits) over seeds, best first: {text} "
-                     "('<': 95% intervals over seeds apart; '~': they overlap, a tie at this number of seeds; '<?': "
-                     "fewer than two seeds, untested)")
-        by_arch = {g["arch"]: [v for v, st in zip(g["values"]["entropy_mae"], g["status"]) if st == "ok"]
-                   for g in rows}
-        if by_arch.get("transformer") and by_arch.get("mlp"):
-            worst_t, best_m = max(by_arch["transformer"]), min(by_arch["mlp"])
-            factor = best_m / worst_t if worst_t > 0 else math.inf
-            verdict = "below" if factor > 1 else "NOT below"
-            lines.append(f"{task}: transformer is {verdict} the position-wise MLP on every seed, by {factor:.1f}x "
-                         f"(worst transformer seed {worst_t:.4f} bits, best MLP seed {best_m:.4f} bits)")
-    return lines
-
-
-def _order(a: dict, b: dict) -> str:
-    """'<' when b's interval over seeds lies above a's, '~' when they overlap, '<?' without intervals."""
-    (_, a_hi), (b_lo, _) = seed_interval(a["values"]["entropy_mae"]), seed_interval(b["values"]["entropy_mae"])
-    if not (math.isfinite(a_hi) and math.isfinite(b_lo)):
-        return "<?"
-    return "<" if b_lo > a_hi else "~"
-
-
-# A row's cells in words, shared by every rendering of the table (`markdown`, report/site.py).
-set_marks = _set_marks  # block_key -> what tells a set apart from the others of its task and eval
-row_marks = _row_marks  # " (1 of 3 diverged, at step 150)", " (at floor)"
-per_seed_cell = _per_seed  # each seed's value, a diverged one as where it diverged
-reach_cell = _reach_cell  # steps to the threshold over seeds
-improving_cell = _improving_cell  # how many seeds' curves still improve
-fmt_bits = _fmt  # a number of bits as the table prints it

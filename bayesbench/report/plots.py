@@ -24,18 +24,10 @@ import math
 import os
 import re
 
+from ..store.records import EvalResult, PositionCurves, RunRecord
 from .figures import count, heading, mean_and_range, pyplot, save, subplots, unique_legend
-from .leaderboard import (
-    CURVE_METRIC_NAMES,
-    DEFAULT_THRESHOLD,
-    SHORT,
-    check_metric,
-    check_threshold,
-    eval_length,
-    latest_runs,
-    select_rows,
-)
-from .records import EvalResult, PositionCurves, RunRecord
+from .rows import CURVE_METRIC_NAMES, DEFAULT_THRESHOLD, SHORT, check_metric, check_threshold, eval_length
+from .selection import latest_runs, select_rows
 
 FLOOR_STYLE = {"color": "0.35", "ls": "--", "lw": 1.2}
 BAYES_STYLE = {"color": "k", "ls": "-", "lw": 1.5}
@@ -308,7 +300,7 @@ def _curve_setting(group: list[RunRecord], name: str, seed_counts: list[int], pe
 
 def plot_comparison(a: list[RunRecord], b: list[RunRecord], comparison, path: str) -> str:
     """Two runs' curves of the compared metric (mean over seeds, band over them) and the step from
-    which their difference is significant (`store.compare.Comparison`), to the PNG `path`."""
+    which their difference is significant (`report.compare.Comparison`), to the PNG `path`."""
     fig, ax = subplots(figsize=(9.5, 5.4))
     metric = comparison.metric
     for records, name, color in ((a, "A", "C0"), (b, "B", "C1")):

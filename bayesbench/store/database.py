@@ -312,6 +312,26 @@ _STORED_SYNC_EVERY = 20
 _SWEEP_OPTIONS = re.compile(r", (?=[A-Za-z_][A-Za-z0-9_]*=)")
 
 
+def row_settings(record: RunRecord) -> dict:
+    """The settings that define a leaderboard row, what must match for two runs' seeds to be
+    pooled in one row (`config_key`): the row's identity without its seeds (`bayesbench.identity`:
+    task and label, evaluation, architecture and model options, training, device type, torch
+    threads and code; `config["identity"]`, or from its fields for a row stored without one,
+    `row_identity`), and its tuning when a search chose its hyperparameters
+    (`config["tuning"]`: a tuned row is never pooled with an untuned one)."""
+    config = record.config or {}
+    identity = config.get("identity") or row_identity(
+        {"task_config": record.task_config, "task_label": record.task_label, "arch": record.arch, "config": config,
+         "environment": record.environment})
+    return {**identity, **({"tuning": config["tuning"]} if config.get("tuning") is not None else {})}
+
+
+def config_key(record: RunRecord) -> str:
+    """`row_settings` hashed (`identity.identity_key`; an untuned row's is its `config["identity_key"]`):
+    runs with the same key pool their seeds in one row."""
+    return identity_key(row_settings(record))
+
+
 def _stored_key(row: dict, compiled: bool) -> str | None:
     """The key a store of schema version 4 or below gave the job of `row` (its run_id, if the
     row is one of `bayesbench run`, `train` or `sweep`), rebuilt from the row's fields with

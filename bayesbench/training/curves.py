@@ -27,9 +27,9 @@ Adding a metric (e.g. the bijection's error split by case, repeated keys against
 name in `config.CURVE_METRIC_NAMES` and a function (CurveSet, log_q, h_q) -> [E] tensor in
 `_FUNCTIONS`; the trainer records it, the checkpoint and the store keep it (another `metric`
 value of the `learning_curves` table; a checkpoint without it reads it as NaN), and the statistics of
-`store.curve_stats` take any metric name. For the leaderboard, `plot --curves` and `compare`
+`report.curve_stats` take any metric name. For the leaderboard, `plot --curves` and `compare`
 to offer it, add its name to their `--curve-metric` / `--metric` choices and to
-`store.leaderboard.SHORT` (its short name).
+`report.leaderboard.SHORT` (its short name).
 """
 
 from __future__ import annotations

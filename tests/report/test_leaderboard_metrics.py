@@ -9,9 +9,11 @@ import sqlite3
 import pytest
 
 from bayesbench.cli import main
+from bayesbench.report.leaderboard import markdown, render
+from bayesbench.report.rows import METRICS
+from bayesbench.report.selection import select_rows
 from bayesbench.scoring.metrics import Summary
 from bayesbench.store.database import SCHEMA, read_records, read_rows, write_records
-from bayesbench.store.leaderboard import METRICS, markdown, render, select_rows
 from bayesbench.store.records import EvalResult, MemberEvaluation, PositionCurves, RunRecord
 
 
