@@ -14,13 +14,13 @@ from .args import add_db
 
 
 def add_parser(sub) -> None:
-    from ..report.rows import CURVE_METRIC_NAMES
+    from ..scoring.metrics import curve_metrics
     p = sub.add_parser("compare", help="two stored runs' learning curves and the step from which they differ "
                                        "significantly (Welch's t over seeds per step, fixed-sequence test)")
     p.add_argument("run_a", metavar="RUN_A", help="a stored run id (or a prefix naming one run), e.g. from "
                    "`bayesbench leaderboard --all --json`")
     p.add_argument("run_b", metavar="RUN_B", help="the other run (same task and evaluation)")
-    p.add_argument("--metric", default="entropy_mae", choices=CURVE_METRIC_NAMES,
+    p.add_argument("--metric", default="entropy_mae", choices=curve_metrics(),
                    help="the curve metric compared (default entropy_mae; or the bijection's kl:repeated, kl:new)")
     p.add_argument("--plot", metavar="PNG", help="also draw both curves (mean, band over seeds) to this file")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")

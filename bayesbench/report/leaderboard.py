@@ -38,8 +38,6 @@ from .rows import (
     AT_FLOOR,
     AUC,
     DEFAULT_THRESHOLD,
-    METRICS,
-    SHORT,
     Row,
     aggregate,
     at_floor,
@@ -47,7 +45,10 @@ from .rows import (
     check_metric,
     check_threshold,
     curve_metric_for,
+    described,
+    final_metrics,
     set_marks,
+    short,
 )
 
 FORMATS = ("md", "csv", "json")
@@ -192,7 +193,7 @@ def _count(n: int) -> str:
 
 def _ranked(metric: str, curve_metric: str) -> str:
     """How the ranked column is named."""
-    return SHORT[metric] if metric != AUC else f"AUC of {SHORT[curve_metric]} over log step"
+    return short(metric) if metric != AUC else f"AUC of {short(curve_metric)} over log step"
 
 
 def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: bool = False, *,
@@ -206,12 +207,12 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
     if not records:
         return "(no results in the store yet: run `bayesbench run --preset quick`)"
     agg = aggregate(records, metric, per_run, cm, threshold)
-    others = [m for m in METRICS if m != metric]
+    others = [m for m in final_metrics() if m != metric]
     differ = differing_settings(agg)  # rows of one arch and evaluation set trained differently: say how
     lines = [f"| task | eval | arch |{' settings |' if differ else ''} params | steps | wall (s) | seeds | "
              f"**{_ranked(metric, cm)}** (bits), mean [95% CI over seeds] | per seed | "
-             + " | ".join(f"{SHORT[m]} (bits), mean" for m in others)
-             + f" | steps to {SHORT[cm]} <= {threshold:g} bits [95% CI] (seeds reached) | still improving | x best |",
+             + " | ".join(f"{short(m)} (bits), mean" for m in others)
+             + f" | steps to {short(cm)} <= {threshold:g} bits [95% CI] (seeds reached) | still improving | x best |",
              "|---|---|---|" + ("---|" if differ else "") + "---|---|---|---|---|---|" + "---|" * len(others)
              + "---|---|---|"]
     best: dict[tuple, float] = {}
@@ -235,12 +236,12 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
                      + (f"{ratio:.1f}x |" if math.isfinite(ratio) else "- |"))
         if i + 1 == len(agg) or block_key(agg[i + 1]) != key:
             lines += _floor_lines(agg, key, metric, others, settings=bool(differ))
-    ranked = METRICS[metric] if metric != AUC else (
-        f"the area under the learning curve of {SHORT[cm]} against log(step), divided by the log-step range: the "
+    ranked = described(metric) if metric != AUC else (
+        f"the area under the learning curve of {short(cm)} against log(step), divided by the log-step range: the "
         "curve's mean over log(step), on the step range every row of the task and eval covers")
     notes = ["", f"Ranked by **{_ranked(metric, cm)}** = {ranked}. Every metric in bits (log base 2) over the "
              "task's fixed evaluation set (docs/science.md#metrics):"]
-    notes += [f"- {SHORT[m]} = {METRICS[m]}" for m in METRICS]
+    notes += [f"- {short(m)} = {described(m)}" for m in final_metrics()]
     notes += ["- 'per seed' lists each ensemble member in seed order; the interval is a t-interval of the mean over "
               "seeds (clipped at 0); 'x best' = mean / best mean on that task and eval (floors excluded); wall = "
               "training wall time of the whole ensemble (all seeds at once; the mean over runs when a row pools "
@@ -331,7 +332,7 @@ def row_marks(row: Row, metric: str) -> str:
         steps = sorted({d for d in row.diverged if d is not None})
         at = f", at step {', '.join(map(str, steps))}" if steps else ""
         marks.append(f"{n} of {len(row.status)} diverged{at}")
-    if metric in METRICS and at_floor(row, metric):
+    if metric in final_metrics() and at_floor(row, metric):
         marks.append("at floor")
     return f" ({'; '.join(marks)})" if marks else ""
 
@@ -356,7 +357,7 @@ def _curve_notes(agg: list[Row], metric: str, threshold: float) -> list[str]:
     where = "; ".join(f"{t} {e}: {n} sequences" for t, e, n in sets)
     return [f"- learning curves ({where}; a fixed set drawn apart from the evaluation set, measured at log-spaced "
             "training steps): 'steps to' = the first measured step from which a seed's curve of "
-            f"{SHORT[metric]} stays <= {threshold:g} bits (the crossing lies after the measured step before it); with "
+            f"{short(metric)} stays <= {threshold:g} bits (the crossing lies after the measured step before it); with "
             "every seed there, the geometric mean over seeds with a 95% t-interval of log(steps) and the sequences "
             "it took per member; otherwise the median over all seeds (one that never got there counts as later) "
             "and how many reached it, no interval; 'still improving' = how many seeds' curves still fall over their "
@@ -378,7 +379,7 @@ def _floor_lines(agg: list[Row], key: tuple, metric: str, others: list[str], *, 
             continue
         val = lambda m: scores[m].mean if m in scores else None  # noqa: E731
         out.append(f"| {key[0]} | {key[1]} | *{name} (floor)* |{' - |' if settings else ''} - | - | - | - | "
-                   f"{fmt_bits(val(metric)) if metric in METRICS else '-'} | - | "
+                   f"{fmt_bits(val(metric)) if metric in final_metrics() else '-'} | - | "
                    + " | ".join(fmt_bits(val(m)) for m in others) + " | - | - | - |")
     return out
 

@@ -13,29 +13,28 @@ import math
 from dataclasses import dataclass, field
 
 from .. import versions
+from ..scoring.metrics import METRICS, curve_metrics, final_metrics
 from ..store.database import config_key
 from ..store.records import EvalResult, LearningCurve, RunRecord
 from .curve_stats import Reach, common_range, log_auc, reach, still_improving, trained_part
 
-METRICS = {
-    "entropy_mae": "entropy MAE per (sequence, position): mean |H(model) - H(Bayes)|",
-    "entropy_mae_positional": "entropy MAE of per-position means: mean over positions of "
-                              "|mean H(model) - mean H(Bayes)| (the authors' bijection metric, Paper I Table 1)",
-    "kl": "KL(Bayes || model), mean over (sequence, position) (the authors' HMM metric)",
-}
-# Learning-curve metrics beyond the three final ones: the bijection's KL by case (training/curves.py).
-CURVE_ONLY = {
-    "kl:repeated": "KL(Bayes || model) at the bijection's repeated keys, where the posterior is a point mass "
-                   "(a retrieval)",
-    "kl:new": "KL(Bayes || model) at the bijection's new keys, where it is uniform over the values not yet seen "
-              "(an elimination)",
-}
-CURVE_METRIC_NAMES = (*METRICS, *CURVE_ONLY)
-SHORT = {"entropy_mae": "entropy MAE", "entropy_mae_positional": "positional entropy MAE", "kl": "KL",
-         "kl:repeated": "KL at repeated keys", "kl:new": "KL at new keys"}
 AUC = "auc"  # rank by the area under the learning curve of the curve metric, against log(step)
-RANKINGS = (*METRICS, AUC)
 DEFAULT_THRESHOLD = 0.1  # bits: the leaderboard's "steps to threshold"
+
+
+def rankings() -> tuple[str, ...]:
+    """What a leaderboard can rank by: every final metric of the table (`scoring.metrics`), or AUC."""
+    return (*final_metrics(), AUC)
+
+
+def short(metric: str) -> str:
+    """A metric's label in tables and figures ("KL"), from the table."""
+    return METRICS[metric].short
+
+
+def described(metric: str) -> str:
+    """What a metric is, in words (the leaderboard's notes), from the table."""
+    return METRICS[metric].description
 
 
 
@@ -70,7 +69,9 @@ class Row:
     ci: tuple[float, float] = (math.nan, math.nan)  # the ranked metric's interval over seeds
 
 
-def check_metric(metric: str, allowed: tuple[str, ...] = RANKINGS) -> str:
+def check_metric(metric: str, allowed: tuple[str, ...] | None = None) -> str:
+    """`metric` if it is one of `allowed` (default: `rankings()`), else a ValueError naming them."""
+    allowed = rankings() if allowed is None else allowed
     if metric not in allowed:
         raise ValueError(f"metric must be one of {allowed}, got {metric!r}")
     return metric
@@ -87,8 +88,8 @@ def curve_metric_for(metric: str, curve_metric: str | None) -> str:
     """The metric the curve columns read: `curve_metric`, else the ranking metric (entropy MAE
     when ranking by AUC)."""
     if curve_metric is not None:
-        return check_metric(curve_metric, CURVE_METRIC_NAMES)
-    return metric if metric in METRICS else "entropy_mae"
+        return check_metric(curve_metric, curve_metrics())
+    return metric if metric in final_metrics() else "entropy_mae"
 
 
 def _ev_mean(ev: EvalResult, metric: str) -> float:
@@ -105,7 +106,7 @@ def aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: bo
     record), or per (..., run) with `per_run`, with per-seed values of every metric, their means,
     the interval over seeds of `metric`, the floors of its set and the learning curve's
     statistics of `curve_metric` (`_curve_stats`); ordered by task, eval and the mean of
-    `metric` (one of RANKINGS)."""
+    `metric` (one of `rankings()`)."""
     check_metric(metric)
     threshold = check_threshold(threshold)
     heads: dict[tuple, dict] = {}
@@ -119,7 +120,7 @@ def aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: bo
                                           "params": r.params, "steps": r.steps, "positions": ev.positions,
                                           "floors": ev.floors, "n_sequences": n_seq, "primary": name == r.primary})
             runs.setdefault(key, {})[r.run_id] = r.wall_s
-            by_seed.setdefault(key, {})[r.seed] = ({m: _ev_mean(ev, m) for m in METRICS}, r)
+            by_seed.setdefault(key, {})[r.seed] = ({m: _ev_mean(ev, m) for m in final_metrics()}, r)
             head["floors"] = head["floors"] or ev.floors
     out = []
     for key, head in heads.items():
@@ -129,7 +130,7 @@ def aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: bo
         out.append(Row(
             **head, seeds=[s for s, _ in seeds], status=[rec.status for rec in members], records=members,
             # a diverged member's numbers are never a result: NaN in every statistic, named in the table
-            values={m: [math.nan if rec.diverged else v[m] for _, (v, rec) in seeds] for m in METRICS},
+            values={m: [math.nan if rec.diverged else v[m] for _, (v, rec) in seeds] for m in final_metrics()},
             diverged=[rec.diverged_at if rec.diverged else None for rec in members],
             wall_s=sum(walls) / len(walls) if walls else float("nan"), n_runs=len(runs[key])))
     _curve_stats(out, curve_metric, threshold)

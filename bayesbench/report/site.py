@@ -41,12 +41,12 @@ import shutil
 from datetime import datetime, timezone
 
 from .. import __version__
+from ..scoring.metrics import final_metrics
 
 MARKER = ".bayesbench-site"  # marks a folder as a built site: a rebuild may replace it
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 ASSETS = ("site.css", "site.js")
 FIGURE_VERSION = 1  # part of every figure's name: raise it when the figures drawn change
-METRIC_ORDER = ("entropy_mae", "entropy_mae_positional", "kl")
 
 
 def esc(x) -> str:
@@ -113,13 +113,13 @@ def _page(title: str, body: str, root: str = "") -> str:
 
 
 def _metric_names() -> dict:
-    from .rows import SHORT
-    return {m: SHORT[m] for m in METRIC_ORDER}
+    from .rows import short
+    return {m: short(m) for m in final_metrics()}
 
 
 def _definitions() -> str:
-    from .rows import METRICS
-    items = "".join(f"<li><b>{esc(name)}</b> ({esc(m)}) = {esc(METRICS[m])}</li>"
+    from .rows import described
+    items = "".join(f"<li><b>{esc(name)}</b> ({esc(m)}) = {esc(described(m))}</li>"
                     for m, name in _metric_names().items())
     return ("<footer><p>Every metric is in bits (log base 2), over the scored positions of the task's fixed "
             "evaluation set (docs/science.md#metrics):</p><ul>" + items +
@@ -194,7 +194,7 @@ def _row(row: dict, best: float, settings: str | None) -> str:
               f'<td class="num" data-value="{row.steps}">{row.steps}</td>',
               f'<td class="num" data-value="{_num(row.wall_s)}">{wall}</td>',
               f'<td class="num" data-value="{len(row.seeds)}">{seeds}</td>']
-    cells += [_mean_cell(row, m) for m in METRIC_ORDER]
+    cells += [_mean_cell(row, m) for m in final_metrics()]
     cells += [f'<td class="num wrap">{esc(per_seed_cell(row, "entropy_mae"))}</td>',
               f'<td class="num wrap" data-value="{_num(_reach_value(row))}">{esc(reach_cell(row.reach))}</td>',
               f'<td class="num">{esc(improving_cell(row.improving))}</td>',
@@ -204,7 +204,7 @@ def _row(row: dict, best: float, settings: str | None) -> str:
 
 def _table(rows: list[dict], best: float, differ: dict, caption: str) -> str:
     from .leaderboard import fmt_bits
-    from .rows import DEFAULT_THRESHOLD, METRICS
+    from .rows import DEFAULT_THRESHOLD, described
     names = _metric_names()
     with_settings = any(differ.get(id(row), "-") != "-" for row in rows)
     head = [("arch", "", "text", "", "the architecture; opens its run"),
@@ -214,7 +214,7 @@ def _table(rows: list[dict], best: float, differ: dict, caption: str) -> str:
             ("steps", "", "num", "num", "training steps"),
             ("wall", "s", "num", "num", "training wall time of the whole ensemble (seconds)"),
             ("seeds", "", "num", "num", "how many seeds the row pools, then which"),
-            *((names[m], "bits, [95% CI over seeds]", "num", "num", METRICS[m]) for m in METRIC_ORDER),
+            *((names[m], "bits, [95% CI over seeds]", "num", "num", described(m)) for m in final_metrics()),
             ("per seed", "entropy MAE", None, "num", "each seed's entropy MAE, in seed order"),
             ("steps to", f"entropy MAE \u2264 {DEFAULT_THRESHOLD:g} bits", "num", "num",
              "the first measured step from which a seed's learning curve stays at or below the threshold"),
@@ -235,7 +235,7 @@ def _table(rows: list[dict], best: float, differ: dict, caption: str) -> str:
         lead = 1 + with_settings
         foot += (f'<tr><td class="arch" colspan="{lead}">{name} (floor)</td>' + '<td class="num">-</td>' * 4
                  + "".join(f'<td class="num">{fmt_bits(scores[m].mean) if m in scores else "-"}</td>'
-                           for m in METRIC_ORDER) + '<td></td>' * 4 + "</tr>")
+                           for m in final_metrics()) + '<td></td>' * 4 + "</tr>")
     return (f'<div class="scroll"><table class="board"><caption class="note">{esc(caption)}</caption>'
             f"<thead><tr>{ths}</tr></thead><tbody>{body}</tbody><tfoot>{foot}</tfoot></table></div>")
 
@@ -328,7 +328,7 @@ def _summary_table(records: list, floors_too: bool = True) -> str:
             if ev is None:
                 continue
             cells = [f"<td>{r.seed}</td>"]
-            for m in METRIC_ORDER:
+            for m in final_metrics():
                 s = getattr(ev, m)
                 cells.append('<td class="num">-</td>' if s is None else
                              f'<td class="num">{fmt_bits(s.mean)} <span class="ci">[{fmt_bits(s.ci_low)}, '
@@ -340,9 +340,9 @@ def _summary_table(records: list, floors_too: bool = True) -> str:
         foot = ""
         for name, scores in (ev.floors or {}).items() if floors_too else ():
             foot += (f"<tr><td>{esc(name)} (floor)</td>" + "".join(
-                f'<td class="num">{fmt_bits(scores[m].mean) if m in scores else "-"}</td>' for m in METRIC_ORDER)
+                f'<td class="num">{fmt_bits(scores[m].mean) if m in scores else "-"}</td>' for m in final_metrics())
                 + "<td></td><td></td><td></td></tr>")
-        head = "".join(f'<th class="num">{esc(names[m])} (bits) [95% CI over sequences]</th>' for m in METRIC_ORDER)
+        head = "".join(f'<th class="num">{esc(names[m])} (bits) [95% CI over sequences]</th>' for m in final_metrics())
         primary = " (trained)" if ev_name == records[0].primary else ""
         out.append(f"<h3>{esc(ev_name)}{esc(primary)}</h3><p class=\"set\">Scored at {esc(ev.positions)}; set id "
                    f"{esc(ev.set_id or 'not recorded')}; task {esc(ev.task)}.</p>"

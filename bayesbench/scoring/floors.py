@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from ..tasks import Batch
-from .metrics import Summary, score
+from .bits import Summary, score
 
 FLOORS = ("uniform", "marginal")
 MARGINAL_SEQUENCES = 4096

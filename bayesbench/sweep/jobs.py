@@ -35,7 +35,7 @@ from ..models.outside import preset_options
 from ..models.registry import is_outside
 from ..presets import Preset, TaskSetup, get_preset, labelled, outside_setup
 from ..scoring.evaluate import evaluation_tasks, max_eval_len
-from ..scoring.metrics import METRIC_VERSIONS
+from ..scoring.metrics import metric_versions
 from ..tasks import Task, is_outside_task, outside_task, task_from_config
 from ..tasks.base import available_bytes, check_fits, format_bytes
 from ..tasks.check import check_task
@@ -149,7 +149,7 @@ class Job:
         """The code the job trains and scores with (`bayesbench.versions`): the tunnel's, the
         architecture's, the trainer's and the metrics' versions or file contents. Computed once,
         where the job is resolved; its key holds it, and the worker checks it is still the code."""
-        return {**run_code(self.task, self.arch), "metrics": dict(METRIC_VERSIONS)}
+        return {**run_code(self.task, self.arch), "metrics": metric_versions()}
 
     @functools.cached_property
     def identity(self) -> dict:

@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy import stats
 
-from bayesbench.scoring.metrics import (
+from bayesbench.scoring.bits import (
     entropy_bits,
     entropy_bits_from_logits,
     entropy_error_bits,

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from bayesbench.oracle import bijection_posterior
+from bayesbench.scoring.bits import entropy_bits
 from bayesbench.scoring.cases import (
     case_masks,
     case_means,
@@ -17,7 +18,6 @@ from bayesbench.scoring.cases import (
     prefix_posterior,
 )
 from bayesbench.scoring.evaluate import eval_set
-from bayesbench.scoring.metrics import entropy_bits
 from bayesbench.tasks import get_task
 from bayesbench.tasks.cases import bijection_key_structure
 

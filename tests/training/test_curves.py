@@ -11,10 +11,11 @@ import pytest
 import torch
 
 from bayesbench.scoring.evaluate import evaluate_members
+from bayesbench.scoring.metrics import curve_metrics
 from bayesbench.tasks import get_task
 from bayesbench.training.checkpoint import load_checkpoint, load_result, save_atomic
 from bayesbench.training.config import TrainConfig
-from bayesbench.training.curves import CURVE_METRICS, CurveSet, curve_batch, curve_steps
+from bayesbench.training.curves import CurveSet, curve_batch, curve_steps
 from bayesbench.training.run import train
 from bayesbench.training.trainer import Trainer
 
@@ -49,7 +50,7 @@ def test_curve_points_equal_a_separate_evaluation_of_the_checkpoint(task_name, t
     assert saved.steps == 13
     scores = evaluate_members(saved.model, curve_batch(task, 48))
     for e in range(2):
-        for name in (n for n in CURVE_METRICS if ":" not in n):  # the case split: the next test
+        for name in (n for n in curve_metrics() if ":" not in n):  # the case split: the next test
             expected = getattr(scores[e], name).mean
             assert result.curve.member(e, name)[-1] == pytest.approx(expected, rel=1e-9, abs=1e-12), (e, name)
     assert saved.curve == result.curve  # the checkpoint carries the curve
@@ -93,7 +94,7 @@ def test_uniform_floor_of_the_curve_set():
     task = get_task("bijection", V=6)
     floor = CurveSet(task, 48).uniform()
     batch = curve_batch(task, 48)
-    from bayesbench.scoring.metrics import score
+    from bayesbench.scoring.bits import score
 
     uniform = torch.full(batch.posterior.shape, 1 / 6, dtype=torch.float64)
     s = score(batch.posterior, batch.mask, q=uniform)
