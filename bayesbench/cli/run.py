@@ -30,7 +30,7 @@ from .args import (
 )
 from .engine import DEFAULT_THREADS, add_executor_options, drive
 from .errors import CommandFailed
-from .outside_model import add_model_options, model_jobs
+from .model_option import add_model_options, model_jobs
 
 
 def add_parser(sub) -> None:
@@ -92,7 +92,7 @@ def run_preset(args, select: Callable, say) -> list:
     them; a job that failed ends the command with its own error once the others are stored."""
     from ..sweep.local import local_executor
     from ..sweep.ray_executor import on_ray
-    from ..sweep.spec import Resources
+    from ..sweep.sweep_file import Resources
 
     check_folder("--runs-dir", args.runs_dir)
     threads = args.threads or DEFAULT_THREADS

@@ -52,7 +52,7 @@ def add_predictions(sc) -> None:
 def cmd_score(args) -> int:
     from ..checks import positive_int
     from ..report.leaderboard import json_runs, markdown
-    from ..scoring.outside import score_checkpoint
+    from ..scoring.trained_elsewhere import score_checkpoint
     from ..store.database import read_records
     from ..sweep.jobs import resolve_device
 

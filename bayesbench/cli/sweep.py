@@ -139,7 +139,7 @@ def cmd_sweep(args) -> int:
     from ..store.database import db_path
     from ..sweep.expand import expand
     from ..sweep.jobs import resolve_device
-    from ..sweep.spec import load_sweep
+    from ..sweep.sweep_file import load_sweep
 
     stream = sys.stderr if args.json else sys.stdout
 

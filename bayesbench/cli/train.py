@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 
 from .args import add_training, line_printer, seed_list
-from .outside_model import add_model_options
+from .model_option import add_model_options
 from .run import preset_jobs, run_preset
 
 

@@ -12,7 +12,7 @@ lists metrics is generated from this table:
   `SHORT`, `CURVE_METRIC_NAMES`);
 - the learning curves' metrics and their order (`training.curves.curve_metrics`, the names
   `training.config` checks `--until-metric` against);
-- the per-case scores (`scoring.cases.CASE_METRICS`);
+- the per-case scores (`scoring.by_case.CASE_METRICS`);
 - the command line's `--until-metric`, `--curve-metric` and `--metric` choices (`cli/`);
 - each metric's definition version in every job key (`METRIC_VERSIONS`).
 
@@ -122,7 +122,7 @@ def curve_metrics() -> tuple[str, ...]:
 
 
 def scored_per_case() -> tuple[str, ...]:
-    """The final metrics scored per case of a task (`scoring.cases`): those over every position."""
+    """The final metrics scored per case of a task (`scoring.by_case`): those over every position."""
     return tuple(name for name, m in METRICS.items() if m.final and m.case is None)
 
 

@@ -5,8 +5,8 @@ A *point* is a plain dict of one shape (`POINT`): the preset, the task and archi
 seeds, the learning rate and steps, training, task and model settings over the preset's, the
 device and attention backend, the checkpoint interval, the evaluation set's size, the names of
 a sweep's size and of an outside model, the torch threads. A sweep file's entries
-(`sweep/spec.py`, `sweep/expand.py`) and a command line's selections (`make_jobs`: `bayesbench
-run`, `train`, `cli/outside_model.py`) are both points, and `resolve` is the one function that
+(`sweep/sweep_file.py`, `sweep/expand.py`) and a command line's selections (`make_jobs`: `bayesbench
+run`, `train`, `cli/model_option.py`) are both points, and `resolve` is the one function that
 turns a point into a `Job`: task options and the label that says them, model options over the
 preset's (a size given replaces the capacity match), the capacity match, the preset's warm-up
 kept a small fraction of fewer steps, the `TrainConfig`. Its errors are `SettingError`s naming

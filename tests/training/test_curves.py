@@ -58,10 +58,10 @@ def test_curve_points_equal_a_separate_evaluation_of_the_checkpoint(task_name, t
 
 @pytest.mark.parametrize("variant", ["code", "paper"])
 def test_case_points_equal_the_case_scores_of_the_checkpoint(variant, tmp_path):
-    """The KL at repeated and at new keys of a curve point equals `scoring.cases` on the saved
+    """The KL at repeated and at new keys of a curve point equals `scoring.by_case` on the saved
     checkpoint; a case the task has none of (no repeated keys without replacement) is not kept,
     and a run of a task without cases keeps no case curve."""
-    from bayesbench.scoring.cases import case_scores
+    from bayesbench.scoring.by_case import case_scores
     from bayesbench.scoring.evaluate import predict
     from bayesbench.scoring.rows import learning_curve
 
