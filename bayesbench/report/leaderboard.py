@@ -352,7 +352,7 @@ def _curve_notes(agg: list[Row], metric: str, threshold: float) -> list[str]:
     """What the curve columns are, and on which sequences they were measured."""
     sets = sorted({(row.task, row.eval, c.n_sequences) for row in agg for c in row.curves if c is not None})
     if not sets:
-        return ["- learning curves: none stored for these rows (runs from before curves, or --no-curves): the "
+        return ["- learning curves: none stored for these rows (runs stored without curves, or --no-curves): the "
                 "curve columns are empty"]
     where = "; ".join(f"{t} {e}: {n} sequences" for t, e, n in sets)
     return [f"- learning curves ({where}; a fixed set drawn apart from the evaluation set, measured at log-spaced "
@@ -390,7 +390,8 @@ def _blank(x):
 
 
 def _csv_number(x: float | None) -> float | str:
-    """As the store gave it before: a non-finite score is an empty cell."""
+    """A score for a CSV cell: a non-finite one (a diverged member) is an empty cell, so a spreadsheet
+    reads the column as numbers."""
     return "" if x is None or not math.isfinite(x) else x
 
 

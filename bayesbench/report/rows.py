@@ -93,7 +93,7 @@ def curve_metric_for(metric: str, curve_metric: str | None) -> str:
 
 
 def _ev_mean(ev: EvalResult, metric: str) -> float:
-    """One evaluation's mean of `metric` (NaN when the run predates that metric)."""
+    """One evaluation's mean of `metric` (NaN where its record has no score of that metric)."""
     s = getattr(ev, metric)
     return math.nan if s is None else s.mean
 

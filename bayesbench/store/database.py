@@ -9,7 +9,7 @@ and the JSON layouts of the JSON columns. A store written by another version of 
 loads when its table has these columns, and otherwise fails with a message naming what differs.
 The table `learning_curves` holds every member's learning curve, one row per (run, seed,
 evaluation, step, metric); it is written in the same transaction as the run's rows, and a store
-without it (written before curves existed) reads as having no curves.
+without it reads as having no curves.
 
 A store that cannot be used (a directory, a file that is not SQLite or is damaged, a place that
 cannot be written, a foreign `runs` table) raises `StoreError`, a ValueError naming the file and
@@ -163,7 +163,7 @@ def connect(path: str | None = None, *, read_only: bool = False) -> sqlite3.Conn
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if conn.execute("PRAGMA user_version").fetchone()[0] <= SCHEMA_VERSION:
-            _retry(lambda: _add_missing_columns(conn))  # an older bayesbench store gains the new columns
+            _retry(lambda: _add_missing_columns(conn))  # so every store has the columns rows are written with
         _retry(lambda: _check_schema(conn, path))  # before anything writes: a foreign file stays as it was
         _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
         _retry(lambda: conn.executescript(SCHEMA))
@@ -234,7 +234,8 @@ OPTIONAL_COLUMNS = {**{c: "REAL" for c in stored_columns()[6:]}, "stop_step": "I
 
 
 def _add_missing_columns(conn: sqlite3.Connection) -> None:
-    """Bring an existing `runs` table of an older version up to the current columns."""
+    """Give an existing `runs` table the OPTIONAL_COLUMNS it lacks, so rows of every store are
+    written and read with one set of columns."""
     have = {r[1] for r in conn.execute("PRAGMA table_info(runs)").fetchall()}
     if not have or not set(COLUMNS) - set(OPTIONAL_COLUMNS) <= have:
         return  # no table yet, or not a bayesbench table (the schema check names it; nothing is altered)
