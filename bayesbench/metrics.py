@@ -16,7 +16,7 @@ lists metrics is generated from this table:
 - the command line's `--until-metric`, `--curve-metric` and `--metric` choices (`cli/`);
 - each metric's definition version in every job key (`METRIC_VERSIONS`).
 
-Adding a metric is one `register(Metric(...))` here and its test (tests/scoring/test_metric_table.py
+Adding a metric is one `register(Metric(...))` here and its test (tests/test_metrics.py
 shows a made-up one reaching the curves, the command line and the leaderboard). A final metric
 also needs its place in the scored record (`store.records.EvalResult`, `scoring.bits.Score`).
 

@@ -12,9 +12,9 @@ from .errors import no_rows_message
 
 
 def add_parser(sub) -> None:
+    from ..metrics import curve_metrics
     from ..report.leaderboard import FORMATS
     from ..report.rows import DEFAULT_THRESHOLD, rankings
-    from ..scoring.metrics import curve_metrics
     p = sub.add_parser("leaderboard", help="show stored results (every stored seed of each task, arch and config)")
     p.add_argument("--task", help="only this task (name like hmm, or label like 'hmm S=5 K=20')")
     p.add_argument("--arch", help="only this architecture")

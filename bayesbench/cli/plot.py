@@ -14,8 +14,8 @@ from .errors import no_rows_message
 
 
 def add_parser(sub) -> None:
+    from ..metrics import curve_metrics
     from ..report.rows import DEFAULT_THRESHOLD
-    from ..scoring.metrics import curve_metrics
     p = sub.add_parser("plot", help="PNG figures: model vs Bayes entropy per position, error curves per arch")
     p.add_argument("--task", help="only this task")
     p.add_argument("--out", default=os.path.join("results", "plots"), help="output folder (default results/plots)")
@@ -71,9 +71,9 @@ def cmd_plot(args) -> int:
 def _curves(args) -> int:
     import sys
 
+    from ..metrics import METRICS
     from ..report.plots import curve_metrics, plot_learning_curves
     from ..report.rows import DEFAULT_THRESHOLD
-    from ..scoring.metrics import METRICS
 
     metric = args.metric or "entropy_mae"
     measured = curve_metrics(args.db, task=args.task)

@@ -24,9 +24,9 @@ import math
 import os
 import re
 
-from ..scoring import metrics as metric_table
+from .. import metrics as metric_table
+from ..figures import count, heading, mean_and_range, pyplot, save, subplots, unique_legend
 from ..store.records import EvalResult, PositionCurves, RunRecord
-from .figures import count, heading, mean_and_range, pyplot, save, subplots, unique_legend
 from .rows import DEFAULT_THRESHOLD, check_metric, check_threshold, eval_length, short
 from .selection import latest_runs, select_rows
 

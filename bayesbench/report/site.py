@@ -41,7 +41,7 @@ import shutil
 from datetime import datetime, timezone
 
 from .. import __version__
-from ..scoring.metrics import final_metrics
+from ..metrics import final_metrics
 
 MARKER = ".bayesbench-site"  # marks a folder as a built site: a rebuild may replace it
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")

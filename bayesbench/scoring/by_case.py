@@ -36,10 +36,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ..metrics import scored_per_case
 from ..tasks import Batch, Task
 from ..tasks.case_masks import CASES, DETAILS  # noqa: F401 (the case names, re-exported beside their scores)
 from .bits import LOG2, Summary, entropy_bits, entropy_bits_from_log_probs, kl_bits, positional_mae, summarize
-from .metrics import scored_per_case
 
 #: The metrics scored per case (`case_means`): the final metrics of the table over every position.
 CASE_METRICS = scored_per_case()

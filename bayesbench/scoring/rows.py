@@ -12,11 +12,11 @@ import torch
 
 from .. import versions
 from ..identity import identity_key
+from ..metrics import metric_versions
 from ..store.database import cache_dir_for, environment, write_records
 from ..store.records import LearningCurve, RunRecord
 from ..training.result import TrainResult, task_of
 from .evaluate import DEFAULT_SEQUENCES, evaluate, evaluation_tasks
-from .metrics import metric_versions
 
 
 def scored_code(task, arch: str, model) -> dict:

@@ -30,12 +30,12 @@ import torch
 
 from ..checks import SettingError
 from ..identity import run_identity
+from ..metrics import metric_versions
 from ..models import TaskShape, count_params, list_models
 from ..models.outside import preset_options
 from ..models.registry import is_outside
 from ..presets import Preset, TaskSetup, get_preset, labelled, outside_setup
 from ..scoring.evaluate import evaluation_tasks, max_eval_len
-from ..scoring.metrics import metric_versions
 from ..tasks import Task, is_outside_task, outside_task, task_from_config
 from ..tasks.base import available_bytes, check_fits, format_bytes
 from ..tasks.check import check_task

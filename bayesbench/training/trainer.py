@@ -28,9 +28,9 @@ import torch
 from torch import Tensor
 
 from ..identity import difference, run_identity
+from ..metrics import curve_metrics
 from ..models import get_model
 from ..running import interrupt
-from ..scoring.metrics import curve_metrics
 from ..tasks import Task
 from .checkpoint import (
     CHECKPOINT_NAME,

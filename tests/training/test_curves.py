@@ -10,8 +10,8 @@ import os
 import pytest
 import torch
 
+from bayesbench.metrics import curve_metrics
 from bayesbench.scoring.evaluate import evaluate_members
-from bayesbench.scoring.metrics import curve_metrics
 from bayesbench.tasks import get_task
 from bayesbench.training.checkpoint import load_checkpoint, load_result, save_atomic
 from bayesbench.training.config import TrainConfig
