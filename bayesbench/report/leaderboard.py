@@ -1,12 +1,8 @@
 """Leaderboards: queries over the results store, as Markdown, CSV or JSON.
 
 Every number says what it is (docs/science.md#metrics), all in bits over the task's fixed
-evaluation set, on the positions named in the table's notes:
-- entropy_mae: mean over (sequence, scored position) of |H(model) - H(Bayes)|;
-- entropy_mae_positional: mean over scored positions of |mean H(model) - mean H(Bayes)|, the
-  means over sequences (the authors' bijection metric, Paper I Table 1);
-- kl: mean KL(Bayes || model) (the authors' HMM metric).
-The table ranks by one of them (`metric`) and names it in its header. Below each task and
+evaluation set, on the positions named in the table's notes: each final metric of the metric
+table (`bayesbench.metrics`), described there and in the notes. The table ranks by one of them (`metric`) and names it in its header. Below each task and
 evaluation, two computed floors: the uniform predictor and the best context-ignoring one
 (`bayesbench.scoring.floors`). By default a row pools every stored seed of one (task, arch,
 configuration) across runs (the newest record of a seed run twice), with the number of seeds

@@ -107,8 +107,8 @@ class Trainer:
         self._curve_at = set(curve_steps(cfg.steps, cfg.curve_every)) if cfg.curves else set()
         self.curve = self._new_curve() if cfg.curves else None
         if cfg.until is not None and cfg.until_metric not in self.curve.values_kept():
-            raise ValueError(f"until_metric {cfg.until_metric!r} has no positions in {self.curve.task} (kl:repeated "
-                             "and kl:new are the bijection's cases); use entropy_mae, entropy_mae_positional or kl")
+            raise ValueError(f"until_metric {cfg.until_metric!r} has no positions in {self.curve.task}; use one of "
+                             f"{', '.join(self.curve.values_kept())}")
         self._curve_pending: list[tuple[int, float, Tensor]] = []
         self.stopped: dict[int, tuple[int, str, str]] = {}
         self._go = self._go_mask()

@@ -6,26 +6,19 @@ why in the commit."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
+from store.test_migration import _old_store
 
 from bayesbench.cli import main
 
-DUMP = Path(__file__).parents[1] / "store" / "data" / "store_v4.sql"
 GOLDEN = Path(__file__).parent / "data"
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> str:
-    db = str(tmp_path_factory.mktemp("golden") / "v4.sqlite")
-    con = sqlite3.connect(db)
-    con.executescript(DUMP.read_text())
-    con.execute("PRAGMA user_version = 4")
-    con.commit()
-    con.close()
-    return db
+    return _old_store(tmp_path_factory.mktemp("golden"))
 
 
 @pytest.mark.parametrize("args, name", [(["--json"], "leaderboard_v4.json"), ([], "leaderboard_v4.md"),
