@@ -243,7 +243,9 @@ _carry_commit()
 ext_modules, cmdclass, install_requires, options = extensions()
 
 setup(
-    packages=find_packages(include=["bayesbench", "bayesbench.*"]) + ["bayesbench.kernels"],
+    # bayesbench.report.static holds no Python (the site's stylesheet and script): listed, since
+    # setuptools ships data files only of listed packages
+    packages=find_packages(include=["bayesbench", "bayesbench.*"]) + ["bayesbench.kernels", "bayesbench.report.static"],
     package_dir={"bayesbench.kernels": "kernels"},
     ext_modules=ext_modules,
     cmdclass=cmdclass,

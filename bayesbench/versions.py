@@ -79,7 +79,8 @@ def short(entry) -> str:
 
 def changed(old: dict | None, new: dict | None) -> list[str]:
     """What differs between two code dicts, one phrase per part: 'the model file changed
-    (contents a then, b now)'."""
+    (contents a then, b now)'; of a part whose contents were never recorded (a checkpoint or row
+    older than content keys), that it may have changed."""
     old, new = keyed(old), keyed(new)
     out = []
     for part in sorted(set(old) | set(new)):
@@ -87,7 +88,11 @@ def changed(old: dict | None, new: dict | None) -> list[str]:
         if a != b:
             kind = "file" if isinstance(b, dict) and "contents" in b or isinstance(a, dict) and "contents" in a \
                 else "code"
-            out.append(f"the {WHAT.get(part, part)} {kind} changed ({describe(a)} then, {describe(b)} now)")
+            if isinstance(a, dict) and a.get("contents") == UNKNOWN:  # not known to differ: not known at all
+                out.append(f"the {WHAT.get(part, part)} {kind} may have changed (its contents were not recorded then, "
+                           f"before bayesbench recorded file contents; {describe(b)} now)")
+            else:
+                out.append(f"the {WHAT.get(part, part)} {kind} changed ({describe(a)} then, {describe(b)} now)")
     return out
 
 

@@ -58,10 +58,8 @@ def cmd_data_export(args) -> int:
 
     if args.seed != 0 and args.split != "train":
         raise ValueError(f"--seed picks a training-data stream: it goes with --split train, not --split {args.split}")
-    if args.seed < 0:
-        raise ValueError(f"--seed must be a non-negative integer, got {args.seed}")
     name = stem(args.task, "task", "'pkg.mod:build' or './file.py:build'") if is_outside_task(args.task) else args.task
-    out = args.out or os.path.join("data", f"{slug(name)}-{args.split}")
+    out = args.out if args.out is not None else os.path.join("data", f"{slug(name)}-{args.split}")
     check_folder("--out", out)
     manifest = export(args.task, out=out, task_args=as_dict("--task-args", args.task_args) or None,
                       preset=args.preset, split=args.split, sequences=args.sequences, evals=args.eval,

@@ -2,7 +2,7 @@
 store it (no training); or a file of its predictions on an exported set (docs/data.md).
 
     bayesbench score --model ./mine.py:build --checkpoint mine.pt --task bijection
-    bayesbench score --predictions values.parquet values_query.parquet --name mine
+    bayesbench score --predictions values_pred.parquet values_query_pred.parquet --name mine
 """
 
 from __future__ import annotations
@@ -80,12 +80,12 @@ def cmd_score_predictions(args) -> int:
     from ..store.database import read_records
     from .args import as_dict
 
-    given = [f"--{k}" for k in ("model", "checkpoint", "eval_sequences") if getattr(args, k) is not None]
-    if args.device != "cpu":
-        given.append("--device")
+    why = {"model": "the predictions stand for the model", "checkpoint": "the predictions stand for the weights",
+           "eval_sequences": "the set's size is the file's", "device": "nothing runs a model"}
+    given = [k for k in why if getattr(args, k) is not None and (k != "device" or args.device != "cpu")]
     if given:
-        raise ValueError(f"--predictions are scored as given: {', '.join(o.replace('_', '-') for o in given)} "
-                         "cannot go with them (the set's size is the file's)")
+        raise ValueError(f"--predictions are scored as given: {', '.join('--' + k.replace('_', '-') for k in given)} "
+                         f"cannot go with them ({'; '.join(why[k] for k in given)})")
     if not args.name:
         raise ValueError("--predictions needs --name NAME: the leaderboard name of the model that made them")
     scored = score_predictions(args.predictions, name=args.name, preset=args.preset, task=args.task,

@@ -106,6 +106,8 @@ def _command(task: str, task_args: dict | None, preset: str, split: str, n: int 
 
 def check_out(out: str) -> None:
     """Refuse a folder that holds something other than an earlier export."""
+    if not out.strip():
+        raise ValueError("--out must name a folder, got an empty path (leave --out out for the default)")
     if os.path.exists(out) and not os.path.isdir(out):
         raise ValueError(f"--out {out} is a file; give a folder (it is created if missing)")
     if os.path.isdir(out) and os.listdir(out) and not os.path.exists(os.path.join(out, MANIFEST)):
@@ -136,9 +138,7 @@ def export(task: str, *, out: str, task_args: dict | None = None, preset: str = 
                 "task_config": setup.task, "tunnel": first.name, "tunnel_code": first.code(),
                 "bayesbench": __version__,
                 "command": _command(task, task_args, preset, split, sequences, evals, seed, fmt), "sets": []}
-    tmp = f"{out.rstrip(os.sep)}.tmp{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
+    tmp = make_tmp(out)
     try:
         tables = {}
         for spec in specs:
@@ -182,16 +182,51 @@ def _save_hf(tables: dict, folder: str) -> None:
             datasets.enable_progress_bars()
 
 
+def make_tmp(out: str) -> str:
+    """A fresh folder beside `out` to build into (then `replace_folder`); a place where nothing
+    can be written is refused naming --out (a read-only folder, a full disk)."""
+    tmp = f"{out.rstrip(os.sep)}.tmp{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        os.makedirs(tmp)
+    except OSError as err:
+        where = os.path.dirname(os.path.abspath(tmp))
+        raise ValueError(f"--out {out}: nothing can be written in {where} ({err.strerror or err}); choose a writable "
+                         "folder") from None
+    return tmp
+
+
 def replace_folder(tmp: str, out: str) -> None:
     """Put the finished folder `tmp` at `out`, replacing what was there only once the new one is
-    complete (an export, a site): a failure on the way leaves the earlier one as it was."""
+    complete (an export, a site): a failure on the way leaves the earlier one as it was.
+
+    Between the two renames `out` is briefly absent: an interruption there (Ctrl-C) puts the
+    earlier folder back, and another command that put its own folder at `out` meanwhile (two
+    exports to one place) is replaced in turn, so one whole folder is left, never none."""
     old = f"{out.rstrip(os.sep)}.old{os.getpid()}"
-    if os.path.isdir(out):
-        os.replace(out, old)
-    parent = os.path.dirname(os.path.abspath(out))
-    os.makedirs(parent, exist_ok=True)
-    os.replace(tmp, out)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     shutil.rmtree(old, ignore_errors=True)
+    moved = False
+    try:
+        for attempt in range(5):
+            if os.path.isdir(out):
+                if moved:  # another writer's folder arrived after ours moved the earlier one: last wins
+                    shutil.rmtree(out, ignore_errors=True)
+                else:
+                    os.replace(out, old)
+                    moved = True
+            try:
+                os.replace(tmp, out)
+                break
+            except OSError:
+                if attempt == 4 or not os.path.isdir(out):
+                    raise
+    except BaseException:
+        if moved and not os.path.exists(out) and os.path.isdir(old):
+            os.replace(old, out)  # the earlier folder back where it was
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def folder_bytes(folder: str) -> int:

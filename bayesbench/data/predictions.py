@@ -146,6 +146,11 @@ def _read_parquet(path: str) -> Predictions:
     except Exception as err:  # noqa: BLE001  (a damaged or foreign file is the user's to fix)
         raise ValueError(f"predictions {path}: not a readable parquet file ({type(err).__name__})") from None
     kinds = [k for k in KINDS if k in t.column_names]
+    if not kinds and {"tokens", "posterior"} <= set(t.column_names):
+        raise ValueError(f"predictions {path}: this is an exported set (its tokens and exact posterior, from "
+                         "bayesbench data export), not a model's predictions (rule: a predictions file holds "
+                         "log_probs or probs for every sequence of a set, with the set's key; write one with "
+                         "bayesbench.data.predictions.write, docs/data.md)")
     if len(kinds) != 1:
         raise ValueError(f"predictions {path}: needs exactly one of the columns log_probs or probs (rule: what the "
                          f"numbers are is said by the column's name), got columns {t.column_names}")

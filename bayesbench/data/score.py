@@ -28,7 +28,7 @@ import json
 import torch
 
 from ..presets import get_preset
-from ..store.database import cache_dir_for
+from ..store.database import cache_dir_for, prepare_store
 from ..store.records import RunRecord
 from ..tasks import task_from_config
 from .predictions import Predictions, check, read, sidecar
@@ -125,6 +125,8 @@ def score_predictions(paths: list[str], *, name: str, preset: str = "quick", tas
     sizes = {m[2].n for m in matched}
     if len(sizes) > 1:
         raise ValueError(f"--predictions: the sets have {sorted(sizes)} sequences (rule: one row, one set size)")
+    if store:  # a store or cache that cannot be written is named (--db) before any set is drawn
+        prepare_store(db)
     cache_dir = cache_dir_for(db)
     given, scored = [], sorted(names, key=order.index)
     for pred, (_, _, spec) in sorted(zip(preds, matched), key=lambda x: order.index(x[1][2].name)):

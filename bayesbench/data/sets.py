@@ -32,7 +32,7 @@ from ..presets import TaskSetup, get_preset
 from ..scoring.evaluate import eval_set, eval_set_id, evaluation_tasks
 from ..tasks import Batch, Task, is_outside_task, task_from_config
 from ..training.curves import DEFAULT_CURVE_SEQUENCES, curve_batch
-from ..training.seeds import data_seed, eval_seed
+from ..training.seeds import MAX_SEED, data_seed, eval_seed
 from . import SPLITS
 
 
@@ -111,6 +111,12 @@ def sets_of(setup: TaskSetup, split: str, *, n: int | None = None, evals: list[s
         raise ValueError(f"--split must be one of {SPLITS}, got {split!r}")
     if evals and split != "eval":
         raise ValueError(f"--eval names evaluation sets: it goes with --split eval, not --split {split}")
+    twice = sorted({e for e in evals or () if list(evals).count(e) > 1})
+    if twice:
+        raise ValueError(f"--eval {twice[0]} is given twice: name each evaluation set once")
+    if not (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed <= MAX_SEED):
+        raise ValueError(f"--seed must be an integer in [0, {MAX_SEED}] (a model seed, a non-negative int64), "
+                         f"got {seed!r}")
     if split == "eval":
         sets = evaluation_sets(setup, n)
         unknown = [e for e in evals or () if e not in sets]

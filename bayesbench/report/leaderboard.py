@@ -188,6 +188,14 @@ def _count(n: int) -> str:
     return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k"
 
 
+def params_cell(row: Row) -> str:
+    """A row's parameter count per member: '-' when not given (0: a predictions row scored without
+    --params), and every count its seeds record when they differ (predictions rows of one name
+    scored with different --params), never one of them for all."""
+    counts = sorted({r.params for r in row.records})
+    return " / ".join(_count(n) if n else "-" for n in counts) or "-"
+
+
 def _ranked(metric: str, curve_metric: str) -> str:
     """How the ranked column is named."""
     return short(metric) if metric != AUC else f"AUC of {short(curve_metric)} over log step"
@@ -226,7 +234,7 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
         mean = fmt_bits(row.means[metric]) + ci if math.isfinite(row.means[metric]) else "diverged (every seed)"
         settings = f" {differ.get(id(row), '-')} |" if differ else ""
         lines.append(f"| {row.task} | {row.eval}{'' if not row.primary else ' (trained)'}{size} | "
-                     f"{row.arch}{row_marks(row, metric)} |{settings} {_count(row.params)} | {row.steps} | "
+                     f"{row.arch}{row_marks(row, metric)} |{settings} {params_cell(row)} | {row.steps} | "
                      f"{_wall(row.wall_s)} | {_seeds(row)} | {mean} | {per_seed_cell(row, metric)} | "
                      + " | ".join(fmt_bits(row.means[m]) for m in others)
                      + f" | {reach_cell(row.reach)} | {improving_cell(row.improving)} | "

@@ -39,9 +39,13 @@ import math
 import os
 import shutil
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..metrics import final_metrics
+
+if TYPE_CHECKING:
+    from .rows import Row
 
 MARKER = ".bayesbench-site"  # marks a folder as a built site: a rebuild may replace it
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
@@ -138,16 +142,11 @@ def _definitions() -> str:
             f"</ul><p>bayesbench {esc(__version__)}</p></footer>")
 
 
-def _count(n: int) -> str:
-    from .leaderboard import _count as count
-    return count(n) if n else "-"
-
-
-def _tuned(row: dict) -> bool:
+def _tuned(row: Row) -> bool:
     return any((r.config or {}).get("tuning") is not None for r in row.records)
 
 
-def _mean_cell(row: dict, metric: str) -> str:
+def _mean_cell(row: Row, metric: str) -> str:
     from .leaderboard import fmt_bits
     from .rows import seed_interval
     mean = row.means[metric]
@@ -159,7 +158,7 @@ def _mean_cell(row: dict, metric: str) -> str:
     return f'<td class="num" data-value="{_num(mean)}">{fmt_bits(mean)}{ci}</td>'
 
 
-def _reach_value(row: dict) -> float:
+def _reach_value(row: Row) -> float:
     r = row.reach
     if r is None:
         return math.nan
@@ -174,8 +173,9 @@ def _run_link(run_id: str, text: str, root: str = "") -> str:
     return f'<a href="{root}runs/{esc(run_id)}.html">{esc(text)}</a>'
 
 
-def _row(row: dict, best: float, settings: str | None) -> str:
-    from .leaderboard import improving_cell, per_seed_cell, reach_cell, row_marks
+def _row(row: Row, best: float, settings: str | None) -> str:
+    from .leaderboard import improving_cell, params_cell, per_seed_cell, reach_cell, row_marks
+
     runs = sorted({r.run_id for r in row.records}, key=lambda run: [r.created_at or "" for r in row.records
                                                                   if r.run_id == run][-1])
     members = " ".join(f"{r.run_id}:{r.seed}" for r in row.records)
@@ -190,7 +190,7 @@ def _row(row: dict, best: float, settings: str | None) -> str:
     cells = [f'<td class="arch" data-value="{esc(row.arch)}">{arch}</td>']
     if settings is not None:
         cells.append(f'<td class="settings">{esc(settings)}</td>')
-    cells += [f'<td class="num" data-value="{row.params}">{_count(row.params)}</td>',
+    cells += [f'<td class="num" data-value="{row.params}">{params_cell(row)}</td>',
               f'<td class="num" data-value="{row.steps}">{row.steps}</td>',
               f'<td class="num" data-value="{_num(row.wall_s)}">{wall}</td>',
               f'<td class="num" data-value="{len(row.seeds)}">{seeds}</td>']
@@ -202,7 +202,7 @@ def _row(row: dict, best: float, settings: str | None) -> str:
     return f'<tr data-members="{esc(members)}">' + "".join(cells) + "</tr>"
 
 
-def _table(rows: list[dict], best: float, differ: dict, caption: str) -> str:
+def _table(rows: list[Row], best: float, differ: dict, caption: str) -> str:
     from .leaderboard import fmt_bits
     from .rows import DEFAULT_THRESHOLD, described
     names = _metric_names()
@@ -249,7 +249,7 @@ def _index(agg: list[dict], figures: Figures, db_label: str, n_records: int, stu
 
     differ = differing_settings(agg)
     marks = set_marks(agg)
-    blocks: dict[tuple, list[dict]] = {}
+    blocks: dict[tuple, list[Row]] = {}
     for row in agg:
         blocks.setdefault(block_key(row), []).append(row)
     tasks: dict[str, list[tuple]] = {}
@@ -389,9 +389,26 @@ def _run_page(records: list, figures: Figures, anchor: str) -> tuple[str, dict]:
     return _page(f"{first.arch} on {first.task_label}: run {first.run_id}", "\n".join(body), "../"), doc
 
 
+def _has_studies(db: str | None) -> bool:
+    """Whether the store holds a `studies` table, asked without writing to it: a site is built
+    from a read-only store, and building one adds no table to a store of runs only."""
+    from ..store.database import connect, db_path
+
+    if not os.path.isfile(db_path(db)):
+        return False
+    conn = connect(db, read_only=True)
+    try:
+        return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'studies'").fetchone() \
+            is not None
+    finally:
+        conn.close()
+
+
 def _studies(db: str | None) -> list[dict]:
     from ..dynamics.store import list_studies, read_study
 
+    if not _has_studies(db):
+        return []
     out = []
     for s in list_studies(path=db):
         study = read_study(s["study_id"], db) or {}
@@ -438,6 +455,8 @@ def _dynamics_page(studies: list[dict], db: str | None, img: str) -> tuple[str, 
 
 def check_out(out: str) -> None:
     """Refuse an output folder that holds something other than an earlier site."""
+    if not out.strip():
+        raise ValueError("--out must name a folder, got an empty path (leave --out out for the default)")
     if os.path.exists(out) and not os.path.isdir(out):
         raise ValueError(f"--out {out} is a file; give a folder (it is created if missing)")
     if os.path.isdir(out) and os.listdir(out) and not os.path.exists(os.path.join(out, MARKER)):
@@ -448,7 +467,7 @@ def check_out(out: str) -> None:
 def build_site(db: str | None = None, out: str = os.path.join("results", "site")) -> dict:
     """Write the site of the store `db` to the folder `out` (module doc); returns what it wrote:
     {"index", "pages", "images", "bytes", "rows", "records", "tables", "studies", "drawn", "copied"}."""
-    from ..data.export import folder_bytes, replace_folder
+    from ..data.export import folder_bytes, make_tmp, replace_folder
     from ..store.database import db_path
     from .rows import aggregate
     from .selection import select_rows
@@ -459,8 +478,7 @@ def build_site(db: str | None = None, out: str = os.path.join("results", "site")
     if not records and not studies:
         raise ValueError(f"no results in the store {db_path(db)} (--db): nothing to build a site of; run `bayesbench "
                          "run --preset quick` first")
-    tmp = f"{out.rstrip(os.sep)}.tmp{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = make_tmp(out)
     try:
         os.makedirs(os.path.join(tmp, "runs"))
         os.makedirs(os.path.join(tmp, "assets"))

@@ -160,6 +160,10 @@ def check_name(name: str) -> str:
 # ---------------------------------------------------------------- checkpoints
 
 def _read_checkpoint(path: str, device: str):
+    if os.path.isdir(path):
+        inside = os.path.join(path, "checkpoint.pt")
+        hint = f": give its checkpoint, {inside}" if os.path.isfile(inside) else ""
+        raise ValueError(f"--checkpoint {path} is a folder{hint} (a state dict file or a bayesbench checkpoint.pt)")
     if not os.path.isfile(path):
         raise ValueError(f"--checkpoint: no such file {path}")
     try:

@@ -13,7 +13,8 @@ and the floors (`result_metrics`).
 TensorBoard writes event files to `<run dir>/tensorboard/` (`tensorboard --logdir runs`), and
 the run's settings (task, model and training options, seeds, preset: `flat_settings`) as
 hparams with each seed's final metrics (`<run dir>/tensorboard/seed<S>/`, one hparams session
-per seed, in TensorBoard's HParams tab). W&B runs in offline mode unless WANDB_MODE says
+per seed, in TensorBoard's HParams tab), and the mean over seeds with its interval as scalars
+(`final/mean/...`) at the run's last step. W&B runs in offline mode unless WANDB_MODE says
 otherwise (`wandb sync <run dir>/wandb/offline-run-*` uploads it), one W&B run per bayesbench
 run, named by the run's label and key, grouped by the run's group id (`run-quick`,
 `sweep-<name>`: the command that stored it), in the project named by the WANDB_PROJECT
@@ -161,6 +162,9 @@ def attach_logger(kind: str, trainer, run_dir: str, *, name: str, config: dict) 
                 metrics = {tag: v for tag, v in result_metrics([r]).items() if not tag.startswith("final/mean/")}
                 settings = {**hparams, **flat_settings(record_settings(r)), "seed": r.seed}
                 tb.add_hparams(settings, metrics, run_name=f"seed{r.seed}")
+            for tag, value in result_metrics(records).items():  # the mean over seeds, as scalars at the last step
+                if tag.startswith("final/mean/"):
+                    tb.add_scalar(tag, value, trainer.step)
             tb.flush()
 
         logger = CurveLogger(trainer.seeds, lambda tag, v, step: tb.add_scalar(tag, v, step), tb.close, result)
@@ -169,9 +173,16 @@ def attach_logger(kind: str, trainer, run_dir: str, *, name: str, config: dict) 
 
         os.environ.setdefault("WANDB_MODE", "offline")
         os.environ.setdefault("WANDB_SILENT", "true")
-        run = wandb.init(dir=run_dir, name=name, id="".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:120],
-                         config=config, resume="allow", reinit="create_new", group=config.get("group_id"),
-                         project=os.environ.get("WANDB_PROJECT") or DEFAULT_PROJECT)
+        try:
+            run = wandb.init(dir=run_dir, name=name,
+                             id="".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:120],
+                             config=config, resume="allow", reinit="create_new", group=config.get("group_id"),
+                             project=os.environ.get("WANDB_PROJECT") or DEFAULT_PROJECT)
+        except Exception as err:  # noqa: BLE001  (W&B's own errors: no API key online, a bad project name, ...)
+            first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            raise ValueError(f"--log wandb: W&B could not start a run ({type(err).__name__}: {first}); log in "
+                             "(`wandb login` or WANDB_API_KEY) or log offline (WANDB_MODE=offline, the "
+                             "default)") from None
 
         def result(records) -> None:
             run.config.update(record_settings(records[0]), allow_val_change=True)

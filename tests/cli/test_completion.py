@@ -86,3 +86,27 @@ def test_python_dash_m_bayesbench_is_the_command(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "bayesbench", "completion", "fish"], cwd=tmp_path,
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "invalid choice: 'fish'" in bad.stderr
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash here")
+def test_the_install_docs_lines_write_the_scripts_into_a_fresh_home(tmp_path):
+    """docs/install.md's bash line wrote into ~/.local/share/bash-completion/completions without
+    making it: in a home where that folder is not yet there, 'No such file or directory'."""
+    import os
+    import re
+
+    block = re.search(r"## Shell completion\n.*?```bash\n(.*?)```", (ROOT / "docs" / "install.md").read_text(),
+                      re.S).group(1)
+    lines = [line.split("#")[0].strip() for line in block.splitlines() if "completion bash >" in line
+             or "completion zsh >" in line]
+    assert len(lines) == 2, block
+    command = Path(sys.executable).parent / "bayesbench"  # the console script of this environment
+    if not command.exists():
+        pytest.skip(f"no bayesbench console script beside {sys.executable}")
+    env = dict(os.environ, HOME=str(tmp_path), PATH=f"{command.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    for line in lines:
+        proc = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, (line, proc.stderr)
+    assert (tmp_path / ".local/share/bash-completion/completions/bayesbench").read_text() == completion_script("bash") \
+        + "\n"
+    assert (tmp_path / ".zfunc/_bayesbench").read_text().startswith("#compdef bayesbench")

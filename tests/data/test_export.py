@@ -131,3 +131,87 @@ def test_the_command_prints_the_sets_and_refuses_what_it_cannot_do(tmp_path, cap
         err = capsys.readouterr().err.strip()
         assert message in err and "\n" not in err, (argv, err)
     assert (tmp_path / "busy" / "mine.txt").exists()
+
+
+def test_an_empty_out_a_repeated_eval_and_a_seed_beyond_int64_are_refused(tmp_path, capsys, monkeypatch):
+    """`--out ""` (an unset shell variable) wrote to the default folder, replacing the export there;
+    `--eval values --eval values` wrote the set twice into the manifest; `--seed 2**64` (no model
+    has it) drew the stream of another seed, silently."""
+    monkeypatch.chdir(tmp_path)
+    for argv, message in ((["sticky", "--sequences", "4", "--out", ""], "--out must name a folder, got an empty path"),
+                          (["bijection", "--sequences", "4", "--eval", "values", "--eval", "values"],
+                           "--eval values is given twice"),
+                          (["sticky", "--split", "train", "--sequences", "4", "--seed", str(2**64)],
+                           f"--seed must be an integer in [0, {2**63 - 1}]"),
+                          (["sticky", "--split", "train", "--sequences", "4", "--seed", "-1"],
+                           "--seed must be an integer in [0, ")):
+        assert main(["data", "export", *argv]) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert message in err and "\n" not in err, (argv, err)
+    assert not (tmp_path / "data").exists()
+    assert main(["data", "export", "sticky", "--split", "train", "--sequences", "4", "--seed", str(2**63 - 1)]) == 0
+
+
+def test_an_unwritable_out_is_refused_naming_it(tmp_path, capsys, monkeypatch):
+    """A read-only place for --out was an OSError naming the temporary folder (exit 1)."""
+    makedirs = os.makedirs
+
+    def read_only(path, *args, **kwargs):
+        if ".tmp" in os.path.basename(str(path)):
+            raise OSError(30, "Read-only file system")
+        return makedirs(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "makedirs", read_only)
+    out = tmp_path / "sets"
+    assert main(["data", "export", "sticky", "--sequences", "4", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--out {out}: nothing can be written in {tmp_path} (Read-only file system)" in err and "\n" not in err
+
+
+def _folder(path, text):
+    path.mkdir()
+    (path / "what.txt").write_text(text)
+
+
+def test_a_signal_between_the_two_renames_puts_the_earlier_folder_back(tmp_path, monkeypatch):
+    """Ctrl-C after the earlier export was moved aside and before the new one took its place left
+    no folder at --out (the earlier one under out.old<pid>)."""
+    from bayesbench.data import export as module
+
+    out, tmp = tmp_path / "out", tmp_path / "out.tmp1"
+    _folder(out, "earlier")
+    _folder(tmp, "new")
+    replace = os.replace
+
+    def interrupted(src, dst):
+        if str(src) == str(tmp):
+            raise KeyboardInterrupt
+        return replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        module.replace_folder(str(tmp), str(out))
+    assert (out / "what.txt").read_text() == "earlier"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "out.tmp1"]
+
+
+def test_a_folder_another_writer_put_at_out_meanwhile_is_replaced_not_an_error(tmp_path, monkeypatch):
+    """Two exports to one --out: the second writer's folder arriving between the first one's renames
+    made its last rename fail (directory not empty), losing its export with an OSError."""
+    from bayesbench.data import export as module
+
+    out, tmp = tmp_path / "out", tmp_path / "out.tmp1"
+    _folder(out, "earlier")
+    _folder(tmp, "mine")
+    replace, raced = os.replace, []
+
+    def racing(src, dst):
+        if str(src) == str(tmp) and not raced:
+            raced.append(True)
+            _folder(out, "the other writer's")  # lands after ours moved the earlier one aside
+        return replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", racing)
+    module.replace_folder(str(tmp), str(out))
+    assert raced and (out / "what.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

@@ -207,7 +207,11 @@ def test_refusals_of_the_file_form_and_of_a_call(tmp_path, capsys, exported):
              "primary evaluation"),
             (["--predictions", good, good], "two files of the set values (rule: one file per evaluation set)"),
             (["--predictions", good, "--checkpoint", "x.pt"], "--predictions are scored as given: --checkpoint cannot "
-                                                              "go with them"),
+                                                              "go with them (the predictions stand for the weights)"),
+            (["--predictions", good, "--device", "cuda"], "--device cannot go with them (nothing runs a model)"),
+            (["--predictions", str(tmp_path / "set" / values["file"])],
+             "this is an exported set (its tokens and exact posterior, from bayesbench data export), not a model's "
+             "predictions"),
             ([], "score needs --model SPEC and --checkpoint FILE (a model's weights), or --predictions FILE")):
         _bad(tmp_path, capsys, argv, rule)
     assert main(["score", "--predictions", good, "--db", str(tmp_path / "x.sqlite")]) == 2
@@ -263,3 +267,15 @@ def test_an_outside_tunnels_set_is_scored_with_its_task_named(tmp_path, capsys):
     (r,) = read_records(db)
     assert r.task == "coin" and r.evals["standard"].set_id == entry["set_id"]
     assert r.evals["standard"].kl.mean == pytest.approx(r.evals["standard"].floors["uniform"]["kl"].mean)
+
+
+def test_a_store_that_cannot_be_written_is_named_before_any_set_is_drawn(tmp_path, capsys, exported):
+    """A --db in a folder that cannot hold one was an OSError on the evaluation cache beside it
+    ('[Errno 20] Not a directory: .../cache', exit 1), raised while drawing the sets."""
+    sets, _ = exported
+    good = _uniform_file(str(tmp_path / "good.parquet"), sets["values"])
+    (tmp_path / "afile").write_text("not a folder")
+    db = tmp_path / "afile" / "r.sqlite"
+    assert main(["score", "--predictions", good, "--name", "mine", "--db", str(db)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"results store {db}: its folder {tmp_path / 'afile'} cannot be created" in err and "\n" not in err, err

@@ -51,3 +51,26 @@ def test_no_unused_build_dependency():
     for source in (ROOT / "csrc").glob("*.*"):
         text = source.read_text()
         assert "pybind11" not in text.replace("(no pybind11)", "") and "torch/extension.h" not in text, source
+
+
+def _install_md() -> str:
+    return (ROOT / "docs" / "install.md").read_text()
+
+
+def test_install_md_names_every_extra():
+    """`[data]` (data export, score --predictions) was missing from the extras docs/install.md lists,
+    though the commands' messages say `pip install 'bayesbench[data]'`."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    text = _install_md()
+    assert [e for e in extras if f"`[{e}]`" not in text] == []
+
+
+def test_the_install_recipe_installs_what_a_build_without_isolation_needs():
+    """The recipe installed torch, then the sdist with --no-build-isolation: in a new virtual
+    environment (setuptools 65.5, no setuptools-scm) that fails with 'invalid pyproject.toml config:
+    project.license'. Every build requirement but torch's own line is installed first."""
+    recipe = re.search(r"```bash\n(.*?)```", _install_md(), re.S).group(1)
+    first, install = recipe.splitlines()[:2]
+    assert "--no-build-isolation" in install and first.startswith("pip install torch")
+    for requirement in tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]:
+        assert requirement.split(">")[0] == "torch" or f"'{requirement}'" in first, requirement

@@ -153,6 +153,22 @@ def test_wheel_is_abi3_pins_its_torch_and_knows_its_commit(built):
     assert f"__dirty__ = {built['commit']['git_dirty']}" in version_file
 
 
+def test_the_sites_stylesheet_and_script_ship_from_a_listed_package(sdist, tmp_path):
+    """bayesbench/report/static (no Python in it) was shipped only through a setuptools fallback
+    that warned "Package 'bayesbench.report.static' is absent from the `packages` configuration"
+    and will stop: a site built from such an install would have no stylesheet and no script.
+    A pure wheel of the unpacked sdist (no compile: seconds) shows what `python -m build` says."""
+    with tarfile.open(sdist["sdist"]) as tar:
+        tar.extractall(tmp_path, filter="data")
+    (src,) = tmp_path.glob("bayesbench-*")
+    proc = _run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", tmp_path / "pure", src],
+                cwd=tmp_path, env=_env(BAYESBENCH_NO_EXT="1"))
+    assert "absent from the `packages` configuration" not in proc.stdout + proc.stderr
+    (wheel,) = (tmp_path / "pure").glob("bayesbench-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        assert {"bayesbench/report/static/site.css", "bayesbench/report/static/site.js"} <= set(z.namelist())
+
+
 # ---------------------------------------------------------------- installed, outside the checkout
 
 ORACLE_CHECK = r"""

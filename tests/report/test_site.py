@@ -112,3 +112,46 @@ def test_refusals(tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert message in err and "\n" not in err, err
     assert (tmp_path / "busy" / "notes.txt").read_text() == "mine" and not (tmp_path / "s").exists()
+
+
+def test_a_store_of_runs_only_is_read_not_written(tiny_store, tmp_path, monkeypatch):
+    """The site was refused for a read-only store ('cannot be opened or created ... choose a writable
+    --db') that leaderboard and export read, and added the dynamics tables to every store it read."""
+    import sqlite3
+
+    import bayesbench.dynamics.store as dynamics_store
+    from bayesbench.store.database import StoreError
+
+    db = str(tmp_path / "bayesbench.sqlite")
+    src = sqlite3.connect(tiny_store["db"])
+    src.backup(sqlite3.connect(db))
+    src.close()
+
+    def no_writes(*args, **kwargs):
+        raise StoreError(f"results store {db} cannot be written (attempt to write a readonly database)")
+
+    monkeypatch.setattr(dynamics_store, "connect", no_writes)
+    built = build_site(db, str(tmp_path / "site"))
+    assert built["rows"] == 2 and built["studies"] == 0
+    tables = {r[0] for r in sqlite3.connect(db).execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "studies" not in tables and "dynamics" not in tables
+
+
+def test_an_empty_or_unwritable_out_is_refused_naming_it(tiny_store, tmp_path, capsys, monkeypatch):
+    """`--out ""` was '[Errno 2] No such file or directory: '.tmp123' -> ''' (exit 1); a read-only
+    place an OSError naming the temporary folder (exit 1)."""
+    assert main(["site", "--db", tiny_store["db"], "--out", ""]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--out must name a folder, got an empty path" in err and "\n" not in err
+    makedirs = os.makedirs
+
+    def read_only(path, *args, **kwargs):
+        if ".tmp" in os.path.basename(str(path)):
+            raise OSError(30, "Read-only file system")
+        return makedirs(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "makedirs", read_only)
+    assert main(["site", "--db", tiny_store["db"], "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--out {tmp_path / 's'}: nothing can be written in {tmp_path} (Read-only file system)" in err
+    assert not (tmp_path / "s").exists()

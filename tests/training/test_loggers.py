@@ -174,3 +174,32 @@ def test_the_run_file_says_what_was_trained_where_and_what_came_out(tmp_path, ca
     ev = doc["seeds"][0]["evals"]["standard"]
     assert ev["kl"]["ci_low"] <= ev["kl"]["mean"] <= ev["kl"]["ci_high"] and ev["kl"]["n_sequences"] == 32
     assert doc["seeds"][1]["learning_curve"]["step"][-1] == 30 and doc["seeds"][1]["stop_reason"] == "budget"
+
+
+def test_tensorboard_gets_the_mean_over_seeds_and_a_stored_job_says_nothing_is_logged(tmp_path, capsys):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    assert main(["train", "--arch", "mlp", *_common(tmp_path), "--log", "tensorboard"]) == 0
+    capsys.readouterr()
+    (run_dir,) = glob.glob(str(tmp_path / "runs" / "quick" / "sticky-mlp-*"))
+    events = EventAccumulator(os.path.join(run_dir, "tensorboard"))
+    events.Reload()
+    tags = events.Tags()["scalars"]
+    assert "final/mean/standard/kl" in tags and "final/mean/standard/kl_ci_high" in tags
+    assert main(["train", "--arch", "mlp", *_common(tmp_path), "--log", "tensorboard"]) == 0  # stored: skipped
+    out = capsys.readouterr()
+    assert "--log tensorboard: the 1 stored job(s) are not trained again, so nothing is logged" in out.out + out.err
+
+
+def test_wandb_that_cannot_start_is_one_line_naming_the_flag(tmp_path, capsys, monkeypatch):
+    wandb = pytest.importorskip("wandb")
+
+    def refuse(**kw):
+        raise wandb.errors.UsageError("No API key configured. Use `wandb login` to log in.")
+
+    monkeypatch.setattr(wandb, "init", refuse)
+    assert main(["train", "--arch", "mlp", *_common(tmp_path), "--log", "wandb"]) == 2
+    err = capsys.readouterr().err
+    assert "--log wandb: W&B could not start a run (UsageError: No API key configured" in err
+    assert "Traceback" not in err and "internal error" not in err
