@@ -16,9 +16,9 @@ lists metrics is generated from this table:
 - the command line's `--until-metric`, `--curve-metric` and `--metric` choices (`cli/`);
 - each metric's definition version in every job key (`METRIC_VERSIONS`).
 
-Adding a metric is one `register(Metric(...))` here and its test (tests/test_metrics.py
+Adding a metric is one `register(Metric(...))` here and its test (tests/test_metric_table.py
 shows a made-up one reaching the curves, the command line and the leaderboard). A final metric
-also needs its place in the scored record (`store.records.EvalResult`, `scoring.bits.Score`).
+also needs its place in the scored record (`store.records.EvalResult`, `scoring.metrics.Score`).
 
 The table imports nothing of bayesbench and no torch (the command line builds its parser from
 it without loading torch); its functions take tensors and use only their methods.
@@ -34,8 +34,8 @@ LOG2 = math.log(2.0)
 
 #: How a metric's per-(sequence, position) values become one number on an evaluation set:
 #: "pairs": the mean over every scored (sequence, position) pair (interval: a ratio estimator
-#: over sequences, `scoring.bits.summarize`); "positions": the mean over scored positions of
-#: |the mean over sequences| (interval: the jackknife over sequences, `scoring.bits.positional_mae`).
+#: over sequences, `scoring.metrics.summarize`); "positions": the mean over scored positions of
+#: |the mean over sequences| (interval: the jackknife over sequences, `scoring.metrics.positional_mae`).
 OVER_SEQUENCES = ("pairs", "positions")
 
 

@@ -9,7 +9,7 @@ dict with one entry per part that decides the numbers:
 - "model": the architecture: a built-in one's registered version, an outside one's contents
   (for `hf:` models, the `transformers` version);
 - "training": the trainer's version (its loop, optimiser and data streams);
-- "metrics": each metric's version (`metrics.metric_versions`).
+- "metrics": each metric's version (`metric_table.metric_versions`).
 
 A built-in part's version starts at `FIRST` and is raised whenever a change to its code
 changes what a seed yields (a sampler or posterior, a forward pass, a metric's definition).

@@ -26,9 +26,9 @@ import time
 import torch
 
 from bayesbench.presets import get_preset
-from bayesbench.scoring.bits import score
 from bayesbench.scoring.by_case import case_scores, pairs_used
 from bayesbench.scoring.evaluate import eval_set, predict
+from bayesbench.scoring.metrics import score
 from bayesbench.sweep.jobs import resolve_model
 from bayesbench.tasks import task_from_config
 from bayesbench.training.config import TrainConfig

@@ -11,9 +11,9 @@ import os
 import pytest
 
 from bayesbench.cli import main
-from bayesbench.scoring.bits import score
 from bayesbench.scoring.by_case import case_scores, pairs_used
 from bayesbench.scoring.evaluate import eval_set, predict
+from bayesbench.scoring.metrics import score
 from bayesbench.store.database import read_records
 from bayesbench.tasks import get_task
 from bayesbench.training.config import TrainConfig

@@ -1,4 +1,4 @@
-"""The metric table is the one place a metric is written (`bayesbench.metrics`): a metric
+"""The metric table is the one place a metric is written (`bayesbench.metric_table`): a metric
 registered there, and nowhere else, is offered by the command line, recorded by the learning
 curves (and read by --until), stored, and shown by the leaderboard."""
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bayesbench.cli import build_parser, main
-from bayesbench.metrics import (
+from bayesbench.metric_table import (
     METRICS,
     Metric,
     curve_metrics,

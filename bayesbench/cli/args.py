@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..metrics import curve_metrics
+from ..metric_table import curve_metrics
 
 DB_HELP = "results store (default: $BAYESBENCH_DB or ./results/bayesbench.sqlite)"
 

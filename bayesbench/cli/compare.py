@@ -14,7 +14,7 @@ from .args import add_db
 
 
 def add_parser(sub) -> None:
-    from ..metrics import curve_metrics
+    from ..metric_table import curve_metrics
     p = sub.add_parser("compare", help="two stored runs' learning curves and the step from which they differ "
                                        "significantly (Welch's t over seeds per step, fixed-sequence test)")
     p.add_argument("run_a", metavar="RUN_A", help="a stored run id (or a prefix naming one run), e.g. from "

@@ -12,7 +12,7 @@ from .errors import no_rows_message
 
 
 def add_parser(sub) -> None:
-    from ..metrics import curve_metrics
+    from ..metric_table import curve_metrics
     from ..report.leaderboard import FORMATS
     from ..report.rows import DEFAULT_THRESHOLD, rankings
     p = sub.add_parser("leaderboard", help="show stored results (every stored seed of each task, arch and config)")

@@ -14,7 +14,7 @@ from .errors import no_rows_message
 
 
 def add_parser(sub) -> None:
-    from ..metrics import curve_metrics
+    from ..metric_table import curve_metrics
     from ..report.rows import DEFAULT_THRESHOLD
     p = sub.add_parser("plot", help="PNG figures: model vs Bayes entropy per position, error curves per arch")
     p.add_argument("--task", help="only this task")
@@ -71,7 +71,7 @@ def cmd_plot(args) -> int:
 def _curves(args) -> int:
     import sys
 
-    from ..metrics import METRICS
+    from ..metric_table import METRICS
     from ..report.plots import curve_metrics, plot_learning_curves
     from ..report.rows import DEFAULT_THRESHOLD
 

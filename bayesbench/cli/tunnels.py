@@ -38,7 +38,7 @@ def tunnel_curves(batch_size: int = 2048, seed: int = 0, *,
     import torch
 
     from ..presets import get_preset
-    from ..scoring.bits import entropy_bits, per_position
+    from ..scoring.metrics import entropy_bits, per_position
     from ..tasks import get_task, task_from_config
 
     if preset is None:

@@ -2,7 +2,7 @@
 
 Every number says what it is (docs/science.md#metrics), all in bits over the task's fixed
 evaluation set, on the positions named in the table's notes: each final metric of the metric
-table (`bayesbench.metrics`), described there and in the notes. The table ranks by one of them
+table (`bayesbench.metric_table`), described there and in the notes. The table ranks by one of them
 (`metric`) and names it in its header. Below each task and
 evaluation, two computed floors: the uniform predictor and the best context-ignoring one
 (`bayesbench.scoring.floors`). By default a row pools every stored seed of one (task, arch,

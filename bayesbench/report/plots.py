@@ -24,7 +24,7 @@ import math
 import os
 import re
 
-from .. import metrics as metric_table
+from .. import metric_table
 from ..figures import count, heading, mean_and_range, pyplot, save, subplots, unique_legend
 from ..store.records import EvalResult, PositionCurves, RunRecord
 from .rows import DEFAULT_THRESHOLD, check_metric, check_threshold, eval_length, short

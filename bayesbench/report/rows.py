@@ -3,7 +3,7 @@ configuration) pooled over their seeds into a typed `Row` (`aggregate`), with wh
 rendering reads off them: which rows may be ranked together (`block_key`, `set_marks`), the
 floor mark (`at_floor`), the learning-curve statistics (`curve_stats`) and the interval over
 seeds. The metrics a row carries are the scoring table's final metrics
-(`bayesbench.metrics`); the curve metrics, those a learning curve keeps.
+(`bayesbench.metric_table`); the curve metrics, those a learning curve keeps.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from .. import versions
-from ..metrics import METRICS, curve_metrics, final_metrics
+from ..metric_table import METRICS, curve_metrics, final_metrics
 from ..store.database import config_key
 from ..store.records import EvalResult, LearningCurve, RunRecord
 from .curve_stats import Reach, common_range, log_auc, reach, still_improving, trained_part
@@ -23,7 +23,7 @@ DEFAULT_THRESHOLD = 0.1  # bits: the leaderboard's "steps to threshold"
 
 
 def rankings() -> tuple[str, ...]:
-    """What a leaderboard can rank by: every final metric of the table (`bayesbench.metrics`), or AUC."""
+    """What a leaderboard can rank by: every final metric of the table (`bayesbench.metric_table`), or AUC."""
     return (*final_metrics(), AUC)
 
 

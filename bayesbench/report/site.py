@@ -42,7 +42,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..metrics import final_metrics
+from ..metric_table import final_metrics
 
 if TYPE_CHECKING:
     from .rows import Row

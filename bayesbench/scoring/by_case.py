@@ -24,7 +24,7 @@ a plateau is (nearly) one of them (docs/reproducing.md, "The quick bijection's p
 
 `case_masks(task, batch)` gives the [N, T] masks (within `batch.mask`), computed from the task's
 latents (the keys), not from the posterior; `case_scores` scores a model's log-probabilities on
-each case with the three metrics of `bits.score` and their intervals; `case_metrics` flattens
+each case with the three metrics of `metrics.score` and their intervals; `case_metrics` flattens
 them into the names a learning curve stores ("kl:repeated", "entropy_mae:new", ...);
 `case_means` computes the per-case means on the device for E members at once, with no host read.
 """
@@ -36,10 +36,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..metrics import scored_per_case
+from ..metric_table import scored_per_case
 from ..tasks import Batch, Task
 from ..tasks.case_masks import CASES, DETAILS  # noqa: F401 (the case names, re-exported beside their scores)
-from .bits import LOG2, Summary, entropy_bits, entropy_bits_from_log_probs, kl_bits, positional_mae, summarize
+from .metrics import LOG2, Summary, entropy_bits, entropy_bits_from_log_probs, kl_bits, positional_mae, summarize
 
 #: The metrics scored per case (`case_means`): the final metrics of the table over every position.
 CASE_METRICS = scored_per_case()

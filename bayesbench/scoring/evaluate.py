@@ -33,7 +33,7 @@ from ..tasks.bijection import SCORED_SETS
 from ..training.checkpoint import DamagedFile, load_checkpoint, save_atomic
 from ..training.curves import exact_float32
 from ..training.seeds import eval_seed
-from .bits import Summary, score, summarize
+from .metrics import Summary, score, summarize
 
 DEFAULT_SEQUENCES = 4096
 # Part of every evaluation set's identity: raise it when the way sets are drawn changes (a

@@ -19,9 +19,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..metrics import final_metrics
+from ..metric_table import final_metrics
 from ..tasks import Batch
-from .bits import Summary, score
+from .metrics import Summary, score
 
 FLOORS = ("uniform", "marginal")
 MARGINAL_SEQUENCES = 4096

@@ -12,7 +12,7 @@ import torch
 
 from .. import versions
 from ..identity import identity_key
-from ..metrics import metric_versions
+from ..metric_table import metric_versions
 from ..store.database import cache_dir_for, environment, write_records
 from ..store.records import LearningCurve, RunRecord
 from ..training.result import TrainResult, task_of

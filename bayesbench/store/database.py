@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 
 from .. import versions
 from ..identity import identity_key, run_identity
-from ..metrics import final_metrics, stored_columns
+from ..metric_table import final_metrics, stored_columns
 from ..presets import labelled
 from ..running.disk import DiskFull, is_disk_full
 from .records import (
@@ -229,7 +229,7 @@ def _check_schema(conn: sqlite3.Connection, path: str, *, read_only: bool = Fals
 
 # Columns a store may lack and gains, NULL in its rows, before the schema check: every metric's
 # columns but those of the two metrics every store has (entropy MAE and KL), so a metric added
-# to the table (`bayesbench.metrics`) reaches existing stores, and the stop of a run cut short.
+# to the table (`bayesbench.metric_table`) reaches existing stores, and the stop of a run cut short.
 OPTIONAL_COLUMNS = {**{c: "REAL" for c in stored_columns()[6:]}, "stop_step": "INTEGER", "stop_reason": "TEXT"}
 
 
@@ -441,7 +441,7 @@ def _retry(action, attempts: int = 20):
 
 
 def stored_metrics(head: EvalResult) -> list[str]:
-    """The final metrics of the table (`bayesbench.metrics`) that `head` holds a score of: each has
+    """The final metrics of the table (`bayesbench.metric_table`) that `head` holds a score of: each has
     its three columns (an older record without one leaves them NULL)."""
     return [name for name in final_metrics() if getattr(head, name, None) is not None]
 

@@ -30,7 +30,7 @@ import torch
 
 from ..checks import SettingError
 from ..identity import run_identity
-from ..metrics import metric_versions
+from ..metric_table import metric_versions
 from ..models import TaskShape, count_params, list_models
 from ..models.outside import preset_options
 from ..models.registry import is_outside

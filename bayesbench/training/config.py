@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from ..checks import SettingError, boolean, int_at_least, number_in, one_of, positive_int, positive_number
-from ..metrics import curve_metrics
+from ..metric_table import curve_metrics
 from .until import parse_until
 
 #: The trainer's code version (its loop, losses, per-member AdamW and clipping, data streams),

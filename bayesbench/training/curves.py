@@ -1,12 +1,12 @@
 """Learning curves: every member scored against the exact posterior while it trains.
 
 The trainer evaluates the whole ensemble on one fixed *curve set* at a schedule of steps
-(`curve_steps`) and keeps, per point, every metric of the metric table (`bayesbench.metrics`;
+(`curve_steps`) and keeps, per point, every metric of the metric table (`bayesbench.metric_table`;
 docs/science.md#metrics) in bits, for every member. A metric the curve set has no positions for
 (a task it does not apply to; a case of `Task.case_masks` the task does not have, such as the
 bijection's repeated keys) scores NaN, its uniform value too, and the curve does not keep it.
 
-These are the same numbers `scoring.bits.score` gives (its means; no intervals), computed
+These are the same numbers `scoring.metrics.score` gives (its means; no intervals), computed
 here on the training device for all members at once and without any read back to the host:
 the values stay on the device until the trainer's next sync, with the losses.
 
@@ -17,7 +17,7 @@ same sequences. The curve is a read-only observation: the model is evaluated in 
 no_grad, in exact float32 (no TF32, no autocast), and nothing here draws from a random stream
 that training uses (the set has its own generator; eval mode draws no dropout).
 
-Adding a metric is one entry of the metric table (`bayesbench.metrics`): the curve set computes it
+Adding a metric is one entry of the metric table (`bayesbench.metric_table`): the curve set computes it
 from the entry's function (`curve_value`), the trainer records it, the checkpoint and the store
 keep it (another `metric` value of the `learning_curves` table; a checkpoint without it reads it
 as NaN), the statistics of `report.curve_stats` take any metric name, and the command line's
@@ -35,7 +35,7 @@ from typing import Iterator
 import torch
 from torch import Tensor
 
-from ..metrics import METRICS, Metric, curve_cases, curve_metrics
+from ..metric_table import METRICS, Metric, curve_cases, curve_metrics
 from ..tasks import Batch, Task
 from ..tasks.bijection import SCORED_SETS
 from .config import DEFAULT_CURVE_SEQUENCES
@@ -160,7 +160,7 @@ def _masked_mean(per_position: Tensor, mask: Tensor, n: float) -> Tensor:
 
 
 def curve_value(s: CurveSet, metric: Metric, log_q: Tensor, h_q: Tensor) -> Tensor:
-    """One metric of the table (`bayesbench.metrics`) for every member: [E], NaN where the set has
+    """One metric of the table (`bayesbench.metric_table`) for every member: [E], NaN where the set has
     none of its positions (a task it does not apply to, a case the task does not have)."""
     if metric.tasks is not None and s.task.name not in metric.tasks or metric.case is not None \
             and metric.case not in s.cases:

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from ..identity import difference, run_identity
-from ..metrics import curve_metrics
+from ..metric_table import curve_metrics
 from ..models import get_model
 from ..running import interrupt
 from ..tasks import Task

@@ -389,7 +389,7 @@ def _posterior_and_mask(seed: int = 0):
 
 
 def test_score_refuses_a_predictive_that_is_not_a_distribution():
-    from bayesbench.scoring.bits import score
+    from bayesbench.scoring.metrics import score
 
     p, mask, g = _posterior_and_mask()
     with pytest.raises(ValueError, match=r"q \(the model's predictive\) at the scored positions .* summing to 1"):

@@ -12,7 +12,7 @@ import torch
 from rundirs import run_dirs
 
 from bayesbench.cli import build_parser, main
-from bayesbench.scoring.bits import entropy_bits
+from bayesbench.scoring.metrics import entropy_bits
 from bayesbench.tasks import get_task
 
 RUN_KEYS = {"run_id", "seed", "task", "arch", "params", "steps", "final_loss", "entropy_mae_bits", "kl_bits", "wall_s"}

@@ -46,7 +46,7 @@ def test_entropy_of_the_paper_variant_is_log2_of_remaining():
     keys = torch.rand(3, V, generator=g).argsort(-1)
     values = torch.rand(3, V, generator=g).argsort(-1).gather(1, keys)
     post = bijection_posterior(keys, values, V, dtype=torch.float64)
-    from bayesbench.scoring.bits import entropy_bits
+    from bayesbench.scoring.metrics import entropy_bits
 
     want = torch.log2(torch.arange(V, 0, -1, dtype=torch.float64))
     torch.testing.assert_close(entropy_bits(post), want.expand(3, V))

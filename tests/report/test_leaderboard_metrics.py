@@ -9,10 +9,10 @@ import sqlite3
 import pytest
 
 from bayesbench.cli import main
-from bayesbench.metrics import METRICS, final_metrics
+from bayesbench.metric_table import METRICS, final_metrics
 from bayesbench.report.leaderboard import markdown, render
 from bayesbench.report.selection import select_rows
-from bayesbench.scoring.bits import Summary
+from bayesbench.scoring.metrics import Summary
 from bayesbench.store.database import SCHEMA, read_records, read_rows, write_records
 from bayesbench.store.records import EvalResult, MemberEvaluation, PositionCurves, RunRecord
 

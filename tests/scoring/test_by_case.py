@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from bayesbench.oracle import bijection_posterior
-from bayesbench.scoring.bits import entropy_bits
 from bayesbench.scoring.by_case import (
     case_masks,
     case_means,
@@ -18,6 +17,7 @@ from bayesbench.scoring.by_case import (
     prefix_posterior,
 )
 from bayesbench.scoring.evaluate import eval_set
+from bayesbench.scoring.metrics import entropy_bits
 from bayesbench.tasks import get_task
 from bayesbench.tasks.case_masks import bijection_key_structure
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from bayesbench.models import EnsembleModel, TaskShape, get_model
-from bayesbench.scoring.bits import entropy_bits
 from bayesbench.scoring.evaluate import eval_set, evaluate, evaluate_members, max_eval_len, permute_hmm_labels, predict
+from bayesbench.scoring.metrics import entropy_bits
 from bayesbench.tasks import get_task
 from bayesbench.training.seeds import data_seed, eval_seed
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy import stats
 
-from bayesbench.scoring.bits import (
+from bayesbench.scoring.metrics import (
     entropy_bits,
     entropy_bits_from_logits,
     kl_bits,

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from bayesbench.presets import get_preset
-from bayesbench.scoring.bits import entropy_bits
 from bayesbench.scoring.floors import floor_scores, marginal_log_q, uniform_log_q
+from bayesbench.scoring.metrics import entropy_bits
 from bayesbench.tasks import get_task
 from bayesbench.tasks._random import dirichlet
 from bayesbench.tasks.hmm import discretise_rows, round_rows_authors

@@ -11,7 +11,7 @@ import torch
 from scipy import stats
 
 from bayesbench.oracle import bijection_posterior, hmm_filter, markov_predictive, sticky_predictive
-from bayesbench.scoring.bits import entropy_bits
+from bayesbench.scoring.metrics import entropy_bits
 from bayesbench.tasks import IGNORE_INDEX, get_task, list_tasks
 from bayesbench.tasks._random import beta, dirichlet, gamma
 from bayesbench.tasks.hmm import discretise_rows

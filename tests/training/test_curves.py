@@ -10,7 +10,7 @@ import os
 import pytest
 import torch
 
-from bayesbench.metrics import curve_metrics
+from bayesbench.metric_table import curve_metrics
 from bayesbench.scoring.evaluate import evaluate_members
 from bayesbench.tasks import get_task
 from bayesbench.training.checkpoint import load_checkpoint, load_result, save_atomic
@@ -94,7 +94,7 @@ def test_uniform_floor_of_the_curve_set():
     task = get_task("bijection", V=6)
     floor = CurveSet(task, 48).uniform()
     batch = curve_batch(task, 48)
-    from bayesbench.scoring.bits import score
+    from bayesbench.scoring.metrics import score
 
     uniform = torch.full(batch.posterior.shape, 1 / 6, dtype=torch.float64)
     s = score(batch.posterior, batch.mask, q=uniform)

@@ -38,7 +38,7 @@ from torch import Tensor
 
 from ...models.attention import attention_weights
 from ...models.transformer import Transformer
-from ...scoring.bits import entropy_bits, score
+from ...scoring.metrics import entropy_bits, score
 from ..qkv import head_qkv
 
 
@@ -224,7 +224,7 @@ ERRORS = ("entropy_mae", "entropy_mae_positional")
 
 def ablation_errors(logits: Tensor, posterior: Tensor, mask: Tensor) -> Tensor:
     """[2, E]: each member's entropy MAE per sequence and positional entropy MAE (bits;
-    scoring.bits), against the exact posterior on the scored positions."""
+    scoring.metrics), against the exact posterior on the scored positions."""
     out = []
     for e in range(logits.shape[0]):
         sc = score(posterior.double(), mask, logits=logits[e].double(), nonfinite="nan")
