@@ -29,7 +29,8 @@ import io
 import json
 import math
 
-from .curve_stats import Reach, common_range, log_auc, reach, reached_from, still_improving, trained_part
+from ..stats import stays_from, t_interval
+from .curve_stats import Reach, common_range, log_auc, reach, still_improving, trained_part
 from .database import read_records
 from .records import EvalResult, RunRecord, json_safe
 
@@ -135,7 +136,7 @@ def _member_curve(r: RunRecord, metric: str, threshold: float) -> dict:
                 "still_improving": None}
     steps, values = trained_part(c, metric, r.stop_step)
     return {"curve_metric": metric, "threshold_bits": threshold,
-            "steps_to_threshold": reached_from(steps, values, threshold),
+            "steps_to_threshold": stays_from(steps, values, threshold),
             "still_improving": still_improving(steps, values)}
 
 
@@ -313,16 +314,10 @@ def _sort_key(x: float) -> float:
 
 
 def seed_interval(values: list, level: float = 0.95) -> tuple[float, float]:
-    """t-interval of the mean over seeds (NaN with fewer than two finite values)."""
-    vals = [x for x in values if x is not None and math.isfinite(x)]
-    if len(vals) < 2:
-        return (float("nan"), float("nan"))
-    from scipy.special import stdtrit  # the t quantile (scipy.stats.t.ppf calls it; a third of the import time)
-
-    n, mean = len(vals), sum(vals) / len(vals)
-    sd = math.sqrt(sum((x - mean) ** 2 for x in vals) / (n - 1))
-    half = float(stdtrit(n - 1, 0.5 + level / 2)) * sd / math.sqrt(n)
-    return (mean - half, mean + half)
+    """(low, high) of the t-interval of the mean over seeds (`bayesbench.stats.t_interval`; NaN
+    with fewer than two finite values)."""
+    ci = t_interval(values, level)
+    return ci["ci_low"], ci["ci_high"]
 
 
 def eval_length(name: str) -> int | None:
