@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bayesbench.dynamics.intervals import t_interval
 from bayesbench.dynamics.profile.law import LAW_NAMES, NULLED, law_statistics, own_qk_tangent
 from bayesbench.dynamics.profile.routing import masked_softmax, predicted_change, transformer_scores
 from bayesbench.models import get_model
 from bayesbench.models.attention import causal_mask
+from bayesbench.stats import t_interval
 from bayesbench.tasks import get_task
 
 

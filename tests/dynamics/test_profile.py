@@ -309,7 +309,7 @@ def test_profile_command_end_to_end(tmp_path, capsys):
     assert out["summary"]["timing"]["profiled_steps"] == 3
     assert os.path.exists(out["summary"]["report"])
     text = open(out["summary"]["report"]).read()
-    assert "Routing law against its shuffle null" in text and "Frame vs precision" in text
+    assert "Routing and value laws against their shuffle nulls" in text and "Frame vs precision" in text
     assert "Relevant key" in text  # the quick bijection has repeated keys
     for f in out["summary"]["figures"]:
         assert os.path.getsize(f) > 1000
@@ -370,11 +370,11 @@ def _store_untouched(db):
 @pytest.mark.parametrize("extra,message", [
     (["--run", "no-such-run"], "unknown run"),
     (["--arch", "lstm"], "needs a softmax-attention transformer"),
-    (["--every", "0"], "--every must be >= 1"),
-    (["--checkpoints", "1"], "--checkpoints must be >= 2"),
+    (["--every", "0"], "--every must be a positive integer"),
+    (["--checkpoints", "1"], "--checkpoints must be an integer >= 2"),
     (["--lr", "-1"], "--lr must be a positive number"),
     (["--task", "nope"], "task 'nope' is not in preset"),
-    (["--law-sequences", "1"], "--law-sequences must be >= 2"),
+    (["--law-sequences", "1"], "--law-sequences must be an integer >= 2"),
     (["--task-set", "nope=1"], "unexpected keyword argument 'nope'"),
     (["--task-set", "variant=other"], "variant must be one of"),
     (["--run", "x", "--batch-size", "8"], "--batch-size cannot change a stored run's batch"),
