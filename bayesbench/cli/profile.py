@@ -32,7 +32,7 @@ def add_parser(sub) -> None:
     p.add_argument("--arch", default="transformer", help="an attention architecture (default transformer)")
     p.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="sizes and training (default quick)")
     p.add_argument("--seeds", type=seed_list, help="comma-separated seeds, all profiled in the same step "
-                                                   "(default 0,1,2,3; with --run: the run's seeds)")
+                                                   "(default 0,...,7: 8 seeds; with --run: the run's seeds)")
     p.add_argument("--steps", type=positive, help="training steps (default: the preset's; with --run: steps "
                                                   "added to the run, default 500)")
     p.add_argument("--every", type=int, default=10, help="probe every k-th step (default 10)")

@@ -44,7 +44,7 @@ VALIDATION_SEED_OFFSET = 10000  # the authors' held-out sequence of seed s (seed
 TEST_SEED_OFFSET = 20000  # the test split, never used to choose anything
 
 
-def mean_ci(x: torch.Tensor) -> dict:  # a tensor's values as the list stats.t_interval takes
+def mean_ci(x: torch.Tensor) -> dict:
     """Mean over seeds with its 95% t-interval (bayesbench.stats.t_interval) of a tensor [E]."""
     return t_interval(x.double().flatten().tolist())
 

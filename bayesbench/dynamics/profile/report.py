@@ -48,13 +48,21 @@ def _setup(config: dict, summary: dict) -> str:
             f"sequences; entropy MAE and KL(Bayes || model) in bits on {config['eval_sequences']} fixed evaluation "
             f"sequences, scored on {config['scored_positions']}"
             f"{'; entropy MAE with each head zeroed' if config.get('head_ablation') else ''}\n"
-            f"- jitter floor: {config.get('replicas', 0)} replicas from every {config.get('replica_every', 1)}. "
-            f"checkpoint to the next; late map and robust endpoint: the last {config.get('late_maps', 3)} checkpoints\n"
+            f"- jitter floor: {_replicas(config)}; late map and robust endpoint: the mean of the last "
+            f"{config.get('late_maps', 3)} checkpoints\n"
             f"- wall time {_f(t.get('wall_s'), '.0f')} s on {config['device']} ({config['threads']} threads; "
             f"{_f(t.get('cpu_s'), '.0f')} s of CPU); {_f(t.get('hooks_s'), '.0f')} s of it inside the profiler's hooks "
             f"({t.get('profiled_steps')} probed steps, {t.get('law_checks')} law checks, {t.get('records')} records), "
             f"{_f(t.get('replicas_cpu_s'), '.0f')} s of CPU in the replicas ({t.get('replica_steps')} member-ensemble "
             f"steps)")
+
+
+def _replicas(config: dict) -> str:
+    r, every = config.get("replicas", 0), config.get("replica_every", 1)
+    if not r:
+        return "no replicas (floor 0)"
+    where = "every checkpoint" if every == 1 else f"every {every}th checkpoint"
+    return f"{r} replica continuations from {where} to the next, with other data orders"
 
 
 def _verdicts(summary: dict) -> str:
