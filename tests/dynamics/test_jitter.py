@@ -17,10 +17,8 @@ import torch
 from bayesbench.cli import main
 from bayesbench.dynamics.config import FieldError
 from bayesbench.dynamics.profile.frames import (
-    FREEZE_RATIO,
     movement_ratio,
     pairwise_sq,
-    settled_from,
     sq_consecutive,
     sq_to_late,
     tv_to_final,
@@ -105,15 +103,13 @@ def test_precision_against_a_robust_endpoint_and_its_floor():
     assert max(news) - min(news) < max(o for o in olds if o is not None) - min(o for o in olds if o is not None)
 
 
-def test_movement_against_jitter_settles_a_jittering_map_and_not_a_moving_one():
+def test_movement_against_jitter_is_chance_sized_for_a_jittering_map_and_not_a_moving_one():
     gen = torch.Generator().manual_seed(3)
     noisy = _maps(0.4, gen)
     replicas = [_maps(0.4, gen) for _ in range(2)]
     j2 = pairwise_sq(torch.stack([noisy, *replicas])).tolist()
     ratio = movement_ratio(sq_consecutive(noisy).tolist(), j2[1:])
     assert ratio[0] > 2 and 0.7 < sum(ratio[-8:]) / 8 < 1.3  # moving early; late, as much as chance
-    frozen = settled_from(STEPS, ratio)
-    assert frozen is not None and frozen < 500
     # a map that keeps moving: the same jitter on top of scores that circle at a constant speed
     u, v = (torch.randn(512, 8, generator=torch.Generator().manual_seed(k)) for k in (0, 1))
 
@@ -126,7 +122,7 @@ def test_movement_against_jitter_settles_a_jittering_map_and_not_a_moving_one():
     moving = circling()
     j2 = pairwise_sq(torch.stack([moving, circling(), circling()])).tolist()  # replicas: the same path, other jitter
     still = movement_ratio(sq_consecutive(moving).tolist(), j2[1:])
-    assert settled_from(STEPS, still) is None and min(still) > FREEZE_RATIO
+    assert min(still) > 2  # more than chance over every interval
 
 
 BASE = ["profile", "--steps", "12", "--every", "4", "--checkpoints", "4", "--checkpoint-spacing", "even",

@@ -31,8 +31,9 @@ the frame's t90 at 779-787 of 800 steps that way). lead.py therefore takes the d
 map with the jitter's share removed (E drift_sq = systematic^2 + jitter_sq (1 + 1/K) / 2), and
 the movement over an interval against the replicas' jitter over the same interval
 (`movement_ratio` = step_sq / jitter_sq: about 1 or below when the map only jitters; the same
-learning rate moves both, so it is a criterion per unit of learning rate too; `settled_from`
-with a tolerance of FREEZE_RATIO).
+learning rate moves both, so it holds per unit of learning rate too). A map can drift steadily by
+less than its jitter per interval and still travel far over many: the per-interval ratio cannot
+see that, the drift to the late map can, so the freeze is read off the drift (summary.py).
 """
 
 from __future__ import annotations
@@ -102,25 +103,6 @@ def map_entropy(maps: Tensor) -> Tensor:
     and the queries that see more than one key (i >= 1)."""
     h = -torch.special.xlogy(maps, maps).sum(-1) / math.log(2)  # [L, E, B, H, T]
     return h[..., 1:].mean((2, 4))
-
-
-FREEZE_RATIO = 1.5  # frozen: the movement over an interval at most 1.5x the replicas' jitter (running mean of 3)
-
-
-def settled_from(steps: list[int], ratio: list[float], limit: float = FREEZE_RATIO, smooth: int = 3) -> int | None:
-    """The first checkpoint from which the movement ratio of every later interval, as a centred
-    running mean over `smooth` intervals, stays at or below `limit`: the map moves no more than
-    chance allows from there on (None: still moving at the end). steps: the C checkpoints;
-    ratio: the C - 1 intervals' movement / jitter. For a map that only jitters the ratio is
-    about 1 (independent draws) or below (a random walk), so the limit leaves room for the
-    ratio's own noise."""
-    from ...stats import running_mean, stays_from
-
-    if len(steps) != len(ratio) + 1:
-        raise ValueError(f"need C checkpoint steps and C - 1 ratios, got {len(steps)} and {len(ratio)}")
-    if any(not math.isfinite(r) for r in ratio):
-        return None
-    return stays_from(steps[:-1], running_mean(ratio, smooth), limit)
 
 
 def movement_ratio(moved: list[float], jitter: list[float]) -> list[float]:

@@ -123,30 +123,36 @@ def _frames(summary: dict) -> str:
                         f"{_f(ld['lead_steps'].get('p'), '.2g')} | {fmt(ld['lead_budget'], '{:+.3f}')} | "
                         f"{ld['frame_first_seeds']} / {ld['precision_first_seeds']} / {ld['frame_never_seeds']} / "
                         f"{ld['precision_never_seeds']} of {ld['seeds']} |")
-    fr = ["| layer | settled from (movement <= jitter to the end), per seed | seeds settled | movement / jitter, "
-          "last interval [95% CI] | first version: t90 frame (drift to final) | velocity freeze (10% of peak) | "
-          "drift-to-final criterion fires at |", "|---|---|---|---|---|---|---|"]
+    fr = ["| layer | frame t90 per seed (None: not settled before the late checkpoints) | systematic distance left "
+          "at the last checkpoint before them, share of the first [95% CI] | movement / jitter, last 3 intervals "
+          "[95% CI] | first version: t90 frame (TV drift to final) | velocity freeze (10% of peak) | drift-to-final "
+          "criterion fires at |", "|---|---|---|---|---|---|---|"]
     for layer, v in sorted(frames.items(), key=lambda kv: int(kv[0])):
         old = v["lead_first_version"]
-        fr.append(f"| {layer} | {v['freeze_steps']} | {v['frozen_seeds']}/{len(v['freeze_steps'])} | "
-                  f"{fmt(v['last_movement_ratio'], '{:.2f}')} | {fmt(old['t90_frame_steps'], '{:.0f}')} | "
+        t90 = [None if r["t90_frame"] is None else round(r["t90_frame"]) for r in v["per_seed"].values()]
+        fr.append(f"| {layer} | {t90} | {fmt(v['remaining'], '{:.3f}')} (step {v['remaining_at']}) | "
+                  f"{fmt(v['last_movement_vs_chance'], '{:.2f}')} | {fmt(old['t90_frame_steps'], '{:.0f}')} | "
                   f"{v['velocity_freeze_steps']} | {v['drift_criterion_steps']} |")
     floor = ("the jitter floor of each checkpoint is the mean pairwise distance between the run's own "
              "continuation of the previous checkpoint and its replicas" if next(iter(frames.values())).get("replicas")
              else "no replicas were run, so the floor is 0")
-    return (f"Frame distance: the TV distance of a layer's attention rows to the late map (the mean of the last "
-            f"checkpoints' maps); precision distance: the entropy MAE (or KL) minus its mean over the last "
-            f"checkpoints; {floor}. Progress = (d(first) - d) / (d(first) - floor); t90: where it reaches 0.9 and "
-            f"stays, before the late checkpoints (interpolated), on steps and on the learning-rate budget; lead = "
-            f"t90(precision) - t90(frame), positive when the maps settle first, a t-interval over the seeds where "
-            f"both settled (the t90s: logit-t intervals inside the run). Entropy MAE (bits, mean over seeds) went from "
+    return (f"Frame distance: the squared distance of a layer's attention rows to the late map (the mean of the "
+            f"last checkpoints' maps); precision distance: the entropy MAE (or KL) minus its mean over the last "
+            f"checkpoints, squared; {floor}. The systematic distance S = sqrt(distance - floor share); progress = "
+            f"1 - S / S(first); t90: where its running mean over 3 checkpoints reaches 0.9 and stays, before the "
+            f"late checkpoints (interpolated), on steps and on the learning-rate budget; lead = t90(precision) - "
+            f"t90(frame), positive when the maps settle first, a t-interval over the seeds where both settled (the "
+            f"t90s: logit-t intervals inside the run); where some never settled, the order is a sign test over "
+            f"seeds. Entropy MAE (bits, mean over seeds) went from "
             f"{_f(mae.get('first'), '.4f')} at step {mae.get('first_step')} to {_f(mae.get('last'), '.4f')} at step "
             f"{mae.get('last_step')}; KL from {_f(kl.get('first'), '.4f')} to {_f(kl.get('last'), '.4f')}.\n\n"
             + "\n".join(rows) +
-            "\n\nFreeze: the map moved over an interval no more than the replicas of that interval differ (movement / "
-            "jitter <= 1) from a checkpoint to the end; the same learning rate moves both, so the criterion holds per "
-            "unit of learning rate too. The first version's criteria are shown for the record: the drift to the final "
-            "map and the velocity at 10% of its peak.\n\n" + "\n".join(fr))
+            "\n\nFreeze: a frame is frozen once less than 10% of its systematic distance to the late map is left; "
+            "the table gives that share at the last checkpoint before the late ones. Beside it the movement over each "
+            "of the last 3 intervals against the replicas' jitter over it (1: as much as chance; a steady drift "
+            "smaller than the jitter per interval stays near 1 and still adds up). The same learning rate moves the "
+            "run and its replicas, so both hold per unit of learning rate. The first version's criteria are shown "
+            "for the record: the TV drift to the final map and the velocity at 10% of its peak.\n\n" + "\n".join(fr))
 
 
 def _crosslag(summary: dict) -> str | None:

@@ -127,17 +127,21 @@ def _replica_jitter(records: list[Measurement], name: str) -> dict[int, dict[int
 
 
 PRECISION_METRICS = ("entropy_mae", "kl")
+FREEZE_LEFT = 0.1  # frozen: at most this share of the frame's systematic distance left (the t90's 10%)
 
 
 def frame_summary(records: list[Measurement], config: dict | None = None, fraction: float = 0.1) -> dict[int, dict]:
     """Per layer: the frame-precision lead (lead.py) on steps and on the learning-rate budget,
     with precision measured by the entropy MAE and by the KL, each distance to its late end with
-    the replicas' jitter taken out; the jitter-relative freeze (frames.movement_ratio); and, for
+    the replicas' jitter taken out; the freeze: the share of the frame's systematic distance
+    still to go at the last checkpoint before the late ones (a frozen frame has none left; the
+    claim is tested against the 10% the t90 allows); the movement over each interval against
+    the replicas' jitter over it (frames.movement_ratio); and, for
     the record, the first version's numbers (TV drift to the final map, the last checkpoint as
     the endpoint, the first crossing; the velocity freeze at `fraction` of its peak per step and
     per unit of learning rate; where the drift-to-final criterion fires)."""
-    from ...stats import log_interval
-    from .frames import FREEZE_RATIO, interpolate, movement_ratio, settled_from
+    from ...stats import log_interval, running_mean, t_interval
+    from .frames import interpolate, movement_ratio
     from .lead import frame_progress, jitter_floor, precision_progress, progress_of, systematic_distance
 
     cal = {m: {(r.seed, r.step): r.value for r in records if r.name == m and r.head == -1} for m in PRECISION_METRICS}
@@ -182,32 +186,35 @@ def frame_summary(records: list[Measurement], config: dict | None = None, fracti
             moved = [step_sq[seed].get(s, math.nan) for s in steps[1:]]
             ratio = movement_ratio(moved, j[1:]) if has_replicas else [math.nan] * len(moved)
             ratios[seed] = ratio
-            frozen_at = settled_from(steps, ratio)
+            smooth = running_mean(frame_new[seed][:cut], 3)
+            remaining = 1 - smooth[-1] if smooth and math.isfinite(smooth[-1]) else math.nan
             # the first version's criteria, for the record
             v_lr = [x * (b - a) / (lb - la) if lb > la else math.nan
                     for x, a, b, la, lb in zip(v, steps, steps[1:], budget, budget[1:])]
             f = freeze_step(steps, v, fraction) if len(steps) > 1 else None
             f_lr = freeze_step(steps, v_lr, fraction) if len(steps) > 1 else None
             old = next((s for s, x in zip(steps, d) if d[0] > 0 and x <= fraction * d[0]), None)
-            per_seed[seed] = {"freeze_step": frozen_at, "velocity_freeze_step": f,
+            per_seed[seed] = {"remaining": remaining, "velocity_freeze_step": f,
                               "velocity_freeze_step_per_lr": f_lr, "drift_criterion_step": old,
-                              "movement_ratio": ratio, "jitter_sq": j, **gain_after(steps, m, frozen_at)}
+                              "movement_ratio": ratio, "jitter_sq": j}
         leads = {metric: lead_summary(steps, budget, frame_new, precision[metric], cut=cut)
                  for metric in PRECISION_METRICS}
         old = lead_summary(steps, budget, frame_old, {s: precision_progress(maes[s]) for s in seeds}, stays=False)
-        frozen = [v["freeze_step"] for v in per_seed.values() if v["freeze_step"] is not None]
-        # per seed the geometric mean of the last 3 intervals' ratios, over seeds a log-t interval; its
-        # test against the freeze tolerance (the verdict) and against 1 (moves more than chance)
+        for seed, row in per_seed.items():  # the MAE still gained after the frame settled (first checkpoint past t90)
+            t90 = leads["entropy_mae"]["per_seed"][seed]["t90_frame_steps"]
+            at = next((s for s in steps if t90 is not None and s >= t90), None)
+            row.update(t90_frame=t90, **gain_after(steps, maes[seed], at))
+        # per seed the geometric mean of the last 3 intervals' ratios, over seeds a log-t interval
+        # with its test against 1 (moves more than chance at the end)
         last = [math.exp(sum(math.log(x) for x in r[-3:]) / len(r[-3:])) for r in ratios.values()
                 if r and all(x > 0 and math.isfinite(x) for x in r[-3:])]
-        last_ratio = log_interval(last, null=FREEZE_RATIO)
         beyond_chance = log_interval(last, null=1.0)
         out[layer] = {"lead": leads["entropy_mae"], "lead_kl": leads["kl"], "lead_first_version": old,
                       "replicas": has_replicas, "late_maps": late,
-                      "freeze_steps": [v["freeze_step"] for v in per_seed.values()],
-                      "frozen_seeds": len(frozen), "freeze_step_mean": _mean(frozen),
-                      "last_movement_ratio": last_ratio, "last_movement_vs_chance": beyond_chance,
-                      "freeze_ratio": FREEZE_RATIO,
+                      "remaining": t_interval([v["remaining"] for v in per_seed.values()], null=FREEZE_LEFT),
+                      "remaining_at": steps[cut - 1], "freeze_left": FREEZE_LEFT,
+                      "frozen_seeds": sum(1 for v in per_seed.values() if v["t90_frame"] is not None),
+                      "last_movement_vs_chance": beyond_chance,
                       "velocity_freeze_steps": [v["velocity_freeze_step"] for v in per_seed.values()],
                       "velocity_freeze_steps_per_lr": [v["velocity_freeze_step_per_lr"] for v in per_seed.values()],
                       "drift_criterion_steps": [v["drift_criterion_step"] for v in per_seed.values()],

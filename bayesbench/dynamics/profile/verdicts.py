@@ -6,8 +6,8 @@ Primary (docs/dynamics.md names them before the numbers), per attention layer:
   shuffle null (cosine excess > 0);
 - value law, alignment: the value change points along -dL/dv more than its shuffle null;
 - frame first: t90(precision, entropy MAE) - t90(frame) > 0, against the jitter floor;
-- the maps freeze: at the last checkpoint interval the maps move no more than the replicas'
-  jitter (movement / jitter < 1);
+- the maps freeze: at the last checkpoint before the late ones, less than 10% of the maps'
+  systematic distance to the late map is left (the t90's tolerance; the jitter taken out);
 - (bijection with repeated keys) the advantage points at the relevant key beyond the label
   route: its relevant-key share minus the permuted-label control's share > 0 (last tenth).
 
@@ -71,10 +71,11 @@ def profile_verdicts(summary: dict) -> list[dict]:
         f = frames[layer]
         out.append(_order_verdict("primary", f"layer {layer}: the frame settles before the precision (entropy MAE)",
                                   f["lead"], f.get("replicas")))
-        out.append(test("primary", f"layer {layer}: the maps freeze (movement over the last 3 intervals / the "
-                                   f"replicas' jitter, below the tolerance {f.get('freeze_ratio', 1.5):g})",
-                        f["last_movement_ratio"], f"{f.get('freeze_ratio', 1.5):g} (chance alone: about 1)",
-                        side=-1, null=f.get("freeze_ratio", 1.5), f="{:.2f}"))
+        out.append(test("primary", f"layer {layer}: the maps freeze (the share of their systematic distance to the "
+                                   f"late map still to go at step {f['remaining_at']}, below {f['freeze_left']:g})",
+                        f["remaining"], f"{f['freeze_left']:g} (the t90's tolerance); frame settled in "
+                                        f"{f['frozen_seeds']} of {len(f['per_seed'])} seeds",
+                        side=-1, null=f["freeze_left"], f="{:.3f}"))
     for layer in _layers(rel):
         r = rel[layer]
         if r.get("control"):
