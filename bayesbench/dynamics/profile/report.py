@@ -168,9 +168,9 @@ def _crosslag(summary: dict) -> str | None:
                 rows.append(f"| {layer} | {direction.replace('_', ' ')} | {_f(d['value'], '+.3f')} | "
                             f"{_f(d['null'], '+.3f')} | {fmt(d['excess'], '{:+.3f}')} | "
                             f"{_f(d['excess'].get('p'), '.2g')} |")
-    return ("Sizes of the routing update ||Delta s^c|| and of the value update ||Delta v|| at each checked step, "
-            "as changes of their logs from one check to the next; the partial correlation of one's change with the "
-            "other's next change given the other's own change, against the same with one series shifted in time "
+    return ("Log sizes of the routing update ||Delta s^c|| and of the value update ||Delta v|| at each checked "
+            "step; the partial correlation of one at a check with the other at the next check, given the other at "
+            "the first and a quadratic trend in time, against the same with one series shifted in time "
             "(docs/dynamics.md). Per seed the heads' z-values averaged; intervals over seeds.\n\n" + "\n".join(rows))
 
 
