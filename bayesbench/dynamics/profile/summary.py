@@ -140,7 +140,7 @@ def frame_summary(records: list[Measurement], config: dict | None = None, fracti
     the record, the first version's numbers (TV drift to the final map, the last checkpoint as
     the endpoint, the first crossing; the velocity freeze at `fraction` of its peak per step and
     per unit of learning rate; where the drift-to-final criterion fires)."""
-    from ...stats import log_interval, running_mean, t_interval
+    from ...stats import log_interval, logit_interval, running_mean
     from .frames import interpolate, movement_ratio
     from .lead import frame_progress, jitter_floor, precision_progress, progress_of, systematic_distance
 
@@ -211,7 +211,7 @@ def frame_summary(records: list[Measurement], config: dict | None = None, fracti
         beyond_chance = log_interval(last, null=1.0)
         out[layer] = {"lead": leads["entropy_mae"], "lead_kl": leads["kl"], "lead_first_version": old,
                       "replicas": has_replicas, "late_maps": late,
-                      "remaining": t_interval([v["remaining"] for v in per_seed.values()], null=FREEZE_LEFT),
+                      "remaining": logit_interval([v["remaining"] for v in per_seed.values()], null=FREEZE_LEFT),
                       "remaining_at": steps[cut - 1], "freeze_left": FREEZE_LEFT,
                       "frozen_seeds": sum(1 for v in per_seed.values() if v["t90_frame"] is not None),
                       "last_movement_vs_chance": beyond_chance,
