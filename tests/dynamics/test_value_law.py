@@ -141,3 +141,23 @@ def test_crosslag_against_its_time_shift_null(lead):
     else:
         assert feed["ci_low"] < 0 < feed["ci_high"]
     assert crosslag_summary([]) == {}
+
+
+def test_crosslag_divides_out_the_learning_rate_schedule():
+    """Independent update sizes that both follow a cosine schedule to 0: with the sizes divided by
+    the learning rate no feed is found (without it, the schedule's sharp end, which no smooth trend
+    follows, made one up in the sticky profiles)."""
+    n, every = 80, 10
+    lr = lambda step: 0.5 * (1 + math.cos(math.pi * step / (n * every))) + 1e-3  # noqa: E731
+    rows = []
+    for seed in range(8):
+        rng = random.Random(seed)
+        for t in range(n):
+            for head in (0, 1):
+                for name in ("value_dv_norm", "law_ds_norm"):
+                    size = lr(every * t) * math.exp(0.1 * rng.gauss(0, 1))
+                    rows.append(Measurement(seed, every * t, 0, head, name, size))
+    got = crosslag_summary(rows, lr)[0]
+    for direction in ("value_to_routing", "routing_to_value"):
+        d = got[direction]["excess"]
+        assert d["ci_low"] < 0 < d["ci_high"], (direction, d)

@@ -3,12 +3,13 @@
 Paper II (arXiv 2512.22473) reads attention training as EM: the routing (E-step) and the values
 (M-step) update in turn, each move preparing the other's. Measured at the law checks, per
 (seed, layer, head), on the sizes of the two updates of each checked step: R_t = log ||Delta s^c||
-(`law_ds_norm`) and V_t = log ||Delta v|| (`value_dv_norm`). Both fall as training goes on and
-with the learning rate, a common trend that would correlate anything with anything, so every
-statistic controls for a quadratic trend in time (differencing would not do: it makes a one-way
-feed look like a feed back as well):
+(`law_ds_norm`) and V_t = log ||Delta v|| (`value_dv_norm`), each divided by the step's learning
+rate first (an update is proportional to it, and a cosine or step schedule moves both sizes
+together in a way no smooth trend follows). Both still fall as training goes on, a common trend
+that would correlate anything with anything, so every statistic controls for a cubic trend in
+time (differencing would not do: it makes a one-way feed look like a feed back as well):
 
-    value_to_routing   partial correlation of V_t with R_(t+1) given R_t, 1, t and t^2 (a
+    value_to_routing   partial correlation of V_t with R_(t+1) given R_t and 1, t, t^2, t^3 (a
                        Granger-style lag): a value update larger than usual is followed by a
                        larger routing update than R's own past and the trend predict
     routing_to_value   partial correlation of R_t with V_(t+1) given V_t and the trend
@@ -50,11 +51,11 @@ def partial_corr(x: list[float], y: list[float], *controls: list[float]) -> floa
 
 
 def lagged(cause: list[float], effect: list[float]) -> float:
-    """Partial correlation of `cause` at t with `effect` at t + 1, given `effect` at t and a
-    quadratic trend in t."""
+    """Partial correlation of `cause` at t with `effect` at t + 1, given `effect` at t and a cubic
+    trend in t."""
     n = len(cause) - 1
-    t = [k / n for k in range(n)]
-    return partial_corr(cause[:-1], effect[1:], effect[:-1], t, [v * v for v in t])
+    t = [2 * k / n - 1 for k in range(n)]
+    return partial_corr(cause[:-1], effect[1:], effect[:-1], t, [v * v for v in t], [v ** 3 for v in t])
 
 
 def _z(r: float) -> float:
@@ -70,14 +71,17 @@ def lagged_with_null(cause: list[float], effect: list[float]) -> tuple[float, fl
     return real, (sum(nulls) / len(nulls) if nulls else math.nan)
 
 
-def crosslag_summary(records) -> dict:
+def crosslag_summary(records, lr_at=None) -> dict:
     """Per layer and direction: the mean over seeds of the lagged partial correlation and of its
     null (tanh of the mean z), and the excess z - z_null with its interval and test over seeds.
-    Empty when the study has no value-law records."""
+    `lr_at(step)`: the learning rate each size is divided by (None: not divided). Empty when the
+    study has no value-law records."""
     series: dict = defaultdict(lambda: defaultdict(dict))  # (layer, seed, head) -> name -> step -> value
     for r in records:
         if r.name in ("law_ds_norm", "value_dv_norm") and r.value is not None and r.value > 0:
-            series[(r.layer, r.seed, r.head)][r.name][r.step] = math.log(r.value)
+            lr = lr_at(r.step) if lr_at is not None else 1.0
+            if lr > 0:
+                series[(r.layer, r.seed, r.head)][r.name][r.step] = math.log(r.value / lr)
     out: dict = {}
     for layer in sorted({k[0] for k in series}):
         per_seed: dict = defaultdict(lambda: defaultdict(list))

@@ -224,6 +224,15 @@ def frame_summary(records: list[Measurement], config: dict | None = None, fracti
     return out
 
 
+def _lr_at(config: dict | None):
+    """The study's learning-rate schedule as a function of the step (None without a config)."""
+    if not (config and config.get("train")):
+        return None
+    from ...training.trainer import TrainConfig
+
+    return TrainConfig(**config["train"]).lr_at
+
+
 def _budget(config: dict | None, steps: list[int]) -> list[float]:
     """The learning-rate budget spent at each checkpoint, from the study's training config
     (the even share of steps when there is none)."""
@@ -278,7 +287,7 @@ def summarize_profile(study_id: str, db: str | None = None) -> dict:
     study = read_study(study_id, db)
     config = study["config"] if study else None
     summary = {"law": law_summary(records), "frames": frame_summary(records, config),
-               "crosslag": crosslag_summary(records),
+               "crosslag": crosslag_summary(records, _lr_at(config)),
                "probe": probe_summary(records, PROBE_NAMES), "calibration": calibration_summary(records),
                "relevance": relevance_summary(records), "heads": head_summary(records)}
     summary["verdicts"] = profile_verdicts(summary)
