@@ -169,7 +169,8 @@ def plot_profile(study_id: str, db: str | None = None, out_dir: str = ".", summa
 
 
 LAW_CURVES = (("law_cosine", "cos(Delta s_c, alpha A)"), ("law_sign_alpha", "sign agreement (alpha)"),
-              ("law_query_test", "queries with sum A dalpha > 0"), ("law_own_cosine", "own W_Q/W_K part: cosine"))
+              ("law_query_test", "queries with sum A dalpha > 0"), ("law_own_cosine", "own W_Q/W_K part: cosine"),
+              ("value_cosine", "value law: cos(Delta v, -dL/dv)"))
 
 
 def _law_figure(study_id: str, records: list[Measurement], layers: list[int], out_dir: str,
@@ -190,7 +191,7 @@ def _law_figure(study_id: str, records: list[Measurement], layers: list[int], ou
     if not panels:
         return []
     return [per_layer_figure(os.path.join(out_dir, f"{study_id}_routing_law.png"), panels,
-                             title="routing law after each checked step: excess over the shuffle null",
+                             title="routing and value laws after each checked step: excess over the shuffle null",
                              xlabel="training step", ylabel="statistic - shuffle null", setting=setting,
                              refs=[(0.0, "0: chance (the shuffle null)")])]
 
@@ -237,8 +238,8 @@ def _frame_figures(study_id: str, records: list[Measurement], layers: list[int],
         f = frames.get(layer) or frames.get(str(layer)) or {}
         ratios = [v["movement_ratio"] for v in (f.get("per_seed") or {}).values()]
         if ratios and any(math.isfinite(r) for rs in ratios for r in rs):
-            panels[layer] = [Curve("TV moved over the interval / replicas' jitter", f["steps"][1:], ratios,
-                                   color="C2", logy=True)]
+            panels[layer] = [Curve("squared distance moved over the interval / the replicas' jitter", f["steps"][1:],
+                                   ratios, color="C2", logy=True)]
     if panels:
         paths.append(per_layer_figure(os.path.join(out_dir, f"{study_id}_movement_vs_jitter.png"), panels,
                                       title="do the maps move more than chance? movement over each checkpoint "
