@@ -138,6 +138,9 @@ def test_a_value_pca_that_tracks_position_has_no_within_position_correlation():
     assert value_pca(tracks, mask, h)["partial"] > 0.3  # a PC1 that also follows h within positions
     constant = 3 - 0.2 * pos  # a function of the position (the paper-text bijection): nothing to read
     assert math.isnan(value_pca(g, mask, constant)["partial"])
+    # the oracle's float rounding (1e-16, here made to follow PC1) is not within-position variation
+    rounding = constant + 1e-15 * g[..., 0] / g[..., 0].abs().max()
+    assert math.isnan(value_pca(g, mask, rounding)["partial"])
 
 
 def test_an_untrained_transformer_on_the_repeated_key_bijection_reads_position_not_entropy():

@@ -219,7 +219,8 @@ def value_pca(g: Tensor, mask: Tensor, posterior_entropy: Tensor, seed: int = 0)
     perm = torch.randperm(h.numel(), generator=torch.Generator().manual_seed(seed))
     null = abs(spearman(pc1, h[perm]))
     position = torch.arange(mask.shape[-1]).expand(mask.shape)[mask]
-    partial, partial_null = within_position(pc1, h, position, seed)
+    # entropies equal to 1e-9 bits are equal: the oracle's float rounding (1e-16) must not rank them
+    partial, partial_null = within_position(pc1, torch.round(h * 1e9) / 1e9, position, seed)
     return {"var": [float(v) for v in var[:3]], "var_raw": [float(v) for v in (s_raw.pow(2) / s_raw.pow(2).sum())[:3]],
             "pc1": pc1, "spearman": rho, "spearman_null": null, "position": abs(spearman(pc1, position)),
             "partial": partial, "partial_null": partial_null}

@@ -27,6 +27,7 @@ from ..verdicts import adjust, fixed, fmt, test, verdict_table
 from .measure import ERRORS, Geometry, check_transformer, measure, random_abs_cos
 
 MIN_SEEDS = 5  # intervals over seeds need enough seeds to mean something
+UNIQUE = 2.0  # "uniquely destructive": the top head at least twice as destructive as the second
 
 
 @dataclass(frozen=True)
@@ -117,17 +118,21 @@ def _ranked_heads(g: Geometry, m: int) -> dict:
         row = {"top": ratio_interval(top2[0].tolist()), "second": ratio_interval(top2[1].tolist()),
                "top_over_second": ratio_interval((top2[0] / top2[1]).tolist())}
         if g.head_halves is not None:
-            halves = torch.stack([g.head_halves[k][:, m] / g.intact_halves[:, m] for k in keys])  # [H, 2, E]
-            logq = []
-            for rank_on, measure_on in ((0, 1), (1, 0)):
-                order = halves[:, rank_on].argsort(0, descending=True)  # [H, E]
-                top = halves[:, measure_on].gather(0, order[:1])[0]
-                second = halves[:, measure_on].gather(0, order[1:2])[0]
-                logq.append((top / second).log())
-            q = (0.5 * (logq[0] + logq[1])).exp().tolist()
-            row["top_over_second_cross"] = log_interval(q, null=1.0)
+            row["top_over_second_cross"] = log_interval(_cross_values(g, layer, m), null=1.0)
         out[f"L{layer}"] = row
     return out
+
+
+def _cross_values(g: Geometry, layer: int, m: int = 0) -> list[float]:
+    """Per seed, the cross-validated top / second damage quotient of `layer` (`_ranked_heads`)."""
+    keys = [k for k in g.head_mae if k[0] == layer]
+    halves = torch.stack([g.head_halves[k][:, m] / g.intact_halves[:, m] for k in keys])  # [H, 2, E]
+    logq = []
+    for rank_on, measure_on in ((0, 1), (1, 0)):
+        order = halves[:, rank_on].argsort(0, descending=True)
+        logq.append((halves[:, measure_on].gather(0, order[:1])[0] / halves[:, measure_on].gather(0, order[1:2])[0])
+                    .log())
+    return (0.5 * (logq[0] + logq[1])).exp().tolist()
 
 
 def _ablated(mae: torch.Tensor, intact: torch.Tensor) -> dict:
@@ -243,8 +248,11 @@ def geometry_verdicts(g: Geometry, s: dict, with_init: bool) -> list[dict]:
     last layer - layer 0 < 0); (3) the last layer's attention outputs follow the posterior entropy
     *within positions* (the partial correlation above its within-position null; not tested where
     the entropy is a function of the position); (4) one layer-0 head uniquely destructive (the
-    top / second head's damage ratio, ranked on the other half of the sequences, > 1); (5)
-    removing any layer costs more than 10x (the least layer-skip ratio > 10)."""
+    top head's damage ratio at least UNIQUE x the second's, ranked on the other half of the
+    sequences); (5) removing any layer costs more than 10x (the least layer-skip ratio > 10).
+    Secondary: what training changed in each layer (sharper attention, a larger q-k contrast, a
+    larger |rho(PC1, H)| than at initialisation), whether PC1 follows the entropy more than the
+    position, and whether the top layer-0 head is more destructive than the second at all."""
     layers = sorted(g.attn_entropy)
     q = s["quantities"]
     out = []
@@ -279,20 +287,28 @@ def geometry_verdicts(g: Geometry, s: dict, with_init: bool) -> list[dict]:
                          f"position| {fmt(q[f'value_pc1_position/{last}']['trained'])}",
                          "the posterior entropy does not vary within positions on this tunnel", "not tested"))
     ranked = s["ablation"]["entropy_mae"]["ranked"].get(f"L{first}", {})
-    if "top_over_second_cross" in ranked:
-        out.append(test("primary", f"one layer-{first} head uniquely destructive (damage ratio of the top head over "
-                                   f"the second, ranked on the other half of the sequences)",
-                        ranked["top_over_second_cross"], "1: equally destructive", null=1.0, f="{:.2f}"))
+    cross = ranked.get("top_over_second_cross")
+    if cross is not None:
+        unique = log_interval(_cross_values(g, first), null=UNIQUE)
+        out.append(test("primary", f"one layer-{first} head uniquely destructive (the top head's damage ratio at least "
+                                   f"{UNIQUE:g}x the second's, ranked on the other half of the sequences)", unique,
+                        f"{UNIQUE:g}x", null=UNIQUE, f="{:.2f}"))
     out.append(test("primary", "removing any layer costs more than 10x in entropy MAE (the least layer-skip ratio)",
                     s["ablation"]["entropy_mae"]["least_layer_ratio"], "10x", null=10.0, f="{:.2f}"))
+    if cross is not None:
+        out.append(test("secondary", f"the top layer-{first} head more destructive than the second at all (ranked on "
+                                     f"the other half of the sequences)", cross, "1: equally destructive", null=1.0,
+                        f="{:.2f}"))
     for i in layers:
-        for name, words in (("attention_entropy_ratio", "attention entropy / uniform"),
-                            ("qk_contrast", "q-k cosine contrast"),
-                            ("value_pc1_spearman", "|Spearman(PC1, posterior entropy)|")):
+        for name, words, side in (("attention_entropy_ratio", "training sharpens the attention (entropy / uniform, "
+                                   "trained - init)", -1),
+                                  ("qk_contrast", "training raises the q-k cosine contrast (trained - init)", 1),
+                                  ("value_pc1_spearman", "training raises |Spearman(PC1, posterior entropy)| "
+                                   "(trained - init)", 1)):
             row = q[f"{name}/{i}"]
             if "change" in row:
-                out.append(test("secondary", f"layer {i}: {words}, trained - init", row["change"],
-                                f"initialisation {fmt(row['init'])}"))
+                out.append(test("secondary", f"layer {i}: {words}", row["change"],
+                                f"initialisation {fmt(row['init'])}", side=side))
         out.append(test("secondary", f"layer {i}: PC1 follows the posterior entropy more than the position "
                                      f"(|rho(PC1, H)| - |rho(PC1, position)|, on z)",
                         q[f"value_pc1_entropy_minus_position/{i}"]["trained"], "0: no more than position"))
