@@ -1,20 +1,45 @@
 """Build script: the Python package plus the optional compiled extension `bayesbench._C`.
 
-The extension is built only when C++ sources exist under csrc/. CUDA sources (*.cu) are added
-when torch has CUDA and a toolkit is found; override with BAYESBENCH_CUDA=0 (never) or
-BAYESBENCH_CUDA=1 (always, failing loudly if impossible). BAYESBENCH_NO_EXT=1 skips the
-extension entirely.
+Metadata, extras and the version scheme are in pyproject.toml (the version comes from git tags
+through setuptools-scm); this file decides what only the build machine knows:
+
+- **The extension.** `bayesbench._C` is built from csrc/*.cpp against the torch installed in the
+  build environment. CUDA sources (*.cu) are added when torch has CUDA and a toolkit is found;
+  override with BAYESBENCH_CUDA=0 (never) or BAYESBENCH_CUDA=1 (always, failing loudly if
+  impossible). BAYESBENCH_NO_EXT=1 skips the extension.
+- **A build that cannot compile still installs.** No torch in the build environment, no C++
+  compiler, or a failed compile: the package is installed without `bayesbench._C` (everything runs
+  on the PyTorch reference oracle) and the build prints one line saying so and why.
+  BAYESBENCH_REQUIRE_EXT=1 (the Makefile sets it, so CI tests the compiled ops) makes such a build
+  fail instead; so does BAYESBENCH_CUDA=1.
+- **The torch a wheel needs.** A compiled extension loads only under the torch C++ ABI it was
+  built against, so a build that compiles `bayesbench._C` requires exactly the building torch's
+  release at run time (`torch==2.13.0` when built with torch 2.13.0+cpu), as torchvision does; a
+  build without it requires `torch>=2.4`.
+- **One wheel for every Python >= 3.11.** register.cpp uses only torch/library.h and the stable
+  Python C API (no pybind11), so the extension is built with `py_limited_api` (abi3, torch >= 2.6)
+  as pytorch/extension-cpp does: `_C.abi3.so`, not linked against libtorch_python.
+- **The commit.** setuptools-scm writes bayesbench/_version.py (version, commit, dirty) at build
+  time. Built from an unpacked sdist it knows the version (PKG-INFO) but not the commit, and from a
+  `git archive` export only an abbreviated one: `_carry_commit` hands it the full commit.
 """
 
 from __future__ import annotations
 
+import ast
 import glob
 import os
+import shutil
 import sys
 
 from setuptools import find_packages, setup
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+VERSION_FILE = os.path.join(ROOT, "bayesbench", "_version.py")
+# Runtime dependencies besides torch (whose requirement depends on the build, above).
+DEPENDENCIES = ["numpy>=1.24", "scipy>=1.10", "matplotlib>=3.7", "tqdm>=4.60"]
+TORCH_WITHOUT_EXTENSION = "torch>=2.4"
+LIMITED_API_TAG = "cp311"  # requires-python >= 3.11: one abi3 wheel for 3.11 and later
 
 
 def _env_flag(name: str) -> bool | None:
@@ -22,6 +47,26 @@ def _env_flag(name: str) -> bool | None:
     if value is None or value == "":
         return None
     return value.lower() not in ("0", "false", "no", "off")
+
+
+def _say(message: str) -> None:
+    """The one line a build prints about the extension (stderr, so pip -v and `python -m build` show it)."""
+    print(f"bayesbench: {message}", file=sys.stderr, flush=True)
+
+
+def _building() -> bool:
+    """Whether this run of setup.py builds (a wheel, an editable install) rather than only writing
+    metadata or an sdist, so that a decision made here is said once, by the build."""
+    return any(cmd in sys.argv for cmd in ("build", "build_ext", "bdist_wheel", "editable_wheel", "develop", "install"))
+
+
+def _not_built(why: str) -> None:
+    """Say in one line that the extension is not built and why; fail instead when it is required."""
+    if _env_flag("BAYESBENCH_REQUIRE_EXT") or _env_flag("BAYESBENCH_CUDA"):
+        sys.exit(f"bayesbench: the compiled extension bayesbench._C could not be built ({why}), and "
+                 "BAYESBENCH_REQUIRE_EXT=1 or BAYESBENCH_CUDA=1 requires it")
+    _say(f"the compiled extension bayesbench._C was not built ({why}); bayesbench is installed without it "
+         "and runs on the PyTorch reference oracle (correct, slower). See docs/install.md.")
 
 
 def _want_cuda(torch_module) -> bool:
@@ -39,15 +84,76 @@ def _want_cuda(torch_module) -> bool:
     return available
 
 
-def extensions() -> tuple[list, dict]:
-    """Return (ext_modules, cmdclass) for bayesbench._C, or nothing when there is no source."""
+def _cxx_compiler_missing() -> str | None:
+    """Why no C++ compiler can run (torch's rule: $CXX, else `c++`), or None when one is there."""
+    compiler = os.environ.get("CXX") or "c++"
+    program = compiler.split()[0]
+    if shutil.which(program) is None:
+        source = f"CXX={compiler}" if os.environ.get("CXX") else "c++"
+        return f"no C++ compiler: {source} is not an executable program on PATH"
+    return None
+
+
+def _build_ext_class(base):
+    """torch's BuildExtension, made optional: a failure becomes the one line of `_not_built`."""
+
+    class OptionalBuildExtension(base):
+        def run(self):
+            missing = _cxx_compiler_missing()
+            if missing:
+                _not_built(missing)
+                self._remove_older_builds(keep_new=False)
+                return
+            try:
+                super().run()
+            except Exception as err:  # distutils' CompileError, ninja's RuntimeError, a failing compiler check, ...
+                reason = str(err).strip().splitlines()[0].rstrip(".") if str(err).strip() else ""
+                _not_built(f"{type(err).__name__}: {reason}; the build output above has the details")
+                self._remove_older_builds(keep_new=False)
+                return
+            self._remove_older_builds(keep_new=True)
+            cuda = any(("BAYESBENCH_WITH_CUDA", "1") in e.define_macros for e in self.extensions)
+            _say(f"built the compiled extension bayesbench._C ({'CPU and CUDA' if cuda else 'CPU'} kernels)")
+
+        def _remove_older_builds(self, keep_new: bool):
+            """An in-place build (editable install) writes _C.abi3.so into the package folder, where an
+            older build may lie: a _C.cpython-*.so, which Python would load first, or, when this build
+            failed, a _C.abi3.so of older sources. Remove them, so what is loaded is this build, or
+            nothing (the reference) as the one line says."""
+            if not self.inplace:
+                return
+            for ext in self.extensions:
+                built = os.path.abspath(self.get_ext_fullpath(ext.name))
+                stem = os.path.join(os.path.dirname(built), ext.name.rsplit(".", 1)[-1])
+                for other in glob.glob(stem + ".*.so") + glob.glob(stem + ".*.pyd"):
+                    if not (keep_new and os.path.abspath(other) == built):
+                        os.remove(other)
+
+    return OptionalBuildExtension
+
+
+def extensions() -> tuple[list, dict, list[str], dict]:
+    """(ext_modules, cmdclass, install_requires, options) for bayesbench._C, or a pure-Python build."""
+    pure = [], {}, [*DEPENDENCIES, TORCH_WITHOUT_EXTENSION], {}
     if _env_flag("BAYESBENCH_NO_EXT"):
-        return [], {}
+        if _building():
+            _say("BAYESBENCH_NO_EXT is set: the compiled extension bayesbench._C is not built")
+        return pure
     cpp_sources = sorted(glob.glob(os.path.join("csrc", "*.cpp")))
     if not cpp_sources:
-        return [], {}
-    import torch
-    from torch.utils import cpp_extension
+        return pure
+    try:
+        import torch
+        from torch.utils import cpp_extension
+    except ImportError as err:
+        if _building():
+            _not_built(f"torch is not importable in the build environment: {err}")
+        return pure
+    from packaging.version import Version
+
+    torch_release = Version(torch.__version__).public  # 2.13.0+cpu -> 2.13.0
+    # register.cpp avoids pybind11 (torch/extension.h); from torch 2.6 its headers build under Py_LIMITED_API.
+    limited_api = Version(torch_release).release >= (2, 6)
 
     cxx_flags = ["-O3", "-g0", "-std=c++20", "-fopenmp"]
     link_flags = ["-fopenmp"]
@@ -65,6 +171,7 @@ def extensions() -> tuple[list, dict]:
             # "impossible" on the GPU but not on the CPU (the kernels are memory-bound anyway).
             extra_compile_args={"cxx": cxx_flags, "nvcc": ["-O3", "-std=c++20"]},
             extra_link_args=link_flags,
+            py_limited_api=limited_api,
         )
     else:
         ext = cpp_extension.CppExtension(
@@ -73,15 +180,75 @@ def extensions() -> tuple[list, dict]:
             include_dirs=include_dirs,
             extra_compile_args={"cxx": cxx_flags},
             extra_link_args=link_flags,
+            py_limited_api=limited_api,
         )
-    return [ext], {"build_ext": cpp_extension.BuildExtension}
+    options = {"bdist_wheel": {"py_limited_api": LIMITED_API_TAG}} if limited_api else {}
+    requires = [*DEPENDENCIES, f"torch=={torch_release}"]
+    return [ext], {"build_ext": _build_ext_class(cpp_extension.BuildExtension)}, requires, options
 
 
-ext_modules, cmdclass = extensions()
+def _version_file_values() -> dict:
+    """The literal assignments of bayesbench/_version.py (read, never executed), or {}."""
+    try:
+        with open(VERSION_FILE, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError):
+        return {}
+    values = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            try:
+                values[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                pass
+    return values
+
+
+def _archival_node() -> str | None:
+    """The commit a `git archive` export filled into .git_archival.txt (export-subst), or None."""
+    try:
+        with open(os.path.join(ROOT, ".git_archival.txt"), encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "node" and "$Format" not in value and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return None
+
+
+def _carry_commit() -> None:
+    """Give setuptools-scm the commit it cannot see, through its documented
+    SETUPTOOLS_SCM_PRETEND_METADATA, so the version file of what is built names it:
+
+    - in an unpacked sdist (PKG-INFO, no .git) it knows the version but no commit: the sdist's own
+      version file, written when the sdist was made, has it;
+    - in a `git archive` export it reads the commit only from the tag description, abbreviated, or
+      not at all on the tagged commit itself: .git_archival.txt has the full hash.
+    """
+    if os.path.exists(os.path.join(ROOT, ".git")):
+        return  # a checkout: setuptools-scm asks git
+    if os.path.exists(os.path.join(ROOT, "PKG-INFO")):
+        values = _version_file_values()
+        node, dirty = values.get("__commit_node__"), bool(values.get("__dirty__"))
+    else:
+        node, dirty = _archival_node(), False
+        node = f"g{node}" if node else None
+    if isinstance(node, str) and node:
+        os.environ.setdefault("SETUPTOOLS_SCM_PRETEND_METADATA_FOR_BAYESBENCH",
+                              f'{{node = "{node}", dirty = {"true" if dirty else "false"}}}')
+
+
+_carry_commit()
+ext_modules, cmdclass, install_requires, options = extensions()
 
 setup(
-    packages=find_packages(include=["bayesbench", "bayesbench.*"]) + ["bayesbench.kernels"],
+    # bayesbench.report.static holds no Python (the site's stylesheet and script): listed, since
+    # setuptools ships data files only of listed packages
+    packages=find_packages(include=["bayesbench", "bayesbench.*"]) + ["bayesbench.kernels", "bayesbench.report.static"],
     package_dir={"bayesbench.kernels": "kernels"},
     ext_modules=ext_modules,
     cmdclass=cmdclass,
+    install_requires=install_requires,
+    options=options,
 )

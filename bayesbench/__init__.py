@@ -6,7 +6,9 @@ ensemble-native models, a trainer, a results store and a leaderboard.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from .running.provenance import package_version as _package_version
+
+__version__ = _package_version()  # from git tags at build time (setuptools-scm); the commit: running/provenance.py
 
 
 def evaluate_model(model, task, **kwargs):

@@ -13,6 +13,8 @@
     bayesbench models                        # architectures and their parameter counts
     bayesbench tunnels                       # the exact posterior entropy curve of every tunnel
     bayesbench profile --preset quick        # routing-law dynamics of attention while it learns (docs/dynamics.md)
+    bayesbench completion bash               # a shell completion script (docs/install.md)
+    bayesbench --version                     # the version and the commit of the code
 
 One module per command (`cli/run.py`, `cli/train.py`, ...), each with `add_parser(sub)`, which
 registers the command and its handler (`set_defaults(handler=...)`); argument types and option
@@ -23,12 +25,18 @@ its handler, so `--help` stays fast.
 
 from __future__ import annotations
 
-import argparse
-import sys
+from ..running import interrupt as _interrupt
 
-from . import (
+_interrupt.guard_startup()  # a signal during the imports below: one line, exit 130 (`run_command` hands it back)
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+
+from . import (  # noqa: E402
     cases,
     compare,
+    completion,
+    data,
     emsgd,
     evaluate,
     export,
@@ -39,21 +47,40 @@ from . import (
     profile,
     run,
     score,
+    site,
     sweep,
     tasks,
     train,
     tunnels,
 )
-from .errors import add_debug_flag, run_command
+from .errors import add_debug_flag, run_command  # noqa: E402
 
 # In the order `bayesbench --help` lists them.
 COMMANDS = (run, train, evaluate, cases, leaderboard, compare, export, plot, profile, models, tasks, score, sweep,
-            tunnels, emsgd, geometry)
+            tunnels, emsgd, geometry, data, site, completion)
 
 EPILOG = """Results go to an SQLite store (default ./results/bayesbench.sqlite; --db or $BAYESBENCH_DB).
 Metrics are in bits over the scored positions of a fixed evaluation set: entropy MAE = mean |H(model) - H(Bayes)|,
 positional entropy MAE = mean over positions of |mean H(model) - mean H(Bayes)| (the authors' bijection metric),
 KL = mean KL(Bayes || model) (docs/science.md#metrics). Run `bayesbench COMMAND --help` for each command's options."""
+
+
+class VersionAction(argparse.Action):
+    """`--version`: the package version and commit (running/provenance.py), read only when asked."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib.util import find_spec
+
+        from ..running.provenance import describe
+
+        built = find_spec("bayesbench._C") is not None  # found, not loaded: no torch import here
+        print(describe())
+        print("compiled extension bayesbench._C: " + ("installed" if built else
+              "not built (the oracle runs on its PyTorch reference; docs/install.md)"))
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "Bayesian wind tunnels and score them against the exact posterior.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action=VersionAction, help="print the version, the commit and whether the "
+                        "compiled extension is installed, and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.add_parser(sub)

@@ -161,7 +161,31 @@ def train_overrides(args: argparse.Namespace) -> dict:
     given = check_train_args(as_dict("--train-args", getattr(args, "train_args", None)))
     for key in set(given) & set(out):
         raise ValueError(f"--train-args {key}=...: its own option sets it ({'--' + key.replace('_', '-')})")
-    return {**out, **given}
+    merged = {**out, **given}
+    _check_settings(merged, lambda f: f"--train-args {f}" if f in given else _OPTION_OF.get(f, f"--{f}"))
+    return merged
+
+
+# The option that sets each TrainConfig field `train_overrides` fills from its own options.
+_OPTION_OF = {"curves": "--no-curves", "until": "--until", "until_metric": "--until-metric",
+              "curve_every": "--curve-every", "curve_sequences": "--curve-sequences"}
+
+
+def _check_settings(settings: dict, source) -> None:
+    """TrainConfig's own rules on `settings` (`TrainConfig.check_settings`), its error prefixed with
+    where each setting involved came from (`source(field)`, e.g. '--train-args beta1'): a rule
+    about one setting reads "--train-args beta1 must be ...", one between settings names them all."""
+    from ..checks import SettingError
+    from ..training.trainer import TrainConfig
+
+    try:
+        TrainConfig.check_settings(settings)
+    except SettingError as err:
+        fields = [f for f in err.fields if f in settings] or list(err.fields)
+        first = str(err).split(" ", 1)
+        if len(fields) == 1 and first[0] == fields[0]:  # "beta1 must be ..." -> "--train-args beta1 must be ..."
+            raise ValueError(f"{source(fields[0])} {first[1]}") from None
+        raise ValueError(f"{' with '.join(source(f) for f in fields)}: {err}") from None
 
 
 # The TrainConfig fields --train-args may set: every one but those with an option of their own.
@@ -170,15 +194,16 @@ _OWN_OPTION = {"steps": "--steps", "checkpoint_every": "--checkpoint-every", "co
 
 
 def check_train_args(values: dict) -> dict:
-    """--train-args against TrainConfig's fields and types: an unknown field (with the nearest
-    name), a field with its own option, or a value of the wrong type is one clear error."""
+    """--train-args against TrainConfig's fields and rules: an unknown field (with the nearest
+    name), a field with its own option, or a value the field's rule refuses (its type or range,
+    `TrainConfig.__post_init__`) is one error naming the flag: "--train-args beta1 must be a
+    number in [0, 1), got 1.5"."""
     import dataclasses
     import difflib
 
     from ..training.trainer import TrainConfig
 
     fields = {f.name: f.type for f in dataclasses.fields(TrainConfig)}
-    kinds = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,)}
     out = {}
     for key, value in values.items():
         if key in _OWN_OPTION:
@@ -188,12 +213,19 @@ def check_train_args(values: dict) -> dict:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ValueError(f"--train-args: unknown training setting {key!r}{hint}; settings: "
                              f"{', '.join(k for k in fields if k not in _OWN_OPTION)}")
-        kind = kinds.get(str(fields[key]))
-        if kind is not None and (not isinstance(value, kind) or (bool not in kind and isinstance(value, bool))):
-            raise ValueError(f"--train-args: {key} must be {'a number' if float in kind else 'an ' + str(fields[key])}"
-                             f", got {value!r}")
-        out[key] = float(value) if str(fields[key]) == "float" else value
+        if str(fields[key]) == "float" and not isinstance(value, bool):
+            value = _as_float(value)  # 'inf', 'nan' (text) and 1 (an int) as numbers: the range rule judges them
+        out[key] = value
+    _check_settings(out, lambda f: f"--train-args {f}")
     return out
+
+
+def _as_float(value):
+    """A number (or the text of one, e.g. 'inf') as a float; anything else unchanged."""
+    try:
+        return float(value) if isinstance(value, (int, float, str)) else value
+    except ValueError:
+        return value
 
 
 def task_and_model_args(args: argparse.Namespace) -> dict:

@@ -52,6 +52,7 @@ def run_command(fn: Callable[[argparse.Namespace], int], args: argparse.Namespac
     once with os._exit once the line is out. Everything is saved and closed by then, and
     the interpreter's teardown of torch can take seconds on a loaded machine."""
     try:
+        interrupt.startup_done()  # from here a stop request is the command's to report
         return fn(args)
     except SystemExit:
         raise

@@ -49,11 +49,18 @@ def model_jobs(args, *, tasks: list[str] | None, seeds: list[int] | None, say, p
         options = {**options, **model_args}  # --model-args: the factory's own options
         overrides = {**job.overrides, **({"model": model_args} if model_args else {})}
         mine = dataclasses.replace(job, arch=spec, model=options, name=name, overrides=overrides)
-        ratio = mine.params / job.params
-        say(f"capacity: {name} on {job.setup.label}: {mine.params:,} parameters per member = {ratio:.2f}x the "
+        try:  # the factory built with its options: a failure there is theirs, and --model-args named
+            params, forward = mine.params, trial_forward(mine)
+        except ValueError as err:
+            if not model_args:
+                raise
+            given = " ".join(f"{k}={v}" for k, v in model_args.items())
+            raise ValueError(f"--model-args {given}: {err}") from None
+        ratio = params / job.params
+        say(f"capacity: {name} on {job.setup.label}: {params:,} parameters per member = {ratio:.2f}x the "
             f"preset's transformer ({job.params:,}; {_sizes(job.model)})"
             + ("" if 0.9 <= ratio <= 1.1 else " -- NOT capacity-matched (outside 10%): compare with care")
-            + f"; forward: {trial_forward(mine)}")
+            + f"; forward: {forward}")
         jobs.append(mine)
     return jobs
 

@@ -69,11 +69,23 @@ def cmd_plot(args) -> int:
 
 
 def _curves(args) -> int:
-    from ..store.leaderboard import DEFAULT_THRESHOLD
-    from ..store.plots import plot_learning_curves
+    import sys
 
-    paths = plot_learning_curves(args.db, args.out, task=args.task, metric=args.metric or "entropy_mae",
+    from ..store.leaderboard import CURVE_ONLY, DEFAULT_THRESHOLD
+    from ..store.plots import curve_metrics, plot_learning_curves
+
+    metric = args.metric or "entropy_mae"
+    measured = curve_metrics(args.db, task=args.task)
+    lacking = {label: ms for label, ms in measured.items() if metric not in ms}
+    if measured and len(lacking) == len(measured):  # curves there are, but none of this metric
+        said = "; ".join(f"{label} (they measure {', '.join(ms)})" for label, ms in lacking.items())
+        meaning = f"; {metric} is {CURVE_ONLY[metric]}" if metric in CURVE_ONLY else ""
+        raise ValueError(f"--metric {metric} is not measured by the learning curves of {said}{meaning}")
+    paths = plot_learning_curves(args.db, args.out, task=args.task, metric=metric,
                                  threshold=DEFAULT_THRESHOLD if args.threshold is None else args.threshold)
+    for label, ms in lacking.items():
+        print(f"bayesbench: note: {label} left out: its learning curves do not measure {metric} (they measure "
+              f"{', '.join(ms)})", file=sys.stderr)
     if not paths and args.task:
         raise ValueError(no_rows_message(args.db, task=args.task))
     if not paths:

@@ -32,6 +32,7 @@ whose initial parameters (or outputs) do not depend on their seed.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import weakref
@@ -42,12 +43,26 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
+from ..checks import SettingError
 from .base import EnsembleModel, TaskLike, TaskShape
 
 Factory = Callable[..., nn.Module]
 PATHS = ("vmap", "loop")
 _TRIAL_BATCH = 2
 _WARNED: set[str] = set()
+_quiet = 0  # depth of `notes_off()` blocks
+
+
+@contextlib.contextmanager
+def notes_off():
+    """No note about the forward path from models built in the block (a trial build whose member
+    count is not the run's: its caller reports the path itself)."""
+    global _quiet
+    _quiet += 1
+    try:
+        yield
+    finally:
+        _quiet -= 1
 
 
 @dataclass(frozen=True)
@@ -157,9 +172,9 @@ class AdaptedModel(EnsembleModel):
             if "unexpected keyword argument" in str(err) or "required" in str(err):
                 raise  # a configuration mismatch: the registry names it
             raise ValueError(f"{self.cfg.spec}: the factory raised TypeError: {_first_line(err)}") from err
-        except ValueError:
-            raise
-        except Exception as err:  # noqa: BLE001  (the user's factory failing is the user's error)
+        except SettingError:
+            raise  # a rule of bayesbench's own on an option (the hf: factories' sizes): it names the option
+        except Exception as err:  # noqa: BLE001  (the user's factory failing, on its options too, is the user's error)
             raise ValueError(f"{self.cfg.spec}: the factory raised {type(err).__name__}: {_first_line(err)}") from err
         if isinstance(module, EnsembleModel):
             raise ValueError(f"{self.cfg.spec}: the factory returned an ensemble-native {type(module).__name__}; "
@@ -324,7 +339,7 @@ class AdaptedModel(EnsembleModel):
         else:
             self.cfg = AdapterConfig(self.cfg.spec, "loop", reason, self.cfg.options)
             self._path = "loop"
-            if self.ensemble > 1 and self.cfg.spec not in _WARNED:  # once per model and process
+            if self.ensemble > 1 and self.cfg.spec not in _WARNED and not _quiet:  # once per model and process
                 _WARNED.add(self.cfg.spec)
                 _note(f"bayesbench: note: {self.cfg.spec} runs its {self.ensemble} members in a loop, one forward "
                       f"call each (same numbers; vmap over members failed: {reason})")

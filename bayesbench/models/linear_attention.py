@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..checks import positive_int
+from ..checks import SettingError, one_of, positive_int, positive_number
 from .base import ResidualStack, TaskShape
 from .capacity import match_widths, meta_params
 from .layers import EnsembleLayerNorm, EnsembleLinear, residual_std
@@ -38,11 +38,10 @@ class LinearAttentionConfig:
         for f in ("n_layer", "n_head", "d_model", "d_ffn"):
             positive_int(f, getattr(self, f))
         if self.d_model % self.n_head:
-            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})")
-        if not self.eps > 0:
-            raise ValueError(f"eps must be positive, got {self.eps!r}")
-        if self.form not in FORMS:
-            raise ValueError(f"form must be one of {FORMS}, got {self.form!r}")
+            raise SettingError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})",
+                               ("d_model", "n_head"))
+        positive_number("eps", self.eps, "added to the normaliser")
+        one_of("form", self.form, FORMS)
 
 
 def feature_map(x: Tensor) -> Tensor:

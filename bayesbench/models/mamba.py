@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..checks import positive_int
+from ..checks import SettingError, one_of, positive_int, positive_number
 from .base import ResidualStack, TaskShape
 from .capacity import match_widths, meta_params
 from .initialisers import uniform
@@ -49,10 +49,12 @@ class MambaConfig:
         for f in ("d_inner", "dt_rank"):
             if getattr(self, f) is not None:
                 positive_int(f, getattr(self, f))
-        if not 0 < self.dt_min <= self.dt_max:
-            raise ValueError(f"dt_min and dt_max must satisfy 0 < dt_min <= dt_max, got {self.dt_min}, {self.dt_max}")
-        if self.scan not in SCAN_METHODS:
-            raise ValueError(f"scan must be one of {SCAN_METHODS}, got {self.scan!r}")
+        for f in ("dt_min", "dt_max"):  # the range of the initial step sizes
+            positive_number(f, getattr(self, f))
+        if self.dt_min > self.dt_max:
+            raise SettingError(f"dt_min must be <= dt_max, got dt_min={self.dt_min}, dt_max={self.dt_max}",
+                               ("dt_min", "dt_max"))
+        one_of("scan", self.scan, SCAN_METHODS)
 
     @property
     def inner(self) -> int:

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..checks import positive_int
+from ..checks import SettingError, boolean, positive_int
 from .base import EnsembleModel, InputEmbedding, TaskShape
 from .capacity import fit_width
 from .initialisers import normal
@@ -45,6 +45,7 @@ class MLPConfig:
     def __post_init__(self) -> None:
         for f in ("depth", "width", "prefix_dim"):
             positive_int(f, getattr(self, f))
+        boolean("prefix", self.prefix)
 
 
 class ResidualLayer(nn.Module):
@@ -144,14 +145,17 @@ def match_mlp(shape: TaskShape, target: int, *, prefix: bool = False, prefix_dim
                      f"(closest: {mlp_param_count(shape, best)} with {best})")
 
 
-def _build(shape: TaskShape, ensemble: int, prefix: bool, match_params: int | None, **cfg) -> MLP:
+def _build(shape: TaskShape, ensemble: int, prefixed: bool, match_params: int | None, **cfg) -> MLP:
+    if "prefix" in cfg:  # which of the two architectures it is, not an option of either
+        raise SettingError(f"prefix is chosen by the architecture (mlp: false, mlp-prefix: true), got prefix="
+                           f"{cfg['prefix']!r}", ("prefix",))
     if match_params is not None:
         if "width" in cfg:
             raise ValueError("give either width or match_params, not both")
         depth = cfg.pop("depth", None)
-        config = match_mlp(shape, int(match_params), prefix=prefix, depths=(depth,) if depth else None, **cfg)
+        config = match_mlp(shape, int(match_params), prefix=prefixed, depths=(depth,) if depth else None, **cfg)
     else:
-        config = MLPConfig(prefix=prefix, **cfg)
+        config = MLPConfig(prefix=prefixed, **cfg)
     return MLP(shape, config, ensemble)
 
 

@@ -11,6 +11,10 @@ Such a name works wherever an architecture name does (`get_model`, `train`, `bay
 --model`): the registry hands it here and `AdaptedModel` makes the factory an E-seed ensemble.
 Worker processes and `load_result` import the factory themselves from the name, so only the
 string travels. File paths are made absolute (`normalise`) before they are stored.
+
+`code(spec)` is what keys a result of the model (`bayesbench.versions`): the contents of its
+file and of the modules it imports from its own folder (`specs.contents`), or for `hf:` models
+the `transformers` version. `load_factory` imports the file anew when those contents changed.
 """
 
 from __future__ import annotations
@@ -45,21 +49,32 @@ def default_name(spec: str) -> str:
     return specs.stem(spec, "model", FORMS)
 
 
-def load_factory(spec: str) -> Callable:
-    """The factory an outside model name points to (imported once per process)."""
+def code(spec: str) -> dict:
+    """The code an outside model name points to, as keys record it (see the module doc)."""
     spec = normalise(spec)
-    if spec in _FACTORIES:
-        return _FACTORIES[spec]
     if spec.startswith(HF_PREFIX):
-        from .hf import hf_factory
+        try:
+            import transformers
+        except ImportError:
+            raise ValueError(f"model {spec!r} needs the transformers package (pip install 'bayesbench[hf]')") from None
+        return {"contents": f"transformers {transformers.__version__}", "files": []}
+    return specs.contents(spec, "model", FORMS)
 
-        factory = hf_factory(spec[len(HF_PREFIX):])
-    else:
-        factory = specs.load(spec, "model", FORMS)
-        if not callable(factory):
-            raise ValueError(f"model {spec!r}: {spec.rpartition(':')[2]} is a {type(factory).__name__}, not a "
-                             "callable factory(spec) -> nn.Module")
-    _FACTORIES[spec] = factory
+
+def load_factory(spec: str) -> Callable:
+    """The factory an outside model name points to (imported once per process, and again when
+    its file's contents change)."""
+    spec = normalise(spec)
+    if spec.startswith(HF_PREFIX):
+        if spec not in _FACTORIES:
+            from .hf import hf_factory
+
+            _FACTORIES[spec] = hf_factory(spec[len(HF_PREFIX):])
+        return _FACTORIES[spec]
+    factory = specs.load(spec, "model", FORMS)
+    if not callable(factory):
+        raise ValueError(f"model {spec!r}: {spec.rpartition(':')[2]} is a {type(factory).__name__}, not a "
+                         "callable factory(spec) -> nn.Module")
     return factory
 
 

@@ -29,6 +29,7 @@ from typing import Callable
 
 import torch
 
+from ..checks import positive_int
 from .base import EnsembleModel, TaskLike, TaskShape
 from .capacity import meta_params
 
@@ -46,6 +47,9 @@ class ModelEntry:
     description: str
     build: Builder
     config: type | None = None  # the dataclass the builder's **cfg go to
+    # raised whenever a change to the architecture's code changes what a seed trains to: part of
+    # every job key (`bayesbench.versions`)
+    version: int = 1
 
 
 _MODELS: dict[str, ModelEntry] = {}
@@ -54,14 +58,16 @@ OUTSIDE_HOME = "outside"  # the module that registers the builder of outside mod
 _outside: Builder | None = None
 
 
-def register_model(name: str, description: str = "", *, config: type | None = None) -> Callable[[Builder], Builder]:
+def register_model(name: str, description: str = "", *, config: type | None = None,
+                   version: int = 1) -> Callable[[Builder], Builder]:
     """Decorator adding a builder under `name` (one name, one builder); `config`: the dataclass
-    its **cfg go to (for `model_options`)."""
+    its **cfg go to (for `model_options`); `version`: the architecture's code version
+    (`ModelEntry.version`)."""
 
     def add(build: Builder) -> Builder:
         if name in _MODELS and _MODELS[name].build is not build:
             raise ValueError(f"model name {name!r} is already registered")
-        _MODELS[name] = ModelEntry(name, description, build, config)
+        _MODELS[name] = ModelEntry(name, description, build, config, version)
         return build
 
     return add
@@ -79,6 +85,17 @@ def _outside_builder() -> Builder:
     if _outside is None:
         importlib.import_module(f"{__package__}.{OUTSIDE_HOME}")  # it registers its builder
     return _outside
+
+
+def model_code(name: str) -> dict:
+    """The code behind architecture `name` (`bayesbench.versions`): a built-in one's version, an
+    outside one's contents (`models.outside.code`)."""
+    if is_outside(name):
+        return importlib.import_module(f"{__package__}.{OUTSIDE_HOME}").code(name)
+    _load(name)
+    if name not in _MODELS:
+        raise ValueError(f"unknown model {name!r}; available: {', '.join(sorted(_MODELS))}")
+    return {"version": _MODELS[name].version}
 
 
 # Where each built-in architecture is registered: building one imports its file alone (not every
@@ -131,6 +148,8 @@ def build_model(name: str, task_or_shape: TaskLike | TaskShape, *, ensemble: int
     if name not in _MODELS and not outside:
         raise ValueError(f"unknown model {name!r}; available: {', '.join(sorted(_MODELS))} "
                          "(or your own: 'pkg.mod:build', './file.py:build', 'hf:gpt2')")
+    if not outside and cfg.get("match_params") is not None:  # every builder that matches reads it as a count
+        positive_int("match_params", cfg["match_params"], "the parameter count to match")
     try:
         if outside:
             return _outside_builder()(name, TaskShape.of(task_or_shape, max_len), ensemble, **cfg)

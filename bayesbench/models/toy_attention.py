@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from ..checks import positive_int
+from ..checks import positive_int, positive_number
 from .attention import attention_weights
 from .base import EnsembleModel, InputEmbedding, TaskShape
 from .capacity import match_widths, meta_params
@@ -33,8 +33,7 @@ class ToyAttentionConfig:
         positive_int("d_model", self.d_model)
         if self.d_head is not None:
             positive_int("d_head", self.d_head)
-        if not self.init_std > 0:
-            raise ValueError(f"init_std must be positive, got {self.init_std!r}")
+        positive_number("init_std", self.init_std, "the initial weights' standard deviation")
 
     @property
     def qk_dim(self) -> int:

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..checks import positive_int
+from ..checks import SettingError, boolean, number_in, one_of, positive_int
 from .attention import softmax_attention
 from .base import ResidualStack, TaskShape
 from .layers import EnsembleLayerNorm, EnsembleLinear, residual_std
@@ -57,23 +57,22 @@ class TransformerConfig:
         for f in ("n_layer", "n_head", "d_model", "d_ffn"):
             positive_int(f, getattr(self, f))
         if self.d_model % self.n_head:
-            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+            raise SettingError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})",
+                               ("d_model", "n_head"))
+        number_in("dropout", self.dropout, 0, 1, high_open=True)
+        boolean("bias", self.bias)
         if isinstance(self.attn_off_top, bool) or not isinstance(self.attn_off_top, int) \
                 or not 0 <= self.attn_off_top <= self.n_layer:
-            raise ValueError(f"attn_off_top must be an integer in [0, n_layer={self.n_layer}], "
-                             f"got {self.attn_off_top!r}")
-        if self.attention not in ATTENTION_BACKENDS:
-            raise ValueError(f"attention must be one of {ATTENTION_BACKENDS}, got {self.attention!r}")
+            raise SettingError(f"attn_off_top must be an integer in [0, n_layer={self.n_layer}], "
+                               f"got {self.attn_off_top!r}", ("attn_off_top", "n_layer"))
+        one_of("attention", self.attention, ATTENTION_BACKENDS)
         check_backend_dropout(self.attention, self.dropout)
-        if self.pointer not in POINTER_MODES:
-            raise ValueError(f"pointer must be one of {POINTER_MODES}, got {self.pointer!r}")
-        if self.position not in POSITIONS:
-            raise ValueError(f"position must be one of {POSITIONS}, got {self.position!r}")
+        one_of("pointer", self.pointer, POINTER_MODES)
+        one_of("position", self.position, POSITIONS)
         if self.position == "rope" and (self.d_model // self.n_head) % 2:
-            raise ValueError(f"position='rope' needs an even head dimension, got d_model/n_head = "
-                             f"{self.d_model}/{self.n_head} = {self.d_model // self.n_head}")
+            raise SettingError(f"position='rope' needs an even head dimension, got d_model/n_head = "
+                               f"{self.d_model}/{self.n_head} = {self.d_model // self.n_head}",
+                               ("position", "d_model", "n_head"))
 
 
 def rotary(x: Tensor, base: float = ROPE_BASE) -> Tensor:
@@ -238,8 +237,7 @@ def transformer_config(size: str | None = None, **overrides) -> TransformerConfi
     """A TransformerConfig from a named size (paper-bijection, paper-hmm) plus overrides."""
     if size is None:
         return TransformerConfig(**overrides)
-    if size not in SIZES:
-        raise ValueError(f"size must be one of {tuple(SIZES)}, got {size!r}")
+    one_of("size", size, tuple(SIZES))
     return dataclasses.replace(SIZES[size], **overrides)
 
 

@@ -8,8 +8,10 @@ raises `Interrupted` at once: an evaluation is simply redone on resume, and ever
 one transaction that rolls back.
 
 Three kinds of process:
-- the command's process (`handling()`): both signals are requests; a second request while a
-  step is deferred raises at once (checkpoints are written atomically, so that is safe too);
+- the command's process: while the program starts (`guard_startup()`, before its heavy imports,
+  until `startup_done()` when the command runs) a signal ends it at once with one line; then
+  (`handling()`) both signals are requests; a second request while a step is deferred raises at
+  once (checkpoints are written atomically, so that is safe too);
 - a worker process of `bayesbench.running.pool` (`install_worker()`): SIGINT is ignored (a terminal's
   Ctrl-C reaches the whole process group; the parent decides and forwards SIGTERM), SIGTERM is
   a request while a job runs (`job()`), and ends an idle worker at once;
@@ -99,6 +101,59 @@ def exit_now(code: int) -> None:
 
         util._run_finalizers(0)  # what multiprocessing's atexit hook runs for these
     os._exit(code)
+
+
+_startup_previous: dict | None = None  # the handlers `guard_startup` replaced, while it is in force
+
+
+def is_program() -> bool:
+    """Whether this process is the `bayesbench` program starting: its console script (the script
+    being __main__), or `python -m bayesbench.cli` (sys.argv[0] is '-m' while Python imports the
+    package); not a Python program or test that imports the CLI, nor a spawned worker re-running
+    the script (its sys.argv is the program's, its __main__ is not the script)."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if argv0 == "-m":
+        return True
+    name = os.path.basename(argv0)
+    for suffix in (".exe", "-script.py", "-script.pyw"):
+        name = name.removesuffix(suffix)
+    return name == "bayesbench" and getattr(sys.modules.get("__main__"), "__file__", None) == argv0
+
+
+def guard_startup() -> None:
+    """In the program, before its heavy imports: SIGINT or SIGTERM while it starts (importing the
+    commands, building the parser) ends it at once with one line and 128 + the signal's number;
+    nothing has been done yet, so nothing needs saving. `startup_done()` (where a command starts
+    to run, `cli.errors.run_command`) hands the signals back. Does nothing elsewhere."""
+    global _startup_previous
+    if _startup_previous is not None or not is_program() or threading.current_thread() is not threading.main_thread():
+        return
+    # a signal the process was started with ignored (a worker's SIGINT) stays ignored
+    _startup_previous = {s: h for s in SIGNALS if (h := signal.getsignal(s)) in (signal.default_int_handler,
+                                                                                 signal.SIG_DFL)}
+    for s in _startup_previous:
+        signal.signal(s, _startup_handler)
+
+
+def startup_done() -> None:
+    """The command is about to run: the signals go back to what they were (Python's
+    KeyboardInterrupt for SIGINT, which the command's error handling turns into its line)."""
+    global _startup_previous
+    if _startup_previous is None:
+        return
+    for s, h in _startup_previous.items():
+        if signal.getsignal(s) is _startup_handler:
+            signal.signal(s, h)
+    _startup_previous = None
+
+
+def _startup_handler(signum: int, frame) -> None:
+    name = signal.Signals(signum).name
+    words = [a for a in sys.argv[1:] if not a.startswith("-")]
+    command = f"bayesbench {words[0]}" if words else "bayesbench"
+    sys.stderr.write(f"{command}: interrupted by {name} while starting; nothing was done; rerun the command to do "
+                     "it again\n")
+    exit_now(128 + signum)
 
 
 def _handler(signum: int, frame) -> None:

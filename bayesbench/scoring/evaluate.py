@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import sys
 
@@ -35,17 +36,27 @@ from ..training.seeds import eval_seed
 from .metrics import Summary, score, summarize
 
 DEFAULT_SEQUENCES = 4096
-# Part of the on-disk cache key: bump it whenever a sampler or oracle changes what a seed yields,
-# so no stale ground truth is ever served from results/cache.
+# Part of every evaluation set's identity: raise it when the way sets are drawn changes (a
+# tunnel's own changes raise its `Task.version`, which the identity holds too).
 EVAL_SET_VERSION = 2
 _cache: dict[str, Batch] = {}
 
 
+def eval_set_id(task: Task, n: int = DEFAULT_SEQUENCES, seed: int | None = None) -> str:
+    """The identity of an evaluation set: a hash of the task's configuration and code (a
+    built-in tunnel's version, an outside tunnel's file contents: `Task.code`), the set's size
+    and seed. An edited tunnel file or a raised version names another set, never a cached one."""
+    seed = eval_seed(task) if seed is None else seed
+    text = json.dumps({"sets": EVAL_SET_VERSION, "task": task.config(), "code": task.code(), "n": n, "seed": seed},
+                      sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
 def eval_set(task: Task, n: int = DEFAULT_SEQUENCES, *, seed: int | None = None,
              cache_dir: str | None = None) -> Batch:
-    """The fixed evaluation batch of `task` (n sequences, CPU), cached by (task, n, seed)."""
+    """The fixed evaluation batch of `task` (n sequences, CPU), cached by `eval_set_id`."""
     seed = eval_seed(task) if seed is None else seed
-    key = hashlib.sha1(f"v{EVAL_SET_VERSION}|{task.describe()}|{n}|{seed}".encode()).hexdigest()[:16]
+    key = eval_set_id(task, n, seed)
     if key in _cache:
         return _cache[key]
     path = None if cache_dir is None else os.path.join(cache_dir, f"eval-{task.name}-{key}.pt")
@@ -72,7 +83,12 @@ def _read_cached(path: str) -> Batch | None:
 @torch.no_grad()
 def predict(model: EnsembleModel, batch: Batch, chunk: int = 512) -> Tensor:
     """Log-probabilities [E, N, L, C] (float64, CPU) of every member on the same sequences,
-    computed in exact float32 (no TF32, no autocast) whatever precision the model trained in."""
+    computed in exact float32 (no TF32, no autocast) whatever precision the model trained in
+    (a `GivenPredictions`: the ones read from its file)."""
+    from .predictions import GivenPredictions
+
+    if isinstance(model, GivenPredictions):  # a file's predictions (`bayesbench score --predictions`): read back
+        return model.log_probs(batch)
     with exact_float32(), torch.autocast("cuda", enabled=False), torch.autocast("cpu", enabled=False):
         return _predict(model, batch, chunk)
 
@@ -201,8 +217,10 @@ def evaluate(model: EnsembleModel, task: Task, *, lengths: tuple[int, ...] = (),
 
     tasks = evaluation_tasks(task, lengths, scored)
     primary = next(iter(tasks))
-    if permutation_check is None:
-        permutation_check = task.name == "hmm"
+    from .predictions import GivenPredictions
+
+    if permutation_check is None:  # a predictions file holds none for the relabelled sequences
+        permutation_check = task.name == "hmm" and not isinstance(model, GivenPredictions)
     if permutation_check and task.name != "hmm":
         raise ValueError(f"permutation_check applies to the hmm task only (it relabels hidden states), "
                          f"got task {task.name!r}")
@@ -217,7 +235,8 @@ def evaluate(model: EnsembleModel, task: Task, *, lengths: tuple[int, ...] = (),
             plain, plain_batch = scores, batch
         for e, s in enumerate(scores):
             evals[e][name] = EvalResult(task=t.describe(), positions=scored_positions(t), entropy_mae=s.entropy_mae,
-                                        kl=s.kl, entropy_mae_positional=s.entropy_mae_positional, floors=floors)
+                                        kl=s.kl, entropy_mae_positional=s.entropy_mae_positional, floors=floors,
+                                        set_id=eval_set_id(t, n_sequences))
             curves[e][name] = s.curves
     checks: list[PermutationCheck | None] = [None] * model.ensemble
     if permutation_check:

@@ -30,6 +30,9 @@ from torch import Tensor
 from ..store.records import Summary  # the type a metric's mean and interval are stored as
 
 LOG2 = math.log(2.0)
+#: Each metric's definition version, raised whenever a change alters the numbers it gives (its
+#: formula, averaging or interval): part of every job key and stored row (`bayesbench.versions`).
+METRIC_VERSIONS = {"entropy_mae": 1, "entropy_mae_positional": 1, "kl": 1}
 
 
 def entropy_bits(p: Tensor) -> Tensor:

@@ -24,7 +24,7 @@ from ..checks import positive_int
 from ..models import EnsembleModel, TaskShape
 from ..models.adapter import AdaptedModel, from_modules
 from ..tasks import Task, task_from_config
-from ..training.trainer import TrainResult
+from ..training.trainer import TrainResult, check_code, run_code
 from .evaluate import DEFAULT_SEQUENCES, evaluation_tasks, max_eval_len
 
 DEFAULT_PRESET = "quick"
@@ -155,13 +155,19 @@ def check_name(name: str) -> str:
 # ---------------------------------------------------------------- checkpoints
 
 def _read_checkpoint(path: str, device: str):
+    if os.path.isdir(path):
+        inside = os.path.join(path, "checkpoint.pt")
+        hint = f": give its checkpoint, {inside}" if os.path.isfile(inside) else ""
+        raise ValueError(f"--checkpoint {path} is a folder{hint} (a state dict file or a bayesbench checkpoint.pt)")
     if not os.path.isfile(path):
         raise ValueError(f"--checkpoint: no such file {path}")
     try:
         return torch.load(path, map_location=device, weights_only=True)
     except Exception as err:  # noqa: BLE001
-        raise ValueError(f"--checkpoint {path}: not a readable torch checkpoint ({type(err).__name__}: "
-                         f"{str(err).splitlines()[0] if str(err) else ''})") from None
+        from ..training.checkpoint import load_failure
+
+        raise ValueError(f"--checkpoint {path} is not a checkpoint or a state dict ({load_failure(path, err)})") \
+            from None
 
 
 def _state_dict_of(obj, path: str) -> dict:
@@ -218,6 +224,8 @@ def score_checkpoint(spec: str, path: str, *, task: str | None = None, name: str
             raise ValueError(f"--checkpoint {path} was trained as model {ident.get('arch')!r}, not {spec!r} "
                              "(for a built-in architecture use `bayesbench eval`)")
         ckpt_task = task_from_config(ident["task"])
+        code = run_code(ckpt_task, spec)
+        check_code(path, ident, obj.get("code"), code)  # an edited model file: say so, not "another architecture"
         if task is not None:
             wanted = resolve_task(task, preset)[0]
             if wanted != ckpt_task:
@@ -228,7 +236,7 @@ def score_checkpoint(spec: str, path: str, *, task: str | None = None, name: str
         model = get_model(spec, ckpt_task, seeds=ident["seeds"], max_len=ident["max_len"], **ident["model"])
         load_into(model, obj["model"], path, spec)
         return _rescore_run(obj, model.to(device), ckpt_task, path, name, default_name(spec), db=db,
-                            eval_sequences=eval_sequences, device=device)
+                            eval_sequences=eval_sequences, device=device, code=code)
     if task is None:
         raise ValueError("--task is needed to score a plain state dict (which preset task it was trained on)")
     state = _state_dict_of(obj, path)
@@ -245,7 +253,7 @@ def score_checkpoint(spec: str, path: str, *, task: str | None = None, name: str
 
 
 def _rescore_run(obj: dict, model: EnsembleModel, task: Task, path: str, name: str | None, default: str, *,
-                 db: str | None, eval_sequences: int | None, device: str) -> list:
+                 db: str | None, eval_sequences: int | None, device: str, code: dict) -> list:
     """Score a bayesbench trainer checkpoint's run again (see `score_checkpoint`)."""
     from .rows import score_run
 
@@ -260,7 +268,7 @@ def _rescore_run(obj: dict, model: EnsembleModel, task: Task, path: str, name: s
     longest = max(evaluation_tasks(task, lengths, scored).values(), key=lambda t: t.seq_len)
     check_ensemble_output(model, longest, source=f"--checkpoint {path}")
     result = TrainResult(run_id, model, list(obj["identity"]["seeds"]), int(obj["step"]), obj["losses"].cpu(),
-                         float(obj["elapsed"]), dict(obj["diverged"]), path, obj["identity"], meta)
+                         float(obj["elapsed"]), dict(obj["diverged"]), path, obj["identity"], meta, code=code)
     return score_run(result, db=db, device=device)
 
 

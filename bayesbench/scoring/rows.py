@@ -14,6 +14,23 @@ from ..store.database import cache_dir_for, environment, write_records
 from ..store.records import LearningCurve, RunRecord
 from ..training.trainer import TrainResult, task_of
 from .evaluate import DEFAULT_SEQUENCES, evaluate, evaluation_tasks
+from .metrics import METRIC_VERSIONS
+
+
+def scored_code(task, arch: str, model) -> dict:
+    """The code of a model scored without training here (`bayesbench score`, `evaluate_model`):
+    the tunnel's, and the model's when a name says where it came from (an outside model's
+    contents, a built-in architecture's version); a Python object handed over is not recorded."""
+    from ..models.registry import is_outside, list_models, model_code
+
+    if isinstance(arch, str) and (is_outside(arch) or arch in list_models()):
+        try:
+            model_entry = model_code(arch)
+        except ValueError:
+            model_entry = {"contents": f"not recorded: {type(model).__name__} handed over in Python"}
+    else:
+        model_entry = {"contents": f"not recorded: {type(model).__name__} handed over in Python"}
+    return {"task": task.code(), "model": model_entry}
 
 
 def _subsample(losses: torch.Tensor, member: int, points: int = 200) -> list[list[float]]:
@@ -75,11 +92,12 @@ def score_run(result: TrainResult, *, db: str | None = None, device: str = "cpu"
     env = environment(device, attention)
     final = result.final_loss()
     batch = (ident.get("train") or {}).get("batch_size")  # None: scored without training here
+    code = {**(result.code or scored_code(task, ident["arch"], model)), "metrics": dict(METRIC_VERSIONS)}
     config = {"model": model_cfg, "model_args": ident["model"], "train": ident["train"], "seeds": result.seeds,
               "max_len": ident["max_len"], "eval_lengths": list(lengths), "eval_scored": list(scored),
               "eval_sequences": meta.get("eval_sequences"),
               "overrides": meta.get("overrides") or {},  # what the command line changed from the preset
-              "checkpoint": result.checkpoint}
+              "checkpoint": result.checkpoint, "code": code}
     sequences_per_s = result.steps * batch * len(result.seeds) / result.wall_s if result.wall_s and batch else None
     primary = scores[0].primary
     trained = ident.get("train") is not None  # False: a model trained elsewhere, only scored here

@@ -26,6 +26,7 @@ import sqlite3
 import time
 from datetime import datetime, timezone
 
+from .. import versions
 from ..running.disk import DiskFull, is_disk_full
 from .records import (
     FINAL_LOSS_MEANING,
@@ -94,9 +95,9 @@ CREATE TABLE IF NOT EXISTS learning_curves (
 );
 """
 
-SCHEMA_VERSION = 3  # PRAGMA user_version of stores this module writes (0: written before it was set;
-# 2 added the entropy_mae_positional columns, 3 the stop columns and the learning_curves table, which
-# older stores gain on opening)
+SCHEMA_VERSION = 4  # PRAGMA user_version of stores this module writes (0: written before it was set;
+# 2 added the entropy_mae_positional columns, 3 the stop columns and the learning_curves table, 4 the
+# code of every row (config.code), which older stores gain on opening: `_record_legacy_code`)
 COLUMNS = ("run_id", "seed", "member", "group_id", "preset", "task", "task_label", "task_config", "arch",
            "config", "params", "steps", "wall_s", "steps_per_s", "sequences_per_s", "status", "final_loss",
            "entropy_mae_bits", "entropy_mae_ci_low", "entropy_mae_ci_high", "kl_bits", "kl_ci_low",
@@ -170,6 +171,7 @@ def connect(path: str | None = None, *, read_only: bool = False) -> sqlite3.Conn
         _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
         _retry(lambda: conn.executescript(SCHEMA))
         if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            _retry(lambda: _record_legacy_code(conn))
             _retry(lambda: conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}"))
     except sqlite3.Error as err:
         conn.close()
@@ -245,6 +247,34 @@ def _add_missing_columns(conn: sqlite3.Connection) -> None:
             except sqlite3.OperationalError as err:  # another process added it first
                 if "duplicate column" not in str(err):
                     raise
+
+
+def legacy_code(row: dict) -> dict:
+    """The code of a row stored before rows recorded it (`versions.legacy`): its built-in parts
+    at their first version, an outside tunnel's or model's contents unknown (keyed by path)."""
+    config = row.get("config") or {}
+    spec = (config.get("model") or {}).get("spec") or row.get("arch")
+    return versions.legacy(row.get("task_config"), spec)
+
+
+def _record_legacy_code(conn: sqlite3.Connection) -> None:
+    """Give every row without config.code its `legacy_code`, in one transaction; the numbers and
+    keys of the rows stay as they are."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        rows = conn.execute("SELECT id, arch, task_config, config FROM runs").fetchall()
+        for r in rows:
+            config = json.loads(r["config"]) if r["config"] else {}
+            if "code" in config:
+                continue
+            config["code"] = legacy_code({"arch": r["arch"], "config": config,
+                                          "task_config": json.loads(r["task_config"]) if r["task_config"] else {}})
+            conn.execute("UPDATE runs SET config = ? WHERE id = ?", (json.dumps(config, allow_nan=False), r["id"]))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def prepare_store(path: str | None = None) -> str:
@@ -482,6 +512,8 @@ def read_rows(path: str | None = None, *, where: str = "", params: tuple = ()) -
         try:
             for c in JSON_COLUMNS:
                 d[c] = json.loads(d[c]) if d[c] is not None else None
+            if d["config"] is not None and "code" not in d["config"]:  # a store opened read-only, not migrated
+                d["config"]["code"] = legacy_code(d)
         except (TypeError, ValueError) as err:
             raise StoreError(f"results store {db_path(path)} is damaged: row {d.get('id')} (run {d.get('run_id')}, "
                              f"seed {d.get('seed')}) has unreadable {c} ({err}); it was left as it is") from None
@@ -490,11 +522,13 @@ def read_rows(path: str | None = None, *, where: str = "", params: tuple = ()) -
 
 
 def environment(device: str, attention: str | None = None) -> dict:
-    """Versions, device and the backends a run used (attention kernel, oracle extension)."""
+    """Versions, device and the backends a run used (attention kernel, oracle extension); the package
+    version and commit, from a checkout or an installed build, are `running/provenance.py`'s."""
     import torch
 
-    import bayesbench
     from bayesbench.ops import extension_status
+
+    from ..running.provenance import provenance
 
     try:
         import triton
@@ -505,33 +539,8 @@ def environment(device: str, attention: str | None = None) -> dict:
     dev = str(device)
     name = torch.cuda.get_device_name(torch.device(dev)) if dev.startswith("cuda") else platform.processor() or "cpu"
     return {
-        "bayesbench": bayesbench.__version__, **project_commit(), "torch": torch.__version__, "triton": triton_version,
+        **provenance(), "torch": torch.__version__, "triton": triton_version,
         "python": platform.python_version(), "platform": platform.platform(), "device": dev,
         "device_name": name, "threads": torch.get_num_threads(), "attention_backend": attention,
         "oracle_extension": extension_status(),
     }
-
-
-_COMMIT: dict | None = None
-
-
-def project_commit() -> dict:
-    """{"git_commit": the checkout's HEAD, "git_dirty": whether tracked files had changes} when
-    bayesbench runs from a git checkout (an editable install), else both None. Read once per process."""
-    global _COMMIT
-    if _COMMIT is None:
-        import subprocess
-
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        _COMMIT = {"git_commit": None, "git_dirty": None}
-        if os.path.isdir(os.path.join(root, ".git")) or os.path.isfile(os.path.join(root, ".git")):
-            try:
-                head = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True,
-                                      timeout=10)
-                dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
-                                       capture_output=True, text=True, timeout=10)
-                if head.returncode == 0:
-                    _COMMIT = {"git_commit": head.stdout.strip(), "git_dirty": bool(dirty.stdout.strip())}
-            except (OSError, subprocess.SubprocessError):
-                pass
-    return dict(_COMMIT)

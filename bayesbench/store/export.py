@@ -5,7 +5,9 @@ training and model configuration as JSON, parameters, steps, wall time), on whic
 set it was scored (its name, the scored positions, the number of sequences), and every metric
 in bits with its 95% interval over sequences (`<metric>_bits`, `<metric>_ci_low`,
 `<metric>_ci_high`) beside the uniform and context-ignoring floors on the same sequences.
-Times are rounded to 0.01 s; a diverged member's scores are empty (CSV) or null (JSON).
+Each row names its evaluation set (`set_id`: `scoring.evaluate.eval_set_id`; empty in rows stored
+before it was kept) and the code that made it (`code`, JSON). Times are rounded to 0.01 s; a
+diverged member's scores are empty (CSV) or null (JSON).
 `pooled=True` exports instead the leaderboard's rows: seeds pooled per (task, evaluation set,
 architecture, configuration), each metric's mean over seeds with its t-interval over seeds
 (clipped at 0), how many seeds and runs went in, which runs (`run_ids`) and the configuration
@@ -40,7 +42,7 @@ def seed_rows(records: list[RunRecord]) -> list[dict]:
     for r in records:
         for ev_name, ev in r.evals.items():
             row = {"task": r.task, "task_label": r.task_label, "eval": ev_name, "primary": ev_name == r.primary,
-                   "positions": ev.positions, "eval_sequences": ev.entropy_mae.n_sequences,
+                   "positions": ev.positions, "eval_sequences": ev.entropy_mae.n_sequences, "set_id": ev.set_id,
                    "scored_positions": ev.entropy_mae.n_positions, "arch": r.arch, "run_id": r.run_id,
                    "seed": r.seed, "member": r.member, "preset": r.preset, "group_id": r.group_id,
                    "status": r.status, "params": r.params, "steps": r.steps, "wall_s": _round(r.wall_s),
@@ -60,10 +62,13 @@ def seed_rows(records: list[RunRecord]) -> list[dict]:
 
 
 def _configuration(r: RunRecord) -> dict:
-    """The training and model configuration of a record, each as JSON."""
+    """The training, model and task configuration of a record and the code that made it
+    (docs/results.md, "What a key covers"), each as JSON."""
     cfg = r.config or {}
     return {"train": json.dumps(cfg.get("train"), sort_keys=True, default=str),
-            "model": json.dumps(cfg.get("model_args"), sort_keys=True, default=str)}
+            "model": json.dumps(cfg.get("model_args"), sort_keys=True, default=str),
+            "task_config": json.dumps(r.task_config, sort_keys=True, default=str),
+            "code": json.dumps(r.code, sort_keys=True, default=str)}
 
 
 def pooled_rows(records: list[RunRecord]) -> list[dict]:
@@ -96,7 +101,7 @@ def pooled_rows(records: list[RunRecord]) -> list[dict]:
             row[f"{m}_ci_low"] = None if low is None else max(0.0, _num(low) or 0.0)
             row[f"{m}_ci_high"] = _num(high)
         row.update({"run_ids": ",".join(sorted({r.run_id for r, _ in chosen})), **_configuration(first),
-                    "task_config": json.dumps(first.task_config, sort_keys=True, default=str)})
+                    "set_id": chosen[0][1].set_id, "threads": (first.environment or {}).get("threads")})
         out.append(row)
     return out
 

@@ -29,6 +29,7 @@ import io
 import json
 import math
 
+from .. import versions
 from ..stats import stays_from, t_interval
 from .curve_stats import Reach, common_range, log_auc, reach, still_improving, trained_part
 from .database import read_records
@@ -119,9 +120,13 @@ def _num(x: float | None) -> float | None:
 
 
 def _json_eval(ev: EvalResult) -> dict:
-    """An evaluation's means in bits (one `<metric>_bits` key per metric) and its scored positions."""
+    """An evaluation's means in bits (one `<metric>_bits` key per metric) with their 95% intervals
+    over sequences (`<metric>_ci`), its scored positions and the set: its size and id."""
     out = {f"{name}_bits": _num(s.mean) for name, s in ev.metrics().items()}
+    out.update({f"{name}_ci": [_num(s.ci_low), _num(s.ci_high)] for name, s in ev.metrics().items()})
     out["positions"] = ev.positions
+    out.update({"n_sequences": ev.entropy_mae.n_sequences, "n_positions": ev.entropy_mae.n_positions,
+                "set_id": ev.set_id, "task": ev.task})
     if ev.floors is not None:
         out["floors"] = {name: {f"{m}_bits": _num(s.mean) for m, s in scores.items()}
                          for name, scores in ev.floors.items()}
@@ -157,8 +162,12 @@ def member_aucs(records: list[RunRecord], curve_metric: str) -> dict[tuple[str, 
 def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
               curve_metric: str = "entropy_mae", metric: str = "entropy_mae") -> dict:
     """{"runs": [...]}: one flat record per (run, seed), for --json; with its learning curve, why
-    and when it stopped, and the steps to `threshold` bits of `curve_metric`. `metric` "auc" adds
-    each member's AUC (`member_aucs`) and says so in "metric"."""
+    and when it stopped, and the steps to `threshold` bits of `curve_metric`; the settings that
+    define its leaderboard row (`settings`: `row_settings`, what must match for seeds to pool),
+    the code that made it, and per evaluation its set (`n_sequences`, `set_id`) and every
+    metric's 95% interval over sequences: what `bayesbench export` carries, so a consumer keeps
+    sets and settings apart. `metric` "auc" adds each member's AUC (`member_aucs`) and says so in
+    "metric"."""
     aucs = member_aucs(records, curve_metric) if metric == AUC else None
     runs = []
     for r in records:
@@ -180,6 +189,9 @@ def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
             "evals": {name: _json_eval(ev) for name, ev in r.evals.items()},
             "permutation": json_safe(r.permutation.to_json()) if r.permutation is not None else None,
             "created_at": r.created_at, "stop_step": r.stop_step, "stop_reason": r.stop_reason,
+            "member": r.member, "eval_sequences": r.headline.entropy_mae.n_sequences,
+            "settings": json_safe(row_settings(r)), "device": (r.environment or {}).get("device"),
+            "code": json_safe(r.code),
             **_member_curve(r, curve_metric, threshold),
             "learning_curve": None if r.learning_curve is None else json_safe(dataclasses.asdict(r.learning_curve)),
         })
@@ -189,19 +201,28 @@ def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
             "runs": runs}
 
 
-def config_key(record: RunRecord) -> str:
-    """What must match for two runs' seeds to be pooled in one leaderboard row: the task's
-    configuration, the model's arguments (an outside model's source too), training, position
-    range, evaluation and the torch thread count it trained with (not the seeds, the checkpoint
-    path or the run)."""
+def row_settings(record: RunRecord) -> dict:
+    """The settings that define a leaderboard row: what must match for two runs' seeds to be
+    pooled in one row (`config_key`): the task's configuration, the model's arguments (an
+    outside model's source too), training, position range, evaluation and the torch thread
+    count it trained with, the code that made it and its tuning, when it was tuned (not the
+    seeds, the checkpoint path or the run)."""
     cfg = record.config or {}
     model = cfg.get("model") or {}
-    return json.dumps({"task": record.task_config, "model_args": cfg.get("model_args"), "spec": model.get("spec"),
-                       "train": cfg.get("train"), "max_len": cfg.get("max_len"),
-                       "eval_lengths": cfg.get("eval_lengths"), "eval_sequences": cfg.get("eval_sequences"),
-                       # numbers differ in their last digits between torch thread counts: like with like
-                       "threads": (record.environment or {}).get("threads")},
-                      sort_keys=True, default=str)
+    return {"task": record.task_config, "model_args": cfg.get("model_args"), "spec": model.get("spec"),
+            "train": cfg.get("train"), "max_len": cfg.get("max_len"),
+            "eval_lengths": cfg.get("eval_lengths"), "eval_sequences": cfg.get("eval_sequences"),
+            # numbers differ in their last digits between torch thread counts: like with like
+            "threads": (record.environment or {}).get("threads"),
+            # the code that made them: an edited file or a raised version is another result
+            "code": versions.keyed(record.code),
+            # a tuned row (its hyperparameters chosen by a search) is never pooled with an untuned one
+            **({"tuning": cfg["tuning"]} if cfg.get("tuning") is not None else {})}
+
+
+def config_key(record: RunRecord) -> str:
+    """`row_settings` as one string: runs with the same key pool their seeds in one row."""
+    return json.dumps(row_settings(record), sort_keys=True, default=str)
 
 
 def _aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: bool = False,
@@ -215,7 +236,7 @@ def _aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: b
         for name, ev in r.evals.items():
             n_seq = ev.entropy_mae.n_sequences  # rows are comparable only on the same evaluation set
             key = (r.task_label, name, n_seq, r.arch, r.run_id if per_run else config_key(r))
-            g = groups.setdefault(key, {"task": r.task_label, "eval": name, "arch": r.arch,
+            g = groups.setdefault(key, {"task": r.task_label, "eval": name, "arch": r.arch, "set_code": set_code(r),
                                         "params": r.params, "steps": r.steps, "runs": {}, "by_seed": {},
                                         "positions": ev.positions, "floors": ev.floors,
                                         "n_sequences": ev.entropy_mae.n_sequences,
@@ -236,17 +257,54 @@ def _aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: b
         g["n_runs"] = len(g.pop("runs"))
     _curve_stats(list(groups.values()), curve_metric, threshold)
     out = sorted(groups.values(), key=lambda g: (g["task"], _eval_order(g["eval"]), -g["n_sequences"],
-                                                 _sort_key(_mean(g["values"][metric]))))
+                                                 g["set_code"], _sort_key(_mean(g["values"][metric]))))
     for g in out:
         g["means"] = {m: _mean(v) for m, v in g["values"].items()}
         g["ci"] = seed_interval(g["values"][metric])
     return out
 
 
+def aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: bool = False,
+              curve_metric: str = "entropy_mae", threshold: float = DEFAULT_THRESHOLD) -> list[dict]:
+    """The leaderboard's rows, as every rendering of it reads them (Markdown here, the web site of
+    `report/site.py`): one dict per (task, eval, arch, configuration) pooling its seeds, with
+    per-seed values of every metric, their means, the interval over seeds of `metric`, the
+    floors of its set and the learning-curve statistics (`_aggregate`)."""
+    return _aggregate(records, check_metric(metric), per_run, curve_metric, check_threshold(threshold))
+
+
 def block_key(g: dict) -> tuple:
     """The rows that may be ranked together: one task, one evaluation, one evaluation set (the
-    same sequences: the set is fixed by the task and its size)."""
-    return (g["task"], g["eval"], g["n_sequences"])
+    same sequences: the set is fixed by the task, its code and its size) and one definition of
+    the metrics (their versions)."""
+    return (g["task"], g["eval"], g["n_sequences"], g["set_code"])
+
+
+def set_code(record: RunRecord) -> str:
+    """What of a row's code decides which numbers it can be ranked against: the tunnel's (its
+    sequences and posteriors) and the metrics' (their definitions), as far as keys name them
+    (`versions.keyed`): '' for first-version built-ins."""
+    code = versions.keyed({part: record.code.get(part) for part in ("task", "metrics") if part in record.code})
+    return json.dumps(code, sort_keys=True) if code else ""
+
+
+def _set_marks(agg: list[dict]) -> dict[tuple, str]:
+    """block_key -> what tells its set apart from the other sets of the same task and evaluation
+    in the table (', 512 seq', ', tunnel contents 1a2b..'), '' where a task and evaluation has one set."""
+    by_eval: dict[tuple, set] = {}
+    for g in agg:
+        by_eval.setdefault((g["task"], g["eval"]), set()).add(block_key(g))
+    marks = {}
+    for keys in by_eval.values():
+        sizes = {k[2] for k in keys}
+        codes = {k[3] for k in keys}
+        for k in keys:
+            parts = [f"{k[2]} seq"] if len(sizes) > 1 else []
+            if len(codes) > 1:
+                code = json.loads(k[3]) if k[3] else {}
+                parts += [f"{versions.WHAT[p]} {versions.short(code[p])}" for p in sorted(code)] or ["first versions"]
+            marks[k] = "".join(f", {p}" for p in parts)
+    return marks
 
 
 AT_FLOOR = 0.01  # a row whose mean is within 1% of the uniform floor, or above it, is marked "at floor"
@@ -362,6 +420,14 @@ def _count(n: int) -> str:
     return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k"
 
 
+def params_cell(g: dict) -> str:
+    """A row's parameter count per member: '-' when not given (0: a predictions row scored without
+    --params), and every count its seeds record when they differ (predictions rows of one name
+    scored with different --params), never one of them for all."""
+    counts = sorted({r.params for r in g["records"]})
+    return " / ".join(_count(n) if n else "-" for n in counts) or "-"
+
+
 def _ranked(metric: str, curve_metric: str) -> str:
     """How the ranked column is named."""
     return SHORT[metric] if metric != AUC else f"AUC of {SHORT[curve_metric]} over log step"
@@ -390,19 +456,17 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
     for g in agg:
         v = g["means"][metric]
         best[block_key(g)] = min(best.get(block_key(g), math.inf), v if math.isfinite(v) else math.inf)
-    sizes: dict[tuple, set] = {}
-    for g in agg:
-        sizes.setdefault((g["task"], g["eval"]), set()).add(g["n_sequences"])
+    marks = _set_marks(agg)
     for i, g in enumerate(agg):
         key = block_key(g)
         ratio = g["means"][metric] / best[key] if 0 < best[key] < math.inf else float("nan")
         lo, hi = g["ci"]
         ci = f" [{_fmt(max(lo, 0.0))}, {_fmt(hi)}]" if math.isfinite(lo) else ""
-        size = f", {g['n_sequences']} seq" if len(sizes[(g["task"], g["eval"])]) > 1 else ""
+        size = marks[key]
         mean = _fmt(g["means"][metric]) + ci if math.isfinite(g["means"][metric]) else "diverged (every seed)"
         settings = f" {differ.get(id(g), '-')} |" if differ else ""
         lines.append(f"| {g['task']} | {g['eval']}{'' if not g['primary'] else ' (trained)'}{size} | "
-                     f"{g['arch']}{_row_marks(g, metric)} |{settings} {_count(g['params'])} | {g['steps']} | "
+                     f"{g['arch']}{_row_marks(g, metric)} |{settings} {params_cell(g)} | {g['steps']} | "
                      f"{_wall(g['wall_s'])} | {_seeds(g)} | {mean} | {_per_seed(g, metric)} | "
                      + " | ".join(_fmt(g["means"][m]) for m in others)
                      + f" | {_reach_cell(g['reach'])} | {_improving_cell(g['improving'])} | "
@@ -423,8 +487,11 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
               "seed run twice counts once, its newest run), then which.",
               *_curve_notes(agg, cm, threshold),
               "- rows are ranked only against rows scored on the same evaluation set (task, evaluation, number of "
-              "sequences: the set is fixed by these); a table holding several sets of one evaluation says each row's "
-              "size ('512 seq') and gives each set its own floors and 'x best'",
+              "sequences and the tunnel's code: the set is fixed by these) with the same metric definitions; a table "
+              "holding several of one evaluation says what sets each apart ('512 seq'; 'tunnel contents 1a2b..', an "
+              "edited tunnel file; 'metric definitions entropy_mae=v2', a changed metric) and gives each its own "
+              "floors and 'x best'; rows made by different code (file contents, versions: docs/results.md) are never "
+              "pooled, and the settings column names it ('model_code=...') where that is all they differ by",
               f"- '(at floor)': the row's mean is within {AT_FLOOR:.0%} of the uniform floor of its set, or above it; "
               "'(k of n diverged, at step s)': those members' numbers are not results (shown as 'diverged@s' and "
               "left out of the mean and its interval)",
@@ -460,6 +527,9 @@ def _settings(record: RunRecord) -> dict:
     for part in (record.task_config or {}, cfg.get("model_args") or {}, cfg.get("train") or {}):
         out.update({k: v for k, v in part.items() if k != "task" and not isinstance(v, (dict, list))})
     out["threads"] = (record.environment or {}).get("threads")
+    keyed = versions.keyed(record.code)  # 'model_code=1a2b3c4d5e6f7a8b': rows that differ only by their code
+    for part in versions.WHAT:
+        out[f"{part}_code"] = versions.short(keyed[part]) if part in keyed else f"v{versions.FIRST}"
     return out
 
 
@@ -477,15 +547,17 @@ def differing_settings(agg: list[dict]) -> dict[int, str]:
     for rows in by_arch.values():
         if len(rows) < 2:
             continue
-        # rows of `bayesbench score` (weights given, no training config) say so; listing every
-        # training setting as '-' against the trained rows' values would say nothing
+        # rows of `bayesbench score` (weights given, no training config) say so, and are compared
+        # among themselves: listing every training setting as '-' against trained rows says nothing
         trained = [g for g in rows if (g["records"][0].config or {}).get("train")]
-        out.update({id(g): SCORED_SETTINGS for g in rows if g not in trained})
-        settings = [_settings(g["records"][0]) for g in trained]
-        keys = sorted({k for st in settings for k in st
-                       if len({json.dumps(x.get(k), default=str) for x in settings}) > 1})
-        for g, st in zip(trained, settings):
-            out[id(g)] = " ".join(f"{k}={st.get(k, '-')}" for k in keys) or "-"
+        scored = [g for g in rows if g not in trained]
+        for part, prefix in ((trained, ""), (scored, SCORED_SETTINGS)):
+            settings = [_settings(g["records"][0]) for g in part]
+            keys = sorted({k for st in settings for k in st
+                           if len({json.dumps(x.get(k), default=str) for x in settings}) > 1})
+            for g, st in zip(part, settings):
+                text = " ".join(f"{k}={st.get(k, '-')}" for k in keys)
+                out[id(g)] = "; ".join(t for t in (prefix, text) if t) or "-"
     return out
 
 
@@ -616,7 +688,9 @@ def headline(records: list[RunRecord]) -> list[str]:
     for g in _aggregate(records, "entropy_mae"):
         if g["primary"]:
             blocks.setdefault(block_key(g), []).append(g)
-    for (task, ev, n), rows in blocks.items():
+    marks = _set_marks([g for rows in blocks.values() for g in rows])
+    for key, rows in blocks.items():
+        (task, ev, n, _), code = key, marks[key].replace(f", {key[2]} seq", "")
         rows = sorted(rows, key=lambda g: _sort_key(g["means"]["entropy_mae"]))
         text = ""
         for k, g in enumerate(rows):
@@ -625,7 +699,7 @@ def headline(records: list[RunRecord]) -> list[str]:
             mean = g["means"]["entropy_mae"]
             text += (f"{g['arch']} " + (f"{mean:.4f}" if math.isfinite(mean) else "diverged")
                      + _row_marks(g, "entropy_mae"))
-        lines.append(f"{task} ({ev}, {n} sequences): mean entropy MAE (bits) over seeds, best first: {text} "
+        lines.append(f"{task} ({ev}, {n} sequences{code}): mean entropy MAE (bits) over seeds, best first: {text} "
                      "('<': 95% intervals over seeds apart; '~': they overlap, a tie at this number of seeds; '<?': "
                      "fewer than two seeds, untested)")
         by_arch = {g["arch"]: [v for v, st in zip(g["values"]["entropy_mae"], g["status"]) if st == "ok"]
@@ -645,3 +719,12 @@ def _order(a: dict, b: dict) -> str:
     if not (math.isfinite(a_hi) and math.isfinite(b_lo)):
         return "<?"
     return "<" if b_lo > a_hi else "~"
+
+
+# A row's cells in words, shared by every rendering of the table (`markdown`, report/site.py).
+set_marks = _set_marks  # block_key -> what tells a set apart from the others of its task and eval
+row_marks = _row_marks  # " (1 of 3 diverged, at step 150)", " (at floor)"
+per_seed_cell = _per_seed  # each seed's value, a diverged one as where it diverged
+reach_cell = _reach_cell  # steps to the threshold over seeds
+improving_cell = _improving_cell  # how many seeds' curves still improve
+fmt_bits = _fmt  # a number of bits as the table prints it

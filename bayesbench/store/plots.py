@@ -215,6 +215,17 @@ def _band(records: list[RunRecord], metric: str) -> tuple[list[int], list[float]
     return steps, *mean_and_range([[c.metric(metric)[c.step.index(s)] for s in steps] for c in curves])
 
 
+def curve_metrics(db: str | None = None, *, task: str | None = None,
+                  group_id: str | None = None) -> dict[str, list[str]]:
+    """{task label: the metrics its stored learning curves measure} over the stored runs that have
+    curves (e.g. the bijection's cases 'kl:repeated' and 'kl:new' are measured for it alone)."""
+    out: dict[str, set[str]] = {}
+    for r in select_rows(db, task=task, group_id=group_id):
+        if r.learning_curve is not None:
+            out.setdefault(r.task_label, set()).update(r.learning_curve.values)
+    return {label: [m for m in CURVE_METRIC_NAMES if m in ms] for label, ms in sorted(out.items())}
+
+
 def plot_learning_curves(db: str | None = None, out_dir: str = "results/plots", *, task: str | None = None,
                          metric: str = "entropy_mae", threshold: float = DEFAULT_THRESHOLD,
                          group_id: str | None = None) -> list[str]:
@@ -229,34 +240,57 @@ def plot_learning_curves(db: str | None = None, out_dir: str = "results/plots", 
     for r in records:
         by_task.setdefault((r.task_label, r.learning_curve.eval or r.primary), []).append(r)
     paths = []
-    colors = _colors()
     for (label, name), group in sorted(by_task.items()):
-        fig, ax = subplots(figsize=(9.5, 5.6))
-        top = 0.0
-        steps_differ = len({r.steps for r in group}) > 1
-        for i, (arch, members) in enumerate(_by_arch(group).items()):
-            steps, mean, lo, hi = _band(members, metric)
-            color = colors[i % len(colors)]
-            ax.fill_between(steps, lo, hi, color=color, alpha=0.2, lw=0)
-            ax.plot(steps, mean, color=color, lw=1.6, marker=MARKERS[i % len(MARKERS)], ms=4, mfc="none",
-                    label=_arch_label(arch, members, steps_differ))  # open markers: overlapping curves stay visible
-            top = max([top, *(v for v in hi if math.isfinite(v))])
-        curve = group[0].learning_curve
-        floor = curve.uniform.get(metric, math.nan)
-        if math.isfinite(floor):
-            ax.axhline(floor, **FLOOR_STYLE, label=f"uniform predictor (floor), {floor:.3f} bits")
-            top = max(top, floor)
-        ax.axhline(threshold, color="0.4", ls=":", lw=1.2, label=f"threshold of 'steps to', {threshold:g} bits")
-        ax.axhline(0.0, **BAYES_STYLE, label="Bayes (exact posterior): 0")
-        ax.set_xscale("log")
-        ax.set_ylim(-0.02 * max(top, threshold), 1.08 * max(top, threshold))
-        ax.set(xlabel="training step (log scale)", ylabel=f"{SHORT[metric]} (bits)")
-        unique_legend(ax)
-        heading(fig, f"{label}, eval {name}: {SHORT[metric]} during training",
-                _curve_setting(group, name, [len(m) for m in _by_arch(group).values()]))
         file_name = f"{_slug(label)}_curves_{_slug(metric)}.png"  # kl:repeated -> kl_repeated
-        paths.append(save(fig, os.path.join(out_dir, file_name), grid=True))
+        paths.append(_curve_figure(label, name, group, metric, threshold, os.path.join(out_dir, file_name)))
     return paths
+
+
+def _curve_figure(label: str, name: str, group: list[RunRecord], metric: str, threshold: float, path: str) -> str:
+    """`metric` of the learning curves of `group` (records with curves of one task and eval)
+    against the training step, one line and band per architecture, to the PNG `path`."""
+    fig, ax = subplots(figsize=(9.5, 5.6))
+    top = 0.0
+    colors = _colors()
+    steps_differ = len({r.steps for r in group}) > 1
+    for i, (arch, members) in enumerate(_by_arch(group).items()):
+        steps, mean, lo, hi = _band(members, metric)
+        color = colors[i % len(colors)]
+        ax.fill_between(steps, lo, hi, color=color, alpha=0.2, lw=0)
+        ax.plot(steps, mean, color=color, lw=1.6, marker=MARKERS[i % len(MARKERS)], ms=4, mfc="none",
+                label=_arch_label(arch, members, steps_differ))  # open markers: overlapping curves stay visible
+        top = max([top, *(v for v in hi if math.isfinite(v))])
+    curve = group[0].learning_curve
+    floor = curve.uniform.get(metric, math.nan)
+    if math.isfinite(floor):
+        ax.axhline(floor, **FLOOR_STYLE, label=f"uniform predictor (floor), {floor:.3f} bits")
+        top = max(top, floor)
+    ax.axhline(threshold, color="0.4", ls=":", lw=1.2, label=f"threshold of 'steps to', {threshold:g} bits")
+    ax.axhline(0.0, **BAYES_STYLE, label="Bayes (exact posterior): 0")
+    ax.set_xscale("log")
+    ax.set_ylim(-0.02 * max(top, threshold), 1.08 * max(top, threshold))
+    ax.set(xlabel="training step (log scale)", ylabel=f"{SHORT[metric]} (bits)")
+    unique_legend(ax)
+    heading(fig, f"{label}, eval {name}: {SHORT[metric]} during training",
+            _curve_setting(group, name, [len(m) for m in _by_arch(group).values()]))
+    return save(fig, path, grid=True)
+
+
+def per_position_figure(records: list[RunRecord], name: str, path: str) -> str:
+    """The per-position figure of `plot` (model vs Bayes entropy, error per position) of the
+    given records (one task; each architecture drawn over its records) on evaluation `name`."""
+    return _per_position(records[0].task_label, name, [r for r in records if name in r.curves], path)
+
+
+def learning_curves_figure(records: list[RunRecord], path: str, metric: str = "entropy_mae",
+                           threshold: float = DEFAULT_THRESHOLD) -> str | None:
+    """The learning-curve figure of `plot --curves` for the given records (one task) that have
+    curves of `metric`; None when none has."""
+    group = [r for r in records if r.learning_curve is not None and metric in r.learning_curve.values]
+    if not group:
+        return None
+    return _curve_figure(group[0].task_label, group[0].learning_curve.eval or group[0].primary, group,
+                         check_metric(metric, CURVE_METRIC_NAMES), check_threshold(threshold), path)
 
 
 def _curve_setting(group: list[RunRecord], name: str, seed_counts: list[int], per: str = "architecture") -> str:

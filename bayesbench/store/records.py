@@ -79,6 +79,9 @@ class EvalResult:
     entropy_mae_positional: Summary | None = None  # mean over positions of |mean H(model) - mean H(Bayes)|
     # {"uniform" | "marginal": {metric name: Summary}}: the floors on the same sequences
     floors: dict[str, dict[str, Summary]] | None = None
+    # the evaluation set's identity (`scoring.evaluate.eval_set_id`: tunnel configuration and code,
+    # size, seed); None in rows stored before it was kept
+    set_id: str | None = None
 
     @classmethod
     def metric_names(cls) -> tuple[str, ...]:
@@ -229,6 +232,11 @@ class RunRecord:
     @property
     def primary(self) -> str:
         return self.evaluation.primary
+
+    @property
+    def code(self) -> dict:
+        """The code that produced this row (config["code"]: `bayesbench.versions`)."""
+        return (self.config or {}).get("code") or {}
 
     @property
     def evals(self) -> dict[str, EvalResult]:

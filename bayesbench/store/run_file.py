@@ -2,10 +2,12 @@
 
 Everything a reader needs without the store: what was trained (task and its configuration,
 architecture and model configuration, training configuration, the command line's overrides,
-seeds, evaluation sets), where (versions of bayesbench, torch and Python, the project's git
-commit and whether the tree had changes, device, threads), and what came out per seed (status,
-why and when it stopped, the final training loss, every evaluation's metrics in bits with their
-95% intervals over sequences and floors, and the learning curve). Non-finite numbers are null.
+seeds, evaluation sets, and the code that made it: `code`, the versions of the built-in
+tunnel, architecture, trainer and metrics, or an outside file's contents), where (versions of
+bayesbench, torch and Python, the project's git commit and whether the tree had changes,
+device, threads), and what came out per seed (status, why and when it stopped, the final
+training loss, every evaluation's metrics in bits with their 95% intervals over sequences and
+floors, and the learning curve). Non-finite numbers are null.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ def run_document(records: list[RunRecord]) -> dict:
         "run_id": first.run_id, "preset": first.preset, "group_id": first.group_id, "task": first.task,
         "task_label": first.task_label, "task_config": first.task_config, "arch": first.arch, "params": first.params,
         "steps": first.steps, "wall_s": first.wall_s, "config": cfg, "overrides": cfg.get("overrides") or {},
+        "code": first.code,
         "environment": first.environment, "seeds": seeds,
     })
 

@@ -95,6 +95,10 @@ def run_sweep(jobs: list[SweepJob], executor, *, db: str | None, runs_dir: str, 
         f"{len(todo)} to run"
         + (f" ({resuming} resume from checkpoints)" if resuming else "")
         + (f" on {executor.describe()}" if todo else ""))
+    logged = sorted({sj.log for sj in jobs if sj.log and sj.key in stored})
+    if logged:
+        say(f"--log {', '.join(logged)}: the {len(out.skipped)} stored job(s) are not trained again, so nothing is "
+            "logged for them (their results are in the store; another --db, or their rows removed, trains them anew)")
     if not todo:
         out.wall_s = time.perf_counter() - start
         return out

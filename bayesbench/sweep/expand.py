@@ -2,8 +2,11 @@
 
 The key of a job is a hash of everything that decides its stored numbers: the task's
 configuration and evaluation (label, lengths, set size), the architecture and its resolved model
-configuration (capacity matching already applied), the training configuration, the seeds and
-the device kind. The store keeps one row per (run_id, seed) and a job's run_id IS this key, so
+configuration (capacity matching already applied), the training configuration, the seeds, the
+device kind, and the code (`Job.code`: an outside tunnel's or model's file contents, the
+versions of the built-in tunnels, architectures, trainer and metrics; `bayesbench.versions`).
+An edited file is a new key, and so a new run directory and new rows; the file reverted finds
+its old rows again. The store keeps one row per (run_id, seed) and a job's run_id IS this key, so
 each (job configuration, seed) has one stable row key: re-running a sweep (or `bayesbench run`,
 whose preset jobs become sweep jobs through `sweep_job`) finds what is already stored, and
 writing a result twice replaces it instead of adding a second row. The same configuration gives
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import versions
 from ..models import count_params
 from ..models.registry import is_outside
 from ..presets import get_preset
@@ -108,11 +112,13 @@ def job_key(job: Job, threads: int = 1) -> str:
     the key only when not 1, the default, so the keys of earlier runs stay valid."""
     train = job.train.as_dict()  # the learning-curve fields only when set: keys of earlier sweeps stay valid
     train.pop("checkpoint_every")  # when checkpoints are written changes no number
+    code = versions.keyed(job.code)  # outside contents and raised versions; none for first-version built-ins
     ident = {"task": job.task.config(), "label": job.setup.label, "eval_lengths": list(job.setup.eval_lengths),
              "eval_scored": list(job.setup.eval_scored),
              "eval_sequences": job.setup.eval_sequences, "arch": job.arch, "model": job.model,
              "max_len": job.max_len, "train": train, "seeds": list(job.seeds),
-             "device": torch.device(job.device).type, **({"threads": threads} if threads != 1 else {})}
+             "device": torch.device(job.device).type, **({"threads": threads} if threads != 1 else {}),
+             **({"code": code} if code else {})}
     text = json.dumps(ident, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:KEY_CHARS]
 

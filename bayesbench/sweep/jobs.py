@@ -22,10 +22,11 @@ from ..models.outside import preset_options
 from ..models.registry import is_outside
 from ..presets import TaskSetup, get_preset, outside_setup
 from ..scoring.evaluate import evaluation_tasks, max_eval_len
+from ..scoring.metrics import METRIC_VERSIONS
 from ..tasks import Task, is_outside_task, outside_task, task_from_config
 from ..tasks.base import available_bytes, check_fits, format_bytes
 from ..tasks.check import check_task
-from ..training.trainer import TrainConfig, open_trainer
+from ..training.trainer import TrainConfig, open_trainer, run_code
 
 
 def resolve_device(device: str | None) -> str:
@@ -107,6 +108,13 @@ class Job:
         return max_eval_len(self.task, self.setup.eval_lengths, self.setup.eval_scored)
 
     @functools.cached_property
+    def code(self) -> dict:
+        """The code the job trains and scores with (`bayesbench.versions`): the tunnel's, the
+        architecture's, the trainer's and the metrics' versions or file contents. Computed once,
+        where the job is resolved; its key holds it, and the worker checks it is still the code."""
+        return {**run_code(self.task, self.arch), "metrics": dict(METRIC_VERSIONS)}
+
+    @functools.cached_property
     def params(self) -> int:
         """Parameters per ensemble member."""
         return count_params(self.arch, self.task, max_len=self.max_len, **self.model)
@@ -125,7 +133,7 @@ class Job:
     def meta(self, group_id: str | None) -> dict:
         return {"preset": self.preset, "label": self.setup.label, "group_id": group_id, "name": self.name,
                 "eval_lengths": list(self.setup.eval_lengths), "eval_scored": list(self.setup.eval_scored),
-                "eval_sequences": self.setup.eval_sequences, "overrides": dict(self.overrides)}
+                "eval_sequences": self.setup.eval_sequences, "overrides": dict(self.overrides), "code": self.code}
 
 
 def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] | None = None,
@@ -232,13 +240,22 @@ def with_model_args(preset_cfg: dict, model_args: dict) -> dict:
 
 def check_ensemble_fits(job: Job) -> None:
     """Refuse, before anything is built, an ensemble whose weights, gradients and optimiser
-    state alone (4 float32 copies of every member's parameters) exceed the device's free memory."""
-    need = 16 * job.params * len(job.seeds)
+    state alone (4 float32 copies of every member's parameters) exceed the device's free memory,
+    naming the cause: one member too large (the model's size), or too many members (the seeds)."""
+    one = 16 * job.params
     free = available_bytes(torch.device(job.device))
-    if free is not None and need > free:
-        raise ValueError(f"{job.describe()}: an ensemble of {len(job.seeds):,} members of {job.params:,} parameters "
-                         f"needs at least {format_bytes(need)} for its weights, gradients and optimiser state, and "
-                         f"{job.device} has {format_bytes(free)} free; use fewer seeds (--seeds)")
+    if free is None or one * len(job.seeds) <= free:
+        return
+    state = "for its weights, gradients and optimiser state"
+    if one > free:
+        given = " ".join(f"{k}={v}" for k, v in (job.overrides.get("model") or {}).items())
+        cause = (f"the model (--model-args {given}) is too large for this device; make it smaller" if given else
+                 "the model is too large for this device; make it smaller (--model-args, e.g. d_model)")
+        raise ValueError(f"{job.describe()}: one member of {job.params:,} parameters needs at least "
+                         f"{format_bytes(one)} {state}, and {job.device} has {format_bytes(free)} free: {cause}")
+    raise ValueError(f"{job.describe()}: an ensemble of {len(job.seeds):,} members of {job.params:,} parameters "
+                     f"needs at least {format_bytes(one * len(job.seeds))} {state}, and {job.device} has "
+                     f"{format_bytes(free)} free; at most {free // one:,} members fit: use fewer seeds (--seeds)")
 
 
 def check_sets_fit(job: Job) -> None:
@@ -265,6 +282,10 @@ def task_setup(p, key: str, task_args: dict | None = None) -> TaskSetup:
     setup = p.tasks[key]
     if not task_args:
         return setup
+    if "task" in task_args:  # it would silently make another task, with this one's settings
+        fields = ", ".join(f.name for f in dataclasses.fields(task_from_config(setup.task)) if f.init)
+        raise ValueError(f"--task-args for task {key!r}: 'task' is not a setting of task {setup.task['task']!r} (the "
+                         f"task is --task's); its settings: {fields}")
     config = {**setup.task, **task_args}
     try:
         task = task_from_config(config)
@@ -296,17 +317,23 @@ def _can_score(task: Task, name: str) -> bool:
 
 
 def trial_forward(job) -> str:
-    """Build two members for the job's task (factory, trial forward, path choice) before anything
-    runs, so a broken model fails here; says which forward path it got."""
+    """Build two members for the job's task (factory, trial forward, path choice: vmap over
+    members needs two to be tried) before anything runs, so a broken model fails here; says which
+    forward path the job's own members get. The trial's two members are not the job's: the
+    adapter's note is left to the job's model (`adapter.notes_off`)."""
     import warnings
 
     from ..models import get_model
+    from ..models.adapter import notes_off
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), notes_off():
         warnings.simplefilter("ignore", RuntimeWarning)  # the fallback is reported in the line instead
         model = get_model(job.arch, job.task, seeds=[0, 1], max_len=job.max_len, **job.model)
+    n = len(job.seeds)
     if model.path == "vmap":
-        return "vmap over members (one batched call)"
-    return f"a loop over members (vmap failed: {model.cfg.fallback})"
+        return f"vmap over its {n} member{'s' if n != 1 else ''} (one batched call)"
+    if n == 1:
+        return f"one forward call for its 1 member (vmap over members fails: {model.cfg.fallback})"
+    return f"a loop over its {n} members, one call each (vmap failed: {model.cfg.fallback})"
 
 

@@ -25,18 +25,33 @@ Report = Callable[[dict], None]
 
 @contextlib.contextmanager
 def _logged(sj: SweepJob, trainer, run_dir: str, meta: dict):
-    """The job's curves sent to its logger (`sj.log`) while it trains; the logger closed after."""
+    """The job's curves sent to its logger (`sj.log`) while it trains (yielded: None without
+    one); the logger closed after."""
     if not sj.log:
-        yield
+        yield None
         return
     from ..training.loggers import attach_logger
 
     logger = attach_logger(sj.log, trainer, run_dir, name=f"{sj.label} {sj.key}",
                            config={"key": sj.key, **meta, "train": sj.job.train.as_dict(), "model": sj.job.model})
     try:
-        yield
+        yield logger
     finally:
         logger.close()
+
+
+def check_still_keyed(sj: SweepJob) -> None:
+    """Refuse to train a job whose code changed between its keying (in the driver) and now (in
+    the worker, which imports outside files anew): its rows would be stored under the old code's
+    key. Raises `training.trainer.CodeChanged` naming what changed."""
+    from .. import versions
+    from ..training.trainer import CodeChanged, run_code
+
+    now = {**run_code(sj.job.task, sj.job.arch), "metrics": sj.job.code.get("metrics")}
+    changed = versions.changed(sj.job.code, now)
+    if changed:
+        raise CodeChanged(f"{sj.label}: {'; '.join(changed)} after the job was keyed; run the command again to key "
+                          "it by the code as it is now")
 
 
 def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | None = None,
@@ -62,11 +77,13 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
     job = sj.job
     where: dict = {"phase": "setup"}
     trainer = None
+    run_dir = sj.run_dir(runs_dir)
+    made_here = not os.path.exists(run_dir)
     try:
         meta = {**job.meta(sj.group_id), "sweep_size": sj.size}
-        run_dir = sj.run_dir(runs_dir)
+        check_still_keyed(sj)
         with job.open_trainer(run_dir, run_id=sj.key, meta=meta, resume=True) as trainer, \
-                _logged(sj, trainer, run_dir, meta):
+                _logged(sj, trainer, run_dir, meta) as logger:
             resumed_from = trainer.step
             send({"kind": "start", "key": sj.key, "pid": os.getpid(), "host": socket.gethostname(),
                   "step": resumed_from})
@@ -81,12 +98,27 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
             records = score_run(result, device=job.device, cache_dir=cache_dir or os.path.join(runs_dir, "cache"),
                                 write=False)
             write_run_file(os.path.join(run_dir, RUN_FILE), records)
+            if logger is not None:
+                logger.log_result(records)  # the final metrics with their intervals, as the tracker's summary
     except interrupt.Interrupted as stop:
         if where["phase"] == "training":  # stopped outside the trainer's own stop (e.g. in a chunk's last save):
             # the step a rerun resumes from is the last checkpoint's, not the last chunk's
             where = ({**where, "step": trainer.saved_step, "checkpoint": trainer.checkpoint_path()}
                      if trainer.saved_step is not None else {"phase": "setup"})
         interrupt.claim(stop, sj.label, where)
+        _remove_if_empty(run_dir, made_here)
+        raise
+    except BaseException:
+        _remove_if_empty(run_dir, made_here)
         raise
     return {"key": sj.key, "records": records, "resumed_from": resumed_from, "pid": os.getpid(),
             "host": socket.gethostname()}
+
+
+def _remove_if_empty(run_dir: str, made_here: bool) -> None:
+    """Remove the run directory of a job that failed, if this job made it and left it empty (no
+    checkpoint to resume, nothing of anyone else's; its lock is released by then): rmdir refuses a
+    directory with anything in it."""
+    if made_here:
+        with contextlib.suppress(OSError):
+            os.rmdir(run_dir)

@@ -28,6 +28,7 @@ import runpy
 import tomllib
 from dataclasses import dataclass, field, fields
 
+from ..checks import SettingError
 from ..models import list_models
 from ..models.registry import is_outside
 from ..presets import PRESETS, get_preset
@@ -117,9 +118,20 @@ def _seeds(path: str, key: str, value) -> tuple[int, ...]:
     return tuple(value)
 
 
+def _train_rules(path: str, key: str, settings: dict) -> None:
+    """TrainConfig's own rules on a sweep's training settings (`TrainConfig.check_settings`), the
+    error naming the file and the key: "sweep file s.toml: train.beta1 must be ..."."""
+    try:
+        TrainConfig.check_settings(settings)
+    except SettingError as err:
+        raise ValueError(f"{_where(path, key)}.{err}") from None
+
+
 def _lr(path: str, key: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{_where(path, key)} must be a positive number, got {value!r}")
+    try:
+        TrainConfig.check_settings({"lr": value})
+    except SettingError as err:  # "lr must be ..." said of the key that holds it ("lrs must be ...")
+        raise ValueError(f"{_where(path, key)} {str(err).removeprefix('lr ')}") from None
     return float(value)
 
 
@@ -180,6 +192,7 @@ def _train(path: str, key: str, value) -> dict:
         if k in value:
             raise ValueError(f"{_where(path, key)}: {k} is not set under train: {where}")
     _unknown(path, key, value, TRAIN_KEYS)
+    _train_rules(path, key, value)
     return dict(value)
 
 

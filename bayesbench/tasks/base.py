@@ -6,6 +6,7 @@ import dataclasses
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -76,6 +77,9 @@ class Task(ABC):
 
     name: str = "task"
     CASES: tuple[str, ...] = ()  # the cases `case_masks` splits the scored positions into (none by default)
+    #: Raised whenever a change to the sampler or the exact posterior changes what a seed yields:
+    #: it is part of every job key and evaluation-set key (`bayesbench.versions`).
+    version: ClassVar[int] = 1
 
     @property
     @abstractmethod
@@ -141,6 +145,10 @@ class Task(ABC):
 
     def config(self) -> dict:
         return {"task": self.name, **dataclasses.asdict(self)}  # type: ignore[arg-type]
+
+    def code(self) -> dict:
+        """The code behind this tunnel's sequences and posteriors (`bayesbench.versions`): its version."""
+        return {"version": self.version}
 
     def describe(self) -> str:
         fields = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(self).items())  # type: ignore[arg-type]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..checks import int_at_least, positive_int
+from ..checks import SettingError, boolean, int_at_least, one_of, positive_int
 from ..oracle import bijection_posterior
 from ._random import permutations
 from .base import IGNORE_INDEX, Batch, Task, batch_device, check_batch_size, check_fits
@@ -58,21 +58,20 @@ class BijectionTask(Task):
     CASES = CASES
 
     def __post_init__(self) -> None:
-        if self.variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {tuple(VARIANTS)}, got {self.variant!r}")
+        one_of("variant", self.variant, tuple(VARIANTS))
         for key, default in VARIANTS[self.variant].items():
             if getattr(self, key) is None:
                 object.__setattr__(self, key, self.V if key == "L" and default is None else default)
         int_at_least("V", self.V, 2)
         positive_int("L", self.L, "number of pairs")
-        if self.keys not in ("permutation", "replacement"):
-            raise ValueError(f"keys must be 'permutation' or 'replacement', got {self.keys!r}")
+        one_of("keys", self.keys, ("permutation", "replacement"))
+        boolean("query", self.query)
         if self.keys == "permutation" and self.L > self.V:
-            raise ValueError(f"L must be <= V when keys='permutation' (no repeats), got L={self.L}, V={self.V}")
-        if self.supervise not in SUPERVISE:
-            raise ValueError(f"supervise must be one of {SUPERVISE}, got {self.supervise!r}")
+            raise SettingError(f"L must be <= V when keys='permutation' (no repeats), got L={self.L}, V={self.V}",
+                               ("L", "V", "keys"))
+        one_of("supervise", self.supervise, SUPERVISE)
         if self.supervise in ("query", "both", "authors") and not self.query:
-            raise ValueError(f"supervise={self.supervise!r} needs query=True")
+            raise SettingError(f"supervise={self.supervise!r} needs query=True", ("supervise", "query"))
         self.check_size()
 
     def case_masks(self, batch: Batch, detail: tuple[str, ...] = ()) -> dict:

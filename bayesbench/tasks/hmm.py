@@ -36,9 +36,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..checks import positive_int
+from ..checks import SettingError, boolean, int_at_least, one_of, positive_int, positive_number
 from ..oracle import hmm_filter
-from ..oracle.validate import require_positive
 from ._random import categorical, dirichlet
 from .base import IGNORE_INDEX, Batch, Task, batch_device, check_batch_size, check_fits
 from .registry import register_task
@@ -130,29 +129,24 @@ class HMMTask(Task):
     name = "hmm"
 
     def __post_init__(self) -> None:
-        for f in ("S", "V", "K"):
+        int_at_least("S", self.S, 2, "one state leaves nothing to infer")
+        for f in ("V", "K"):
             positive_int(f, getattr(self, f))
-        if self.S < 2:
-            raise ValueError(f"S must be >= 2 (one state leaves nothing to infer), got {self.S}")
-        require_positive("concentration", self.concentration)
-        if self.init not in ("uniform", "stationary"):
-            raise ValueError(f"init must be 'uniform' or 'stationary' (the header must determine it), "
-                             f"got {self.init!r}")
-        if self.encoding not in ("rows", "tokens"):
-            raise ValueError(f"encoding must be 'rows' or 'tokens', got {self.encoding!r}")
+        positive_number("concentration", self.concentration, "the Dirichlet prior of the rows")
+        one_of("init", self.init, ("uniform", "stationary"))  # the header must determine it
+        one_of("encoding", self.encoding, ("rows", "tokens"))
         if self.encoding == "tokens" and max(self.S, self.V) * MIN_HUNDREDTHS > 100:
-            raise ValueError(f"encoding='tokens' needs S, V <= 20 (entries >= 0.05), got S={self.S}, V={self.V}")
-        if self.rounding not in ROUNDING:
-            raise ValueError(f"rounding must be one of {tuple(ROUNDING)}, got {self.rounding!r}")
-        if not isinstance(self.rows_rounded, bool):
-            raise ValueError(f"rows_rounded must be true or false, got {self.rows_rounded!r}")
+            raise SettingError(f"encoding='tokens' needs S, V <= 20 (entries >= 0.05), got S={self.S}, V={self.V}",
+                               ("encoding", "S", "V"))
+        one_of("rounding", self.rounding, tuple(ROUNDING))
+        boolean("rows_rounded", self.rows_rounded)
         if self.rows_rounded and self.encoding != "rows":
-            raise ValueError("rows_rounded applies to encoding='rows' "
-                             "(the tokens header is always clipped and rounded)")
+            raise SettingError("rows_rounded applies to encoding='rows' (the tokens header is always clipped and "
+                               "rounded)", ("rows_rounded", "encoding"))
         if self.rows_rounded and max(self.S, self.V) * MIN_HUNDREDTHS > 100:
-            raise ValueError(f"rows_rounded needs S, V <= 20 (entries >= 0.05), got S={self.S}, V={self.V}")
-        if self.target not in ("state", "posterior"):
-            raise ValueError(f"target must be 'state' (hard) or 'posterior' (soft), got {self.target!r}")
+            raise SettingError(f"rows_rounded needs S, V <= 20 (entries >= 0.05), got S={self.S}, V={self.V}",
+                               ("rows_rounded", "S", "V"))
+        one_of("target", self.target, ("state", "posterior"))  # hard or soft targets
         self.check_size()
 
     def sequence_bytes(self, dtype: torch.dtype = torch.float32) -> int:

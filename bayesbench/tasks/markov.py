@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..checks import positive_number
 from ..oracle import markov_predictive
-from ..oracle.validate import require_positive
 from ._random import categorical, dirichlet
 from .base import Batch, batch_device, check_batch_size, check_fits
 from .next_symbol import NextSymbolTask, next_symbol_batch
@@ -31,7 +31,7 @@ class MarkovTask(NextSymbolTask):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        require_positive("alpha", self.alpha)  # the Dirichlet prior's concentration
+        positive_number("alpha", self.alpha, "the Dirichlet prior's concentration")
 
     def sequence_bytes(self, dtype: torch.dtype = torch.float32) -> int:
         """Posterior [L, V], the transition matrix [V, V] and the oracle's counts [L, V] in float64."""

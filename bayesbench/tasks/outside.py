@@ -7,6 +7,10 @@ posterior (docs/tasks.md, "Your own tunnel"). `OutsideTask` carries the name and
 run's stored task config (`{"task": "outside", "spec": ..., "options": ...}`) rebuilds it in a
 worker process or a later command, and delegates everything else to the task the factory built.
 `check_task` (tasks/check.py) is run on it before any training.
+
+Its `code()` is the contents of the factory's file and of the modules it imports from its own
+folder (`specs.contents`), so an edited tunnel is a new tunnel for every key (jobs, evaluation
+sets, checkpoints); a class attribute `version` on the user's Task, if set, is recorded too.
 """
 
 from __future__ import annotations
@@ -50,7 +54,8 @@ class OutsideTask(Task):
         spec = specs.normalise(self.spec, "task", FORMS)
         object.__setattr__(self, "spec", spec)
         object.__setattr__(self, "options", _options(dict(self.options)))
-        factory = specs.load(spec, "task", FORMS)
+        code = specs.contents(spec, "task", FORMS)
+        factory = specs.load(spec, "task", FORMS, code)
         if not callable(factory):
             raise ValueError(f"task {spec!r}: {spec.rpartition(':')[2]} is a {type(factory).__name__}, not a "
                              "callable factory(**options) -> Task")
@@ -67,6 +72,8 @@ class OutsideTask(Task):
             raise ValueError(f"task {spec!r}: its name {inner.name!r} is a built-in tunnel's; give your Task class "
                              "another `name`")
         object.__setattr__(self, "_inner", inner)
+        own = type(inner).__dict__.get("version")  # the user's own version, when their class sets one
+        object.__setattr__(self, "_code", {**code, **({"version": own} if isinstance(own, int) else {})})
 
     def __reduce__(self):  # rebuilt from its name in another process (the inner class may live in a file)
         return (OutsideTask, (self.spec, self.options))
@@ -112,6 +119,10 @@ class OutsideTask(Task):
 
     def config(self) -> dict:
         return {"task": "outside", "spec": self.spec, "options": dict(self.options)}
+
+    def code(self) -> dict:
+        """The contents of the tunnel's file and its own-folder imports, as imported (see the module doc)."""
+        return dict(self._code)  # type: ignore[attr-defined]
 
     def describe(self) -> str:
         return self.inner.describe()

@@ -25,19 +25,23 @@ def register_task(name: str, *, listed: bool = True) -> Callable[[type[Task]], t
     return add
 
 
-def get_task(name: str, **config) -> Task:
-    """Build the task registered as `name` with its configuration (keyword arguments)."""
+def get_task(name: str, /, **config) -> Task:
+    """Build the task registered as `name` with its configuration (keyword arguments; a key that is
+    not one of the task's fields, `name` included, is refused naming the fields there are)."""
     if name not in _TASKS:
         raise ValueError(f"unknown task {name!r}; available: {', '.join(list_tasks())} (or your own: "
                          "'pkg.mod:build', './file.py:build')")
     cls = _TASKS[name]
-    try:
-        return cls(**config)
-    except TypeError as err:
-        import dataclasses
+    import dataclasses
+    import difflib
 
-        allowed = ", ".join(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
-        raise ValueError(f"bad configuration for task {name!r}: {err}; fields: {allowed}") from None
+    settings = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+    for key in config:
+        if key not in settings:  # e.g. `name`: a class attribute, not a setting
+            close = difflib.get_close_matches(key, settings, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"{key!r} is not a setting of task {name!r}{hint}; its settings: {', '.join(settings)}")
+    return cls(**config)
 
 
 def task_from_config(config: dict) -> Task:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..checks import positive_number
 from ..oracle import sticky_predictive
-from ..oracle.validate import require_positive
 from ._random import beta
 from .base import Batch, batch_device, check_batch_size, check_fits
 from .next_symbol import NextSymbolTask, next_symbol_batch
@@ -34,8 +34,8 @@ class StickyTask(NextSymbolTask):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for f in ("a", "b"):  # the Beta prior's parameters
-            require_positive(f, getattr(self, f))
+        for f in ("a", "b"):
+            positive_number(f, getattr(self, f), "a parameter of the Beta prior of the stickiness")
 
     def sample(self, batch_size, generator=None, *, device=None, dtype=torch.float32) -> Batch:
         B, V, L = check_batch_size(batch_size), self.V, self.L

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import glob
 import os
+import pickle
+import re
 
 import torch
 
@@ -59,15 +61,33 @@ def remove_leftovers(path: str) -> list[str]:
     return gone
 
 
-def _damage(path: str, err: BaseException) -> str:
+def load_failure(path: str, err: BaseException) -> str:
+    """Why torch.load could not read `path`, in a few words and without torch's advice (to load with
+    weights_only=False, or to allow a class): "the file is empty", "16 bytes: not a file torch.save
+    wrote", "an incomplete or damaged zip archive", "pickled Python objects, not only tensors: X"."""
     try:
         size = os.path.getsize(path)
     except OSError:
         size = None
     if size == 0:
         return "the file is empty"
-    text = str(err).split(". ")[0].strip() or type(err).__name__
-    return f"it is truncated or not a PyTorch checkpoint ({size:,} bytes; {type(err).__name__}: {text})"
+    text = str(err)
+    found = re.search(r"GLOBAL ([\w.]+) was not an allowed global", text)
+    if found:  # a weights-only load met a class: e.g. torch.save(model) instead of its state_dict()
+        return (f"pickled Python objects, not only tensors: {found.group(1)}; save module.state_dict() rather than "
+                "the module")
+    if "zip archive" in text or "central directory" in text:
+        what = "an incomplete or damaged zip archive"
+    elif isinstance(err, (pickle.UnpicklingError, EOFError)) or "Weights only load failed" in text:
+        what = "not a file torch.save wrote"
+    else:
+        what = f"{type(err).__name__}: {text.split('. ')[0].strip()}"
+    return what if size is None else f"{size:,} bytes: {what}"
+
+
+def _damage(path: str, err: BaseException) -> str:
+    why = load_failure(path, err)
+    return why if why == "the file is empty" else f"it is truncated or not a PyTorch checkpoint ({why})"
 
 
 def load_checkpoint(path: str, map_location=None, *, required: tuple[str, ...] = (), what: str = "checkpoint",

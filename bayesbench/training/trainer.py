@@ -31,8 +31,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..checks import positive_int
+from .. import versions
+from ..checks import SettingError, boolean, int_at_least, number_in, one_of, positive_int, positive_number
 from ..models import EnsembleModel, get_model
+from ..models.registry import model_code
 from ..running import interrupt
 from ..running.runlock import run_lock
 from ..tasks import Batch, Task, task_from_config
@@ -43,6 +45,10 @@ from .optim import FlatMemberAdamW
 from .seeds import MAX_SEED, data_seed, dropout_seed
 from .until import parse_until, stop_reason
 
+#: The trainer's code version (its loop, losses, per-member AdamW and clipping, data streams),
+#: raised whenever a change alters what a seed trains to: part of every job key and checkpoint
+#: identity (`bayesbench.versions`).
+TRAINING_VERSION = 1
 SCHEDULES = ("constant", "cosine", "step")
 STEP_DECAY = ((0.5, 0.1), (0.75, 0.01))  # "step": the learning rate times 0.1 from half the steps, 0.01 from 3/4
 # auto: TF32 matmuls on CUDA, exact float32 elsewhere; fp32: exact float32 everywhere; tf32: TF32
@@ -96,28 +102,38 @@ class TrainConfig:
     until_metric: str = "entropy_mae"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "until", parse_until(self.until))
-        if self.until_metric not in CURVE_METRICS:
-            raise ValueError(f"until_metric must be one of {tuple(CURVE_METRICS)}, got {self.until_metric!r}")
-        if self.until is not None and not self.curves:
-            raise ValueError("until needs the learning curves (curves=True): a member stops on its curve")
-        if isinstance(self.curve_every, bool) or not isinstance(self.curve_every, int) or self.curve_every < 0:
-            raise ValueError(f"curve_every must be an integer >= 0 (0: log-spaced), got {self.curve_every!r}")
-        positive_int("curve_sequences", self.curve_sequences)
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
-        for f in ("steps", "batch_size", "prefetch", "sync_every"):
+        """Every field's rule, here and nowhere else: the command line, sweep files and the Python API
+        get these errors (a `SettingError` naming its fields, which callers prefix with where the value
+        came from: `--train-args beta1 must be ...`)."""
+        for f in ("steps", "batch_size", "prefetch", "sync_every", "curve_sequences"):
             positive_int(f, getattr(self, f))
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr!r}")
-        if self.warmup_steps < 0 or self.checkpoint_every < 0:
-            raise ValueError("warmup_steps and checkpoint_every must be >= 0")
-        if not 0.0 <= self.min_lr_ratio <= 1.0:
-            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
-        if not self.grad_clip > 0:
-            raise ValueError(f"grad_clip must be > 0, got {self.grad_clip!r}")
+        for f in ("warmup_steps", "checkpoint_every"):
+            int_at_least(f, getattr(self, f), 0)
+        int_at_least("curve_every", self.curve_every, 0, "0: log-spaced")
+        positive_number("lr", self.lr)
+        one_of("schedule", self.schedule, SCHEDULES)
+        number_in("min_lr_ratio", self.min_lr_ratio, 0, 1, what="the cosine schedule's last lr / lr")
+        number_in("weight_decay", self.weight_decay, 0, what="AdamW's decoupled decay")
+        for f in ("beta1", "beta2"):  # AdamW's moment decay rates: 1 would never forget, above 1 diverges
+            number_in(f, getattr(self, f), 0, 1, high_open=True)
+        positive_number("grad_clip", self.grad_clip, "the largest gradient norm per member")
+        for f in ("compile", "curves"):
+            boolean(f, getattr(self, f))
+        one_of("precision", self.precision, PRECISIONS)
+        one_of("until_metric", self.until_metric, tuple(CURVE_METRICS))
+        try:
+            object.__setattr__(self, "until", parse_until(self.until))
+        except ValueError as err:
+            raise SettingError(str(err), ("until",)) from None
+        if self.until is not None and not self.curves:
+            raise SettingError("until needs the learning curves (curves=true): a member stops on its curve",
+                               ("until", "curves"))
+
+    @classmethod
+    def check_settings(cls, settings: dict) -> None:
+        """Check some of the fields (e.g. a command line's, before a preset gives the rest) by the
+        rules above, the others at their defaults and `steps` 1 unless given; raises SettingError."""
+        cls(**{"steps": 1, **settings})
 
     def as_dict(self) -> dict:
         """The fields as a dict, without those added with the learning curves (`ADDED_FIELDS`)
@@ -271,6 +287,7 @@ class TrainResult:
     curve: EnsembleCurve | None = None
     stopped: dict[int, tuple[int, str, str]] = field(default_factory=dict)
     died_at: dict[int, int] = field(default_factory=dict)  # member -> the step it diverged on
+    code: dict = field(default_factory=dict)  # the code that trained it (`run_code`; bayesbench.versions)
 
     @property
     def steps_per_s(self) -> float:
@@ -315,6 +332,7 @@ class Trainer:
         if any(isinstance(s, bool) or int(s) != s or s < 0 or s > MAX_SEED for s in seeds):
             raise ValueError(f"seeds must be integers in [0, 2^63 - 1], got {seeds}")
         self.task, self.arch, self.seeds, self.cfg = task, arch, [int(s) for s in seeds], cfg
+        self.code = run_code(task, arch)
         self.model_cfg, self.max_len = dict(model_cfg or {}), max_len
         self.device = torch.device(device)
         self.run_dir, self.run_id = run_dir, run_id or uuid.uuid4().hex[:12]
@@ -397,9 +415,11 @@ class Trainer:
         train = self.cfg.as_dict()
         for k in ("checkpoint_every", "compile", "sync_every"):
             train.pop(k)
+        code = versions.keyed(self.code)  # what keys hash of the code: outside contents, raised versions
         return {"task": self.task.config(), "arch": self.arch, "model": self.model_cfg,
                 "max_len": self.max_len, "seeds": self.seeds, "train": train,
-                "device_type": self.device.type}  # data generators are per device type
+                "device_type": self.device.type,  # data generators are per device type
+                **({"code": code} if code else {})}
 
     # -- one step
     def train_step(self) -> Tensor:
@@ -539,6 +559,7 @@ class Trainer:
             "alive": self.alive, "diverged": self.diverged, "died_at": self._died_at.cpu(),
             "elapsed": self.elapsed, "meta": self.meta,
             "curve": None if self.curve is None else self.curve.state_dict(), "stopped": self.stopped,
+            "code": self.code,
         }
         path = save_atomic(state, path)
         self.saved_step = self.step
@@ -548,8 +569,9 @@ class Trainer:
         """Continue from a checkpoint written by `save` for the same configuration."""
         state = load_checkpoint(path, self.device, required=CHECKPOINT_KEYS)
         mine, theirs = self.identity(), state["identity"]
+        check_code(path, theirs, state.get("code"), self.code)
         for key in mine:
-            if mine[key] != theirs.get(key):
+            if key != "code" and mine[key] != theirs.get(key):
                 raise ValueError(f"checkpoint {path} was written for another run: {key} differs "
                                  f"({theirs.get(key)!r} there, {mine[key]!r} here)")
         try:
@@ -635,7 +657,7 @@ class Trainer:
         return TrainResult(self.run_id, self.model, self.seeds, self.step, losses, self.elapsed,
                            dict(self.diverged), checkpoint, self.identity(), dict(self.meta),
                            None if self.curve is None else self.curve.copy(), dict(self.stopped),
-                           _died(self._died_at.cpu(), self.diverged))
+                           _died(self._died_at.cpu(), self.diverged), dict(self.code))
 
 
 def _say(message: str) -> None:
@@ -699,6 +721,8 @@ def load_result(path: str, device: torch.device | str = "cpu") -> TrainResult:
     state = load_checkpoint(path, device, required=CHECKPOINT_KEYS)
     ident = state["identity"]
     task = task_from_config(ident["task"])
+    code = run_code(task, ident["arch"])
+    check_code(path, ident, state.get("code"), code)
     model = get_model(ident["arch"], task, seeds=ident["seeds"], max_len=ident["max_len"], device=device,
                       **ident["model"])
     try:
@@ -711,7 +735,31 @@ def load_result(path: str, device: torch.device | str = "cpu") -> TrainResult:
     return TrainResult(state["run_id"], model, list(ident["seeds"]), state["step"], state["losses"].cpu(),
                        state["elapsed"], dict(state["diverged"]), path, ident, dict(state.get("meta", {})),
                        None if curve is None else EnsembleCurve.from_state(curve), stopped,
-                       _died(state["died_at"].cpu(), state["diverged"]))
+                       _died(state["died_at"].cpu(), state["diverged"]), code)
+
+
+def run_code(task: Task, arch: str) -> dict:
+    """The code a training run of `arch` on `task` runs (`bayesbench.versions`): the tunnel's,
+    the architecture's and the trainer's."""
+    return {"task": task.code(), "model": model_code(arch), "training": versions.builtin(TRAINING_VERSION)}
+
+
+class CodeChanged(ValueError):
+    """A checkpoint (or stored run) was made by other code than the code here now."""
+
+
+def check_code(path: str, identity: dict, saved: dict | None, current: dict) -> None:
+    """Refuse a checkpoint written by other code than `current` (an edited model or tunnel file,
+    a raised version), naming what changed; its file is left as it is. `saved`: the checkpoint's
+    full code, when it records one; else what its identity keyed (`versions.keyed`) and, for a
+    checkpoint older than code records, the contents of its outside files as unknown."""
+    if saved is None:
+        saved = identity.get("code") or versions.legacy(identity.get("task"), identity.get("arch"))
+    changed = versions.changed(saved, current)
+    if changed:
+        raise CodeChanged(f"checkpoint {path}: {'; '.join(changed)} since it was written; it was left as it is "
+                          "(restore that code to use it, or train again: other code gets its own key and run "
+                          "directory)")
 
 
 def _died(died_at: Tensor, diverged: dict) -> dict[int, int]:

@@ -210,6 +210,8 @@ def test_damaged_checkpoint_is_named_by_a_rerun_and_eval_and_left_alone(capsys, 
         line = _fails(capsys, argv)
         assert f"checkpoint {trained} is damaged" in line and "left as it is" in line
         assert ("the file is empty" if damage == "empty" else "truncated or not a PyTorch checkpoint") in line
+        assert {"truncated": "an incomplete or damaged zip archive", "empty": "empty",
+                "text": "not a file torch.save wrote"}[damage] in line and "weights_only" not in line, line
         assert _snapshot(trained) == before
 
 
@@ -450,12 +452,23 @@ def test_oversized_jobs_and_study_options_are_refused_up_front(capsys, tmp_path)
     line = _fails(capsys, ["run", "--seeds", "1000000", "--tasks", "sticky", "--archs", "mlp", "--db",
                            str(tmp_path / "r.sqlite"), "--runs-dir", str(tmp_path / "runs")])
     assert "an ensemble of 1,000,000 members" in line and "use fewer seeds (--seeds)" in line  # before: 14.8 MB printed
+    assert "at most " in line and " members fit" in line
     line = _fails(capsys, ["emsgd", "--seeds", "2", "--length", "100000000", "--db", str(tmp_path / "r.sqlite")])
     assert "--length 100,000,000: one sequence's" in line and "fits" in line  # before: silent for 90 s
     for argv in (["--chunk", "0"], ["--chunk", "-3"], ["--threads", "0"]):
         with pytest.raises(SystemExit):
             main(["emsgd", "--seeds", "2", *argv])
         assert f"argument {argv[0]}: must be a positive integer" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_model_too_large_for_the_device_blames_the_model_not_the_seeds(capsys, tmp_path):
+    """Issue 29, section 3: one member of d_model=100000 (80 billion parameters) was refused with
+    "use fewer seeds" for a single seed: the model size is the cause, and --model-args its flag."""
+    line = _fails(capsys, _train(tmp_path, "--model-args", "d_model=100000", arch="transformer"))
+    assert "one member of 80,057,100,264 parameters needs at least 1.2 TiB" in line, line
+    assert "the model (--model-args d_model=100000) is too large for this device; make it smaller" in line, line
+    assert "fewer seeds" not in line
     assert not (tmp_path / "runs").exists()
 
 

@@ -172,3 +172,27 @@ def test_plot_refuses_options_it_would_ignore(capsys, tmp_path, argv, words):
     """Probe cases 128, 129: --curves beside --dynamics, and --metric without --curves, were ignored."""
     assert main(["plot", *argv, "--db", str(tmp_path / "r.sqlite"), "--out", str(tmp_path / "p")]) == 2
     assert words in capsys.readouterr().err and not (tmp_path / "p").exists()
+
+
+def test_plot_curves_of_a_metric_the_task_does_not_measure_says_so(capsys, tmp_path):
+    """Issue 29, section 4: `plot --curves --metric kl:new` on sticky runs said "no stored runs with
+    learning curves to plot" although they have curves: the metric does not exist for that task."""
+    db = str(tmp_path / "r.sqlite")
+    base = ["--arch", "mlp", "--seeds", "0", "--steps", "4", "--eval-sequences", "16", "--curve-sequences", "16",
+            "--db", db, "--runs-dir", str(tmp_path / "runs"), "--no-progress"]
+    assert main(["train", "--task", "sticky", *base]) == 0
+    capsys.readouterr()
+    plot = ["plot", "--curves", "--db", db, "--out", str(tmp_path / "p")]
+    for metric in ("kl:new", "kl:repeated"):
+        assert main([*plot, "--metric", metric]) == 2
+        out, err = capsys.readouterr()
+        assert err.startswith(f"bayesbench plot: --metric {metric} is not measured by the learning curves of sticky "
+                              "V=8 L=32 (they measure entropy_mae, entropy_mae_positional, kl); ") and \
+            "the bijection's" in err and len(err.strip().splitlines()) == 1 and "no stored runs" not in out, err
+    # beside a bijection run: its figure is drawn, and the task left out is said on stderr
+    assert main(["train", "--task", "bijection", *base]) == 0
+    capsys.readouterr()
+    assert main([*plot, "--metric", "kl:new"]) == 0
+    out, err = capsys.readouterr()
+    assert [p.split("/")[-1] for p in out.split()] == ["bijection_V=8_L=7_repl_curves_kl_new.png"], (out, err)
+    assert "sticky V=8 L=32 left out: its learning curves do not measure kl:new" in err, err

@@ -41,10 +41,17 @@ def test_overrides_reach_the_job_the_record_and_the_leaderboard(tmp_path, capsys
 
 @pytest.mark.parametrize("argv,words", [
     (["--train-args", "lrr=1"], "--train-args: unknown training setting 'lrr' (did you mean 'lr'?)"),
-    (["--train-args", "lr=fast"], "--train-args: lr must be a number, got 'fast'"),
+    (["--train-args", "lr=fast"], "--train-args lr must be a positive finite number, got 'fast'"),
     (["--train-args", "steps=5"], "--train-args: steps has its own option, --steps"),
     (["--train-args", "lr=1e-3", "lr=2e-3"], "--train-args: lr given twice"),
-    (["--task-args", "LL=3"], "--task-args for task 'sticky': bad configuration for task 'sticky'"),
+    (["--task-args", "LL=3"], "--task-args for task 'sticky': 'LL' is not a setting of task 'sticky' (did you mean "
+                              "'L'?); its settings: V, L, a, b"),
+    # issue 29, section 3: Python's "get_task() got multiple values for argument 'name'"
+    (["--task-args", "name=foo"], "--task-args for task 'sticky': 'name' is not a setting of task 'sticky'; its "
+                                  "settings: V, L, a, b"),
+    (["--task-args", "task=hmm"], "--task-args for task 'sticky': 'task' is not a setting of task 'sticky' (the task "
+                                  "is --task's); its settings: V, L, a, b"),
+    (["--task-args", "a=true"], "--task-args for task 'sticky': a must be a positive finite number"),
     (["--model-args", "d_modl=3"], "--model-args for transformer: bad configuration for model 'transformer'"),
 ])
 def test_bad_overrides_are_one_line_and_train_nothing(tmp_path, capsys, argv, words):
@@ -52,6 +59,44 @@ def test_bad_overrides_are_one_line_and_train_nothing(tmp_path, capsys, argv, wo
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1, err
     assert not read_rows(str(tmp_path / "r.sqlite"))
+
+
+# Issue 29, sections 2 and 3: values out of range trained (beta1, beta2, weight_decay), or were refused
+# without the flag named (the rest); NaN read as nan while inf was "not a number".
+RANGES = [
+    ("beta1=1.5", "--train-args beta1 must be a number in [0, 1), got 1.5"),
+    ("beta2=-0.5", "--train-args beta2 must be a number in [0, 1), got -0.5"),
+    ("weight_decay=-1", "--train-args weight_decay must be a finite number >= 0"),
+    ("lr=-1", "--train-args lr must be a positive finite number, got -1"),
+    ("lr=0", "--train-args lr must be a positive finite number, got 0"),
+    ("lr=NaN", "--train-args lr must be a positive finite number, got nan"),
+    ("lr=inf", "--train-args lr must be a positive finite number, got inf"),
+    ("batch_size=0", "--train-args batch_size must be a positive integer, got 0"),
+    ("batch_size=-5", "--train-args batch_size must be a positive integer, got -5"),
+    ("schedule=bogus", "--train-args schedule must be one of ('constant', 'cosine'), got 'bogus'"),
+    ("grad_clip=-1", "--train-args grad_clip must be a positive finite number"),
+    ("prefetch=0", "--train-args prefetch must be a positive integer, got 0"),
+    ("sync_every=0", "--train-args sync_every must be a positive integer, got 0"),
+    ("until=abc", "--train-args until must be a threshold in bits"),
+    ("curves=yes", "--train-args curves must be true or false, got 'yes'"),
+]
+
+
+@pytest.mark.parametrize("item,words", RANGES, ids=[i for i, _ in RANGES])
+def test_train_args_out_of_range_are_refused_naming_the_flag(tmp_path, capsys, item, words):
+    assert main(["train", "--task", "sticky", "--arch", "mlp", "--seeds", "0", *_common(tmp_path),
+                 "--train-args", item]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"bayesbench train: {words}") and "\n" not in err, err
+    assert not read_rows(str(tmp_path / "r.sqlite")) and not (tmp_path / "runs").exists()
+
+
+def test_a_rule_between_a_train_arg_and_an_option_names_both(tmp_path, capsys):
+    assert main(["train", "--task", "sticky", "--arch", "mlp", "--seeds", "0", *_common(tmp_path),
+                 "--train-args", "curves=false", "--until", "0.5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("bayesbench train: --until with --train-args curves: until needs the learning curves "
+                   "(curves=true): a member stops on its curve"), err
 
 
 def test_model_args_name_one_architecture(tmp_path, capsys):

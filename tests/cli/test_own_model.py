@@ -217,7 +217,17 @@ def test_bad_input_is_one_line_and_stores_nothing(capsys, env):
     score = ["score", "--model", "./mine.py:build", "--task", "bijection", "--db", env["db"]]
     _fails(capsys, env, [*score, "--checkpoint", "other.pt"], "holds another architecture")
     (env["tmp"] / "junk.pt").write_text("not a checkpoint")
-    _fails(capsys, env, [*score, "--checkpoint", "junk.pt"], "not a readable torch checkpoint")
+    # issue 29, section 3: torch's advice that weights_only=False "will likely succeed" was passed on
+    _fails(capsys, env, [*score, "--checkpoint", "junk.pt"], "--checkpoint junk.pt is not a checkpoint or a state dict "
+           "(16 bytes: not a file torch.save wrote)")
+    torch.save(mine.build(bayesbench.model_spec("bijection")), "whole.pt")  # the module, not its state dict
+    _fails(capsys, env, [*score, "--checkpoint", "whole.pt"], "--checkpoint whole.pt is not a checkpoint or a state "
+           "dict (pickled Python objects, not only tensors: mine.Net; save module.state_dict() rather than the module)")
+    (env["tmp"] / "empty.pt").write_bytes(b"")
+    _fails(capsys, env, [*score, "--checkpoint", "empty.pt"], "--checkpoint empty.pt is not a checkpoint or a state "
+           "dict (the file is empty)")
+    err = capsys.readouterr().err
+    assert "weights_only" not in err and "likely succeed" not in err
     _fails(capsys, env, ["score", "--model", "./mine.py:build", "--checkpoint", "other.pt", "--db", env["db"]],
            "--task is needed")
     # NaN weights: the trial forward refuses them
@@ -249,3 +259,49 @@ def test_evaluate_model_refuses_an_ensemble_without_the_seed_dimension(env):
     with pytest.raises(ValueError, match=r"member\(s\) \[1\] contain NaN"):
         bayesbench.evaluate_model(model, "bijection", name="nan", db=env["db"], eval_sequences=32)
     assert not os.path.exists(env["db"]) or read_rows(env["db"]) == []
+
+
+GRU_SRC = textwrap.dedent('''
+    from torch import nn
+
+
+    class Mine(nn.Module):  # the README's model: torch.nn.GRU cannot be vmapped
+        def __init__(self, spec, width=8):
+            super().__init__()
+            self.embed = nn.Embedding(spec.vocab_size, width)
+            self.rnn = nn.GRU(width, width, batch_first=True)
+            self.head = nn.Linear(width, spec.num_classes)
+
+        def forward(self, tokens):
+            return self.head(self.rnn(self.embed(tokens))[0])
+
+
+    build = Mine
+''')
+
+
+def test_a_factory_that_fails_on_model_args_names_the_flag_and_the_factory(capsys, env):
+    """Issue 29, section 3: `--model ./mine.py:build --model-args width=0` printed torch's "input_size
+    must be greater than zero", naming neither the flag nor the factory."""
+    (env["tmp"] / "mygru.py").write_text(GRU_SRC)
+    _fails(capsys, env, ["train", "--model", "./mygru.py:build", "--model-args", "width=0", "--task", "bijection",
+                         *_common(env)],
+           f"--model-args width=0: {env['tmp'] / 'mygru.py'}:build: the factory raised ValueError: input_size must be "
+           "greater than zero")
+    _fails(capsys, env, ["train", "--model", "./mygru.py:build", "--model-args", "depth=2", "--task", "bijection",
+                         *_common(env)], "--model-args depth=2: bad configuration for model")
+
+
+def test_the_loop_note_counts_the_members_that_train(capsys, env):
+    """Issue 29, section 3: one seed was reported as "runs its 2 members in a loop" (the trial forward's
+    two members, not the job's)."""
+    (env["tmp"] / "mygru.py").write_text(GRU_SRC)
+    assert main(["train", "--model", "./mygru.py:build", "--task", "sticky", "--seeds", "0", *_common(env)]) == 0
+    out, err = capsys.readouterr()
+    assert "2 members" not in out + err and "in a loop" not in err, err
+    assert "forward: one forward call for its 1 member (vmap over members fails:" in out, out
+    (env["tmp"] / "mygru3.py").write_text(GRU_SRC)  # another file: the note is said once per model and process
+    assert main(["train", "--model", "./mygru3.py:build", "--task", "sticky", "--seeds", "0,1,2", *_common(env)]) == 0
+    out, err = capsys.readouterr()
+    assert "runs its 3 members in a loop" in err and "2 members" not in out + err, err
+    assert "forward: a loop over its 3 members, one call each (vmap failed:" in out, out

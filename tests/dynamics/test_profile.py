@@ -375,10 +375,10 @@ def _store_untouched(db):
     (["--lr", "-1"], "--lr must be a positive number"),
     (["--task", "nope"], "task 'nope' is not in preset"),
     (["--law-sequences", "1"], "--law-sequences must be an integer >= 2"),
-    (["--task-set", "nope=1"], "unexpected keyword argument 'nope'"),
+    (["--task-set", "nope=1"], "'nope' is not a setting of task 'bijection'; its settings: V, variant"),
     (["--task-set", "variant=other"], "variant must be one of"),
     (["--run", "x", "--batch-size", "8"], "--batch-size cannot change a stored run's batch"),
-    (["--task-args", "nope=1"], "unexpected keyword argument 'nope'"),
+    (["--task-args", "nope=1"], "'nope' is not a setting of task 'bijection'; its settings: V, variant"),
     (["--task-args", "L=3", "--task-set", "L=4"], "--task-args/--task-set: L given twice (3 and 4)"),
 ])
 def test_profile_bad_inputs(tmp_path, capsys, extra, message):

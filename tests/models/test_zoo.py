@@ -147,7 +147,7 @@ def test_bad_configs(bij):
         get_model("linear-attention", bij, n_head=5, d_model=12)
     with pytest.raises(ValueError, match="scan must be one of"):
         get_model("mamba", bij, scan="fast")
-    with pytest.raises(ValueError, match="init_std must be positive"):
+    with pytest.raises(ValueError, match="init_std must be a positive finite number"):
         get_model("toy-attention", bij, init_std=0.0)
 
 

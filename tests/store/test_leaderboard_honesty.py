@@ -100,3 +100,22 @@ def test_a_row_scored_from_given_weights_says_so_in_the_settings_column(tmp_path
     assert "| mine | - | 0.1k | 200 |" in lines[0]
     assert "| mine | scored from given weights (not trained here) | 0.1k | 0 |" in lines[1]
     assert "lr=" not in "\n".join(lines)
+
+
+def test_a_parameter_count_not_given_is_a_dash_and_differing_counts_are_all_shown(tmp_path):
+    """A predictions row scored without --params (0: not given) showed '0.0k' parameters (the site
+    showed '-'); seeds of one row scored with different --params showed the first seed's count."""
+    from bayesbench.report.site import _row as site_row
+
+    db = str(tmp_path / "r.sqlite")
+    rows = [_row("p", s, 0.3, arch="mine") for s in range(3)]
+    for r, params in zip(rows, (0, 0, 1000)):
+        r["params"] = params
+    write_rows([{**_row("q", 0, 0.4, arch="theirs"), "params": 0}, *rows], db)
+    lines = {line.split(" | ")[2]: line for line in markdown(select_rows(db)).splitlines()
+             if line.startswith("| bijection") and "floor" not in line}
+    assert lines["theirs"].split(" | ")[3] == "-"
+    assert lines["mine"].split(" | ")[3] == "- / 1.0k"
+    agg = {g["arch"]: g for g in _aggregate(select_rows(db))}
+    assert '<td class="num" data-value="0">- / 1.0k</td>' in site_row(agg["mine"], 0.3, None)
+    assert '<td class="num" data-value="0">-</td>' in site_row(agg["theirs"], 0.4, None)

@@ -28,7 +28,8 @@ def _record(seed: int, mae: float = 0.25, **kw) -> RunRecord:
     perm = PermutationCheck("K=6", mae, mae + 1e-3, Summary(-1e-3, -2e-3, 0.0, 64, 512))
     fields = dict(run_id="r1", seed=seed, member=seed, group_id="g", preset="quick", task="hmm",
                   task_label="hmm S=5 K=6", task_config={"task": "hmm", "K": 6}, arch="transformer",
-                  config={"seeds": [0, 1]}, params=123, steps=10, wall_s=1.5, steps_per_s=6.7,
+                  config={"seeds": [0, 1], "code": {"task": {"version": 1}, "model": {"version": 1}}},
+                  params=123, steps=10, wall_s=1.5, steps_per_s=6.7,
                   sequences_per_s=100.0, status="ok", final_loss=0.9,
                   evaluation=MemberEvaluation("K=6", evals, curves, perm), param_breakdown={"embed": 23},
                   loss_curve=[[10, 0.9]], environment={"device": "cpu"})
@@ -69,8 +70,10 @@ def test_round_trip_keeps_every_field(tmp_path):
 def test_leaderboard_outputs_read_the_typed_fields(tmp_path):
     records = [_record(0), _record(1, mae=NAN, status="diverged")]
     runs = json_runs(records)["runs"]
-    assert runs[0]["evals"]["K=9"] == {"entropy_mae_bits": 0.75, "kl_bits": None,
-                                       "positions": "the K = 9 observation positions"}
+    ev = runs[0]["evals"]["K=9"]
+    assert {k: ev[k] for k in ("entropy_mae_bits", "kl_bits", "positions", "n_sequences", "kl_ci")} == {
+        "entropy_mae_bits": 0.75, "kl_bits": None, "positions": "the K = 9 observation positions", "n_sequences": 64,
+        "kl_ci": [None, None]}
     assert runs[1]["entropy_mae_bits"] is None and runs[0]["permutation"]["difference"]["mean"] == -1e-3
     lines = to_csv(records).splitlines()
     assert lines[0].split(",")[7:9] == ["entropy_mae_bits", "kl_bits"] and len(lines) == 1 + 2 * 2

@@ -142,7 +142,12 @@ BAD = [
     ('archs = []\nseeds = [0]', "archs is empty"),
     ('seeds = []', "seeds is empty"),
     ('seeds = [0, 1, 1]', "seeds has duplicates [1]"),
-    ('seeds = [0]\nlrs = [0.001, -1]', "lrs must be a positive number"),
+    ('seeds = [0]\nlrs = [0.001, -1]', "lrs must be a positive finite number, got -1"),
+    # issue 29, section 2: a value out of its range is refused by TrainConfig's rule, naming the file and key
+    ('seeds = [0]\nlrs = [nan]', "lrs must be a positive finite number, got nan"),
+    ('seeds = [0]\ntrain = {beta1 = 1.5}', "train.beta1 must be a number in [0, 1), got 1.5"),
+    ('seeds = [0]\ntrain = {weight_decay = -1}', "train.weight_decay must be a finite number >= 0"),
+    ('seeds = [0]\ntrain = {curves = false, until = 0.5}', "train.until needs the learning curves"),
     ('seeds = [0]\nsteps = 0', "steps must be an integer >= 1"),
     ('seeds = [0]\ntrain = {batchsize = 8}', "unknown key 'batchsize' in train (did you mean 'batch_size'?)"),
     # probe case 51: 'unknown key' for lr, which has a key of its own that the message did not name

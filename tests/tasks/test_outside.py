@@ -11,6 +11,7 @@ import pickle
 import pytest
 import torch
 from outside_tunnel import CoinTask
+from rundirs import run_dirs
 
 from bayesbench.cli import main
 from bayesbench.tasks import Batch, get_task, outside_task, task_from_config
@@ -116,6 +117,7 @@ def test_bad_factories_are_one_clear_error(tmp_path):
 FLAKY = """
 import dataclasses
 from outside_tunnel import CoinTask
+from rundirs import run_dirs
 
 @dataclasses.dataclass(frozen=True)
 class Flaky(CoinTask):
@@ -141,13 +143,57 @@ def test_a_sampler_that_raises_mid_training_is_the_tunnels_error(tmp_path, capsy
     with pytest.raises(ValueError, match=r"flaky.py:build': sample\(128\) raised RuntimeError: ran out of coins "
                                          r"\(an error in the tunnel's own code\)"):
         task.sample(128, torch.Generator().manual_seed(0))
-    assert main(["train", "--task", spec, "--arch", "mlp", "--seeds", "0", "--steps", "4", "--eval-sequences", "16",
-                 "--train-args", "batch_size=8", "--no-curves", "--db", str(tmp_path / "r.sqlite"),
-                 "--runs-dir", str(tmp_path / "runs"), "--no-progress"]) == 2
+    argv = ["train", "--task", spec, "--arch", "mlp", "--seeds", "0", "--steps", "4", "--eval-sequences", "16",
+            "--train-args", "batch_size=8", "--no-curves", "--db", str(tmp_path / "r.sqlite"),
+            "--runs-dir", str(tmp_path / "runs"), "--no-progress"]
+    assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "flaky.py:build': sample(128) raised RuntimeError" in err[0], err
     assert "internal error" not in err[0]
-    assert (tmp_path / "runs").exists()  # past the checks: training had begun
+    # issue 29, section 4: the run directory the failed job made, with nothing in it, was left behind
+    (run_dir,) = run_dirs(argv)
+    assert (tmp_path / "runs").exists() and not os.path.exists(run_dir)  # past the checks, training had begun
+    # a run directory that was there before the job (someone else's files in it) is left as it was
+    os.makedirs(run_dir)
+    with open(os.path.join(run_dir, "notes.txt"), "w") as f:
+        f.write("mine")
+    assert main(argv) == 2
+    assert os.listdir(run_dir) == ["notes.txt"]
+
+
+LATER = """
+import dataclasses
+from outside_tunnel import CoinTask
+from rundirs import run_dirs
+
+CALLS = []
+
+@dataclasses.dataclass(frozen=True)
+class Later(CoinTask):
+    name = "later"
+
+    def sample(self, batch_size, generator=None, **kw):
+        if batch_size == 8:  # training's draws (prefetch 1): the third one fails
+            CALLS.append(batch_size)
+            if len(CALLS) == 3:
+                raise RuntimeError("ran out of coins")
+        return super().sample(batch_size, generator, **kw)
+
+def build(**o):
+    return Later(**o)
+"""
+
+
+def test_a_run_that_failed_after_its_first_checkpoint_keeps_its_run_directory(tmp_path, capsys):
+    """Only a run directory left without a checkpoint is removed: a later failure keeps what it saved."""
+    (tmp_path / "later.py").write_text(LATER)
+    argv = ["train", "--task", f"{tmp_path / 'later.py'}:build", "--arch", "mlp", "--seeds", "0", "--steps", "4",
+            "--eval-sequences", "16", "--checkpoint-every", "1", "--train-args", "batch_size=8", "prefetch=1",
+            "--no-curves", "--db", str(tmp_path / "r.sqlite"), "--runs-dir", str(tmp_path / "runs"), "--no-progress"]
+    assert main(argv) == 2
+    assert "ran out of coins" in capsys.readouterr().err
+    (run_dir,) = run_dirs(argv)
+    assert os.path.exists(os.path.join(run_dir, "checkpoint.pt"))
 
 
 def test_the_built_in_tunnels_pass_the_same_checks():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -36,7 +37,7 @@ def test_registry():
     assert get_task("hmm", K=30).K == 30
     with pytest.raises(ValueError, match="unknown task 'hmmm'; available: bijection, hmm"):
         get_task("hmmm")
-    with pytest.raises(ValueError, match="bad configuration for task 'hmm'.*fields: S, V, K"):
+    with pytest.raises(ValueError, match="'states' is not a setting of task 'hmm'; its settings: S, V, K"):
         get_task("hmm", states=4)
 
 
@@ -198,11 +199,11 @@ def test_hmm_rows_header_holds_the_matrices():
         ("bijection", {"V": 5, "L": 6}, "L must be <= V when keys='permutation'"),
         ("bijection", {"variant": "mine"}, "variant must be one of"),
         ("bijection", {"supervise": "query"}, "supervise='query' needs query=True"),
-        ("hmm", {"S": 1}, "S must be >= 2"),
+        ("hmm", {"S": 1}, "S must be an integer >= 2"),
         ("hmm", {"K": 0}, "K must be a positive integer"),
         ("hmm", {"encoding": "tokens", "S": 21}, "encoding='tokens' needs S, V <= 20"),
-        ("hmm", {"init": "random"}, "init must be 'uniform' or 'stationary'"),
-        ("hmm", {"target": "soft"}, "target must be 'state'"),
+        ("hmm", {"init": "random"}, "init must be one of \\('uniform', 'stationary'\\)"),
+        ("hmm", {"target": "soft"}, "target must be one of \\('state', 'posterior'\\)"),
         ("sticky", {"a": 0}, "a must be a positive finite number"),
         ("sticky", {"b": float("inf")}, "b must be a positive finite number"),
         ("markov", {"alpha": float("nan")}, "alpha must be a positive finite number"),
@@ -213,6 +214,48 @@ def test_hmm_rows_header_holds_the_matrices():
 def test_bad_configuration_raises(name, config, message):
     with pytest.raises(ValueError, match=message):
         get_task(name, **config)
+
+
+# Issue 29, section 2: every field of every built-in tunnel checked for type and range where it is
+# defined (a bool or a string passed for a number, or a number for a switch, was accepted).
+FIELD_RULES = {
+    "bijection": {"V": [1, 0, 2.5, True, "8"], "variant": ["mine", 3], "L": [0, -1, 1.5, True],
+                  "keys": ["sorted", 1], "query": [1, 0, "yes"], "supervise": ["all", 2]},
+    "hmm": {"S": [1, 0, 2.0, True], "V": [0, -1, 1.5], "K": [0, 2.5, True],
+            "concentration": [0, -1.0, math.nan, math.inf, True, "1.5"], "init": ["random", None],
+            "encoding": ["bits"], "target": ["soft"], "rounding": ["up"], "rows_rounded": [1, "no"]},
+    "sticky": {"V": [1, 2.0, True], "L": [1, 0, 3.5], "a": [0, -1, math.nan, math.inf, True, "1.5"],
+               "b": [0.0, -math.inf, True, "2"]},
+    "markov": {"V": [1, True], "L": [1, 2.5], "alpha": [0, math.nan, math.inf, True, "1"]},
+}
+
+
+def test_the_field_rules_cover_every_field_of_every_tunnel():
+    from bayesbench.tasks.registry import _TASKS
+
+    for name, rules in FIELD_RULES.items():
+        assert set(rules) == {f.name for f in dataclasses.fields(_TASKS[name])}, name
+
+
+@pytest.mark.parametrize("name", sorted(FIELD_RULES))
+def test_every_field_refuses_values_outside_its_rule_naming_the_field(name):
+    from bayesbench.checks import SettingError
+
+    for field, values in FIELD_RULES[name].items():
+        for value in values:
+            with pytest.raises(SettingError, match=f"^{field} must") as err:
+                get_task(name, **{field: value})
+            assert field in err.value.fields, (name, field, value)
+
+
+def test_a_name_that_is_not_a_setting_is_said_so_with_the_settings():
+    """Issue 29, section 3: `--task-args name=foo` gave Python's "got multiple values for argument 'name'"."""
+    for key in ("name", "VV", "sample"):
+        with pytest.raises(ValueError, match=f"{key!r} is not a setting of task 'bijection'.*its settings: V, variant, "
+                                             "L, keys, query, supervise"):
+            get_task("bijection", **{key: 1})
+    with pytest.raises(ValueError, match=r"'VV' is not a setting of task 'bijection' \(did you mean 'V'\?\)"):
+        get_task("bijection", VV=3)
 
 
 def test_bad_batch_size_and_device_mismatch():

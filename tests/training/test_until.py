@@ -128,3 +128,24 @@ def test_plateau_stops_members_and_the_run_ends_when_all_have():
         assert plateau_at(result.curve.steps[:i + 1], result.curve.member(e, "entropy_mae")[:i + 1], 300) == step
         solo = train(task, "mlp", [e], _cfg("plateau", steps=300), model_cfg=dict(depth=1, width=8), progress=False)
         assert solo.stop(0) == result.stop(e)
+
+
+def test_a_stored_row_keeps_the_runs_steps_and_the_members_own_stop_step(tmp_path):
+    """Issue 29, section 4: seed 0 stored stop_step 133 beside steps 178 while docs/results.md called
+    `steps` "training steps done". `steps`, `wall_s` and the throughputs describe the run (one
+    ensemble trained as one: steps_per_s = steps / wall_s in every row), the same for every member,
+    and `stop_step` is the member's own; the docs say so."""
+    import os
+
+    from bayesbench.scoring.rows import score_run
+
+    task = get_task("bijection", V=6)
+    meta = {"eval_sequences": 32, "eval_scored": ["values"], "eval_lengths": []}
+    result = train(task, "transformer", [3, 5], _cfg(0.93, steps=42), model_cfg=TINY, progress=False, meta=meta)
+    records = score_run(result, cache_dir=str(tmp_path), write=False)
+    assert [(r.seed, r.stop_step, r.stop_kind) for r in records] == [(3, 32, "threshold"), (5, 42, "threshold")]
+    for r in records:
+        assert r.steps == result.steps == 42 and r.steps_per_s == pytest.approx(r.steps / r.wall_s)
+    docs = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "results.md")).read()
+    row = next(line for line in docs.splitlines() if line.startswith("| `steps`, `wall_s`"))
+    assert "the same in every member's row" in row and "`stop_step`" in row, row

@@ -1,0 +1,242 @@
+"""`bayesbench data export`: the tunnels as datasets, with everything a scorer needs.
+
+One row per sequence: the tokens, the scored mask, the exact posterior at every position, the
+training targets (hard targets), the header (the HMM's rows) and every latent variable
+(the bijection, the HMM's matrices and hidden states, ...), for each set a split names
+(`data.sets`). Written as parquet (one file per set, zstd) or as a Hugging Face `datasets`
+DatasetDict saved to disk (one split per set), beside a dataset card (README.md, `data.card`)
+and `bayesbench.json`: the manifest with every set's id, seed, sizes, task and the key a
+predictions file of it carries.
+
+An export replaces the folder's previous export as a whole (written beside it, then swapped in),
+and refuses a folder that holds anything else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+
+from .. import __version__
+from ..scoring.evaluate import scored_positions
+from ..tasks import Batch
+from . import FORMATS, card
+from .sets import SetSpec, sets_of, task_setup
+
+MANIFEST = "bayesbench.json"
+CARD = "README.md"
+FORMAT_VERSION = 1
+
+
+def _pyarrow():
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ValueError("bayesbench data export needs pyarrow: pip install 'bayesbench[data]'") from None
+    return pa, pq
+
+
+def nested(array: np.ndarray):
+    """An [N, ...] array as one arrow column: nested fixed-size lists, one row per sequence."""
+    pa, _ = _pyarrow()
+    array = np.ascontiguousarray(array)
+    flat = pa.array(array.reshape(-1))
+    for size in reversed(array.shape[1:]):
+        flat = pa.FixedSizeListArray.from_arrays(flat, size)
+    return flat
+
+
+def _kind(array: np.ndarray) -> str:
+    dims = "".join(f"[{d}]" for d in array.shape[1:])
+    return f"{array.dtype} {dims}".strip()
+
+
+def table(batch: Batch):
+    """The set as an arrow table (column order: sequence, tokens, mask, posterior, targets,
+    header, latent_*)."""
+    pa, _ = _pyarrow()
+    cols = {"sequence": np.arange(batch.batch_size, dtype=np.int64), "tokens": batch.tokens.numpy(),
+            "mask": batch.mask.numpy(), "posterior": batch.posterior.numpy()}
+    if not batch.soft_targets:
+        cols["targets"] = batch.targets.numpy()
+    if batch.header is not None:
+        cols["header"] = batch.header.numpy()
+    for name, value in batch.latents.items():
+        cols[f"latent_{name}"] = value.numpy()
+    arrays = {name: nested(a) for name, a in cols.items()}
+    return pa.table(arrays), {name: _kind(a) for name, a in cols.items()}
+
+
+def set_entry(spec: SetSpec, batch: Batch, kinds: dict, fmt: str) -> dict:
+    """A set's entry in the manifest."""
+    per_sequence = batch.mask.sum(1)
+    return {
+        "name": spec.name, "slug": spec.slug, "split": spec.split,
+        "file": f"{spec.slug}.parquet" if fmt == "parquet" else spec.slug,
+        "set_id": spec.set_id, "key": spec.key(), "seed": spec.seed, "n_sequences": spec.n,
+        "seq_len": batch.seq_len, "num_classes": int(batch.posterior.shape[-1]), "vocab_size": spec.task.vocab_size,
+        "header": None if batch.header is None else list(batch.header.shape[1:]),
+        "scored": scored_positions(spec.task),
+        "scored_per_sequence": sorted({int(x) for x in per_sequence.unique()}),
+        "task": spec.task.describe(), "task_config": spec.task.config(), "tunnel_code": spec.task.code(),
+        "columns": kinds,
+    }
+
+
+def _command(task: str, task_args: dict | None, preset: str, split: str, n: int | None, evals, seed: int,
+             fmt: str) -> str:
+    parts = ["bayesbench data export", task]
+    if task_args:
+        parts += ["--task-args", *(f"{k}={json.dumps(v)}" for k, v in task_args.items())]
+    if preset != "quick":
+        parts += ["--preset", preset]
+    parts += ["--split", split]
+    if n is not None:
+        parts += ["--sequences", str(n)]
+    for e in evals or ():
+        parts += ["--eval", e]
+    if split == "train":
+        parts += ["--seed", str(seed)]
+    return " ".join(parts + ["--format", fmt])
+
+
+def check_out(out: str) -> None:
+    """Refuse a folder that holds something other than an earlier export."""
+    if not out.strip():
+        raise ValueError("--out must name a folder, got an empty path (leave --out out for the default)")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"--out {out} is a file; give a folder (it is created if missing)")
+    if os.path.isdir(out) and os.listdir(out) and not os.path.exists(os.path.join(out, MANIFEST)):
+        raise ValueError(f"--out {out} is not empty and holds no bayesbench export ({MANIFEST}): give a new or "
+                         "empty folder (an earlier export there is replaced)")
+
+
+def export(task: str, *, out: str, task_args: dict | None = None, preset: str = "quick", split: str = "eval",
+           sequences: int | None = None, evals: list[str] | None = None, seed: int = 0, fmt: str = "parquet",
+           cache_dir: str | None = None) -> dict:
+    """Write the sets `split` names for `task` to the folder `out` in `fmt`; returns the manifest
+    (with "bytes": the folder's size on disk)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"--format must be one of {FORMATS}, got {fmt!r}")
+    _, pq = _pyarrow()
+    if fmt == "hf":
+        try:
+            import datasets  # noqa: F401  (needed by _save_hf: asked for before anything is drawn)
+        except ImportError:
+            raise ValueError("--format hf needs the datasets package: pip install 'bayesbench[data]' (or pip install "
+                             "datasets)") from None
+    check_out(out)
+    setup = task_setup(task, task_args, preset)
+    specs = sets_of(setup, split, n=sequences, evals=evals, seed=seed)
+    first = specs[0].task
+    manifest = {"format_version": FORMAT_VERSION, "what": "bayesbench dataset", "format": fmt, "split": split,
+                "preset": preset, "task": task, "task_args": task_args or {}, "label": setup.label,
+                "task_config": setup.task, "tunnel": first.name, "tunnel_code": first.code(),
+                "bayesbench": __version__,
+                "command": _command(task, task_args, preset, split, sequences, evals, seed, fmt), "sets": []}
+    tmp = make_tmp(out)
+    try:
+        tables = {}
+        for spec in specs:
+            batch = spec.draw(cache_dir)
+            t, kinds = table(batch)
+            entry = set_entry(spec, batch, kinds, fmt)
+            manifest["sets"].append(entry)
+            t = t.replace_schema_metadata({"bayesbench": json.dumps(entry, sort_keys=True)})
+            if fmt == "parquet":
+                pq.write_table(t, os.path.join(tmp, entry["file"]), compression="zstd")
+            else:
+                tables[entry["slug"]] = (t, entry)
+        if fmt == "hf":
+            _save_hf(tables, tmp)
+        with open(os.path.join(tmp, MANIFEST), "w") as f:
+            json.dump(manifest, f, indent=1, sort_keys=False)
+            f.write("\n")
+        with open(os.path.join(tmp, CARD), "w") as f:
+            f.write(card.render(manifest))
+        replace_folder(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    manifest["bytes"] = folder_bytes(out)
+    return manifest
+
+
+def _save_hf(tables: dict, folder: str) -> None:
+    import datasets
+
+    was = datasets.utils.logging.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        splits = {}
+        for name, (t, entry) in tables.items():
+            info = datasets.DatasetInfo(description=f"bayesbench {entry['task']}: {entry['n_sequences']} sequences, "
+                                                    f"set id {entry['set_id']} (README.md: what each column is)")
+            splits[name] = datasets.Dataset(t, info=info)
+        datasets.DatasetDict(splits).save_to_disk(folder)
+    finally:
+        if was:
+            datasets.enable_progress_bars()
+
+
+def make_tmp(out: str) -> str:
+    """A fresh folder beside `out` to build into (then `replace_folder`); a place where nothing
+    can be written is refused naming --out (a read-only folder, a full disk)."""
+    tmp = f"{out.rstrip(os.sep)}.tmp{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        os.makedirs(tmp)
+    except OSError as err:
+        where = os.path.dirname(os.path.abspath(tmp))
+        raise ValueError(f"--out {out}: nothing can be written in {where} ({err.strerror or err}); choose a writable "
+                         "folder") from None
+    return tmp
+
+
+def replace_folder(tmp: str, out: str) -> None:
+    """Put the finished folder `tmp` at `out`, replacing what was there only once the new one is
+    complete (an export, a site): a failure on the way leaves the earlier one as it was.
+
+    Between the two renames `out` is briefly absent: an interruption there (Ctrl-C) puts the
+    earlier folder back, and another command that put its own folder at `out` meanwhile (two
+    exports to one place) is replaced in turn, so one whole folder is left, never none."""
+    old = f"{out.rstrip(os.sep)}.old{os.getpid()}"
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    shutil.rmtree(old, ignore_errors=True)
+    moved = False
+    try:
+        for attempt in range(5):
+            if os.path.isdir(out):
+                if moved:  # another writer's folder arrived after ours moved the earlier one: last wins
+                    shutil.rmtree(out, ignore_errors=True)
+                else:
+                    os.replace(out, old)
+                    moved = True
+            try:
+                os.replace(tmp, out)
+                break
+            except OSError:
+                if attempt == 4 or not os.path.isdir(out):
+                    raise
+    except BaseException:
+        if moved and not os.path.exists(out) and os.path.isdir(old):
+            os.replace(old, out)  # the earlier folder back where it was
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def folder_bytes(folder: str) -> int:
+    return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(folder) for f in files)
+
+
+def read_manifest(folder: str) -> dict:
+    """The manifest of an exported folder."""
+    path = os.path.join(folder, MANIFEST)
+    if not os.path.isfile(path):
+        raise ValueError(f"{folder} holds no bayesbench export ({MANIFEST} is missing)")
+    with open(path) as f:
+        return json.load(f)

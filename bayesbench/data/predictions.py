@@ -1,0 +1,254 @@
+"""The predictions file: a model's predictive on an exported set, from any framework (docs/data.md).
+
+A file holds, for every sequence of one set, the model's log-probabilities (or probabilities)
+over the C classes at every position, [N, L, C], and the set's key: its id, its number of
+sequences, the tunnel's name and the tunnel's code (`data.sets.SetSpec.key`, in the export's
+`bayesbench.json`).
+
+- parquet: one row per sequence; columns `sequence` (its index in the set), `log_probs` or
+  `probs` (a list of L lists of C numbers), and the key as the columns `set_id`,
+  `n_sequences`, `tunnel`, `tunnel_code` (the same value in every row);
+- .npy: the array [N, L, C] in sequence order; the key in a JSON file beside it with the same
+  name (`preds.npy` -> `preds.json`): `{"set_id", "n_sequences", "tunnel", "tunnel_code",
+  "kind"}`, kind "log_probs" or "probs".
+
+Which of the two a file holds is said, never guessed: the column's name, the JSON's "kind".
+
+`check(predictions, batch)` applies the rules a file must meet before it is scored, each
+refusal one line naming its rule: the set's shape; at every scored position finite values
+(a log-probability may be -inf: a probability of 0), probabilities non-negative, each
+distribution normalised within `NORMALISED_ATOL` (probabilities summing to 1, log-probabilities
+with logsumexp 0), and no probability of 0 where the exact posterior has mass (its KL would be
+infinite: the one way a file could give a number that is not a result). Positions that are not
+scored are not read. What passes is renormalised exactly (in float64) and scored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..tasks import Batch
+
+KINDS = ("log_probs", "probs")
+KEY_FIELDS = ("set_id", "n_sequences", "tunnel", "tunnel_code")
+#: How far a predicted distribution may be from normalised: |sum - 1| for probabilities,
+#: |logsumexp| for log-probabilities, at every scored position (float32 softmax outputs pass).
+NORMALISED_ATOL = 1e-4
+
+
+@dataclass
+class Predictions:
+    """A read predictions file: the set's key, what the numbers are and the numbers [N, L, C]."""
+
+    path: str
+    key: dict
+    kind: str
+    values: np.ndarray
+
+    def where(self) -> str:
+        return f"predictions {self.path}"
+
+
+def write(path: str, values, key: dict, kind: str = "log_probs") -> str:
+    """Write `values` [N, L, C] (any array-like: numpy, torch, jax) for the set whose `key` is
+    given (the export's bayesbench.json, sets[i]["key"]) as parquet or .npy, by the path's ending."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    missing = [k for k in KEY_FIELDS if k not in (key or {})]
+    if missing:
+        raise ValueError(f"key must hold {KEY_FIELDS} (a set's 'key' in the export's bayesbench.json); missing "
+                         f"{missing}")
+    values = np.asarray(values)
+    if values.ndim != 3:
+        raise ValueError(f"values must be [N, L, C] (sequences, positions, classes), got shape {list(values.shape)}")
+    if path.endswith(".npy"):
+        np.save(path, values)
+        with open(sidecar(path), "w") as f:
+            json.dump({**{k: key[k] for k in KEY_FIELDS}, "kind": kind}, f, indent=1)
+        return path
+    if not path.endswith(".parquet"):
+        raise ValueError(f"a predictions file is .parquet or .npy, got {path}")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .export import nested
+
+    n = values.shape[0]
+    t = pa.table({"sequence": np.arange(n, dtype=np.int64), kind: nested(values),
+                  **{k: pa.array([key[k]] * n) for k in KEY_FIELDS}})
+    pq.write_table(t, path, compression="zstd")
+    return path
+
+
+def sidecar(path: str) -> str:
+    """The key file of an .npy predictions file: the same name ending in .json."""
+    return os.path.splitext(path)[0] + ".json"
+
+
+def read(path: str) -> Predictions:
+    """A predictions file (see the module doc); its form refused in one line when it is not one."""
+    if not os.path.isfile(path):
+        raise ValueError(f"--predictions: no such file {path}")
+    if path.endswith(".npy"):
+        return _read_npy(path)
+    if path.endswith(".parquet"):
+        return _read_parquet(path)
+    raise ValueError(f"--predictions {path}: a predictions file is .parquet or .npy (docs/data.md)")
+
+
+def _read_npy(path: str) -> Predictions:
+    key_path = sidecar(path)
+    if not os.path.isfile(key_path):
+        raise ValueError(f"predictions {path}: no key file {key_path} (rule: an .npy file's set is named by the "
+                         "JSON beside it, {\"set_id\", \"n_sequences\", \"tunnel\", \"tunnel_code\", \"kind\"}: "
+                         "a set's key from the export's bayesbench.json)")
+    try:
+        with open(key_path) as f:
+            key = json.load(f)
+        values = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"predictions {path}: unreadable ({type(err).__name__}: {str(err).splitlines()[0]})") from None
+    if not isinstance(key, dict):
+        raise ValueError(f"predictions {path}: {key_path} must hold a JSON object")
+    kind = key.get("kind")
+    if kind not in KINDS:
+        raise ValueError(f"predictions {path}: {key_path} must say \"kind\": \"log_probs\" or \"probs\" (rule: what "
+                         f"the numbers are is said, not guessed), got {kind!r}")
+    return Predictions(path, _key(path, key), kind, values)
+
+
+def _key(path: str, key: dict) -> dict:
+    def good(k):
+        v = key.get(k)
+        return (isinstance(v, int) and not isinstance(v, bool) and v > 0) if k == "n_sequences" else \
+            (isinstance(v, str) and bool(v))
+
+    missing = [k for k in KEY_FIELDS if not good(k)]
+    if missing:
+        raise ValueError(f"predictions {path}: no valid {', '.join(missing)} (rule: a predictions file names the set "
+                         f"it predicts by the set's key, {', '.join(KEY_FIELDS)}, from the export's bayesbench.json)")
+    return {k: key[k] for k in KEY_FIELDS}
+
+
+def _read_parquet(path: str) -> Predictions:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    try:
+        t = pq.read_table(path)
+    except Exception as err:  # noqa: BLE001  (a damaged or foreign file is the user's to fix)
+        raise ValueError(f"predictions {path}: not a readable parquet file ({type(err).__name__})") from None
+    kinds = [k for k in KINDS if k in t.column_names]
+    if not kinds and {"tokens", "posterior"} <= set(t.column_names):
+        raise ValueError(f"predictions {path}: this is an exported set (its tokens and exact posterior, from "
+                         "bayesbench data export), not a model's predictions (rule: a predictions file holds "
+                         "log_probs or probs for every sequence of a set, with the set's key; write one with "
+                         "bayesbench.data.predictions.write, docs/data.md)")
+    if len(kinds) != 1:
+        raise ValueError(f"predictions {path}: needs exactly one of the columns log_probs or probs (rule: what the "
+                         f"numbers are is said by the column's name), got columns {t.column_names}")
+    for name in ("sequence", *KEY_FIELDS):
+        if name not in t.column_names:
+            raise ValueError(f"predictions {path}: no column {name!r} (rule: one row per sequence, its index in "
+                             f"`sequence`, and the set's key in {', '.join(KEY_FIELDS)})")
+    key = {}
+    for name in KEY_FIELDS:
+        distinct = pc.unique(t.column(name)).to_pylist()
+        if len(distinct) != 1:
+            raise ValueError(f"predictions {path}: column {name} must hold one value in every row (one file, one "
+                             f"set), got {len(distinct)}")
+        key[name] = distinct[0]
+    order = np.asarray(t.column("sequence").to_numpy(zero_copy_only=False))
+    n = len(order)
+    if n == 0 or not np.array_equal(np.sort(order), np.arange(n)):
+        raise ValueError(f"predictions {path}: `sequence` must hold each index 0..N-1 once (N = {n} rows)")
+    values = _dense(t.column(kinds[0]), path, kinds[0])
+    return Predictions(path, _key(path, key), kinds[0], values[np.argsort(order)])
+
+
+def _dense(column, path: str, name: str) -> np.ndarray:
+    """A column of lists of lists of numbers as an [N, L, C] array; ragged lists refused."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    col = column.combine_chunks()
+    if not (pa.types.is_list(col.type) or pa.types.is_fixed_size_list(col.type) or pa.types.is_large_list(col.type)):
+        raise ValueError(f"predictions {path}: {name} must hold one list of L lists of C numbers per sequence")
+    outer = pc.list_value_length(col).to_numpy(zero_copy_only=False)
+    inner_col = col.flatten()
+    if not (pa.types.is_list(inner_col.type) or pa.types.is_fixed_size_list(inner_col.type)
+            or pa.types.is_large_list(inner_col.type)):
+        raise ValueError(f"predictions {path}: {name} must hold one list of L lists of C numbers per sequence")
+    inner = pc.list_value_length(inner_col).to_numpy(zero_copy_only=False)
+    if len(set(outer.tolist())) > 1 or len(set(inner.tolist())) > 1:
+        raise ValueError(f"predictions {path}: the shape of {name} is ragged (lengths {sorted(set(outer.tolist()))} "
+                         f"by {sorted(set(inner.tolist()))}) (rule: [N][L][C], the set's shape)")
+    flat = inner_col.flatten().to_numpy(zero_copy_only=False).astype(np.float64)
+    return flat.reshape(len(outer), int(outer[0]) if len(outer) else 0, int(inner[0]) if len(inner) else 0)
+
+
+def check(pred: Predictions, batch: Batch) -> Tensor:
+    """The file's log-probabilities [N, L, C] (float64, renormalised) once it meets every rule
+    of the module doc against `batch` (its set); else a one-line ValueError naming the rule."""
+    where, want = pred.where(), tuple(batch.posterior.shape)
+    if tuple(pred.values.shape) != want:
+        raise ValueError(f"{where}: shape {list(pred.values.shape)} is not the set's [N, L, C] = {list(want)} (rule: "
+                         "one predictive of C classes at each of the L positions of each of the N sequences)")
+    if not np.issubdtype(pred.values.dtype, np.floating):
+        raise ValueError(f"{where}: {pred.kind} must be floating-point numbers, got {pred.values.dtype}")
+    values = torch.from_numpy(np.ascontiguousarray(pred.values, dtype=np.float64))
+    mask = batch.mask
+    rows = values[mask]  # [scored positions, C]
+    at = lambda bad: _position(mask, bad)  # noqa: E731
+    if pred.kind == "probs":
+        bad = ~torch.isfinite(rows).all(-1)
+        if bool(bad.any()):
+            raise ValueError(f"{where}: not finite (NaN or inf) at {int(bad.sum())} scored position(s), first at "
+                             f"{at(bad)} (rule: finite probabilities at every scored position)")
+        bad = (rows < 0).any(-1)
+        if bool(bad.any()):
+            raise ValueError(f"{where}: a negative probability at {at(bad)} (rule: probabilities lie in [0, 1])")
+        total = rows.sum(-1)
+        off = (total - 1).abs() > NORMALISED_ATOL
+        if bool(off.any()):
+            i = int(off.nonzero()[0])
+            raise ValueError(f"{where}: not normalised: the probabilities at {at(off)} sum to {float(total[i]):.8g} "
+                             f"(rule: at every scored position they sum to 1 within {NORMALISED_ATOL:g})")
+        log_q = torch.log(values)
+    else:
+        bad = (torch.isnan(rows) | (rows == math.inf)).any(-1)
+        if bool(bad.any()):
+            raise ValueError(f"{where}: not finite (NaN or +inf) at {int(bad.sum())} scored position(s), first at "
+                             f"{at(bad)} (rule: finite log-probabilities at every scored position; -inf, a probability "
+                             "of 0, is allowed)")
+        total = torch.logsumexp(rows, -1)
+        off = ~(total.abs() <= NORMALISED_ATOL)
+        if bool(off.any()):
+            i = int(off.nonzero()[0])
+            hint = " (the values are >= 0: probabilities? name the column probs)" if bool((rows >= 0).all()) else ""
+            raise ValueError(f"{where}: not normalised: exp(log_probs) at {at(off)} sums to "
+                             f"{math.exp(float(total[i])):.8g} (rule: at every scored position logsumexp(log_probs) is "
+                             f"within {NORMALISED_ATOL:g} of 0){hint}")
+        log_q = values
+    zero = ((log_q[mask] == -math.inf) & (batch.posterior[mask] > 0)).any(-1)
+    if bool(zero.any()):
+        raise ValueError(f"{where}: a probability of 0 at {at(zero)} for a class the exact posterior gives mass "
+                         "(rule: KL(posterior || prediction) must be finite: give every class the posterior can take "
+                         "a probability above 0)")
+    C = want[-1]
+    uniform = torch.full_like(log_q, -math.log(C))  # positions not scored are not read: held at uniform
+    log_q = torch.where(mask.unsqueeze(-1), log_q, uniform)
+    return log_q - torch.logsumexp(log_q, -1, keepdim=True)
+
+
+def _position(mask: Tensor, bad_rows: Tensor) -> str:
+    """'sequence 3, position 6' of the first flagged scored row."""
+    index = mask.nonzero()[int(bad_rows.nonzero()[0])]
+    return f"sequence {int(index[0])}, position {int(index[1])}"

@@ -1,0 +1,157 @@
+"""`bayesbench site` (bayesbench/report/site.py) without a browser: what the pages hold (tuned rows
+apart, the dynamics studies' figures, configuration), that the folder is self-contained, that a
+rebuild copies the figures it already drew, and the refusals."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+
+import pytest
+
+from bayesbench.cli import main
+from bayesbench.dynamics.report import report_dir
+from bayesbench.dynamics.store import register_study
+from bayesbench.report.site import MARKER, build_site
+from bayesbench.store.database import read_records, write_records
+from bayesbench.store.figures import pyplot
+
+
+@pytest.fixture(scope="module")
+def site(tiny_store, tmp_path_factory):
+    """The tiny store plus a tuned copy of the lstm run and a dynamics study with one figure, built."""
+    root = tmp_path_factory.mktemp("site")
+    db = str(root / "results" / "bayesbench.sqlite")
+    os.makedirs(os.path.dirname(db))
+    for name in os.listdir(os.path.dirname(tiny_store["db"])):
+        if name.startswith("bayesbench.sqlite"):
+            shutil.copy(os.path.join(os.path.dirname(tiny_store["db"]), name), os.path.dirname(db))
+    lstm = [r for r in read_records(db) if r.arch == "lstm"]
+    tuned = [dataclasses.replace(r, run_id="tuned-" + r.run_id, config={**r.config, "tuning": {"trials": 8}})
+             for r in lstm]
+    write_records(tuned, db)
+    register_study("profile-demo", "profile", {"task": "sticky"}, run_id=lstm[0].run_id,
+                   summary={"headline": ["routing law: held (3 of 3 seeds)"]}, status="ok", path=db)
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([0, 1], [1, 0])
+    os.makedirs(os.path.join(report_dir(db), "profile-demo"))
+    fig.savefig(os.path.join(report_dir(db), "profile-demo", "routing_law.png"))
+    plt.close(fig)
+    out = str(root / "site")
+    return {"db": db, "out": out, "built": build_site(db, out), "tuned": tuned}
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def test_tuned_rows_are_a_table_of_their_own(site):
+    index = _read(os.path.join(site["out"], "index.html"))
+    tables = re.findall(r'<table class="board">.*?</table>', index, flags=re.S)
+    assert len(tables) == 2 == site["built"]["tables"]
+    untuned, tuned = tables
+    assert "<h4>untuned</h4>" in index and "<h4>tuned</h4>" in index
+    tuned_runs = {r.run_id for r in site["tuned"]}
+    assert all(run in tuned for run in tuned_runs) and not any(run in untuned for run in tuned_runs)
+    assert untuned.count("<tbody><tr") == 1 and untuned.count('data-members="') == 2  # mlp and lstm untuned
+    assert tuned.count('data-members="') == 1 and ">lstm</a>" in tuned
+
+
+def test_dynamics_studies_figures_and_headline(site):
+    page = _read(os.path.join(site["out"], "dynamics.html"))
+    assert "profile-demo" in page and "routing law: held (3 of 3 seeds)" in page
+    assert 'src="img/profile-demo-routing_law.png"' in page
+    assert os.path.getsize(os.path.join(site["out"], "img", "profile-demo-routing_law.png")) > 0
+    assert 'href="dynamics.html"' in _read(os.path.join(site["out"], "index.html"))
+
+
+def test_a_run_page_holds_its_results_and_its_run_file(site):
+    record = read_records(site["db"])[0]
+    page = _read(os.path.join(site["out"], "runs", f"{record.run_id}.html"))
+    doc = json.load(open(os.path.join(site["out"], "runs", f"{record.run_id}.json")))
+    assert doc["run_id"] == record.run_id and doc["config"]["train"]["steps"] == 20
+    ev = record.evals["standard"]
+    assert f"{ev.entropy_mae.mean:.4f}" in page and ev.set_id in page and "uniform (floor)" in page
+    assert page.count("<img ") == 2
+
+
+def test_the_folder_is_self_contained(site):
+    out = site["out"]
+    for root, _, files in os.walk(out):
+        for name in files:
+            if not name.endswith((".html", ".css", ".js")):
+                continue
+            text = _read(os.path.join(root, name))
+            assert "http://" not in text and "https://" not in text and "//cdn" not in text, name
+            for ref in re.findall(r'(?:src|href)="([^"#]+)', text):
+                assert os.path.exists(os.path.normpath(os.path.join(root, ref))), (name, ref)
+
+
+def test_a_rebuild_copies_the_figures_it_drew_and_replaces_the_site(site, capsys):
+    again = build_site(site["db"], site["out"])
+    assert again["drawn"] == 0 and again["copied"] == site["built"]["drawn"] > 0
+    assert main(["site", "--db", site["db"], "--out", site["out"]]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"wrote {site['out']}/index.html (")
+    assert "3 leaderboard rows of 6 stored seeds in 2 tables, 1 dynamics studies" in out
+    assert os.path.exists(os.path.join(site["out"], MARKER))
+
+
+def test_refusals(tmp_path, capsys):
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("mine")
+    for argv, message in ((["--out", str(tmp_path / "busy")], "is not empty and holds no bayesbench site"),
+                          (["--db", str(tmp_path / "none.sqlite"), "--out", str(tmp_path / "s")],
+                           "nothing to build a site of")):
+        assert main(["site", *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and "\n" not in err, err
+    assert (tmp_path / "busy" / "notes.txt").read_text() == "mine" and not (tmp_path / "s").exists()
+
+
+def test_a_store_of_runs_only_is_read_not_written(tiny_store, tmp_path, monkeypatch):
+    """The site was refused for a read-only store ('cannot be opened or created ... choose a writable
+    --db') that leaderboard and export read, and added the dynamics tables to every store it read."""
+    import sqlite3
+
+    import bayesbench.dynamics.store as dynamics_store
+    from bayesbench.store.database import StoreError
+
+    db = str(tmp_path / "bayesbench.sqlite")
+    src = sqlite3.connect(tiny_store["db"])
+    src.backup(sqlite3.connect(db))
+    src.close()
+
+    def no_writes(*args, **kwargs):
+        raise StoreError(f"results store {db} cannot be written (attempt to write a readonly database)")
+
+    monkeypatch.setattr(dynamics_store, "connect", no_writes)
+    built = build_site(db, str(tmp_path / "site"))
+    assert built["rows"] == 2 and built["studies"] == 0
+    tables = {r[0] for r in sqlite3.connect(db).execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "studies" not in tables and "dynamics" not in tables
+
+
+def test_an_empty_or_unwritable_out_is_refused_naming_it(tiny_store, tmp_path, capsys, monkeypatch):
+    """`--out ""` was '[Errno 2] No such file or directory: '.tmp123' -> ''' (exit 1); a read-only
+    place an OSError naming the temporary folder (exit 1)."""
+    assert main(["site", "--db", tiny_store["db"], "--out", ""]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--out must name a folder, got an empty path" in err and "\n" not in err
+    makedirs = os.makedirs
+
+    def read_only(path, *args, **kwargs):
+        if ".tmp" in os.path.basename(str(path)):
+            raise OSError(30, "Read-only file system")
+        return makedirs(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "makedirs", read_only)
+    assert main(["site", "--db", tiny_store["db"], "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--out {tmp_path / 's'}: nothing can be written in {tmp_path} (Read-only file system)" in err
+    assert not (tmp_path / "s").exists()
