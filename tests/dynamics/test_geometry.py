@@ -296,3 +296,32 @@ def test_rope_model_instrumented_forward_equals_the_model():
     batch, tokens = _inputs(task, model, n=5)
     with torch.no_grad():
         assert torch.allclose(instrumented_forward(model, tokens).logits, model(tokens), atol=1e-5)
+
+
+def test_the_cross_validated_head_quotient_is_one_for_equally_destructive_heads():
+    """Issue 32: ranked and measured on the same sequences, top / second is >= 1 by construction
+    even for two equally destructive heads (here about 1.1 from noise alone); ranked on one half
+    of the sequences and measured on the other it sits at 1, and it still finds a head that is
+    truly twice as destructive."""
+    from types import SimpleNamespace
+
+    from bayesbench.dynamics.geometry.study import _cross_values, _ranked_heads
+
+    gen = torch.Generator().manual_seed(0)
+    E = 16
+
+    def geometry(scale_h1: float) -> SimpleNamespace:
+        intact_halves = torch.ones(2, 2, E)
+        # each half's damage ratio: the head's own level times independent noise per half and seed
+        halves = {(0, h): (3.0 * (scale_h1 if h == 1 else 1.0))
+                  * torch.exp(0.1 * torch.randn(2, 2, E, generator=gen)) for h in (0, 1)}
+        return SimpleNamespace(intact_mae=torch.ones(2, E), intact_halves=intact_halves, head_halves=halves,
+                               head_mae={k: v.mean(0) for k, v in halves.items()})
+
+    equal = geometry(1.0)
+    ranked = _ranked_heads(equal, 0)["L0"]
+    assert ranked["top_over_second"]["ci_low"] > 1.02  # in-sample: above 1 with nothing to find
+    cross = ranked["top_over_second_cross"]
+    assert cross["ci_low"] < 1.0 < cross["ci_high"] and abs(math.log(cross["mean"])) < 0.05
+    twice = geometry(2.0)
+    assert sum(_cross_values(twice, 0)) / E == pytest.approx(2.0, rel=0.1)
