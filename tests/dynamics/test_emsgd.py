@@ -271,6 +271,9 @@ def test_study_is_stored_with_report_and_figures(tmp_path):
     assert set(summary["against"]) == {"sgd", "wo10", "wqk10", "sgd-emtotal", "sgd-emnorm", "sgd3", "sgd10"}
     assert summary["best_sgd"] in ("sgd", "sgd3", "sgd10") and set(summary["held_out"]) > {"em", "floor_mean"}
     assert [v["family"] for v in summary["verdicts"]][:5] == ["primary"] * 5
+    # section 7.1's toy is not built here: its claim is not tested, whatever the 7.2 head's entropy does
+    section71 = summary["verdicts"][4]
+    assert section71["claim"].startswith("section 7.1") and section71["verdict"] == "not tested"
     losses = read_dynamics(summary["study_id"], names=["loss_em"], path=db)
     assert len(losses) == 2 * 9 and {r.seed for r in losses} == {42, 2024}
     text = open(summary["report"]).read()
