@@ -204,6 +204,12 @@ def outside_setup(preset: Preset, task) -> TaskSetup:
     return replace(preset.outside, label=task.describe(), task=task.config())
 
 
+def labelled(label: str, options: dict) -> str:
+    """A task's label with the options that made it another task, sorted by name:
+    'bijection V=8 L=7 repl [L=8 variant=paper]'. Its rows are never ranked with the preset's."""
+    return f"{label} [{' '.join(f'{k}={v}' for k, v in sorted(options.items()))}]"
+
+
 def get_preset(name: str) -> Preset:
     if name not in PRESETS:
         raise ValueError(f"preset must be one of {tuple(PRESETS)}, got {name!r}")

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from bayesbench.tasks import Task
-from bayesbench.training.trainer import MemberStream
+from bayesbench.training.stream import MemberStream
 
 ENV = "BAYESBENCH_AUTHORS_REPO"
 SCRIPT = os.path.join("experiments", "paper1_bijection", "train.py")

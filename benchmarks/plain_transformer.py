@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bayesbench.tasks import Task
-from bayesbench.training.trainer import MemberStream
+from bayesbench.training.stream import MemberStream
 
 
 class Block(nn.Module):

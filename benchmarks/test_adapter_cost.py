@@ -25,7 +25,8 @@ from torch import nn
 
 from bayesbench.models import TaskShape, build_model, count_params, from_module, list_models, register_module
 from bayesbench.tasks import get_task
-from bayesbench.training.trainer import TrainConfig, Trainer
+from bayesbench.training.config import TrainConfig
+from bayesbench.training.trainer import Trainer
 
 QUICK = dict(n_layer=2, n_head=2, d_model=64, d_ffn=256)
 

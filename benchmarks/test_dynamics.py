@@ -26,7 +26,8 @@ from timing import check_cpu_goal, interleaved
 from bayesbench.dynamics.profile.profiler import ProfileConfig, Profiler
 from bayesbench.scoring.evaluate import eval_set
 from bayesbench.tasks import get_task
-from bayesbench.training.trainer import TrainConfig, Trainer
+from bayesbench.training.config import TrainConfig
+from bayesbench.training.trainer import Trainer
 
 QUICK = dict(n_layer=2, n_head=2, d_model=64, d_ffn=128)
 

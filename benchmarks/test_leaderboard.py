@@ -59,12 +59,13 @@ def test_leaderboard(benchmark, request, tmp_path):
     if scale == "off":
         pytest.skip("BAYESBENCH_LEADERBOARD=off")
     from bayesbench.store.leaderboard import json_runs, markdown, select_rows
-    from bayesbench.sweep import run_sweep, sweep_job
+    from bayesbench.sweep import SweepJob, run_sweep
     from bayesbench.sweep.jobs import make_jobs
     from bayesbench.sweep.local import local_executor
 
     steps = os.environ.get("BAYESBENCH_LEADERBOARD_STEPS")
-    jobs = [sweep_job(job, group_id=f"bench-{scale}") for job in make_jobs(scale, steps=int(steps) if steps else None)]
+    jobs = [SweepJob.of(job, group_id=f"bench-{scale}")
+            for job in make_jobs(scale, steps=int(steps) if steps else None)]
     out = _out_dir(request.config)
     db = str(tmp_path / "store" / f"leaderboard-{scale}.sqlite")  # fresh: every job trains (a stored one is skipped)
     executor = local_executor(jobs, workers=None, threads=1, in_process=True)  # as `bayesbench run`: 1 thread a job

@@ -16,7 +16,8 @@ from timing import interleaved
 
 from bayesbench.models.scan import native_scan_available
 from bayesbench.tasks import get_task
-from bayesbench.training.trainer import TrainConfig, Trainer
+from bayesbench.training.config import TrainConfig
+from bayesbench.training.trainer import Trainer
 
 MATCH = 70152  # the quick transformer's parameters on sticky V=8 L=32
 

@@ -35,7 +35,10 @@ from timing import check_cpu_goal, interleaved
 
 from bayesbench.tasks import get_task
 from bayesbench.testing.opcount import count_ops
-from bayesbench.training.trainer import TrainConfig, Trainer, member_losses, stack_members
+from bayesbench.training.config import TrainConfig
+from bayesbench.training.numerics import member_losses
+from bayesbench.training.stream import stack_members
+from bayesbench.training.trainer import Trainer
 
 QUICK = dict(n_layer=2, n_head=2, d_model=64, d_ffn=256)
 ENSEMBLE_VS_SEQUENTIAL, E1_VS_PLAIN, E4_VS_AUTHORS = 1.2, 1.0, 1.5  # the CPU timing goals (see above)

@@ -31,7 +31,8 @@ from bayesbench.scoring.evaluate import eval_set, predict
 from bayesbench.scoring.metrics import score
 from bayesbench.sweep.jobs import resolve_model
 from bayesbench.tasks import task_from_config
-from bayesbench.training.trainer import TrainConfig, Trainer
+from bayesbench.training.config import TrainConfig
+from bayesbench.training.trainer import Trainer
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

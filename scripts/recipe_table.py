@@ -21,7 +21,7 @@ from bayesbench.scoring.cases import pairs_used
 from bayesbench.scoring.evaluate import eval_set, predict
 from bayesbench.store.database import read_records
 from bayesbench.tasks import task_from_config
-from bayesbench.training.trainer import load_result
+from bayesbench.training.checkpoint import load_result
 
 
 def main(argv: list[str]) -> int:

@@ -16,7 +16,8 @@ from bayesbench.scoring.evaluate import eval_set, predict
 from bayesbench.scoring.metrics import score
 from bayesbench.store.database import read_records
 from bayesbench.tasks import get_task
-from bayesbench.training.trainer import TrainConfig, train
+from bayesbench.training.config import TrainConfig
+from bayesbench.training.run import train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = {"n_layer": 1, "n_head": 2, "d_model": 16, "d_ffn": 32}

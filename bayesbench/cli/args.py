@@ -82,6 +82,7 @@ def add_db(p: argparse.ArgumentParser) -> None:
 def add_training(p: argparse.ArgumentParser) -> None:
     """The options `run` and `train` share: preset, steps, device, backends, checkpoints, threads."""
     from ..presets import PRESETS
+    from ..training.config import PRECISIONS
 
     p.add_argument("--preset", default="quick", choices=sorted(PRESETS),
                    help="sizes, steps and evaluation (default quick)")
@@ -90,12 +91,12 @@ def add_training(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attention", choices=("sdpa", "eager", "triton"),
                    help="transformer attention backend (default sdpa)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
-    p.add_argument("--precision", choices=("auto", "fp32", "tf32", "bf16"),
+    p.add_argument("--precision", choices=PRECISIONS,
                    help="training matmul precision: auto (TF32 on CUDA, float32 on CPU; the default), fp32, tf32, "
                         "or bf16 (autocast forward); evaluation always runs in float32")
     p.add_argument("--runs-dir", default="runs", help="where the run directories go: RUNS_DIR/<preset>/<task>-<arch>-"
                    "lr<lr>-s<seeds>-<key>/ (default ./runs)")
-    p.add_argument("--resume", action="store_true", help="no effect, kept for old scripts: running a command again "
+    p.add_argument("--resume", action="store_true", help="no effect: running a command again "
                    "always skips its stored jobs and continues stopped ones from their checkpoints")
     p.add_argument("--checkpoint-every", type=positive,
                    help="checkpoint every N steps (default: the preset's; always at the end)")
@@ -142,7 +143,7 @@ def with_log(args: argparse.Namespace, jobs: list) -> list:
     from ..training.loggers import check_logger
 
     check_logger(kind)
-    return [dataclasses.replace(sj, log=kind) for sj in jobs]
+    return [dataclasses.replace(sweep_job, log=kind) for sweep_job in jobs]
 
 
 def train_overrides(args: argparse.Namespace) -> dict:
@@ -176,7 +177,7 @@ def _check_settings(settings: dict, source) -> None:
     where each setting involved came from (`source(field)`, e.g. '--train-args beta1'): a rule
     about one setting reads "--train-args beta1 must be ...", one between settings names them all."""
     from ..checks import SettingError
-    from ..training.trainer import TrainConfig
+    from ..training.config import TrainConfig
 
     try:
         TrainConfig.check_settings(settings)
@@ -201,7 +202,7 @@ def check_train_args(values: dict) -> dict:
     import dataclasses
     import difflib
 
-    from ..training.trainer import TrainConfig
+    from ..training.config import TrainConfig
 
     fields = {f.name: f.type for f in dataclasses.fields(TrainConfig)}
     out = {}

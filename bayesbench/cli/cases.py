@@ -35,7 +35,8 @@ def cmd_cases(args) -> int:
 
     from ..scoring.cases import DETAILS, case_scores, pairs_used
     from ..scoring.evaluate import eval_set, predict
-    from ..training.trainer import CHECKPOINT_NAME, load_result, task_of
+    from ..training.checkpoint import CHECKPOINT_NAME, load_result
+    from ..training.result import task_of
 
     detail = tuple(d for d in args.detail.split(",") if d)
     unknown = [d for d in detail if d not in DETAILS]

@@ -26,7 +26,7 @@ def cmd_eval(args) -> int:
     from ..store.database import prepare_store, read_records
     from ..store.leaderboard import json_runs, markdown
     from ..sweep.jobs import resolve_device
-    from ..training.trainer import CHECKPOINT_NAME, load_result
+    from ..training.checkpoint import CHECKPOINT_NAME, load_result
 
     device = resolve_device(args.device)  # a device that is not here is named as such, not as a damaged checkpoint
     prepare_store(args.db)

@@ -13,7 +13,6 @@ transformer's sizes (layers, heads, width, FFN width).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
@@ -24,12 +23,13 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", help="leaderboard name of --model (default: the file or module name, e.g. mine)")
 
 
-def model_jobs(args, *, tasks: list[str] | None, seeds: list[int] | None, say, place=None) -> list:
-    """The preset's transformer jobs for `tasks`, with the architecture replaced by args.model
-    (`place`: as `sweep.jobs.make_jobs`)."""
+def model_jobs(args, *, tasks: list[str] | None, seeds: list[int] | None, say, place=None, threads: int = 1) -> list:
+    """The jobs of args.model on `tasks`: the preset's transformer jobs' points with the
+    architecture replaced by the model (`sweep.jobs.make_jobs`; `place`: as there), each built
+    with a trial forward and its capacity said against the preset's transformer."""
     from ..models.outside import default_name, load_factory, normalise
     from ..scoring.outside import check_name
-    from ..sweep.jobs import make_jobs, resolve_model, trial_forward
+    from ..sweep.jobs import make_jobs, trial_forward
     from .args import task_and_model_args, train_overrides
 
     if getattr(args, "archs", None):
@@ -39,29 +39,25 @@ def model_jobs(args, *, tasks: list[str] | None, seeds: list[int] | None, say, p
     name = check_name(args.name or default_name(spec))
     extra = task_and_model_args(args)
     model_args = extra.pop("model_args") or {}
-    base = make_jobs(args.preset, tasks=tasks, archs=["transformer"], seeds=seeds, steps=args.steps,
-                     device=args.device, attention=args.attention, compile=args.compile, precision=args.precision,
-                     checkpoint_every=args.checkpoint_every, eval_sequences=args.eval_sequences,
-                     train=train_overrides(args), place=place, **extra)
-    jobs = []
-    for job in base:
-        options = resolve_model(job.setup, spec, job.task, job.max_len, args.attention)  # hf: the transformer's sizes
-        options = {**options, **model_args}  # --model-args: the factory's own options
-        overrides = {**job.overrides, **({"model": model_args} if model_args else {})}
-        mine = dataclasses.replace(job, arch=spec, model=options, name=name, overrides=overrides)
+    common = dict(tasks=tasks, seeds=seeds, steps=args.steps, device=args.device, attention=args.attention,
+                  compile=args.compile, precision=args.precision, checkpoint_every=args.checkpoint_every,
+                  eval_sequences=args.eval_sequences, train=train_overrides(args), place=place, threads=threads,
+                  setups={}, **extra)
+    reference = make_jobs(args.preset, archs=["transformer"], **common)  # the capacity it is compared with
+    jobs = make_jobs(args.preset, archs=[spec], name=name, model_args=model_args or None, **common)
+    for job, transformer in zip(jobs, reference):
         try:  # the factory built with its options: a failure there is theirs, and --model-args named
-            params, forward = mine.params, trial_forward(mine)
+            forward = trial_forward(job)
         except ValueError as err:
             if not model_args:
                 raise
             given = " ".join(f"{k}={v}" for k, v in model_args.items())
             raise ValueError(f"--model-args {given}: {err}") from None
-        ratio = params / job.params
-        say(f"capacity: {name} on {job.setup.label}: {params:,} parameters per member = {ratio:.2f}x the "
-            f"preset's transformer ({job.params:,}; {_sizes(job.model)})"
+        ratio = job.params / transformer.params
+        say(f"capacity: {name} on {job.setup.label}: {job.params:,} parameters per member = {ratio:.2f}x the "
+            f"preset's transformer ({transformer.params:,}; {_sizes(transformer.model)})"
             + ("" if 0.9 <= ratio <= 1.1 else " -- NOT capacity-matched (outside 10%): compare with care")
             + f"; forward: {forward}")
-        jobs.append(mine)
     return jobs
 
 

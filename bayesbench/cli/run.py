@@ -50,22 +50,23 @@ def add_parser(sub) -> None:
 
 def preset_jobs(args, *, tasks, archs, seeds, place: Callable[[str], str] | None = None) -> list:
     """The sweep jobs a `run` or `train` command line selects (built-in archs, or --model's),
-    stored with group `run-<preset>`."""
-    from ..sweep.expand import sweep_job
+    stored with group `run-<preset>`: one point per selected (task, arch), each resolved as a
+    sweep file's is (`sweep.jobs.make_jobs`)."""
+    from ..sweep.expand import SweepJob
     from ..sweep.jobs import make_jobs
 
     tasks = split_list(tasks)
+    threads = getattr(args, "threads", None) or DEFAULT_THREADS
     if getattr(args, "model", None):
-        jobs = model_jobs(args, tasks=tasks, seeds=seeds, say=line_printer(args), place=place)
+        jobs = model_jobs(args, tasks=tasks, seeds=seeds, say=line_printer(args), place=place, threads=threads)
     elif getattr(args, "name", None):
         raise ValueError("--name names a --model; built-in archs keep their names")
     else:
         jobs = make_jobs(args.preset, tasks=tasks, archs=archs, seeds=seeds, steps=args.steps, device=args.device,
                          attention=args.attention, compile=args.compile, precision=args.precision,
                          checkpoint_every=args.checkpoint_every, eval_sequences=args.eval_sequences,
-                         train=train_overrides(args), place=place, **task_and_model_args(args))
-    threads = getattr(args, "threads", None) or DEFAULT_THREADS
-    return with_log(args, [sweep_job(job, group_id=f"run-{args.preset}", threads=threads) for job in jobs])
+                         train=train_overrides(args), place=place, threads=threads, **task_and_model_args(args))
+    return with_log(args, [SweepJob.of(job, group_id=f"run-{args.preset}") for job in jobs])
 
 
 def jobs_of(args, place: Callable[[str], str] | None = None) -> list:
@@ -77,9 +78,9 @@ def jobs_of(args, place: Callable[[str], str] | None = None) -> list:
 def _announce(jobs: list, say) -> None:
     from ..sweep.expand import seeds_text
 
-    for i, sj in enumerate(jobs, 1):
-        job = sj.job
-        say(f"[{i}/{len(jobs)}] {job.setup.label} / {sj.arch}: {job.params:,} params per member, "
+    for i, sweep_job in enumerate(jobs, 1):
+        job = sweep_job.job
+        say(f"[{i}/{len(jobs)}] {job.setup.label} / {sweep_job.arch}: {job.params:,} params per member, "
             f"{len(job.seeds)} seeds {seeds_text(job.seeds)} as one ensemble, {job.train.steps} steps x batch "
             f"{job.train.batch_size}, lr {job.train.lr:g} ({job.train.schedule}) on {job.device}"
             + (f"; position table sized {job.max_len} for the longest eval (K={max(job.setup.eval_lengths)})"
@@ -108,7 +109,7 @@ def run_preset(args, select: Callable, say) -> list:
         if key in outcome.errors:
             raise outcome.errors[key]
     if outcome.failed:
-        labels = {sj.key: sj.label for sj in jobs}
+        labels = {sweep_job.key: sweep_job.label for sweep_job in jobs}
         first = next(iter(outcome.failed))
         raise CommandFailed(f"{len(outcome.failed)} job(s) failed ({labels[first]}: {outcome.failed[first]}); the "
                             "others are stored: fix the cause and run the same command again")
@@ -123,9 +124,9 @@ def cmd_run(args) -> int:
     say(f"bayesbench run --preset {args.preset} -> store {db_name(args.db)}, run directories under "
         f"{args.runs_dir}/{args.preset}/")
     jobs = run_preset(args, lambda place: jobs_of(args, place), say)
-    records = select_rows(args.db, run_ids=[sj.key for sj in jobs])
+    records = select_rows(args.db, run_ids=[sweep_job.key for sweep_job in jobs])
     if args.model and not args.json:  # beside the built-in archs stored for the same tasks
-        records = [r for r in select_rows(args.db) if r.task_label in {sj.job.setup.label for sj in jobs}]
+        records = [r for r in select_rows(args.db) if r.task_label in {sweep_job.job.setup.label for sweep_job in jobs}]
     if args.json:
         print(json.dumps(json_runs(records), indent=2))
         return 0

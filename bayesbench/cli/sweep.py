@@ -48,34 +48,35 @@ def _dry_run(spec, jobs: list[SweepJob], args, say) -> int:
     from ..sweep.expand import gpu_share
 
     stored = stored_keys(jobs, args.db)
-    states = [job_state(sj, stored, args.runs_dir) for sj in jobs]
-    members = sum(len(sj.job.seeds) for sj in jobs)
+    states = [job_state(sweep_job, stored, args.runs_dir) for sweep_job in jobs]
+    members = sum(len(sweep_job.job.seeds) for sweep_job in jobs)
     if args.json:
-        print(json.dumps({"sweep": spec.name, "jobs": [_job_json(sj, st) for sj, st in zip(jobs, states)]}, indent=2))
+        listed = [_job_json(sweep_job, state) for sweep_job, state in zip(jobs, states)]
+        print(json.dumps({"sweep": spec.name, "jobs": listed}, indent=2))
         return 0
     say(f"sweep {spec.name!r} ({spec.path}): {len(jobs)} jobs, {members} ensemble members")
-    width = max([len(sj.label) for sj in jobs] + [3])  # whole labels: cut at a fixed width, "lr 0.0005" read "lr 0.000"
+    # whole labels: cut at a fixed width, "lr 0.0005" read "lr 0.000"
+    width = max([len(sweep_job.label) for sweep_job in jobs] + [3])
     header = f"{'#':>3}  {'key':16}  {'job':{width}}  {'params/member':>13}  {'steps x batch':>13}  " \
              f"{'est. compute':>12}  {'Ray: cpus gpus':>14}  state"
     print(header)
-    for i, (sj, st) in enumerate(zip(jobs, states), 1):
-        j = sj.job
-        print(f"{i:>3}  {sj.key:16}  {sj.label:{width}}  {j.params:>13,}  "
-              f"{f'{j.train.steps} x {j.train.batch_size}':>13}"
-              f"  {_flops(sj.flops):>12}  {f'{spec.resources.cpus} {gpu_share(sj, spec.resources):g}':>14}  {st}")
-    total = sum(sj.flops for sj, st in zip(jobs, states) if st != "stored")
+    for i, (sweep_job, state) in enumerate(zip(jobs, states), 1):
+        job, ray = sweep_job.job, f"{spec.resources.cpus} {gpu_share(sweep_job, spec.resources):g}"
+        print(f"{i:>3}  {sweep_job.key:16}  {sweep_job.label:{width}}  {job.params:>13,}  "
+              f"{f'{job.train.steps} x {job.train.batch_size}':>13}  {_flops(sweep_job.flops):>12}  {ray:>14}  {state}")
+    total = sum(sweep_job.flops for sweep_job, state in zip(jobs, states) if state != "stored")
     print(f"\nestimated compute = 6 x parameters per member x training tokens (steps x batch x sequence length x "
-          f"members); to run: {_flops(total)} over {sum(st != 'stored' for st in states)} jobs "
+          f"members); to run: {_flops(total)} over {sum(state != 'stored' for state in states)} jobs "
           f"({states.count('stored')} already stored, {states.count('checkpoint')} would resume from a checkpoint)")
     return 0
 
 
-def _job_json(sj: SweepJob, state: str, error: str | None = None) -> dict:
-    j = sj.job
-    out = {"key": sj.key, "task": j.task_key, "task_label": j.setup.label, "arch": sj.arch,
-           "model": j.arch if j.name else None, "size": sj.size,
-           "lr": j.train.lr, "steps": j.train.steps, "seeds": list(j.seeds), "params": j.params,
-           "device": j.device, "est_flops": sj.flops, "state": state}
+def _job_json(sweep_job: SweepJob, state: str, error: str | None = None) -> dict:
+    job = sweep_job.job
+    out = {"key": sweep_job.key, "task": job.task_key, "task_label": job.setup.label, "arch": sweep_job.arch,
+           "model": job.arch if job.name else None, "size": sweep_job.size,
+           "lr": job.train.lr, "steps": job.train.steps, "seeds": list(job.seeds), "params": job.params,
+           "device": job.device, "est_flops": sweep_job.flops, "state": state}
     if error:
         out["error"] = error
     return out
@@ -87,15 +88,16 @@ def _summary(jobs: list[SweepJob], records: list, states: dict[str, str]) -> str
         by_key.setdefault(r.run_id, []).append(r)
     lines = ["| task | arch | size | lr | seeds | params | steps | eval | entropy MAE (bits) per seed | KL (bits) "
              "per seed | this run |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for sj in jobs:
-        j, rs = sj.job, sorted(by_key.get(sj.key, []), key=lambda r: r.seed)
+    for sweep_job in jobs:
+        job, rs = sweep_job.job, sorted(by_key.get(sweep_job.key, []), key=lambda r: r.seed)
         mae = " ".join(r.shown(r.entropy_mae_bits) for r in rs) or "-"
         kl = " ".join(r.shown(r.kl_bits) for r in rs) or "-"
         primary = rs[0].primary if rs else "-"
-        done = max((r.steps for r in rs), default=j.train.steps)
-        steps = f"{done} of {j.train.steps}" if done != j.train.steps else f"{done}"
-        lines.append(f"| {j.setup.label} | {sj.arch} | {sj.size or '-'} | {j.train.lr:g} | {list(j.seeds)} | "
-                     f"{j.params:,} | {steps} | {primary} | {mae} | {kl} | {_state(states[sj.key], rs)} |")
+        done = max((r.steps for r in rs), default=job.train.steps)
+        steps = f"{done} of {job.train.steps}" if done != job.train.steps else f"{done}"
+        lines.append(f"| {job.setup.label} | {sweep_job.arch} | {sweep_job.size or '-'} | {job.train.lr:g} | "
+                     f"{list(job.seeds)} | {job.params:,} | {steps} | {primary} | {mae} | {kl} | "
+                     f"{_state(states[sweep_job.key], rs)} |")
     return "\n".join(lines)
 
 
@@ -116,17 +118,17 @@ def _try_outside(jobs: list[SweepJob], path: str, say) -> None:
     from ..sweep.jobs import trial_forward
 
     seen = set()
-    for sj in jobs:
-        j = sj.job
-        ident = (j.arch, j.setup.label, json.dumps(j.model, sort_keys=True, default=str))
-        if not j.name or ident in seen:
+    for sweep_job in jobs:
+        job = sweep_job.job
+        built = (job.arch, job.setup.label, json.dumps(job.model, sort_keys=True, default=str))
+        if not job.name or built in seen:
             continue
-        seen.add(ident)
+        seen.add(built)
         try:
-            forward = trial_forward(j)
+            forward = trial_forward(job)
         except ValueError as err:
-            raise ValueError(f"sweep file {path}: {sj.label}: {err}") from None
-        say(f"outside model {sj.arch} ({j.arch}) on {j.setup.label}: {j.params:,} parameters per member; "
+            raise ValueError(f"sweep file {path}: {sweep_job.label}: {err}") from None
+        say(f"outside model {sweep_job.arch} ({job.arch}) on {job.setup.label}: {job.params:,} parameters per member; "
             f"forward: {forward}")
 
 
@@ -165,17 +167,17 @@ def cmd_sweep(args) -> int:
         f"{args.runs_dir}")
     outcome = drive(jobs, executor, db=args.db, runs_dir=args.runs_dir, progress=progress(args), say=say,
                     lines=progress_lines(args))
-    states = {sj.key: "skipped (stored)" for sj in jobs if sj.key in outcome.skipped}
+    states = {sweep_job.key: "skipped (stored)" for sweep_job in jobs if sweep_job.key in outcome.skipped}
     for key in outcome.trained:
         states[key] = "trained" + (f" (resumed at step {outcome.resumed[key]})" if key in outcome.resumed else "") \
             + (f", {outcome.retried[key]} retries" if key in outcome.retried else "")
     for key, why in outcome.failed.items():
         states[key] = f"FAILED: {why}"
-    records = select_rows(args.db, run_ids=[sj.key for sj in jobs])
+    records = select_rows(args.db, run_ids=[sweep_job.key for sweep_job in jobs])
     if args.json:
         print(json.dumps({"sweep": spec.name, "wall_s": outcome.wall_s,
-                          "jobs": [_job_json(sj, states[sj.key].split(" ")[0].rstrip(":,").lower(),
-                                             outcome.failed.get(sj.key)) for sj in jobs],
+                          "jobs": [_job_json(sweep_job, states[sweep_job.key].split(" ")[0].rstrip(":,").lower(),
+                                             outcome.failed.get(sweep_job.key)) for sweep_job in jobs],
                           **json_runs(records)}, indent=2))
     else:
         print(f"\nSweep {spec.name!r}: {len(outcome.trained)} trained, {len(outcome.skipped)} already stored, "

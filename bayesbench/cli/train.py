@@ -41,9 +41,9 @@ def jobs_of(args, place: Callable[[str], str] | None = None) -> list:
 def cmd_train(args) -> int:
     from ..store.leaderboard import json_runs, markdown, select_rows
 
-    (job,) = run_preset(args, lambda place: jobs_of(args, place), line_printer(args))
+    (sweep_job,) = run_preset(args, lambda place: jobs_of(args, place), line_printer(args))
     if args.json:
-        print(json.dumps(json_runs(select_rows(args.db, run_ids=[job.key])), indent=2))
+        print(json.dumps(json_runs(select_rows(args.db, run_ids=[sweep_job.key])), indent=2))
     else:
-        print(markdown(select_rows(args.db, task=job.job.setup.label, arch=job.arch)))
+        print(markdown(select_rows(args.db, task=sweep_job.job.setup.label, arch=sweep_job.arch)))
     return 0

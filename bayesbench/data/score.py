@@ -94,10 +94,11 @@ def score_predictions(paths: list[str], *, name: str, preset: str = "quick", tas
     """Check, score and store the predictions files `paths` (the evaluation sets of one task)
     as one row named `name` (module doc); returns its record."""
     from ..checks import int_at_least
+    from ..identity import run_identity
     from ..scoring.outside import check_name
     from ..scoring.predictions import GivenPredictions
     from ..scoring.rows import score_run
-    from ..training.trainer import TrainResult
+    from ..training.result import TrainResult
 
     check_name(name)
     int_at_least("--params", params, 0, "the model's parameter count; 0: not given")
@@ -136,11 +137,13 @@ def score_predictions(paths: list[str], *, name: str, preset: str = "quick", tas
     lengths = tuple(int(n[2:]) for n in scored) if setup.eval_lengths else ()
     scored_sets = tuple(scored) if setup.eval_scored else ()
     max_len = max(b.seq_len for b, _ in given)
-    ident = {"task": setup.task, "arch": name, "model": {}, "max_len": max_len, "seeds": [seed], "train": None,
-             "device_type": "cpu"}
-    meta = {"preset": preset, "label": setup.label, "name": name, "eval_lengths": list(lengths),
-            "eval_scored": list(scored_sets), "eval_sequences": sizes.pop(), "scored_only": True}
+    n_sequences = sizes.pop()
     code = {"task": train_task.code(), "model": {"contents": "not recorded: predictions given in a file"}}
+    ident = {**run_identity(task=train_task.config(), label=setup.label, eval_lengths=lengths, eval_scored=scored_sets,
+                            eval_sequences=n_sequences, arch=name, model={}, max_len=max_len, train=None,
+                            device_type="cpu", threads=torch.get_num_threads(), code=code), "seeds": [seed]}
+    meta = {"preset": preset, "label": setup.label, "name": name, "eval_lengths": list(lengths),
+            "eval_scored": list(scored_sets), "eval_sequences": n_sequences, "scored_only": True}
     result = TrainResult(_run_id(paths, name, setup.label, seed), model, [seed], 0, torch.zeros(0, 1), 0.0, {},
                          None, ident, meta, code=code)
     return score_run(result, db=db, device="cpu", write=store)

@@ -82,13 +82,17 @@ def tunnel_code(task: Task) -> str:
 
 def task_setup(task: str, task_args: dict | None = None, preset: str = "quick") -> TaskSetup:
     """The preset's setup of `task` (a task key or an outside tunnel spec), with `task_args`."""
+    from ..checks import SettingError
     from ..sweep.jobs import task_setup as setup_of
 
     p = get_preset(preset)
     if task not in p.tasks and not is_outside_task(task):
         raise ValueError(f"task {task!r} is not in preset {preset!r}; available: {', '.join(p.tasks)} (or your own "
                          "tunnel: 'pkg.mod:build', './file.py:build')")
-    return setup_of(p, task, task_args or None)
+    try:
+        return setup_of(p, task, task_args or None)
+    except SettingError as err:  # the resolver names the setting; the flag that gave it goes in front
+        raise ValueError(f"--task-args for task {task!r}: {err}") from None
 
 
 def evaluation_sets(setup: TaskSetup, n: int | None = None) -> dict[str, SetSpec]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from ..store.database import db_path, read_rows
-from ..training.trainer import CHECKPOINT_NAME
+from ..training.checkpoint import CHECKPOINT_NAME
 from .config import FieldError
 
 

@@ -21,10 +21,12 @@ import torch
 from torch import nn
 
 from ..checks import positive_int
+from ..identity import run_identity
 from ..models import EnsembleModel, TaskShape
 from ..models.adapter import AdaptedModel, from_modules
 from ..tasks import Task, task_from_config
-from ..training.trainer import TrainResult, check_code, run_code
+from ..training.checkpoint import check_code, run_code
+from ..training.result import TrainResult
 from .evaluate import DEFAULT_SEQUENCES, evaluation_tasks, max_eval_len
 
 DEFAULT_PRESET = "quick"
@@ -107,7 +109,7 @@ def evaluate_model(model: nn.Module, task, *, name: str | None = None, db: str |
     written and the rows are only returned. `run_id` (default: a fresh one) is the rows' key: the
     same run id replaces the rows stored under it.
     """
-    from .rows import score_run
+    from .rows import score_run, scored_code
 
     if eval_sequences is not None:
         positive_int("eval_sequences", eval_sequences, "evaluation sequences; None: the preset's")
@@ -131,9 +133,12 @@ def evaluate_model(model: nn.Module, task, *, name: str | None = None, db: str |
     name = name or (type(model.template).__name__ if isinstance(model, AdaptedModel) else type(model).__name__)
     check_name(name)
     arch = model.cfg.spec if isinstance(model, AdaptedModel) else name
-    ident = {"task": task.config(), "arch": arch, "model": dict(getattr(model, "options", {}) or {}),
-             "max_len": model.shape.max_len, "seeds": list(model.seeds), "train": None,
-             "device_type": next(model.parameters()).device.type}
+    ident = {**run_identity(task=task.config(), label=label, eval_lengths=lengths, eval_scored=scored,
+                            eval_sequences=eval_sequences or n_seq, arch=arch,
+                            model=dict(getattr(model, "options", {}) or {}), max_len=model.shape.max_len, train=None,
+                            device_type=next(model.parameters()).device.type, threads=torch.get_num_threads(),
+                            code=scored_code(task, arch, model)),
+             "seeds": list(model.seeds)}
     result = TrainResult(run_id or uuid.uuid4().hex[:12], model, list(model.seeds), int(steps),
                          torch.zeros(0, model.ensemble), 0.0, {}, None, ident,
                          {"preset": preset, "label": label, "name": name, "eval_lengths": list(lengths),

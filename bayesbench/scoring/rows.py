@@ -10,9 +10,11 @@ import math
 
 import torch
 
+from .. import versions
+from ..identity import identity_key
 from ..store.database import cache_dir_for, environment, write_records
 from ..store.records import LearningCurve, RunRecord
-from ..training.trainer import TrainResult, task_of
+from ..training.result import TrainResult, task_of
 from .evaluate import DEFAULT_SEQUENCES, evaluate, evaluation_tasks
 from .metrics import METRIC_VERSIONS
 
@@ -93,11 +95,15 @@ def score_run(result: TrainResult, *, db: str | None = None, device: str = "cpu"
     final = result.final_loss()
     batch = (ident.get("train") or {}).get("batch_size")  # None: scored without training here
     code = {**(result.code or scored_code(task, ident["arch"], model)), "metrics": dict(METRIC_VERSIONS)}
+    # the run's identity without its seeds (`bayesbench.identity`), its code the code that trained and scored
+    # the rows: the leaderboard pools the seeds of rows with equal identity_key
+    identity = {**{k: v for k, v in ident.items() if k != "seeds"}, "code": versions.keyed(code)}
     config = {"model": model_cfg, "model_args": ident["model"], "train": ident["train"], "seeds": result.seeds,
               "max_len": ident["max_len"], "eval_lengths": list(lengths), "eval_scored": list(scored),
               "eval_sequences": meta.get("eval_sequences"),
               "overrides": meta.get("overrides") or {},  # what the command line changed from the preset
-              "checkpoint": result.checkpoint, "code": code}
+              "checkpoint": result.checkpoint, "code": code, "identity": identity,
+              "identity_key": identity_key(identity)}
     sequences_per_s = result.steps * batch * len(result.seeds) / result.wall_s if result.wall_s and batch else None
     primary = scores[0].primary
     trained = ident.get("train") is not None  # False: a model trained elsewhere, only scored here

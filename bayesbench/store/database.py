@@ -18,15 +18,19 @@ what is wrong, and the file is left as it is; `prepare_store` finds that out bef
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
 import platform
+import re
 import sqlite3
 import time
 from datetime import datetime, timezone
 
 from .. import versions
+from ..identity import identity_key, run_identity
+from ..presets import labelled
 from ..running.disk import DiskFull, is_disk_full
 from .records import (
     FINAL_LOSS_MEANING,
@@ -95,9 +99,11 @@ CREATE TABLE IF NOT EXISTS learning_curves (
 );
 """
 
-SCHEMA_VERSION = 4  # PRAGMA user_version of stores this module writes (0: written before it was set;
-# 2 added the entropy_mae_positional columns, 3 the stop columns and the learning_curves table, 4 the
-# code of every row (config.code), which older stores gain on opening: `_record_legacy_code`)
+# PRAGMA user_version of the stores this module writes. A store of a lower version (0: one that
+# never set it) is brought up to it when opened for writing: the columns it lacks added
+# (`_add_missing_columns`), every row's code (`_record_legacy_code`) and identity
+# (`_record_identities`) recorded.
+SCHEMA_VERSION = 5
 COLUMNS = ("run_id", "seed", "member", "group_id", "preset", "task", "task_label", "task_config", "arch",
            "config", "params", "steps", "wall_s", "steps_per_s", "sequences_per_s", "status", "final_loss",
            "entropy_mae_bits", "entropy_mae_ci_low", "entropy_mae_ci_high", "kl_bits", "kl_ci_low",
@@ -172,6 +178,7 @@ def connect(path: str | None = None, *, read_only: bool = False) -> sqlite3.Conn
         _retry(lambda: conn.executescript(SCHEMA))
         if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
             _retry(lambda: _record_legacy_code(conn))
+            _retry(lambda: _record_identities(conn))
             _retry(lambda: conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}"))
     except sqlite3.Error as err:
         conn.close()
@@ -229,8 +236,8 @@ def _check_schema(conn: sqlite3.Connection, path: str, *, read_only: bool = Fals
                          "(written by another program or an incompatible bayesbench); use another --db")
 
 
-# Columns added after SCHEMA_VERSION 1: a version-1 (or unversioned) store gains them, NULL in
-# its old rows, before the schema check.
+# Columns a store of a lower schema version may lack: it gains them, NULL in its rows, before the
+# schema check.
 ADDED_COLUMNS = {"entropy_mae_positional_bits": "REAL", "entropy_mae_positional_ci_low": "REAL",
                  "entropy_mae_positional_ci_high": "REAL", "stop_step": "INTEGER", "stop_reason": "TEXT"}
 
@@ -270,6 +277,111 @@ def _record_legacy_code(conn: sqlite3.Connection) -> None:
             config["code"] = legacy_code({"arch": r["arch"], "config": config,
                                           "task_config": json.loads(r["task_config"]) if r["task_config"] else {}})
             conn.execute("UPDATE runs SET config = ? WHERE id = ?", (json.dumps(config, allow_nan=False), r["id"]))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def row_identity(row: dict, *, compiled: bool = False) -> dict:
+    """The identity (`bayesbench.identity.run_identity`) of a stored row that does not record one,
+    from the fields it does: its task configuration and label, evaluation, architecture (an
+    outside model's spec), model options, position table, training (`config.train`: what
+    `TrainConfig.identity()` gives, but for torch.compile, which such rows do not record: off
+    unless `compiled`), device type, torch threads and code."""
+    config = row.get("config") or {}
+    env = row.get("environment") or {}
+    train = config.get("train")
+    if train is not None and compiled:
+        train = {**train, "compile": True}
+    device = env.get("device")
+    return run_identity(task=row.get("task_config") or {}, label=row.get("task_label"),
+                        eval_lengths=config.get("eval_lengths") or (), eval_scored=config.get("eval_scored") or (),
+                        eval_sequences=config.get("eval_sequences"),
+                        arch=(config.get("model") or {}).get("spec") or row.get("arch"),
+                        model=config.get("model_args") or {}, max_len=config.get("max_len"), train=train,
+                        device_type=None if device is None else str(device).split(":")[0],
+                        threads=env.get("threads"), code=config.get("code"))
+
+
+# How stores of schema version 4 and below keyed a job (`_stored_key`): the trainer's read-back
+# interval they hashed with the training (its default, unless a row's own was set), and the
+# separator of a sweep file's task options in its label ("bijection V=8 [L=8, variant=paper]").
+_STORED_SYNC_EVERY = 20
+_SWEEP_OPTIONS = re.compile(r", (?=[A-Za-z_][A-Za-z0-9_]*=)")
+
+
+def _stored_key(row: dict, compiled: bool) -> str | None:
+    """The key a store of schema version 4 or below gave the job of `row` (its run_id, if the
+    row is one of `bayesbench run`, `train` or `sweep`), rebuilt from the row's fields with
+    torch.compile on or off; None for a row without training."""
+    config, env = row.get("config") or {}, row.get("environment") or {}
+    if config.get("train") is None or config.get("seeds") is None:
+        return None
+    threads, code = env.get("threads"), versions.keyed(config.get("code"))
+    ident = {"task": row.get("task_config"), "label": row.get("task_label"),
+             "eval_lengths": config.get("eval_lengths") or [], "eval_scored": config.get("eval_scored") or [],
+             "eval_sequences": config.get("eval_sequences"),
+             "arch": (config.get("model") or {}).get("spec") or row.get("arch"), "model": config.get("model_args"),
+             "max_len": config.get("max_len"),
+             "train": {**config["train"], "compile": compiled, "sync_every": _STORED_SYNC_EVERY},
+             "seeds": config["seeds"], "device": str(env.get("device")).split(":")[0],
+             **({"threads": threads} if threads != 1 else {}), **({"code": code} if code else {})}
+    return hashlib.sha256(json.dumps(ident, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def _unified_label(row: dict) -> str:
+    """A sweep row's label with its task options in the one format (`presets.labelled`)."""
+    label = row.get("task_label") or ""
+    found = re.fullmatch(r"(.*) \[(.*)\]", label)
+    if not found or not str(row.get("group_id") or "").startswith("sweep-"):
+        return label
+    return labelled(found[1], dict(item.split("=", 1) for item in _SWEEP_OPTIONS.split(found[2])))
+
+
+def _record_identities(conn: sqlite3.Connection) -> None:
+    """Give every row without config.identity its identity (`row_identity`) and identity_key, in
+    one transaction; the numbers of the rows stay as they are.
+
+    A row whose run_id is the key its job had (`_stored_key`: a row of `run`, `train` or `sweep`)
+    is keyed anew (`identity.identity_key` of its identity and seeds: the key the same command
+    gives the job now, so it finds the row again), its learning curve and the studies made of it
+    following; a sweep row's label gets the one format of task options. Of two rows that would
+    take the same (run_id, seed), the newer does; the older keeps its run_id (the leaderboard
+    pools both and counts the seed once). Any other row keeps its run_id."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        rows = [dict(r) for r in conn.execute("SELECT id, run_id, seed, group_id, task_label, task_config, arch, "
+                                               "config, environment FROM runs ORDER BY created_at DESC, id DESC")]
+        held = {(r["run_id"], r["seed"]) for r in rows}
+        renamed: dict[str, str] = {}
+        for row in rows:
+            for column in ("task_config", "config", "environment"):
+                row[column] = json.loads(row[column]) if row[column] else None
+            config = row["config"] or {}
+            if "identity" in config:
+                continue
+            compiled = next((c for c in (False, True) if _stored_key(row, c) == row["run_id"]), None)
+            label = _unified_label(row)
+            identity = row_identity({**row, "task_label": label}, compiled=bool(compiled))
+            run_id = row["run_id"]
+            if compiled is not None:
+                keyed = identity_key(identity, config["seeds"])
+                if (keyed, row["seed"]) not in held:
+                    held.discard((run_id, row["seed"]))
+                    held.add((keyed, row["seed"]))
+                    conn.execute("UPDATE learning_curves SET run_id = ? WHERE run_id = ? AND seed = ?",
+                                 (keyed, run_id, row["seed"]))
+                    renamed[run_id] = keyed
+                    run_id = keyed
+            config = {**config, "identity": identity, "identity_key": identity_key(identity)}
+            conn.execute("UPDATE runs SET run_id = ?, task_label = ?, config = ? WHERE id = ?",
+                         (run_id, label, json.dumps(config, allow_nan=False), row["id"]))
+        studies = {r[1] for r in conn.execute("PRAGMA table_info(studies)").fetchall()}
+        if "run_id" in studies:
+            conn.executemany("UPDATE studies SET run_id = ? WHERE run_id = ?",
+                             [(new, old) for old, new in renamed.items()])
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
@@ -514,6 +626,8 @@ def read_rows(path: str | None = None, *, where: str = "", params: tuple = ()) -
                 d[c] = json.loads(d[c]) if d[c] is not None else None
             if d["config"] is not None and "code" not in d["config"]:  # a store opened read-only, not migrated
                 d["config"]["code"] = legacy_code(d)
+            if d["config"] is not None and "identity" not in d["config"]:  # the label its migration gives it
+                d["task_label"] = _unified_label(d)
         except (TypeError, ValueError) as err:
             raise StoreError(f"results store {db_path(path)} is damaged: row {d.get('id')} (run {d.get('run_id')}, "
                              f"seed {d.get('seed')}) has unreadable {c} ({err}); it was left as it is") from None

@@ -30,9 +30,10 @@ import json
 import math
 
 from .. import versions
+from ..identity import identity_key
 from ..stats import stays_from, t_interval
 from .curve_stats import Reach, common_range, log_auc, reach, still_improving, trained_part
-from .database import read_records
+from .database import read_records, row_identity
 from .records import EvalResult, RunRecord, json_safe
 
 FORMATS = ("md", "csv", "json")
@@ -202,27 +203,23 @@ def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
 
 
 def row_settings(record: RunRecord) -> dict:
-    """The settings that define a leaderboard row: what must match for two runs' seeds to be
-    pooled in one row (`config_key`): the task's configuration, the model's arguments (an
-    outside model's source too), training, position range, evaluation and the torch thread
-    count it trained with, the code that made it and its tuning, when it was tuned (not the
-    seeds, the checkpoint path or the run)."""
-    cfg = record.config or {}
-    model = cfg.get("model") or {}
-    return {"task": record.task_config, "model_args": cfg.get("model_args"), "spec": model.get("spec"),
-            "train": cfg.get("train"), "max_len": cfg.get("max_len"),
-            "eval_lengths": cfg.get("eval_lengths"), "eval_sequences": cfg.get("eval_sequences"),
-            # numbers differ in their last digits between torch thread counts: like with like
-            "threads": (record.environment or {}).get("threads"),
-            # the code that made them: an edited file or a raised version is another result
-            "code": versions.keyed(record.code),
-            # a tuned row (its hyperparameters chosen by a search) is never pooled with an untuned one
-            **({"tuning": cfg["tuning"]} if cfg.get("tuning") is not None else {})}
+    """The settings that define a leaderboard row, what must match for two runs' seeds to be
+    pooled in one row (`config_key`): the row's identity without its seeds (`bayesbench.identity`:
+    task and label, evaluation, architecture and model options, training, device type, torch
+    threads and code; `config["identity"]`, or from its fields for a row stored without one,
+    `database.row_identity`), and its tuning when a search chose its hyperparameters
+    (`config["tuning"]`: a tuned row is never pooled with an untuned one)."""
+    config = record.config or {}
+    identity = config.get("identity") or row_identity(
+        {"task_config": record.task_config, "task_label": record.task_label, "arch": record.arch, "config": config,
+         "environment": record.environment})
+    return {**identity, **({"tuning": config["tuning"]} if config.get("tuning") is not None else {})}
 
 
 def config_key(record: RunRecord) -> str:
-    """`row_settings` as one string: runs with the same key pool their seeds in one row."""
-    return json.dumps(row_settings(record), sort_keys=True, default=str)
+    """`row_settings` hashed (`identity.identity_key`; an untuned row's is its `config["identity_key"]`):
+    runs with the same key pool their seeds in one row."""
+    return identity_key(row_settings(record))
 
 
 def _aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: bool = False,

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from ..running import interrupt
 from ..store.database import cache_dir_for, connect, db_path, prepare_store, write_records
-from ..training.trainer import CHECKPOINT_NAME
+from ..training.checkpoint import CHECKPOINT_NAME
 from .expand import SweepJob
 
 
@@ -48,7 +48,7 @@ def stored_keys(jobs: list[SweepJob], db: str | None) -> set[str]:
         return set()
     conn = connect(db)
     try:
-        keys = [sj.key for sj in jobs]
+        keys = [sweep_job.key for sweep_job in jobs]
         have: dict[str, set[int]] = {}
         for i in range(0, len(keys), 500):  # SQLite's bound-parameter limit
             chunk = keys[i:i + 500]
@@ -58,14 +58,14 @@ def stored_keys(jobs: list[SweepJob], db: str | None) -> set[str]:
                 have.setdefault(run_id, set()).add(seed)
     finally:
         conn.close()
-    return {sj.key for sj in jobs if set(sj.job.seeds) <= have.get(sj.key, set())}
+    return {sweep_job.key for sweep_job in jobs if set(sweep_job.job.seeds) <= have.get(sweep_job.key, set())}
 
 
-def job_state(sj: SweepJob, stored: set[str], runs_dir: str) -> str:
+def job_state(sweep_job: SweepJob, stored: set[str], runs_dir: str) -> str:
     """"stored", "checkpoint" (interrupted: will resume) or "new"."""
-    if sj.key in stored:
+    if sweep_job.key in stored:
         return "stored"
-    return "checkpoint" if os.path.exists(os.path.join(sj.run_dir(runs_dir), CHECKPOINT_NAME)) else "new"
+    return "checkpoint" if os.path.exists(os.path.join(sweep_job.run_dir(runs_dir), CHECKPOINT_NAME)) else "new"
 
 
 def run_sweep(jobs: list[SweepJob], executor, *, db: str | None, runs_dir: str, progress: bool = True,
@@ -87,10 +87,10 @@ def run_sweep(jobs: list[SweepJob], executor, *, db: str | None, runs_dir: str, 
     out = SweepOutcome(jobs)
     prepare_store(db)
     stored = stored_keys(jobs, db)
-    out.skipped = [sj.key for sj in jobs if sj.key in stored]
-    todo = [sj for sj in jobs if sj.key not in stored]
-    by_key = {sj.key: sj for sj in todo}
-    resuming = sum(job_state(sj, stored, runs_dir) == "checkpoint" for sj in todo)
+    out.skipped = [sweep_job.key for sweep_job in jobs if sweep_job.key in stored]
+    todo = [sweep_job for sweep_job in jobs if sweep_job.key not in stored]
+    by_key = {sweep_job.key: sweep_job for sweep_job in todo}
+    resuming = sum(job_state(sweep_job, stored, runs_dir) == "checkpoint" for sweep_job in todo)
     say(f"{len(jobs)} job{'s' if len(jobs) != 1 else ''}: {len(out.skipped)} already stored (skipped), "
         f"{len(todo)} to run"
         + (f" ({resuming} resume from checkpoints)" if resuming else "")
@@ -102,8 +102,8 @@ def run_sweep(jobs: list[SweepJob], executor, *, db: str | None, runs_dir: str, 
     if not todo:
         out.wall_s = time.perf_counter() - start
         return out
-    bar = tqdm(total=sum(sj.job.train.steps for sj in todo), unit="step", desc="sweep", disable=not progress,
-               dynamic_ncols=True)
+    bar = tqdm(total=sum(sweep_job.job.train.steps for sweep_job in todo), unit="step", desc="sweep",
+               disable=not progress, dynamic_ncols=True)
     steps: dict[str, int] = {}
     running: set[str] = set()
     finished: set[str] = set()
@@ -115,32 +115,32 @@ def run_sweep(jobs: list[SweepJob], executor, *, db: str | None, runs_dir: str, 
 
     def handle(event: dict) -> None:
         key, kind = event["key"], event["kind"]
-        sj = by_key[key]
+        sweep_job = by_key[key]
         if kind == "start" and key not in finished:
             running.add(key)
             if event["step"] > 0:
                 out.resumed[key] = max(out.resumed.get(key, 0), event["step"])
-                say(f"resuming {sj.label} from its checkpoint at step {event['step']}")
+                say(f"resuming {sweep_job.label} from its checkpoint at step {event['step']}")
             advance(key, event["step"])
         elif kind == "step" and key not in finished:
             advance(key, event["step"])
             if lines:
-                total = sj.job.train.steps
-                say(f"  {sj.label}: step {event['step']:,} of {total:,} ({100 * event['step'] / total:.0f}%), "
+                total = sweep_job.job.train.steps
+                say(f"  {sweep_job.label}: step {event['step']:,} of {total:,} ({100 * event['step'] / total:.0f}%), "
                     f"{time.perf_counter() - start:.0f} s since the start")
         elif kind == "retry":
             out.retried[key] = out.retried.get(key, 0) + 1
             running.discard(key)
-            say(f"retrying {sj.label} (attempt {event['attempt']}): {event['why']}")
+            say(f"retrying {sweep_job.label} (attempt {event['attempt']}): {event['why']}")
         elif kind == "done":
             write_records(event["records"], db)
             finished.add(key)
             running.discard(key)
             out.trained.append(key)
-            advance(key, sj.job.train.steps)
+            advance(key, sweep_job.job.train.steps)
             r0, maes = event["records"][0], " ".join(r.shown(r.entropy_mae_bits) for r in event["records"])
-            say(f"done: {sj.label} ({r0.wall_s:.1f} s training, {r0.steps_per_s:.1f} steps/s); entropy MAE (bits) "
-                f"per seed: {maes}")
+            say(f"done: {sweep_job.label} ({r0.wall_s:.1f} s training, {r0.steps_per_s:.1f} steps/s); entropy MAE "
+                f"(bits) per seed: {maes}")
             for r in event["records"]:
                 if r.status != "ok":
                     say(f"      WARNING: {r.status}")
@@ -150,7 +150,7 @@ def run_sweep(jobs: list[SweepJob], executor, *, db: str | None, runs_dir: str, 
             out.failed[key] = event["error"]
             if event.get("exception") is not None:
                 out.errors[key] = event["exception"]
-            say(f"FAILED: {sj.label}: {event['error']}")
+            say(f"FAILED: {sweep_job.label}: {event['error']}")
         bar.set_postfix(done=len(out.trained), running=len(running), failed=len(out.failed), refresh=False)
         bar.refresh()
         if on_event is not None:
@@ -177,14 +177,14 @@ def report_stop(stop: interrupt.Interrupted, running: list[SweepJob], jobs: list
     resumes from. Jobs the executor did not name (Ray cancels its tasks) but that were running
     are added to `stop` with their last periodic checkpoint."""
     named = {s.get("run") for s in stop.stopped}
-    for sj in running:
-        if sj.label not in named:
-            stop.stopped.append({"run": sj.label, "phase": "killed", "why": "cancelled"})
-    by_label = {sj.label: sj for sj in jobs}
+    for sweep_job in running:
+        if sweep_job.label not in named:
+            stop.stopped.append({"run": sweep_job.label, "phase": "killed", "why": "cancelled"})
+    by_label = {sweep_job.label: sweep_job for sweep_job in jobs}
     for s in stop.stopped:
-        sj = by_label.get(s.get("run"))
-        if not s.get("checkpoint") and sj is not None:
-            path = os.path.join(sj.run_dir(runs_dir), CHECKPOINT_NAME)
+        sweep_job = by_label.get(s.get("run"))
+        if not s.get("checkpoint") and sweep_job is not None:
+            path = os.path.join(sweep_job.run_dir(runs_dir), CHECKPOINT_NAME)
             s["checkpoint"] = path if os.path.exists(path) else None
         phase, ckpt = s.get("phase"), s.get("checkpoint")
         where = {"training": f"at step {s.get('step')} of {s.get('steps')}",

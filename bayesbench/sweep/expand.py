@@ -1,51 +1,54 @@
 """Resolved jobs -> sweep jobs, each with a stable key; a checked sweep file's points -> such jobs.
 
-The key of a job is a hash of everything that decides its stored numbers: the task's
-configuration and evaluation (label, lengths, set size), the architecture and its resolved model
-configuration (capacity matching already applied), the training configuration, the seeds, the
-device kind, and the code (`Job.code`: an outside tunnel's or model's file contents, the
-versions of the built-in tunnels, architectures, trainer and metrics; `bayesbench.versions`).
-An edited file is a new key, and so a new run directory and new rows; the file reverted finds
-its old rows again. The store keeps one row per (run_id, seed) and a job's run_id IS this key, so
-each (job configuration, seed) has one stable row key: re-running a sweep (or `bayesbench run`,
-whose preset jobs become sweep jobs through `sweep_job`) finds what is already stored, and
-writing a result twice replaces it instead of adding a second row. The same configuration gives
-the same key and the same run directory whichever command expanded it.
+A job's key (`job_key`) hashes its identity (`bayesbench.identity`: everything that decides its
+stored numbers, the code included) with its seeds. An edited file is a new key, and so a new
+run directory and new rows; the file reverted finds its old rows again. The store keeps one row
+per (run_id, seed) and a job's run_id IS this key, so each (job configuration, seed) has one
+stable row key: re-running a sweep (or `bayesbench run`, whose preset jobs become sweep jobs
+through `SweepJob.of`) finds what is already stored, and writing a result twice replaces it
+instead of adding a second row. The same configuration gives the same key and the same run
+directory whichever command made it: both resolve their points with `jobs.resolve`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from .. import versions
-from ..models import count_params
+from ..checks import SettingError
+from ..identity import KEY_CHARS, identity_key
 from ..models.registry import is_outside
-from ..presets import get_preset
-from ..scoring.evaluate import max_eval_len
-from ..training.trainer import TrainConfig
-from .jobs import Job, make_task, resolve_model, scored_sets
+from .jobs import Job, point, resolve
 from .spec import Resources, SweepSpec
 
-KEY_CHARS = 16  # hex characters of the SHA-256 kept: 64 bits
+__all__ = ["KEY_CHARS", "SweepJob", "expand", "gpu_share", "job_key", "seeds_name", "seeds_text"]
 
 
 @dataclass(frozen=True)
 class SweepJob:
     """One job of a sweep: a resolved `Job` (an ensemble of seeds) and how the sweep runs it."""
 
-    key: str  # stable hash of the resolved configuration; the stored rows' run_id
+    key: str  # `job_key`: the hash of the job's identity and seeds; the stored rows' run_id
     job: Job
     size: str | None  # the sweep's name for the model size, if it has a sizes axis
     checkpoint_every: int  # steps between checkpoints (and progress reports)
     group_id: str  # stored with every row: "sweep-<name>"
     log: str | None = None  # send the training curves to "tensorboard" or "wandb" (training/loggers.py); not in the key
+
+    @classmethod
+    def of(cls, job: Job, *, group_id: str, size: str | None = None) -> SweepJob:
+        """`job` as the sweep driver runs it: its key (`job_key`), its checkpoint interval (the
+        job's TrainConfig.checkpoint_every, else a tenth of its steps), which the worker keeps (it
+        trains from checkpoint to checkpoint, so the job's own TrainConfig gets 0; the interval is
+        no part of the identity), and the group its rows are stored with."""
+        steps = job.train.steps
+        every = min(job.train.checkpoint_every or max(1, steps // 10), steps)
+        job = dataclasses.replace(job, train=dataclasses.replace(job.train, checkpoint_every=0))
+        return cls(job_key(job), job, size, every, group_id)
 
     @property
     def arch(self) -> str:
@@ -55,24 +58,24 @@ class SweepJob:
     @property
     def label(self) -> str:
         """Task / arch [size] [lr] seeds: how the job is named in progress lines and tables."""
-        j = self.job
+        job = self.job
         size = f" [{self.size}]" if self.size else ""
-        return f"{j.setup.label} / {self.arch}{size} lr {j.train.lr:g} seeds {seeds_text(j.seeds)}"
+        return f"{job.setup.label} / {self.arch}{size} lr {job.train.lr:g} seeds {seeds_text(job.seeds)}"
 
     def run_dir(self, root: str) -> str:
         """Its checkpoint folder under the runs directory, readable and unique:
         `<root>/<preset>/<task>-<arch>[-<size>]-lr<lr>-s<seeds>-<key>`."""
-        j = self.job
-        task = j.task.name if ":" in j.task_key else j.task_key  # an outside tunnel by its name, not its path
-        parts = [task, self.arch] + ([self.size] if self.size else []) + [f"lr{j.train.lr:g}",
-                                                                            "s" + seeds_name(j.seeds)]
-        return os.path.join(root, j.preset, f"{'-'.join(_safe(p) for p in parts)}-{self.key}")
+        job = self.job
+        task = job.task.name if ":" in job.task_key else job.task_key  # an outside tunnel by its name, not its path
+        parts = [task, self.arch] + ([self.size] if self.size else []) + [f"lr{job.train.lr:g}",
+                                                                            "s" + seeds_name(job.seeds)]
+        return os.path.join(root, job.preset, f"{'-'.join(_safe(part) for part in parts)}-{self.key}")
 
     @property
     def tokens(self) -> int:
         """Training tokens over all members: steps x batch x sequence length x members."""
-        j = self.job
-        return j.train.steps * j.train.batch_size * j.task.seq_len * len(j.seeds)
+        job = self.job
+        return job.train.steps * job.train.batch_size * job.task.seq_len * len(job.seeds)
 
     @property
     def flops(self) -> float:
@@ -103,106 +106,51 @@ def _safe(part: str) -> str:
     return part[:60]
 
 
-def job_key(job: Job, threads: int = 1) -> str:
-    """SHA-256 (first 16 hex characters) of the job's resolved configuration; see the module doc.
-
-    `threads`, the torch threads it trains with, is part of what a result is: the same seeds give
-    numbers that differ in their last digits at another thread count (a staged learner can then
-    leave a plateau at another step), so a job at 2 threads is another job than at 1. It enters
-    the key only when not 1, the default, so the keys of earlier runs stay valid."""
-    train = job.train.as_dict()  # the learning-curve fields only when set: keys of earlier sweeps stay valid
-    train.pop("checkpoint_every")  # when checkpoints are written changes no number
-    code = versions.keyed(job.code)  # outside contents and raised versions; none for first-version built-ins
-    ident = {"task": job.task.config(), "label": job.setup.label, "eval_lengths": list(job.setup.eval_lengths),
-             "eval_scored": list(job.setup.eval_scored),
-             "eval_sequences": job.setup.eval_sequences, "arch": job.arch, "model": job.model,
-             "max_len": job.max_len, "train": train, "seeds": list(job.seeds),
-             "device": torch.device(job.device).type, **({"threads": threads} if threads != 1 else {}),
-             **({"code": code} if code else {})}
-    text = json.dumps(ident, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:KEY_CHARS]
+def job_key(job: Job) -> str:
+    """The job's key: `identity.identity_key` of its identity (`Job.identity`) and its seeds."""
+    return identity_key(job.identity, job.seeds)
 
 
-def sweep_job(job: Job, *, group_id: str, size: str | None = None, threads: int = 1) -> SweepJob:
-    """`job` as the sweep driver runs it: its key (`job_key`), its checkpoint interval (the job's
-    TrainConfig.checkpoint_every, else a tenth of its steps), which the worker keeps (it trains
-    from checkpoint to checkpoint, so the job's own TrainConfig gets 0), and the group its rows
-    are stored with."""
-    steps = job.train.steps
-    every = min(job.train.checkpoint_every or max(1, steps // 10), steps)
-    job = dataclasses.replace(job, train=dataclasses.replace(job.train, checkpoint_every=0))
-    return SweepJob(job_key(job, threads), job, size, every, group_id)
-
-
-def gpu_share(job: SweepJob, resources: Resources) -> float:
+def gpu_share(sweep_job: SweepJob, resources: Resources) -> float:
     """GPUs a job asks Ray for: 0 on CPU; the sweep's `resources.gpus`; or by size ("auto"):
     a quarter of a GPU below 2M parameters x members, half below 20M, else a whole one."""
-    if torch.device(job.job.device).type != "cuda":
+    job = sweep_job.job
+    if torch.device(job.device).type != "cuda":
         return 0.0
     if resources.gpus != "auto":
         return float(resources.gpus)
-    size = job.job.params * len(job.job.seeds)
+    size = job.params * len(job.seeds)
     return 0.25 if size < 2_000_000 else 0.5 if size < 20_000_000 else 1.0
 
 
+# What a resolver's setting is called in a sweep file's errors: "bad task settings: ...".
+_WHAT = {"task_options": "task", "models": "model", "train": "training"}
+
+
 def expand(spec: SweepSpec, *, device: Callable[[str], str] | None = None) -> list[SweepJob]:
-    """Resolve every point of `spec` into a job; `device` maps the requested device ("auto",
-    "cuda", ...) to the one used (default: unchanged, "auto" -> "cpu"). Builds every model on the
-    meta device to count its parameters, so a bad model setting fails here, before anything runs."""
-    device = device or (lambda d: "cpu" if d == "auto" else d)
+    """Resolve every point of `spec` into a job (`jobs.resolve`; each trains with the sweep's
+    `resources.cpus` torch threads); `device` maps the requested device ("auto", "cuda", ...) to
+    the one used (default: unchanged, "auto" -> "cpu"). Builds every model on the meta device to
+    count its parameters, so a bad model setting fails here, before anything runs."""
+    place = device or (lambda d: "cpu" if d == "auto" else d)
     jobs: list[SweepJob] = []
     seen: dict[str, int] = {}
     names: dict[str, str] = {}  # leaderboard name -> the outside model stored under it
-    for i, pt in enumerate(spec.points):
-        where = f"sweep file {spec.path}: job {i + 1} ({pt['task']} / {pt['arch']}" + \
-                (f" size {pt['size']})" if pt["size"] else ")")
-        preset = get_preset(pt["preset"])
-        setup = preset.tasks[pt["task"]]
-        if pt["eval_sequences"] is not None:
-            setup = dataclasses.replace(setup, eval_sequences=pt["eval_sequences"])
-        if pt["task_options"]:  # the task column names them: such rows are never ranked with the preset's
-            opts = ", ".join(f"{k}={v}" for k, v in sorted(pt["task_options"].items()))
-            setup = dataclasses.replace(setup, task={**setup.task, **pt["task_options"]},
-                                        label=f"{setup.label} [{opts}]")
-        if pt["models"]:
-            models = dict(setup.models)
-            for arch, override in pt["models"].items():
-                models[arch] = {**models.get(arch, {}), **override}
-            setup = dataclasses.replace(setup, models=models)
+    setups: dict = {}
+    for i, entry in enumerate(spec.points):
+        where = f"sweep file {spec.path}: job {i + 1} ({entry['task']} / {entry['arch']}" + \
+                (f" size {entry['size']})" if entry["size"] else ")")
+        name = _outside_name(entry["arch"], names, where)
         try:
-            task = make_task(setup)
-            if pt["task_options"]:  # a set the new task lacks is left out, as --task-args does
-                setup = dataclasses.replace(setup, eval_scored=scored_sets(setup, task, "task_options"))
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"{where}: bad task settings: {err}") from None
-        max_len = max_eval_len(task, setup.eval_lengths, setup.eval_scored)
-        try:
-            model = resolve_model(setup, pt["arch"], task, max_len, pt["attention"])
-            count_params(pt["arch"], task, max_len=max_len, **model)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"{where}: bad model settings: {err}") from None
-        train = dict(setup.train)
-        if pt["lr"] is not None:
-            train["lr"] = pt["lr"]
-        if pt["steps"] is not None:
-            train["steps"] = pt["steps"]
-            if train.get("warmup_steps", 0) > pt["steps"] // 10:  # as `bayesbench run --steps`
-                train["warmup_steps"] = max(0, pt["steps"] // 100)
-        train.update(pt["train"])
-        try:
-            train_cfg = TrainConfig(**train, checkpoint_every=pt["checkpoint_every"] or preset.checkpoint_every,
-                                    compile=False)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"{where}: bad training settings: {err}") from None
-        name = _outside_name(pt["arch"], names, where)
-        job = Job(pt["preset"], pt["task"], setup, pt["arch"], model, train_cfg, tuple(pt["seeds"]),
-                  device(pt["device"]), name)
-        sj = sweep_job(job, group_id=f"sweep-{spec.name}", size=pt["size"], threads=spec.resources.cpus)
-        if sj.key in seen:
-            raise ValueError(f"{where}: the same job as job {seen[sj.key] + 1} (identical configuration and seeds); "
-                             "each job is trained and stored once")
-        seen[sj.key] = i
-        jobs.append(sj)
+            job = resolve(point(**entry, name=name, threads=spec.resources.cpus), place, setups)
+        except SettingError as err:
+            raise ValueError(f"{where}: bad {_WHAT.get(err.fields[0], err.fields[0])} settings: {err}") from None
+        sweep_job = SweepJob.of(job, group_id=f"sweep-{spec.name}", size=entry["size"])
+        if sweep_job.key in seen:
+            raise ValueError(f"{where}: the same job as job {seen[sweep_job.key] + 1} (identical configuration and "
+                             "seeds); each job is trained and stored once")
+        seen[sweep_job.key] = i
+        jobs.append(sweep_job)
     return jobs
 
 

@@ -1,32 +1,65 @@
-"""A preset's jobs: (task, architecture, seed ensemble), resolved from the preset and a command
-line's selections, before anything runs.
+"""From a point to a job: one job's settings, resolved against a preset into a `Job` before
+anything runs.
 
-`make_jobs` turns a preset (`bayesbench.presets`) and `bayesbench run`/`train`'s selections into
-`Job`s; `sweep.expand.sweep_job` gives each its stable key and run directory, and the sweep
-driver runs them (`sweep/driver.py`: skip what is stored, train the rest on the local pool, in
-this process or on Ray, store each job's rows once). A `Job` knows its task, model and
-training configuration, and opens its Trainer (`Job.open_trainer`).
+A *point* is a plain dict of one shape (`POINT`): the preset, the task and architecture, the
+seeds, the learning rate and steps, training, task and model settings over the preset's, the
+device and attention backend, the checkpoint interval, the evaluation set's size, the names of
+a sweep's size and of an outside model, the torch threads. A sweep file's entries
+(`sweep/spec.py`, `sweep/expand.py`) and a command line's selections (`make_jobs`: `bayesbench
+run`, `train`, `cli/outside_model.py`) are both points, and `resolve` is the one function that
+turns a point into a `Job`: task options and the label that says them, model options over the
+preset's (a size given replaces the capacity match), the capacity match, the preset's warm-up
+kept a small fraction of fewer steps, the `TrainConfig`. Its errors are `SettingError`s naming
+the point's setting (`task_options`, `models`, `train`); callers put their source in front (the
+flag, or the sweep file and job).
+
+A `Job` knows its task, model and training configuration and its identity (`bayesbench.identity`;
+its key is `sweep.expand.job_key`), and opens its Trainer (`Job.open_trainer`). The sweep driver
+runs jobs (`sweep/driver.py`: skip what is stored, train the rest, store each job's rows once).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
+from ..checks import SettingError
+from ..identity import run_identity
 from ..models import TaskShape, count_params, list_models
 from ..models.outside import preset_options
 from ..models.registry import is_outside
-from ..presets import TaskSetup, get_preset, outside_setup
+from ..presets import Preset, TaskSetup, get_preset, labelled, outside_setup
 from ..scoring.evaluate import evaluation_tasks, max_eval_len
 from ..scoring.metrics import METRIC_VERSIONS
 from ..tasks import Task, is_outside_task, outside_task, task_from_config
 from ..tasks.base import available_bytes, check_fits, format_bytes
 from ..tasks.check import check_task
-from ..training.trainer import TrainConfig, open_trainer, run_code
+from ..training.checkpoint import run_code
+from ..training.config import TrainConfig
+from ..training.run import open_trainer
+
+#: A point: one job's settings (None or empty: the preset's). `seeds` None: the task's seeds
+#: 0..N-1; `lr`, `steps`: over the preset's training; `train`: other TrainConfig fields over it;
+#: `models`: arch -> options over the preset's config of that arch (a sweep's size may set
+#: several: a capacity-matched model follows the transformer it matches); `device` None: the
+#: preset's; `size`: a sweep's name of the model size (`SweepJob.size`); `name`: an outside
+#: model's leaderboard name; `threads`: torch threads it trains with.
+POINT = {"preset": "quick", "task": None, "arch": None, "seeds": None, "lr": None, "steps": None, "train": {},
+         "task_options": {}, "models": {}, "device": None, "attention": None, "compile": False, "precision": None,
+         "checkpoint_every": None, "eval_sequences": None, "size": None, "name": None, "threads": 1}
+
+
+def point(**settings) -> dict:
+    """A point: `settings` over `POINT`'s defaults (an unknown setting is a TypeError)."""
+    unknown = sorted(set(settings) - set(POINT))
+    if unknown:
+        raise TypeError(f"unknown point settings {unknown}; settings: {', '.join(POINT)}")
+    return {**POINT, **settings}
 
 
 def resolve_device(device: str | None) -> str:
@@ -86,8 +119,11 @@ def resolve_model(setup: TaskSetup, arch: str, task: Task, max_len: int, attenti
 
 @dataclass(frozen=True)
 class Job:
+    """One training job: an ensemble of seeds of one architecture on one task, every setting
+    resolved (`resolve`)."""
+
     preset: str
-    task_key: str  # the task's key in the preset ('bijection'); the job's own key is SweepJob.key, a hash
+    task_key: str  # the task's key in the preset ('bijection'); the job's own key is `job_key`, a hash
     setup: TaskSetup
     arch: str
     model: dict
@@ -95,8 +131,9 @@ class Job:
     seeds: tuple[int, ...]
     device: str
     name: str | None = None  # leaderboard name when arch is an outside model ('./mine.py:build' -> 'mine')
-    # what the command line changed from the preset ({"train": {...}, "task": {...}, "model": {...}}), for
-    # the record; the resolved configs above already hold every change
+    threads: int = 1  # torch threads it trains with
+    # what the command line or sweep file changed from the preset ({"train": {...}, "task": {...},
+    # "model": {...}}), for the record; the resolved configs above already hold every change
     overrides: dict = dataclasses.field(default_factory=dict, compare=False)
 
     @functools.cached_property
@@ -115,14 +152,24 @@ class Job:
         return {**run_code(self.task, self.arch), "metrics": dict(METRIC_VERSIONS)}
 
     @functools.cached_property
+    def identity(self) -> dict:
+        """The job's identity without its seeds (`bayesbench.identity.run_identity`): its key, its
+        checkpoint's and its rows' (`sweep.expand.job_key`)."""
+        setup = self.setup
+        return run_identity(task=self.task.config(), label=setup.label, eval_lengths=setup.eval_lengths,
+                            eval_scored=setup.eval_scored, eval_sequences=setup.eval_sequences, arch=self.arch,
+                            model=self.model, max_len=self.max_len, train=self.train.identity(),
+                            device_type=torch.device(self.device).type, threads=self.threads, code=self.code)
+
+    @functools.cached_property
     def params(self) -> int:
         """Parameters per ensemble member."""
         return count_params(self.arch, self.task, max_len=self.max_len, **self.model)
 
     def open_trainer(self, run_dir: str | None, **kwargs):
-        """The job's Trainer, in its run directory (`training.trainer.open_trainer`: run lock,
+        """The job's Trainer, in its run directory (`training.run.open_trainer`: run lock,
         leftovers removed, the checkpoint loaded with resume=True); use it as a context manager.
-        Keyword arguments: run_id, meta, resume, say."""
+        Keyword arguments: run_id, meta, resume, say, identity."""
         return open_trainer(self.task, self.arch, list(self.seeds), self.train, model_cfg=self.model,
                             max_len=self.max_len, device=self.device, run_dir=run_dir, **kwargs)
 
@@ -136,26 +183,155 @@ class Job:
                 "eval_sequences": self.setup.eval_sequences, "overrides": dict(self.overrides), "code": self.code}
 
 
+# ---------------------------------------------------------------- the resolver
+
+def resolve(settings: dict, place: Callable[[str], str], setups: dict | None = None) -> Job:
+    """The `Job` of one point (see `POINT`); `place` maps the device asked for (the point's, else
+    the preset's) to the one the job runs on. `setups`: a cache of task setups shared by the
+    points of one command (an outside tunnel is imported and checked once).
+
+    Raises SettingError naming the point's setting that cannot be resolved: `task_options` (the
+    task they make), `models` (the model options, or the architecture's config for this task),
+    `train` (the TrainConfig)."""
+    settings = point(**settings)
+    preset = get_preset(settings["preset"])
+    key, arch, options = settings["task"], settings["arch"], settings["task_options"]
+    cache_key = (preset.name, key, json.dumps(options, sort_keys=True, default=str))
+    cache = {} if setups is None else setups
+    if cache_key not in cache:
+        cache[cache_key] = task_setup(preset, key, options)
+    setup = cache[cache_key]
+    if settings["models"]:
+        setup = dataclasses.replace(setup, models={**setup.models, **{
+            name: with_model_args(setup.models.get(name, {}), given) for name, given in settings["models"].items()}})
+    if settings["eval_sequences"] is not None:
+        setup = dataclasses.replace(setup, eval_sequences=settings["eval_sequences"])
+    task = make_task(setup)
+    max_len = max_eval_len(task, setup.eval_lengths, setup.eval_scored)
+    try:
+        model = resolve_model(setup, arch, task, max_len, settings["attention"])
+        count_params(arch, TaskShape.from_task(task, max_len), **model)  # a bad option fails here
+    except (TypeError, ValueError) as err:
+        raise SettingError(str(err), ("models",)) from None
+    try:
+        train = TrainConfig(**train_settings(preset, setup, settings))
+    except (TypeError, ValueError) as err:
+        raise SettingError(str(err), ("train",)) from None
+    seeds = tuple(range(setup.seeds)) if settings["seeds"] is None else tuple(int(s) for s in settings["seeds"])
+    overrides = {name: dict(given) for name, given in (("train", settings["train"]), ("task", options),
+                                                      ("model", settings["models"].get(arch))) if given}
+    return Job(preset.name, key, setup, arch, model, train, seeds, place(settings["device"] or preset.device),
+               settings["name"], settings["threads"], overrides)
+
+
+def train_settings(preset: Preset, setup: TaskSetup, settings: dict) -> dict:
+    """The TrainConfig fields of a point: the preset's training of its task, then the point's
+    lr, precision and steps (the preset's warm-up scaled to them, `scaled_warmup`), checkpoint
+    interval (else the preset's) and compile switch, then its `train` fields."""
+    out = dict(setup.train)
+    for name in ("lr", "precision", "steps"):
+        if settings[name] is not None:
+            out[name] = settings[name]
+    if settings["steps"] is not None and "warmup_steps" not in settings["train"]:  # a warm-up given stays
+        out["warmup_steps"] = scaled_warmup(out.get("warmup_steps", 0), settings["steps"])
+    every = settings["checkpoint_every"]
+    out["checkpoint_every"] = preset.checkpoint_every if every is None else every
+    out["compile"] = settings["compile"]
+    out.update(settings["train"])
+    return out
+
+
+def scaled_warmup(warmup: int, steps: int) -> int:
+    """The preset's warm-up for a run of `steps` steps: kept while it is at most a tenth of them,
+    else 1% of them (a warm-up longer than the run, or most of it, is no longer a warm-up)."""
+    return warmup if warmup <= steps // 10 else max(0, steps // 100)
+
+
+# Model options a capacity match chooses itself: giving one (or match_params) sizes the model
+# directly, so the preset's match to the transformer's parameter count is dropped.
+MATCHED_SIZES = frozenset({"width", "d_model", "d_embed", "d_inner", "d_ffn", "d_head", "match", "match_params"})
+
+
+def with_model_args(preset_cfg: dict, model_args: dict) -> dict:
+    """The preset's config of one architecture with `model_args` (`--model-args`, a sweep's
+    `models`) over it: a size given replaces the preset's capacity match (`match`,
+    `match_params`), and `match_params=null` means no match."""
+    cfg = dict(preset_cfg)
+    if MATCHED_SIZES & set(model_args):
+        cfg.pop("match", None)
+        cfg.pop("match_params", None)
+    cfg.update(model_args)
+    if "match_params" in cfg and cfg["match_params"] is None:
+        del cfg["match_params"]
+    return cfg
+
+
+def task_setup(preset: Preset, key: str, options: dict | None = None) -> TaskSetup:
+    """The TaskSetup of task `key` of `preset` with `options` applied: the preset's task fields
+    replaced, said in its label (`presets.labelled`: its rows are another task's), and the
+    scored position sets the new task lacks left out; or an outside tunnel ('pkg.mod:build',
+    './file.py:build'), imported and checked (`tasks.check.check_task`) and trained with the
+    preset's settings for outside tunnels (`presets.outside_setup`), `options` its factory's."""
+    if is_outside_task(key):
+        task = outside_task(key, options)
+        check_task(task)  # shapes, normalisation, determinism, the posterior against its sampler (and brute force)
+        return outside_setup(preset, task)
+    setup = preset.tasks[key]
+    if not options:
+        return setup
+    if "task" in options:  # it would silently make another task, with this one's settings
+        fields = ", ".join(f.name for f in dataclasses.fields(task_from_config(setup.task)) if f.init)
+        raise SettingError(f"'task' is not a setting of task {setup.task['task']!r} (it names the task, not one of "
+                           f"its settings); its settings: {fields}", ("task_options",))
+    config = {**setup.task, **options}
+    try:
+        task = task_from_config(config)
+    except (TypeError, ValueError) as err:
+        raise SettingError(str(err), ("task_options",)) from None
+    scored = tuple(name for name in setup.eval_scored if _can_score(task, name))
+    if setup.eval_scored and not scored:
+        raise SettingError(f"the task they make has none of the preset's scored position sets "
+                           f"{list(setup.eval_scored)}", ("task_options",))
+    return dataclasses.replace(setup, task=config, label=labelled(setup.label, options), eval_scored=scored)
+
+
+def _can_score(task: Task, name: str) -> bool:
+    """Whether `task` has the positions of the scored set `name` (e.g. a query for 'values+query')."""
+    try:
+        evaluation_tasks(task, (), (name,))
+    except ValueError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- the command line's jobs
+
+def default_archs(preset: Preset, key: str) -> tuple[str, ...]:
+    """The architectures a task runs when none are named: its own defaults, else the preset's."""
+    setup = preset.tasks.get(key) or preset.outside
+    return (setup.archs if setup is not None else None) or preset.archs
+
+
 def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] | None = None,
               seeds: list[int] | None = None, steps: int | None = None, device: str | None = None,
               attention: str | None = None, compile: bool = False, precision: str | None = None,
               checkpoint_every: int | None = None, eval_sequences: int | None = None,
               train: dict | None = None, place: Callable[[str], str] | None = None,
-              task_args: dict | None = None, model_args: dict | None = None) -> list[Job]:
-    """Every (task, arch) of the preset, or of the given selections, as resolved jobs.
+              task_args: dict | None = None, model_args: dict | None = None, name: str | None = None,
+              threads: int = 1, setups: dict | None = None) -> list[Job]:
+    """Every (task, arch) of the preset, or of the command line's selections, as resolved jobs.
 
-    Without `archs`, each task runs its own default architectures (`TaskSetup.archs`, else the
-    preset's); a named arch must be configured for every selected task. A task may also be an
-    outside tunnel ('pkg.mod:build', './file.py:build'; `tasks.outside`), checked before anything
-    else (`tasks.check.check_task`) and trained with the preset's settings for outside tasks
-    (`presets.outside_setup`). `train`: TrainConfig fields set for every job (e.g. {"until": 0.1}:
-    `--until`; `--train-args`). `task_args`: fields of the preset's task config replaced (an
-    outside tunnel: its factory's options; `--task-args`); `model_args`: options merged into the
-    one selected architecture's config (`--model-args`). `place` maps the device asked for
-    (`device`, else the preset's) to the one the jobs run on (default `resolve_device`: 'auto' is
-    this machine's GPU if it has one). `checkpoint_every` (default: the preset's; 0: a tenth of
-    the steps) is the job's TrainConfig.checkpoint_every.
-    """
+    Without `archs`, each task runs its own default architectures (`default_archs`); a named arch
+    (a built-in one or an outside model's spec, `name` its leaderboard name) must be configured for
+    every selected task. A task may also be an outside tunnel ('pkg.mod:build', './file.py:build';
+    `tasks.outside`), checked before anything else. `train`: TrainConfig fields set for every job
+    (`--train-args` and the curve options); `task_args`: the task's fields over the preset's (an
+    outside tunnel: its factory's options; `--task-args`); `model_args`: options over the one
+    selected architecture's config (`--model-args`). `place` maps the device asked for (`device`,
+    else the preset's) to the one the jobs run on (default `resolve_device`). Each selection is a
+    point (`POINT`), resolved by `resolve` (`setups`: its cache of task setups, shared by calls
+    for the same tasks); errors name the flag. The jobs are checked to fit the device
+    (`check_ensemble_fits`, `check_sets_fit`)."""
     p = get_preset(preset)
     keys = list(tasks or p.tasks)
     for flag, names in (("--tasks", keys), ("--archs", archs or [])):
@@ -166,76 +342,52 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
         if k not in p.tasks and not is_outside_task(k):
             raise ValueError(f"task {k!r} is not in preset {preset!r}; available: {', '.join(p.tasks)} (or your own "
                              "tunnel: 'pkg.mod:build', './file.py:build')")
-    explicit = bool(archs)
     known = list_models()
     for a in archs or ():
-        if a not in known:
+        if a not in known and not is_outside(a):
             raise ValueError(f"unknown arch {a!r}; available: {', '.join(known)}")
-    dev = (place or resolve_device)(device or p.device)
+    place = place or resolve_device
     if attention == "triton":
-        check_triton(dev)
-    if model_args and (len(archs or []) != 1):
+        check_triton(place(device or p.device))
+    if model_args and len(archs or []) != 1:
         raise ValueError("--model-args are one architecture's options: name exactly one arch (--archs A, --arch A, "
                          "or --model)")
-    overrides = {k: dict(v) for k, v in (("train", train), ("task", task_args), ("model", model_args)) if v}
-    jobs = []
+    if task_args and "task" in task_args:
+        for k in keys:
+            if k in p.tasks:
+                fields = ", ".join(f.name for f in dataclasses.fields(task_from_config(p.tasks[k].task)) if f.init)
+                raise ValueError(f"--task-args for task {k!r}: 'task' is not a setting of task "
+                                 f"{p.tasks[k].task['task']!r} (the task is --task's); its settings: {fields}")
+    common = dict(preset=preset, seeds=seeds, steps=steps, train=dict(train or {}), task_options=dict(task_args or {}),
+                  device=device, attention=attention, compile=compile, precision=precision,
+                  checkpoint_every=checkpoint_every, eval_sequences=eval_sequences, name=name, threads=threads)
+    jobs, setups = [], {} if setups is None else setups
     for k in keys:
-        setup = task_setup(p, k, task_args)
-        if model_args:
-            setup = dataclasses.replace(setup, models={**setup.models, archs[0]: with_model_args(
-                setup.models.get(archs[0], {}), model_args)})
-        if eval_sequences is not None:
-            setup = dataclasses.replace(setup, eval_sequences=eval_sequences)
-        task = make_task(setup)
-        max_len = max_eval_len(task, setup.eval_lengths, setup.eval_scored)
-        train_cfg = dict(setup.train, checkpoint_every=p.checkpoint_every if checkpoint_every is None
-                         else checkpoint_every, compile=compile)
-        if precision is not None:
-            train_cfg["precision"] = precision
-        train_cfg.update(train or {})
-        if steps is not None:
-            train_cfg["steps"] = steps
-            # keep the preset's warm-up a small fraction of fewer steps; a warm-up the user set stays
-            if "warmup_steps" not in (train or {}) and train_cfg.get("warmup_steps", 0) > steps // 10:
-                train_cfg["warmup_steps"] = max(0, steps // 100)
-        member_seeds = tuple(seeds) if seeds is not None else tuple(range(setup.seeds))
-        try:
-            train_config = TrainConfig(**train_cfg)
-        except TypeError as err:  # a field TrainConfig does not have (check_train_args names it for the CLI)
-            raise ValueError(f"training settings: {err}") from None
-        for a in (archs if explicit else (setup.archs or p.archs)):
+        for a in archs or default_archs(p, k):
+            selected = point(**common, task=k, arch=a, models={a: dict(model_args)} if model_args else {})
             try:
-                model = resolve_model(setup, a, task, max_len, attention)
-                if model_args:
-                    count_params(a, TaskShape.from_task(task, max_len), **model)  # a bad option fails here
-            except (TypeError, ValueError) as err:
-                if not model_args:
-                    raise
-                raise ValueError(f"--model-args for {a}: {err}") from None
-            job = Job(preset, k, setup, a, model, train_config, member_seeds, dev, overrides=overrides)
+                job = resolve(selected, place, setups)
+            except SettingError as err:
+                raise ValueError(_flag_message(err, selected)) from None
             check_ensemble_fits(job)
             check_sets_fit(job)
             jobs.append(job)
     return jobs
 
 
-# Model options a capacity match chooses itself: giving one (or match_params) in --model-args sizes
-# the model directly, so the preset's match to the transformer's parameter count is dropped.
-MATCHED_SIZES = frozenset({"width", "d_model", "d_embed", "d_inner", "d_ffn", "d_head", "match", "match_params"})
-
-
-def with_model_args(preset_cfg: dict, model_args: dict) -> dict:
-    """The preset's config of one architecture with `model_args` (`--model-args`) over it: a size
-    the user gives replaces the preset's capacity match (`match`, `match_params`), and
-    `match_params=null` means no match."""
-    cfg = dict(preset_cfg)
-    if MATCHED_SIZES & set(model_args):
-        cfg.pop("match", None)
-        cfg.pop("match_params", None)
-    cfg.update(model_args)
-    if "match_params" in cfg and cfg["match_params"] is None:
-        del cfg["match_params"]
-    return cfg
+def _flag_message(err: SettingError, selected: dict) -> str:
+    """A resolver's error with the flag that gave the setting in front (none for the preset's own)."""
+    setting = err.fields[0] if err.fields else None
+    if setting == "task_options" and selected["task_options"]:
+        return f"--task-args for task {selected['task']!r}: {err}"
+    given = selected["models"].get(selected["arch"])
+    if setting == "models" and given:
+        if is_outside(selected["arch"]):
+            return f"--model-args {' '.join(f'{k}={v}' for k, v in given.items())}: {err}"
+        return f"--model-args for {selected['arch']}: {err}"
+    if setting == "train":
+        return f"training settings: {err}"
+    return str(err)
 
 
 def check_ensemble_fits(job: Job) -> None:
@@ -269,51 +421,6 @@ def check_sets_fit(job: Job) -> None:
             check_fits(job.task, n, torch.device(job.device))
         except ValueError as err:
             raise ValueError(f"{job.describe()}: {what} of {n:,} sequences, {option}, is too large: {err}") from None
-
-
-def task_setup(p, key: str, task_args: dict | None = None) -> TaskSetup:
-    """The TaskSetup of task `key` of preset `p` (an outside tunnel's: `presets.outside_setup`, after
-    its checks), with `task_args` applied: the preset's task fields replaced and said in the label
-    (its rows are another task's), or an outside tunnel's factory options."""
-    if is_outside_task(key):
-        task = outside_task(key, task_args)
-        check_task(task)  # shapes, normalisation, determinism, the posterior against its sampler (and brute force)
-        return outside_setup(p, task)
-    setup = p.tasks[key]
-    if not task_args:
-        return setup
-    if "task" in task_args:  # it would silently make another task, with this one's settings
-        fields = ", ".join(f.name for f in dataclasses.fields(task_from_config(setup.task)) if f.init)
-        raise ValueError(f"--task-args for task {key!r}: 'task' is not a setting of task {setup.task['task']!r} (the "
-                         f"task is --task's); its settings: {fields}")
-    config = {**setup.task, **task_args}
-    try:
-        task = task_from_config(config)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"--task-args for task {key!r}: {err}") from None
-    scored = scored_sets(setup, task, f"--task-args for task {key!r}")
-    changed = " ".join(f"{k}={v}" for k, v in sorted(task_args.items()))
-    # a set the new task lacks (the paper's bijection has no query: no 'values+query') is left out
-    return dataclasses.replace(setup, task=config, label=f"{setup.label} [{changed}]", eval_scored=scored)
-
-
-def scored_sets(setup: TaskSetup, task: Task, where: str) -> tuple[str, ...]:
-    """The preset's scored position sets that `task` has (the paper's bijection has no query: no
-    'values+query'); ValueError naming `where` when it has none of them."""
-    scored = tuple(name for name in setup.eval_scored if _can_score(task, name))
-    if setup.eval_scored and not scored:
-        raise ValueError(f"{where}: the task they make has none of the preset's scored position sets "
-                         f"{list(setup.eval_scored)}")
-    return scored
-
-
-def _can_score(task: Task, name: str) -> bool:
-    """Whether `task` has the positions of the scored set `name` (e.g. a query for 'values+query')."""
-    try:
-        evaluation_tasks(task, (), (name,))
-    except ValueError:
-        return False
-    return True
 
 
 def trial_forward(job) -> str:

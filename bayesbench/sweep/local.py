@@ -49,12 +49,12 @@ def _init_worker(parent: int) -> None:
 
 
 def _run(item: tuple[SweepJob, str, int, str | None], slot: int) -> dict:
-    sj, runs_dir, threads, cache_dir = item
-    return train_and_score(sj, runs_dir, threads, report, cache_dir)
+    sweep_job, runs_dir, threads, cache_dir = item
+    return train_and_score(sweep_job, runs_dir, threads, report, cache_dir)
 
 
-def _failed(sj: SweepJob, err: BaseException) -> dict:
-    return {"kind": "failed", "key": sj.key, "error": f"{type(err).__name__}: {err}", "exception": err}
+def _failed(sweep_job: SweepJob, err: BaseException) -> dict:
+    return {"kind": "failed", "key": sweep_job.key, "error": f"{type(err).__name__}: {err}", "exception": err}
 
 
 class LocalExecutor:
@@ -77,7 +77,7 @@ class LocalExecutor:
         result), "retry" and "failed" events to `on_event`, in this process. A stop request
         raises `interrupt.Interrupted` naming the stopped jobs by their labels. `cache_dir`:
         where the workers cache evaluation sets (default: under `runs_dir`)."""
-        attempts = {sj.key: 1 for sj in jobs}
+        attempts = {sweep_job.key: 1 for sweep_job in jobs}
 
         def died(i: int, why: str) -> bool:
             key = jobs[i].key
@@ -90,7 +90,7 @@ class LocalExecutor:
                       "why": f"its worker process died ({why})"})
             return True
 
-        run_parallel(_run, [(sj, runs_dir, self.threads, cache_dir) for sj in jobs], workers=self.workers,
+        run_parallel(_run, [(sweep_job, runs_dir, self.threads, cache_dir) for sweep_job in jobs], workers=self.workers,
                      order=sorted(range(len(jobs)), key=lambda i: -jobs[i].flops),
                      initializer=_init_worker, initargs=(os.getpid(),), describe=lambda item: item[0].label,
                      on_result=lambda i, out: on_event({"kind": "done", "key": jobs[i].key, **out}),
@@ -122,17 +122,17 @@ class InProcessExecutor:
         before = torch.get_num_threads()
         finished = 0
         try:
-            for i, sj in enumerate(jobs):
+            for i, sweep_job in enumerate(jobs):
                 try:
-                    out = train_and_score(sj, runs_dir, self.threads, on_event, cache_dir)
+                    out = train_and_score(sweep_job, runs_dir, self.threads, on_event, cache_dir)
                 except interrupt.Interrupted as stop:
                     stop.finished, stop.not_started = finished, len(jobs) - i - 1
                     raise
                 except Exception as err:  # noqa: BLE001 - reported as the job's failure; the others go on
-                    on_event(_failed(sj, err))
+                    on_event(_failed(sweep_job, err))
                     continue
                 finished += 1
-                on_event({"kind": "done", "key": sj.key, **out})
+                on_event({"kind": "done", "key": sweep_job.key, **out})
         finally:
             torch.set_num_threads(before)
 
@@ -141,7 +141,7 @@ def local_executor(jobs: list[SweepJob], *, workers: int | None, threads: int, m
                    in_process: bool = False) -> LocalExecutor | InProcessExecutor:
     """`workers` local processes (default: 1 on a GPU, else cores // threads, at most one per
     job) with `threads` torch threads each; one worker is this process when `in_process`."""
-    on_gpu = any(sj.job.device != "cpu" for sj in jobs)
+    on_gpu = any(sweep_job.job.device != "cpu" for sweep_job in jobs)
     n = workers or (1 if on_gpu else max(1, (os.cpu_count() or 1) // threads))
     n = max(1, min(n, len(jobs)))
     if n == 1 and in_process:

@@ -13,6 +13,7 @@ its curves in TensorBoard or W&B files there (training/loggers.py).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import socket
 from collections.abc import Callable
@@ -24,37 +25,39 @@ Report = Callable[[dict], None]
 
 
 @contextlib.contextmanager
-def _logged(sj: SweepJob, trainer, run_dir: str, meta: dict):
-    """The job's curves sent to its logger (`sj.log`) while it trains (yielded: None without
-    one); the logger closed after."""
-    if not sj.log:
+def _logged(sweep_job: SweepJob, trainer, run_dir: str, meta: dict):
+    """The job's curves sent to its logger (`sweep_job.log`) while it trains (yielded: None
+    without one); the logger closed after."""
+    if not sweep_job.log:
         yield None
         return
     from ..training.loggers import attach_logger
 
-    logger = attach_logger(sj.log, trainer, run_dir, name=f"{sj.label} {sj.key}",
-                           config={"key": sj.key, **meta, "train": sj.job.train.as_dict(), "model": sj.job.model})
+    job = sweep_job.job
+    logger = attach_logger(sweep_job.log, trainer, run_dir, name=f"{sweep_job.label} {sweep_job.key}",
+                           config={"key": sweep_job.key, **meta, "train": dataclasses.asdict(job.train),
+                                   "model": job.model})
     try:
         yield logger
     finally:
         logger.close()
 
 
-def check_still_keyed(sj: SweepJob) -> None:
+def check_still_keyed(sweep_job: SweepJob) -> None:
     """Refuse to train a job whose code changed between its keying (in the driver) and now (in
     the worker, which imports outside files anew): its rows would be stored under the old code's
-    key. Raises `training.trainer.CodeChanged` naming what changed."""
+    key. Raises `training.checkpoint.CodeChanged` naming what changed."""
     from .. import versions
-    from ..training.trainer import CodeChanged, run_code
+    from ..training.checkpoint import CodeChanged, run_code
 
-    now = {**run_code(sj.job.task, sj.job.arch), "metrics": sj.job.code.get("metrics")}
-    changed = versions.changed(sj.job.code, now)
+    now = {**run_code(sweep_job.job.task, sweep_job.job.arch), "metrics": sweep_job.job.code.get("metrics")}
+    changed = versions.changed(sweep_job.job.code, now)
     if changed:
-        raise CodeChanged(f"{sj.label}: {'; '.join(changed)} after the job was keyed; run the command again to key "
-                          "it by the code as it is now")
+        raise CodeChanged(f"{sweep_job.label}: {'; '.join(changed)} after the job was keyed; run the command again "
+                          "to key it by the code as it is now")
 
 
-def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | None = None,
+def train_and_score(sweep_job: SweepJob, runs_dir: str, threads: int, report: Report | None = None,
                     cache_dir: str | None = None) -> dict:
     """Train (or finish) the job and evaluate it; returns {"key", "records", "resumed_from", ...}.
 
@@ -74,24 +77,24 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
     if threads:
         torch.set_num_threads(threads)
     send = report or (lambda event: None)
-    job = sj.job
+    job = sweep_job.job
     where: dict = {"phase": "setup"}
     trainer = None
-    run_dir = sj.run_dir(runs_dir)
+    run_dir = sweep_job.run_dir(runs_dir)
     made_here = not os.path.exists(run_dir)
     try:
-        meta = {**job.meta(sj.group_id), "sweep_size": sj.size}
-        check_still_keyed(sj)
-        with job.open_trainer(run_dir, run_id=sj.key, meta=meta, resume=True) as trainer, \
-                _logged(sj, trainer, run_dir, meta) as logger:
+        meta = {**job.meta(sweep_job.group_id), "sweep_size": sweep_job.size}
+        check_still_keyed(sweep_job)
+        with job.open_trainer(run_dir, run_id=sweep_job.key, meta=meta, resume=True,
+                              identity=job.identity) as trainer, _logged(sweep_job, trainer, run_dir, meta) as logger:
             resumed_from = trainer.step
-            send({"kind": "start", "key": sj.key, "pid": os.getpid(), "host": socket.gethostname(),
+            send({"kind": "start", "key": sweep_job.key, "pid": os.getpid(), "host": socket.gethostname(),
                   "step": resumed_from})
             where = {"phase": "training", "steps": job.train.steps}  # its step: the last checkpoint's (below)
             while True:
                 result = trainer.fit(progress=False,
-                                     stop_at=min(trainer.step + sj.checkpoint_every, job.train.steps))
-                send({"kind": "step", "key": sj.key, "step": trainer.step})
+                                     stop_at=min(trainer.step + sweep_job.checkpoint_every, job.train.steps))
+                send({"kind": "step", "key": sweep_job.key, "step": trainer.step})
                 if trainer.finished:  # every step done, or no member left training (diverged or stopped by `until`)
                     break
             where = {"phase": "evaluation", "checkpoint": result.checkpoint}
@@ -105,13 +108,13 @@ def train_and_score(sj: SweepJob, runs_dir: str, threads: int, report: Report | 
             # the step a rerun resumes from is the last checkpoint's, not the last chunk's
             where = ({**where, "step": trainer.saved_step, "checkpoint": trainer.checkpoint_path()}
                      if trainer.saved_step is not None else {"phase": "setup"})
-        interrupt.claim(stop, sj.label, where)
+        interrupt.claim(stop, sweep_job.label, where)
         _remove_if_empty(run_dir, made_here)
         raise
     except BaseException:
         _remove_if_empty(run_dir, made_here)
         raise
-    return {"key": sj.key, "records": records, "resumed_from": resumed_from, "pid": os.getpid(),
+    return {"key": sweep_job.key, "records": records, "resumed_from": resumed_from, "pid": os.getpid(),
             "host": socket.gethostname()}
 
 

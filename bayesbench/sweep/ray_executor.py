@@ -54,11 +54,11 @@ def import_ray():
     return ray
 
 
-def _ray_job(sj: SweepJob, runs_dir: str, threads: int, events) -> dict:
+def _ray_job(sweep_job: SweepJob, runs_dir: str, threads: int, events) -> dict:
     def send(event: dict) -> None:
         events.put(event)
 
-    return train_and_score(sj, runs_dir, threads, send)
+    return train_and_score(sweep_job, runs_dir, threads, send)
 
 
 class RayExecutor:
@@ -117,11 +117,12 @@ class RayExecutor:
         events = Queue(actor_options={"num_cpus": 0})
         task = ray.remote(_ray_job)
         refs = {}
-        for sj in sorted(jobs, key=lambda sj: -sj.flops):
-            ref = task.options(num_cpus=self.resources.cpus, num_gpus=gpu_share(sj, self.resources),
-                               max_retries=self.max_retries, retry_exceptions=False,
-                               name=f"bayesbench:{sj.key}").remote(sj, runs_dir, self.resources.cpus, events)
-            refs[ref] = sj
+        for sweep_job in sorted(jobs, key=lambda sweep_job: -sweep_job.flops):
+            options = task.options(num_cpus=self.resources.cpus, num_gpus=gpu_share(sweep_job, self.resources),
+                                   max_retries=self.max_retries, retry_exceptions=False,
+                                   name=f"bayesbench:{sweep_job.key}")
+            ref = options.remote(sweep_job, runs_dir, self.resources.cpus, events)
+            refs[ref] = sweep_job
         starts: dict[str, int] = {}
 
         def drain() -> None:
@@ -142,18 +143,18 @@ class RayExecutor:
                 ready, _ = ray.wait(list(refs), num_returns=1, timeout=0.2)
                 drain()
                 for ref in ready:
-                    sj = refs.pop(ref)
+                    sweep_job = refs.pop(ref)
                     try:
                         out = ray.get(ref)
                     except ray.exceptions.RayTaskError as err:  # the job raised
                         cause = err.cause if getattr(err, "cause", None) is not None else err
-                        on_event({"kind": "failed", "key": sj.key, "error": f"{type(cause).__name__}: {cause}",
+                        on_event({"kind": "failed", "key": sweep_job.key, "error": f"{type(cause).__name__}: {cause}",
                                   "exception": cause if isinstance(cause, Exception) else None})
                     except ray.exceptions.RayError as err:  # worker or node lost, retries spent
-                        on_event({"kind": "failed", "key": sj.key,
+                        on_event({"kind": "failed", "key": sweep_job.key,
                                   "error": f"{type(err).__name__} after {self.max_retries} retries: {err}"})
                     else:
-                        on_event({"kind": "done", "key": sj.key, **out})
+                        on_event({"kind": "done", "key": sweep_job.key, **out})
             drain()
         finally:
             for ref in refs:

@@ -32,7 +32,7 @@ from ..checks import SettingError
 from ..models import list_models
 from ..models.registry import is_outside
 from ..presets import PRESETS, get_preset
-from ..training.trainer import TrainConfig
+from ..training.config import TrainConfig
 
 # Keys of the TOML file (and of a Python file's SWEEP dict).
 GRID_KEYS = ("name", "preset", "tasks", "archs", "seeds", "ensemble", "lrs", "steps", "sizes", "train",

@@ -1,10 +1,17 @@
-"""Checkpoint files: written atomically, read back with any damage named.
+"""Checkpoints: a trainer's state written atomically, read back with any damage named, resumed
+only by the same run and code, and a finished run rebuilt from its file alone.
 
-`save_atomic` writes to a temporary file beside the target, flushes it to disk and renames it
-over the target, so the file at `path` is always a whole checkpoint: an interruption (Ctrl-C,
-kill -9, a full disk) leaves the previous one. `load_checkpoint` turns every way a file can be
-unreadable (empty, truncated, not a checkpoint, missing entries) into `DamagedFile`, a
+Files: `save_atomic` writes to a temporary file beside the target, flushes it to disk and
+renames it over the target, so the file at `path` is always a whole checkpoint: an interruption
+(Ctrl-C, kill -9, a full disk) leaves the previous one. `load_checkpoint` turns every way a file
+can be unreadable (empty, truncated, not a checkpoint, missing entries) into `DamagedFile`, a
 ValueError naming the file and what is wrong, and never modifies the file.
+
+A trainer's state (`trainer_state`, `restore_trainer`): model, optimiser, each member's data
+stream, step, torch's RNG states, losses, divergence and stop records, the learning curve so
+far, the run's identity (`bayesbench.identity`) and code. A checkpoint is resumed only by a
+trainer of the same identity (`check_identity` names the field that differs) and code
+(`check_code` names what changed), so a resumed run is exactly the uninterrupted one.
 """
 
 from __future__ import annotations
@@ -13,12 +20,25 @@ import glob
 import os
 import pickle
 import re
+from collections.abc import Callable
 
 import torch
 
+from .. import versions
+from ..identity import difference
+from ..models import get_model
+from ..models.registry import model_code
 from ..running.disk import DiskFull, is_disk_full
+from ..tasks import Task, task_from_config
+from .config import TRAINING_VERSION
+from .curves import EnsembleCurve
+from .result import TrainResult, died_steps
 
 TMP_INFIX = ".tmp"
+CHECKPOINT_NAME = "checkpoint.pt"
+# What `trainer_state` writes and `restore_trainer` / `load_result` need.
+CHECKPOINT_KEYS = ("identity", "run_id", "step", "model", "optimizer", "streams", "rng", "cuda_rng", "losses",
+                   "alive", "diverged", "died_at", "elapsed")
 
 
 class DamagedFile(ValueError):
@@ -113,3 +133,110 @@ def load_checkpoint(path: str, map_location=None, *, required: tuple[str, ...] =
         raise DamagedFile(f"{what} {path} is not a bayesbench {what} or is from an incompatible version: "
                           f"it lacks {', '.join(missing)}; it was left as it is")
     return state
+
+
+# ---------------------------------------------------------------- the code and identity of a run
+
+def run_code(task: Task, arch: str) -> dict:
+    """The code a training run of `arch` on `task` runs (`bayesbench.versions`): the tunnel's,
+    the architecture's and the trainer's."""
+    return {"task": task.code(), "model": model_code(arch), "training": versions.builtin(TRAINING_VERSION)}
+
+
+class CodeChanged(ValueError):
+    """A checkpoint (or stored run) was made by other code than the code here now."""
+
+
+def check_code(path: str, identity: dict, saved: dict | None, current: dict) -> None:
+    """Refuse a checkpoint written by other code than `current` (an edited model or tunnel file,
+    a raised version), naming what changed; its file is left as it is. `saved`: the checkpoint's
+    full code, when it records one; else what its identity keyed (`versions.keyed`) and, for a
+    checkpoint without a code record, the contents of its outside files as unknown."""
+    if saved is None:
+        saved = identity.get("code") or versions.legacy(identity.get("task"), identity.get("arch"))
+    changed = versions.changed(saved, current)
+    if changed:
+        raise CodeChanged(f"checkpoint {path}: {'; '.join(changed)} since it was written; it was left as it is "
+                          "(restore that code to use it, or train again: other code gets its own key and run "
+                          "directory)")
+
+
+def check_identity(path: str, saved: dict, current: dict) -> None:
+    """Refuse to resume a checkpoint of another run, naming the first field that differs (the
+    code is `check_code`'s)."""
+    differs = difference(saved, current)
+    if differs:
+        raise ValueError(f"checkpoint {path} was written for another run: {differs}")
+
+
+# ---------------------------------------------------------------- a trainer's state
+
+def trainer_state(trainer) -> dict:
+    """Everything `restore_trainer` needs to continue `trainer` exactly (read after a sync)."""
+    return {
+        "identity": trainer.identity(), "run_id": trainer.run_id, "step": trainer.step,
+        "model": trainer.model.state_dict(), "optimizer": trainer.optimizer.state_dict(),
+        "streams": [s.state_dict() for s in trainer.streams],
+        "rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state_all() if trainer.device.type == "cuda" else None,
+        "losses": torch.stack(trainer.losses) if trainer.losses else torch.zeros(0, trainer.ensemble),
+        "alive": trainer.alive, "diverged": trainer.diverged, "died_at": trainer._died_at.cpu(),
+        "elapsed": trainer.elapsed, "meta": trainer.meta,
+        "curve": None if trainer.curve is None else trainer.curve.state_dict(), "stopped": trainer.stopped,
+        "code": trainer.code,
+    }
+
+
+def restore_trainer(trainer, path: str, say: Callable[[str], None]) -> None:
+    """Continue `trainer` from the checkpoint at `path`, written for the same identity and code."""
+    state = load_checkpoint(path, trainer.device, required=CHECKPOINT_KEYS)
+    check_code(path, state["identity"], state.get("code"), trainer.code)
+    check_identity(path, state["identity"], trainer.identity())
+    try:
+        trainer.model.load_state_dict(state["model"])
+        trainer.optimizer.load_state_dict(state["optimizer"])
+    except (RuntimeError, ValueError, KeyError) as err:
+        raise DamagedFile(f"checkpoint {path} is damaged: its weights or optimiser state do not fit the model "
+                          f"it names ({' '.join(str(err).split())[:200]}); it was left as it is") from err
+    for stream, s in zip(trainer.streams, state["streams"]):
+        stream.load_state_dict(s)
+    torch.set_rng_state(state["rng"].cpu())
+    if state["cuda_rng"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])
+    trainer.run_id, trainer.step, trainer.elapsed = state["run_id"], state["step"], state["elapsed"]
+    trainer.saved_step = trainer.step
+    trainer.losses = list(state["losses"].cpu().unbind(0))
+    trainer.alive, trainer.diverged = list(state["alive"]), dict(state["diverged"])
+    trainer._alive = torch.tensor(trainer.alive, dtype=torch.bool, device=trainer.device)
+    trainer._died_at = state["died_at"].to(trainer.device)
+    trainer._pending, trainer._curve_pending = [], []
+    trainer.stopped = {int(e): tuple(v) for e, v in (state.get("stopped") or {}).items()}
+    trainer._go = trainer._go_mask()
+    if trainer.curve is not None:
+        saved = state.get("curve")
+        if saved is None and trainer.step > 0:
+            say(f"bayesbench: checkpoint {path} holds no learning curve: the curve of this run starts at step "
+                f"{trainer.step}")
+        trainer.curve = trainer._new_curve() if saved is None else EnsembleCurve.from_state(saved)
+
+
+def load_result(path: str, device: torch.device | str = "cpu") -> TrainResult:
+    """Rebuild a run's model and record from its checkpoint alone (for `bayesbench eval`)."""
+    state = load_checkpoint(path, device, required=CHECKPOINT_KEYS)
+    ident = state["identity"]
+    task = task_from_config(ident["task"])
+    code = run_code(task, ident["arch"])
+    check_code(path, ident, state.get("code"), code)
+    model = get_model(ident["arch"], task, seeds=ident["seeds"], max_len=ident["max_len"], device=device,
+                      **ident["model"])
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as err:
+        raise DamagedFile(f"checkpoint {path} is damaged: its weights do not fit the model it names "
+                          f"({' '.join(str(err).split())[:200]}); it was left as it is") from err
+    curve = state.get("curve")
+    stopped = {int(e): tuple(v) for e, v in (state.get("stopped") or {}).items()}
+    return TrainResult(state["run_id"], model, list(ident["seeds"]), state["step"], state["losses"].cpu(),
+                       state["elapsed"], dict(state["diverged"]), path, ident, dict(state.get("meta", {})),
+                       None if curve is None else EnsembleCurve.from_state(curve), stopped,
+                       died_steps(state["died_at"].cpu(), state["diverged"]), code)

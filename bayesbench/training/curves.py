@@ -23,12 +23,13 @@ same sequences. The curve is a read-only observation: the model is evaluated in 
 no_grad, in exact float32 (no TF32, no autocast), and nothing here draws from a random stream
 that training uses (the set has its own generator; eval mode draws no dropout).
 
-Adding a metric (e.g. the bijection's error split by case, repeated keys against new keys): a
-function (CurveSet, log_q, h_q) -> [E] tensor in `CURVE_METRICS`; the trainer records it, the
-checkpoint and the store keep it (another `metric` value of the `learning_curves` table; older
-checkpoints read it as NaN), and the statistics of `store.curve_stats` take any metric name.
-For the leaderboard, `plot --curves` and `compare` to offer it, add its name to their
-`--curve-metric` / `--metric` choices and to `store.leaderboard.SHORT` (its short name).
+Adding a metric (e.g. the bijection's error split by case, repeated keys against new keys): its
+name in `config.CURVE_METRIC_NAMES` and a function (CurveSet, log_q, h_q) -> [E] tensor in
+`_FUNCTIONS`; the trainer records it, the checkpoint and the store keep it (another `metric`
+value of the `learning_curves` table; a checkpoint without it reads it as NaN), and the statistics of
+`store.curve_stats` take any metric name. For the leaderboard, `plot --curves` and `compare`
+to offer it, add its name to their `--curve-metric` / `--metric` choices and to
+`store.leaderboard.SHORT` (its short name).
 """
 
 from __future__ import annotations
@@ -43,12 +44,12 @@ import torch
 from torch import Tensor
 
 from ..tasks import Batch, Task
+from ..tasks.bijection import SCORED_SETS
+from .config import CURVE_CASES, CURVE_METRIC_NAMES, DEFAULT_CURVE_SEQUENCES
 from .seeds import eval_seed
 
-DEFAULT_CURVE_SEQUENCES = 256
 CURVE_PER_DECADE = 8  # log-spaced default cadence: 8 points per factor of 10 in steps
 LOG2 = math.log(2.0)
-CURVE_CASES = ("repeated", "new")  # the cases whose KL every curve of a task with cases records
 _sets: dict[tuple[str, int, int], Batch] = {}
 
 
@@ -83,6 +84,18 @@ def exact_float32() -> Iterator[None]:
         yield
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def curve_task(task: Task, eval_scored) -> Task:
+    """The task a run's learning curve scores: its primary evaluation. For the bijection that is
+    the first of its scored position sets (`eval_scored`, named as in
+    `scoring.evaluate.evaluation_tasks`); otherwise the training task itself."""
+    scored = eval_scored or ()
+    if scored and task.name == "bijection":
+        if scored[0] not in SCORED_SETS:
+            raise ValueError(f"eval_scored must name sets among {tuple(SCORED_SETS)}, got {list(scored)}")
+        return dataclasses.replace(task, supervise=SCORED_SETS[scored[0]])
+    return task
 
 
 class CurveSet:
@@ -183,13 +196,12 @@ def _case_kl(case: str) -> Callable[[CurveSet, Tensor, Tensor], Tensor]:
     return kl
 
 
-#: name -> metric of a curve point; the order is the order of `CurveSet.score`'s rows.
+_FUNCTIONS = {"entropy_mae": _entropy_mae, "entropy_mae_positional": _entropy_mae_positional, "kl": _kl,
+              **{f"kl:{case}": _case_kl(case) for case in CURVE_CASES}}
+#: name -> metric of a curve point, for every name of `config.CURVE_METRIC_NAMES` (which the
+#: settings check `until_metric` against); the order is the order of `CurveSet.score`'s rows.
 CURVE_METRICS: dict[str, Callable[[CurveSet, Tensor, Tensor], Tensor]] = {
-    "entropy_mae": _entropy_mae,
-    "entropy_mae_positional": _entropy_mae_positional,
-    "kl": _kl,
-    **{f"kl:{case}": _case_kl(case) for case in CURVE_CASES},
-}
+    name: _FUNCTIONS[name] for name in CURVE_METRIC_NAMES}
 
 
 @dataclass
@@ -210,6 +222,14 @@ class EnsembleCurve:
     steps: list[int] = field(default_factory=list)
     wall_s: list[float] = field(default_factory=list)
     values: dict[str, list[list[float]]] = field(default_factory=dict)  # metric -> per point, per member
+
+    @classmethod
+    def empty(cls, curve_set: CurveSet, every: int, batch_size: int, seq_len: int) -> EnsembleCurve:
+        """The curve of a run before its first point: measured on `curve_set`, every `every`
+        steps (0: log-spaced)."""
+        cadence = f"every {every} steps" if every else f"log-spaced, {CURVE_PER_DECADE} per decade"
+        return cls(task=curve_set.task.describe(), n_sequences=curve_set.n, cadence=cadence, batch_size=batch_size,
+                   seq_len=seq_len, uniform=curve_set.uniform())
 
     def append(self, step: int, wall_s: float, values: list[list[float]]) -> None:
         """A point: `values` [metric][member] in the order of CURVE_METRICS; a metric without a

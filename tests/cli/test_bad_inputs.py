@@ -287,7 +287,8 @@ def test_negative_seeds_are_refused(capsys, tmp_path):
         main(["run", "--seeds", "-1"])
     assert not (tmp_path / "runs").exists()
     from bayesbench.tasks import get_task
-    from bayesbench.training.trainer import TrainConfig, Trainer
+    from bayesbench.training.config import TrainConfig
+    from bayesbench.training.trainer import Trainer
 
     with pytest.raises(ValueError, match=r"seeds must be integers in \[0, 2\^63 - 1\]"):
         Trainer(get_task("bijection", V=4), "mlp", [-1], TrainConfig(steps=1))
@@ -442,7 +443,8 @@ def test_seed_values_past_int64_are_refused_naming_the_flag(capsys, tmp_path):
     assert "argument --seeds: seeds must be at most 2^63 - 1 (an int64), got 9223372036854775808" in \
         capsys.readouterr().err
     from bayesbench.tasks import get_task
-    from bayesbench.training.trainer import TrainConfig, Trainer
+    from bayesbench.training.config import TrainConfig
+    from bayesbench.training.trainer import Trainer
 
     with pytest.raises(ValueError, match=r"seeds must be integers in \[0, 2\^63 - 1\]"):
         Trainer(get_task("bijection", V=4), "mlp", [2**64], TrainConfig(steps=1))

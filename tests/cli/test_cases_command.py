@@ -9,7 +9,7 @@ from bayesbench.cli import main
 from bayesbench.scoring.cases import case_scores, pairs_used
 from bayesbench.scoring.evaluate import eval_set, predict
 from bayesbench.tasks import get_task
-from bayesbench.training.trainer import load_result
+from bayesbench.training.checkpoint import load_result
 
 
 def test_cases_of_a_trained_run_match_the_library(tmp_path, capsys):

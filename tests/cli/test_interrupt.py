@@ -23,8 +23,7 @@ from rundirs import run_dirs
 
 from bayesbench.running.runlock import LOCK_NAME
 from bayesbench.store.database import read_rows
-from bayesbench.training.checkpoint import load_checkpoint
-from bayesbench.training.trainer import CHECKPOINT_KEYS
+from bayesbench.training.checkpoint import CHECKPOINT_KEYS, load_checkpoint
 
 STEPS = 300  # at ~10-50 ms a step the interrupt lands mid-training, and a run stays a few seconds
 EVERY = 5

@@ -33,7 +33,7 @@ from bayesbench.dynamics.profile.lead import (
     systematic_distance,
 )
 from bayesbench.dynamics.store import read_dynamics
-from bayesbench.training.trainer import TrainConfig
+from bayesbench.training.config import TrainConfig
 
 STEPS = list(range(0, 801, 40))  # 21 checkpoints of an 800-step run, as the profiles use
 LATE = 3

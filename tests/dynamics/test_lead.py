@@ -16,7 +16,7 @@ from bayesbench.dynamics.profile.lead import (
     lr_budget,
     precision_progress,
 )
-from bayesbench.training.trainer import TrainConfig
+from bayesbench.training.config import TrainConfig
 
 
 def test_progress_and_interpolated_crossing():

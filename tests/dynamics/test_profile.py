@@ -22,7 +22,9 @@ from bayesbench.models import get_model
 from bayesbench.models.attention import causal_mask
 from bayesbench.running.runlock import LOCK_NAME
 from bayesbench.tasks import get_task
-from bayesbench.training.trainer import TrainConfig, Trainer, member_losses
+from bayesbench.training.config import TrainConfig
+from bayesbench.training.numerics import member_losses
+from bayesbench.training.trainer import Trainer
 
 TINY = dict(n_layer=2, n_head=2, d_model=12, d_ffn=20)
 
@@ -315,7 +317,8 @@ def test_profile_command_end_to_end(tmp_path, capsys):
         assert os.path.getsize(f) > 1000
     # calibration and drift records against a direct computation from the saved model and maps
     from bayesbench.scoring.evaluate import eval_set, evaluate_members
-    from bayesbench.training.trainer import load_result, task_of
+    from bayesbench.training.checkpoint import load_result
+    from bayesbench.training.result import task_of
 
     result = load_result(os.path.join(out["config"]["run_dir"], "checkpoint.pt"))
     scores = evaluate_members(result.model, eval_set(task_of(result), 32))  # the quick preset's bijection

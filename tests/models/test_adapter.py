@@ -16,8 +16,12 @@ from torch import nn
 
 from bayesbench.models import AdaptedModel, TaskShape, from_module, from_modules, get_model, register_module
 from bayesbench.tasks import get_task
+from bayesbench.training.checkpoint import load_result
+from bayesbench.training.config import TrainConfig
+from bayesbench.training.numerics import decays
 from bayesbench.training.optim import FlatMemberAdamW
-from bayesbench.training.trainer import TrainConfig, Trainer, decays, load_result, train
+from bayesbench.training.run import train
+from bayesbench.training.trainer import Trainer
 
 
 class GRUNet(nn.Module):

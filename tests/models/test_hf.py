@@ -15,7 +15,8 @@ pytest.importorskip("transformers")
 from bayesbench.models import get_model  # noqa: E402
 from bayesbench.models.hf import hf_sizes  # noqa: E402
 from bayesbench.tasks import get_task  # noqa: E402
-from bayesbench.training.trainer import TrainConfig, train  # noqa: E402
+from bayesbench.training.config import TrainConfig  # noqa: E402
+from bayesbench.training.run import train  # noqa: E402
 
 TINY = {"gpt2": dict(n_layer=1, n_head=2, d_model=8, d_ffn=16), "llama": dict(n_layer=1, n_head=2, d_model=8, d_ffn=16),
         "mamba": dict(n_layer=1, d_model=8, d_state=4)}

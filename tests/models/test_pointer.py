@@ -12,7 +12,8 @@ from bayesbench.models.pointer import ABSENT_LOGIT, POINTER_EPS, apply_pointer, 
 from bayesbench.scoring.evaluate import evaluation_tasks
 from bayesbench.tasks import get_task
 from bayesbench.tasks.base import IGNORE_INDEX
-from bayesbench.training.trainer import TrainConfig, train
+from bayesbench.training.config import TrainConfig
+from bayesbench.training.run import train
 
 CODE = dict(V=5, variant="code", L=4)
 SMALL = dict(n_layer=1, n_head=2, d_model=16, d_ffn=32)

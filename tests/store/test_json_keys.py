@@ -49,7 +49,7 @@ def _json_value(run: dict, name: str, column: str):
     if column == "threads":
         return run["settings"]["threads"]
     if column in ("train", "model", "task_config", "code"):
-        value = {"train": run["settings"]["train"], "model": run["settings"]["model_args"],
+        value = {"train": run["settings"]["train"], "model": run["settings"]["model"],
                  "task_config": run["settings"]["task"], "code": run["code"]}[column]
         return json.dumps(value, sort_keys=True, default=str)
     for suffix, pick in (("_ci_low", 0), ("_ci_high", 1)):
@@ -87,7 +87,8 @@ def test_the_json_names_each_rows_set_and_settings(store, capsys):
     for run in runs:
         record = records[(run["run_id"], run["seed"])]
         assert run["settings"] == json.loads(json.dumps(row_settings(record)))
-        assert set(run["settings"]) >= {"task", "model_args", "train", "threads", "code", "eval_sequences", "max_len"}
+        assert set(run["settings"]) >= {"task", "model", "train", "threads", "code", "eval_sequences", "max_len"}
+        assert run["settings"] == record.config["identity"]  # the run's identity without its seeds
         assert run["eval_sequences"] == 16 and run["settings"]["task"]["V"] == 8
         for name, ev in run["evals"].items():
             assert ev["n_sequences"] == 16 and len(ev["set_id"]) == 16 and ev["set_id"] == record.evals[name].set_id

@@ -18,7 +18,7 @@ from bayesbench.cli import main
 from bayesbench.scoring.evaluate import eval_set, eval_set_id
 from bayesbench.store.database import SCHEMA_VERSION, read_records, read_rows, write_rows
 from bayesbench.store.leaderboard import markdown
-from bayesbench.sweep.expand import sweep_job
+from bayesbench.sweep.expand import SweepJob
 from bayesbench.sweep.jobs import make_jobs
 from bayesbench.tasks import outside_task
 from bayesbench.tasks.sticky import StickyTask
@@ -197,15 +197,44 @@ def test_an_evaluation_set_is_keyed_by_the_tunnels_code(tmp_path, monkeypatch):
     assert not torch.equal(first.posterior, again.posterior)  # never the old file's cached set
 
 
-def test_first_version_built_in_jobs_keep_the_keys_stored_before_code_was_keyed(monkeypatch):
+# `bayesbench run --preset quick`'s keys: the ones this code gives, and the ones stores of schema
+# version 4 hold for the same jobs (computed by that code, d57b8f5), which the store's migration
+# finds and moves to these.
+QUICK_KEYS = {("bijection", "transformer"): ("6836635052178b1f", "ec0b3a8c58ff5f78"),
+              ("sticky", "lstm"): ("51cc839eb3683b0a", "4c9ce2f4d9dc8d99"),
+              ("hmm", "lstm"): ("18e904e5d52f5dfa", "7eb7417e078f7008")}
+
+
+def _stored_row(job, run_id: str) -> dict:
+    """A row of `job` (seed 0) as a store of schema version 4 holds it: no identity; the training
+    as the trainer's record gave it (no torch.compile, no read-back interval)."""
+    row = _row(run_id, job.arch, job.code, task_config=job.task.config())
+    row.update(group_id="run-quick", task=job.task.name, task_label=job.setup.label,
+               environment={"device": "cpu", "threads": 1})
+    row["config"] = {"model_args": job.model, "train": job.train.identity(), "seeds": list(job.seeds),
+                     "max_len": job.max_len, "eval_lengths": list(job.setup.eval_lengths),
+                     "eval_scored": list(job.setup.eval_scored), "eval_sequences": job.setup.eval_sequences,
+                     "code": job.code}
+    return row
+
+
+def test_the_quick_keys_and_the_migration_of_the_keys_stored_before(tmp_path, monkeypatch):
     jobs = {(j.task_key, j.arch): j for j in make_jobs("quick", place=lambda d: "cpu")}
-    # the keys `bayesbench run --preset quick` stored its rows under before code entered keys
-    assert sweep_job(jobs[("bijection", "transformer")], group_id="g").key == "ec0b3a8c58ff5f78"
-    assert sweep_job(jobs[("sticky", "lstm")], group_id="g").key == "4c9ce2f4d9dc8d99"
-    assert sweep_job(jobs[("hmm", "lstm")], group_id="g").key == "7eb7417e078f7008"
+    for pair, (key, _) in QUICK_KEYS.items():
+        assert SweepJob.of(jobs[pair], group_id="g").key == key
+    db = str(tmp_path / "old.sqlite")
+    write_rows([_stored_row(jobs[pair], stored) for pair, (_, stored) in QUICK_KEYS.items()], db)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE runs SET config = json_remove(config, '$.identity', '$.identity_key')")
+    con.execute("PRAGMA user_version = 4")
+    con.commit()
+    con.close()
+    write_rows([], db)  # opening it for writing migrates it
+    assert {r["run_id"] for r in read_rows(db)} == {key for key, _ in QUICK_KEYS.values()}
     monkeypatch.setattr(StickyTask, "version", 2)  # a raised version is another result
     job = make_jobs("quick", tasks=["sticky"], archs=["lstm"], place=lambda d: "cpu")[0]
-    assert job.code["task"] == {"version": 2} and sweep_job(job, group_id="g").key != "4c9ce2f4d9dc8d99"
+    assert job.code["task"] == {"version": 2}
+    assert SweepJob.of(job, group_id="g").key != QUICK_KEYS[("sticky", "lstm")][0]
 
 
 def _summary(mae):

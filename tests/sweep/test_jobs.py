@@ -1,4 +1,5 @@
-"""make_jobs: what the command line's overrides do to a job (no training here)."""
+"""Points resolved into jobs: what the command line's overrides do to a job, and the one resolver that the
+command line and sweep files share (no training here)."""
 
 from __future__ import annotations
 
@@ -58,3 +59,85 @@ def test_task_args_making_a_bijection_without_a_query_score_it_on_its_values():
     assert job.setup.eval_scored == ("values",) and job.task.query is False and job.task.L == 8
     (plain,) = make_jobs("quick", tasks=["bijection"], archs=["mlp"])
     assert plain.setup.eval_scored == ("values", "values+query")
+
+
+# ---------------------------------------------------------------- one resolver for every command
+
+TWO_OPTIONS = """name = "two"
+preset = "quick"
+tasks = ["bijection"]
+archs = ["mlp"]
+seeds = [0, 1]
+steps = 40
+eval_sequences = 64
+task_options = {variant = "paper", L = 8}
+train = {weight_decay = 0.0}
+"""
+
+
+def test_the_same_point_from_the_command_line_and_a_sweep_file_is_the_same_job_and_key(tmp_path):
+    """Two task options (the label formats once differed: "[L=8 variant=paper]" against
+    "[L=8, variant=paper]", so the same job had two keys), a training override and fewer steps."""
+    from bayesbench.cli import build_parser
+    from bayesbench.cli.train import jobs_of
+    from bayesbench.sweep import expand, load_sweep
+
+    path = tmp_path / "two.toml"
+    path.write_text(TWO_OPTIONS)
+    (from_file,) = expand(load_sweep(str(path)))
+    args = build_parser().parse_args(["train", "--task", "bijection", "--arch", "mlp", "--seeds", "0,1", "--steps",
+                                      "40", "--eval-sequences", "64", "--task-args", "variant=paper", "L=8",
+                                      "--train-args", "weight_decay=0"])
+    (from_flags,) = jobs_of(args, place=lambda d: "cpu")
+    assert from_file.job == from_flags.job and from_file.key == from_flags.key
+    assert from_file.job.setup.label == "bijection V=8 L=7 repl [L=8 variant=paper]"
+    assert from_file.job.identity == from_flags.job.identity
+    assert from_file.job.overrides == from_flags.job.overrides == {"train": {"weight_decay": 0.0},
+                                                                   "task": {"variant": "paper", "L": 8}}
+    assert from_file.run_dir("runs").endswith(from_flags.key) and from_file.group_id != from_flags.group_id
+
+
+def test_the_warm_up_rule_is_applied_once_by_the_one_resolver(tmp_path, monkeypatch):
+    """`scaled_warmup` is the only place that shortens the preset's warm-up for fewer steps: each
+    command calls it once per job (through `resolve`), with the same result."""
+    from bayesbench.sweep import expand, jobs, load_sweep
+
+    calls, rule = [], jobs.scaled_warmup
+
+    def counted(warmup: int, steps: int) -> int:
+        calls.append((warmup, steps))
+        return rule(warmup, steps)
+
+    monkeypatch.setattr(jobs, "scaled_warmup", counted)
+    (plain,) = make_jobs("quick", tasks=["sticky"], archs=["mlp"], steps=50)
+    path = tmp_path / "s.toml"
+    path.write_text('tasks = ["sticky"]\narchs = ["mlp"]\nsteps = 50\n')
+    (swept,) = expand(load_sweep(str(path)))
+    assert calls == [(8, 50), (8, 50)]  # the preset's 8 of 800 steps, for a run of 50
+    assert plain.train.warmup_steps == swept.job.train.warmup_steps == 0  # 8 > 50 // 10: 1% of 50
+    assert rule(8, 80) == 8 and rule(8, 79) == 0 and rule(1000, 20_000) == 1000
+    calls.clear()
+    (kept,) = make_jobs("quick", tasks=["sticky"], archs=["mlp"], steps=50, train={"warmup_steps": 30})
+    assert kept.train.warmup_steps == 30 and calls == []  # a warm-up given stays
+
+
+def test_a_resolver_error_names_the_setting_and_each_caller_its_source(tmp_path):
+    from bayesbench.checks import SettingError
+    from bayesbench.sweep import expand, load_sweep
+    from bayesbench.sweep.jobs import point, resolve
+
+    with pytest.raises(SettingError) as err:
+        resolve(point(task="bijection", arch="mlp", task_options={"supervise": "all"}), lambda d: "cpu")
+    assert err.value.fields == ("task_options",) and str(err.value).startswith("supervise must be one of")
+    with pytest.raises(ValueError, match=r"^--task-args for task 'bijection': supervise must be one of"):
+        make_jobs("quick", tasks=["bijection"], archs=["mlp"], task_args={"supervise": "all"})
+    path = tmp_path / "s.toml"
+    path.write_text('tasks = ["bijection"]\narchs = ["mlp"]\nseeds = [0]\ntask_options = {supervise = "all"}\n')
+    with pytest.raises(ValueError, match=r"^sweep file .*s.toml: job 1 \(bijection / mlp\): bad task settings: "
+                                         r"supervise must be one of"):
+        expand(load_sweep(str(path)))
+    with pytest.raises(SettingError) as err:
+        resolve(point(task="sticky", arch="mlp", models={"mlp": {"depht": 2}}), lambda d: "cpu")
+    assert err.value.fields == ("models",)
+    with pytest.raises(TypeError, match="unknown point settings"):
+        point(task="sticky", arch="mlp", task_args={"L": 3})

@@ -24,7 +24,7 @@ from procs import any_alive
 from bayesbench.cli import main
 from bayesbench.store.database import read_rows
 from bayesbench.sweep import LocalExecutor, expand, load_sweep, run_sweep
-from bayesbench.training.trainer import CHECKPOINT_NAME
+from bayesbench.training.checkpoint import CHECKPOINT_NAME
 
 NUMBERS = ("entropy_mae_bits", "kl_bits", "final_loss", "entropy_mae_ci_low", "entropy_mae_ci_high", "params",
            "steps", "loss_curve", "curves")

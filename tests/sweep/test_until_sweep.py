@@ -1,18 +1,12 @@
-"""Sweeps and the learning-curve fields: `train.until` as a sweep key, job keys of sweeps that do
-not use the new fields unchanged, and a worker that ends a job whose members all stopped early."""
+"""Sweeps and the learning-curve fields: `train.until` as a sweep key, identities that name the
+curve and criterion fields only where a job sets them, and a worker that ends a job whose members
+all stopped early."""
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
-
-import torch
-
-from bayesbench.sweep.expand import KEY_CHARS, expand, job_key
+from bayesbench.sweep.expand import expand, job_key
 from bayesbench.sweep.one_job import train_and_score
 from bayesbench.sweep.spec import load_sweep
-from bayesbench.training.trainer import ADDED_FIELDS
 
 
 def _sweep(tmp_path, extra: str = "") -> str:
@@ -22,26 +16,19 @@ def _sweep(tmp_path, extra: str = "") -> str:
     return str(path)
 
 
-def _old_key(job) -> str:
-    """The job key as bayesbench computed it before the learning-curve fields existed."""
-    train = dataclasses.asdict(job.train)
-    for name in ("checkpoint_every", *ADDED_FIELDS):
-        train.pop(name)
-    ident = {"task": job.task.config(), "label": job.setup.label, "eval_lengths": list(job.setup.eval_lengths),
-             "eval_scored": list(job.setup.eval_scored), "eval_sequences": job.setup.eval_sequences,
-             "arch": job.arch, "model": job.model, "max_len": job.max_len, "train": train, "seeds": list(job.seeds),
-             "device": torch.device(job.device).type}
-    return hashlib.sha256(json.dumps(ident, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:KEY_CHARS]
-
-
-def test_until_is_a_sweep_key_and_other_keys_stay_as_they_were(tmp_path):
+def test_until_is_a_sweep_key_and_the_identity_names_it_only_where_set(tmp_path):
     (plain,) = expand(load_sweep(_sweep(tmp_path)))
-    assert plain.key == job_key(plain.job) == _old_key(plain.job)  # stored sweeps are still found
+    assert plain.key == job_key(plain.job)
+    train = plain.job.identity["train"]
+    assert not {"until", "until_metric", "curves", "curve_every", "curve_sequences", "compile"} & set(train)
+    assert not {"checkpoint_every", "sync_every"} & set(train)  # they change no number
     (until,) = expand(load_sweep(_sweep(tmp_path, 'train = {until = "plateau", until_metric = "kl"}\n')))
     assert until.job.train.until == "plateau" and until.job.train.until_metric == "kl"
-    assert until.key != plain.key
+    assert until.job.identity["train"]["until"] == "plateau" and until.key != plain.key
     (threshold,) = expand(load_sweep(_sweep(tmp_path, "train = {until = 1.3, curve_sequences = 32}\n")))
     assert threshold.job.train.until == 1.3 and threshold.key not in (plain.key, until.key)
+    (synced,) = expand(load_sweep(_sweep(tmp_path, "train = {sync_every = 3}\n")))
+    assert synced.job.train.sync_every == 3 and synced.key == plain.key  # a read-back interval: the same numbers
 
 
 def test_a_worker_ends_a_job_whose_members_all_stopped(tmp_path):

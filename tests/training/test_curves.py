@@ -12,9 +12,11 @@ import torch
 
 from bayesbench.scoring.evaluate import evaluate_members
 from bayesbench.tasks import get_task
-from bayesbench.training.checkpoint import load_checkpoint, save_atomic
+from bayesbench.training.checkpoint import load_checkpoint, load_result, save_atomic
+from bayesbench.training.config import TrainConfig
 from bayesbench.training.curves import CURVE_METRICS, CurveSet, curve_batch, curve_steps
-from bayesbench.training.trainer import TrainConfig, Trainer, load_result, train
+from bayesbench.training.run import train
+from bayesbench.training.trainer import Trainer
 
 TINY = dict(n_layer=2, n_head=2, d_model=16, d_ffn=32)
 
@@ -155,12 +157,14 @@ def test_the_bijection_curve_scores_the_primary_evaluation():
 
 
 def test_identities_name_the_curve_fields_only_when_set():
-    """Runs that do not use the new fields keep the checkpoint identity they had before."""
-    plain = _cfg().as_dict()
+    """An optional feature's fields enter a run's identity only where a run uses them."""
+    plain = _cfg().identity()
     assert "curves" not in plain and "until" not in plain and plain["curve_sequences"] == 48
-    assert _cfg(until=0.2).as_dict()["until"] == 0.2
+    assert _cfg(until=0.2).identity()["until"] == 0.2
     assert _cfg(until="0.5").until == 0.5  # parsed
-    assert "curve_sequences" not in TrainConfig(steps=3).as_dict()
+    assert "curve_sequences" not in TrainConfig(steps=3).identity()
+    assert "compile" not in plain and _cfg(compile=True).identity()["compile"] is True
+    assert not {"checkpoint_every", "sync_every"} & set(_cfg(checkpoint_every=3, sync_every=2).identity())
 
 
 def test_diverged_member_scores_nan_and_the_others_keep_theirs():

@@ -12,8 +12,9 @@ import pytest
 
 from bayesbench.cli import main
 from bayesbench.tasks import get_task
+from bayesbench.training.config import TrainConfig
 from bayesbench.training.loggers import CurveLogger, check_logger
-from bayesbench.training.trainer import TrainConfig, Trainer
+from bayesbench.training.trainer import Trainer
 
 
 def _common(tmp_path) -> list[str]:

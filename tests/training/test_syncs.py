@@ -15,7 +15,8 @@ import torch
 
 from bayesbench.tasks import get_task
 from bayesbench.testing.opcount import HostSyncError, count_ops, no_host_sync
-from bayesbench.training.trainer import TrainConfig, Trainer
+from bayesbench.training.config import TrainConfig
+from bayesbench.training.trainer import Trainer
 
 SMALL = dict(n_layer=2, n_head=2, d_model=32, d_ffn=64)
 

@@ -10,9 +10,13 @@ import pytest
 import torch
 
 from bayesbench.tasks import get_task
+from bayesbench.training.checkpoint import load_result
+from bayesbench.training.config import TrainConfig
 from bayesbench.training.optim import FlatMemberAdamW
+from bayesbench.training.run import train
 from bayesbench.training.seeds import data_seed
-from bayesbench.training.trainer import MemberStream, TrainConfig, Trainer, load_result, train
+from bayesbench.training.stream import MemberStream
+from bayesbench.training.trainer import Trainer
 
 TINY = dict(n_layer=2, n_head=2, d_model=16, d_ffn=32)
 
@@ -256,7 +260,7 @@ def test_open_trainer_locks_the_run_directory_removes_leftovers_and_resumes(bij,
     files of a killed save removed, the checkpoint loaded with resume=True (and said), the same
     numbers as an uninterrupted run."""
     from bayesbench.running.runlock import LOCK_NAME
-    from bayesbench.training.trainer import open_trainer
+    from bayesbench.training.run import open_trainer
 
     cfg = _cfg(steps=8)
     full = train(bij, "mlp", [2], cfg, model_cfg=dict(depth=1, width=8), progress=False)
@@ -278,3 +282,44 @@ def test_open_trainer_locks_the_run_directory_removes_leftovers_and_resumes(bij,
     with pytest.raises(ValueError, match="resume=True needs run_dir"):
         with open_trainer(bij, "mlp", [2], cfg, resume=True):
             pass
+
+
+def test_a_checkpoint_of_another_run_is_refused_naming_the_field(bij, tmp_path):
+    """The run's identity (`bayesbench.identity`) is recorded in the checkpoint and compared on
+    resume: a field that changes the numbers is refused by name, with both values; a read-back
+    interval is no part of it; the label (where the rows go) is."""
+    cfg = _cfg(steps=8)
+    run = str(tmp_path / "run")
+    meta = {"label": "bij", "eval_sequences": 64}
+    train(bij, "mlp", [0], cfg, model_cfg=dict(depth=1, width=8), run_dir=run, progress=False, stop_at=4, meta=meta)
+    state = torch.load(os.path.join(run, "checkpoint.pt"), weights_only=False)
+    assert state["identity"]["label"] == "bij" and state["identity"]["threads"] == torch.get_num_threads()
+    assert state["identity"]["seeds"] == [0] and "sync_every" not in state["identity"]["train"]
+    resumed = train(bij, "mlp", [0], TrainConfig(**{**cfg.__dict__, "sync_every": 3}), model_cfg=dict(depth=1, width=8),
+                    run_dir=run, resume=True, progress=False, meta=meta)
+    assert resumed.steps == 8
+    with pytest.raises(ValueError, match=r"written for another run: label differs \('bij' there, 'other' here\)"):
+        train(bij, "mlp", [0], cfg, model_cfg=dict(depth=1, width=8), run_dir=run, resume=True, progress=False,
+              meta={**meta, "label": "other"})
+    with pytest.raises(ValueError, match=r"written for another run: train differs"):
+        train(bij, "mlp", [0], TrainConfig(**{**cfg.__dict__, "compile": True}), model_cfg=dict(depth=1, width=8),
+              run_dir=run, resume=True, progress=False, meta=meta)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads + 1)
+        with pytest.raises(ValueError, match=rf"threads differs \({threads} there, {threads + 1} here\)"):
+            train(bij, "mlp", [0], cfg, model_cfg=dict(depth=1, width=8), run_dir=run, resume=True, progress=False,
+                  meta=meta)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_a_trainer_keyed_by_another_identity_is_refused(bij):
+    """A job's key must describe its checkpoint: the identity the caller keyed the run by is
+    checked against the trainer's own when it is built."""
+    cfg = _cfg(steps=4)
+    own = Trainer(bij, "mlp", [0], cfg, model_cfg=dict(depth=1, width=8)).identity()
+    keyed = {k: v for k, v in own.items() if k != "seeds"}
+    Trainer(bij, "mlp", [0], cfg, model_cfg=dict(depth=1, width=8), identity=keyed)
+    with pytest.raises(ValueError, match=r"not the run it was keyed by: max_len differs"):
+        Trainer(bij, "mlp", [0], cfg, model_cfg=dict(depth=1, width=8), identity={**keyed, "max_len": 99})

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from bayesbench.tasks import get_task
-from bayesbench.training.trainer import TrainConfig, train
+from bayesbench.training.config import TrainConfig
+from bayesbench.training.run import train
 from bayesbench.training.until import PLATEAU, parse_until, stop_reason
 
 TINY = dict(n_layer=2, n_head=2, d_model=16, d_ffn=32)

@@ -46,7 +46,7 @@ class GeometryConfig:
 
 
 def _load(run: str, db: str | None):
-    from ...training.trainer import load_result
+    from ...training.checkpoint import load_result
     from ..runs import find_checkpoint
 
     return load_result(find_checkpoint(run, db, "run"))
@@ -58,7 +58,7 @@ def run_geometry(cfg: GeometryConfig) -> dict:
     is refused (its intervals would say little)."""
     from ...models import get_model
     from ...scoring.evaluate import eval_set
-    from ...training.trainer import task_of
+    from ...training.result import task_of
     from . import plots as geometry_plots
 
     run, sequences, db = cfg.run, cfg.sequences, cfg.db

@@ -232,7 +232,7 @@ class Profiler:
         """[L, E, B, H, T, T] the advantage of the law sequences against permuted targets
         (relevance.py): a second forward and backward at the step's parameters, its gradients
         returned, never accumulated (the optimiser's step reads .grad next)."""
-        from ...training.trainer import member_losses
+        from ...training.numerics import member_losses
 
         targets = label_targets(trainer.task, tokens, permute=True)
         self.probes.attach("full")
@@ -275,7 +275,8 @@ class Profiler:
     def _replicate(self, start: int, end: int) -> None:
         """R continuations of the state at checkpoint `start` to checkpoint `end` with other data
         orders (module docstring); the state is restored afterwards, bit for bit."""
-        from ...training.trainer import MemberStream, member_losses, stack_members
+        from ...training.numerics import member_losses
+        from ...training.stream import MemberStream, stack_members
 
         t0, c0 = time.perf_counter(), time.process_time()
         trainer, model = self.trainer, self.trainer.model

@@ -9,8 +9,10 @@ from collections.abc import Iterator
 import torch
 
 from ...tasks import task_from_config
+from ...training.config import TrainConfig
 from ...training.optim import select_members
-from ...training.trainer import TrainConfig, Trainer, open_trainer
+from ...training.run import open_trainer
+from ...training.trainer import Trainer
 from ..config import FieldError
 
 

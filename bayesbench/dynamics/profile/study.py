@@ -67,8 +67,8 @@ class ProfileStudyConfig:
 
     def __post_init__(self) -> None:
         from ...models.transformer import PROBE_BACKENDS
+        from ...training.config import SCHEDULES
         from ...training.optim import FlatMemberAdamW
-        from ...training.trainer import SCHEDULES
         from .frames import SPACINGS
 
         check_int("every", self.every, 1, "probe every k-th step")

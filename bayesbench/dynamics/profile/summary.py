@@ -228,7 +228,7 @@ def _lr_at(config: dict | None):
     """The study's learning-rate schedule as a function of the step (None without a config)."""
     if not (config and config.get("train")):
         return None
-    from ...training.trainer import TrainConfig
+    from ...training.config import TrainConfig
 
     return TrainConfig(**config["train"]).lr_at
 
@@ -237,7 +237,7 @@ def _budget(config: dict | None, steps: list[int]) -> list[float]:
     """The learning-rate budget spent at each checkpoint, from the study's training config
     (the even share of steps when there is none)."""
     if config and config.get("train"):
-        from ...training.trainer import TrainConfig
+        from ...training.config import TrainConfig
 
         cfg = TrainConfig(**config["train"])
         return lr_budget(cfg.lr_at, steps)
