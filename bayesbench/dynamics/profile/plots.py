@@ -222,7 +222,7 @@ def _frame_figures(study_id: str, records: list[Measurement], layers: list[int],
             label = "training steps done" if axis == "steps" else "share of the learning-rate budget sum(lr) spent"
             paths.append(per_layer_figure(os.path.join(out_dir, f"{study_id}_frame_precision_{axis}.png"), panels,
                                           title=f"frame vs precision progress against {axis}", xlabel=label,
-                                          ylabel="progress (0: first checkpoint; 1: within the jitter floor)",
+                                          ylabel="progress (1: within the jitter floor)",
                                           setting=setting, refs=[(0.9, "0.9: where t90 is read"), (1.0, "1: floor")]))
     panels = {}
     for layer in layers:
