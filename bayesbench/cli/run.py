@@ -45,6 +45,9 @@ def add_parser(sub) -> None:
                          "cores / threads in general; 1 on a GPU); 1 trains the jobs one by one in this process")
     p.add_argument("--json", action="store_true", help="print {\"runs\": [...]} instead of the table")
     add_model_options(p)
+    from .tune import add_tune_options
+
+    add_tune_options(p)
     p.set_defaults(handler=cmd_run, rerun_resumes=True)  # a stopped run continues by running it again
 
 
@@ -123,7 +126,12 @@ def cmd_run(args) -> int:
     start = time.perf_counter()
     say(f"bayesbench run --preset {args.preset} -> store {db_name(args.db)}, run directories under "
         f"{args.runs_dir}/{args.preset}/")
-    jobs = run_preset(args, lambda place: jobs_of(args, place), say)
+    from .tune import run_tuned, tune_given
+
+    if tune_given(args) is not None:  # each (task, arch) at its best rate, chosen on held-out data
+        jobs = run_tuned(args, lambda place: [sweep_job.job for sweep_job in jobs_of(args, place)], say)
+    else:
+        jobs = run_preset(args, lambda place: jobs_of(args, place), say)
     records = select_rows(args.db, run_ids=[sweep_job.key for sweep_job in jobs])
     if args.model and not args.json:  # beside the built-in archs stored for the same tasks
         records = [r for r in select_rows(args.db) if r.task_label in {sweep_job.job.setup.label for sweep_job in jobs}]

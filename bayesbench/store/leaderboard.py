@@ -34,6 +34,7 @@ from ..identity import identity_key
 from .curve_stats import Reach, common_range, log_auc, reach, reached_from, still_improving, trained_part
 from .database import read_records, row_identity
 from .records import EvalResult, RunRecord, json_safe
+from .tuning import is_selection, tuned_label, tuning_marks, tuning_of
 
 FORMATS = ("md", "csv", "json")
 METRICS = {
@@ -86,9 +87,10 @@ def _ev_mean(ev: EvalResult, metric: str) -> float:
 
 def select_rows(db: str | None = None, *, task: str | None = None, arch: str | None = None,
                 group_id: str | None = None, run_ids: list[str] | None = None,
-                latest: bool = False) -> list[RunRecord]:
+                latest: bool = False, selection: bool = False) -> list[RunRecord]:
     """Stored records, filtered (`run_ids`: those runs, e.g. a command's jobs); with `latest`,
-    only the newest run of each (task_label, arch)."""
+    only the newest run of each (task_label, arch). A tuning's selection rows (`is_selection`) are
+    left out unless `selection`: they were scored for choosing, never for reporting."""
     where, params = [], []
     if run_ids is not None:
         where.append(f"run_id IN ({', '.join('?' * len(run_ids))})" if run_ids else "0")
@@ -103,6 +105,7 @@ def select_rows(db: str | None = None, *, task: str | None = None, arch: str | N
         where.append("group_id = ?")
         params.append(group_id)
     records = read_records(db, where=" AND ".join(where), params=tuple(params))
+    records = [r for r in records if is_selection(r) == selection]
     return latest_runs(records) if latest else records
 
 
@@ -232,7 +235,8 @@ def _aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: b
         for name, ev in r.evals.items():
             n_seq = ev.entropy_mae.n_sequences  # rows are comparable only on the same evaluation set
             key = (r.task_label, name, n_seq, r.arch, r.run_id if per_run else config_key(r))
-            g = groups.setdefault(key, {"task": r.task_label, "eval": name, "arch": r.arch, "set_code": set_code(r),
+            g = groups.setdefault(key, {"task": tuned_label(r), "eval": name, "arch": r.arch, "set_code": set_code(r),
+                                        "tuning": tuning_of(r), "flops": (r.config or {}).get("flops"),
                                         "params": r.params, "steps": r.steps, "runs": {}, "by_seed": {},
                                         "positions": ev.positions, "floors": ev.floors,
                                         "n_sequences": ev.entropy_mae.n_sequences,
@@ -565,6 +569,7 @@ def _row_marks(g: dict, metric: str) -> str:
         marks.append(f"{n} of {len(g['status'])} diverged{at}")
     if metric in METRICS and at_floor(g, metric):
         marks.append("at floor")
+    marks += tuning_marks(g.get("tuning"))
     return f" ({'; '.join(marks)})" if marks else ""
 
 

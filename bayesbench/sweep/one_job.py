@@ -100,6 +100,7 @@ def train_and_score(sweep_job: SweepJob, runs_dir: str, threads: int, report: Re
             where = {"phase": "evaluation", "checkpoint": result.checkpoint}
             records = score_run(result, device=job.device, cache_dir=cache_dir or os.path.join(runs_dir, "cache"),
                                 write=False)
+            add_flops(records, trainer, job)
             write_run_file(os.path.join(run_dir, RUN_FILE), records)
             if logger is not None:
                 logger.log_result(records)  # the final metrics with their intervals, as the tracker's summary
@@ -116,6 +117,17 @@ def train_and_score(sweep_job: SweepJob, runs_dir: str, threads: int, report: Re
         raise
     return {"key": sweep_job.key, "records": records, "resumed_from": resumed_from, "pid": os.getpid(),
             "host": socket.gethostname()}
+
+
+def add_flops(records: list, trainer, job) -> None:
+    """Each row's training FLOPs (`training/flops.py`: one step measured by torch's flop counter,
+    per member; the total over the steps that member trained), in its config["flops"]."""
+    from ..training.flops import flops_record, step_flops
+
+    per_step = step_flops(trainer.model, job.task, job.train.batch_size)
+    for r in records:
+        trained = r.stop_step if r.stop_step is not None else r.steps
+        r.config["flops"] = flops_record(per_step, trained)
 
 
 def _remove_if_empty(run_dir: str, made_here: bool) -> None:
