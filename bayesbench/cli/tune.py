@@ -34,40 +34,47 @@ def tune_given(args) -> dict | None:
 
 
 def run_tuned(args, base, say) -> list:
-    """Tune the jobs `base(place)` (resolved, untuned) and return the final sweep jobs: the
-    selection jobs on the engine, the choice read from the store, the chosen candidates on the
-    engine."""
+    """`bayesbench run --tune`: tune the jobs `base(place)` (resolved, untuned) on the engine of
+    `run` (`cli/run.py` `run_preset`); returns the final sweep jobs."""
+    from .run import run_preset
+
+    return tune_phases(base, tune_given(args) or {}, group=f"run-{args.preset}", db=args.db,
+                       run_phase=lambda select: run_preset(args, select, say), args=args, say=say)
+
+
+def tune_phases(base, given: dict, *, group: str, db, run_phase, args, say, where: str = "--tune-args") -> list:
+    """The two passes of a tuning on the engine: the selection jobs of every sweep job of
+    `base(place)` (untuned; `run_phase(select)` runs the sweep jobs `select(place)` and returns
+    them), the choice read from the store, the chosen candidates; returns the final sweep jobs.
+    `given`: the search over each task's default (`sweep.tune.spec_for`); `group`: the rows' group."""
     from ..store.leaderboard import select_rows
     from ..sweep.expand import SweepJob
     from ..sweep.tune import choose, final_job, selection_jobs, spec_for
     from .args import with_log
-    from .run import run_preset
-
-    given = tune_given(args) or {}
-    group = f"run-{args.preset}-tune"
 
     def searches(place):
-        return [(job, spec_for(job, given)) for job in base(place)]
+        return [(sweep_job, spec_for(sweep_job.job, given, where)) for sweep_job in base(place)]
 
     def selection(place):
-        return with_log(args, [SweepJob.of(j, group_id=group) for job, spec in searches(place)
-                               for j in selection_jobs(job, spec)])
+        return with_log(args, [SweepJob.of(j, group_id=group, size=sweep_job.size)
+                               for sweep_job, spec in searches(place) for j in selection_jobs(sweep_job.job, spec)])
 
     say("tuning: the selection jobs (each candidate on the reported budget, curves on the held-out selection set)")
-    run_preset(args, selection, say)
+    run_phase(selection)
 
     def finals(place):
         out = []
-        for job, spec in searches(place):
+        for sweep_job, spec in searches(place):
+            job = sweep_job.job
             keys = [SweepJob.of(j, group_id=group).key for j in selection_jobs(job, spec)]
-            outcome = choose(select_rows(args.db, run_ids=keys, selection=True), spec)
+            outcome = choose(select_rows(db, run_ids=keys, selection=True), spec)
             final = final_job(job, spec, outcome)
-            say(f"tuning: {job.describe()}: {_outcome_line(spec, outcome)}")
-            out.append(SweepJob.of(final, group_id=group))
+            say(f"tuning: {sweep_job.label.split(' lr ')[0]}: {_outcome_line(spec, outcome)}")
+            out.append(SweepJob.of(final, group_id=group, size=sweep_job.size))
         return with_log(args, out)
 
     say("tuning: the chosen candidates on the reported seeds")
-    return run_preset(args, finals, say)
+    return run_phase(finals)
 
 
 def _outcome_line(spec, outcome: dict) -> str:

@@ -202,3 +202,41 @@ def test_paper_preset_tunes_at_tiny_size_on_the_cpu(tmp_path):
     assert len({r.run_id for r in selection}) == 1  # the whole grid as one ensemble: one job
     assert sorted(r.config["train"]["member_lrs"][r.member] for r in selection) == tuning["lrs"]
     assert math.isfinite(row.headline.entropy_mae.mean)
+
+
+SWEEP = """
+name = "tiny-tune"
+tasks = ["sticky"]
+archs = ["gru"]
+steps = 8
+seeds = [0]
+eval_sequences = 64
+[sizes.tiny]
+gru = {n_layer = 1, d_model = 16}
+[tune]
+lrs = [0.001, 0.01]
+selection_seeds = 1
+selection_sequences = 32
+"""
+
+
+def test_a_sweep_file_with_tune_runs_the_search_on_the_sweep_engine(tmp_path):
+    path = tmp_path / "tiny.toml"
+    path.write_text(SWEEP)
+    db = str(tmp_path / "s.sqlite")
+    assert main(["sweep", str(path), "--db", db, "--runs-dir", str(tmp_path / "runs"), "--jobs", "1",
+                 "--no-progress"]) == 0
+    (row,) = select_rows(db)
+    assert row.config["tuning"]["lrs"] == [0.001, 0.01] and row.group_id == "sweep-tiny-tune"
+    assert row.config["model_args"]["d_model"] == 16  # the sweep's size
+    assert len(select_rows(db, selection=True)) == 2
+
+
+def test_a_sweep_cannot_both_fix_and_tune_the_rate(tmp_path, capsys):
+    path = tmp_path / "both.toml"
+    path.write_text(SWEEP.replace('archs = ["gru"]', 'archs = ["gru"]\nlrs = [0.001]'))
+    assert main(["sweep", str(path), "--db", str(tmp_path / "s.sqlite")]) == 2
+    assert "sets its own lr" in capsys.readouterr().err
+    path.write_text(SWEEP.replace("selection_seeds = 1", "selection_seeds = 0"))
+    assert main(["sweep", str(path), "--db", str(tmp_path / "s.sqlite")]) == 2
+    assert "tune: selection_seeds must be a positive integer" in capsys.readouterr().err
