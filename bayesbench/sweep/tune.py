@@ -37,8 +37,7 @@ import math
 from dataclasses import dataclass
 
 from ..checks import SettingError
-from ..store.curve_stats import log_auc
-from ..store.tuning import rates_text, tuning_marks
+from ..store.tuning import candidate_score, member_lr, member_setting, rates_text, tuning_marks
 from ..training.config import CURVE_METRIC_NAMES, TrainConfig
 from .jobs import Job
 
@@ -228,41 +227,6 @@ def final_job(job: Job, spec: TuneSpec, outcome: dict) -> Job:
 
 # ---------------------------------------------------------------- the rule
 
-def member_lr(record) -> float:
-    """The learning rate a stored selection row trained at (its member's, in a packed ensemble)."""
-    train = (record.config or {}).get("train") or {}
-    rates = train.get("member_lrs")
-    return float(rates[record.member]) if rates else float(train["lr"])
-
-
-def member_setting(record) -> dict:
-    tuning = (record.config or {}).get("tuning") or {}
-    return dict(tuning.get("setting") or {})
-
-
-def candidate_score(record, spec: TuneSpec) -> float:
-    """A selection row's score by the rule: its selection curve's last point (`final`) or its mean
-    over log(step) (`auc`) in `spec.metric`; +inf for a diverged member or a curve without a
-    finite value (it is never chosen over one that trained)."""
-    curve = record.learning_curve
-    if record.status != "ok" or curve is None or spec.metric not in curve.values:
-        return math.inf
-    steps, values = list(curve.step), list(curve.metric(spec.metric))
-    stop = record.stop_step
-    if stop is not None:  # a pruned member: its curve up to where it stopped
-        kept = [(s, v) for s, v in zip(steps, values) if s <= stop]
-        steps, values = [s for s, _ in kept], [v for _, v in kept]
-    if not steps:
-        return math.inf
-    if spec.rule == "final":
-        value = values[-1]
-        if stop is not None and stop < record.steps:
-            return math.inf  # pruned before the budget: not a finished candidate
-    else:
-        value = log_auc(steps, values, steps[0], steps[-1]) if len(steps) > 1 else values[0]
-    return value if value is not None and math.isfinite(value) else math.inf
-
-
 def choose(records: list, spec: TuneSpec) -> dict:
     """The outcome of a search from its stored selection rows: every candidate's scores over its
     selection seeds (mean, min, max), the chosen one (the lowest mean; the lower rate on a tie),
@@ -272,7 +236,7 @@ def choose(records: list, spec: TuneSpec) -> dict:
     uniform: float | None = None
     for r in records:
         key = (member_lr(r), tuple(sorted(member_setting(r).items())))
-        scores.setdefault(key, []).append(candidate_score(r, spec))
+        scores.setdefault(key, []).append(candidate_score(r, spec.rule, spec.metric))
         if r.learning_curve is not None:
             uniform = r.learning_curve.uniform.get(spec.metric, uniform)
     wanted = {(c["lr"], tuple(sorted((k, v) for k, v in c.items() if k != "lr"))) for c in spec.candidates()}

@@ -240,3 +240,11 @@ def test_a_sweep_cannot_both_fix_and_tune_the_rate(tmp_path, capsys):
     path.write_text(SWEEP.replace("selection_seeds = 1", "selection_seeds = 0"))
     assert main(["sweep", str(path), "--db", str(tmp_path / "s.sqlite")]) == 2
     assert "tune: selection_seeds must be a positive integer" in capsys.readouterr().err
+
+
+def test_plot_tuning_draws_each_search(tuned, tmp_path, capsys):
+    assert main(["plot", "--tuning", "--db", tuned["db"], "--out", str(tmp_path)]) == 0
+    (path,) = capsys.readouterr().out.split()
+    assert path.endswith("sticky_V_8_L_32_tuning.png") and (tmp_path / path.split("/")[-1]).stat().st_size > 10_000
+    assert main(["plot", "--tuning", "--curves", "--db", tuned["db"]]) == 2
+    assert main(["plot", "--tuning", "--db", str(tmp_path / "empty.sqlite"), "--out", str(tmp_path)]) == 2
