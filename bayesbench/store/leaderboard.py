@@ -194,6 +194,7 @@ def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
             "created_at": r.created_at, "stop_step": r.stop_step, "stop_reason": r.stop_reason,
             "member": r.member, "eval_sequences": r.headline.entropy_mae.n_sequences,
             "settings": json_safe(row_settings(r)), "device": (r.environment or {}).get("device"),
+            "flops": (r.config or {}).get("flops"), "tuning": json_safe(tuning_of(r)),
             "code": json_safe(r.code),
             **_member_curve(r, curve_metric, threshold),
             "learning_curve": None if r.learning_curve is None else json_safe(dataclasses.asdict(r.learning_curve)),
@@ -444,11 +445,14 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
     agg = _aggregate(records, metric, per_run, cm, threshold)
     others = [m for m in METRICS if m != metric]
     differ = differing_settings(agg)  # rows of one arch and evaluation set trained differently: say how
-    lines = [f"| task | eval | arch |{' settings |' if differ else ''} params | steps | wall (s) | seeds | "
+    flops = any(g.get("flops") for g in agg)  # rows trained with a FLOPs count: two columns for it
+    lines = [f"| task | eval | arch |{' settings |' if differ else ''} params | steps |{FLOPS_HEADER if flops else ''}"
+             f" wall (s) | seeds | "
              f"**{_ranked(metric, cm)}** (bits), mean [95% CI over seeds] | per seed | "
              + " | ".join(f"{SHORT[m]} (bits), mean" for m in others)
              + f" | steps to {SHORT[cm]} <= {threshold:g} bits [95% CI] (seeds reached) | still improving | x best |",
-             "|---|---|---|" + ("---|" if differ else "") + "---|---|---|---|---|---|" + "---|" * len(others)
+             "|---|---|---|" + ("---|" if differ else "") + ("---|---|" if flops else "") + "---|---|---|---|---|---|"
+             + "---|" * len(others)
              + "---|---|---|"]
     best: dict[tuple, float] = {}
     for g in agg:
@@ -465,12 +469,13 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
         settings = f" {differ.get(id(g), '-')} |" if differ else ""
         lines.append(f"| {g['task']} | {g['eval']}{'' if not g['primary'] else ' (trained)'}{size} | "
                      f"{g['arch']}{_row_marks(g, metric)} |{settings} {_count(g['params'])} | {g['steps']} | "
-                     f"{_wall(g['wall_s'])} | {_seeds(g)} | {mean} | {_per_seed(g, metric)} | "
+                     + (flops_cells(g) if flops else "")
+                     + f"{_wall(g['wall_s'])} | {_seeds(g)} | {mean} | {_per_seed(g, metric)} | "
                      + " | ".join(_fmt(g["means"][m]) for m in others)
                      + f" | {_reach_cell(g['reach'])} | {_improving_cell(g['improving'])} | "
                      + (f"{ratio:.1f}x |" if math.isfinite(ratio) else "- |"))
         if i + 1 == len(agg) or block_key(agg[i + 1]) != key:
-            lines += _floor_lines(agg, key, metric, others, settings=bool(differ))
+            lines += _floor_lines(agg, key, metric, others, settings=bool(differ), flops=flops)
     ranked = METRICS[metric] if metric != AUC else (
         f"the area under the learning curve of {SHORT[cm]} against log(step), divided by the log-step range: the "
         "curve's mean over log(step), on the step range every row of the task and eval covers")
@@ -484,6 +489,7 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
               "'seeds' = how many seeds the row pools (every stored run of the same task, arch and configuration; a "
               "seed run twice counts once, its newest run), then which.",
               *_curve_notes(agg, cm, threshold),
+              *([FLOPS_NOTE] if flops else []),
               "- rows are ranked only against rows scored on the same evaluation set (task, evaluation, number of "
               "sequences and the tunnel's code: the set is fixed by these) with the same metric definitions; a table "
               "holding several of one evaluation says what sets each apart ('512 seq'; 'tunnel contents 1a2b..', an "
@@ -559,6 +565,28 @@ def differing_settings(agg: list[dict]) -> dict[int, str]:
     return out
 
 
+FLOPS_HEADER = " FLOPs per step | training FLOPs |"
+FLOPS_NOTE = ("- FLOPs per step = one training step (forward and backward, the row's batch) of one member, measured "
+              "by torch.utils.flop_counter (matrix products, convolutions and attention; element-wise work such as "
+              "a recurrent scan's gates, and the optimiser, not counted: an undercount for Mamba's scan and the "
+              "LSTM's and GRU's gates); training FLOPs = that x the steps one member trained; a tuned row's search "
+              "adds its selection runs' FLOPs (its note, 'search ...')")
+
+
+def flops_cells(g: dict) -> str:
+    """The FLOPs columns of a row ('1.2e8 | 7.3e11 | '), '- | - | ' for a row without a count."""
+    f = g.get("flops") or {}
+    if not f.get("per_step"):
+        return "- | - | "
+    return f"{flops_text(f['per_step'])} | {flops_text(f['total'])} | "
+
+
+def flops_text(x: float) -> str:
+    """A FLOPs count to three significant digits: 2.71e8."""
+    mantissa, exponent = f"{x:.2e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
 def _row_marks(g: dict, metric: str) -> str:
     """" (1 of 3 diverged, at step 150)", " (at floor)": what a row's numbers must be read with."""
     marks = []
@@ -602,9 +630,10 @@ def _curve_notes(agg: list[dict], metric: str, threshold: float) -> list[str]:
             "stop"]
 
 
-def _floor_lines(agg: list[dict], key: tuple, metric: str, others: list[str], *, settings: bool = False) -> list[str]:
+def _floor_lines(agg: list[dict], key: tuple, metric: str, others: list[str], *, settings: bool = False,
+                 flops: bool = False) -> list[str]:
     """The floor rows of one evaluation set (`block_key`), from the first run that stored them
-    (`settings`: the table has the settings column, empty here)."""
+    (`settings`, `flops`: the table has the settings column, the FLOPs columns, empty here)."""
     floors = next((g["floors"] for g in agg if block_key(g) == key and g["floors"]), None)
     if not floors:
         return []
@@ -614,7 +643,8 @@ def _floor_lines(agg: list[dict], key: tuple, metric: str, others: list[str], *,
         if not scores:
             continue
         val = lambda m: scores[m].mean if m in scores else None  # noqa: E731
-        out.append(f"| {key[0]} | {key[1]} | *{name} (floor)* |{' - |' if settings else ''} - | - | - | - | "
+        out.append(f"| {key[0]} | {key[1]} | *{name} (floor)* |{' - |' if settings else ''} - | - |"
+                   f"{' - | - |' if flops else ''} - | - | "
                    f"{_fmt(val(metric)) if metric in METRICS else '-'} | - | "
                    + " | ".join(_fmt(val(m)) for m in others) + " | - | - | - |")
     return out

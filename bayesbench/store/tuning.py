@@ -60,6 +60,9 @@ def tuning_marks(tuning: dict | None) -> list[str]:
     if chosen and lrs:
         out.append(f"lr {short(chosen['lr'])} chosen of {len(lrs)} rates {rates_text(lrs)}")
         out += [f"{k}={v}" for k, v in chosen.items() if k != "lr"]
+    if tuning.get("selection_flops"):
+        mantissa, exponent = f"{tuning['selection_flops']:.2e}".split("e")
+        out.append(f"search {mantissa}e{int(exponent)} FLOPs")
     if tuning.get("at_floor"):
         out.append(f"at floor at every rate tried: {rates_text(lrs)}")
     elif tuning.get("edge"):
