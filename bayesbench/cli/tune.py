@@ -53,7 +53,12 @@ def tune_phases(base, given: dict, *, group: str, db, run_phase, args, say, wher
     from .args import with_log
 
     def searches(place):
-        return [(sweep_job, spec_for(sweep_job.job, given, where)) for sweep_job in base(place)]
+        out = [(sweep_job, spec_for(sweep_job.job, given, where)) for sweep_job in base(place)]
+        if any(spec.prune != "none" for _, spec in out):
+            from ..sweep.prune import check_optuna
+
+            check_optuna()
+        return out
 
     def selection(place):
         return with_log(args, [SweepJob.of(j, group_id=group, size=sweep_job.size)
@@ -80,7 +85,8 @@ def tune_phases(base, given: dict, *, group: str, db, run_phase, args, say, wher
 def _outcome_line(spec, outcome: dict) -> str:
     from ..sweep.tune import outcome_notes
 
-    scores = ", ".join(f"{c['lr']:g}: " + ("diverged" if c["mean"] is None else f"{c['mean']:.4f}")
+    scores = ", ".join(f"{c['lr']:g}: " + ("pruned" if c.get("pruned") else "diverged" if c["mean"] is None
+                                            else f"{c['mean']:.4f}")
                        for c in outcome["candidates"])
     return (f"{'; '.join(outcome_notes({**spec.identity(), **outcome}))} (selection {spec.rule} {spec.metric}, "
             f"mean over {spec.selection_seeds} seed(s): {scores} bits)")

@@ -101,13 +101,20 @@ def candidate_score(record, rule: str, metric: str) -> float:
         steps, values = [s for s, _ in kept], [v for _, v in kept]
     if not steps:
         return math.inf
+    if stopped_early(record):
+        return math.inf  # pruned before the budget: not a finished candidate, whatever the rule
     if rule == "final":
-        if stop is not None and stop < record.steps:
-            return math.inf  # pruned before the budget: not a finished candidate
         value = values[-1]
     else:
         value = log_auc(steps, values, steps[0], steps[-1]) if len(steps) > 1 else values[0]
     return value if value is not None and math.isfinite(value) else math.inf
+
+
+def stopped_early(record) -> bool:
+    """Whether a row's member stopped training before its budget (`config["train"]["steps"]`)
+    without diverging: a pruned candidate (or one `--until` stopped)."""
+    budget = ((record.config or {}).get("train") or {}).get("steps")
+    return record.status == "ok" and record.stop_step is not None and budget is not None and record.stop_step < budget
 
 
 # ---------------------------------------------------------------- the figure

@@ -37,7 +37,7 @@ import math
 from dataclasses import dataclass
 
 from ..checks import SettingError
-from ..store.tuning import candidate_score, member_lr, member_setting, rates_text, tuning_marks
+from ..store.tuning import candidate_score, member_lr, member_setting, rates_text, stopped_early, tuning_marks
 from ..training.config import CURVE_METRIC_NAMES, TrainConfig
 from .jobs import Job
 
@@ -106,6 +106,9 @@ class TuneSpec:
             raise SettingError(f"packed must be true or false, got {self.packed!r}", ("packed",))
         if self.prune not in PRUNERS:
             raise SettingError(f"prune must be one of {PRUNERS}, got {self.prune!r}", ("prune",))
+        if self.prune != "none" and self.packed:
+            raise SettingError(f"prune={self.prune} stops a candidate's job early, which saves its compute only when "
+                               "each candidate is a job of its own: give packed=false too", ("prune", "packed"))
         axes = dict(self.axes)
         for name, values in axes.items():
             if name not in AXES:
@@ -194,6 +197,10 @@ def selection_jobs(job: Job, spec: TuneSpec) -> list[Job]:
     selection set; their identity holds the search and the role "selection"."""
     out = []
     base = {"role": "selection", **spec.identity()}
+    if spec.prune != "none":  # the candidates of this search share one Optuna study
+        from ..identity import identity_key
+
+        base["study"] = identity_key({"job": job.identity, "seeds": list(job.seeds), "search": spec.identity()})
     for setting in spec.settings():
         train = dataclasses.replace(job.train, **setting, curves=True, curve_set="selection",
                                     curve_sequences=spec.selection_sequences, until=None)
@@ -233,10 +240,13 @@ def choose(records: list, spec: TuneSpec) -> dict:
     whether it sits at the grid's edge (its rate the lowest or the highest tried) and whether every
     candidate stayed at the uniform floor of the selection set (within AT_FLOOR of it, or above)."""
     scores: dict[tuple, list[float]] = {}
+    pruned: set[tuple] = set()
     uniform: float | None = None
     for r in records:
         key = (member_lr(r), tuple(sorted(member_setting(r).items())))
         scores.setdefault(key, []).append(candidate_score(r, spec.rule, spec.metric))
+        if stopped_early(r):
+            pruned.add(key)
         if r.learning_curve is not None:
             uniform = r.learning_curve.uniform.get(spec.metric, uniform)
     wanted = {(c["lr"], tuple(sorted((k, v) for k, v in c.items() if k != "lr"))) for c in spec.candidates()}
@@ -250,7 +260,7 @@ def choose(records: list, spec: TuneSpec) -> dict:
             continue
         finite = [v for v in values if math.isfinite(v)]
         mean = sum(values) / len(values) if len(finite) == len(values) else math.inf
-        table.append({"lr": lr, **dict(setting), "mean": mean, "values": values,
+        table.append({"lr": lr, **dict(setting), "mean": mean, "values": values, "pruned": (lr, setting) in pruned,
                       "min": min(finite) if finite else math.inf, "max": max(finite) if finite else math.inf})
     best = min(table, key=lambda c: (c["mean"], c["lr"]))
     chosen = {"lr": best["lr"], **{k: v for k, v in best.items() if k in dict(spec.axes)}}
@@ -269,7 +279,8 @@ def choose(records: list, spec: TuneSpec) -> dict:
 def _json_candidate(c: dict) -> dict:
     """A candidate's entry as stored (JSON has no infinity: a diverged or pruned score is None)."""
     safe = lambda x: x if isinstance(x, (int, float)) and math.isfinite(x) else None  # noqa: E731
-    return {**{k: v for k, v in c.items() if k not in ("mean", "values", "min", "max")}, "mean": safe(c["mean"]),
+    return {**{k: v for k, v in c.items() if k not in ("mean", "values", "min", "max", "pruned")},
+            **({"pruned": True} if c["pruned"] else {}), "mean": safe(c["mean"]),
             "min": safe(c["min"]), "max": safe(c["max"]), "values": [safe(v) for v in c["values"]]}
 
 

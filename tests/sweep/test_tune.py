@@ -248,3 +248,23 @@ def test_plot_tuning_draws_each_search(tuned, tmp_path, capsys):
     assert path.endswith("sticky_V_8_L_32_tuning.png") and (tmp_path / path.split("/")[-1]).stat().st_size > 10_000
     assert main(["plot", "--tuning", "--curves", "--db", tuned["db"]]) == 2
     assert main(["plot", "--tuning", "--db", str(tmp_path / "empty.sqlite"), "--out", str(tmp_path)]) == 2
+
+
+def test_pruning_stops_hopeless_candidates_through_optuna(tmp_path):
+    """prune=median (Optuna's MedianPruner, candidates as jobs of their own): the rates 1 and 3,
+    run after two that train, are stopped at their first curve point, stored with their curve up
+    to there, and never chosen."""
+    db, runs = str(tmp_path / "p.sqlite"), str(tmp_path / "runs")
+    assert main([*COMMON, "--tune", "--tune-args", "lrs=[0.01,0.03,1.0,3.0]", "selection_seeds=1",
+                 "selection_sequences=32", "prune=median", "packed=false", "--db", db, "--runs-dir", runs]) == 0
+    selection = {r.config["train"]["lr"]: r for r in select_rows(db, selection=True)}
+    for lr in (1.0, 3.0):
+        assert selection[lr].stop_step < 12 and "pruned" in selection[lr].stop_reason
+    for lr in (0.01, 0.03):
+        assert selection[lr].stop_step == 12
+    (final, *_) = [r for r in select_rows(db) if r.config.get("tuning")]
+    assert final.config["tuning"]["chosen"]["lr"] in (0.01, 0.03)
+    assert [c.get("pruned", False) for c in final.config["tuning"]["candidates"]] == [False, False, True, True]
+    assert len(list((tmp_path / "runs" / "tune").glob("*.journal"))) == 1  # one study for the search
+    with pytest.raises(ValueError, match="give packed=false too"):
+        TuneSpec.of({"lrs": [1e-3, 1e-2], "prune": "median"})
