@@ -85,9 +85,17 @@ def _announce(jobs: list, say) -> None:
         job = sweep_job.job
         say(f"[{i}/{len(jobs)}] {job.setup.label} / {sweep_job.arch}: {job.params:,} params per member, "
             f"{len(job.seeds)} seeds {seeds_text(job.seeds)} as one ensemble, {job.train.steps} steps x batch "
-            f"{job.train.batch_size}, lr {job.train.lr:g} ({job.train.schedule}) on {job.device}"
+            f"{job.train.batch_size}, {_rates(job.train)} ({job.train.schedule}) on {job.device}"
             + (f"; position table sized {job.max_len} for the longest eval (K={max(job.setup.eval_lengths)})"
                if job.setup.eval_lengths else ""))
+
+
+def _rates(train) -> str:
+    """'lr 0.0005', or a tuning grid's members' rates: 'lr 0.0001 .. 0.01 per member (5 rates)'."""
+    rates = train.member_lrs
+    if rates is None:
+        return f"lr {train.lr:g}"
+    return f"lr {min(rates):g} .. {max(rates):g} per member ({len(set(rates))} rates)"
 
 
 def run_preset(args, select: Callable, say) -> list:

@@ -52,8 +52,15 @@ def tune_phases(base, given: dict, *, group: str, db, run_phase, args, say, wher
     from ..sweep.tune import choose, final_job, selection_jobs, spec_for
     from .args import with_log
 
+    warned: set[str] = set()
+
     def searches(place):
         out = [(sweep_job, spec_for(sweep_job.job, given, where)) for sweep_job in base(place)]
+        for sweep_job, _ in out:
+            if len(sweep_job.job.seeds) < 3 and sweep_job.key not in warned:
+                warned.add(sweep_job.key)
+                say(f"note: {sweep_job.job.describe()}: the chosen rate is re-trained on {len(sweep_job.job.seeds)} "
+                    "seed(s); a tuned row wants at least 3 (--seeds 3) for an interval that means something")
         if any(spec.prune != "none" for _, spec in out):
             from ..sweep.prune import check_optuna
 
