@@ -37,6 +37,7 @@ import math
 from dataclasses import dataclass
 
 from ..checks import SettingError
+from ..store.leaderboard import AT_FLOOR  # a mean within 1% of the uniform floor, or above it, is "at floor"
 from ..store.tuning import candidate_score, member_lr, member_setting, rates_text, stopped_early, tuning_marks
 from ..training.config import CURVE_METRIC_NAMES, TrainConfig
 from .jobs import Job
@@ -46,9 +47,6 @@ from .jobs import Job
 SELECTION_SEED_BASE = 1_000_000
 RULES = ("final", "auc")
 PRUNERS = ("none", "median", "halving")
-#: A mean within this fraction of the uniform floor, or above it, is "at floor" (as the leaderboard's
-#: `store.leaderboard.AT_FLOOR`).
-AT_FLOOR = 0.01
 #: The grid a preset's default must at least have: this many rates over this ratio (issue 31's rule).
 MIN_RATES, MIN_SPAN = 5, 30.0
 DEFAULT_SELECTION_SEQUENCES = 512
