@@ -114,14 +114,12 @@ class TrainConfig:
             raise SettingError(str(err), ("until",)) from None
         one_of("curve_set", self.curve_set, CURVE_SETS)
         if self.member_lrs is not None:
-            if isinstance(self.member_lrs, (str, bytes)) or not hasattr(self.member_lrs, "__iter__"):
-                raise SettingError(f"member_lrs must be a list of learning rates, one per member, got "
-                                   f"{self.member_lrs!r}", ("member_lrs",))
-            rates = tuple(self.member_lrs)
-            if not rates:
-                raise SettingError("member_lrs must name at least one learning rate", ("member_lrs",))
-            for rate in rates:
-                positive_number("member_lrs", rate)
+            rates = self.member_lrs
+            if isinstance(rates, (str, bytes)) or not hasattr(rates, "__iter__") or not list(rates) or any(
+                    isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r <= 0
+                    for r in rates):
+                raise SettingError(f"member_lrs must be a list of at least one learning rate (a positive finite "
+                                   f"number per member), got {rates!r}", ("member_lrs",))
             object.__setattr__(self, "member_lrs", tuple(float(r) for r in rates))
         if self.until is not None and not self.curves:
             raise SettingError("until needs the learning curves (curves=true): a member stops on its curve",
