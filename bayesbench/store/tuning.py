@@ -195,7 +195,8 @@ def _tuning_figure(label: str, rows: list, chosen: dict[str, float], path: str) 
     unique_legend(ax)
     seeds = tuning["selection_seeds"]
     heading(fig, f"{label}: learning-rate search",
-            f"{count(len(tuning['lrs']), 'rate')}, {count(seeds, 'selection seed')} each (line: mean, band: range); "
+            f"{count(len(tuning['lrs']), 'rate')}, {count(seeds, 'selection seed')} each (seeds "
+            f"{min(r.seed for r in rows)} .. {max(r.seed for r in rows)}; line: mean, band: range); "
             f"{tuning['selection_sequences']} held-out selection sequences (apart from the evaluation and curve "
             f"sets); rule: {rule}; {rows[0].steps} steps each")
     return save(fig, path, grid=True)
