@@ -22,7 +22,11 @@ What is in it, and why each part changes a number:
 - `train`: `TrainConfig.identity()`, or None for a model only scored here;
 - `device_type`: `cpu` or `cuda`: data generators and kernels differ between device types;
 - `threads`: the torch threads it ran with: the order of reductions moves the last digits;
-- `code`: `versions.keyed(code)`: outside files' contents and raised versions.
+- `code`: `versions.keyed(code)`: outside files' contents and raised versions;
+- `tuning` (only in a tuned run's): the learning-rate search that chose its settings, or that it
+  is a candidate of (`sweep/tune.py` `TuneSpec.identity`: the grid and any other axes, the
+  selection seeds, set and rule, the candidate chosen), so a tuned row never shares a key with
+  an untuned one, and another grid is another result.
 
 Not in it: the seeds (a key adds them; the leaderboard pools over them), when checkpoints are
 written and how often the losses are read back (`checkpoint_every`, `sync_every`: a resumed run
@@ -43,10 +47,13 @@ KEY_CHARS = 16  # hex characters of the SHA-256 kept: 64 bits
 
 def run_identity(*, task: dict, label: str, eval_lengths: Sequence[int], eval_scored: Sequence[str],
                  eval_sequences: int | None, arch: str, model: dict, max_len: int | None, train: dict | None,
-                 device_type: str | None, threads: int | None, code: dict | None) -> dict:
+                 device_type: str | None, threads: int | None, code: dict | None,
+                 tuning: dict | None = None) -> dict:
     """The identity of a run (see the module docstring), from its parts: plain data, so that a
-    job, a trainer, a scored model and a stored row give the same dict for the same run."""
-    return {"task": task, "label": label, "eval_lengths": [int(k) for k in eval_lengths],
+    job, a trainer, a scored model and a stored row give the same dict for the same run. An
+    untuned run's has no `tuning` field at all (its key is what it was before tuning existed)."""
+    return {**({"tuning": dict(tuning)} if tuning else {}),
+            "task": task, "label": label, "eval_lengths": [int(k) for k in eval_lengths],
             "eval_scored": list(eval_scored), "eval_sequences": eval_sequences, "arch": arch, "model": dict(model),
             "max_len": max_len, "train": None if train is None else dict(train), "device_type": device_type,
             "threads": threads, "code": versions.keyed(code)}

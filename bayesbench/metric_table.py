@@ -147,3 +147,7 @@ def metric_versions() -> dict[str, int]:
     (`bayesbench.versions`)."""
     return {name: METRICS[name].version for name in final_metrics()}
 
+
+#: a score within this fraction of its set's uniform floor, or above it, is "at floor": nothing usable was
+#: learned from the context (the leaderboard's mark, a tuning search's "at floor at every rate")
+AT_FLOOR = 0.01

@@ -36,6 +36,24 @@ class TaskSetup:
     eval_scored: tuple[str, ...] = ()  # bijection: scored position sets, e.g. ("values", "values+query")
     eval_sequences: int = 4096
     archs: tuple[str, ...] | None = None  # architectures run by default on this task (None: the preset's)
+    # `--tune`'s search on this task (`sweep/tune.py` `TuneSpec.of`): a log-spaced grid of at least
+    # 5 rates over at least 30x, the selection seeds; None: not tunable here
+    tune: dict | None = None
+
+
+def log_rates(low: float, high: float, n: int = 5) -> tuple[float, ...]:
+    """n learning rates log-spaced from low to high, to two significant digits (a tuning grid)."""
+    return tuple(float(f"{low * (high / low) ** (k / (n - 1)):.2g}") for k in range(n))
+
+
+# `--tune` grids (sweep/tune.py): 5 rates over 100x around each task's fixed recipe, 2 selection
+# seeds per rate; the rates of one task train as one ensemble (per-member rates).
+_QUICK_TUNE_BIJECTION = {"lrs": log_rates(1e-4, 1e-2), "selection_seeds": 2}
+_QUICK_TUNE_SHORT = {"lrs": log_rates(2e-4, 2e-2), "selection_seeds": 2}  # the sticky chain's and the HMM's 2e-3
+# The papers' scale on a GPU: 5 rates over 30x around the papers' rate, 2 selection seeds: one
+# ensemble of 10 members per architecture (the whole grid one step), the 3 reported seeds after.
+_PAPER_TUNE_BIJECTION = {"lrs": log_rates(2e-4, 6e-3), "selection_seeds": 2}
+_PAPER_TUNE_HMM = {"lrs": log_rates(5e-5, 1.5e-3), "selection_seeds": 2}
 
 
 @dataclass(frozen=True)
@@ -114,6 +132,7 @@ QUICK = Preset(
             seeds=3,
             eval_scored=_BIJECTION_EVALS,
             archs=("transformer", "mamba", "lstm", "mlp"),
+            tune=_QUICK_TUNE_BIJECTION,
         ),
         # The papers' HMM setting at K = 20 (header as rows) with a smaller transformer (dropout
         # 0.1 as the authors'), warm-up + cosine. Soft targets as the authors train.
@@ -126,6 +145,7 @@ QUICK = Preset(
             seeds=_QUICK_HMM_SEEDS,
             eval_lengths=(20, 30, 50),
             archs=("transformer", "lstm"),
+            tune=_QUICK_TUNE_SHORT,
         ),
         # Sticky chain with rho ~ Beta(1, 1) over 8 symbols, 32 tokens: the model must count stays.
         "sticky": TaskSetup(
@@ -134,6 +154,7 @@ QUICK = Preset(
             train={"steps": 800, "batch_size": 32, "lr": 2e-3, "schedule": "cosine", "warmup_steps": 8},
             models=_QUICK_MODELS,
             seeds=3,
+            tune=_QUICK_TUNE_SHORT,
         ),
     },
     archs=ZOO,
@@ -164,6 +185,7 @@ PAPER = Preset(
                     "linear-attention": {"n_layer": 6, "n_head": 6, "d_model": 192, "d_ffn": 768}},
             seeds=3,
             eval_scored=_BIJECTION_EVALS,
+            tune=_PAPER_TUNE_BIJECTION,
         ),
         "hmm": TaskSetup(
             label="hmm S=5 K=20 tokens",
@@ -179,6 +201,7 @@ PAPER = Preset(
                     "linear-attention": {"n_layer": 9, "n_head": 8, "d_model": 256, "d_ffn": 1024}},
             seeds=5,
             eval_lengths=(20, 30, 50),
+            tune=_PAPER_TUNE_HMM,
         ),
     },
     archs=ZOO,

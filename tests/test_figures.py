@@ -2,7 +2,8 @@
 objects before it is written: a reader must understand it without the code.
 
 The commands run once (module fixture): `run` (bijection and HMM, two architectures, two seeds,
-a few steps), `plot`, `plot --curves`, `compare --plot`, `geometry`, `emsgd` and `profile`. Each
+a few steps), `plot`, `plot --curves`, `compare --plot`, `geometry`, `emsgd`, `profile` and a tiny
+`run --tune` with `plot --tuning`. Each
 plotting module's `save` is wrapped to keep the Figure it writes. The checks, over every figure:
 titles and axis labels lie inside the canvas and no title runs into another title or label;
 every axes with data names both its axes; colour bars are labelled; every drawn line (reference
@@ -25,7 +26,7 @@ STEPS, EVAL, CURVE = 4, 32, 32  # training steps, evaluation and curve sequences
 GEO_SEQ, PROFILE_STEPS, PROFILE_EVAL = 32, 12, 32
 EMSGD_STEPS, EMSGD_T = 8, 30
 PLOT_MODULES = ("bayesbench.report.plots", "bayesbench.dynamics.geometry.plots", "bayesbench.dynamics.emsgd.plots",
-                "bayesbench.dynamics.profile.plots")
+                "bayesbench.dynamics.profile.plots", "bayesbench.report.tuning")
 
 
 @pytest.fixture(scope="module")
@@ -63,11 +64,16 @@ def drawn(tmp_path_factory):
         assert main(["profile", "--steps", str(PROFILE_STEPS), "--every", "4", "--checkpoints", "3", "--eval-sequences",
                      str(PROFILE_EVAL), "--probe-sequences", "4", "--threads", "1", "--seeds", "0,1", "--runs-dir",
                      runs, *common]) == 0
+        assert main(["run", "--preset", "quick", "--tasks", "bijection", "--archs", "mlp", "--seeds", "2", "--steps",
+                     str(STEPS), "--eval-sequences", str(EVAL), "--tune", "--tune-args", "lrs=[0.0001,0.001,0.01]",
+                     "selection_seeds=2", f"selection_sequences={CURVE}", "--runs-dir", runs, "--jobs", "1",
+                     *common]) == 0
+        assert main(["plot", "--tuning", "--db", db, "--out", out]) == 0
     kinds: dict[str, list] = {}
     for path, fig in figures:
         name = os.path.basename(path)
         kind = re.sub(r"^profile-[0-9a-f]+_", "profile_", name)
-        kind = re.sub(r"^(bijection|hmm)_.*?_(values_query|values|K=\d+|length_generalisation|curves_\w+)\.png$",
+        kind = re.sub(r"^(bijection|hmm)_.*?_(values_query|values|K=\d+|length_generalisation|curves_\w+|tuning)\.png$",
                       r"\1_\2.png", kind)
         kinds.setdefault(kind, []).append(fig)
     return kinds
@@ -80,6 +86,7 @@ EXPECTED = {
     "loss.png", "held_out_loss.png", "attention_heatmaps.png", "attention_entropy.png", "value_pca.png",
     "profile_attn_entropy.png", "profile_adv_abs_mean.png", "profile_adv_abs_max.png", "profile_ds_norm.png",
     "profile_value_update_mean.png", "profile_routing_law.png", "profile_frame_precision_steps.png",
+    "bijection_tuning.png",
     "profile_frame_precision_budget.png", "profile_map_velocity.png", "profile_movement_vs_jitter.png",
 }
 

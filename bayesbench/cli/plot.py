@@ -24,6 +24,10 @@ def add_parser(sub) -> None:
     p.add_argument("--curves", action="store_true",
                    help="draw the learning curves instead: per task, --metric against the training step for every "
                         "architecture (latest run of each), band over seeds, the uniform floor and 0 (Bayes)")
+    p.add_argument("--tuning", action="store_true",
+                   help="draw the learning-rate searches instead (bayesbench run --tune): per task, each "
+                        "architecture's selection score against the rate (mean over selection seeds, range as a "
+                        "band), the rate chosen, the uniform floor")
     p.add_argument("--metric", choices=curve_metrics(),
                    help="with --curves: the metric drawn (default entropy_mae; kl:repeated, kl:new: the bijection's "
                         "KL at repeated and at new keys)")
@@ -33,8 +37,23 @@ def add_parser(sub) -> None:
     p.set_defaults(handler=cmd_plot)
 
 
+def _tuning(args) -> int:
+    from ..report.tuning import plot_tuning
+
+    paths = plot_tuning(args.db, args.out, task=args.task)
+    if not paths:
+        raise ValueError("--tuning: no learning-rate search stored" + (f" for task {args.task!r}" if args.task else "")
+                         + ": run `bayesbench run --preset quick --tune` first")
+    for p in paths:
+        print(p)
+    return 0
+
+
 def check_options(args) -> None:
     """Options that go with another one, or exclude it, refused rather than ignored."""
+    if getattr(args, "tuning", False) and (args.curves or args.dynamics):
+        raise ValueError("--tuning draws the learning-rate searches; it cannot be combined with "
+                         + ("--curves" if args.curves else "--dynamics"))
     curve_options = [f"--{k}" for k in ("metric", "threshold") if getattr(args, k) is not None]
     if args.dynamics:
         given = (["--curves"] if args.curves else []) + (["--task"] if args.task else []) + curve_options
@@ -56,6 +75,8 @@ def cmd_plot(args) -> int:
         return 0
     if args.curves:
         return _curves(args)
+    if getattr(args, "tuning", False):
+        return _tuning(args)
     from ..report.plots import plot
 
     paths = plot(args.db, args.out, task=args.task)

@@ -48,6 +48,9 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true", help="print {\"runs\": [...]} instead of the table")
     add_model_options(p)
     add_config_options(p)
+    from .tune import add_tune_options
+
+    add_tune_options(p)
     p.set_defaults(handler=cmd_run, rerun_resumes=True)  # a stopped run continues by running it again
 
 
@@ -91,9 +94,17 @@ def _announce(jobs: list, say) -> None:
         job = sweep_job.job
         say(f"[{i}/{len(jobs)}] {job.setup.label} / {sweep_job.arch}: {job.params:,} params per member, "
             f"{len(job.seeds)} seeds {seeds_text(job.seeds)} as one ensemble, {job.train.steps} steps x batch "
-            f"{job.train.batch_size}, lr {job.train.lr:g} ({job.train.schedule}) on {job.device}"
+            f"{job.train.batch_size}, {_rates(job.train)} ({job.train.schedule}) on {job.device}"
             + (f"; position table sized {job.max_len} for the longest eval (K={max(job.setup.eval_lengths)})"
                if job.setup.eval_lengths else ""))
+
+
+def _rates(train) -> str:
+    """'lr 0.0005', or a tuning grid's members' rates: 'lr 0.0001 .. 0.01 per member (5 rates)'."""
+    rates = train.member_lrs
+    if rates is None:
+        return f"lr {train.lr:g}"
+    return f"lr {min(rates):g} .. {max(rates):g} per member ({len(set(rates))} rates)"
 
 
 def run_preset(args, select: Callable, say) -> list:
@@ -143,7 +154,12 @@ def cmd_run(args) -> int:
     start = time.perf_counter()
     say(f"bayesbench run --preset {args.preset} -> store {db_name(args.db)}, run directories under "
         f"{args.runs_dir}/{args.preset}/")
-    jobs = run_preset(args, lambda place: _checked(replay, jobs_of(args, place), say, args), say)
+    from .tune import run_tuned, tune_given
+
+    if tune_given(args) is not None:  # each (task, arch) at its best rate, chosen on held-out data
+        jobs = run_tuned(args, lambda place: _checked(replay, jobs_of(args, place), say, args), say)
+    else:
+        jobs = run_preset(args, lambda place: _checked(replay, jobs_of(args, place), say, args), say)
     records = select_rows(args.db, run_ids=[sweep_job.key for sweep_job in jobs])
     if replay is not None:
         for line in compare(replay, records):

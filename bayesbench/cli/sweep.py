@@ -132,6 +132,36 @@ def _try_outside(jobs: list[SweepJob], path: str, say) -> None:
             f"forward: {forward}")
 
 
+def _tuned(spec, args, say):
+    """A sweep with `tune`: its points tuned on the sweep's engine (`cli/tune.py` `tune_phases`);
+    returns the final jobs and the final pass's outcome."""
+    from ..sweep.expand import expand
+    from ..sweep.jobs import resolve_device
+    from .tune import tune_phases
+
+    outcomes = []
+
+    def run_phase(select):
+        if args.ray:
+            from ..sweep.ray_executor import on_ray
+
+            executor, jobs = on_ray(args.ray, spec.resources, args.max_retries, select)
+        else:
+            from ..sweep.local import local_executor
+
+            jobs = select(resolve_device)
+            executor = local_executor(jobs, workers=args.jobs, threads=spec.resources.cpus,
+                                      max_retries=args.max_retries, in_process=False)
+        outcomes.append(drive(jobs, executor, db=args.db, runs_dir=args.runs_dir, progress=progress(args), say=say,
+                              lines=progress_lines(args)))
+        return jobs
+
+    base = lambda place: expand(spec, device=place)  # noqa: E731
+    jobs = tune_phases(base, spec.tune, group=f"sweep-{spec.name}", db=args.db, run_phase=run_phase, args=args,
+                       say=say, where=f"sweep file {spec.path}: tune:")
+    return jobs, outcomes[-1]
+
+
 def cmd_sweep(args) -> int:
     """Check the sweep file, then run it (or with --dry-run, show it); exit 1 if a job failed."""
     from ..report.leaderboard import json_runs
@@ -166,8 +196,11 @@ def cmd_sweep(args) -> int:
                                   in_process=False)
     say(f"bayesbench sweep {spec.name!r} ({spec.path}) -> store {db_path(args.db)}, run directories under "
         f"{args.runs_dir}")
-    outcome = drive(jobs, executor, db=args.db, runs_dir=args.runs_dir, progress=progress(args), say=say,
-                    lines=progress_lines(args))
+    if spec.tune is not None:  # each point at its best learning rate, chosen on held-out data
+        jobs, outcome = _tuned(spec, args, say)
+    else:
+        outcome = drive(jobs, executor, db=args.db, runs_dir=args.runs_dir, progress=progress(args), say=say,
+                        lines=progress_lines(args))
     states = {sweep_job.key: "skipped (stored)" for sweep_job in jobs if sweep_job.key in outcome.skipped}
     for key in outcome.trained:
         states[key] = "trained" + (f" (resumed at step {outcome.resumed[key]})" if key in outcome.resumed else "") \

@@ -31,6 +31,7 @@ from .. import versions
 from ..stats import stays_from
 from ..store.database import row_settings
 from ..store.records import EvalResult, RunRecord, json_safe
+from ..store.tuning import tuning_marks, tuning_of
 from .curve_stats import Reach, still_improving, trained_part
 from .rows import (
     AT_FLOOR,
@@ -129,6 +130,7 @@ def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
             "created_at": r.created_at, "stop_step": r.stop_step, "stop_reason": r.stop_reason,
             "member": r.member, "eval_sequences": r.headline.entropy_mae.n_sequences,
             "settings": json_safe(row_settings(r)), "device": (r.environment or {}).get("device"),
+            "flops": (r.config or {}).get("flops"), "tuning": json_safe(tuning_of(r)),
             "code": json_safe(r.code),
             **_member_curve(r, curve_metric, threshold),
             "learning_curve": None if r.learning_curve is None else json_safe(dataclasses.asdict(r.learning_curve)),
@@ -215,12 +217,14 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
     agg = aggregate(records, metric, per_run, cm, threshold)
     others = [m for m in final_metrics() if m != metric]
     differ = differing_settings(agg)  # rows of one arch and evaluation set trained differently: say how
-    lines = [f"| task | eval | arch |{' settings |' if differ else ''} params | steps | wall (s) | seeds | "
+    flops = any(row.flops for row in agg)  # rows trained with a FLOPs count: two columns for it
+    lines = [f"| task | eval | arch |{' settings |' if differ else ''} params | steps |{FLOPS_HEADER if flops else ''}"
+             f" wall (s) | seeds | "
              f"**{_ranked(metric, cm)}** (bits), mean [95% CI over seeds] | per seed | "
              + " | ".join(f"{short(m)} (bits), mean" for m in others)
              + f" | steps to {short(cm)} <= {threshold:g} bits [95% CI] (seeds reached) | still improving | x best |",
-             "|---|---|---|" + ("---|" if differ else "") + "---|---|---|---|---|---|" + "---|" * len(others)
-             + "---|---|---|"]
+             "|---|---|---|" + ("---|" if differ else "") + ("---|---|" if flops else "") + "---|---|---|---|---|---|"
+             + "---|" * len(others) + "---|---|---|"]
     best: dict[tuple, float] = {}
     for row in agg:
         v = row.means[metric]
@@ -236,12 +240,13 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
         settings = f" {differ.get(id(row), '-')} |" if differ else ""
         lines.append(f"| {row.task} | {row.eval}{'' if not row.primary else ' (trained)'}{size} | "
                      f"{row.arch}{row_marks(row, metric)} |{settings} {params_cell(row)} | {row.steps} | "
-                     f"{_wall(row.wall_s)} | {_seeds(row)} | {mean} | {per_seed_cell(row, metric)} | "
+                     + (flops_cells(row) if flops else "")
+                     + f"{_wall(row.wall_s)} | {_seeds(row)} | {mean} | {per_seed_cell(row, metric)} | "
                      + " | ".join(fmt_bits(row.means[m]) for m in others)
                      + f" | {reach_cell(row.reach)} | {improving_cell(row.improving)} | "
                      + (f"{ratio:.1f}x |" if math.isfinite(ratio) else "- |"))
         if i + 1 == len(agg) or block_key(agg[i + 1]) != key:
-            lines += _floor_lines(agg, key, metric, others, settings=bool(differ))
+            lines += _floor_lines(agg, key, metric, others, settings=bool(differ), flops=flops)
     ranked = described(metric) if metric != AUC else (
         f"the area under the learning curve of {short(cm)} against log(step), divided by the log-step range: the "
         "curve's mean over log(step), on the step range every row of the task and eval covers")
@@ -255,6 +260,7 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
               "'seeds' = how many seeds the row pools (every stored run of the same task, arch and configuration; a "
               "seed run twice counts once, its newest run), then which.",
               *_curve_notes(agg, cm, threshold),
+              *([FLOPS_NOTE] if flops else []),
               "- rows are ranked only against rows scored on the same evaluation set (task, evaluation, number of "
               "sequences and the tunnel's code: the set is fixed by these) with the same metric definitions; a table "
               "holding several of one evaluation says what sets each apart ('512 seq'; 'tunnel contents 1a2b..', an "
@@ -330,6 +336,28 @@ def differing_settings(agg: list[Row]) -> dict[int, str]:
     return out
 
 
+FLOPS_HEADER = " FLOPs per step | training FLOPs |"
+FLOPS_NOTE = ("- FLOPs per step = one training step (forward and backward, the row's batch) of one member, measured "
+              "by torch.utils.flop_counter (matrix products, convolutions and attention; element-wise work such as "
+              "a recurrent scan's gates, and the optimiser, not counted: an undercount for Mamba's scan and the "
+              "LSTM's and GRU's gates); training FLOPs = that x the steps one member trained; a tuned row's search "
+              "adds its selection runs' FLOPs (its note, 'search ...')")
+
+
+def flops_cells(row: Row) -> str:
+    """The FLOPs columns of a row ('1.2e8 | 7.3e11 | '), '- | - | ' for a row without a count."""
+    f = row.flops or {}
+    if not f.get("per_step"):
+        return "- | - | "
+    return f"{flops_text(f['per_step'])} | {flops_text(f['total'])} | "
+
+
+def flops_text(x: float) -> str:
+    """A FLOPs count to three significant digits: 2.71e8."""
+    mantissa, exponent = f"{x:.2e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
 def row_marks(row: Row, metric: str) -> str:
     """" (1 of 3 diverged, at step 150)", " (at floor)": what a row's numbers must be read with."""
     marks = []
@@ -340,6 +368,7 @@ def row_marks(row: Row, metric: str) -> str:
         marks.append(f"{n} of {len(row.status)} diverged{at}")
     if metric in final_metrics() and at_floor(row, metric):
         marks.append("at floor")
+    marks += tuning_marks(row.tuning)
     return f" ({'; '.join(marks)})" if marks else ""
 
 
@@ -372,9 +401,10 @@ def _curve_notes(agg: list[Row], metric: str, threshold: float) -> list[str]:
             "stop"]
 
 
-def _floor_lines(agg: list[Row], key: tuple, metric: str, others: list[str], *, settings: bool = False) -> list[str]:
+def _floor_lines(agg: list[Row], key: tuple, metric: str, others: list[str], *, settings: bool = False,
+                 flops: bool = False) -> list[str]:
     """The floor rows of one evaluation set (`block_key`), from the first run that stored them
-    (`settings`: the table has the settings column, empty here)."""
+    (`settings`, `flops`: the table has the settings column, the FLOPs columns, empty here)."""
     floors = next((row.floors for row in agg if block_key(row) == key and row.floors), None)
     if not floors:
         return []
@@ -384,7 +414,8 @@ def _floor_lines(agg: list[Row], key: tuple, metric: str, others: list[str], *, 
         if not scores:
             continue
         val = lambda m: scores[m].mean if m in scores else None  # noqa: E731
-        out.append(f"| {key[0]} | {key[1]} | *{name} (floor)* |{' - |' if settings else ''} - | - | - | - | "
+        out.append(f"| {key[0]} | {key[1]} | *{name} (floor)* |{' - |' if settings else ''} - | - |"
+                   f"{' - | - |' if flops else ''} - | - | "
                    f"{fmt_bits(val(metric)) if metric in final_metrics() else '-'} | - | "
                    + " | ".join(fmt_bits(val(m)) for m in others) + " | - | - | - |")
     return out

@@ -13,10 +13,11 @@ import math
 from dataclasses import dataclass, field
 
 from .. import versions
-from ..metric_table import METRICS, curve_metrics, final_metrics
+from ..metric_table import AT_FLOOR, METRICS, curve_metrics, final_metrics
 from ..stats import t_interval
 from ..store.database import config_key
 from ..store.records import EvalResult, LearningCurve, RunRecord
+from ..store.tuning import tuned_label, tuning_of
 from .curve_stats import Reach, common_range, log_auc, reach, still_improving, trained_part
 
 AUC = "auc"  # rank by the area under the learning curve of the curve metric, against log(step)
@@ -68,6 +69,8 @@ class Row:
     auc_range: tuple[int, int] | None = None  # the step range the AUC is taken over
     means: dict[str, float] = field(default_factory=dict)  # metric -> mean over the ok seeds
     ci: tuple[float, float] = (math.nan, math.nan)  # the ranked metric's interval over seeds
+    tuning: dict | None = None  # the learning-rate search that chose the row's rate (`store.tuning`), None untuned
+    flops: dict | None = None  # {"per_step", "total", ...} measured by torch.utils.flop_counter, None without a count
 
 
 def check_metric(metric: str, allowed: tuple[str, ...] | None = None) -> str:
@@ -117,7 +120,8 @@ def aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: bo
         for name, ev in r.evals.items():
             n_seq = ev.entropy_mae.n_sequences  # rows are comparable only on the same evaluation set
             key = (r.task_label, name, n_seq, r.arch, r.run_id if per_run else config_key(r))
-            head = heads.setdefault(key, {"task": r.task_label, "eval": name, "arch": r.arch, "set_code": set_code(r),
+            head = heads.setdefault(key, {"task": tuned_label(r), "eval": name, "arch": r.arch, "set_code": set_code(r),
+                                          "tuning": tuning_of(r), "flops": (r.config or {}).get("flops"),
                                           "params": r.params, "steps": r.steps, "positions": ev.positions,
                                           "floors": ev.floors, "n_sequences": n_seq, "primary": name == r.primary})
             runs.setdefault(key, {})[r.run_id] = r.wall_s
@@ -177,7 +181,6 @@ def set_marks(agg: list[Row]) -> dict[tuple, str]:
     return marks
 
 
-AT_FLOOR = 0.01  # a row whose mean is within 1% of the uniform floor, or above it, is marked "at floor"
 
 
 def at_floor(row: Row, metric: str) -> bool:

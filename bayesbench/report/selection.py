@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from ..store.database import read_records
 from ..store.records import RunRecord
+from ..store.tuning import is_selection
 
 
 def select_rows(db: str | None = None, *, task: str | None = None, arch: str | None = None,
                 group_id: str | None = None, run_ids: list[str] | None = None,
-                latest: bool = False) -> list[RunRecord]:
+                latest: bool = False, selection: bool = False) -> list[RunRecord]:
     """Stored records, filtered (`run_ids`: those runs, e.g. a command's jobs); with `latest`,
-    only the newest run of each (task_label, arch)."""
+    only the newest run of each (task_label, arch). A tuning's selection rows (`is_selection`) are
+    left out unless `selection`: they were scored for choosing, never for reporting."""
     where, params = [], []
     if run_ids is not None:
         where.append(f"run_id IN ({', '.join('?' * len(run_ids))})" if run_ids else "0")
@@ -26,6 +28,7 @@ def select_rows(db: str | None = None, *, task: str | None = None, arch: str | N
         where.append("group_id = ?")
         params.append(group_id)
     records = read_records(db, where=" AND ".join(where), params=tuple(params))
+    records = [r for r in records if is_selection(r) == selection]
     return latest_runs(records) if latest else records
 
 

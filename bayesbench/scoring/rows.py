@@ -103,7 +103,9 @@ def score_run(result: TrainResult, *, db: str | None = None, device: str = "cpu"
               "eval_sequences": meta.get("eval_sequences"),
               "overrides": meta.get("overrides") or {},  # what the command line changed from the preset
               "checkpoint": result.checkpoint, "code": code, "identity": identity,
-              "identity_key": identity_key(identity)}
+              "identity_key": identity_key(identity),
+              # a tuned run's search and its outcome (sweep/tune.py): the leaderboard shows it with the row
+              **({"tuning": meta["tuning"]} if meta.get("tuning") else {})}
     sequences_per_s = result.steps * batch * len(result.seeds) / result.wall_s if result.wall_s and batch else None
     primary = scores[0].primary
     trained = ident.get("train") is not None  # False: a model trained elsewhere, only scored here

@@ -60,15 +60,20 @@ class SweepJob:
         """Task / arch [size] [lr] seeds: how the job is named in progress lines and tables."""
         job = self.job
         size = f" [{self.size}]" if self.size else ""
-        return f"{job.setup.label} / {self.arch}{size} lr {job.train.lr:g} seeds {seeds_text(job.seeds)}"
+        rates = job.train.member_lrs
+        lr = (f"lr {job.train.lr:g}" if rates is None
+              else f"lr {min(rates):g} .. {max(rates):g} ({len(set(rates))} rates)")
+        role = f" [tuning: {job.tuning['role']}]" if job.tuning else ""
+        return f"{job.setup.label} / {self.arch}{size}{role} {lr} seeds {seeds_text(job.seeds)}"
 
     def run_dir(self, root: str) -> str:
         """Its checkpoint folder under the runs directory, readable and unique:
         `<root>/<preset>/<task>-<arch>[-<size>]-lr<lr>-s<seeds>-<key>`."""
         job = self.job
         task = job.task.name if ":" in job.task_key else job.task_key  # an outside tunnel by its name, not its path
-        parts = [task, self.arch] + ([self.size] if self.size else []) + [f"lr{job.train.lr:g}",
-                                                                            "s" + seeds_name(job.seeds)]
+        lr = f"lr{job.train.lr:g}" if job.train.member_lrs is None else f"lrgrid{len(set(job.train.member_lrs))}"
+        role = [f"tune-{job.tuning['role']}"] if job.tuning else []
+        parts = [task, self.arch] + ([self.size] if self.size else []) + role + [lr, "s" + seeds_name(job.seeds)]
         return os.path.join(root, job.preset, f"{'-'.join(_safe(part) for part in parts)}-{self.key}")
 
     @property

@@ -135,6 +135,10 @@ class Job:
     # what the command line or sweep file changed from the preset ({"train": {...}, "task": {...},
     # "model": {...}}), for the record; the resolved configs above already hold every change
     overrides: dict = dataclasses.field(default_factory=dict, compare=False)
+    # a tuned job's search (`sweep/tune.py`): what its identity holds (`TuneSpec.identity` and the
+    # job's role, candidate chosen), and what its rows say besides (the selection's scores, flags)
+    tuning: dict | None = None
+    tuning_note: dict | None = dataclasses.field(default=None, compare=False)
 
     @functools.cached_property
     def task(self) -> Task:
@@ -159,7 +163,8 @@ class Job:
         return run_identity(task=self.task.config(), label=setup.label, eval_lengths=setup.eval_lengths,
                             eval_scored=setup.eval_scored, eval_sequences=setup.eval_sequences, arch=self.arch,
                             model=self.model, max_len=self.max_len, train=self.train.identity(),
-                            device_type=torch.device(self.device).type, threads=self.threads, code=self.code)
+                            device_type=torch.device(self.device).type, threads=self.threads, code=self.code,
+                            tuning=self.tuning)
 
     @functools.cached_property
     def params(self) -> int:
@@ -180,7 +185,9 @@ class Job:
     def meta(self, group_id: str | None) -> dict:
         return {"preset": self.preset, "label": self.setup.label, "group_id": group_id, "name": self.name,
                 "eval_lengths": list(self.setup.eval_lengths), "eval_scored": list(self.setup.eval_scored),
-                "eval_sequences": self.setup.eval_sequences, "overrides": dict(self.overrides), "code": self.code}
+                "eval_sequences": self.setup.eval_sequences, "overrides": dict(self.overrides), "code": self.code,
+                **({"tuning_identity": self.tuning, "tuning": {**self.tuning, **(self.tuning_note or {})}}
+                   if self.tuning else {})}
 
 
 # ---------------------------------------------------------------- the resolver

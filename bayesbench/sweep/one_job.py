@@ -87,6 +87,7 @@ def train_and_score(sweep_job: SweepJob, runs_dir: str, threads: int, report: Re
         check_still_keyed(sweep_job)
         with job.open_trainer(run_dir, run_id=sweep_job.key, meta=meta, resume=True,
                               identity=job.identity) as trainer, _logged(sweep_job, trainer, run_dir, meta) as logger:
+            pruning = _pruning(sweep_job, trainer, runs_dir)
             resumed_from = trainer.step
             send({"kind": "start", "key": sweep_job.key, "pid": os.getpid(), "host": socket.gethostname(),
                   "step": resumed_from})
@@ -97,9 +98,12 @@ def train_and_score(sweep_job: SweepJob, runs_dir: str, threads: int, report: Re
                 send({"kind": "step", "key": sweep_job.key, "step": trainer.step})
                 if trainer.finished:  # every step done, or no member left training (diverged or stopped by `until`)
                     break
+            if pruning is not None:
+                pruning.finish(trainer)
             where = {"phase": "evaluation", "checkpoint": result.checkpoint}
             records = score_run(result, device=job.device, cache_dir=cache_dir or os.path.join(runs_dir, "cache"),
                                 write=False)
+            add_flops(records, trainer, job)
             write_run_file(os.path.join(run_dir, RUN_FILE), records)
             if logger is not None:
                 logger.log_result(records)  # the final metrics with their intervals, as the tracker's summary
@@ -116,6 +120,30 @@ def train_and_score(sweep_job: SweepJob, runs_dir: str, threads: int, report: Re
         raise
     return {"key": sweep_job.key, "records": records, "resumed_from": resumed_from, "pid": os.getpid(),
             "host": socket.gethostname()}
+
+
+def _pruning(sweep_job: SweepJob, trainer, runs_dir: str):
+    """A selection candidate of a pruned search (`sweep/prune.py`): its Optuna hook on the
+    trainer; None otherwise."""
+    tuning = sweep_job.job.tuning or {}
+    if tuning.get("role") != "selection" or tuning.get("prune", "none") == "none":
+        return None
+    from .prune import Pruning
+
+    hook = Pruning(runs_dir, tuning["study"], sweep_job.key, tuning["prune"], tuning["metric"])
+    trainer.hooks.append(hook)
+    return hook
+
+
+def add_flops(records: list, trainer, job) -> None:
+    """Each row's training FLOPs (`training/flops.py`: one step measured by torch's flop counter,
+    per member; the total over the steps that member trained), in its config["flops"]."""
+    from ..training.flops import flops_record, step_flops
+
+    per_step = step_flops(trainer.model, job.task, job.train.batch_size)
+    for r in records:
+        trained = r.stop_step if r.stop_step is not None else r.steps
+        r.config["flops"] = flops_record(per_step, trained)
 
 
 def _remove_if_empty(run_dir: str, made_here: bool) -> None:

@@ -36,7 +36,7 @@ from ..training.config import TrainConfig
 
 # Keys of the TOML file (and of a Python file's SWEEP dict).
 GRID_KEYS = ("name", "preset", "tasks", "archs", "seeds", "ensemble", "lrs", "steps", "sizes", "train",
-             "task_options", "device", "attention", "checkpoint_every", "eval_sequences", "resources")
+             "task_options", "device", "attention", "checkpoint_every", "eval_sequences", "resources", "tune")
 # Keys of one point (a Python file's JOBS entries; the grid expands into these).
 POINT_KEYS = ("preset", "task", "arch", "seeds", "lr", "steps", "size", "models", "train", "task_options", "device",
               "attention", "checkpoint_every", "eval_sequences")
@@ -72,6 +72,9 @@ class SweepSpec:
     path: str
     points: tuple[dict, ...]
     resources: Resources = field(default_factory=Resources)
+    # a learning-rate search for every point (`sweep/tune.py`: the preset's grid per task with
+    # these settings over it), None: the points as they are
+    tune: dict | None = None
 
 
 def _where(path: str, key: str) -> str:
@@ -315,7 +318,7 @@ def expand_grid(path: str, grid: dict) -> list[dict]:
     return points
 
 
-def _load_python(path: str) -> tuple[str | None, list[dict], dict | None]:
+def _load_python(path: str) -> tuple[str | None, list[dict], dict | None, dict | None]:
     try:
         module = runpy.run_path(path)
     except Exception as err:  # the user's code: say which file failed and how
@@ -329,11 +332,12 @@ def _load_python(path: str) -> tuple[str | None, list[dict], dict | None]:
         grid = module["SWEEP"]
         if not isinstance(grid, dict):
             raise ValueError(f"sweep file {path}: SWEEP must be a dict, got {type(grid).__name__}")
-        return grid.get("name", name), expand_grid(path, grid), grid.get("resources", module.get("RESOURCES"))
+        return (grid.get("name", name), expand_grid(path, grid), grid.get("resources", module.get("RESOURCES")),
+                grid.get("tune", module.get("TUNE")))
     jobs = module["JOBS"]
     if not isinstance(jobs, (list, tuple)) or not all(isinstance(j, dict) for j in jobs):
         raise ValueError(f"sweep file {path}: JOBS must be a list of dicts (one per job)")
-    return name, [dict(j) for j in jobs], module.get("RESOURCES")
+    return name, [dict(j) for j in jobs], module.get("RESOURCES"), module.get("TUNE")
 
 
 def load_sweep(path: str) -> SweepSpec:
@@ -348,8 +352,9 @@ def load_sweep(path: str) -> SweepSpec:
         except tomllib.TOMLDecodeError as err:
             raise ValueError(f"sweep file {path}: not valid TOML: {err}") from None
         name, points, resources = grid.get("name"), expand_grid(path, grid), grid.get("resources")
+        tune = grid.get("tune")
     elif ext == ".py":
-        name, points, resources = _load_python(path)
+        name, points, resources, tune = _load_python(path)
     else:
         raise ValueError(f"sweep file {path}: must end in .toml or .py, got {ext or 'no extension'!r}")
     if not points:
@@ -358,4 +363,24 @@ def load_sweep(path: str) -> SweepSpec:
     if not isinstance(name, str) or not name:
         raise ValueError(f"{_where(path, 'name')} must be a non-empty string, got {name!r}")
     checked = tuple(_check_point(path, f"job {i + 1}", point) for i, point in enumerate(points))
-    return SweepSpec(name, path, checked, _resources(path, resources))
+    return SweepSpec(name, path, checked, _resources(path, resources), _tune(path, tune, checked))
+
+
+def _tune(path: str, value, points) -> dict | None:
+    """A sweep's `tune` table: the search's settings over each task's default grid
+    (`sweep.tune.TuneSpec.of`), checked here; a point with its own `lr` cannot also be tuned."""
+    if value is None:
+        return None
+    if value is True:
+        value = {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{_where(path, 'tune')} must be a table of search settings (lrs, selection_seeds, rule, "
+                         f"metric, selection_sequences, axes, packed, prune) or true, got {value!r}")
+    from .tune import TuneSpec
+
+    TuneSpec.of({"lrs": [1e-3, 1e-2], **value}, f"sweep file {path}: tune:")
+    fixed = [i for i, point in enumerate(points) if point.get("lr") is not None]
+    if fixed:
+        raise ValueError(f"sweep file {path}: job {fixed[0] + 1} sets its own lr (the lrs axis, or a JOBS point's lr) "
+                         "and the sweep tunes it (tune): give the rates as tune.lrs instead")
+    return dict(value)

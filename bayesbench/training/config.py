@@ -30,7 +30,11 @@ NOT_IN_IDENTITY = ("checkpoint_every", "sync_every")
 #: Switches and settings of optional features: an identity names them only where a run uses
 #: them (set away from their defaults), so a run that does not use a feature has the identity
 #: it has whether or not the package offers it. torch.compile may move the last digits.
-OPTIONAL = ("compile", "curves", "curve_every", "curve_sequences", "until", "until_metric")
+OPTIONAL = ("compile", "curves", "curve_every", "curve_sequences", "until", "until_metric", "member_lrs", "curve_set")
+#: The fixed sets a learning curve can be measured on: the curve set (reported on the
+#: leaderboard) or the selection set (a tuning's candidates, `training/curves.py` `selection_batch`:
+#: drawn apart from the evaluation and curve sets, never reported).
+CURVE_SETS = ("curve", "selection")
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,10 @@ class TrainConfig:
     the last step). `until` (`until.py`): None (train all `steps`), a threshold in bits on the
     curve metric `until_metric`, or "plateau"; a member that meets it stops there (frozen), the
     run ends when every member has stopped, `steps` stays the budget.
+
+    member_lrs: one peak learning rate per ensemble member (a learning-rate grid trained as one
+    ensemble, `bayesbench.sweep.tune`), None: every member at `lr`. curve_set: "curve" (the
+    reported curve set) or "selection" (a tuning's held-out selection set).
     """
 
     steps: int
@@ -73,6 +81,8 @@ class TrainConfig:
     curve_sequences: int = DEFAULT_CURVE_SEQUENCES
     until: float | str | None = None
     until_metric: str = "entropy_mae"
+    member_lrs: tuple[float, ...] | None = None
+    curve_set: str = "curve"
 
     def __post_init__(self) -> None:
         """Every field's rule, here and nowhere else: the command line, sweep files and the Python API
@@ -98,6 +108,15 @@ class TrainConfig:
             object.__setattr__(self, "until", parse_until(self.until))
         except ValueError as err:
             raise SettingError(str(err), ("until",)) from None
+        one_of("curve_set", self.curve_set, CURVE_SETS)
+        if self.member_lrs is not None:
+            rates = self.member_lrs
+            if isinstance(rates, (str, bytes)) or not hasattr(rates, "__iter__") or not list(rates) or any(
+                    isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r <= 0
+                    for r in rates):
+                raise SettingError(f"member_lrs must be a list of at least one learning rate (a positive finite "
+                                   f"number per member), got {rates!r}", ("member_lrs",))
+            object.__setattr__(self, "member_lrs", tuple(float(r) for r in rates))
         if self.until is not None and not self.curves:
             raise SettingError("until needs the learning curves (curves=true): a member stops on its curve",
                                ("until", "curves"))
@@ -118,7 +137,17 @@ class TrainConfig:
         for name in OPTIONAL:
             if out[name] == _DEFAULTS[name]:
                 out.pop(name)
+        if "member_lrs" in out:  # as JSON holds it (a stored row's, a checkpoint's)
+            out["member_lrs"] = list(out["member_lrs"])
         return out
+
+    def member_scales(self) -> tuple[float, ...] | None:
+        """Each member's rate over `lr` (`member_lrs[e] / lr`), or None when every member trains at
+        `lr`: member e's rate at a step is `lr_at(step) * member_scales()[e]`, the same schedule
+        (warm-up, cosine) at its own peak rate."""
+        if self.member_lrs is None:
+            return None
+        return tuple(rate / self.lr for rate in self.member_lrs)
 
     def lr_at(self, step: int) -> float:
         """Learning rate of step `step` (0-based): constant, or linear warm-up then cosine decay

@@ -68,6 +68,74 @@ def curve_batch(task: Task, n: int = DEFAULT_CURVE_SEQUENCES) -> Batch:
     return _sets[key]
 
 
+#: How many sequences of the evaluation set a selection set is drawn apart from, when the run
+#: does not say (scoring.evaluate.DEFAULT_SEQUENCES, the presets' evaluation size).
+DEFAULT_EVAL_SEQUENCES = 4096
+
+
+def selection_batch(task: Task, n: int, eval_sequences: int | None = None) -> Batch:
+    """The task's selection set: n sequences (CPU) for choosing among a tuning's candidates, drawn
+    from the seed `eval_seed(task, "selection")` and apart from the sequences that are reported:
+    every sequence also in the evaluation set (its `eval_sequences` sequences, from `eval_seed(task)`,
+    as `scoring.evaluate.eval_set` draws them) or in the curve set (`curve_batch`, its default
+    size), and every repeat, is left out and another drawn in its place. Cached."""
+    eval_n = DEFAULT_EVAL_SEQUENCES if eval_sequences is None else int(eval_sequences)
+    seed = eval_seed(task, "selection")
+    key = (task.describe(), n, seed, "selection", eval_n)
+    if key not in _sets:
+        taken = _sequence_keys(task.sample(eval_n, torch.Generator().manual_seed(eval_seed(task))))
+        taken |= _sequence_keys(curve_batch(task, DEFAULT_CURVE_SEQUENCES))
+        generator = torch.Generator().manual_seed(seed)
+        kept: list[Batch] = []
+        have = 0
+        for _ in range(100):
+            draw = task.sample(max(n - have, 16) * 2, generator)
+            keep = []
+            for i, k in enumerate(_sequence_keys(draw, as_list=True)):
+                if k not in taken and have + len(keep) < n:
+                    taken.add(k)
+                    keep.append(i)
+            if keep:
+                index = torch.tensor(keep, dtype=torch.long)
+                kept.append(draw.map(lambda x, index=index: x.index_select(0, index) if torch.is_tensor(x)
+                                     and x.dim() > 0 and x.shape[0] == draw.batch_size else x))
+                have += len(keep)
+            if have >= n:
+                break
+        else:
+            raise ValueError(f"{task.describe()}: cannot draw {n} selection sequences apart from the evaluation and "
+                             f"curve sets (the task has too few distinct sequences); use fewer")
+        _sets[key] = _concat(kept)
+    return _sets[key]
+
+
+def _sequence_keys(batch: Batch, as_list: bool = False):
+    """Each sequence of `batch` as bytes (its tokens and, where there is one, its header): what
+    makes two sequences the same input."""
+    tokens = batch.tokens.cpu().contiguous()
+    header = None if batch.header is None else batch.header.cpu().contiguous()
+    keys = [tokens[i].numpy().tobytes() + (b"" if header is None else header[i].numpy().tobytes())
+            for i in range(tokens.shape[0])]
+    return keys if as_list else set(keys)
+
+
+def _concat(batches: list[Batch]) -> Batch:
+    if len(batches) == 1:
+        return batches[0]
+    first = batches[0]
+    out = {}
+    for f in dataclasses.fields(first):
+        values = [getattr(b, f.name) for b in batches]
+        if f.name == "latents":
+            out[f.name] = {k: torch.cat([v[k] for v in values]) if torch.is_tensor(values[0][k]) and values[0][k].dim()
+                           > 0 and values[0][k].shape[0] == first.batch_size else values[0][k] for k in values[0]}
+        elif values[0] is None:
+            out[f.name] = None
+        else:
+            out[f.name] = torch.cat(values)
+    return type(first)(**out)
+
+
 @contextlib.contextmanager
 def exact_float32() -> Iterator[None]:
     """Full float32 matmuls (no TF32) inside the block, whatever the training precision set."""
@@ -96,8 +164,10 @@ class CurveSet:
     computed once (its entropies, sum p log p, the scored positions and their counts)."""
 
     def __init__(self, task: Task, n: int = DEFAULT_CURVE_SEQUENCES, device: torch.device | str = "cpu",
-                 chunk: int = 512) -> None:
-        batch = curve_batch(task, n)
+                 chunk: int = 512, split: str = "curve", eval_sequences: int | None = None) -> None:
+        """split: "curve" (the curve set, `curve_batch`) or "selection" (`selection_batch`, drawn
+        apart from the first `eval_sequences` evaluation sequences and the curve set)."""
+        batch = curve_batch(task, n) if split == "curve" else selection_batch(task, n, eval_sequences)
         self.task, self.n, self.chunk = task, n, chunk
         dev = torch.device(device)
         self.tokens = batch.tokens.to(dev)

@@ -25,6 +25,13 @@ Then one step is:
 - a diverged member is put back to its parameters before the step (one lerp with weight 0 or 1);
   with `keep_state` (members stopped on purpose, `trainer`'s `until`) its AdamW moments too.
 
+Per-member learning rates (`member_scales`: member e at `lr * scale_e`, a learning-rate grid as
+one ensemble, `bayesbench.sweep.tune`): given its moments, AdamW's step is linear in the rate,
+``p_new = p - r * (wd * p + m_hat / (sqrt(v_hat) + eps))``, and the moments do not depend on it.
+So the fused kernel runs once at rate 1 (``p1 = p - (wd * p + u)``) and member e's parameters are
+``p + r_e * (p1 - p)``: the lerp that restores a diverged member, with weight ``r_e`` (0 for a
+diverged one) instead of 0 or 1. One rate for every member keeps the kernel at that rate.
+
 About 25 kernel launches in all, whatever the number of parameter tensors.
 
 Decayed parameters come first in the buffer, so weight decay is one op on a prefix.
@@ -54,7 +61,7 @@ class FlatMemberAdamW:
 
     def __init__(self, model: nn.Module, ensemble: int, *, lr: float, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, decays: Callable[[Tensor], bool] = lambda p: True,
-                 max_norm: float = 1.0, algorithm: str = "adamw") -> None:
+                 max_norm: float = 1.0, algorithm: str = "adamw", member_scales=None) -> None:
         params = [p for p in model.parameters() if p.requires_grad]
         if not params:
             raise ValueError("model has no trainable parameters")
@@ -94,6 +101,16 @@ class FlatMemberAdamW:
         # per-member broadcasting through the parameters' [E, n_i] views (the CPU path, see step)
         self._broadcast = device.type == "cpu"
         self._param_views = self._member_views(self.param)
+        # member e's rate over the step's lr (None: every member at lr, the kernel at lr itself)
+        self.member_scales = None
+        if member_scales is not None:
+            scales = torch.as_tensor(member_scales, dtype=dtype, device=device).flatten()
+            if scales.numel() != ensemble:
+                raise ValueError(f"member_scales has {scales.numel()} values for an ensemble of {ensemble} members: "
+                                 "one learning rate per member")
+            if not bool(torch.isfinite(scales).all() and (scales > 0).all()):
+                raise ValueError(f"member_scales must be finite and positive, got {scales.tolist()}")
+            self.member_scales = scales
 
     def set_algorithm(self, algorithm: str) -> None:
         """'adamw' (default) or 'sgd': plain SGD, the same clipping and guard, no weight decay or
@@ -165,6 +182,7 @@ class FlatMemberAdamW:
         coef = (self.max_norm / (norms + 1e-6)).clamp_(max=1.0)  # torch.nn.utils.clip_grad_norm_'s rule
         coef = torch.where(ok, coef, self._zero)
         dead = (~ok).to(coef.dtype)
+        dead_member = dead  # [E]; `dead` below may be expanded to every element
         if self._broadcast:
             self.scale_members(flat_grads, coef)
         else:  # both per-member values expanded in one pass (two kernels)
@@ -174,7 +192,15 @@ class FlatMemberAdamW:
         if self.algorithm == "sgd":  # a zero gradient leaves a diverged member exactly where it is
             self.steps += 1
             self._step.add_(1)
-            self.param.add_(flat_grads, alpha=-lr)
+            if self.member_scales is None:
+                self.param.add_(flat_grads, alpha=-lr)
+            else:
+                rate = self.member_scales * -lr
+                if self._broadcast:
+                    self.scale_members(flat_grads, rate)
+                else:
+                    flat_grads.mul_(self.member_scale(rate))
+                self.param.add_(flat_grads)
             return norms, ok
         before = self.param.clone()
         moments = (self.exp_avg.clone(), self.exp_avg_sq.clone()) if keep_state else ()
@@ -182,10 +208,26 @@ class FlatMemberAdamW:
         self.steps += 1
         beta1, beta2 = self.betas
         views = self._views(flat_grads)
+        kernel_lr = lr if self.member_scales is None else 1.0  # per-member rates: the step at rate 1, then scaled
         for (params, grads, m, v), decay in zip(views, (self.weight_decay, 0.0)):
             if params:
-                torch._fused_adamw_(params, grads, m, v, [], [self._step] * len(params), lr=lr, beta1=beta1,
+                torch._fused_adamw_(params, grads, m, v, [], [self._step] * len(params), lr=kernel_lr, beta1=beta1,
                                     beta2=beta2, weight_decay=decay, eps=self.eps, amsgrad=False, maximize=False)
+        if self.member_scales is not None:
+            # member e moves r_e of the way from `before` to the rate-1 step (r_e = 0: a diverged member stays)
+            rate = self.member_scales * lr * (1.0 - dead_member)
+            if self._broadcast:
+                torch._foreach_lerp_(self._member_views(before), self._param_views, [rate.view(-1, 1)] * self._n_params)
+            else:
+                before.lerp_(self.param, self.member_scale(rate))
+            self.param.copy_(before)
+            if self._broadcast:
+                for flat, saved in zip((self.exp_avg, self.exp_avg_sq), moments):
+                    self.restore_members(saved, dead, flat)
+            else:
+                for flat, saved in zip((self.exp_avg, self.exp_avg_sq), moments):
+                    flat.lerp_(saved, dead)
+            return norms, ok
         if self._broadcast:
             self.restore_members(before, dead)  # a diverged member exactly as it was
             for flat, saved in zip((self.exp_avg, self.exp_avg_sq), moments):

@@ -86,8 +86,12 @@ class Trainer:
         self.model.validate_token_values = False  # the task's sampler makes the tokens: in range by construction
         self.forward = torch.compile(self.model) if cfg.compile else self.model
         self._dropout = uses_dropout(self.model)
+        if cfg.member_lrs is not None and len(cfg.member_lrs) != self.ensemble:
+            raise ValueError(f"member_lrs names {len(cfg.member_lrs)} learning rates for {self.ensemble} seeds "
+                             f"{self.seeds}: one rate per member")
         self.optimizer = FlatMemberAdamW(self.model, self.ensemble, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2),
-                                         weight_decay=cfg.weight_decay, decays=decays, max_norm=cfg.grad_clip)
+                                         weight_decay=cfg.weight_decay, decays=decays, max_norm=cfg.grad_clip,
+                                         member_scales=cfg.member_scales())
         self.params = list(self.model.parameters())  # model order (the optimiser's buffer puts decayed ones first)
         self.streams = [MemberStream(task, s, cfg.batch_size, cfg.prefetch, self.device) for s in self.seeds]
         self.step = 0
@@ -103,7 +107,8 @@ class Trainer:
         self._start = time.perf_counter()  # fit's clock origin (wall time of the curve points)
         # learning curves: the fixed set on the device, the steps to measure, the host log and the
         # device values not yet read; members stopped by cfg.until and the device mask of the others
-        self.curve_set = CurveSet(self.curve_task(), cfg.curve_sequences, self.device) if cfg.curves else None
+        self.curve_set = CurveSet(self.curve_task(), cfg.curve_sequences, self.device, split=cfg.curve_set,
+                                  eval_sequences=self.meta.get("eval_sequences")) if cfg.curves else None
         self._curve_at = set(curve_steps(cfg.steps, cfg.curve_every)) if cfg.curves else set()
         self.curve = self._new_curve() if cfg.curves else None
         if cfg.until is not None and cfg.until_metric not in self.curve.values_kept():
@@ -156,7 +161,7 @@ class Trainer:
                              eval_lengths=meta.get("eval_lengths", ()), eval_scored=meta.get("eval_scored", ()),
                              eval_sequences=meta.get("eval_sequences"), arch=self.arch, model=self.model_cfg,
                              max_len=self.max_len, train=self.cfg.identity(), device_type=self.device.type,
-                             threads=self.threads, code=self.code)
+                             threads=self.threads, code=self.code, tuning=meta.get("tuning_identity"))
         return {**ident, "seeds": list(self.seeds)}
 
     # -- one step

@@ -55,7 +55,8 @@ def test_tuned_rows_are_a_table_of_their_own(site):
     tables = re.findall(r'<table class="board">.*?</table>', index, flags=re.S)
     assert len(tables) == 2 == site["built"]["tables"]
     untuned, tuned = tables
-    assert "<h4>untuned</h4>" in index and "<h4>tuned</h4>" in index
+    # a tuned row's task is "<task> (tuned)" (store/tuning.py `tuned_label`): its own section, floors and "x best"
+    assert re.search(r"<h2[^>]*>[^<]*\(tuned\)</h2>", index) or "(tuned)</h" in index
     tuned_runs = {r.run_id for r in site["tuned"]}
     assert all(run in tuned for run in tuned_runs) and not any(run in untuned for run in tuned_runs)
     assert untuned.count("<tbody><tr") == 1 and untuned.count('data-members="') == 2  # mlp and lstm untuned

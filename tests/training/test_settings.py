@@ -36,6 +36,8 @@ RULES = {
     "curve_sequences": ([0, -3, 8.0], [1, 256], "a positive integer"),
     "until": (["abc", -1, 0, NAN, INF, True], [None, 0.1, 2, "plateau"], "a threshold in bits"),
     "until_metric": (["mae", None], ["entropy_mae", "entropy_mae_positional", "kl"], "one of"),
+    "member_lrs": (["1e-3", 3, [], [1e-3, -1], [NAN], [True]], [None, [1e-3], (1e-4, 1e-2)], "learning rate"),
+    "curve_set": (["eval", None], ["curve", "selection"], "one of"),
 }
 
 
