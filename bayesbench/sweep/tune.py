@@ -37,9 +37,9 @@ import math
 from dataclasses import dataclass
 
 from ..checks import SettingError
-from ..metric_table import AT_FLOOR
+from ..metric_table import AT_FLOOR, curve_metrics
 from ..store.tuning import candidate_score, member_lr, member_setting, rates_text, stopped_early, tuning_marks
-from ..training.config import CURVE_METRIC_NAMES, TrainConfig
+from ..training.config import TrainConfig
 from .jobs import Job
 
 #: Selection seeds start here: far from every reported seed (a preset's 0..N-1), so a lucky seed
@@ -94,8 +94,8 @@ class TuneSpec:
                                ("selection_seeds",))
         if self.rule not in RULES:
             raise SettingError(f"rule must be one of {RULES}, got {self.rule!r}", ("rule",))
-        if self.metric not in CURVE_METRIC_NAMES:
-            raise SettingError(f"metric must be one of {CURVE_METRIC_NAMES}, got {self.metric!r}", ("metric",))
+        if self.metric not in curve_metrics():
+            raise SettingError(f"metric must be one of {curve_metrics()}, got {self.metric!r}", ("metric",))
         if isinstance(self.selection_sequences, bool) or not isinstance(self.selection_sequences, int) \
                 or self.selection_sequences < 16:
             raise SettingError(f"selection_sequences must be an integer >= 16, got {self.selection_sequences!r}",
