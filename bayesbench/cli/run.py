@@ -134,7 +134,7 @@ def cmd_run(args) -> int:
     from ..store.leaderboard import headline, json_runs, markdown, select_rows
 
     say = line_printer(args)
-    replay = start_replay(args) if getattr(args, "replay", None) else None
+    replay = start_replay(args) if getattr(args, "replay", None) is not None else None
     if getattr(args, "print_config", False):
         notes = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731  (stdout is the TOML)
         print(config_text(args, _checked(replay, jobs_of(args), notes, args), replay), end="")

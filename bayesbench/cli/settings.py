@@ -210,6 +210,8 @@ def read_run_file(path: str) -> dict:
     """A run.json document (`store/run_file.py`); a run directory stands for its run.json."""
     from ..store.run_file import RUN_FILE
 
+    if not str(path).strip():  # an unset shell variable: never the whole preset instead
+        raise ValueError(f"--replay is empty: give a stored run's {RUN_FILE} or its run directory")
     if os.path.isdir(path):
         path = os.path.join(path, RUN_FILE)
     try:

@@ -167,3 +167,37 @@ def test_replay_of_your_own_model(tmp_path, capsys, monkeypatch):
     assert main(["run", "--replay", run_file, "--db", "b.sqlite", "--runs-dir", "again", "--no-progress"]) == 0
     assert "--replay: every number equals the stored run's to the last digit" in capsys.readouterr().out
     assert _numbers("a.sqlite") == _numbers("b.sqlite")
+
+
+def test_an_empty_replay_is_refused_not_the_whole_preset(monkeypatch, capsys):
+    """probe2 R7: `--replay ''` (an unset shell variable) ran the whole quick preset (13 jobs)."""
+    from bayesbench.cli import run as run_command
+
+    def would_run(*_args, **_kwargs):
+        raise AssertionError("--replay '' started the preset's jobs")
+
+    monkeypatch.setattr(run_command, "run_preset", would_run)
+    assert main(["run", "--replay", ""]) == 2
+    assert "--replay is empty: give a stored run's run.json or its run directory" in capsys.readouterr().err
+
+
+def test_replay_says_when_a_run_file_does_not_hold_together(stored_run, tmp_path, capsys):
+    """probe2 R10, R13: a run.json edited by hand (its lr, or its record of the code) was replayed without a word
+    that its run_id is not the key of what it records; an edited code record said 'a new result (key K, the run's K)'."""
+    _, run_file = stored_run
+    doc = json.load(open(run_file))
+    doc["config"]["identity"]["train"]["lr"] = 1e-3
+    edited = tmp_path / "run.json"
+    edited.write_text(json.dumps(doc))
+    notes = []
+    settings = tomllib.loads(_print_config(capsys, "--replay", str(edited), notes=notes))
+    assert settings["train_args"]["lr"] == 1e-3  # it runs what the file records
+    assert f"{edited} does not hold together: its run_id {doc['run_id']} is not the key" in " ".join(notes)
+    doc = json.load(open(run_file))
+    doc["code"]["metrics"] = {"entropy_mae": 1, "entropy_mae_positional": 1, "kl": 0}
+    edited.write_text(json.dumps(doc))
+    notes = []
+    _print_config(capsys, "--replay", str(edited), notes=notes)
+    text = " ".join(notes)
+    assert f"its key is the run's ({doc['run_id']}), so the run file's record of its code was edited" in text
+    assert "does not hold together" not in text and "it is a new result" not in text
