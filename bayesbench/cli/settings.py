@@ -73,6 +73,8 @@ def check_value(action: argparse.Action, value, where: str):
             except ValueError as err:
                 raise ValueError(str(err).replace("--train-args", where, 1)) from None
         return [(str(k), v) for k, v in value.items()]  # what `args.key_values` makes of KEY=VALUE items
+    if name == "seeds" and isinstance(value, range):
+        value = list(value)
     if name == "seeds" and isinstance(value, (list, tuple)):  # explicit seeds (a count is the option's rule)
         if not all(isinstance(s, int) and not isinstance(s, bool) for s in value):
             raise ValueError(f"{where} must be a count or a list of integer seeds, got {value!r}")
@@ -80,6 +82,8 @@ def check_value(action: argparse.Action, value, where: str):
             return seed_list(",".join(str(s) for s in value)) if value else seed_list("")
         except argparse.ArgumentTypeError as err:
             raise ValueError(f"{where} {err}") from None
+    if name == "seeds" and (isinstance(value, bool) or not isinstance(value, (int, str))):
+        raise ValueError(f"{where} must be a count or a list of integer seeds, got {value!r}")
     if action.nargs == "+":  # a list of names: a list, or one string with commas
         if isinstance(value, str):
             value = [value]
