@@ -182,8 +182,9 @@ def test_an_empty_replay_is_refused_not_the_whole_preset(monkeypatch, capsys):
 
 
 def test_replay_says_when_a_run_file_does_not_hold_together(stored_run, tmp_path, capsys):
-    """probe2 R10, R13: a run.json edited by hand (its lr, or its record of the code) was replayed without a word
-    that its run_id is not the key of what it records; an edited code record said 'a new result (key K, the run's K)'."""
+    """probe2 R10, R13: a run.json edited by hand (its lr, or its record of the code) was replayed without a
+    word that its run_id is not the key of what it records; an edited code record said 'a new result (key K,
+    the run's K)'."""
     _, run_file = stored_run
     doc = json.load(open(run_file))
     doc["config"]["identity"]["train"]["lr"] = 1e-3
