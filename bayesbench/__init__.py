@@ -35,15 +35,15 @@ __all__ = ["Rows", "TrainedRun", "__version__", "evaluate_model", "leaderboard",
 
 def evaluate_model(model, task, **kwargs):
     """Score a trained model (a plain nn.Module or an ensemble) on `task`'s fixed evaluation sets
-    and store it; see `bayesbench.scoring.outside.evaluate_model`."""
-    from .scoring.outside import evaluate_model as _evaluate_model
+    and store it; see `bayesbench.scoring.trained_elsewhere.evaluate_model`."""
+    from .scoring.trained_elsewhere import evaluate_model as _evaluate_model
 
     return _evaluate_model(model, task, **kwargs)
 
 
 def model_spec(task, preset: str = "quick"):
-    """The spec (TaskShape) a model factory gets for `task`; see `bayesbench.scoring.outside.model_spec`."""
-    from .scoring.outside import model_spec as _model_spec
+    """The spec (TaskShape) a model factory gets for `task`; see `bayesbench.scoring.trained_elsewhere.model_spec`."""
+    from .scoring.trained_elsewhere import model_spec as _model_spec
 
     return _model_spec(task, preset)
 

@@ -1,7 +1,7 @@
 """Old import paths that keep working for one release, each with a DeprecationWarning naming the new one.
 
 The layout of release 0.1 grouped the top-level modules by purpose (training/, scoring/, store/,
-running/, cli/, testing/, one subpackage per dynamics study). Code written against the earlier
+running/, cli/, report/, one subpackage per dynamics study). Code written against the earlier
 layout (`from bayesbench.metrics import ...`, `import bayesbench.results`) keeps working through
 0.1.x: importing an old path warns once and gives the module at its new home itself (the same
 objects, `is`-identical). The old paths go in 0.2.
@@ -38,20 +38,30 @@ MOVED_MODULES = {
     "bayesbench.seeds": "bayesbench.training.seeds",
     "bayesbench.results": "bayesbench.store.database",
     "bayesbench.record": "bayesbench.store.records",
-    "bayesbench.leaderboard": "bayesbench.store.leaderboard",
-    "bayesbench.figures": "bayesbench.store.figures",
-    "bayesbench.plots": "bayesbench.store.plots",
+    "bayesbench.leaderboard": "bayesbench.report.leaderboard",
+    "bayesbench.plots": "bayesbench.report.plots",
     "bayesbench.runner": "bayesbench.sweep.jobs",
     "bayesbench.workers": "bayesbench.running.pool",
     "bayesbench.interrupt": "bayesbench.running.interrupt",
     "bayesbench.runlock": "bayesbench.running.runlock",
-    "bayesbench.opcount": "bayesbench.testing.opcount",
     "bayesbench.demo": "bayesbench.cli.tunnels",
     "bayesbench.cli_errors": "bayesbench.cli.errors",
-    "bayesbench.cli_model": "bayesbench.cli.outside_model",
+    "bayesbench.cli_model": "bayesbench.cli.model_option",
     "bayesbench.sweep.cli": "bayesbench.cli.sweep",
     "bayesbench.sweep.worker": "bayesbench.sweep.one_job",
     "bayesbench.store.runs": "bayesbench.dynamics.runs",
+    "bayesbench.store.leaderboard": "bayesbench.report.leaderboard",
+    "bayesbench.store.plots": "bayesbench.report.plots",
+    "bayesbench.store.figures": "bayesbench.figures",
+    "bayesbench.store.compare": "bayesbench.report.compare",
+    "bayesbench.store.curve_stats": "bayesbench.report.curve_stats",
+    "bayesbench.specs": "bayesbench.outside_code",
+    "bayesbench.sweep.spec": "bayesbench.sweep.sweep_file",
+    "bayesbench.scoring.cases": "bayesbench.scoring.by_case",
+    "bayesbench.scoring.outside": "bayesbench.scoring.trained_elsewhere",
+    "bayesbench.tasks.cases": "bayesbench.tasks.case_masks",
+    "bayesbench.cli.outside_model": "bayesbench.cli.model_option",
+    "bayesbench.dynamics.partial": "bayesbench.dynamics.cut_short",
     "bayesbench.dynamics.sticky_chain": "bayesbench.dynamics.emsgd.chain",
     "bayesbench.dynamics.emsgd_deep": "bayesbench.dynamics.emsgd.deep",
     "bayesbench.dynamics.emsgd_plots": "bayesbench.dynamics.emsgd.plots",
@@ -72,7 +82,7 @@ MOVED_MODULES = {
 
 #: an old module that is a package now -> the module of that package holding the old module's names
 MOVED_INTO_PACKAGE = {
-    "bayesbench.scoring": "bayesbench.scoring.outside",
+    "bayesbench.scoring": "bayesbench.scoring.trained_elsewhere",
     "bayesbench.dynamics.emsgd": "bayesbench.dynamics.emsgd.toy",
     "bayesbench.dynamics.geometry": "bayesbench.dynamics.geometry.measure",
 }

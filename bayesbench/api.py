@@ -37,10 +37,20 @@ __all__ = ["Rows", "TrainedRun", "leaderboard", "records", "run", "train"]
 
 
 def _board():
-    """The leaderboard module: selecting stored rows, pooling them, their JSON form."""
-    from .store import leaderboard as board
+    """What the leaderboard is made of (`bayesbench/report/`): which stored rows (`selection`),
+    their pooling over seeds into typed rows (`rows`), their JSON form (`leaderboard`), and which
+    rows pool (`store.database.row_settings`), as one namespace."""
+    from types import SimpleNamespace
 
-    return board
+    from .report import leaderboard, rows, selection
+    from .store.database import row_settings
+    from .store.records import json_safe
+
+    return SimpleNamespace(
+        select_rows=selection.select_rows, json_runs=leaderboard.json_runs, _num=leaderboard._num,
+        aggregate=rows.aggregate, check_metric=rows.check_metric, check_threshold=rows.check_threshold,
+        curve_metric_for=rows.curve_metric_for, DEFAULT_THRESHOLD=rows.DEFAULT_THRESHOLD,
+        at_floor=rows.at_floor, row_settings=row_settings, json_safe=json_safe)
 
 
 class Rows(list):
@@ -470,21 +480,19 @@ def leaderboard(db: str | os.PathLike | None = None, *, task: str | None = None,
                      task, arch)
     out = Rows()
     for g in board.aggregate(recs, metric, per_run, curve_metric, threshold):
-        rec = g["records"][0]
-        floors = g.get("floors") or {}
-        reach = g.get("reach")
+        floors = g.floors or {}
         out.append({
-            "task": g["task"], "eval": g["eval"], "arch": g["arch"], "params": g["params"], "steps": g["steps"],
-            "n_sequences": g["n_sequences"], "primary": g["primary"], "seeds": list(g["seeds"]),
-            **{f"{m}_bits": board._num(v) for m, v in g["means"].items()},
-            "metric": metric, "per_seed_bits": [board._num(v) for v in g["values"][metric]],
-            "ci_bits": [board._num(x) for x in g["ci"]],
+            "task": g.task, "eval": g.eval, "arch": g.arch, "params": g.params, "steps": g.steps,
+            "n_sequences": g.n_sequences, "primary": g.primary, "seeds": list(g.seeds),
+            **{f"{m}_bits": board._num(v) for m, v in g.means.items()},
+            "metric": metric, "per_seed_bits": [board._num(v) for v in g.values[metric]],
+            "ci_bits": [board._num(x) for x in g.ci],
             "floors_bits": {name: board._num(s[metric].mean) for name, s in floors.items() if metric in s},
-            "at_floor": board.at_floor(g, metric) if metric in board.METRICS else None,
-            "diverged_at": list(g["diverged"]), "wall_s": board._num(g["wall_s"]), "n_runs": g["n_runs"],
+            "at_floor": board.at_floor(g, metric) if metric != "auc" else None,
+            "diverged_at": list(g.diverged), "wall_s": board._num(g.wall_s), "n_runs": g.n_runs,
             "curve_metric": curve_metric, "threshold_bits": threshold,
-            "steps_to_threshold": None if reach is None else list(reach.per_seed),
-            "run_ids": sorted({r.run_id for r in g["records"]}),
-            "settings": board.json_safe(board.row_settings(rec)),
+            "steps_to_threshold": None if g.reach is None else list(g.reach.per_seed),
+            "run_ids": sorted({r.run_id for r in g.records}),
+            "settings": board.json_safe(board.row_settings(g.records[0])),
         })
     return out

@@ -9,7 +9,7 @@
   identity differs, naming the field (`training/checkpoint.py`);
 - every stored row keeps it without the seeds (`config["identity"]`) and its hash
   (`config["identity_key"]`), and the leaderboard pools the seeds of rows with equal
-  `identity_key` into one row (`store/leaderboard.py` `config_key`).
+  `identity_key` into one row (`store/database.py` `config_key`).
 
 What is in it, and why each part changes a number:
 

@@ -5,11 +5,11 @@ covers"). Its configuration is one half; the other half is the code, described b
 dict with one entry per part that decides the numbers:
 
 - "task": the tunnel: a built-in one's `Task.version`, an outside one's file contents
-  (`specs.contents`: a hash of the file and of the modules it imports from its own folder);
+  (`outside_code.contents`: a hash of the file and of the modules it imports from its own folder);
 - "model": the architecture: a built-in one's registered version, an outside one's contents
   (for `hf:` models, the `transformers` version);
 - "training": the trainer's version (its loop, optimiser and data streams);
-- "metrics": each metric's version (`scoring.metrics.METRIC_VERSIONS`).
+- "metrics": each metric's version (`metric_table.metric_versions`).
 
 A built-in part's version starts at `FIRST` and is raised whenever a change to its code
 changes what a seed yields (a sampler or posterior, a forward pass, a metric's definition).

@@ -58,7 +58,8 @@ def test_leaderboard(benchmark, request, tmp_path):
     scale = _scale()
     if scale == "off":
         pytest.skip("BAYESBENCH_LEADERBOARD=off")
-    from bayesbench.store.leaderboard import json_runs, markdown, select_rows
+    from bayesbench.report.leaderboard import json_runs, markdown
+    from bayesbench.report.selection import select_rows
     from bayesbench.sweep import SweepJob, run_sweep
     from bayesbench.sweep.jobs import make_jobs
     from bayesbench.sweep.local import local_executor

@@ -57,7 +57,7 @@ def test_local_pool_sweep(benchmark, jobs, tmp_path):
 def test_ray_sweep(benchmark, jobs, tmp_path):
     ray = pytest.importorskip("ray")
     from bayesbench.sweep.ray_executor import RayExecutor
-    from bayesbench.sweep.spec import Resources
+    from bayesbench.sweep.sweep_file import Resources
 
     start = time.perf_counter()
     ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)

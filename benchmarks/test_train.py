@@ -30,11 +30,11 @@ import pytest
 import torch
 from authors_loop import ENV as AUTHORS_ENV
 from authors_loop import AuthorsLoop, authors_script
+from opcount import count_ops
 from plain_transformer import PlainLoop
 from timing import check_cpu_goal, interleaved
 
 from bayesbench.tasks import get_task
-from bayesbench.testing.opcount import count_ops
 from bayesbench.training.config import TrainConfig
 from bayesbench.training.numerics import member_losses
 from bayesbench.training.stream import stack_members

@@ -2,7 +2,7 @@
 
 Trains one ensemble (one member per seed, as `bayesbench train` does) and, at the steps given,
 scores every member on the fixed evaluation set of the value positions: the positional entropy
-MAE (the papers' bijection metric), KL by case (repeated keys, new keys; `scoring/cases.py`) and
+MAE (the papers' bijection metric), KL by case (repeated keys, new keys; `scoring/by_case.py`) and
 which truncated-context predictor the model is closest to (`pairs_used`: a model that uses only
 the first m pairs of its context). The trainer's own curves record KL by case too; this script
 adds the positional metric and the pairs used at chosen steps, as the staircase of the quick
@@ -26,7 +26,7 @@ import time
 import torch
 
 from bayesbench.presets import get_preset
-from bayesbench.scoring.cases import case_scores, pairs_used
+from bayesbench.scoring.by_case import case_scores, pairs_used
 from bayesbench.scoring.evaluate import eval_set, predict
 from bayesbench.scoring.metrics import score
 from bayesbench.sweep.jobs import resolve_model

@@ -17,7 +17,7 @@ from collections import defaultdict
 
 import torch
 
-from bayesbench.scoring.cases import pairs_used
+from bayesbench.scoring.by_case import pairs_used
 from bayesbench.scoring.evaluate import eval_set, predict
 from bayesbench.store.database import read_records
 from bayesbench.tasks import task_from_config

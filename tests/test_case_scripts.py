@@ -11,7 +11,7 @@ import os
 import pytest
 
 from bayesbench.cli import main
-from bayesbench.scoring.cases import case_scores, pairs_used
+from bayesbench.scoring.by_case import case_scores, pairs_used
 from bayesbench.scoring.evaluate import eval_set, predict
 from bayesbench.scoring.metrics import score
 from bayesbench.store.database import read_records

@@ -24,7 +24,7 @@ from bayesbench.cli import main
 STEPS, EVAL, CURVE = 4, 32, 32  # training steps, evaluation and curve sequences of the fixture's runs
 GEO_SEQ, PROFILE_STEPS, PROFILE_EVAL = 32, 12, 32
 EMSGD_STEPS, EMSGD_T = 8, 30
-PLOT_MODULES = ("bayesbench.store.plots", "bayesbench.dynamics.geometry.plots", "bayesbench.dynamics.emsgd.plots",
+PLOT_MODULES = ("bayesbench.report.plots", "bayesbench.dynamics.geometry.plots", "bayesbench.dynamics.emsgd.plots",
                 "bayesbench.dynamics.profile.plots")
 
 
@@ -53,8 +53,7 @@ def drawn(tmp_path_factory):
                      str(CURVE), "--runs-dir", runs, "--jobs", "1", *common]) == 0
         assert main(["plot", "--db", db, "--out", out]) == 0
         assert main(["plot", "--curves", "--db", db, "--out", out]) == 0
-        from bayesbench.store.leaderboard import select_rows
-
+        from bayesbench.report.selection import select_rows
         bij = {r.arch: r.run_id for r in select_rows(db, task="bijection")}
         cmp = os.path.join(out, "cmp.png")
         assert main(["compare", bij["transformer"], bij["mlp"], "--db", db, "--plot", cmp]) == 0

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..metric_table import curve_metrics
+
 DB_HELP = "results store (default: $BAYESBENCH_DB or ./results/bayesbench.sqlite)"
 
 
@@ -107,8 +109,8 @@ def add_training(p: argparse.ArgumentParser) -> None:
     p.add_argument("--until", type=until, metavar="BITS|plateau",
                    help="stop each member once its learning curve reaches BITS (on --until-metric) or has stopped "
                         "improving ('plateau'); --steps stays the budget (docs/training.md)")
-    p.add_argument("--until-metric", choices=("entropy_mae", "entropy_mae_positional", "kl"),
-                   help="the curve metric --until reads (default entropy_mae)")
+    p.add_argument("--until-metric", choices=curve_metrics(),
+                   help="the learning-curve metric --until reads (default entropy_mae)")
     p.add_argument("--curve-every", type=positive, help="measure the learning curve every N steps (default: "
                    "log-spaced, 8 points per decade, always the last step)")
     p.add_argument("--curve-sequences", type=positive, help="size of the fixed curve set (default 256)")

@@ -33,7 +33,7 @@ def add_parser(sub) -> None:
 def cmd_cases(args) -> int:
     import dataclasses
 
-    from ..scoring.cases import DETAILS, case_scores, pairs_used
+    from ..scoring.by_case import DETAILS, case_scores, pairs_used
     from ..scoring.evaluate import eval_set, predict
     from ..training.checkpoint import CHECKPOINT_NAME, load_result
     from ..training.result import task_of

@@ -1,5 +1,5 @@
 """`bayesbench compare RUN_A RUN_B`: two stored runs' learning curves, step by step, and the step
-from which their difference is significant (`store/compare.py`: Welch's t-test over seeds at each
+from which their difference is significant (`report/compare.py`: Welch's t-test over seeds at each
 step, in a fixed-sequence test from the last step backwards).
 
     bayesbench compare 3f1c0a9e2b7d 8d2a9347c1e0 --metric entropy_mae_positional --plot cmp.png
@@ -14,14 +14,13 @@ from .args import add_db
 
 
 def add_parser(sub) -> None:
-    from ..store.leaderboard import CURVE_METRIC_NAMES
-
+    from ..metric_table import curve_metrics
     p = sub.add_parser("compare", help="two stored runs' learning curves and the step from which they differ "
                                        "significantly (Welch's t over seeds per step, fixed-sequence test)")
     p.add_argument("run_a", metavar="RUN_A", help="a stored run id (or a prefix naming one run), e.g. from "
                    "`bayesbench leaderboard --all --json`")
     p.add_argument("run_b", metavar="RUN_B", help="the other run (same task and evaluation)")
-    p.add_argument("--metric", default="entropy_mae", choices=CURVE_METRIC_NAMES,
+    p.add_argument("--metric", default="entropy_mae", choices=curve_metrics(),
                    help="the curve metric compared (default entropy_mae; or the bijection's kl:repeated, kl:new)")
     p.add_argument("--plot", metavar="PNG", help="also draw both curves (mean, band over seeds) to this file")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
@@ -57,7 +56,7 @@ def _describe(records: list) -> str:
 
 
 def cmd_compare(args) -> int:
-    from ..store.compare import compare
+    from ..report.compare import compare
 
     if args.plot and (os.path.isdir(args.plot) or args.plot.endswith(("/", os.sep))):
         raise ValueError(f"--plot {args.plot} is a folder; give a file name (e.g. cmp.png)")
@@ -78,7 +77,7 @@ def cmd_compare(args) -> int:
                          "bijection's cases; other tasks have none)")
     result = compare(a, b, args.metric)
     if args.plot:
-        from ..store.plots import plot_comparison
+        from ..report.plots import plot_comparison
 
         args.plot = plot_comparison(a, b, result, args.plot)  # the file written (.png added if none)
     if args.json:

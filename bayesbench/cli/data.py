@@ -51,7 +51,7 @@ def cmd_data(args) -> int:
 def cmd_data_export(args) -> int:
     from ..data.export import export
     from ..data.sets import slug
-    from ..specs import stem
+    from ..outside_code import stem
     from ..tasks import is_outside_task
     from ..tasks.base import format_bytes
     from .args import as_dict

@@ -22,9 +22,9 @@ def add_parser(sub) -> None:
 
 
 def cmd_eval(args) -> int:
+    from ..report.leaderboard import json_runs, markdown
     from ..scoring.rows import score_run
     from ..store.database import prepare_store, read_records
-    from ..store.leaderboard import json_runs, markdown
     from ..sweep.jobs import resolve_device
     from ..training.checkpoint import CHECKPOINT_NAME, load_result
 

@@ -31,8 +31,8 @@ def add_parser(sub) -> None:
 def cmd_export(args) -> int:
     import sys
 
+    from ..report.selection import select_rows
     from ..store.export import export
-    from ..store.leaderboard import select_rows
 
     if args.out and os.path.isdir(args.out):
         raise ValueError(f"--out {args.out} is a folder; give a file name")

@@ -12,20 +12,21 @@ from .errors import no_rows_message
 
 
 def add_parser(sub) -> None:
-    from ..store.leaderboard import CURVE_METRIC_NAMES, DEFAULT_THRESHOLD, FORMATS, RANKINGS
-
+    from ..metric_table import curve_metrics
+    from ..report.leaderboard import FORMATS
+    from ..report.rows import DEFAULT_THRESHOLD, rankings
     p = sub.add_parser("leaderboard", help="show stored results (every stored seed of each task, arch and config)")
     p.add_argument("--task", help="only this task (name like hmm, or label like 'hmm S=5 K=20')")
     p.add_argument("--arch", help="only this architecture")
     p.add_argument("--latest", action="store_true", help="only the newest run of each task and arch")
     p.add_argument("--all", action="store_true", help="one row per stored run (no pooling of seeds across runs)")
     p.add_argument("--format", choices=FORMATS, help="output format (default md)")
-    p.add_argument("--metric", default="entropy_mae", choices=RANKINGS,
+    p.add_argument("--metric", default="entropy_mae", choices=rankings(),
                    help="rank by this metric (default entropy_mae; see docs/science.md, Metrics), or by the area "
                         "under the learning curve against log(step) (auc, of --curve-metric)")
     p.add_argument("--threshold", type=bits, default=DEFAULT_THRESHOLD,
                    help=f"bits: the 'steps to' column counts the steps to reach it (default {DEFAULT_THRESHOLD:g})")
-    p.add_argument("--curve-metric", choices=CURVE_METRIC_NAMES,
+    p.add_argument("--curve-metric", choices=curve_metrics(),
                    help="the learning-curve metric of the curve columns and of --metric auc (default: the ranked "
                         "metric; entropy_mae with auc)")
     p.add_argument("--json", action="store_true", help="same as --format json")
@@ -34,8 +35,8 @@ def add_parser(sub) -> None:
 
 
 def cmd_leaderboard(args) -> int:
-    from ..store.leaderboard import render, select_rows
-
+    from ..report.leaderboard import render
+    from ..report.selection import select_rows
     if args.latest and args.all:
         raise ValueError("give at most one of --latest and --all")
     if args.json and args.format not in (None, "json"):

@@ -14,8 +14,8 @@ from .errors import no_rows_message
 
 
 def add_parser(sub) -> None:
-    from ..store.leaderboard import CURVE_METRIC_NAMES, DEFAULT_THRESHOLD
-
+    from ..metric_table import curve_metrics
+    from ..report.rows import DEFAULT_THRESHOLD
     p = sub.add_parser("plot", help="PNG figures: model vs Bayes entropy per position, error curves per arch")
     p.add_argument("--task", help="only this task")
     p.add_argument("--out", default=os.path.join("results", "plots"), help="output folder (default results/plots)")
@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
     p.add_argument("--curves", action="store_true",
                    help="draw the learning curves instead: per task, --metric against the training step for every "
                         "architecture (latest run of each), band over seeds, the uniform floor and 0 (Bayes)")
-    p.add_argument("--metric", choices=CURVE_METRIC_NAMES,
+    p.add_argument("--metric", choices=curve_metrics(),
                    help="with --curves: the metric drawn (default entropy_mae; kl:repeated, kl:new: the bijection's "
                         "KL at repeated and at new keys)")
     p.add_argument("--threshold", type=bits,
@@ -56,7 +56,7 @@ def cmd_plot(args) -> int:
         return 0
     if args.curves:
         return _curves(args)
-    from ..store.plots import plot
+    from ..report.plots import plot
 
     paths = plot(args.db, args.out, task=args.task)
     if not paths and args.task:
@@ -71,15 +71,16 @@ def cmd_plot(args) -> int:
 def _curves(args) -> int:
     import sys
 
-    from ..store.leaderboard import CURVE_ONLY, DEFAULT_THRESHOLD
-    from ..store.plots import curve_metrics, plot_learning_curves
+    from ..metric_table import METRICS
+    from ..report.plots import curve_metrics, plot_learning_curves
+    from ..report.rows import DEFAULT_THRESHOLD
 
     metric = args.metric or "entropy_mae"
     measured = curve_metrics(args.db, task=args.task)
     lacking = {label: ms for label, ms in measured.items() if metric not in ms}
     if measured and len(lacking) == len(measured):  # curves there are, but none of this metric
         said = "; ".join(f"{label} (they measure {', '.join(ms)})" for label, ms in lacking.items())
-        meaning = f"; {metric} is {CURVE_ONLY[metric]}" if metric in CURVE_ONLY else ""
+        meaning = f"; {metric} is {METRICS[metric].description}" if not METRICS[metric].final else ""
         raise ValueError(f"--metric {metric} is not measured by the learning curves of {said}{meaning}")
     paths = plot_learning_curves(args.db, args.out, task=args.task, metric=metric,
                                  threshold=DEFAULT_THRESHOLD if args.threshold is None else args.threshold)

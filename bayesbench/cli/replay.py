@@ -128,8 +128,8 @@ def _commit(env: dict) -> str:
 
 def already_stored(db: str | None, key: str) -> bool:
     """Whether the store at `db` holds rows of the run `key` (a missing store holds none)."""
+    from ..report.selection import select_rows
     from ..store.database import db_path
-    from ..store.leaderboard import select_rows
 
     if not os.path.exists(db_path(db)):
         return False

@@ -31,7 +31,7 @@ from .args import (
 )
 from .engine import DEFAULT_THREADS, add_executor_options, drive
 from .errors import CommandFailed
-from .outside_model import add_model_options, model_jobs
+from .model_option import add_model_options, model_jobs
 from .replay import add_config_options, check_jobs, compare, config_text, start_replay
 
 
@@ -101,7 +101,7 @@ def run_preset(args, select: Callable, say) -> list:
     them; a job that failed ends the command with its own error once the others are stored."""
     from ..sweep.local import local_executor
     from ..sweep.ray_executor import on_ray
-    from ..sweep.spec import Resources
+    from ..sweep.sweep_file import Resources
 
     check_folder("--runs-dir", args.runs_dir)
     threads = args.threads or DEFAULT_THREADS
@@ -131,8 +131,9 @@ def _checked(replay, jobs: list, say, args) -> list:
 
 
 def cmd_run(args) -> int:
-    from ..store.leaderboard import headline, json_runs, markdown, select_rows
-
+    from ..report.headline import headline
+    from ..report.leaderboard import json_runs, markdown
+    from ..report.selection import select_rows
     say = line_printer(args)
     replay = start_replay(args) if getattr(args, "replay", None) is not None else None
     if getattr(args, "print_config", False):

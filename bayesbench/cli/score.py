@@ -51,9 +51,9 @@ def add_predictions(sc) -> None:
 
 def cmd_score(args) -> int:
     from ..checks import positive_int
-    from ..scoring.outside import score_checkpoint
+    from ..report.leaderboard import json_runs, markdown
+    from ..scoring.trained_elsewhere import score_checkpoint
     from ..store.database import read_records
-    from ..store.leaderboard import json_runs, markdown
     from ..sweep.jobs import resolve_device
 
     if args.predictions:
@@ -76,8 +76,8 @@ def cmd_score(args) -> int:
 def cmd_score_predictions(args) -> int:
     """`score --predictions`: a file's predictions checked, scored and stored (`data.score`)."""
     from ..data.score import score_predictions
+    from ..report.leaderboard import json_runs, markdown
     from ..store.database import read_records
-    from ..store.leaderboard import json_runs, markdown
     from .args import as_dict
 
     why = {"model": "the predictions stand for the model", "checkpoint": "the predictions stand for the weights",

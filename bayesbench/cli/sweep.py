@@ -134,11 +134,12 @@ def _try_outside(jobs: list[SweepJob], path: str, say) -> None:
 
 def cmd_sweep(args) -> int:
     """Check the sweep file, then run it (or with --dry-run, show it); exit 1 if a job failed."""
+    from ..report.leaderboard import json_runs
+    from ..report.selection import select_rows
     from ..store.database import db_path
-    from ..store.leaderboard import json_runs, select_rows
     from ..sweep.expand import expand
     from ..sweep.jobs import resolve_device
-    from ..sweep.spec import load_sweep
+    from ..sweep.sweep_file import load_sweep
 
     stream = sys.stderr if args.json else sys.stdout
 

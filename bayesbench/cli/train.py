@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 
 from .args import add_training, line_printer, seed_list
-from .outside_model import add_model_options
+from .model_option import add_model_options
 from .run import preset_jobs, run_preset
 
 
@@ -39,8 +39,8 @@ def jobs_of(args, place: Callable[[str], str] | None = None) -> list:
 
 
 def cmd_train(args) -> int:
-    from ..store.leaderboard import json_runs, markdown, select_rows
-
+    from ..report.leaderboard import json_runs, markdown
+    from ..report.selection import select_rows
     (sweep_job,) = run_preset(args, lambda place: jobs_of(args, place), line_printer(args))
     if args.json:
         print(json.dumps(json_runs(select_rows(args.db, run_ids=[sweep_job.key])), indent=2))

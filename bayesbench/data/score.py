@@ -95,9 +95,9 @@ def score_predictions(paths: list[str], *, name: str, preset: str = "quick", tas
     as one row named `name` (module doc); returns its record."""
     from ..checks import int_at_least
     from ..identity import run_identity
-    from ..scoring.outside import check_name
     from ..scoring.predictions import GivenPredictions
     from ..scoring.rows import score_run
+    from ..scoring.trained_elsewhere import check_name
     from ..training.result import TrainResult
 
     check_name(name)

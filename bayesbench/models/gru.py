@@ -26,7 +26,6 @@ from .recurrent import (
     RNNConfig,
     build_rnn,
     input_projection_grads,
-    match_rnn,
     recurrent_weight_grad,
 )
 from .registry import register_model
@@ -165,11 +164,6 @@ class GRU(RecurrentModel):
     """E independent stacked GRUs: tokens [E, B, L] (+ header) -> logits [E, B, L, C]."""
 
     layer_class = GRULayer
-
-
-def match_gru(shape: TaskShape, target: int, *, n_layer: int = 2, tolerance: float = 0.01) -> RNNConfig:
-    """A GRU config with `n_layer` layers within `tolerance` of `target` parameters."""
-    return match_rnn(GRU, shape, target, n_layer=n_layer, tolerance=tolerance)
 
 
 @register_model("gru", "stacked GRU (orthogonal recurrent init), LayerNorm + linear head",

@@ -24,7 +24,6 @@ from .recurrent import (
     RNNConfig,
     build_rnn,
     input_projection_grads,
-    match_rnn,
     recurrent_weight_grad,
 )
 from .registry import register_model
@@ -157,11 +156,6 @@ class LSTM(RecurrentModel):
     """E independent stacked LSTMs: tokens [E, B, L] (+ header) -> logits [E, B, L, C]."""
 
     layer_class = LSTMLayer
-
-
-def match_lstm(shape: TaskShape, target: int, *, n_layer: int = 2, tolerance: float = 0.01) -> RNNConfig:
-    """An LSTM config with `n_layer` layers within `tolerance` of `target` parameters."""
-    return match_rnn(LSTM, shape, target, n_layer=n_layer, tolerance=tolerance)
 
 
 @register_model("lstm", "stacked LSTM (orthogonal recurrent init, forget bias 1), LayerNorm + linear head",

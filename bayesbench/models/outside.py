@@ -3,7 +3,7 @@
 - `my_pkg.my_mod:build`: an importable module and a factory in it (the current directory is
   tried too when the module is not on sys.path);
 - `./mine.py:build` (any path ending in .py, or containing a path separator): a file outside the
-  package, imported by path (`bayesbench.specs`, shared with outside tasks);
+  package, imported by path (`bayesbench.outside_code`, shared with outside tasks);
 - `hf:gpt2`, `hf:llama`, `hf:mamba`: a randomly initialised Hugging Face `transformers` model
   built from a config sized to the preset (`bayesbench.models.hf`; `pip install bayesbench[hf]`).
 
@@ -13,7 +13,7 @@ Worker processes and `load_result` import the factory themselves from the name, 
 string travels. File paths are made absolute (`normalise`) before they are stored.
 
 `code(spec)` is what keys a result of the model (`bayesbench.versions`): the contents of its
-file and of the modules it imports from its own folder (`specs.contents`), or for `hf:` models
+file and of the modules it imports from its own folder (`outside_code.contents`), or for `hf:` models
 the `transformers` version. `load_factory` imports the file anew when those contents changed.
 """
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Callable
 
-from .. import specs
+from .. import outside_code
 from .adapter import AdaptedModel
 from .base import TaskShape
 from .registry import is_outside, register_outside  # noqa: F401  (is_outside re-exported: the test of a name)
@@ -39,14 +39,14 @@ def normalise(spec: str, base: str | None = None) -> str:
     the current directory."""
     if spec.startswith(HF_PREFIX):
         return spec
-    return specs.normalise(spec, "model", FORMS, base)
+    return outside_code.normalise(spec, "model", FORMS, base)
 
 
 def default_name(spec: str) -> str:
     """A leaderboard name for an outside model: 'hf-gpt2', 'mine' (file stem), 'my_mod' (module)."""
     if spec.startswith(HF_PREFIX):
         return "hf-" + spec[len(HF_PREFIX):]
-    return specs.stem(spec, "model", FORMS)
+    return outside_code.stem(spec, "model", FORMS)
 
 
 def code(spec: str) -> dict:
@@ -58,7 +58,7 @@ def code(spec: str) -> dict:
         except ImportError:
             raise ValueError(f"model {spec!r} needs the transformers package (pip install 'bayesbench[hf]')") from None
         return {"contents": f"transformers {transformers.__version__}", "files": []}
-    return specs.contents(spec, "model", FORMS)
+    return outside_code.contents(spec, "model", FORMS)
 
 
 def load_factory(spec: str) -> Callable:
@@ -71,7 +71,7 @@ def load_factory(spec: str) -> Callable:
 
             _FACTORIES[spec] = hf_factory(spec[len(HF_PREFIX):])
         return _FACTORIES[spec]
-    factory = specs.load(spec, "model", FORMS)
+    factory = outside_code.load(spec, "model", FORMS)
     if not callable(factory):
         raise ValueError(f"model {spec!r}: {spec.rpartition(':')[2]} is a {type(factory).__name__}, not a "
                          "callable factory(spec) -> nn.Module")

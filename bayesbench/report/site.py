@@ -5,7 +5,7 @@ No server and no network: plain HTML pages, one stylesheet and one small script 
 disk (`file://`) and can be copied anywhere. What it holds (docs/site.md):
 
 - `index.html`: the leaderboard per task and evaluation set, as `bayesbench leaderboard`
-  computes it (`store.leaderboard.aggregate`: seeds pooled per task, eval, architecture and
+  computes it (`report.leaderboard.aggregate`: seeds pooled per task, eval, architecture and
   configuration; rows ranked only within one evaluation set, `block_key`): every metric's mean
   over seeds with its 95% t-interval over seeds, the per-seed values, the settings in which rows
   of one architecture differ (`differing_settings`), the learning-curve statistics, and the
@@ -21,7 +21,7 @@ disk (`file://`) and can be copied anywhere. What it holds (docs/site.md):
 - `dynamics.html`: the figures of the dynamics studies in the store (profile, geometry, EM vs
   SGD) that exist on disk, with each study's headline.
 
-The figures are the existing figure code's PNGs (`store.plots`): the same figures `bayesbench
+The figures are the existing figure code's PNGs (`report.plots`): the same figures `bayesbench
 plot` draws, checked for headings, labelled axes and legends by tests/test_figures.py, each
 stating its evaluation set, steps and seeds, so a figure read on the site reads the same as in a
 report. A figure is named by a hash of what it draws (the records, the kind of figure), and
@@ -39,14 +39,18 @@ import math
 import os
 import shutil
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from .. import __version__
+from ..metric_table import final_metrics
+
+if TYPE_CHECKING:
+    from .rows import Row
 
 MARKER = ".bayesbench-site"  # marks a folder as a built site: a rebuild may replace it
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 ASSETS = ("site.css", "site.js")
 FIGURE_VERSION = 1  # part of every figure's name: raise it when the figures drawn change
-METRIC_ORDER = ("entropy_mae", "entropy_mae_positional", "kl")
 
 
 def esc(x) -> str:
@@ -113,15 +117,13 @@ def _page(title: str, body: str, root: str = "") -> str:
 
 
 def _metric_names() -> dict:
-    from ..store.leaderboard import SHORT
-
-    return {m: SHORT[m] for m in METRIC_ORDER}
+    from .rows import short
+    return {m: short(m) for m in final_metrics()}
 
 
 def _definitions() -> str:
-    from ..store.leaderboard import METRICS
-
-    items = "".join(f"<li><b>{esc(name)}</b> ({esc(m)}) = {esc(METRICS[m])}</li>"
+    from .rows import described
+    items = "".join(f"<li><b>{esc(name)}</b> ({esc(m)}) = {esc(described(m))}</li>"
                     for m, name in _metric_names().items())
     return ("<footer><p>Every metric is in bits (log base 2), over the scored positions of the task's fixed "
             "evaluation set (docs/science.md#metrics):</p><ul>" + items +
@@ -140,24 +142,24 @@ def _definitions() -> str:
             f"</ul><p>bayesbench {esc(__version__)}</p></footer>")
 
 
-def _tuned(g: dict) -> bool:
-    return any((r.config or {}).get("tuning") is not None for r in g["records"])
+def _tuned(row: Row) -> bool:
+    return any((r.config or {}).get("tuning") is not None for r in row.records)
 
 
-def _mean_cell(g: dict, metric: str) -> str:
-    from ..store.leaderboard import fmt_bits, seed_interval
-
-    mean = g["means"][metric]
+def _mean_cell(row: Row, metric: str) -> str:
+    from .leaderboard import fmt_bits
+    from .rows import seed_interval
+    mean = row.means[metric]
     if not math.isfinite(mean):
-        return '<td class="num" data-value="NaN">diverged (every seed)</td>' if metric in g["values"] else \
+        return '<td class="num" data-value="NaN">diverged (every seed)</td>' if metric in row.values else \
             '<td class="num" data-value="NaN">-</td>'
-    lo, hi = seed_interval(g["values"][metric])
+    lo, hi = seed_interval(row.values[metric])
     ci = f' <span class="ci">[{fmt_bits(max(lo, 0.0))}, {fmt_bits(hi)}]</span>' if math.isfinite(lo) else ""
     return f'<td class="num" data-value="{_num(mean)}">{fmt_bits(mean)}{ci}</td>'
 
 
-def _reach_value(g: dict) -> float:
-    r = g.get("reach")
+def _reach_value(row: Row) -> float:
+    r = row.reach
     if r is None:
         return math.nan
     geo = r.geometric()
@@ -171,40 +173,40 @@ def _run_link(run_id: str, text: str, root: str = "") -> str:
     return f'<a href="{root}runs/{esc(run_id)}.html">{esc(text)}</a>'
 
 
-def _row(g: dict, best: float, settings: str | None) -> str:
-    from ..store.leaderboard import improving_cell, params_cell, per_seed_cell, reach_cell, row_marks
+def _row(row: Row, best: float, settings: str | None) -> str:
+    from .leaderboard import improving_cell, params_cell, per_seed_cell, reach_cell, row_marks
 
-    runs = sorted({r.run_id for r in g["records"]}, key=lambda run: [r.created_at or "" for r in g["records"]
+    runs = sorted({r.run_id for r in row.records}, key=lambda run: [r.created_at or "" for r in row.records
                                                                   if r.run_id == run][-1])
-    members = " ".join(f"{r.run_id}:{r.seed}" for r in g["records"])
-    marks = row_marks(g, "entropy_mae")
-    arch = _run_link(runs[-1], g["arch"]) + (f'<span class="mark">{esc(marks)}</span>' if marks else "")
-    seeds = f"{len(g['seeds'])}: {','.join(map(str, g['seeds']))}"
+    members = " ".join(f"{r.run_id}:{r.seed}" for r in row.records)
+    marks = row_marks(row, "entropy_mae")
+    arch = _run_link(runs[-1], row.arch) + (f'<span class="mark">{esc(marks)}</span>' if marks else "")
+    seeds = f"{len(row.seeds)}: {','.join(map(str, row.seeds))}"
     if len(runs) > 1:
         seeds += " in runs " + ", ".join(_run_link(run, run[:12]) for run in runs)
-    mean = g["means"]["entropy_mae"]
+    mean = row.means["entropy_mae"]
     ratio = mean / best if math.isfinite(mean) and 0 < best < math.inf else math.nan
-    wall = "n/a" if not math.isfinite(g["wall_s"]) else f"{g['wall_s']:.0f}"
-    cells = [f'<td class="arch" data-value="{esc(g["arch"])}">{arch}</td>']
+    wall = "n/a" if not math.isfinite(row.wall_s) else f"{row.wall_s:.0f}"
+    cells = [f'<td class="arch" data-value="{esc(row.arch)}">{arch}</td>']
     if settings is not None:
         cells.append(f'<td class="settings">{esc(settings)}</td>')
-    cells += [f'<td class="num" data-value="{g["params"]}">{params_cell(g)}</td>',
-              f'<td class="num" data-value="{g["steps"]}">{g["steps"]}</td>',
-              f'<td class="num" data-value="{_num(g["wall_s"])}">{wall}</td>',
-              f'<td class="num" data-value="{len(g["seeds"])}">{seeds}</td>']
-    cells += [_mean_cell(g, m) for m in METRIC_ORDER]
-    cells += [f'<td class="num wrap">{esc(per_seed_cell(g, "entropy_mae"))}</td>',
-              f'<td class="num wrap" data-value="{_num(_reach_value(g))}">{esc(reach_cell(g["reach"]))}</td>',
-              f'<td class="num">{esc(improving_cell(g["improving"]))}</td>',
+    cells += [f'<td class="num" data-value="{row.params}">{params_cell(row)}</td>',
+              f'<td class="num" data-value="{row.steps}">{row.steps}</td>',
+              f'<td class="num" data-value="{_num(row.wall_s)}">{wall}</td>',
+              f'<td class="num" data-value="{len(row.seeds)}">{seeds}</td>']
+    cells += [_mean_cell(row, m) for m in final_metrics()]
+    cells += [f'<td class="num wrap">{esc(per_seed_cell(row, "entropy_mae"))}</td>',
+              f'<td class="num wrap" data-value="{_num(_reach_value(row))}">{esc(reach_cell(row.reach))}</td>',
+              f'<td class="num">{esc(improving_cell(row.improving))}</td>',
               f'<td class="num" data-value="{_num(ratio)}">{f"{ratio:.1f}x" if math.isfinite(ratio) else "-"}</td>']
     return f'<tr data-members="{esc(members)}">' + "".join(cells) + "</tr>"
 
 
-def _table(rows: list[dict], best: float, differ: dict, caption: str) -> str:
-    from ..store.leaderboard import DEFAULT_THRESHOLD, METRICS, fmt_bits
-
+def _table(rows: list[Row], best: float, differ: dict, caption: str) -> str:
+    from .leaderboard import fmt_bits
+    from .rows import DEFAULT_THRESHOLD, described
     names = _metric_names()
-    with_settings = any(differ.get(id(g), "-") != "-" for g in rows)
+    with_settings = any(differ.get(id(row), "-") != "-" for row in rows)
     head = [("arch", "", "text", "", "the architecture; opens its run"),
             *([("settings", "that differ", "text", "", "the settings in which rows of this architecture differ")]
               if with_settings else []),
@@ -212,7 +214,7 @@ def _table(rows: list[dict], best: float, differ: dict, caption: str) -> str:
             ("steps", "", "num", "num", "training steps"),
             ("wall", "s", "num", "num", "training wall time of the whole ensemble (seconds)"),
             ("seeds", "", "num", "num", "how many seeds the row pools, then which"),
-            *((names[m], "bits, [95% CI over seeds]", "num", "num", METRICS[m]) for m in METRIC_ORDER),
+            *((names[m], "bits, [95% CI over seeds]", "num", "num", described(m)) for m in final_metrics()),
             ("per seed", "entropy MAE", None, "num", "each seed's entropy MAE, in seed order"),
             ("steps to", f"entropy MAE \u2264 {DEFAULT_THRESHOLD:g} bits", "num", "num",
              "the first measured step from which a seed's learning curve stays at or below the threshold"),
@@ -223,8 +225,8 @@ def _table(rows: list[dict], best: float, differ: dict, caption: str) -> str:
         f'<th class="{cls}" scope="col" title="{esc(tip)}"'
         + (f' data-sort="{kind}"><button type="button">{esc(text)}</button>' if kind else f">{esc(text)}")
         + (f'<span class="unit">{esc(unit)}</span>' if unit else "") + "</th>" for text, unit, kind, cls, tip in head)
-    body = "".join(_row(g, best, differ.get(id(g), "-") if with_settings else None) for g in rows)
-    floors = next((g["floors"] for g in rows if g["floors"]), None) or {}
+    body = "".join(_row(row, best, differ.get(id(row), "-") if with_settings else None) for row in rows)
+    floors = next((row.floors for row in rows if row.floors), None) or {}
     foot = ""
     for name in ("uniform", "marginal"):
         scores = floors.get(name)
@@ -233,21 +235,23 @@ def _table(rows: list[dict], best: float, differ: dict, caption: str) -> str:
         lead = 1 + with_settings
         foot += (f'<tr><td class="arch" colspan="{lead}">{name} (floor)</td>' + '<td class="num">-</td>' * 4
                  + "".join(f'<td class="num">{fmt_bits(scores[m].mean) if m in scores else "-"}</td>'
-                           for m in METRIC_ORDER) + '<td></td>' * 4 + "</tr>")
+                           for m in final_metrics()) + '<td></td>' * 4 + "</tr>")
     return (f'<div class="scroll"><table class="board"><caption class="note">{esc(caption)}</caption>'
             f"<thead><tr>{ths}</tr></thead><tbody>{body}</tbody><tfoot>{foot}</tfoot></table></div>")
 
 
 def _index(agg: list[dict], figures: Figures, db_label: str, n_records: int, studies: list[dict]) -> tuple[str, int]:
     """The leaderboard page and the number of tables on it."""
-    from ..store.leaderboard import block_key, differing_settings, latest_runs, set_marks
-    from ..store.plots import learning_curves_figure, per_position_figure
+    from .leaderboard import differing_settings
+    from .plots import learning_curves_figure, per_position_figure
+    from .rows import block_key, set_marks
+    from .selection import latest_runs
 
     differ = differing_settings(agg)
     marks = set_marks(agg)
-    blocks: dict[tuple, list[dict]] = {}
-    for g in agg:
-        blocks.setdefault(block_key(g), []).append(g)
+    blocks: dict[tuple, list[Row]] = {}
+    for row in agg:
+        blocks.setdefault(block_key(row), []).append(row)
     tasks: dict[str, list[tuple]] = {}
     for key in blocks:
         tasks.setdefault(key[0], []).append(key)
@@ -267,40 +271,40 @@ def _index(agg: list[dict], figures: Figures, db_label: str, n_records: int, stu
     n_tables = 0
     for task, keys in tasks.items():
         parts.append(f'<section id="{_slug(task)}"><h2>{esc(task)}</h2>')
-        task_records = [r for key in keys for g in blocks[key] for r in g["records"]]
+        task_records = [r for key in keys for row in blocks[key] for r in row.records]
         curves = latest_runs([r for r in task_records if r.learning_curve is not None])
         curve_eval = curves[0].learning_curve.eval if curves else None
         for key in keys:
             rows = blocks[key]
             first = rows[0]
-            ev = first["records"][0].evals[first["eval"]]
-            means = [g["means"]["entropy_mae"] for g in rows]
+            ev = first.records[0].evals[first.eval]
+            means = [row.means["entropy_mae"] for row in rows]
             best = min((m for m in means if math.isfinite(m)), default=math.inf)
-            trained = " (trained)" if first["primary"] else ""
-            parts.append(f'<h3 id="{_slug(task + "-" + first["eval"] + marks[key])}">{esc(first["eval"])}'
+            trained = " (trained)" if first.primary else ""
+            parts.append(f'<h3 id="{_slug(task + "-" + first.eval + marks[key])}">{esc(first.eval)}'
                          f"{esc(trained)}{esc(marks[key])}</h3>")
-            set_ids = sorted({g["records"][0].evals[g["eval"]].set_id or "not recorded" for g in rows})
-            parts.append(f'<p class="set">Scored at {esc(first["positions"])}; {first["n_sequences"]} sequences '
+            set_ids = sorted({row.records[0].evals[row.eval].set_id or "not recorded" for row in rows})
+            parts.append(f'<p class="set">Scored at {esc(first.positions)}; {first.n_sequences} sequences '
                          f"(set id {esc(', '.join(set_ids))}); task {esc(ev.task)}.</p>")
-            untuned = [g for g in rows if not _tuned(g)]
-            tuned = [g for g in rows if _tuned(g)]
+            untuned = [row for row in rows if not _tuned(row)]
+            tuned = [row for row in rows if _tuned(row)]
             for label, group in (("untuned", untuned), ("tuned", tuned)):
                 if not group:
                     continue
                 if tuned:
                     parts.append(f"<h4>{label}</h4>")
-                caption = (f"{task}, eval {first['eval']}{marks[key]}: {len(group)} rows"
+                caption = (f"{task}, eval {first.eval}{marks[key]}: {len(group)} rows"
                            + (" whose configuration records a hyperparameter tuning" if label == "tuned" else ""))
                 parts.append(_table(group, best, differ, caption))
                 n_tables += 1
-            block_records = latest_runs([r for g in rows for r in g["records"]])
+            block_records = latest_runs([r for row in rows for r in row.records])
             figs = []
             name = figures.get("per-position", block_records,
-                               lambda path: per_position_figure(block_records, first["eval"], path), first["eval"])
+                               lambda path: per_position_figure(block_records, first.eval, path), first.eval)
             if name:
-                figs.append(_figure(f"img/{name}", f"{task}, eval {first['eval']}: model vs Bayes entropy and the "
+                figs.append(_figure(f"img/{name}", f"{task}, eval {first.eval}: model vs Bayes entropy and the "
                                                    "error per position (the latest run of each architecture)"))
-            if first["primary"] and curves and curve_eval == first["eval"]:
+            if first.primary and curves and curve_eval == first.eval:
                 name = figures.get("curves", curves, lambda path: learning_curves_figure(curves, path))
                 if name:
                     figs.append(_figure(f"img/{name}", f"{task}: learning curves, entropy MAE against the training "
@@ -314,8 +318,7 @@ def _index(agg: list[dict], figures: Figures, db_label: str, n_records: int, stu
 
 def _summary_table(records: list, floors_too: bool = True) -> str:
     """Per evaluation and seed: every metric with its 95% interval over sequences, and the floors."""
-    from ..store.leaderboard import fmt_bits
-
+    from .leaderboard import fmt_bits
     names = _metric_names()
     out = []
     for ev_name in records[0].evals:
@@ -325,7 +328,7 @@ def _summary_table(records: list, floors_too: bool = True) -> str:
             if ev is None:
                 continue
             cells = [f"<td>{r.seed}</td>"]
-            for m in METRIC_ORDER:
+            for m in final_metrics():
                 s = getattr(ev, m)
                 cells.append('<td class="num">-</td>' if s is None else
                              f'<td class="num">{fmt_bits(s.mean)} <span class="ci">[{fmt_bits(s.ci_low)}, '
@@ -337,9 +340,9 @@ def _summary_table(records: list, floors_too: bool = True) -> str:
         foot = ""
         for name, scores in (ev.floors or {}).items() if floors_too else ():
             foot += (f"<tr><td>{esc(name)} (floor)</td>" + "".join(
-                f'<td class="num">{fmt_bits(scores[m].mean) if m in scores else "-"}</td>' for m in METRIC_ORDER)
+                f'<td class="num">{fmt_bits(scores[m].mean) if m in scores else "-"}</td>' for m in final_metrics())
                 + "<td></td><td></td><td></td></tr>")
-        head = "".join(f'<th class="num">{esc(names[m])} (bits) [95% CI over sequences]</th>' for m in METRIC_ORDER)
+        head = "".join(f'<th class="num">{esc(names[m])} (bits) [95% CI over sequences]</th>' for m in final_metrics())
         primary = " (trained)" if ev_name == records[0].primary else ""
         out.append(f"<h3>{esc(ev_name)}{esc(primary)}</h3><p class=\"set\">Scored at {esc(ev.positions)}; set id "
                    f"{esc(ev.set_id or 'not recorded')}; task {esc(ev.task)}.</p>"
@@ -351,8 +354,8 @@ def _summary_table(records: list, floors_too: bool = True) -> str:
 
 def _run_page(records: list, figures: Figures, anchor: str) -> tuple[str, dict]:
     """A run's page (its seeds' records) and its run.json document."""
-    from ..store.plots import learning_curves_figure, per_position_figure
     from ..store.run_file import run_document
+    from .plots import learning_curves_figure, per_position_figure
 
     first = records[0]
     doc = run_document(records)
@@ -466,7 +469,8 @@ def build_site(db: str | None = None, out: str = os.path.join("results", "site")
     {"index", "pages", "images", "bytes", "rows", "records", "tables", "studies", "drawn", "copied"}."""
     from ..data.export import folder_bytes, make_tmp, replace_folder
     from ..store.database import db_path
-    from ..store.leaderboard import aggregate, select_rows
+    from .rows import aggregate
+    from .selection import select_rows
 
     check_out(out)
     records = select_rows(db)

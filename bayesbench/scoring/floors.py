@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..metric_table import final_metrics
 from ..tasks import Batch
 from .metrics import Summary, score
 
@@ -57,5 +58,5 @@ def floor_scores(batch: Batch, reference: Batch) -> dict[str, dict[str, Summary]
     out = {}
     for name, log_q in (("uniform", uniform_log_q(batch)), ("marginal", marginal_log_q(batch, reference))):
         s = score(p, mask, log_q=log_q)
-        out[name] = {"entropy_mae": s.entropy_mae, "entropy_mae_positional": s.entropy_mae_positional, "kl": s.kl}
+        out[name] = {metric: getattr(s, metric) for metric in final_metrics()}
     return out

@@ -70,11 +70,6 @@ def kl_bits(p: Tensor, q: Tensor | None = None, *, log_q: Tensor | None = None) 
     return terms.sum(-1) / LOG2
 
 
-def entropy_error_bits(q: Tensor, p: Tensor) -> Tensor:
-    """|H(q) - H(p)| in bits at every position (the per-sequence entropy error before averaging)."""
-    return (entropy_bits(q) - entropy_bits(p)).abs()
-
-
 def _check_mask(values: Tensor, mask: Tensor | None) -> Tensor:
     if values.dim() != 2:
         raise ValueError(f"values must have shape [N, L] (sequence, position), got {list(values.shape)}")

@@ -12,11 +12,11 @@ import torch
 
 from .. import versions
 from ..identity import identity_key
+from ..metric_table import metric_versions
 from ..store.database import cache_dir_for, environment, write_records
 from ..store.records import LearningCurve, RunRecord
 from ..training.result import TrainResult, task_of
 from .evaluate import DEFAULT_SEQUENCES, evaluate, evaluation_tasks
-from .metrics import METRIC_VERSIONS
 
 
 def scored_code(task, arch: str, model) -> dict:
@@ -94,7 +94,7 @@ def score_run(result: TrainResult, *, db: str | None = None, device: str = "cpu"
     env = environment(device, attention)
     final = result.final_loss()
     batch = (ident.get("train") or {}).get("batch_size")  # None: scored without training here
-    code = {**(result.code or scored_code(task, ident["arch"], model)), "metrics": dict(METRIC_VERSIONS)}
+    code = {**(result.code or scored_code(task, ident["arch"], model)), "metrics": metric_versions()}
     # the run's identity without its seeds (`bayesbench.identity`), its code the code that trained and scored
     # the rows: the leaderboard pools the seeds of rows with equal identity_key
     identity = {**{k: v for k, v in ident.items() if k != "seeds"}, "code": versions.keyed(code)}

@@ -9,7 +9,7 @@ and the JSON layouts of the JSON columns. A store written by another version of 
 loads when its table has these columns, and otherwise fails with a message naming what differs.
 The table `learning_curves` holds every member's learning curve, one row per (run, seed,
 evaluation, step, metric); it is written in the same transaction as the run's rows, and a store
-without it (written before curves existed) reads as having no curves.
+without it reads as having no curves.
 
 A store that cannot be used (a directory, a file that is not SQLite or is damaged, a place that
 cannot be written, a foreign `runs` table) raises `StoreError`, a ValueError naming the file and
@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 
 from .. import versions
 from ..identity import identity_key, run_identity
+from ..metric_table import final_metrics, stored_columns
 from ..presets import labelled
 from ..running.disk import DiskFull, is_disk_full
 from .records import (
@@ -66,15 +67,7 @@ CREATE TABLE IF NOT EXISTS runs (
     sequences_per_s REAL,
     status TEXT NOT NULL,
     final_loss REAL,
-    entropy_mae_bits REAL,
-    entropy_mae_ci_low REAL,
-    entropy_mae_ci_high REAL,
-    kl_bits REAL,
-    kl_ci_low REAL,
-    kl_ci_high REAL,
-    entropy_mae_positional_bits REAL,
-    entropy_mae_positional_ci_low REAL,
-    entropy_mae_positional_ci_high REAL,
+{metric_columns}
     metrics TEXT,
     curves TEXT,
     loss_curve TEXT,
@@ -97,7 +90,7 @@ CREATE TABLE IF NOT EXISTS learning_curves (
     wall_s REAL,
     PRIMARY KEY (run_id, seed, eval, step, metric)
 );
-"""
+""".replace("{metric_columns}", "\n".join(f"    {c} REAL," for c in stored_columns()))
 
 # PRAGMA user_version of the stores this module writes. A store of a lower version (0: one that
 # never set it) is brought up to it when opened for writing: the columns it lacks added
@@ -106,10 +99,8 @@ CREATE TABLE IF NOT EXISTS learning_curves (
 SCHEMA_VERSION = 5
 COLUMNS = ("run_id", "seed", "member", "group_id", "preset", "task", "task_label", "task_config", "arch",
            "config", "params", "steps", "wall_s", "steps_per_s", "sequences_per_s", "status", "final_loss",
-           "entropy_mae_bits", "entropy_mae_ci_low", "entropy_mae_ci_high", "kl_bits", "kl_ci_low",
-           "kl_ci_high", "entropy_mae_positional_bits", "entropy_mae_positional_ci_low",
-           "entropy_mae_positional_ci_high", "metrics", "curves", "loss_curve", "environment", "created_at",
-           "stop_step", "stop_reason")
+           *stored_columns(), "metrics", "curves", "loss_curve", "environment", "created_at", "stop_step",
+           "stop_reason")
 JSON_COLUMNS = ("task_config", "config", "metrics", "curves", "loss_curve", "environment")
 CURVE_COLUMNS = ("run_id", "seed", "eval", "step", "metric", "value", "sequences", "tokens", "wall_s")
 
@@ -172,7 +163,7 @@ def connect(path: str | None = None, *, read_only: bool = False) -> sqlite3.Conn
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if conn.execute("PRAGMA user_version").fetchone()[0] <= SCHEMA_VERSION:
-            _retry(lambda: _add_missing_columns(conn))  # an older bayesbench store gains the new columns
+            _retry(lambda: _add_missing_columns(conn))  # so every store has the columns rows are written with
         _retry(lambda: _check_schema(conn, path))  # before anything writes: a foreign file stays as it was
         _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
         _retry(lambda: conn.executescript(SCHEMA))
@@ -230,24 +221,25 @@ def _check_schema(conn: sqlite3.Connection, path: str, *, read_only: bool = Fals
         raise StoreError(f"results store {path} is another program's SQLite database (its tables: {shown}); "
                          "bayesbench writes only to an empty file or its own store: choose another --db")
     have = {r[1] for r in conn.execute("PRAGMA table_info(runs)").fetchall()}
-    missing = [c for c in COLUMNS if c not in have and not (read_only and c in ADDED_COLUMNS)]
+    missing = [c for c in COLUMNS if c not in have and not (read_only and c in OPTIONAL_COLUMNS)]
     if have and missing:
         raise StoreError(f"results store {path} has a 'runs' table without the columns {missing} "
                          "(written by another program or an incompatible bayesbench); use another --db")
 
 
-# Columns a store of a lower schema version may lack: it gains them, NULL in its rows, before the
-# schema check.
-ADDED_COLUMNS = {"entropy_mae_positional_bits": "REAL", "entropy_mae_positional_ci_low": "REAL",
-                 "entropy_mae_positional_ci_high": "REAL", "stop_step": "INTEGER", "stop_reason": "TEXT"}
+# Columns a store may lack and gains, NULL in its rows, before the schema check: every metric's
+# columns but those of the two metrics every store has (entropy MAE and KL), so a metric added
+# to the table (`bayesbench.metric_table`) reaches existing stores, and the stop of a run cut short.
+OPTIONAL_COLUMNS = {**{c: "REAL" for c in stored_columns()[6:]}, "stop_step": "INTEGER", "stop_reason": "TEXT"}
 
 
 def _add_missing_columns(conn: sqlite3.Connection) -> None:
-    """Bring an existing `runs` table of an older version up to the current columns."""
+    """Give an existing `runs` table the OPTIONAL_COLUMNS it lacks, so rows of every store are
+    written and read with one set of columns."""
     have = {r[1] for r in conn.execute("PRAGMA table_info(runs)").fetchall()}
-    if not have or not set(COLUMNS) - set(ADDED_COLUMNS) <= have:
+    if not have or not set(COLUMNS) - set(OPTIONAL_COLUMNS) <= have:
         return  # no table yet, or not a bayesbench table (the schema check names it; nothing is altered)
-    for name, kind in ADDED_COLUMNS.items():
+    for name, kind in OPTIONAL_COLUMNS.items():
         if name not in have:
             try:
                 conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
@@ -310,6 +302,26 @@ def row_identity(row: dict, *, compiled: bool = False) -> dict:
 # separator of a sweep file's task options in its label ("bijection V=8 [L=8, variant=paper]").
 _STORED_SYNC_EVERY = 20
 _SWEEP_OPTIONS = re.compile(r", (?=[A-Za-z_][A-Za-z0-9_]*=)")
+
+
+def row_settings(record: RunRecord) -> dict:
+    """The settings that define a leaderboard row, what must match for two runs' seeds to be
+    pooled in one row (`config_key`): the row's identity without its seeds (`bayesbench.identity`:
+    task and label, evaluation, architecture and model options, training, device type, torch
+    threads and code; `config["identity"]`, or from its fields for a row stored without one,
+    `row_identity`), and its tuning when a search chose its hyperparameters
+    (`config["tuning"]`: a tuned row is never pooled with an untuned one)."""
+    config = record.config or {}
+    identity = config.get("identity") or row_identity(
+        {"task_config": record.task_config, "task_label": record.task_label, "arch": record.arch, "config": config,
+         "environment": record.environment})
+    return {**identity, **({"tuning": config["tuning"]} if config.get("tuning") is not None else {})}
+
+
+def config_key(record: RunRecord) -> str:
+    """`row_settings` hashed (`identity.identity_key`; an untuned row's is its `config["identity_key"]`):
+    runs with the same key pool their seeds in one row."""
+    return identity_key(row_settings(record))
 
 
 def _stored_key(row: dict, compiled: bool) -> str | None:
@@ -428,6 +440,12 @@ def _retry(action, attempts: int = 20):
             time.sleep(min(2.0, 0.05 * 2**i))
 
 
+def stored_metrics(head: EvalResult) -> list[str]:
+    """The final metrics of the table (`bayesbench.metric_table`) that `head` holds a score of: each has
+    its three columns (an older record without one leaves them NULL)."""
+    return [name for name in final_metrics() if getattr(head, name, None) is not None]
+
+
 def to_row(record: RunRecord) -> dict:
     """The columns of `record` (JSON columns as Python objects; docs/results.md)."""
     head = record.headline
@@ -438,13 +456,8 @@ def to_row(record: RunRecord) -> dict:
         "task_config": record.task_config, "arch": record.arch, "config": record.config, "params": record.params,
         "steps": record.steps, "wall_s": record.wall_s, "steps_per_s": record.steps_per_s,
         "sequences_per_s": record.sequences_per_s, "status": record.status, "final_loss": record.final_loss,
-        "entropy_mae_bits": head.entropy_mae.mean, "entropy_mae_ci_low": head.entropy_mae.ci_low,
-        "entropy_mae_ci_high": head.entropy_mae.ci_high,
-        "kl_bits": head.kl.mean, "kl_ci_low": head.kl.ci_low, "kl_ci_high": head.kl.ci_high,
-        **({} if head.entropy_mae_positional is None else {
-            "entropy_mae_positional_bits": head.entropy_mae_positional.mean,
-            "entropy_mae_positional_ci_low": head.entropy_mae_positional.ci_low,
-            "entropy_mae_positional_ci_high": head.entropy_mae_positional.ci_high}),
+        **{f"{name}_{part}": getattr(getattr(head, name), field) for name in stored_metrics(head)
+           for part, field in (("bits", "mean"), ("ci_low", "ci_low"), ("ci_high", "ci_high"))},
         "metrics": {"primary": ev.primary, "evals": {name: e.to_json() for name, e in ev.evals.items()},
                     "permutation": ev.permutation.to_json() if ev.permutation is not None else None,
                     "param_breakdown": record.param_breakdown, "final_loss": FINAL_LOSS_MEANING},
@@ -620,7 +633,7 @@ def read_rows(path: str | None = None, *, where: str = "", params: tuple = ()) -
         conn.close()
     out = []
     for r in rows:
-        d = {**{c: None for c in ADDED_COLUMNS}, **dict(r)}  # an older store read as it is: added columns empty
+        d = {**{c: None for c in OPTIONAL_COLUMNS}, **dict(r)}  # a store without them read as it is: empty
         try:
             for c in JSON_COLUMNS:
                 d[c] = json.loads(d[c]) if d[c] is not None else None

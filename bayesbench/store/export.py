@@ -73,8 +73,8 @@ def _configuration(r: RunRecord) -> dict:
 
 def pooled_rows(records: list[RunRecord]) -> list[dict]:
     """The leaderboard's rows (seeds pooled per task, evaluation set, arch and configuration)."""
-    from .leaderboard import config_key, seed_interval
-
+    from ..report.rows import seed_interval  # bayesbench.stats.t_interval once the statistics module is merged
+    from ..store.database import config_key
     groups: dict[tuple, list[tuple[RunRecord, EvalResult]]] = {}
     for r in records:
         for ev_name, ev in r.evals.items():

@@ -6,7 +6,7 @@ from .driver import SweepOutcome, run_sweep, stored_keys
 from .expand import SweepJob, expand, job_key
 from .jobs import Job, make_jobs, point, resolve
 from .local import InProcessExecutor, LocalExecutor
-from .spec import Resources, SweepSpec, load_sweep
+from .sweep_file import Resources, SweepSpec, load_sweep
 
 __all__ = ["InProcessExecutor", "Job", "LocalExecutor", "Resources", "SweepJob", "SweepOutcome", "SweepSpec", "expand",
            "job_key", "load_sweep", "make_jobs", "point", "resolve", "run_sweep", "stored_keys"]

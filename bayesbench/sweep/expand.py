@@ -23,7 +23,7 @@ from ..checks import SettingError
 from ..identity import KEY_CHARS, identity_key
 from ..models.registry import is_outside
 from .jobs import Job, point, resolve
-from .spec import Resources, SweepSpec
+from .sweep_file import Resources, SweepSpec
 
 __all__ = ["KEY_CHARS", "SweepJob", "expand", "gpu_share", "job_key", "seeds_name", "seeds_text"]
 
@@ -161,7 +161,7 @@ def _outside_name(arch: str, names: dict[str, str], where: str) -> str | None:
     if not is_outside(arch):
         return None
     from ..models.outside import default_name
-    from ..scoring.outside import check_name
+    from ..scoring.trained_elsewhere import check_name
 
     try:
         name = check_name(default_name(arch))

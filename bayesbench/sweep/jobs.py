@@ -5,8 +5,8 @@ A *point* is a plain dict of one shape (`POINT`): the preset, the task and archi
 seeds, the learning rate and steps, training, task and model settings over the preset's, the
 device and attention backend, the checkpoint interval, the evaluation set's size, the names of
 a sweep's size and of an outside model, the torch threads. A sweep file's entries
-(`sweep/spec.py`, `sweep/expand.py`) and a command line's selections (`make_jobs`: `bayesbench
-run`, `train`, `cli/outside_model.py`) are both points, and `resolve` is the one function that
+(`sweep/sweep_file.py`, `sweep/expand.py`) and a command line's selections (`make_jobs`: `bayesbench
+run`, `train`, `cli/model_option.py`) are both points, and `resolve` is the one function that
 turns a point into a `Job`: task options and the label that says them, model options over the
 preset's (a size given replaces the capacity match), the capacity match, the preset's warm-up
 kept a small fraction of fewer steps, the `TrainConfig`. Its errors are `SettingError`s naming
@@ -30,12 +30,12 @@ import torch
 
 from ..checks import SettingError
 from ..identity import run_identity
+from ..metric_table import metric_versions
 from ..models import TaskShape, count_params, list_models
 from ..models.outside import preset_options
 from ..models.registry import is_outside
 from ..presets import Preset, TaskSetup, get_preset, labelled, outside_setup
 from ..scoring.evaluate import evaluation_tasks, max_eval_len
-from ..scoring.metrics import METRIC_VERSIONS
 from ..tasks import Task, is_outside_task, outside_task, task_from_config
 from ..tasks.base import available_bytes, check_fits, format_bytes
 from ..tasks.check import check_task
@@ -149,7 +149,7 @@ class Job:
         """The code the job trains and scores with (`bayesbench.versions`): the tunnel's, the
         architecture's, the trainer's and the metrics' versions or file contents. Computed once,
         where the job is resolved; its key holds it, and the worker checks it is still the code."""
-        return {**run_code(self.task, self.arch), "metrics": dict(METRIC_VERSIONS)}
+        return {**run_code(self.task, self.arch), "metrics": metric_versions()}
 
     @functools.cached_property
     def identity(self) -> dict:

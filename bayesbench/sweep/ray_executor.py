@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from .expand import SweepJob, gpu_share
 from .one_job import train_and_score
-from .spec import Resources
+from .sweep_file import Resources
 
 MISSING = ("--ray needs Ray, which is not installed: pip install 'bayesbench[ray]' (or pip install ray) "
            "on the driver and on every node of the cluster")

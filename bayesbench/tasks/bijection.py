@@ -30,7 +30,7 @@ from ..checks import SettingError, boolean, int_at_least, one_of, positive_int
 from ..oracle import bijection_posterior
 from ._random import permutations
 from .base import IGNORE_INDEX, Batch, Task, batch_device, check_batch_size, check_fits
-from .cases import CASES, bijection_case_masks
+from .case_masks import CASES, bijection_case_masks
 from .registry import register_task
 
 VARIANTS = {
@@ -75,7 +75,7 @@ class BijectionTask(Task):
         self.check_size()
 
     def case_masks(self, batch: Batch, detail: tuple[str, ...] = ()) -> dict:
-        """Repeated keys, new keys and the query (`tasks/cases.py`; `detail`: finer splits)."""
+        """Repeated keys, new keys and the query (`tasks/case_masks.py`; `detail`: finer splits)."""
         return bijection_case_masks(self, batch, detail)
 
     def scoring_task(self) -> "BijectionTask":

@@ -9,7 +9,7 @@ worker process or a later command, and delegates everything else to the task the
 `check_task` (tasks/check.py) is run on it before any training.
 
 Its `code()` is the contents of the factory's file and of the modules it imports from its own
-folder (`specs.contents`), so an edited tunnel is a new tunnel for every key (jobs, evaluation
+folder (`outside_code.contents`), so an edited tunnel is a new tunnel for every key (jobs, evaluation
 sets, checkpoints); a class attribute `version` on the user's Task, if set, is recorded too.
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import specs
+from .. import outside_code
 from .base import Batch, Task
 from .registry import list_tasks, register_task
 
@@ -51,11 +51,11 @@ class OutsideTask(Task):
     options: tuple[tuple[str, object], ...] = ()
 
     def __post_init__(self) -> None:
-        spec = specs.normalise(self.spec, "task", FORMS)
+        spec = outside_code.normalise(self.spec, "task", FORMS)
         object.__setattr__(self, "spec", spec)
         object.__setattr__(self, "options", _options(dict(self.options)))
-        code = specs.contents(spec, "task", FORMS)
-        factory = specs.load(spec, "task", FORMS, code)
+        code = outside_code.contents(spec, "task", FORMS)
+        factory = outside_code.load(spec, "task", FORMS, code)
         if not callable(factory):
             raise ValueError(f"task {spec!r}: {spec.rpartition(':')[2]} is a {type(factory).__name__}, not a "
                              "callable factory(**options) -> Task")

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 
 from ..checks import SettingError, boolean, int_at_least, number_in, one_of, positive_int, positive_number
+from ..metric_table import curve_metrics
 from .until import parse_until
 
 #: The trainer's code version (its loop, losses, per-member AdamW and clipping, data streams),
@@ -22,12 +23,6 @@ SCHEDULES = ("constant", "cosine")
 # matmuls (CUDA only); bf16: autocast of the forward pass to bfloat16 (weights and AdamW in float32)
 PRECISIONS = ("auto", "fp32", "tf32", "bf16")
 DEFAULT_CURVE_SEQUENCES = 256
-#: The bijection's cases whose KL every learning curve of a task with cases records.
-CURVE_CASES = ("repeated", "new")
-#: The learning-curve metrics, in the order of a curve point's rows (`curves.CURVE_METRICS`
-#: gives each its function).
-CURVE_METRIC_NAMES = ("entropy_mae", "entropy_mae_positional", "kl", *(f"kl:{case}" for case in CURVE_CASES))
-
 #: Fields that change no number, so no identity names them: when checkpoints are written (a
 #: resumed run is the uninterrupted one) and how often the losses are read back to the host.
 NOT_IN_IDENTITY = ("checkpoint_every", "sync_every")
@@ -97,7 +92,7 @@ class TrainConfig:
         for f in ("compile", "curves"):
             boolean(f, getattr(self, f))
         one_of("precision", self.precision, PRECISIONS)
-        one_of("until_metric", self.until_metric, CURVE_METRIC_NAMES)
+        one_of("until_metric", self.until_metric, curve_metrics())
         try:
             object.__setattr__(self, "until", parse_until(self.until))
         except ValueError as err:

@@ -1,16 +1,10 @@
 """Learning curves: every member scored against the exact posterior while it trains.
 
 The trainer evaluates the whole ensemble on one fixed *curve set* at a schedule of steps
-(`curve_steps`) and keeps, per point, the three metrics of docs/science.md#metrics in bits:
-
-- `entropy_mae`: mean over scored (sequence, position) pairs of |H(model) - H(Bayes)|;
-- `entropy_mae_positional`: mean over scored positions of |mean H(model) - mean H(Bayes)|;
-- `kl`: mean KL(Bayes || model) over scored pairs.
-
-and, where the task splits its positions by case (`Task.case_masks`: the bijection's repeated
-keys, a retrieval, against its new keys, an elimination), the KL per case, `kl:repeated` and
-`kl:new`. A metric the curve set has no positions for scores NaN, its uniform value too, and the
-curve does not keep it (a task without cases, or without repeated keys, has no such curve).
+(`curve_steps`) and keeps, per point, every metric of the metric table (`bayesbench.metric_table`;
+docs/science.md#metrics) in bits, for every member. A metric the curve set has no positions for
+(a task it does not apply to; a case of `Task.case_masks` the task does not have, such as the
+bijection's repeated keys) scores NaN, its uniform value too, and the curve does not keep it.
 
 These are the same numbers `scoring.metrics.score` gives (its means; no intervals), computed
 here on the training device for all members at once and without any read back to the host:
@@ -23,13 +17,11 @@ same sequences. The curve is a read-only observation: the model is evaluated in 
 no_grad, in exact float32 (no TF32, no autocast), and nothing here draws from a random stream
 that training uses (the set has its own generator; eval mode draws no dropout).
 
-Adding a metric (e.g. the bijection's error split by case, repeated keys against new keys): its
-name in `config.CURVE_METRIC_NAMES` and a function (CurveSet, log_q, h_q) -> [E] tensor in
-`_FUNCTIONS`; the trainer records it, the checkpoint and the store keep it (another `metric`
-value of the `learning_curves` table; a checkpoint without it reads it as NaN), and the statistics of
-`store.curve_stats` take any metric name. For the leaderboard, `plot --curves` and `compare`
-to offer it, add its name to their `--curve-metric` / `--metric` choices and to
-`store.leaderboard.SHORT` (its short name).
+Adding a metric is one entry of the metric table (`bayesbench.metric_table`): the curve set computes it
+from the entry's function (`curve_value`), the trainer records it, the checkpoint and the store
+keep it (another `metric` value of the `learning_curves` table; a checkpoint without it reads it
+as NaN), the statistics of `report.curve_stats` take any metric name, and the command line's
+`--until-metric`, `--curve-metric` and `--metric` offer it.
 """
 
 from __future__ import annotations
@@ -38,14 +30,15 @@ import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Iterator
 
 import torch
 from torch import Tensor
 
+from ..metric_table import METRICS, Metric, curve_cases, curve_metrics
 from ..tasks import Batch, Task
 from ..tasks.bijection import SCORED_SETS
-from .config import CURVE_CASES, CURVE_METRIC_NAMES, DEFAULT_CURVE_SEQUENCES
+from .config import DEFAULT_CURVE_SEQUENCES
 from .seeds import eval_seed
 
 CURVE_PER_DECADE = 8  # log-spaced default cadence: 8 points per factor of 10 in steps
@@ -118,7 +111,7 @@ class CurveSet:
         self.positions = positions.to(dev)
         self.position_counts = batch.mask.sum(0)[positions].double().to(dev)
         masks = task.case_masks(batch)  # host reads here, at construction, never at a curve point
-        self.cases = {c: (masks[c].to(dev), float(masks[c].sum())) for c in CURVE_CASES if c in masks}
+        self.cases = {c: (masks[c].to(dev), float(masks[c].sum())) for c in curve_cases() if c in masks}
 
     def log_probs(self, model) -> Tensor:
         """log-softmax of every member's logits [E, N, L, C] (float64, on the device), computed in
@@ -140,14 +133,14 @@ class CurveSet:
         return torch.cat(out, dim=1)
 
     def score(self, model) -> Tensor:
-        """[len(CURVE_METRICS), E] float64 on the device: each metric of each member (NaN for a
+        """[len(curve_metrics()), E] float64 on the device: each metric of each member (NaN for a
         member with non-finite predictions). No host read."""
         return self.score_log_probs(self.log_probs(model))
 
     def score_log_probs(self, log_q: Tensor) -> Tensor:
         """The metrics of log-predictives `log_q` [E, N, L, C] (or [1, ...], broadcast)."""
         h_q = -(log_q.exp() * log_q).sum(-1) / LOG2  # [E, N, L], as metrics.entropy_bits_from_log_probs
-        values = torch.stack([fn(self, log_q, h_q) for fn in CURVE_METRICS.values()])
+        values = torch.stack([curve_value(self, METRICS[name], log_q, h_q) for name in curve_metrics()])
         return torch.where(torch.isfinite(values), values, torch.full_like(values, math.nan))
 
     def uniform(self) -> dict[str, float]:
@@ -156,7 +149,7 @@ class CurveSet:
         this set (a case the task does not have) is left out."""
         C = self.p.shape[-1]
         log_q = torch.full((1, *self.p.shape), -math.log(C), dtype=torch.float64, device=self.p.device)
-        values = dict(zip(CURVE_METRICS, self.score_log_probs(log_q)[:, 0].tolist()))
+        values = dict(zip(curve_metrics(), self.score_log_probs(log_q)[:, 0].tolist()))
         return {name: v for name, v in values.items() if math.isfinite(v)}
 
 
@@ -166,42 +159,23 @@ def _masked_mean(per_position: Tensor, mask: Tensor, n: float) -> Tensor:
     return torch.where(mask, per_position, zero).sum((1, 2)) / n
 
 
-def _entropy_mae(s: CurveSet, log_q: Tensor, h_q: Tensor) -> Tensor:
-    return _masked_mean((h_q - s.h_p).abs(), s.mask, s.n_scored)
-
-
-def _entropy_mae_positional(s: CurveSet, log_q: Tensor, h_q: Tensor) -> Tensor:
-    zero = torch.zeros((), dtype=h_q.dtype, device=h_q.device)
-    total = torch.where(s.mask, h_q - s.h_p, zero).sum(1)  # [E, L]: sum over the sequences scored there
-    return (total[:, s.positions] / s.position_counts).abs().mean(-1)
-
-
-def _kl_per_position(s: CurveSet, log_q: Tensor) -> Tensor:
-    """KL(Bayes || model) in bits at every position: [E, N, L]."""
-    cross = torch.where(s.p > 0, s.p * log_q, torch.zeros((), dtype=log_q.dtype, device=log_q.device)).sum(-1)
-    return (s.plogp - cross) / LOG2
-
-
-def _kl(s: CurveSet, log_q: Tensor, h_q: Tensor) -> Tensor:
-    return _masked_mean(_kl_per_position(s, log_q), s.mask, s.n_scored)
-
-
-def _case_kl(case: str) -> Callable[[CurveSet, Tensor, Tensor], Tensor]:
-    """The mean KL over the positions of one case of `Task.case_masks` (NaN where the task has none)."""
-    def kl(s: CurveSet, log_q: Tensor, h_q: Tensor) -> Tensor:
-        if case not in s.cases:
-            return torch.full(log_q.shape[:1], math.nan, dtype=log_q.dtype, device=log_q.device)
-        mask, n = s.cases[case]
-        return _masked_mean(_kl_per_position(s, log_q), mask, n)
-    return kl
-
-
-_FUNCTIONS = {"entropy_mae": _entropy_mae, "entropy_mae_positional": _entropy_mae_positional, "kl": _kl,
-              **{f"kl:{case}": _case_kl(case) for case in CURVE_CASES}}
-#: name -> metric of a curve point, for every name of `config.CURVE_METRIC_NAMES` (which the
-#: settings check `until_metric` against); the order is the order of `CurveSet.score`'s rows.
-CURVE_METRICS: dict[str, Callable[[CurveSet, Tensor, Tensor], Tensor]] = {
-    name: _FUNCTIONS[name] for name in CURVE_METRIC_NAMES}
+def curve_value(s: CurveSet, metric: Metric, log_q: Tensor, h_q: Tensor) -> Tensor:
+    """One metric of the table (`bayesbench.metric_table`) for every member: [E], NaN where the set has
+    none of its positions (a task it does not apply to, a case the task does not have)."""
+    if metric.tasks is not None and s.task.name not in metric.tasks or metric.case is not None \
+            and metric.case not in s.cases:
+        return torch.full(log_q.shape[:1], math.nan, dtype=log_q.dtype, device=log_q.device)
+    mask, n = (s.mask, s.n_scored) if metric.case is None else s.cases[metric.case]
+    values = metric.values(s.p, s.plogp, s.h_p, log_q, h_q)  # [E, N, L]
+    if metric.over_sequences == "pairs":
+        return _masked_mean(values, mask, n)
+    zero = torch.zeros((), dtype=values.dtype, device=values.device)
+    total = torch.where(mask, values, zero).sum(1)  # [E, L]: sum over the sequences scored there
+    if metric.case is None:  # the scored positions, counted once at construction
+        return (total[:, s.positions] / s.position_counts).abs().mean(-1)
+    counts = mask.sum(0)  # [L]
+    scored = counts > 0
+    return torch.where(scored, (total / counts.clamp(min=1)).abs(), zero).sum(-1) / scored.sum()
 
 
 @dataclass
@@ -232,12 +206,12 @@ class EnsembleCurve:
                    seq_len=seq_len, uniform=curve_set.uniform())
 
     def append(self, step: int, wall_s: float, values: list[list[float]]) -> None:
-        """A point: `values` [metric][member] in the order of CURVE_METRICS; a metric without a
+        """A point: `values` [metric][member] in the order of `curve_metrics()`; a metric without a
         finite uniform value (none of its positions on this set) is not kept."""
         previous = len(self.steps)
         self.steps.append(int(step))
         self.wall_s.append(float(wall_s))
-        for name, row in zip(CURVE_METRICS, values):
+        for name, row in zip(curve_metrics(), values):
             if not math.isfinite(self.uniform.get(name, math.nan)):
                 continue
             kept = self.values.setdefault(name, [[math.nan] * len(row) for _ in range(previous)])
@@ -251,7 +225,7 @@ class EnsembleCurve:
 
     def values_kept(self) -> list[str]:
         """The metrics this curve keeps: those with a finite uniform value on its set."""
-        return [name for name in CURVE_METRICS if math.isfinite(self.uniform.get(name, math.nan))]
+        return [name for name in curve_metrics() if math.isfinite(self.uniform.get(name, math.nan))]
 
     def member(self, e: int, metric: str) -> list[float]:
         """Member e's values of `metric`, one per point."""

@@ -53,8 +53,7 @@ def result_metrics(records) -> dict:
     mean over seeds with its t-interval over seeds (`final/mean/values/kl`, `..._ci_low`,
     `..._ci_high`, of the seeds that did not diverge), and the floors (`floor/values/uniform/kl`).
     Non-finite numbers (a diverged member) are left out."""
-    from ..store.leaderboard import seed_interval
-
+    from ..report.rows import seed_interval
     out: dict[str, float] = {}
 
     def put(tag, value):
@@ -87,7 +86,7 @@ def result_metrics(records) -> dict:
 
 def record_settings(record) -> dict:
     """What a stored row says of its setting beyond the run's configuration: the task's options,
-    the torch thread count and the device (`store.leaderboard.row_settings` keys rows by them)."""
+    the torch thread count and the device (`report.leaderboard.row_settings` keys rows by them)."""
     env = record.environment or {}
     return {"task": {k: v for k, v in (record.task_config or {}).items()}, "threads": env.get("threads"),
             "device": env.get("device"), "task_label": record.task_label, "arch": record.arch}

@@ -158,7 +158,7 @@ class FlatMemberAdamW:
         again). Gradients are read from the parameters' `.grad`. Returns (pre-clip norms [E], the
         members updated [E]), both on the device: nothing is read back to the host.
         """
-        g = self.gather_grads()
+        flat_grads = self.gather_grads()
         norms = self.member_grad_norms()
         both = norms + loss.detach().to(norms.dtype)
         ok = alive & ((both - both) == 0)  # x - x == 0 exactly when x is finite (nan and inf give nan)
@@ -166,22 +166,22 @@ class FlatMemberAdamW:
         coef = torch.where(ok, coef, self._zero)
         dead = (~ok).to(coef.dtype)
         if self._broadcast:
-            self.scale_members(g, coef)
+            self.scale_members(flat_grads, coef)
         else:  # both per-member values expanded in one pass (two kernels)
             scale, dead = self.member_scale(torch.stack([coef, dead]))
-            g.mul_(scale)
-        g.nan_to_num_(0.0, 0.0, 0.0)  # a diverged member's nan/inf gradient becomes 0
+            flat_grads.mul_(scale)
+        flat_grads.nan_to_num_(0.0, 0.0, 0.0)  # a diverged member's nan/inf gradient becomes 0
         if self.algorithm == "sgd":  # a zero gradient leaves a diverged member exactly where it is
             self.steps += 1
             self._step.add_(1)
-            self.param.add_(g, alpha=-lr)
+            self.param.add_(flat_grads, alpha=-lr)
             return norms, ok
         before = self.param.clone()
         moments = (self.exp_avg.clone(), self.exp_avg_sq.clone()) if keep_state else ()
         self._step.add_(1)
         self.steps += 1
         beta1, beta2 = self.betas
-        views = self._views(g)
+        views = self._views(flat_grads)
         for (params, grads, m, v), decay in zip(views, (self.weight_decay, 0.0)):
             if params:
                 torch._fused_adamw_(params, grads, m, v, [], [self._step] * len(params), lr=lr, beta1=beta1,

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from ..identity import difference, run_identity
+from ..metric_table import curve_metrics
 from ..models import get_model
 from ..running import interrupt
 from ..tasks import Task
@@ -42,7 +43,7 @@ from .checkpoint import (
     trainer_state,
 )
 from .config import PRECISIONS, SCHEDULES, TRAINING_VERSION, TrainConfig
-from .curves import CURVE_METRICS, CurveSet, EnsembleCurve, curve_steps, curve_task
+from .curves import CurveSet, EnsembleCurve, curve_steps, curve_task
 from .numerics import autocast, decays, member_losses, set_matmul_precision, uses_dropout
 from .optim import FlatMemberAdamW
 from .result import TrainResult, died_steps, task_of
@@ -106,8 +107,8 @@ class Trainer:
         self._curve_at = set(curve_steps(cfg.steps, cfg.curve_every)) if cfg.curves else set()
         self.curve = self._new_curve() if cfg.curves else None
         if cfg.until is not None and cfg.until_metric not in self.curve.values_kept():
-            raise ValueError(f"until_metric {cfg.until_metric!r} has no positions in {self.curve.task} (kl:repeated "
-                             "and kl:new are the bijection's cases); use entropy_mae, entropy_mae_positional or kl")
+            raise ValueError(f"until_metric {cfg.until_metric!r} has no positions in {self.curve.task}; use one of "
+                             f"{', '.join(self.curve.values_kept())}")
         self._curve_pending: list[tuple[int, float, Tensor]] = []
         self.stopped: dict[int, tuple[int, str, str]] = {}
         self._go = self._go_mask()
@@ -208,11 +209,11 @@ class Trainer:
         E = self.ensemble
         rows = torch.stack(self._pending).double() if self._pending else self._died_at.new_zeros((0, E)).double()
         points = [v for _, _, v in self._curve_pending]
-        curve = torch.stack(points) if points else rows.new_zeros((0, len(CURVE_METRICS), E))
+        curve = torch.stack(points) if points else rows.new_zeros((0, len(curve_metrics()), E))
         packed = torch.cat([rows.flatten(), self._died_at.double(), curve.flatten()]).cpu()
         n = rows.shape[0]
         rows, died = packed[: n * E].view(n, E).float(), packed[n * E:n * E + E].tolist()
-        curve = packed[n * E + E:].view(-1, len(CURVE_METRICS), E)
+        curve = packed[n * E + E:].view(-1, len(curve_metrics()), E)
         self._pending = []
         for e in range(E):
             d = int(died[e])

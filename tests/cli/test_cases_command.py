@@ -6,7 +6,7 @@ import json
 import os
 
 from bayesbench.cli import main
-from bayesbench.scoring.cases import case_scores, pairs_used
+from bayesbench.scoring.by_case import case_scores, pairs_used
 from bayesbench.scoring.evaluate import eval_set, predict
 from bayesbench.tasks import get_task
 from bayesbench.training.checkpoint import load_result

@@ -18,7 +18,7 @@ import bayesbench
 from bayesbench.cli import main
 from bayesbench.models import count_params
 from bayesbench.presets import get_preset
-from bayesbench.scoring.outside import model_spec
+from bayesbench.scoring.trained_elsewhere import model_spec
 from bayesbench.store.database import read_rows
 
 MODEL_SRC = textwrap.dedent('''

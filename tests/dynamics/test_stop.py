@@ -1,4 +1,4 @@
-"""Studies stopped by Ctrl-C or SIGTERM leave nothing half-stored (dynamics/partial.py): one line
+"""Studies stopped by Ctrl-C or SIGTERM leave nothing half-stored (dynamics/cut_short.py): one line
 says what stopped and that the partial study was removed, the exit code is 130 / 143, and the
 store holds no row of it. Also when the command was started with SIGINT ignored (a script's
 background job), and `plot --dynamics` refuses a study that did not finish."""

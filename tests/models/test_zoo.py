@@ -11,17 +11,27 @@ import pytest
 import torch
 
 from bayesbench.models import TaskShape, count_params, get_model
-from bayesbench.models.gru import match_gru
+from bayesbench.models.gru import GRU
 from bayesbench.models.linear_attention import (
     causal_linear_attention,
     causal_linear_attention_ref,
     match_linear_attention,
 )
-from bayesbench.models.lstm import match_lstm
+from bayesbench.models.lstm import LSTM
 from bayesbench.models.mamba import match_mamba
+from bayesbench.models.recurrent import match_rnn
 from bayesbench.models.scan import linear_scan, linear_scan_ref, selective_scan, selective_scan_ref
 from bayesbench.models.toy_attention import match_toy_attention
 from bayesbench.tasks import get_task
+
+
+def match_lstm(shape, target, **kw):
+    """An LSTM config of `target` parameters (what `build_lstm(match_params=...)` fits)."""
+    return match_rnn(LSTM, shape, target, **kw)
+
+
+def match_gru(shape, target, **kw):
+    return match_rnn(GRU, shape, target, **kw)
 
 TINY = {
     "lstm": dict(n_layer=2, d_model=12, d_embed=10),

@@ -15,9 +15,9 @@ import pytest
 from bayesbench.cli import main
 from bayesbench.dynamics.report import report_dir
 from bayesbench.dynamics.store import register_study
+from bayesbench.figures import pyplot
 from bayesbench.report.site import MARKER, build_site
 from bayesbench.store.database import read_records, write_records
-from bayesbench.store.figures import pyplot
 
 
 @pytest.fixture(scope="module")

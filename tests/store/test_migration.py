@@ -12,8 +12,9 @@ from pathlib import Path
 
 from bayesbench.cli import main
 from bayesbench.identity import identity_key
+from bayesbench.report.rows import aggregate
+from bayesbench.report.selection import select_rows
 from bayesbench.store.database import SCHEMA_VERSION, _stored_key, read_rows, write_rows
-from bayesbench.store.leaderboard import _aggregate, select_rows
 from bayesbench.sweep.expand import SweepJob
 from bayesbench.sweep.jobs import make_jobs
 
@@ -125,14 +126,14 @@ def test_the_same_commands_find_the_migrated_rows(tmp_path, capsys):
 
 def test_the_leaderboard_pools_exactly_the_rows_of_equal_identity(tmp_path):
     db = _old_store(tmp_path)
-    groups = _aggregate(select_rows(db))  # read-only: identities from the rows' fields
+    groups = aggregate(select_rows(db))  # read-only: identities from the rows' fields
     write_rows([], db)
-    migrated = _aggregate(select_rows(db))
+    migrated = aggregate(select_rows(db))
     for agg in (groups, migrated):
-        rows = {(g["task"], g["eval"]): g for g in agg}
-        assert len(agg) == 2 and rows[("sticky V=8 L=32", "standard")]["seeds"] == [0, 1]
+        rows = {(row.task, row.eval): row for row in agg}
+        assert len(agg) == 2 and rows[("sticky V=8 L=32", "standard")].seeds == [0, 1]
         optioned = rows[("sticky V=8 L=32 [L=10 V=6]", "standard")]
-        assert optioned["seeds"] == [0] and optioned["n_runs"] == 2  # both runs, the seed counted once
+        assert optioned.seeds == [0] and optioned.n_runs == 2  # both runs, the seed counted once
     # equal identity pools whatever else the rows say; another identity is another row
     row = next(r for r in read_rows(db) if r["task_label"] == "sticky V=8 L=32" and r["seed"] == 0)
     copies = []
@@ -144,7 +145,7 @@ def test_the_leaderboard_pools_exactly_the_rows_of_equal_identity(tmp_path):
         copies.append({**row, "run_id": run_id, "seed": 7, "config": config,
                        "environment": {**row["environment"], "threads": threads}})
     write_rows([{k: v for k, v in c.items() if k != "id"} for c in copies], db)
-    rows = {(g["task"], g["eval"], tuple(g["seeds"])): g for g in _aggregate(select_rows(db))}
+    rows = {(row.task, row.eval, tuple(row.seeds)): row for row in aggregate(select_rows(db))}
     assert ("sticky V=8 L=32", "standard", (0, 1, 7)) in rows and ("sticky V=8 L=32", "standard", (7,)) in rows
 
 

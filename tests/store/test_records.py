@@ -9,9 +9,9 @@ import sqlite3
 
 import pytest
 
+from bayesbench.report.leaderboard import json_runs, markdown, to_csv
 from bayesbench.scoring.metrics import Summary
 from bayesbench.store.database import SCHEMA_VERSION, read_records, read_rows, write_records
-from bayesbench.store.leaderboard import json_runs, markdown, to_csv
 from bayesbench.store.records import EvalResult, MemberEvaluation, PermutationCheck, PositionCurves, RunRecord
 
 NAN = float("nan")

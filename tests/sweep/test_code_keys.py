@@ -13,11 +13,11 @@ import textwrap
 import pytest
 import torch
 
-from bayesbench import specs, versions
+from bayesbench import outside_code, versions
 from bayesbench.cli import main
+from bayesbench.report.leaderboard import markdown
 from bayesbench.scoring.evaluate import eval_set, eval_set_id
 from bayesbench.store.database import SCHEMA_VERSION, read_records, read_rows, write_rows
-from bayesbench.store.leaderboard import markdown
 from bayesbench.sweep.expand import SweepJob
 from bayesbench.sweep.jobs import make_jobs
 from bayesbench.tasks import outside_task
@@ -163,22 +163,22 @@ def test_contents_cover_the_file_and_what_it_imports_from_its_folder_only(tmp_pa
     (tmp_path / "unrelated.py").write_text("Y = 1\n")
     (tmp_path / "mine.py").write_text("import os\nimport helpers\nfrom pkg.layers import sizes\n\ndef build(s):\n"
                                       "    return None\n")
-    spec = specs.normalise(str(tmp_path / "mine.py") + ":build", "model", "forms")
-    code = specs.contents(spec, "model", "forms")
+    spec = outside_code.normalise(str(tmp_path / "mine.py") + ":build", "model", "forms")
+    code = outside_code.contents(spec, "model", "forms")
     assert code["files"] == ["helpers.py", "mine.py", "pkg/__init__.py", "pkg/layers.py", "pkg/sizes.py"]
     (tmp_path / "unrelated.py").write_text("Y = 2\n")
-    assert specs.contents(spec, "model", "forms") == code  # not imported: not part of it
+    assert outside_code.contents(spec, "model", "forms") == code  # not imported: not part of it
     (tmp_path / "pkg" / "sizes.py").write_text("W = 4\n")  # imported two levels down, relatively
-    assert specs.contents(spec, "model", "forms")["contents"] != code["contents"]
+    assert outside_code.contents(spec, "model", "forms")["contents"] != code["contents"]
 
 
 def test_a_file_edited_within_one_process_is_imported_anew(tmp_path):
     (tmp_path / "f.py").write_text("def build():\n    return 1\n")
-    spec = specs.normalise(str(tmp_path / "f.py") + ":build", "model", "forms")
-    assert specs.load(spec, "model", "forms")() == 1
-    assert specs.load(spec, "model", "forms")() == 1
+    spec = outside_code.normalise(str(tmp_path / "f.py") + ":build", "model", "forms")
+    assert outside_code.load(spec, "model", "forms")() == 1
+    assert outside_code.load(spec, "model", "forms")() == 1
     (tmp_path / "f.py").write_text("def build():\n    return 2  # edited\n")
-    assert specs.load(spec, "model", "forms")() == 2  # the code that runs is the code that is hashed
+    assert outside_code.load(spec, "model", "forms")() == 2  # the code that runs is the code that is hashed
 
 
 def test_an_evaluation_set_is_keyed_by_the_tunnels_code(tmp_path, monkeypatch):

@@ -260,7 +260,7 @@ def ray_cluster():
 
 def _ray_executor(max_retries: int = 2):
     from bayesbench.sweep.ray_executor import RayExecutor
-    from bayesbench.sweep.spec import Resources
+    from bayesbench.sweep.sweep_file import Resources
 
     return RayExecutor("auto", Resources(cpus=1), max_retries=max_retries)
 

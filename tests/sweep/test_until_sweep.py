@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from bayesbench.sweep.expand import expand, job_key
 from bayesbench.sweep.one_job import train_and_score
-from bayesbench.sweep.spec import load_sweep
+from bayesbench.sweep.sweep_file import load_sweep
 
 
 def _sweep(tmp_path, extra: str = "") -> str:

@@ -10,11 +10,12 @@ import os
 import pytest
 import torch
 
+from bayesbench.metric_table import curve_metrics
 from bayesbench.scoring.evaluate import evaluate_members
 from bayesbench.tasks import get_task
 from bayesbench.training.checkpoint import load_checkpoint, load_result, save_atomic
 from bayesbench.training.config import TrainConfig
-from bayesbench.training.curves import CURVE_METRICS, CurveSet, curve_batch, curve_steps
+from bayesbench.training.curves import CurveSet, curve_batch, curve_steps
 from bayesbench.training.run import train
 from bayesbench.training.trainer import Trainer
 
@@ -49,7 +50,7 @@ def test_curve_points_equal_a_separate_evaluation_of_the_checkpoint(task_name, t
     assert saved.steps == 13
     scores = evaluate_members(saved.model, curve_batch(task, 48))
     for e in range(2):
-        for name in (n for n in CURVE_METRICS if ":" not in n):  # the case split: the next test
+        for name in (n for n in curve_metrics() if ":" not in n):  # the case split: the next test
             expected = getattr(scores[e], name).mean
             assert result.curve.member(e, name)[-1] == pytest.approx(expected, rel=1e-9, abs=1e-12), (e, name)
     assert saved.curve == result.curve  # the checkpoint carries the curve
@@ -57,10 +58,10 @@ def test_curve_points_equal_a_separate_evaluation_of_the_checkpoint(task_name, t
 
 @pytest.mark.parametrize("variant", ["code", "paper"])
 def test_case_points_equal_the_case_scores_of_the_checkpoint(variant, tmp_path):
-    """The KL at repeated and at new keys of a curve point equals `scoring.cases` on the saved
+    """The KL at repeated and at new keys of a curve point equals `scoring.by_case` on the saved
     checkpoint; a case the task has none of (no repeated keys without replacement) is not kept,
     and a run of a task without cases keeps no case curve."""
-    from bayesbench.scoring.cases import case_scores
+    from bayesbench.scoring.by_case import case_scores
     from bayesbench.scoring.evaluate import predict
     from bayesbench.scoring.rows import learning_curve
 

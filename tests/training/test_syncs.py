@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from opcount import HostSyncError, count_ops, no_host_sync
 
 from bayesbench.tasks import get_task
-from bayesbench.testing.opcount import HostSyncError, count_ops, no_host_sync
 from bayesbench.training.config import TrainConfig
 from bayesbench.training.trainer import Trainer
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ...store.figures import count, heading, save, subplots, unique_legend
+from ...figures import count, heading, save, subplots, unique_legend
 
 COLORS = {"sgd": "tab:red", "em": "tab:blue", "adamw": "tab:red", "adamw-em": "tab:blue", "wo10": "tab:green",
           "wqk10": "tab:purple", "sgd3": "tab:orange", "sgd10": "tab:brown"}
@@ -94,7 +94,7 @@ def value_trajectories(path: str, protos: Tensor, schedules: list[str], record_s
     """PCA (fitted on every schedule's trajectory together) of the value prototypes mu_s W_V of one
     seed: one line per symbol from its start (circle) to its end (star). protos [S, R, V, d_v].
     Returns the path and the variance fraction of PC1 and PC2."""
-    from ...store.figures import pyplot
+    from ...figures import pyplot
 
     S, R, V, d = protos.shape
     mean, axes_, frac = pca_fit(protos.reshape(-1, d).double())

@@ -19,7 +19,7 @@ import uuid
 import torch
 
 from ...checks import int_at_least
-from ..partial import removed_if_stopped
+from ..cut_short import removed_if_stopped
 from ..report import report_dir, write_report
 from ..stats import mean_ci
 from ..store import register_study, write_dynamics

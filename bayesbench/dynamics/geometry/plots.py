@@ -11,7 +11,7 @@ import os
 
 import torch
 
-from ...store.figures import count, heading, save, subplots, unique_legend
+from ...figures import count, heading, save, subplots, unique_legend
 from ..intervals import bootstrap_interval, ratio_interval
 from .measure import ERRORS, Geometry, random_abs_cos
 

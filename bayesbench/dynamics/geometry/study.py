@@ -15,8 +15,8 @@ import os
 import torch
 
 from ...checks import int_at_least
+from ..cut_short import removed_if_stopped
 from ..intervals import bootstrap_interval, fisher_z_interval, fmt, ratio_interval
-from ..partial import removed_if_stopped
 from ..report import report_dir, write_report
 from ..store import delete_study, register_study, write_dynamics
 from .measure import ERRORS, Geometry, check_transformer, measure, random_abs_cos

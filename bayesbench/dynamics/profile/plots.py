@@ -17,7 +17,7 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ...store.figures import count, heading, save, subplots, unique_legend
+from ...figures import count, heading, save, subplots, unique_legend
 from ..store import Measurement, read_dynamics, read_study
 
 # Two-sided 95% Student t quantiles by degrees of freedom (1..30); normal beyond.

@@ -123,7 +123,7 @@ def _profile(args, study_id: str, trainer, config: dict) -> int:
 
     from ...scoring.evaluate import eval_seed, eval_set, scored_positions
     from ...store.database import cache_dir_for
-    from ..partial import removed_if_stopped
+    from ..cut_short import removed_if_stopped
     from ..report import report_dir
     from ..store import register_study
     from .frames import checkpoint_steps
@@ -187,7 +187,7 @@ def plot_study(study_id: str, db: str | None, out_dir: str) -> list[str]:
     """`bayesbench plot --dynamics STUDY`: redraw a profile study's figures from the store into
     `out_dir`, and rebuild its report (and stored summary) beside the store from the records
     alone. Returns the figures and, last, the report's path."""
-    from ..partial import require_finished
+    from ..cut_short import require_finished
     from ..report import report_dir
     from ..store import read_study, register_study
     from .plots import plot_profile

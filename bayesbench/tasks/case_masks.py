@@ -3,7 +3,7 @@
 At a value position the posterior is a point mass when the key was seen at an earlier pair
 (**repeated**: a retrieval) and uniform over the values not yet seen when it was not (**new**:
 an elimination); the final query is a retrieval. `BijectionTask.case_masks` gives the [N, T]
-masks; `bayesbench.scoring.cases` scores a model on each, and the trainer's learning curves
+masks; `bayesbench.scoring.by_case` scores a model on each, and the trainer's learning curves
 (`training/curves.py`) record the KL per case.
 """
 

@@ -28,7 +28,7 @@ def model_jobs(args, *, tasks: list[str] | None, seeds: list[int] | None, say, p
     architecture replaced by the model (`sweep.jobs.make_jobs`; `place`: as there), each built
     with a trial forward and its capacity said against the preset's transformer."""
     from ..models.outside import default_name, load_factory, normalise
-    from ..scoring.outside import check_name
+    from ..scoring.trained_elsewhere import check_name
     from ..sweep.jobs import make_jobs, trial_forward
     from .args import task_and_model_args, train_overrides
 

@@ -8,9 +8,11 @@ import math
 import random
 
 import pytest
+from store.test_learning_curves import _curve
+from store.test_records import _record
 
-from bayesbench.store.compare import compare, significant_from
-from bayesbench.store.curve_stats import (
+from bayesbench.report.compare import compare, significant_from
+from bayesbench.report.curve_stats import (
     Reach,
     common_range,
     log_auc,
@@ -20,9 +22,6 @@ from bayesbench.store.curve_stats import (
     value_at,
 )
 from bayesbench.training.curves import curve_steps
-
-from .test_learning_curves import _curve
-from .test_records import _record
 
 STEPS = curve_steps(2000)  # 26 log-spaced points
 

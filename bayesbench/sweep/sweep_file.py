@@ -357,5 +357,5 @@ def load_sweep(path: str) -> SweepSpec:
     name = name if name is not None else os.path.splitext(os.path.basename(path))[0]
     if not isinstance(name, str) or not name:
         raise ValueError(f"{_where(path, 'name')} must be a non-empty string, got {name!r}")
-    checked = tuple(_check_point(path, f"job {i + 1}", pt) for i, pt in enumerate(points))
+    checked = tuple(_check_point(path, f"job {i + 1}", point) for i, point in enumerate(points))
     return SweepSpec(name, path, checked, _resources(path, resources))

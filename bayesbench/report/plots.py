@@ -24,18 +24,11 @@ import math
 import os
 import re
 
-from .figures import count, heading, mean_and_range, pyplot, save, subplots, unique_legend
-from .leaderboard import (
-    CURVE_METRIC_NAMES,
-    DEFAULT_THRESHOLD,
-    SHORT,
-    check_metric,
-    check_threshold,
-    eval_length,
-    latest_runs,
-    select_rows,
-)
-from .records import EvalResult, PositionCurves, RunRecord
+from .. import metric_table
+from ..figures import count, heading, mean_and_range, pyplot, save, subplots, unique_legend
+from ..store.records import EvalResult, PositionCurves, RunRecord
+from .rows import DEFAULT_THRESHOLD, check_metric, check_threshold, eval_length, short
+from .selection import latest_runs, select_rows
 
 FLOOR_STYLE = {"color": "0.35", "ls": "--", "lw": 1.2}
 BAYES_STYLE = {"color": "k", "ls": "-", "lw": 1.5}
@@ -223,7 +216,7 @@ def curve_metrics(db: str | None = None, *, task: str | None = None,
     for r in select_rows(db, task=task, group_id=group_id):
         if r.learning_curve is not None:
             out.setdefault(r.task_label, set()).update(r.learning_curve.values)
-    return {label: [m for m in CURVE_METRIC_NAMES if m in ms] for label, ms in sorted(out.items())}
+    return {label: [m for m in metric_table.curve_metrics() if m in ms] for label, ms in sorted(out.items())}
 
 
 def plot_learning_curves(db: str | None = None, out_dir: str = "results/plots", *, task: str | None = None,
@@ -232,7 +225,7 @@ def plot_learning_curves(db: str | None = None, out_dir: str = "results/plots", 
     """One PNG per task: `metric` of the latest run with curves of each architecture against the
     training step, on the evaluation its curves measure; returns the paths (a newer run without
     curves, e.g. --no-curves, does not hide the older ones)."""
-    check_metric(metric, CURVE_METRIC_NAMES)
+    check_metric(metric, metric_table.curve_metrics())
     threshold = check_threshold(threshold)
     records = latest_runs([r for r in select_rows(db, task=task, group_id=group_id)
                            if r.learning_curve is not None and metric in r.learning_curve.values])
@@ -269,9 +262,9 @@ def _curve_figure(label: str, name: str, group: list[RunRecord], metric: str, th
     ax.axhline(0.0, **BAYES_STYLE, label="Bayes (exact posterior): 0")
     ax.set_xscale("log")
     ax.set_ylim(-0.02 * max(top, threshold), 1.08 * max(top, threshold))
-    ax.set(xlabel="training step (log scale)", ylabel=f"{SHORT[metric]} (bits)")
+    ax.set(xlabel="training step (log scale)", ylabel=f"{short(metric)} (bits)")
     unique_legend(ax)
-    heading(fig, f"{label}, eval {name}: {SHORT[metric]} during training",
+    heading(fig, f"{label}, eval {name}: {short(metric)} during training",
             _curve_setting(group, name, [len(m) for m in _by_arch(group).values()]))
     return save(fig, path, grid=True)
 
@@ -290,7 +283,7 @@ def learning_curves_figure(records: list[RunRecord], path: str, metric: str = "e
     if not group:
         return None
     return _curve_figure(group[0].task_label, group[0].learning_curve.eval or group[0].primary, group,
-                         check_metric(metric, CURVE_METRIC_NAMES), check_threshold(threshold), path)
+                         check_metric(metric, metric_table.curve_metrics()), check_threshold(threshold), path)
 
 
 def _curve_setting(group: list[RunRecord], name: str, seed_counts: list[int], per: str = "architecture") -> str:
@@ -308,7 +301,7 @@ def _curve_setting(group: list[RunRecord], name: str, seed_counts: list[int], pe
 
 def plot_comparison(a: list[RunRecord], b: list[RunRecord], comparison, path: str) -> str:
     """Two runs' curves of the compared metric (mean over seeds, band over them) and the step from
-    which their difference is significant (`store.compare.Comparison`), to the PNG `path`."""
+    which their difference is significant (`report.compare.Comparison`), to the PNG `path`."""
     fig, ax = subplots(figsize=(9.5, 5.4))
     metric = comparison.metric
     for records, name, color in ((a, "A", "C0"), (b, "B", "C1")):
@@ -326,9 +319,9 @@ def plot_comparison(a: list[RunRecord], b: list[RunRecord], comparison, path: st
         ax.axhline(floor, **FLOOR_STYLE, label=f"uniform predictor (floor), {floor:.3f} bits")
     ax.axhline(0.0, **BAYES_STYLE, label="Bayes (exact posterior): 0")
     ax.set_xscale("log")
-    ax.set(xlabel="training step (log scale)", ylabel=f"{SHORT[metric]} (bits)")
+    ax.set(xlabel="training step (log scale)", ylabel=f"{short(metric)} (bits)")
     unique_legend(ax)
-    heading(fig, f"{a[0].task_label}, eval {c.eval}: {SHORT[metric]} of two runs",
+    heading(fig, f"{a[0].task_label}, eval {c.eval}: {short(metric)} of two runs",
             _curve_setting(a + b, c.eval or a[0].primary, [len(a), len(b)], "run"),
             "test: Welch's t over seeds per step, in a fixed sequence from the last step backwards"
             + ("" if comparison.significant_from is not None else "; no step significant"))

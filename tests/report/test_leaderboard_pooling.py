@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from bayesbench.report.leaderboard import markdown
+from bayesbench.report.rows import aggregate
+from bayesbench.report.selection import select_rows
 from bayesbench.store.database import write_rows
-from bayesbench.store.leaderboard import _aggregate, markdown, select_rows
 
 
 def _summary(mean: float) -> dict:
@@ -34,15 +36,15 @@ def db(tmp_path):
 
 
 def test_rows_pool_seeds_across_runs(db):
-    agg = _aggregate(select_rows(db))
+    agg = aggregate(select_rows(db))
     assert len(agg) == 2
-    pooled = next(g for g in agg if g["n_runs"] == 3)
-    assert pooled["seeds"] == [0, 1, 2] and pooled["values"]["entropy_mae"] == [0.10, 0.40, 0.30]
-    assert pooled["means"]["entropy_mae"] == pytest.approx(0.8 / 3) and pooled["wall_s"] == pytest.approx(50 / 3)
-    lo, hi = pooled["ci"]
+    pooled = next(row for row in agg if row.n_runs == 3)
+    assert pooled.seeds == [0, 1, 2] and pooled.values["entropy_mae"] == [0.10, 0.40, 0.30]
+    assert pooled.means["entropy_mae"] == pytest.approx(0.8 / 3) and pooled.wall_s == pytest.approx(50 / 3)
+    lo, hi = pooled.ci
     assert lo < 0.8 / 3 < hi
-    other = next(g for g in agg if g["n_runs"] == 1)
-    assert other["seeds"] == [0] and other["values"]["entropy_mae"] == [0.90]
+    other = next(row for row in agg if row.n_runs == 1)
+    assert other.seeds == [0] and other.values["entropy_mae"] == [0.90]
     md = markdown(select_rows(db))
     assert "| 3 in 3 runs: 0,1,2 |" in md and "| 1: 0 |" in md
 
@@ -50,5 +52,5 @@ def test_rows_pool_seeds_across_runs(db):
 def test_latest_and_per_run_views(db):
     latest = select_rows(db, latest=True)
     assert {r.run_id for r in latest} == {"d"}
-    per_run = _aggregate(select_rows(db), per_run=True)
-    assert sorted(len(g["seeds"]) for g in per_run) == [1, 1, 1, 2]
+    per_run = aggregate(select_rows(db), per_run=True)
+    assert sorted(len(row.seeds) for row in per_run) == [1, 1, 1, 2]

@@ -5,8 +5,11 @@ line shows overlapping intervals over seeds as ties."""
 
 from __future__ import annotations
 
+from bayesbench.report.headline import headline
+from bayesbench.report.leaderboard import markdown
+from bayesbench.report.rows import aggregate
+from bayesbench.report.selection import select_rows
 from bayesbench.store.database import write_rows
-from bayesbench.store.leaderboard import _aggregate, headline, markdown, select_rows
 
 
 def _summary(mean: float, n: int) -> dict:
@@ -29,8 +32,8 @@ def test_rows_scored_on_different_evaluation_sets_are_never_ranked_together(tmp_
     db = str(tmp_path / "r.sqlite")
     write_rows([_row("a", s, 0.50 + 0.01 * s, arch="lstm") for s in range(3)], db)
     write_rows([_row("b", s, 0.40 + 0.01 * s, arch="gru", n=512) for s in range(3)], db)  # a smaller set
-    agg = _aggregate(select_rows(db))
-    assert {(g["arch"], g["n_sequences"]) for g in agg} == {("lstm", 4096), ("gru", 512)}
+    agg = aggregate(select_rows(db))
+    assert {(row.arch, row.n_sequences) for row in agg} == {("lstm", 4096), ("gru", 512)}
     md = markdown(select_rows(db))
     lines = [line for line in md.splitlines() if line.startswith("| bijection")]
     assert any("values (trained), 4096 seq | lstm" in line and "| 1.0x |" in line for line in lines)
@@ -116,6 +119,6 @@ def test_a_parameter_count_not_given_is_a_dash_and_differing_counts_are_all_show
              if line.startswith("| bijection") and "floor" not in line}
     assert lines["theirs"].split(" | ")[3] == "-"
     assert lines["mine"].split(" | ")[3] == "- / 1.0k"
-    agg = {g["arch"]: g for g in _aggregate(select_rows(db))}
+    agg = {row.arch: row for row in aggregate(select_rows(db))}
     assert '<td class="num" data-value="0">- / 1.0k</td>' in site_row(agg["mine"], 0.3, None)
     assert '<td class="num" data-value="0">-</td>' in site_row(agg["theirs"], 0.4, None)

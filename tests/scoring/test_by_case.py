@@ -1,4 +1,4 @@
-"""The error split by case (scoring/cases.py) on inputs whose answers are known."""
+"""The error split by case (scoring/by_case.py) on inputs whose answers are known."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bayesbench.oracle import bijection_posterior
-from bayesbench.scoring.cases import (
+from bayesbench.scoring.by_case import (
     case_masks,
     case_means,
     case_metrics,
@@ -19,7 +19,7 @@ from bayesbench.scoring.cases import (
 from bayesbench.scoring.evaluate import eval_set
 from bayesbench.scoring.metrics import entropy_bits
 from bayesbench.tasks import get_task
-from bayesbench.tasks.cases import bijection_key_structure
+from bayesbench.tasks.case_masks import bijection_key_structure
 
 CODE = dict(V=8, variant="code", L=7)
 

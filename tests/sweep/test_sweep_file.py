@@ -347,7 +347,7 @@ def test_a_ray_cluster_that_wants_a_token_is_named_not_twenty_lines_of_retries(m
     import types
 
     from bayesbench.sweep import ray_executor
-    from bayesbench.sweep.spec import Resources
+    from bayesbench.sweep.sweep_file import Resources
 
     def refuse(**kwargs):
         for _ in range(20):

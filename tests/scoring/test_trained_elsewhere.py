@@ -1,4 +1,4 @@
-"""`bayesbench score --model SPEC --checkpoint FILE` (bayesbench/scoring/outside.py): what a
+"""`bayesbench score --model SPEC --checkpoint FILE` (bayesbench/scoring/trained_elsewhere.py): what a
 --checkpoint that is not a weights file is told."""
 
 from __future__ import annotations

@@ -36,16 +36,18 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ..metric_table import scored_per_case
 from ..tasks import Batch, Task
-from ..tasks.cases import CASES, DETAILS  # noqa: F401 (the case names, re-exported beside their scores)
+from ..tasks.case_masks import CASES, DETAILS  # noqa: F401 (the case names, re-exported beside their scores)
 from .metrics import LOG2, Summary, entropy_bits, entropy_bits_from_log_probs, kl_bits, positional_mae, summarize
 
-CASE_METRICS = ("entropy_mae", "kl", "entropy_mae_positional")
+#: The metrics scored per case (`case_means`): the final metrics of the table over every position.
+CASE_METRICS = scored_per_case()
 
 
 def case_masks(task: Task, batch: Batch, detail: tuple[str, ...] = ()) -> dict[str, Tensor]:
     """{case name: [N, T] bool mask}, each within `batch.mask`, from the task's latents
-    (`Task.case_masks`; the bijection's are `tasks/cases.py`'s); cases no position falls in are
+    (`Task.case_masks`; the bijection's are `tasks/case_masks.py`'s); cases no position falls in are
     left out. `detail` adds the finer splits of DETAILS ("free", "lag").
 
     Only the bijection has cases; a ValueError for any other task."""

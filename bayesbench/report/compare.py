@@ -19,8 +19,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from ..store.records import RunRecord
 from .curve_stats import trained_part, value_at
-from .records import RunRecord
 
 ALPHA = 0.05
 
@@ -79,7 +79,7 @@ def compare(a: list[RunRecord], b: list[RunRecord], metric: str) -> Comparison:
 
     ca, cb = _curves(a, metric), _curves(b, metric)
     if not ca or not cb:
-        raise ValueError("both runs need learning curves (runs stored before curves existed, or trained with "
+        raise ValueError("both runs need learning curves (runs stored without curves, or trained with "
                          "--no-curves, have none)")
     lo = max(c[0][0] for c in ca + cb)
     hi = min(c[0][-1] for c in ca + cb)

@@ -10,8 +10,7 @@ import json
 import pytest
 
 from bayesbench.cli import main
-from bayesbench.store.database import read_records
-from bayesbench.store.leaderboard import row_settings
+from bayesbench.store.database import read_records, row_settings
 
 
 @pytest.fixture(scope="module")

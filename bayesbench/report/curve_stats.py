@@ -25,7 +25,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from .records import LearningCurve
+from ..store.records import LearningCurve
 
 IMPROVING_POINTS = 4
 IMPROVING_REL = 0.05

@@ -1,0 +1,447 @@
+"""Leaderboards: queries over the results store, as Markdown, CSV or JSON.
+
+Every number says what it is (docs/science.md#metrics), all in bits over the task's fixed
+evaluation set, on the positions named in the table's notes: each final metric of the metric
+table (`bayesbench.metric_table`), described there and in the notes. The table ranks by one of them
+(`metric`) and names it in its header. Below each task and
+evaluation, two computed floors: the uniform predictor and the best context-ignoring one
+(`bayesbench.scoring.floors`). By default a row pools every stored seed of one (task, arch,
+configuration) across runs (the newest record of a seed run twice), with the number of seeds
+shown; `latest=True` keeps only the newest run of each (task, arch), `per_run=True` gives one
+row per run. Input everywhere: the stored `RunRecord`s (`report.selection.select_rows`), pooled into
+`report.rows.Row`s (`aggregate`); `report.headline` states the science the leaderboard
+exists to show.
+
+Beside the final numbers, what the learning curves say (`curve_stats`; on the evaluation the
+curves measure, the primary one): the steps (and sequences) to reach a threshold on the curve
+metric (default 0.1 bits) over seeds, how many seeds reached it, whether the curve is still
+improving at its end, and with `metric="auc"` the ranking by the area under the curve against
+log(step) (its mean over log step on the rows' common step range).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+
+from .. import versions
+from ..store.database import row_settings
+from ..store.records import EvalResult, RunRecord, json_safe
+from .curve_stats import Reach, reached_from, still_improving, trained_part
+from .rows import (
+    AT_FLOOR,
+    AUC,
+    DEFAULT_THRESHOLD,
+    Row,
+    aggregate,
+    at_floor,
+    block_key,
+    check_metric,
+    check_threshold,
+    curve_metric_for,
+    described,
+    final_metrics,
+    set_marks,
+    short,
+)
+
+FORMATS = ("md", "csv", "json")
+
+
+def _num(x: float | None) -> float | None:
+    """A number for JSON: non-finite (a diverged member's scores) as null."""
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _json_eval(ev: EvalResult) -> dict:
+    """An evaluation's means in bits (one `<metric>_bits` key per metric) with their 95% intervals
+    over sequences (`<metric>_ci`), its scored positions and the set: its size and id."""
+    out = {f"{name}_bits": _num(s.mean) for name, s in ev.metrics().items()}
+    out.update({f"{name}_ci": [_num(s.ci_low), _num(s.ci_high)] for name, s in ev.metrics().items()})
+    out["positions"] = ev.positions
+    out.update({"n_sequences": ev.entropy_mae.n_sequences, "n_positions": ev.entropy_mae.n_positions,
+                "set_id": ev.set_id, "task": ev.task})
+    if ev.floors is not None:
+        out["floors"] = {name: {f"{m}_bits": _num(s.mean) for m, s in scores.items()}
+                         for name, scores in ev.floors.items()}
+    return out
+
+
+def _member_curve(r: RunRecord, metric: str, threshold: float) -> dict:
+    """A member's curve facts: its stop, steps to `threshold` on `metric`, still improving."""
+    c = r.learning_curve
+    if c is None or metric not in c.values:
+        return {"curve_metric": metric, "threshold_bits": threshold, "steps_to_threshold": None,
+                "still_improving": None}
+    steps, values = trained_part(c, metric, r.stop_step)
+    return {"curve_metric": metric, "threshold_bits": threshold,
+            "steps_to_threshold": reached_from(steps, values, threshold),
+            "still_improving": still_improving(steps, values)}
+
+
+def member_aucs(records: list[RunRecord], curve_metric: str) -> dict[tuple[str, int], dict]:
+    """(run_id, seed) -> {"auc_bits", "auc_metric", "auc_steps"}: each member's area under its
+    learning curve of `curve_metric` against log(step), over the common step range of every
+    curve of its task and evaluation set (as `--metric auc` ranks them; None without a curve)."""
+    out = {}
+    for row in aggregate(records, AUC, per_run=True, curve_metric=curve_metric):
+        span = row.auc_range
+        for rec, value in zip(row.records, row.values[AUC]):
+            if rec.learning_curve is not None and rec.learning_curve.eval == row.eval:
+                out[(rec.run_id, rec.seed)] = {"auc_bits": _num(value), "auc_metric": curve_metric,
+                                               "auc_steps": list(span) if span else None}
+    return out
+
+
+def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
+              curve_metric: str = "entropy_mae", metric: str = "entropy_mae") -> dict:
+    """{"runs": [...]}: one flat record per (run, seed), for --json; with its learning curve, why
+    and when it stopped, and the steps to `threshold` bits of `curve_metric`; the settings that
+    define its leaderboard row (`settings`: `row_settings`, what must match for seeds to pool),
+    the code that made it, and per evaluation its set (`n_sequences`, `set_id`) and every
+    metric's 95% interval over sequences: what `bayesbench export` carries, so a consumer keeps
+    sets and settings apart. `metric` "auc" adds each member's AUC (`member_aucs`) and says so in
+    "metric"."""
+    aucs = member_aucs(records, curve_metric) if metric == AUC else None
+    runs = []
+    for r in records:
+        head = r.headline
+        if aucs is not None:
+            runs.append(aucs.get((r.run_id, r.seed), {"auc_bits": None, "auc_metric": curve_metric,
+                                                      "auc_steps": None}))
+        else:
+            runs.append({})
+        runs[-1].update({
+            "run_id": r.run_id, "seed": r.seed, "task": r.task, "task_label": r.task_label,
+            "arch": r.arch, "params": r.params, "steps": r.steps, "final_loss": _num(r.final_loss),
+            "entropy_mae_bits": _num(head.entropy_mae.mean),
+            "entropy_mae_ci": [_num(head.entropy_mae.ci_low), _num(head.entropy_mae.ci_high)],
+            "kl_bits": _num(head.kl.mean), "kl_ci": [_num(head.kl.ci_low), _num(head.kl.ci_high)],
+            "wall_s": r.wall_s, "steps_per_s": r.steps_per_s, "status": r.status,
+            "entropy_mae_positional_bits": _num(r.entropy_mae_positional_bits),
+            "preset": r.preset, "group_id": r.group_id, "eval": r.primary,
+            "evals": {name: _json_eval(ev) for name, ev in r.evals.items()},
+            "permutation": json_safe(r.permutation.to_json()) if r.permutation is not None else None,
+            "created_at": r.created_at, "stop_step": r.stop_step, "stop_reason": r.stop_reason,
+            "member": r.member, "eval_sequences": r.headline.entropy_mae.n_sequences,
+            "settings": json_safe(row_settings(r)), "device": (r.environment or {}).get("device"),
+            "code": json_safe(r.code),
+            **_member_curve(r, curve_metric, threshold),
+            "learning_curve": None if r.learning_curve is None else json_safe(dataclasses.asdict(r.learning_curve)),
+        })
+    if aucs is None:
+        return {"runs": runs}
+    return {"metric": f"auc: AUC of {curve_metric} over log step (each run's auc_bits, over its auc_steps)",
+            "runs": runs}
+
+
+def reach_cell(r: Reach | None) -> str:
+    """Steps to the threshold over seeds, how many reached it, and the sequences it took."""
+    if r is None:
+        return "-"
+    seq = lambda steps: f"; {steps * r.batch_size:,.0f} seq" if r.batch_size else ""  # noqa: E731
+    geo = r.geometric()
+    if geo is not None and len(set(r.per_seed)) == 1 and r.n > 1:  # no spread to show at this resolution
+        return f"{geo[0]:,.0f}, every seed at that measured step ({r.reached}/{r.n}{seq(geo[0])})"
+    if geo is not None:
+        ci = f" [{geo[1]:,.0f}, {geo[2]:,.0f}]" if math.isfinite(geo[1]) else ""
+        return f"{geo[0]:,.0f}{ci} ({r.reached}/{r.n}{seq(geo[0])})"
+    med = r.median()
+    if r.reached == 0:
+        return f"not reached (0/{r.n} by {max(r.budgets):,})"
+    if med is None:
+        return f"not reached by the median seed ({r.reached}/{r.n} reached)"
+    return f"median {med:,.0f} ({r.reached}/{r.n} reached{seq(med)})"
+
+
+def improving_cell(flags: list[bool | None]) -> str:
+    if not flags or any(f is None for f in flags):
+        return "-" if not flags or all(f is None for f in flags) else "n/a"
+    return f"{sum(flags)}/{len(flags)}"
+
+
+def fmt_bits(x) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "n/a"
+    if x == 0:  # an interval clipped at 0: "0", not "0.00e+00" beside four-decimal numbers
+        return "0"
+    return f"{x:.4f}" if abs(x) >= 1e-3 else f"{x:.2e}"
+
+
+def _signed(x) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:+.2e}"
+
+
+def _wall(x) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x:.0f}"
+
+
+def _seeds(row: Row) -> str:
+    runs = f" in {row.n_runs} runs" if row.n_runs > 1 else ""
+    return f"{len(row.seeds)}{runs}: {','.join(map(str, row.seeds))}"
+
+
+def _count(n: int) -> str:
+    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k"
+
+
+def params_cell(row: Row) -> str:
+    """A row's parameter count per member: '-' when not given (0: a predictions row scored without
+    --params), and every count its seeds record when they differ (predictions rows of one name
+    scored with different --params), never one of them for all."""
+    counts = sorted({r.params for r in row.records})
+    return " / ".join(_count(n) if n else "-" for n in counts) or "-"
+
+
+def _ranked(metric: str, curve_metric: str) -> str:
+    """How the ranked column is named."""
+    return short(metric) if metric != AUC else f"AUC of {short(curve_metric)} over log step"
+
+
+def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: bool = False, *,
+             threshold: float = DEFAULT_THRESHOLD, curve_metric: str | None = None) -> str:
+    """The leaderboard table ranked by `metric` (or by the learning curve's AUC), with the curve
+    columns (steps to `threshold` bits of `curve_metric`, still improving), floor rows per task
+    and evaluation, and notes saying what every number is."""
+    check_metric(metric)
+    threshold = check_threshold(threshold)
+    cm = curve_metric_for(metric, curve_metric)
+    if not records:
+        return "(no results in the store yet: run `bayesbench run --preset quick`)"
+    agg = aggregate(records, metric, per_run, cm, threshold)
+    others = [m for m in final_metrics() if m != metric]
+    differ = differing_settings(agg)  # rows of one arch and evaluation set trained differently: say how
+    lines = [f"| task | eval | arch |{' settings |' if differ else ''} params | steps | wall (s) | seeds | "
+             f"**{_ranked(metric, cm)}** (bits), mean [95% CI over seeds] | per seed | "
+             + " | ".join(f"{short(m)} (bits), mean" for m in others)
+             + f" | steps to {short(cm)} <= {threshold:g} bits [95% CI] (seeds reached) | still improving | x best |",
+             "|---|---|---|" + ("---|" if differ else "") + "---|---|---|---|---|---|" + "---|" * len(others)
+             + "---|---|---|"]
+    best: dict[tuple, float] = {}
+    for row in agg:
+        v = row.means[metric]
+        best[block_key(row)] = min(best.get(block_key(row), math.inf), v if math.isfinite(v) else math.inf)
+    marks = set_marks(agg)
+    for i, row in enumerate(agg):
+        key = block_key(row)
+        ratio = row.means[metric] / best[key] if 0 < best[key] < math.inf else float("nan")
+        lo, hi = row.ci
+        ci = f" [{fmt_bits(max(lo, 0.0))}, {fmt_bits(hi)}]" if math.isfinite(lo) else ""
+        size = marks[key]
+        mean = fmt_bits(row.means[metric]) + ci if math.isfinite(row.means[metric]) else "diverged (every seed)"
+        settings = f" {differ.get(id(row), '-')} |" if differ else ""
+        lines.append(f"| {row.task} | {row.eval}{'' if not row.primary else ' (trained)'}{size} | "
+                     f"{row.arch}{row_marks(row, metric)} |{settings} {params_cell(row)} | {row.steps} | "
+                     f"{_wall(row.wall_s)} | {_seeds(row)} | {mean} | {per_seed_cell(row, metric)} | "
+                     + " | ".join(fmt_bits(row.means[m]) for m in others)
+                     + f" | {reach_cell(row.reach)} | {improving_cell(row.improving)} | "
+                     + (f"{ratio:.1f}x |" if math.isfinite(ratio) else "- |"))
+        if i + 1 == len(agg) or block_key(agg[i + 1]) != key:
+            lines += _floor_lines(agg, key, metric, others, settings=bool(differ))
+    ranked = described(metric) if metric != AUC else (
+        f"the area under the learning curve of {short(cm)} against log(step), divided by the log-step range: the "
+        "curve's mean over log(step), on the step range every row of the task and eval covers")
+    notes = ["", f"Ranked by **{_ranked(metric, cm)}** = {ranked}. Every metric in bits (log base 2) over the "
+             "task's fixed evaluation set (docs/science.md#metrics):"]
+    notes += [f"- {short(m)} = {described(m)}" for m in final_metrics()]
+    notes += ["- 'per seed' lists each ensemble member in seed order; the interval is a t-interval of the mean over "
+              "seeds (clipped at 0); 'x best' = mean / best mean on that task and eval (floors excluded); wall = "
+              "training wall time of the whole ensemble (all seeds at once; the mean over runs when a row pools "
+              "several); "
+              "'seeds' = how many seeds the row pools (every stored run of the same task, arch and configuration; a "
+              "seed run twice counts once, its newest run), then which.",
+              *_curve_notes(agg, cm, threshold),
+              "- rows are ranked only against rows scored on the same evaluation set (task, evaluation, number of "
+              "sequences and the tunnel's code: the set is fixed by these) with the same metric definitions; a table "
+              "holding several of one evaluation says what sets each apart ('512 seq'; 'tunnel contents 1a2b..', an "
+              "edited tunnel file; 'metric definitions entropy_mae=v2', a changed metric) and gives each its own "
+              "floors and 'x best'; rows made by different code (file contents, versions: docs/results.md) are never "
+              "pooled, and the settings column names it ('model_code=...') where that is all they differ by",
+              f"- '(at floor)': the row's mean is within {AT_FLOOR:.0%} of the uniform floor of its set, or above it; "
+              "'(k of n diverged, at step s)': those members' numbers are not results (shown as 'diverged@s' and "
+              "left out of the mean and its interval)",
+              "- floor rows (computed, not trained, on the same sequences): uniform = 1/C for every class; marginal = "
+              "the best predictor that ignores the context (the mean posterior at each position, estimated from an "
+              "independent sample). A model at a floor has learned nothing usable from the context.",
+              "- scored positions:"]
+    seen = set()
+    for row in agg:
+        if (row.task, row.eval) not in seen:
+            seen.add((row.task, row.eval))
+            notes.append(f"  - {row.task} {row.eval}: {row.positions}; {row.n_sequences} sequences")
+    perm = [r for r in records if r.permutation is not None]
+    if perm:
+        notes.append("- HMM label-permutation check (docs/science.md#hmm-state-tracking; same sequences, hidden states "
+                     "relabelled, posterior recomputed): entropy MAE vs permuted entropy MAE, difference with 95% CI:")
+        for r in perm:
+            p = r.permutation
+            d = p.difference
+            notes.append(f"  - {r.task_label} {p.eval} {r.arch} seed {r.seed}: {fmt_bits(p.entropy_mae)} vs "
+                         f"{fmt_bits(p.entropy_mae_permuted)}, difference {_signed(d.mean)} "
+                         f"[{_signed(d.ci_low)}, {_signed(d.ci_high)}]")
+    for r in records:
+        if r.status != "ok":
+            notes.append(f"- {r.task_label} {r.arch} seed {r.seed}: {r.status}")
+    return "\n".join(lines + notes)
+
+
+def _settings(record: RunRecord) -> dict:
+    """A row's training, model and task settings, flattened ('lr', 'd_model', 'L', ...)."""
+    cfg = record.config or {}
+    out = {}
+    for part in (record.task_config or {}, cfg.get("model_args") or {}, cfg.get("train") or {}):
+        out.update({k: v for k, v in part.items() if k != "task" and not isinstance(v, (dict, list))})
+    out["threads"] = (record.environment or {}).get("threads")
+    keyed = versions.keyed(record.code)  # 'model_code=1a2b3c4d5e6f7a8b': rows that differ only by their code
+    for part in versions.WHAT:
+        out[f"{part}_code"] = versions.short(keyed[part]) if part in keyed else f"v{versions.FIRST}"
+    return out
+
+
+SCORED_SETTINGS = "scored from given weights (not trained here)"
+
+
+def differing_settings(agg: list[Row]) -> dict[int, str]:
+    """id(row) -> 'lr=0.0005 batch_size=64': the settings in which rows of one architecture and
+    evaluation set differ from each other (rows it does not concern are left out; empty when no
+    two rows of one arch share a set)."""
+    by_arch: dict[tuple, list[Row]] = {}
+    for row in agg:
+        by_arch.setdefault((*block_key(row), row.arch), []).append(row)
+    out = {}
+    for rows in by_arch.values():
+        if len(rows) < 2:
+            continue
+        # rows of `bayesbench score` (weights given, no training config) say so, and are compared
+        # among themselves: listing every training setting as '-' against trained rows says nothing
+        trained = [row for row in rows if (row.records[0].config or {}).get("train")]
+        scored = [row for row in rows if row not in trained]
+        for part, prefix in ((trained, ""), (scored, SCORED_SETTINGS)):
+            settings = [_settings(row.records[0]) for row in part]
+            keys = sorted({k for st in settings for k in st
+                           if len({json.dumps(x.get(k), default=str) for x in settings}) > 1})
+            for row, st in zip(part, settings):
+                text = " ".join(f"{k}={st.get(k, '-')}" for k in keys)
+                out[id(row)] = "; ".join(t for t in (prefix, text) if t) or "-"
+    return out
+
+
+def row_marks(row: Row, metric: str) -> str:
+    """" (1 of 3 diverged, at step 150)", " (at floor)": what a row's numbers must be read with."""
+    marks = []
+    n = sum(s != "ok" for s in row.status)
+    if n:
+        steps = sorted({d for d in row.diverged if d is not None})
+        at = f", at step {', '.join(map(str, steps))}" if steps else ""
+        marks.append(f"{n} of {len(row.status)} diverged{at}")
+    if metric in final_metrics() and at_floor(row, metric):
+        marks.append("at floor")
+    return f" ({'; '.join(marks)})" if marks else ""
+
+
+def per_seed_cell(row: Row, metric: str) -> str:
+    """Each seed's value in seed order; a diverged member as where it diverged, not as a number."""
+    cells = []
+    for value, step, status in zip(row.values[metric], row.diverged, row.status):
+        if status != "ok":
+            cells.append(f"diverged@{step}" if step is not None else "diverged")
+        else:
+            cells.append(fmt_bits(value))
+    return " ".join(cells)
+
+
+def _curve_notes(agg: list[Row], metric: str, threshold: float) -> list[str]:
+    """What the curve columns are, and on which sequences they were measured."""
+    sets = sorted({(row.task, row.eval, c.n_sequences) for row in agg for c in row.curves if c is not None})
+    if not sets:
+        return ["- learning curves: none stored for these rows (runs stored without curves, or --no-curves): the "
+                "curve columns are empty"]
+    where = "; ".join(f"{t} {e}: {n} sequences" for t, e, n in sets)
+    return [f"- learning curves ({where}; a fixed set drawn apart from the evaluation set, measured at log-spaced "
+            "training steps): 'steps to' = the first measured step from which a seed's curve of "
+            f"{short(metric)} stays <= {threshold:g} bits (the crossing lies after the measured step before it); with "
+            "every seed there, the geometric mean over seeds with a 95% t-interval of log(steps) and the sequences "
+            "it took per member; otherwise the median over all seeds (one that never got there counts as later) "
+            "and how many reached it, no interval; 'still improving' = how many seeds' curves still fall over their "
+            "last fifth (a least-squares line against log(step) falling by more than twice its standard error and "
+            "by more than 5% of its value there; docs/leaderboard.md); a member stopped by --until counts up to its "
+            "stop"]
+
+
+def _floor_lines(agg: list[Row], key: tuple, metric: str, others: list[str], *, settings: bool = False) -> list[str]:
+    """The floor rows of one evaluation set (`block_key`), from the first run that stored them
+    (`settings`: the table has the settings column, empty here)."""
+    floors = next((row.floors for row in agg if block_key(row) == key and row.floors), None)
+    if not floors:
+        return []
+    out = []
+    for name in ("uniform", "marginal"):
+        scores = floors.get(name)
+        if not scores:
+            continue
+        val = lambda m: scores[m].mean if m in scores else None  # noqa: E731
+        out.append(f"| {key[0]} | {key[1]} | *{name} (floor)* |{' - |' if settings else ''} - | - | - | - | "
+                   f"{fmt_bits(val(metric)) if metric in final_metrics() else '-'} | - | "
+                   + " | ".join(fmt_bits(val(m)) for m in others) + " | - | - | - |")
+    return out
+
+
+def _blank(x):
+    """None as an empty cell."""
+    return "" if x is None else x
+
+
+def _csv_number(x: float | None) -> float | str:
+    """A score for a CSV cell: a non-finite one (a diverged member) is an empty cell, so a spreadsheet
+    reads the column as numbers."""
+    return "" if x is None or not math.isfinite(x) else x
+
+
+def to_csv(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD, curve_metric: str = "entropy_mae",
+           metric: str = "entropy_mae") -> str:
+    """One line per (run, seed, evaluation): every metric's mean in bits (`<metric>_bits`), and
+    on the evaluation the learning curve measures, the steps to `threshold` bits of
+    `curve_metric` and whether it still improves (empty elsewhere); `metric` "auc" adds the
+    member's AUC and its step range there (`member_aucs`)."""
+    aucs = member_aucs(records, curve_metric) if metric == AUC else None
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    names = [name for name in EvalResult.metric_names()
+             if any(getattr(ev, name) is not None for r in records for ev in r.evals.values())]
+    w.writerow(["task", "eval", "arch", "params", "steps", "wall_s", "seed", *(f"{n}_bits" for n in names),
+                "n_sequences", "positions", "status", "run_id", "stop_step", "stop_reason", "curve_metric",
+                "threshold_bits", "steps_to_threshold", "still_improving",
+                *(["auc_metric", "auc_bits", "auc_from_step", "auc_to_step"] if aucs is not None else [])])
+    for r in records:
+        facts = _member_curve(r, curve_metric, threshold)
+        for name, ev in r.evals.items():
+            means = [_csv_number(getattr(ev, n).mean) if getattr(ev, n) is not None else "" for n in names]
+            here = r.learning_curve is not None and r.learning_curve.eval == name
+            curve = [facts["curve_metric"], threshold, _blank(facts["steps_to_threshold"]),
+                     _blank(facts["still_improving"])] if here else ["", "", "", ""]
+            if aucs is not None:
+                a = aucs.get((r.run_id, r.seed)) if here else None
+                steps = (a or {}).get("auc_steps") or ["", ""]
+                curve += [curve_metric, _blank((a or {}).get("auc_bits")), *steps] if a else ["", "", "", ""]
+            w.writerow([r.task_label, name, r.arch, r.params, r.steps, r.wall_s, r.seed, *means,
+                        ev.entropy_mae.n_sequences, ev.positions, r.status, r.run_id, _blank(r.stop_step),
+                        _blank(r.stop_reason), *curve])
+    return buf.getvalue()
+
+
+def render(records: list[RunRecord], fmt: str = "md", metric: str = "entropy_mae", per_run: bool = False, *,
+           threshold: float = DEFAULT_THRESHOLD, curve_metric: str | None = None) -> str:
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+    check_metric(metric)
+    threshold = check_threshold(threshold)
+    cm = curve_metric_for(metric, curve_metric)
+    if fmt == "md":
+        return markdown(records, metric, per_run, threshold=threshold, curve_metric=cm)
+    if fmt == "csv":
+        return to_csv(records, threshold=threshold, curve_metric=cm, metric=metric).rstrip("\n")
+    return json.dumps(json_runs(records, threshold=threshold, curve_metric=cm, metric=metric), indent=2)
+
