@@ -202,3 +202,14 @@ def test_replay_says_when_a_run_file_does_not_hold_together(stored_run, tmp_path
     text = " ".join(notes)
     assert f"its key is the run's ({doc['run_id']}), so the run file's record of its code was edited" in text
     assert "does not hold together" not in text and "it is a new result" not in text
+
+
+def test_print_config_of_your_own_model_is_toml_alone(tmp_path, capsys, monkeypatch):
+    """probe2 C34: with --model, the capacity note went to stdout, so `--print-config > run.toml` wrote a file
+    that --config refused as "not valid TOML"."""
+    monkeypatch.chdir(tmp_path)
+    net = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "outside_net.py")
+    notes = []
+    text = _print_config(capsys, "--model", f"{net}:build", "--tasks", "sticky", "--steps", "5", notes=notes)
+    assert tomllib.loads(text)["model"] == f"{net}:build"
+    assert "capacity:" in notes[0]
