@@ -266,9 +266,12 @@ def replay_settings(doc: dict, path: str) -> dict:
     train = dict(ident.get("train") or {})
     if not train:
         raise ValueError(f"--replay {path}: the run was scored here, not trained here (no training settings)")
-    from ..models.registry import is_outside
+    from ..models.registry import is_outside, list_models
 
     arch = ident["arch"]
+    if not is_outside(arch) and arch not in list_models():
+        raise ValueError(f"--replay {path}: its architecture {arch!r} is not one of this bayesbench's "
+                         f"({', '.join(sorted(list_models()))})")
     settings = {"preset": preset.name, "tasks": [key]}
     if is_outside(arch):
         settings.update(model=arch, name=doc.get("arch"))

@@ -213,3 +213,15 @@ def test_print_config_of_your_own_model_is_toml_alone(tmp_path, capsys, monkeypa
     text = _print_config(capsys, "--model", f"{net}:build", "--tasks", "sticky", "--steps", "5", notes=notes)
     assert tomllib.loads(text)["model"] == f"{net}:build"
     assert "capacity:" in notes[0]
+
+
+def test_replay_of_an_unknown_architecture_names_the_run_file(stored_run, tmp_path, capsys):
+    """probe2 R18: a run.json naming an architecture this version lacks said "unknown arch 'gpt5'", not which file."""
+    _, run_file = stored_run
+    doc = json.load(open(run_file))
+    doc["config"]["identity"]["arch"] = "gpt5"
+    edited = tmp_path / "run.json"
+    edited.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["run", "--replay", str(edited), "--db", str(tmp_path / "c.sqlite")]) == 2
+    assert f"--replay {edited}: its architecture 'gpt5' is not one of this bayesbench's (" in capsys.readouterr().err
