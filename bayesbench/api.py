@@ -60,6 +60,17 @@ class Rows(list):
     'mlp'
     """
 
+    # a slice, a sum or a copy of rows is rows (list's own would return a plain list, without to_pandas)
+    def __getitem__(self, index):
+        got = super().__getitem__(index)
+        return Rows(got) if isinstance(index, slice) else got
+
+    def __add__(self, other):
+        return Rows(list(self) + list(other))
+
+    def copy(self):
+        return Rows(self)
+
     def to_pandas(self):
         """The rows as a pandas DataFrame (one column per key); needs pandas."""
         try:

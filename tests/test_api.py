@@ -235,3 +235,12 @@ def test_a_script_without_the_main_guard_is_told_to_add_it(tmp_path):
     last = proc.stderr.strip().splitlines()[-1]
     assert f"The worker processes run your script {script} again" in last
     assert 'under `if __name__ == "__main__":`' in last
+
+
+def test_a_slice_sum_or_copy_of_rows_is_rows():
+    """probe2 A58, A59, A61: board[:3].to_pandas(), (a + b).to_pandas() and rows.copy().to_pandas() raised
+    "'list' object has no attribute 'to_pandas'"."""
+    rows = api.Rows([{"a": 1}, {"a": 2}, {"a": 3}])
+    for got in (rows[:2], rows + rows, rows.copy(), rows[::-1]):
+        assert isinstance(got, api.Rows)
+    assert rows[:2] == [{"a": 1}, {"a": 2}] and len(rows + rows) == 6 and rows[1] == {"a": 2}
