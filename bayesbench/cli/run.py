@@ -34,6 +34,7 @@ from .engine import DEFAULT_THREADS, add_executor_options, drive
 from .errors import CommandFailed
 from .model_option import add_model_options, model_jobs
 from .replay import add_config_options, check_jobs, compare, config_text, start_replay
+from .settings import merge_file_tables
 
 
 def add_parser(sub) -> None:
@@ -136,6 +137,7 @@ def cmd_run(args) -> int:
     from ..report.leaderboard import json_runs, markdown
     from ..report.selection import select_rows
     say = line_printer(args)
+    merge_file_tables(args)
     replay = start_replay(args) if getattr(args, "replay", None) is not None else None
     if getattr(args, "print_config", False):
         notes = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731  (stdout is the TOML)

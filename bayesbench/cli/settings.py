@@ -202,10 +202,35 @@ class ConfigAction(argparse.Action):
         except ValueError as err:  # argparse's way: "argument --config: ...", exit 2
             raise argparse.ArgumentError(self, str(err).removeprefix("--config ")) from None
         actions = setting_actions(parser)
+        from_file = dict(getattr(namespace, "config_values", None) or {})
         for dest, value in settings.items():
-            if getattr(namespace, dest, None) == actions[dest].default:  # not given before --config
+            before = getattr(namespace, dest, None)
+            if before == actions[dest].default:  # not given before --config
                 setattr(namespace, dest, value)
+                from_file[dest] = (values, value)
+            elif dest in TABLES:  # a KEY=VALUE flag before it: its keys over the file's
+                setattr(namespace, dest, list({**dict(value), **dict(before)}.items()))
         setattr(namespace, self.dest, values)
+        namespace.config_values = from_file  # dest -> (file, value): `in_file_terms` names the file
+
+
+def merge_file_tables(args: argparse.Namespace) -> None:
+    """A KEY=VALUE flag after --config overrides the file's table key by key: `--config f.toml
+    --train-args lr=2e-3` keeps the file's other training settings (not the preset's)."""
+    for dest, (_path, file_value) in (getattr(args, "config_values", None) or {}).items():
+        now = getattr(args, dest, None)
+        if dest in TABLES and now is not None and now != file_value:
+            setattr(args, dest, list({**dict(file_value), **dict(now)}.items()))
+
+
+def in_file_terms(message: str, args: argparse.Namespace) -> str:
+    """A command's error about an option whose value came from a --config file, naming the file
+    and its key ("tiny.toml: task_args for task ..."), not the flag the user never typed."""
+    for dest, (path, value) in (getattr(args, "config_values", None) or {}).items():
+        flag = "--" + dest.replace("_", "-")
+        if message.startswith(flag) and getattr(args, dest, None) == value:
+            return f"{path}: {dest}{message[len(flag):]}"
+    return message
 
 
 # ---------------------------------------------------------------- a stored run

@@ -225,3 +225,31 @@ def test_replay_of_an_unknown_architecture_names_the_run_file(stored_run, tmp_pa
     capsys.readouterr()
     assert main(["run", "--replay", str(edited), "--db", str(tmp_path / "c.sqlite")]) == 2
     assert f"--replay {edited}: its architecture 'gpt5' is not one of this bayesbench's (" in capsys.readouterr().err
+
+
+def test_a_key_value_flag_overrides_the_files_table_key_by_key(tmp_path, capsys):
+    """probe2 C39: `--config f.toml --train-args lr=2e-3` dropped the file's batch_size = 32 (the flag replaced
+    the whole table), a silently different job."""
+    path = tmp_path / "f.toml"
+    path.write_text('tasks = ["bijection"]\narchs = ["mlp"]\nsteps = 20\n[train_args]\nlr = 1e-3\nbatch_size = 32\n')
+    for argv in (["--config", str(path), "--train-args", "lr=2e-3"],
+                 ["--train-args", "lr=2e-3", "--config", str(path)]):
+        settings = tomllib.loads(_print_config(capsys, *argv))
+        assert settings["train_args"] == {"lr": 2e-3, "batch_size": 32}, argv
+
+
+def test_a_bad_table_value_of_a_file_names_the_file(tmp_path, capsys):
+    """probe2 C10, C20: a [task_args] / [model_args] value of a --config file was refused naming --task-args /
+    --model-args, a flag the user never typed; a flag's own value is still named as the flag."""
+    path = tmp_path / "t.toml"
+    path.write_text('tasks = ["bijection"]\narchs = ["mlp"]\nsteps = 20\n[task_args]\nV = 0\n[model_args]\nbogus = 1\n')
+    capsys.readouterr()
+    assert main(["run", "--config", str(path), "--print-config"]) == 2
+    assert f"bayesbench run: {path}: task_args for task 'bijection': V must be an integer >= 2, got 0" in \
+        capsys.readouterr().err
+    assert main(["run", "--config", str(path), "--task-args", "V=8", "--print-config"]) == 2
+    assert f"{path}: model_args for mlp: bad configuration for model 'mlp': unknown option 'bogus'" in \
+        capsys.readouterr().err
+    assert main(["run", "--config", str(path), "--task-args", "V=1", "--print-config"]) == 2
+    assert "bayesbench run: --task-args for task 'bijection': V must be an integer >= 2, got 1" in \
+        capsys.readouterr().err
