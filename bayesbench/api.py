@@ -244,8 +244,8 @@ def run(preset: str = "quick", *, tasks: str | list[str] | None = None, archs: s
     jobs = _run_jobs(args, parser, select, quiet, "bayesbench.run")
     recs = _board().select_rows(args.db, run_ids=[sweep_job.key for sweep_job in jobs])
     if stored_run is not None:
-        for line in compare(stored_run, recs):
-            _say(quiet)(line)
+        for line in compare(stored_run, recs):  # the replay's result, not progress: said even when quiet
+            print(line, flush=True)
     return _json_rows(recs)
 
 

@@ -244,3 +244,15 @@ def test_a_slice_sum_or_copy_of_rows_is_rows():
     for got in (rows[:2], rows + rows, rows.copy(), rows[::-1]):
         assert isinstance(got, api.Rows)
     assert rows[:2] == [{"a": 1}, {"a": 2}] and len(rows + rows) == 6 and rows[1] == {"a": 2}
+
+
+def test_a_quiet_replay_still_says_how_its_numbers_compare(store, tmp_path, capsys):
+    """probe2 A67: run(replay=..., quiet=True) dropped the comparison with the stored numbers, the replay's result."""
+    import glob
+
+    key = store["rows"][0]["run_id"]
+    (run_file,) = glob.glob(f"{store['runs']}/**/*-{key}/run.json", recursive=True)
+    capsys.readouterr()
+    bayesbench.run(replay=run_file, db=str(tmp_path / "q.sqlite"), runs_dir=str(tmp_path / "runs"), quiet=True)
+    out = capsys.readouterr().out
+    assert "every number equals the stored run's to the last digit" in out and "step" not in out
