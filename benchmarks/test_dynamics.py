@@ -10,6 +10,11 @@ calibration on the evaluation set) are evaluation work, not per-step cost, and a
 
 GPU (skipped without CUDA): the paper-size bijection transformer, E = 8, Triton stats probe on
 every step (no law check) against SDPA without a probe; goal <= 1.3x.
+
+The jitter floor's replicas (CPU, report-only): R = 2 continuations of one checkpoint over 10
+steps each (their training, their maps and calibration, the state saved and restored) against 10
+plain training steps of the same ensemble: about R x the training they replicate, plus two
+evaluations. The profile reports the replicas' CPU time of every study (`timing.replicas_cpu_s`).
 """
 
 from __future__ import annotations
@@ -76,3 +81,23 @@ def test_triton_stats_every_step_gpu(benchmark, tmp_path):
                                  "overhead_ratio": ratio, "goal": "<= 1.3", "device": torch.cuda.get_device_name()})
     print(f"\nTriton stats probe on every step: {ratio:.2f}x an unprofiled SDPA run (goal <= 1.3x)")
     assert ratio <= 1.3
+
+
+def test_jitter_replicas_cost_cpu(benchmark, tmp_path):
+    task = get_task("sticky", V=8, L=32)
+    cfg = TrainConfig(steps=10**9, batch_size=64, lr=2e-3)
+    profile = ProfileConfig(every=10**6, law_every=0, flush_every=10**6, backend="eager", checkpoints=(0, 10),
+                            replicas=2)
+    plain, probed, profiler, steps = _pair(task, list(range(8)), QUICK, cfg, profile, "cpu",
+                                           str(tmp_path / "bench.sqlite"))
+
+    def replicate():
+        profiler._replicate(0, 10)
+
+    t_plain, t_replicas = interleaved(steps(plain, 10), replicate, rounds=3, n=1, warmup=1)
+    benchmark.pedantic(replicate, rounds=2, iterations=1)
+    ratio = t_replicas / t_plain
+    assert profiler.replica_steps >= 2 * 10 and 10 in profiler.replica_calibration
+    benchmark.extra_info.update({"plain_s_per_10_steps": t_plain, "two_replicas_s_per_10_steps": t_replicas,
+                                 "ratio": ratio})
+    print(f"\njitter floor: 2 replicas of a 10-step interval cost {ratio:.2f}x the 10 training steps they replicate")

@@ -80,7 +80,7 @@ EXPECTED = {
     "loss.png", "held_out_loss.png", "attention_heatmaps.png", "attention_entropy.png", "value_pca.png",
     "profile_attn_entropy.png", "profile_adv_abs_mean.png", "profile_adv_abs_max.png", "profile_ds_norm.png",
     "profile_value_update_mean.png", "profile_routing_law.png", "profile_frame_precision_steps.png",
-    "profile_frame_precision_budget.png", "profile_map_velocity.png",
+    "profile_frame_precision_budget.png", "profile_map_velocity.png", "profile_movement_vs_jitter.png",
 }
 
 

@@ -23,7 +23,9 @@ def add_parser(sub) -> None:
     p.add_argument("--length", type=int, help="sequence length T (default 2000; beta: L = 50 per sequence)")
     p.add_argument("--sequences", type=int, default=40, help="beta variant: sequences per seed (default 40)")
     p.add_argument("--schedules", help="comma-separated toy schedules (default all: sgd, em and the controls "
-                                       "wo10, wqk10, sgd3, sgd10; must include sgd and em)")
+                                       "wo10, wqk10, sgd-emtotal, sgd-emnorm, sgd3, sgd10; must include sgd and em)")
+    p.add_argument("--means", default="shared", help="symbol means: shared (the authors': one draw for every seed, the "
+                                                     "default) or per-seed (each seed its own draw)")
     p.add_argument("--chunk", type=positive, help="members per batched pass (default: a memory budget)")
     p.add_argument("--threads", type=positive, help="torch CPU threads")
     add_db(p)
@@ -32,26 +34,35 @@ def add_parser(sub) -> None:
     p.set_defaults(handler=cmd_emsgd)
 
 
+FLAGS = {"as_json": "--json", "progress": "--no-progress"}  # EmsgdConfig fields not named "--" + field
+
+
+def flag(field: str) -> str:
+    return FLAGS.get(field, "--" + field.replace("_", "-"))
+
+
+def config_from_args(args):
+    """The one place the command line becomes the study's typed config (`EmsgdConfig`)."""
+    from ..dynamics.emsgd.study import EmsgdConfig
+
+    return EmsgdConfig(variant=args.variant, seeds=args.seeds, steps=args.steps, length=args.length,
+                       sequences=args.sequences, means=args.means, chunk=args.chunk, threads=args.threads, db=args.db,
+                       schedules=tuple(s.strip() for s in args.schedules.split(",")) if args.schedules else None,
+                       progress=progress(args), as_json=args.json)
+
+
 def cmd_emsgd(args) -> int:
     """Run, store, plot, report; prints the report's path (or --json)."""
-    import torch
-
-    from ..checks import int_at_least, positive_int
-    from ..dynamics.emsgd import DEFAULTS
-    from ..dynamics.emsgd.study import check_length, default_seeds, run_study
+    from ..dynamics.config import FieldError
+    from ..dynamics.emsgd.study import run_emsgd
     from ..dynamics.report import print_summary
     from ..running import interrupt
 
-    if args.threads:
-        torch.set_num_threads(positive_int("--threads", args.threads))
-    seeds = default_seeds(int_at_least("--seeds", args.seeds, 2, "a speed-up interval needs at least 2"))
-    steps = positive_int("--steps", DEFAULTS[args.variant]["steps"] if args.steps is None else args.steps)
-    length = int_at_least("--length", DEFAULTS[args.variant]["length"] if args.length is None else args.length, 3)
-    check_length(length)
-    with interrupt.handling():  # Ctrl-C or SIGTERM: the partial study is removed, one line says so
-        summary = run_study(args.variant, seeds, steps=steps, length=length,
-                            sequences=positive_int("--sequences", args.sequences), chunk=args.chunk, db=args.db,
-                            progress=progress(args),
-                            schedules=[s.strip() for s in args.schedules.split(",")] if args.schedules else None)
-    print_summary(summary, args.json)
+    try:
+        config = config_from_args(args)
+        with interrupt.handling():  # Ctrl-C or SIGTERM: the partial study is removed, one line says so
+            summary = run_emsgd(config)
+    except FieldError as err:
+        raise err.named(flag(err.field)) from None
+    print_summary(summary, config.as_json)
     return 0

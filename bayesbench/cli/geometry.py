@@ -24,12 +24,32 @@ def add_parser(sub) -> None:
     p.set_defaults(handler=cmd_geometry)
 
 
+FLAGS = {"run": "RUN", "as_json": "--json"}  # the flag of each GeometryConfig field not named "--" + field
+
+
+def flag(field: str) -> str:
+    return FLAGS.get(field, "--" + field.replace("_", "-"))
+
+
+def config_from_args(args):
+    """The one place the command line becomes the study's typed config (`GeometryConfig`)."""
+    from ..dynamics.geometry.study import GeometryConfig
+
+    return GeometryConfig(run=args.run, sequences=args.sequences, min_seeds=args.min_seeds, db=args.db,
+                          as_json=args.json)
+
+
 def cmd_geometry(args) -> int:
+    from ..dynamics.config import FieldError
     from ..dynamics.geometry.study import run_geometry
     from ..dynamics.report import print_summary
     from ..running import interrupt
 
-    with interrupt.handling():  # Ctrl-C or SIGTERM: the partial study is removed, one line says so
-        summary = run_geometry(args.run, sequences=args.sequences, db=args.db, min_seeds=args.min_seeds)
-    print_summary(summary, args.json)
+    try:
+        config = config_from_args(args)
+        with interrupt.handling():  # Ctrl-C or SIGTERM: the partial study is removed, one line says so
+            summary = run_geometry(config)
+    except FieldError as err:
+        raise err.named(flag(err.field)) from None
+    print_summary(summary, config.as_json)
     return 0

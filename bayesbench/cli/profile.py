@@ -10,9 +10,15 @@ from __future__ import annotations
 
 from .args import add_db, as_dict, check_folder, key_values, positive, seed_list
 
+# The flag of each ProfileStudyConfig field whose name is not "--" + field with "-" for "_".
+FLAGS = {"task_args": "--task-args/--task-set", "as_json": "--json", "progress": "--no-progress"}
+
+
+def flag(field: str) -> str:
+    return FLAGS.get(field, "--" + field.replace("_", "-"))
+
 
 def add_parser(sub) -> None:
-    from ..dynamics.profile.study import OPTIMIZERS, PROBE_ATTENTION, SCHEDULES, SPACINGS
     from ..presets import PRESETS
 
     p = sub.add_parser("profile", help="train with the routing-law probe every k-th step; store the dynamics, "
@@ -26,7 +32,7 @@ def add_parser(sub) -> None:
     p.add_argument("--arch", default="transformer", help="an attention architecture (default transformer)")
     p.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="sizes and training (default quick)")
     p.add_argument("--seeds", type=seed_list, help="comma-separated seeds, all profiled in the same step "
-                                                   "(default 0,1,2,3; with --run: the run's seeds)")
+                                                   "(default 0,...,7: 8 seeds; with --run: the run's seeds)")
     p.add_argument("--steps", type=positive, help="training steps (default: the preset's; with --run: steps "
                                                   "added to the run, default 500)")
     p.add_argument("--every", type=int, default=10, help="probe every k-th step (default 10)")
@@ -36,24 +42,31 @@ def add_parser(sub) -> None:
                                                                      "used by the law check (default 8)")
     p.add_argument("--flush-every", type=positive, default=200, help="steps between writes to the store (default 200)")
     p.add_argument("--checkpoints", type=int, default=21, help="checkpoints for maps and calibration (default 21)")
-    p.add_argument("--checkpoint-spacing", choices=SPACINGS, default="quadratic",
+    p.add_argument("--checkpoint-spacing", default="quadratic",
                    help="quadratic (dense early, the default) or even (no quantisation of late events)")
+    p.add_argument("--replicas", type=int, default=2,
+                   help="the jitter floor: continue each checkpoint's state this many more times to the next "
+                        "checkpoint with other data orders (default 2; 0: no floor)")
+    p.add_argument("--replica-every", type=positive, default=1,
+                   help="replicas from every n-th checkpoint only (default 1: all; the floor is interpolated between)")
+    p.add_argument("--late-maps", type=positive, default=3,
+                   help="the last checkpoints whose mean map is the drift's reference and whose mean calibration "
+                        "is the endpoint (default 3)")
     p.add_argument("--head-ablation", action="store_true",
                    help="at each checkpoint also score the model with each head zeroed (per-head timing)")
     p.add_argument("--probe-sequences", type=positive, default=16,
                    help="fixed sequences whose maps are kept (default 16)")
     p.add_argument("--eval-sequences", type=positive, default=512,
                    help="evaluation sequences per checkpoint (default 512)")
-    p.add_argument("--attention", choices=PROBE_ATTENTION,
-                   help="probe path: triton (GPU stats kernel), eager (autograd hooks) or reference "
-                        "(default: triton on a GPU, eager on CPU)")
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
-                   help="adamw (the preset's) or sgd (plain: no momentum, no weight decay)")
+    p.add_argument("--attention", help="probe path: triton (GPU stats kernel), eager (autograd hooks) or reference "
+                                       "(default: triton on a GPU, eager on CPU)")
+    p.add_argument("--optimizer", default="adamw", help="adamw (the preset's) or sgd (plain: no momentum, no weight "
+                                                        "decay)")
     p.add_argument("--lr", type=float, help="learning rate (default: the preset's)")
     p.add_argument("--batch-size", type=positive, help="sequences per step and member (default: the preset's; not "
                    "with --run)")
-    p.add_argument("--schedule", choices=SCHEDULES, help="learning-rate schedule (default: the preset's; a cosine "
-                                                         "asked for on a constant preset has no warm-up)")
+    p.add_argument("--schedule", help="learning-rate schedule: constant, cosine or step (default: the preset's; the "
+                                      "preset's warm-up carries over to cosine and step)")
     p.add_argument("--run", help="continue this stored run (run_id, run directory or checkpoint file)")
     p.add_argument("--device", help="cpu, cuda or auto (default: the preset's)")
     p.add_argument("--runs-dir", default="runs", help="where the profiled model's checkpoint goes (default ./runs)")
@@ -65,12 +78,31 @@ def add_parser(sub) -> None:
     p.set_defaults(handler=cmd_profile)
 
 
+def config_from_args(args):
+    """The one place the command line becomes the study's typed config (`ProfileStudyConfig`)."""
+    from ..dynamics.profile.study import ProfileStudyConfig
+
+    task_args = as_dict("--task-args/--task-set", [*(args.task_args or ()), *(args.task_set or ())]) or None
+    return ProfileStudyConfig(
+        task=args.task, task_args=task_args, arch=args.arch, preset=args.preset, seeds=args.seeds, steps=args.steps,
+        every=args.every, law_every=args.law_every, law_sequences=args.law_sequences, flush_every=args.flush_every,
+        checkpoints=args.checkpoints, checkpoint_spacing=args.checkpoint_spacing, head_ablation=args.head_ablation,
+        probe_sequences=args.probe_sequences, eval_sequences=args.eval_sequences, replicas=args.replicas,
+        replica_every=args.replica_every, late_maps=args.late_maps, attention=args.attention,
+        optimizer=args.optimizer, lr=args.lr, batch_size=args.batch_size, schedule=args.schedule, run=args.run,
+        device=args.device, runs_dir=args.runs_dir, threads=args.threads, progress=not args.no_progress,
+        as_json=args.json, db=args.db)
+
+
 def cmd_profile(args) -> int:
+    from ..dynamics.config import FieldError
     from ..dynamics.profile.study import run_profile
     from ..running import interrupt
 
     check_folder("--runs-dir", args.runs_dir)
-    # --task-args (train's and run's name) and --task-set (repeatable) set the same fields
-    args.task_set = as_dict("--task-args/--task-set", [*(args.task_args or ()), *(args.task_set or ())]) or None
-    with interrupt.handling():  # Ctrl-C or SIGTERM: the step ends, the partial study is removed, one line says so
-        return run_profile(args)
+    try:
+        config = config_from_args(args)
+        with interrupt.handling():  # Ctrl-C or SIGTERM: the step ends, the partial study is removed, one line says so
+            return run_profile(config)
+    except FieldError as err:
+        raise err.named(flag(err.field)) from None

@@ -40,5 +40,5 @@ def require_finished(study: dict) -> None:
     """A study whose measurements are complete, else a ValueError saying why not."""
     status = study.get("status") or "unknown"
     if status not in FINISHED:
-        raise ValueError(f"--dynamics {study['study_id']!r}: the study did not finish (status: {status}); its "
+        raise ValueError(f"study {study['study_id']!r}: the study did not finish (status: {status}); its "
                          "measurements are partial, so nothing is drawn (run the study again)")

@@ -19,6 +19,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from ..stats import t_interval
 from ..store.records import RunRecord
 from .curve_stats import trained_part, value_at
 
@@ -48,14 +49,10 @@ class Comparison:
 
 
 def _mean_ci(values: list[float]) -> tuple[float, float, float]:
-    """Mean over seeds with a 95% t-interval, its low end clipped at 0 (every curve metric is >= 0)."""
-    if len(values) < 2:
-        return (values[0] if values else math.nan, math.nan, math.nan)
-    from scipy.stats import t as student_t
-
-    m, sd, n = statistics.fmean(values), statistics.stdev(values), len(values)
-    half = float(student_t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
-    return m, max(0.0, m - half), m + half
+    """Mean over seeds with its 95% t-interval (`bayesbench.stats.t_interval`), the low end
+    clipped at 0 (every curve metric is >= 0)."""
+    ci = t_interval(values)
+    return ci["mean"], max(0.0, ci["ci_low"]) if math.isfinite(ci["ci_low"]) else math.nan, ci["ci_high"]
 
 
 def significant_from(steps: list[int], p: list[float], alpha: float = ALPHA) -> int | None:

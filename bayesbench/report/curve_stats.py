@@ -1,10 +1,11 @@
 """What the leaderboard reads off the learning curves (docs/leaderboard.md, "Learning curves").
 
-- Steps to a threshold (`reached_from`): the first measured step from which a member's curve
-  stays at or below it to its last point (a noisy curve that dips below and comes back up has
+- Steps to a threshold (`bayesbench.stats.stays_from`): the first measured step from which a
+  member's curve stays at or below it to its last point (a noisy curve that dips below and comes back up has
   not reached it; the curve is measured at log-spaced steps, so the crossing lies between the
   previous measured step and this one). Over a row's seeds (`Reach`): with every seed
-  there, the geometric mean with a 95% t-interval of log(steps) over seeds (it stays positive);
+  there, the geometric mean with a 95% t-interval of log(steps) over seeds (it stays positive;
+  `bayesbench.stats.log_interval`);
   with only some, the median over all seeds (a seed that never got there counts as later than
   every step) and how many reached it, no interval (one over the seeds that reached it would
   leave out the slow ones).
@@ -25,6 +26,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from ..stats import log_interval, stays_from
 from ..store.records import LearningCurve
 
 IMPROVING_POINTS = 4
@@ -37,17 +39,6 @@ def trained_part(curve: LearningCurve, metric: str, stop_step: int | None = None
     values = curve.metric(metric)
     keep = [i for i, s in enumerate(curve.step) if stop_step is None or s <= stop_step]
     return [curve.step[i] for i in keep], [values[i] for i in keep]
-
-
-def reached_from(steps: list[int], values: list[float], threshold: float) -> int | None:
-    """The first step from which every later value is at or below `threshold`, or None (the
-    last value is above it, or not finite)."""
-    first = None
-    for s, v in zip(reversed(steps), reversed(values)):
-        if not v <= threshold:
-            break
-        first = s
-    return first
 
 
 @dataclass(frozen=True)
@@ -81,14 +72,8 @@ class Reach:
         with one seed); None otherwise."""
         if self.reached < self.n or self.n == 0:
             return None
-        logs = [math.log(s) for s in self.per_seed]
-        mean = statistics.fmean(logs)
-        if self.n < 2:
-            return math.exp(mean), math.nan, math.nan
-        from scipy.special import stdtrit  # the t quantile, without scipy.stats' import (0.3 s per leaderboard)
-
-        half = float(stdtrit(self.n - 1, 0.5 + level / 2)) * statistics.stdev(logs) / math.sqrt(self.n)
-        return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+        ci = log_interval(self.per_seed, level)
+        return ci["mean"], ci["ci_low"], ci["ci_high"]
 
 
 def reach(curves: list[LearningCurve | None], metric: str, threshold: float, stops: list[int | None],
@@ -99,7 +84,7 @@ def reach(curves: list[LearningCurve | None], metric: str, threshold: float, sto
     per_seed, budgets = [], []
     for c, stop in zip(curves, stops):
         steps, values = trained_part(c, metric, stop)
-        per_seed.append(reached_from(steps, values, threshold))
+        per_seed.append(stays_from(steps, values, threshold))
         budgets.append(steps[-1] if steps else 0)
     return Reach(threshold, per_seed, budgets, batch_size)
 

@@ -28,9 +28,10 @@ import json
 import math
 
 from .. import versions
+from ..stats import stays_from
 from ..store.database import row_settings
 from ..store.records import EvalResult, RunRecord, json_safe
-from .curve_stats import Reach, reached_from, still_improving, trained_part
+from .curve_stats import Reach, still_improving, trained_part
 from .rows import (
     AT_FLOOR,
     AUC,
@@ -78,7 +79,7 @@ def _member_curve(r: RunRecord, metric: str, threshold: float) -> dict:
                 "still_improving": None}
     steps, values = trained_part(c, metric, r.stop_step)
     return {"curve_metric": metric, "threshold_bits": threshold,
-            "steps_to_threshold": reached_from(steps, values, threshold),
+            "steps_to_threshold": stays_from(steps, values, threshold),
             "still_improving": still_improving(steps, values)}
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from .. import versions
 from ..metric_table import METRICS, curve_metrics, final_metrics
+from ..stats import t_interval
 from ..store.database import config_key
 from ..store.records import EvalResult, LearningCurve, RunRecord
 from .curve_stats import Reach, common_range, log_auc, reach, still_improving, trained_part
@@ -216,16 +217,10 @@ def _sort_key(x: float) -> float:
 
 
 def seed_interval(values: list, level: float = 0.95) -> tuple[float, float]:
-    """t-interval of the mean over seeds (NaN with fewer than two finite values)."""
-    vals = [x for x in values if x is not None and math.isfinite(x)]
-    if len(vals) < 2:
-        return (float("nan"), float("nan"))
-    from scipy.special import stdtrit  # the t quantile (scipy.stats.t.ppf calls it; a third of the import time)
-
-    n, mean = len(vals), sum(vals) / len(vals)
-    sd = math.sqrt(sum((x - mean) ** 2 for x in vals) / (n - 1))
-    half = float(stdtrit(n - 1, 0.5 + level / 2)) * sd / math.sqrt(n)
-    return (mean - half, mean + half)
+    """(low, high) of the t-interval of the mean over seeds (`bayesbench.stats.t_interval`; NaN
+    with fewer than two finite values)."""
+    ci = t_interval(values, level)
+    return ci["ci_low"], ci["ci_high"]
 
 
 def eval_length(name: str) -> int | None:

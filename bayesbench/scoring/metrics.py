@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ..stats import t_quantile  # the one home of the t quantile (scipy.special: no scipy.stats import)
 from ..store.records import Summary  # the type a metric's mean and interval are stored as
 
 LOG2 = math.log(2.0)
@@ -118,9 +119,7 @@ def summarize(values: Tensor, mask: Tensor | None = None, level: float = 0.95, *
     mbar = total / n
     resid = sums - mean * counts
     se = math.sqrt(float((resid**2).sum()) / (n * (n - 1))) / mbar
-    from scipy.special import stdtrit  # the t quantile (scipy.stats.t.ppf calls it; a third of the import time)
-
-    half = float(stdtrit(n - 1, 0.5 + level / 2.0)) * se
+    half = t_quantile(n - 1, level) * se
     low = mean - half if lower is None else max(lower, mean - half)
     return Summary(mean, low, mean + half, n, int(total))
 
@@ -171,9 +170,7 @@ def positional_mae(h_q: Tensor, h_p: Tensor, mask: Tensor | None = None, level: 
     loo_diff = torch.where(loo_ok, (total - d) / loo_count.clamp(min=1), torch.zeros_like(d)).abs()
     loo = loo_diff.sum(1) / loo_ok.sum(1).clamp(min=1)  # [n] statistic without sequence i
     se = math.sqrt(float((n - 1) / n * ((loo - loo.mean()) ** 2).sum()))
-    from scipy.special import stdtrit  # the t quantile (scipy.stats.t.ppf calls it; a third of the import time)
-
-    half = float(stdtrit(n - 1, 0.5 + level / 2.0)) * se
+    half = t_quantile(n - 1, level) * se
     return Summary(mean, max(0.0, mean - half), mean + half, n, n_pos)  # an absolute value: never below 0
 
 

@@ -73,7 +73,7 @@ def _configuration(r: RunRecord) -> dict:
 
 def pooled_rows(records: list[RunRecord]) -> list[dict]:
     """The leaderboard's rows (seeds pooled per task, evaluation set, arch and configuration)."""
-    from ..report.rows import seed_interval  # bayesbench.stats.t_interval once the statistics module is merged
+    from ..stats import t_interval
     from ..store.database import config_key
     groups: dict[tuple, list[tuple[RunRecord, EvalResult]]] = {}
     for r in records:
@@ -96,7 +96,8 @@ def pooled_rows(records: list[RunRecord]) -> list[dict]:
             values = [getattr(ev, m).mean for r, ev in chosen if getattr(ev, m) is not None and r.status == "ok"]
             values = [v for v in values if math.isfinite(v)]
             mean = sum(values) / len(values) if values else None
-            low, high = seed_interval(values) if len(values) >= 2 else (None, None)
+            ci = t_interval(values) if len(values) >= 2 else None
+            low, high = (ci["ci_low"], ci["ci_high"]) if ci else (None, None)
             row[f"{m}_bits"] = mean
             row[f"{m}_ci_low"] = None if low is None else max(0.0, _num(low) or 0.0)
             row[f"{m}_ci_high"] = _num(high)

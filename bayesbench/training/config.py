@@ -18,7 +18,8 @@ from .until import parse_until
 #: raised whenever a change alters what a seed trains to: part of every run's identity
 #: (`bayesbench.versions`, `bayesbench.identity`).
 TRAINING_VERSION = 1
-SCHEDULES = ("constant", "cosine")
+SCHEDULES = ("constant", "cosine", "step")
+STEP_DECAY = ((0.5, 0.1), (0.75, 0.01))  # "step": the learning rate times 0.1 from half the steps, 0.01 from 3/4
 # auto: TF32 matmuls on CUDA, exact float32 elsewhere; fp32: exact float32 everywhere; tf32: TF32
 # matmuls (CUDA only); bf16: autocast of the forward pass to bfloat16 (weights and AdamW in float32)
 PRECISIONS = ("auto", "fp32", "tf32", "bf16")
@@ -35,7 +36,7 @@ OPTIONAL = ("compile", "curves", "curve_every", "curve_sequences", "until", "unt
 @dataclass(frozen=True)
 class TrainConfig:
     """Optimisation settings (docs/science.md#architectures-and-training; Paper I, Sec. 3.3-3.4).
-    `warmup_steps` and `min_lr_ratio` apply to 'cosine'.
+    `warmup_steps` applies to 'cosine' and 'step', `min_lr_ratio` to 'cosine'.
 
     precision: see PRECISIONS (evaluation always runs in exact float32). sync_every: how often
     the losses and the divergence guard are read back to the host (a step itself reads nothing).
@@ -120,11 +121,14 @@ class TrainConfig:
         return out
 
     def lr_at(self, step: int) -> float:
-        """Learning rate of step `step` (0-based): constant, or linear warm-up then cosine decay."""
+        """Learning rate of step `step` (0-based): constant, or linear warm-up then cosine decay
+        or step decay (`STEP_DECAY`)."""
         if self.schedule == "constant":
             return self.lr
         if step < self.warmup_steps:
             return self.lr * (step + 1) / self.warmup_steps
+        if self.schedule == "step":
+            return self.lr * min([factor for at, factor in STEP_DECAY if step >= at * self.steps], default=1.0)
         progress = (step - self.warmup_steps) / max(1, self.steps - self.warmup_steps)
         cosine = 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
         return self.lr * (self.min_lr_ratio + (1.0 - self.min_lr_ratio) * cosine)

@@ -53,7 +53,7 @@ def result_metrics(records) -> dict:
     mean over seeds with its t-interval over seeds (`final/mean/values/kl`, `..._ci_low`,
     `..._ci_high`, of the seeds that did not diverge), and the floors (`floor/values/uniform/kl`).
     Non-finite numbers (a diverged member) are left out."""
-    from ..report.rows import seed_interval
+    from ..stats import t_interval
     out: dict[str, float] = {}
 
     def put(tag, value):
@@ -78,7 +78,8 @@ def result_metrics(records) -> dict:
         finite = [v for v in values if math.isfinite(v)]
         if finite:
             put(f"final/mean/{name}/{metric}", sum(finite) / len(finite))
-            low, high = seed_interval(finite)
+            ci = t_interval(finite)
+            low, high = ci["ci_low"], ci["ci_high"]
             put(f"final/mean/{name}/{metric}_ci_low", max(0.0, low) if math.isfinite(low) else low)
             put(f"final/mean/{name}/{metric}_ci_high", high)
     return out

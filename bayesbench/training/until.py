@@ -40,22 +40,6 @@ def parse_until(value) -> float | str | None:
     return threshold
 
 
-def first_reach(steps: list[int], values: list[float], threshold: float) -> int | None:
-    """The first curve step whose value is at or below `threshold`, or None (never reached)."""
-    for s, v in zip(steps, values):
-        if v <= threshold:  # NaN (a diverged member) never reaches it
-            return s
-    return None
-
-
-def plateau_at(steps: list[int], values: list[float], budget: int) -> int | None:
-    """The first curve step at which the curve has plateaued (see the module docstring), or None."""
-    for i in range(len(steps)):
-        if _plateaued(steps[:i + 1], values[:i + 1], budget):
-            return steps[i]
-    return None
-
-
 def _plateaued(steps: list[int], values: list[float], budget: int) -> bool:
     """Whether the curve ending at its last point has plateaued there."""
     s = steps[-1]

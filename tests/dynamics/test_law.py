@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bayesbench.dynamics.intervals import t_interval
 from bayesbench.dynamics.profile.law import LAW_NAMES, NULLED, law_statistics, own_qk_tangent
 from bayesbench.dynamics.profile.routing import masked_softmax, predicted_change, transformer_scores
 from bayesbench.models import get_model
 from bayesbench.models.attention import causal_mask
+from bayesbench.stats import t_interval
 from bayesbench.tasks import get_task
 
 
@@ -105,7 +105,7 @@ def test_scores_of_a_rope_model_are_its_attention_scores():
     """transformer_scores applies the rotary embedding the model's attention applies: softmax of
     the scores is the alpha its probed backward sees."""
     from bayesbench.dynamics.profile.probes import ProbeSet
-    from bayesbench.training.trainer import member_losses
+    from bayesbench.training.numerics import member_losses
 
     task = get_task("bijection", V=5)
     model = get_model("transformer", task, seeds=[0], n_layer=2, n_head=2, d_model=12, d_ffn=20,

@@ -16,7 +16,7 @@ from bayesbench.dynamics.profile.lead import (
     lr_budget,
     precision_progress,
 )
-from bayesbench.training.trainer import TrainConfig
+from bayesbench.training.config import TrainConfig
 
 
 def test_progress_and_interpolated_crossing():
@@ -47,15 +47,21 @@ def test_lead_on_curves_with_a_known_lead():
         drift[seed] = [0.3 * (1 - _ramp(s, f90)) for s in steps]
         mae[seed] = [1.0 - 0.9 * _ramp(s, p90) for s in steps]
     budget = lr_budget(lambda s: 1.0, steps)  # constant lr: the budget is the share of the steps
-    got = lead_summary(steps, budget, drift, mae)
+    frame = {s: frame_progress(v) for s, v in drift.items()}
+    precision = {s: precision_progress(v) for s, v in mae.items()}
+    got = lead_summary(steps, budget, frame, precision, stays=False)
     lead = got["lead_steps"]
     assert lead["n"] == 6 and lead["mean"] == pytest.approx(200) and lead["ci_high"] - lead["ci_low"] < 1e-6
+    assert lead["p"] == 0.0  # every seed's lead is exactly 200: no spread
     assert [r["t90_frame_steps"] for r in got["per_seed"].values()] == pytest.approx(
         [300 + 50.0 * x for x in _shifts()])
     assert got["lead_budget"]["mean"] == pytest.approx(lead["mean"] / 1000, abs=1e-9)
-    assert got["frame_first_seeds"] == 6
-    swapped = lead_summary(steps, budget, {s: [m - 0.1 for m in v] for s, v in mae.items()},
-                           {s: [d + 0.1 for d in v] for s, v in drift.items()})
+    assert got["frame_first_seeds"] == 6 and got["sign_test_p"] == pytest.approx(2 / 64)
+    # the same read where the running mean of 3 reaches 0.9 and stays (the profile's rule): both curves
+    # bend at their t90s, so the running mean moves each by less than half a checkpoint interval
+    smooth = lead_summary(steps, budget, frame, precision)
+    assert smooth["lead_steps"]["mean"] == pytest.approx(200, abs=25)
+    swapped = lead_summary(steps, budget, precision, frame, stays=False)
     assert swapped["lead_steps"]["ci_high"] < 0 and swapped["frame_first_seeds"] == 0
 
 
@@ -92,10 +98,11 @@ def test_t90_intervals_stay_in_the_runs_steps_and_budget():
     steps = list(range(0, 21))
     drift = {0: [0.3 * (1 - _ramp(s, 12.0)) for s in steps], 1: [0.3 * (1 - _ramp(s, 19.5)) for s in steps]}
     mae = {seed: [1.0 - 0.9 * _ramp(s, 19.0) for s in steps] for seed in (0, 1)}
-    got = lead_summary(steps, lr_budget(lambda s: 1.0, steps), drift, mae)
+    got = lead_summary(steps, lr_budget(lambda s: 1.0, steps), {s: frame_progress(v) for s, v in drift.items()},
+                       {s: precision_progress(v) for s, v in mae.items()}, stays=False)
     t90s = [r["t90_frame_steps"] for r in got["per_seed"].values()]
     assert max(t90s) - min(t90s) > 5  # far apart: a t-interval with 1 degree of freedom leaves [0, 20]
     frame, budget = got["t90_frame_steps"], got["t90_frame_budget"]
-    assert min(t90s) <= frame["ci_low"] <= frame["mean"] <= frame["ci_high"] <= max(t90s) <= 20
+    assert 0 <= frame["ci_low"] <= frame["mean"] <= frame["ci_high"] <= 20 and frame["method"] == "logit-t"
     assert 0.0 <= budget["ci_low"] <= budget["ci_high"] <= 1.0
     assert got["lead_steps"]["n"] == 2  # the lead, a difference, keeps its t-interval

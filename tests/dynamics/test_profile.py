@@ -22,7 +22,9 @@ from bayesbench.models import get_model
 from bayesbench.models.attention import causal_mask
 from bayesbench.running.runlock import LOCK_NAME
 from bayesbench.tasks import get_task
-from bayesbench.training.trainer import TrainConfig, Trainer, member_losses
+from bayesbench.training.config import TrainConfig
+from bayesbench.training.numerics import member_losses
+from bayesbench.training.trainer import Trainer
 
 TINY = dict(n_layer=2, n_head=2, d_model=12, d_ffn=20)
 
@@ -309,13 +311,14 @@ def test_profile_command_end_to_end(tmp_path, capsys):
     assert out["summary"]["timing"]["profiled_steps"] == 3
     assert os.path.exists(out["summary"]["report"])
     text = open(out["summary"]["report"]).read()
-    assert "Routing law against its shuffle null" in text and "Frame vs precision" in text
+    assert "Routing and value laws against their shuffle nulls" in text and "Frame vs precision" in text
     assert "Relevant key" in text  # the quick bijection has repeated keys
     for f in out["summary"]["figures"]:
         assert os.path.getsize(f) > 1000
     # calibration and drift records against a direct computation from the saved model and maps
     from bayesbench.scoring.evaluate import eval_set, evaluate_members
-    from bayesbench.training.trainer import load_result, task_of
+    from bayesbench.training.checkpoint import load_result
+    from bayesbench.training.result import task_of
 
     result = load_result(os.path.join(out["config"]["run_dir"], "checkpoint.pt"))
     scores = evaluate_members(result.model, eval_set(task_of(result), 32))  # the quick preset's bijection
@@ -370,11 +373,11 @@ def _store_untouched(db):
 @pytest.mark.parametrize("extra,message", [
     (["--run", "no-such-run"], "unknown run"),
     (["--arch", "lstm"], "needs a softmax-attention transformer"),
-    (["--every", "0"], "--every must be >= 1"),
-    (["--checkpoints", "1"], "--checkpoints must be >= 2"),
+    (["--every", "0"], "--every must be a positive integer"),
+    (["--checkpoints", "1"], "--checkpoints must be an integer >= 2"),
     (["--lr", "-1"], "--lr must be a positive number"),
     (["--task", "nope"], "task 'nope' is not in preset"),
-    (["--law-sequences", "1"], "--law-sequences must be >= 2"),
+    (["--law-sequences", "1"], "--law-sequences must be an integer >= 2"),
     (["--task-set", "nope=1"], "'nope' is not a setting of task 'bijection'; its settings: V, variant"),
     (["--task-set", "variant=other"], "variant must be one of"),
     (["--run", "x", "--batch-size", "8"], "--batch-size cannot change a stored run's batch"),

@@ -17,7 +17,6 @@ from bayesbench.report.curve_stats import (
     common_range,
     log_auc,
     reach,
-    reached_from,
     still_improving,
     value_at,
 )
@@ -38,14 +37,6 @@ def test_reach_all_some_and_no_seeds():
     assert Reach(0.1, [100, None], [2000] * 2, 32).median() is None
     one = Reach(0.1, [42], [100], 8).geometric()
     assert one[0] == pytest.approx(42) and math.isnan(one[1])
-
-
-def test_reached_from_needs_the_curve_to_stay_below():
-    steps = [1, 2, 4, 8, 16, 32]
-    assert reached_from(steps, [1.0, 0.08, 0.3, 0.09, 0.05, 0.04], 0.1) == 8  # the dip at step 2 does not count
-    assert reached_from(steps, [1.0, 0.08, 0.09, 0.09, 0.05, 0.2], 0.1) is None  # back above at the end
-    assert reached_from(steps, [0.1] * 6, 0.1) == 1  # at the threshold counts
-    assert reached_from(steps, [1.0, 0.05, 0.05, 0.05, 0.05, math.nan], 0.1) is None
 
 
 def test_reach_reads_each_curve_up_to_its_stop():

@@ -19,7 +19,7 @@ RULES = {
     "steps": ([0, -1, 1.5, True, "3"], [1, 10], "a positive integer"),
     "batch_size": ([0, -5, 2.0, True], [1, 64], "a positive integer"),
     "lr": ([-1, 0, 0.0, NAN, INF, -INF, True, "fast"], [1e-3, 1, 2.5], "a positive finite number"),
-    "schedule": (["bogus", 3, None], ["constant", "cosine"], "one of ('constant', 'cosine')"),
+    "schedule": (["bogus", 3, None], ["constant", "cosine", "step"], "one of ('constant', 'cosine', 'step')"),
     "warmup_steps": ([-1, 1.5, True, NAN], [0, 100], "an integer >= 0"),
     "min_lr_ratio": ([-0.1, 1.5, NAN, INF, True], [0, 0.0, 0.1, 1.0], "a number in [0, 1]"),
     "weight_decay": ([-1, -1e-9, NAN, INF, True, "x"], [0, 0.0, 0.01, 2.0], "a finite number >= 0"),

@@ -10,10 +10,18 @@ import torch
 from bayesbench.tasks import get_task
 from bayesbench.training.config import TrainConfig
 from bayesbench.training.run import train
-from bayesbench.training.until import first_reach, parse_until, plateau_at, stop_reason
+from bayesbench.training.until import PLATEAU, parse_until, stop_reason
 
 TINY = dict(n_layer=2, n_head=2, d_model=16, d_ffn=32)
 STEPS = [1, 2, 3, 4, 6, 7, 10, 13, 18, 24, 32, 42, 56, 75, 100]
+
+
+def plateau_at(steps: list[int], values: list[float], budget: int) -> int | None:
+    """The first curve step at which the plateau rule would stop the member, or None."""
+    for i in range(len(steps)):
+        if stop_reason(PLATEAU, "entropy_mae", steps[:i + 1], values[:i + 1], budget) is not None:
+            return steps[i]
+    return None
 
 
 def test_parse_until():
@@ -22,14 +30,6 @@ def test_parse_until():
     for bad in ("0", "-1", "nan", "inf", "soon", True):
         with pytest.raises(ValueError, match="until must be a threshold"):
             parse_until(bad)
-
-
-def test_first_reach():
-    values = [1.0, 0.8, 0.5, 0.1, 0.2, 0.05]
-    assert first_reach([1, 2, 4, 8, 16, 32], values, 0.1) == 8  # at or below: the first such point
-    assert first_reach([1, 2, 4, 8, 16, 32], values, 0.09) == 32
-    assert first_reach([1, 2, 4, 8, 16, 32], values, 0.01) is None
-    assert first_reach([1, 2], [float("nan"), float("nan")], 1.0) is None  # a diverged member never reaches
 
 
 def test_plateau_on_synthetic_curves():

@@ -8,7 +8,9 @@ in vishalmisra/bayesian-wind-tunnel, built the same way, number for number):
   self_weight is added on the diagonal. The diagonal therefore ends at
   self_weight + (1 - self_weight) * self_weight / (self_weight + sum_j 1/d) = 0.3498 for V = 8,
   not at 0.3 as the paper text says (`transition_matrix`);
-- symbol means mu [V, 20] ~ N(0, I), drawn from a generator seeded 0 and shared by every seed;
+- symbol means mu [V, 20] ~ N(0, I), drawn from a generator seeded 0 and shared by every seed
+  (`means="shared"`); the variant `means="per-seed"` draws them per seed s from a generator
+  seeded MEANS_PER_SEED + s, so that the seeds are independent draws of the whole problem;
 - per seed s (a generator seeded s): y_0 uniform, then y_1..y_{T-1} one draw at a time from P's
   rows, then the noise; inputs x_t = mu_{y_(t-1)} + N(0, I), targets y_t, t = 1..T-1;
 - the floor the authors print, H(Y_t | Y_(t-1)) = mean_i H(P[i, :]) (in nats, like the loss).
@@ -33,6 +35,16 @@ from torch import Tensor
 from ...checks import int_at_least
 
 MEANS_SEED = 0  # the authors draw the symbol means from seed 0 for every run
+MEANS_PER_SEED = 1_000_000  # the per-seed variant: seed s's means from MEANS_PER_SEED + s
+MEANS = ("shared", "per-seed")
+
+
+def means_seed(seed: int, means: str = "shared") -> int:
+    """The generator seed of seed `seed`'s symbol means: MEANS_SEED for every seed ("shared", the
+    authors'), or MEANS_PER_SEED + seed ("per-seed")."""
+    if means not in MEANS:
+        raise ValueError(f"means must be one of {MEANS}, got {means!r}")
+    return MEANS_SEED if means == "shared" else MEANS_PER_SEED + int(seed)
 
 
 def transition_matrix(n_symbols: int = 8, self_weight: float = 0.3) -> Tensor:
@@ -49,9 +61,9 @@ def transition_matrix(n_symbols: int = 8, self_weight: float = 0.3) -> Tensor:
     return P / P.sum(1, keepdim=True)
 
 
-def symbol_means(n_symbols: int = 8, d: int = 20) -> Tensor:
-    """Fixed symbol means mu [V, d] ~ N(0, I) from a generator seeded MEANS_SEED."""
-    return torch.randn(n_symbols, d, generator=torch.Generator().manual_seed(MEANS_SEED))
+def symbol_means(n_symbols: int = 8, d: int = 20, seed: int = MEANS_SEED) -> Tensor:
+    """Symbol means mu [V, d] ~ N(0, I) from a generator seeded `seed` (MEANS_SEED: the authors')."""
+    return torch.randn(n_symbols, d, generator=torch.Generator().manual_seed(int(seed)))
 
 
 def conditional_entropy(P: Tensor) -> float:
@@ -111,24 +123,26 @@ def filter_predictive(x: Tensor, P: Tensor, mu: Tensor) -> Tensor:
     return out
 
 
-def paper_data(seed: int, T: int = 2000, n_symbols: int = 8, d: int = 20, self_weight: float = 0.3) -> ChainData:
-    """The paper variant's data for one seed (one sequence, N = T - 1 scored positions)."""
+def paper_data(seed: int, T: int = 2000, n_symbols: int = 8, d: int = 20, self_weight: float = 0.3,
+               mu_seed: int = MEANS_SEED) -> ChainData:
+    """The paper variant's data for one seed (one sequence, N = T - 1 scored positions); the
+    symbol means from `mu_seed` (`means_seed`)."""
     int_at_least("T", T, 3, "sequence length")
-    P, mu = transition_matrix(n_symbols, self_weight), symbol_means(n_symbols, d)
+    P, mu = transition_matrix(n_symbols, self_weight), symbol_means(n_symbols, d, mu_seed)
     x, y = sample_chain(seed, T, P, mu)
     pred = filter_predictive(x, P, mu).float()
     return ChainData(x.unsqueeze(0), y[1:].unsqueeze(0), pred.unsqueeze(0))
 
 
 def beta_sticky_data(seed: int, n_sequences: int = 40, L: int = 50, n_symbols: int = 8, d: int = 20,
-                     a: float = 1.0, b: float = 1.0) -> ChainData:
+                     a: float = 1.0, b: float = 1.0, mu_seed: int = MEANS_SEED) -> ChainData:
     """The Beta-sticky variant's data for one seed: `n_sequences` chains of L symbols, a fresh
     rho ~ Beta(a, b) each; inputs mu_{y_t}; the exact posterior predictive of y_(t+1)."""
     from ...tasks import StickyTask
 
     task = StickyTask(V=n_symbols, L=L, a=a, b=b)
     batch = task.sample(n_sequences, torch.Generator().manual_seed(int(seed)))
-    mu = symbol_means(n_symbols, d)
+    mu = symbol_means(n_symbols, d, mu_seed)
     targets = batch.targets.masked_fill(~batch.mask, -100)
     return ChainData(mu[batch.tokens], targets, batch.posterior.float())
 

@@ -11,8 +11,8 @@ weights with 10x on W_O, 10x on W_Q and W_K, or every learning rate at 3x and 10
   (n_steps where never: right-censored); `gap_share` how much of the gap the final loss covers.
 - **Paired speed-up at a gap fraction.** Per seed, steps of the control over steps of EM-like,
   both at the same p; the geometric mean over the seeds where both reached it, with the
-  t-interval of the mean log ratio (`intervals.ratio_interval`). Seeds where only EM-like
-  reached p are counted apart (their ratio is only bounded below).
+  t-interval of the mean log ratio and its test against 1 (`bayesbench.stats.ratio_interval`).
+  Seeds where only EM-like reached p are counted apart (their ratio is only bounded below).
 
 The steps-to-final-loss speed-up (`speedup.speedup`, per-seed and the authors' pooled rule) is
 computed against every control as well (study.py).
@@ -25,7 +25,7 @@ import math
 import torch
 from torch import Tensor
 
-from ..intervals import bootstrap_interval, ratio_interval
+from ...stats import ratio_interval, t_interval
 from .speedup import steps_to_reach
 
 FRACTIONS = (0.25, 0.5, 0.9)
@@ -63,7 +63,7 @@ def paired_speedup(fast: Tensor, slow: Tensor, n_steps: int) -> dict:
     ("only_slow") and neither ("neither")."""
     both = (fast < n_steps) & (slow < n_steps)
     ratios = (slow[both].double() / fast[both].double().clamp(min=1)).tolist()
-    out = ratio_interval(ratios)
+    out = ratio_interval(ratios, null=1.0)
     out.update({"only_fast": int(((fast < n_steps) & (slow >= n_steps)).sum()),
                 "only_slow": int(((slow < n_steps) & (fast >= n_steps)).sum()),
                 "neither": int(((fast >= n_steps) & (slow >= n_steps)).sum())})
@@ -72,7 +72,8 @@ def paired_speedup(fast: Tensor, slow: Tensor, n_steps: int) -> dict:
 
 def gap_table(losses: Tensor, names: list[str], floors: Tensor, n_classes: int, fractions=FRACTIONS) -> dict:
     """Per schedule: steps to each gap fraction per seed, how many seeds reached it, the median
-    steps, and the final gap share (mean with a bootstrap interval over seeds, in range).
+    steps, and the final gap share (mean with a t-interval over seeds: a share that passes 1 past
+    the floor is a schedule fitting its training data, so it has no upper bound).
     losses [S, E, n_steps + 1]."""
     n_steps = losses.shape[-1] - 1
     out = {}
@@ -81,13 +82,15 @@ def gap_table(losses: Tensor, names: list[str], floors: Tensor, n_classes: int, 
         out[name] = {"fractions": list(fractions), "steps": steps.tolist(),
                      "reached": [int((s < n_steps).sum()) for s in steps],
                      "median_steps": [float(s.double().median()) for s in steps],
-                     "final_gap_share": bootstrap_interval(gap_share(losses[j, :, -1], floors, n_classes).tolist())}
+                     "final_gap_share": t_interval(gap_share(losses[j, :, -1], floors, n_classes).tolist())}
     return out
 
 
-def best_of(losses: Tensor, names: list[str], candidates: tuple[str, ...]) -> str | None:
-    """The candidate schedule with the lowest mean final loss over seeds (None if none ran)."""
+def best_on_validation(validation: Tensor, names: list[str], candidates: tuple[str, ...]) -> str | None:
+    """The candidate schedule whose validation loss at its best recorded step, averaged over seeds,
+    is lowest (validation [S, E, R]; None if no candidate ran): chosen on a split that is never
+    reported."""
     present = [c for c in candidates if c in names]
     if not present:
         return None
-    return min(present, key=lambda c: float(losses[names.index(c), :, -1].double().mean()))
+    return min(present, key=lambda c: float(validation[names.index(c)].double().min(1).values.mean()))

@@ -11,7 +11,8 @@ from torch import Tensor
 from ...figures import count, heading, save, subplots, unique_legend
 
 COLORS = {"sgd": "tab:red", "em": "tab:blue", "adamw": "tab:red", "adamw-em": "tab:blue", "wo10": "tab:green",
-          "wqk10": "tab:purple", "sgd3": "tab:orange", "sgd10": "tab:brown"}
+          "wqk10": "tab:purple", "sgd3": "tab:orange", "sgd10": "tab:brown", "sgd-emtotal": "tab:cyan",
+          "sgd-emnorm": "tab:olive"}
 BAND = "line: mean over seeds, band: 10th to 90th percentile seed"
 
 

@@ -1,4 +1,4 @@
-"""How much sooner one schedule reaches another's final loss, with a bootstrap interval over seeds.
+"""How much sooner one schedule reaches another's final loss, with an interval over seeds.
 
 Paper II (arXiv 2512.22473, section 7.2): speed-up = n_steps / (first step at which the EM-like
 run's loss falls below SGD's final loss). `losses[e, i]` is seed e's loss after i updates
@@ -8,8 +8,11 @@ counts n_steps (the authors' rule).
 Two thresholds:
 - per seed (the definition above): each seed's EM run against its own SGD final loss;
 - pooled (what the authors' script does): every seed against the mean SGD final loss over seeds.
-Either way the speed-up is n_steps / mean_e(steps_e); its 95% interval is a percentile bootstrap
-over seeds (the seeds are the unit of replication).
+Either way the speed-up is n_steps / mean_e(steps_e). Its 95% interval over seeds (the unit of
+replication): per seed, n_steps over the t-interval of the mean steps (a monotone map, so it
+covers as the t-interval does), with the t-test of mean steps = n_steps (no speed-up) as its p;
+pooled, the threshold moves with the seeds drawn, so a BCa bootstrap (`bayesbench.stats.bca_interval`,
+which covers about 93% at 16 normal seeds and 88% at 16 lognormal ones: tests/test_stats.py).
 """
 
 from __future__ import annotations
@@ -27,22 +30,9 @@ def steps_to_reach(losses: Tensor, threshold: Tensor, n_steps: int) -> Tensor:
     return first.long()
 
 
-def pooled_steps(fast: Tensor, final: Tensor, draws: Tensor, n_steps: int) -> Tensor:
-    """steps_to_reach for many resamples at once: resample r (a row of seed indices `draws` [R, E])
-    has threshold mean(final[draws[r]]); returns [R, E] steps of its seeds.
-
-    The first i with fast[e, i] < thr is the first i where the running minimum of fast[e] drops
-    below thr; the running minimum is monotone, so one searchsorted finds it for every threshold.
-    """
-    runmin = torch.cummin(fast[:, :n_steps].double(), 1).values  # [E, n] non-increasing
-    thr = final.double()[draws].mean(1)  # [R]
-    first = torch.searchsorted(-runmin.contiguous(), (-thr).expand(fast.shape[0], -1).contiguous(), right=True)
-    return first.T.gather(1, draws).double()  # [R, E]; n_steps where never reached
-
-
 @dataclass(frozen=True)
 class SpeedUp:
-    """n_steps / mean steps, its 95% bootstrap interval, and the per-seed steps behind it."""
+    """n_steps / mean steps, its 95% interval, and the per-seed steps behind it."""
 
     value: float
     ci_low: float
@@ -51,6 +41,8 @@ class SpeedUp:
     steps: list[int]
     reached: int  # seeds whose EM run reached the threshold within n_steps
     threshold: str  # "per-seed" or "pooled"
+    method: str = "t"  # "t": n_steps over the t-interval of the mean steps; "bca": a BCa bootstrap
+    p: float = float("nan")  # per seed: the t-test of mean steps = n_steps
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -72,9 +64,11 @@ def _ratio(n_steps: int, mean_steps: Tensor) -> Tensor:
     return n_steps / mean_steps.clamp(min=1e-12)
 
 
-def speedup(fast: Tensor, slow: Tensor, n_steps: int, *, pooled: bool = False, resamples: int = 10_000,
+def speedup(fast: Tensor, slow: Tensor, n_steps: int, *, pooled: bool = False, resamples: int = 9999,
             seed: int = 0) -> SpeedUp:
     """Speed-up of `fast` over `slow` (loss curves [E, n_steps + 1], one row per seed)."""
+    from ...stats import bca_interval, t_interval
+
     if fast.shape != slow.shape or fast.dim() != 2 or fast.shape[1] != n_steps + 1:
         raise ValueError(f"fast and slow must both be [seeds, n_steps + 1] = [E, {n_steps + 1}], "
                          f"got {tuple(fast.shape)} and {tuple(slow.shape)}")
@@ -88,12 +82,15 @@ def speedup(fast: Tensor, slow: Tensor, n_steps: int, *, pooled: bool = False, r
         return steps_to_reach(fast[rows], thr, n_steps).double()
 
     steps = steps_of(torch.arange(E))
-    gen = torch.Generator().manual_seed(seed)
-    draws = torch.randint(0, E, (resamples, E), generator=gen)
-    if pooled:  # the threshold moves with the resample
-        boot = _ratio(n_steps, pooled_steps(fast, final, draws, n_steps).mean(1))
+    value = float(_ratio(n_steps, steps.mean()))
+    if pooled:  # the threshold moves with the seeds drawn
+        ci = bca_interval(list(range(E)), lambda idx: float(_ratio(n_steps, steps_of(torch.as_tensor(idx)).mean())),
+                          resamples=resamples, seed=seed)
+        lo, hi, method, p = ci["ci_low"], ci["ci_high"], "bca", float("nan")
     else:
-        boot = _ratio(n_steps, steps[draws].mean(1))
-    lo, hi = torch.quantile(boot, torch.tensor([0.025, 0.975], dtype=boot.dtype)).tolist()
-    return SpeedUp(float(_ratio(n_steps, steps.mean())), lo, hi, float(steps.mean()),
-                   [int(s) for s in steps], int((steps < n_steps).sum()), "pooled" if pooled else "per-seed")
+        ci = t_interval(steps.tolist(), null=float(n_steps))
+        lo = n_steps / ci["ci_high"] if ci["ci_high"] > 0 else float("inf")
+        hi = n_steps / ci["ci_low"] if ci["ci_low"] > 0 else float("inf")
+        method, p = "t", ci["p"]
+    return SpeedUp(value, lo, hi, float(steps.mean()), [int(s) for s in steps], int((steps < n_steps).sum()),
+                   "pooled" if pooled else "per-seed", method, p)

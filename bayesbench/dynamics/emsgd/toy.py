@@ -37,17 +37,6 @@ SCHEDULES: dict[str, dict[str, float]] = {
     "sgd": {"W_Q": 0.01, "W_K": 0.01, "W_V": 0.01, "W_O": 0.01},
     "em": {"W_Q": 0.01, "W_K": 0.01, "W_V": 0.1, "W_O": 0.01},
 }
-# Controls at the same data, seeds and initial weights (docs/em_vs_sgd.md): is the EM-like gain
-# the two timescales of W_V (the "M-step") or just a larger step somewhere? 10x on the output
-# matrix, 10x on the routing matrices, and plain SGD at 3x and 10x every learning rate.
-CONTROLS: dict[str, dict[str, float]] = {
-    "wo10": {"W_Q": 0.01, "W_K": 0.01, "W_V": 0.01, "W_O": 0.1},
-    "wqk10": {"W_Q": 0.1, "W_K": 0.1, "W_V": 0.01, "W_O": 0.01},
-    "sgd3": {w: 0.03 for w in ("W_Q", "W_K", "W_V", "W_O")},
-    "sgd10": {w: 0.1 for w in ("W_Q", "W_K", "W_V", "W_O")},
-}
-ALL_SCHEDULES = {**SCHEDULES, **CONTROLS}
-SGD_SWEEP = ("sgd", "sgd3", "sgd10")  # plain SGD at x1, x3, x10: the best of them is the fair baseline
 IGNORE = -100
 
 
@@ -64,6 +53,35 @@ class ToyShape:
     def shapes(self) -> dict[str, tuple[int, int]]:
         return {"W_Q": (self.d_x, self.d_k), "W_K": (self.d_x, self.d_k), "W_V": (self.d_x, self.d_v),
                 "W_O": (self.d_v, self.n_classes)}
+
+
+def total_rate(schedule: dict[str, float], shape: ToyShape = ToyShape()) -> float:
+    """The summed learning rate of a schedule over every weight: sum_w lr_w * size(w)."""
+    return sum(schedule[w] * r * c for w, (r, c) in shape.shapes().items())
+
+
+def uniform_rate(schedule: dict[str, float], shape: ToyShape = ToyShape()) -> float:
+    """The one learning rate on every weight whose summed rate equals `schedule`'s."""
+    return total_rate(schedule, shape) / sum(r * c for r, c in shape.shapes().values())
+
+
+# Controls at the same data, seeds and initial weights (docs/em_vs_sgd.md): is the EM-like gain the
+# two timescales of the values (the "M-step") or a larger step? logits = alpha X W_V W_O, so W_V and
+# W_O are both on the value-to-logit path; W_Q and W_K are the routing. On an equal budget: plain SGD
+# at EM-like's summed learning rate (`sgd-emtotal`), and plain SGD whose update has EM-like's norm at
+# every step (`sgd-emnorm`, NORM_MATCHED). Beside them plain SGD at 3x and 10x.
+CONTROLS: dict[str, dict[str, float]] = {
+    "wo10": {"W_Q": 0.01, "W_K": 0.01, "W_V": 0.01, "W_O": 0.1},
+    "wqk10": {"W_Q": 0.1, "W_K": 0.1, "W_V": 0.01, "W_O": 0.01},
+    "sgd-emtotal": {w: uniform_rate(SCHEDULES["em"]) for w in ("W_Q", "W_K", "W_V", "W_O")},
+    "sgd-emnorm": {w: 1.0 for w in ("W_Q", "W_K", "W_V", "W_O")},  # the direction's weights; the length is EM's
+    "sgd3": {w: 0.03 for w in ("W_Q", "W_K", "W_V", "W_O")},
+    "sgd10": {w: 0.1 for w in ("W_Q", "W_K", "W_V", "W_O")},
+}
+# schedule -> the schedule whose update norm it takes at every step (per seed)
+NORM_MATCHED = {"sgd-emnorm": "em"}
+ALL_SCHEDULES = {**SCHEDULES, **CONTROLS}
+SGD_SWEEP = ("sgd", "sgd3", "sgd10")  # plain SGD at x1, x3, x10: the best of them (on validation) is the fair baseline
 
 
 def init_weights(seeds: list[int], shape: ToyShape = ToyShape()) -> dict[str, Tensor]:
@@ -120,6 +138,8 @@ class ToyRun:
     heatmaps: dict[str, dict[int, Tensor]] = field(default_factory=dict)  # schedule -> step -> [w, w], seed 0
     final: dict[str, Tensor] = field(default_factory=dict)  # final weights [S*E, ...]
     test_losses: Tensor | None = None  # [S, E, len(record_steps)] held-out loss (with `test` data)
+    validation_losses: Tensor | None = None  # [S, E, len(record_steps)] on the validation split (`validation`)
+    update_norms: Tensor | None = None  # [S, E, steps] ||Delta theta|| of each update
 
 
 def default_chunk(B: int, N: int, budget: int = 2**22) -> int:
@@ -136,18 +156,23 @@ def default_chunk(B: int, N: int, budget: int = 2**22) -> int:
 def train_toy(data: list[ChainData], seeds: list[int], *, steps: int = 1000, schedules: dict | None = None,
               shape: ToyShape = ToyShape(), means: Tensor | None = None, record_every: int = 10,
               snapshot_steps: tuple[int, ...] = (0, 10, 25, 50, 100), window: int = 48,
-              chunk: int | None = None, progress: bool = False, test: list[ChainData] | None = None) -> ToyRun:
+              chunk: int | None = None, progress: bool = False, test: list[ChainData] | None = None,
+              validation: list[ChainData] | None = None, norm_targets: Tensor | None = None) -> ToyRun:
     """Train every (schedule, seed) member for `steps` full-batch updates; see the module docstring.
 
-    data[e] is seed e's data (all the same shape). `means` [V, d_x] (the symbol means) gives the
-    value prototypes mu_s W_V recorded every `record_every` steps. `test[e]` (optional) is seed
-    e's held-out data, scored (no update) at the same steps. Members are computed `chunk` at a
-    time (default: a memory budget); chunking changes numbers only by float rounding.
+    data[e] is seed e's data (all the same shape). `means` [V, d_x] (the symbol means, or
+    [E, V, d_x] one per seed) gives the value prototypes mu_s W_V recorded every `record_every`
+    steps. `test[e]` and `validation[e]` (optional) are seed e's held-out splits, scored (no
+    update) at the same steps. A schedule in NORM_MATCHED takes, at update i of seed e, the step
+    -norm_targets[e, i] * (w * g) / ||w * g|| (w its per-matrix weights, g the gradient). Members
+    are computed `chunk` at a time (default: a memory budget); chunking changes numbers only by
+    float rounding.
     """
     if len(data) != len(seeds) or not seeds:
         raise ValueError(f"data must hold one ChainData per seed ({len(seeds)} seeds, got {len(data)})")
-    if test is not None and len(test) != len(seeds):
-        raise ValueError(f"test must hold one ChainData per seed ({len(seeds)} seeds, got {len(test)})")
+    for name, split in (("test", test), ("validation", validation)):
+        if split is not None and len(split) != len(seeds):
+            raise ValueError(f"{name} must hold one ChainData per seed ({len(seeds)} seeds, got {len(split)})")
     positive_int("steps", steps)
     schedules = dict(schedules or SCHEDULES)
     names, E, S = list(schedules), len(seeds), len(schedules)
@@ -158,15 +183,22 @@ def train_toy(data: list[ChainData], seeds: list[int], *, steps: int = 1000, sch
     # member m = j * E + e: schedule j, seed e
     member_seed = torch.arange(S * E) % E
     lrs = {w: torch.tensor([schedules[n][w] for n in names for _ in range(E)]) for w in WEIGHTS}
+    matched = torch.tensor([n in NORM_MATCHED for n in names for _ in range(E)])
+    if bool(matched.any()) and (norm_targets is None or tuple(norm_targets.shape) != (E, steps)):
+        raise ValueError(f"norm-matched schedules {[n for n in names if n in NORM_MATCHED]} need norm_targets of shape "
+                         f"[{E}, {steps}], got {None if norm_targets is None else tuple(norm_targets.shape)}")
     record_steps = list(range(0, steps + 1, record_every))
     if record_steps[-1] != steps:
         record_steps.append(steps)
     losses = torch.empty(S * E, steps + 1)
+    norms = torch.empty(S * E, steps)
     ent = torch.empty(S * E, len(record_steps))
-    held = torch.empty(S * E, len(record_steps)) if test is not None else None
-    if test is not None:
-        xt, yt = torch.stack([d.inputs for d in test]), torch.stack([d.targets for d in test])
-    V = means.shape[0] if means is not None else 0
+    splits = {k: v for k, v in (("test", test), ("validation", validation)) if v is not None}
+    held = {k: torch.empty(S * E, len(record_steps)) for k in splits}
+    held_xy = {k: (torch.stack([d.inputs for d in v]), torch.stack([d.targets for d in v])) for k, v in splits.items()}
+    if means is not None and means.dim() == 2:
+        means = means.unsqueeze(0).expand(E, *means.shape)
+    V = means.shape[1] if means is not None else 0
     protos = torch.empty(S * E, len(record_steps), V, shape.d_v)
     heat: dict[str, dict[int, Tensor]] = {n: {} for n in names}
     final: dict[str, list[Tensor]] = {w: [] for w in WEIGHTS}
@@ -177,6 +209,7 @@ def train_toy(data: list[ChainData], seeds: list[int], *, steps: int = 1000, sch
         W = {w: w0[w][member_seed[idx]].clone().requires_grad_(True) for w in WEIGHTS}
         xc, yc = x[member_seed[idx]], y[member_seed[idx]]
         lr = {w: lrs[w][idx].view(-1, 1, 1) for w in WEIGHTS}
+        match = matched[idx].view(-1, 1, 1)
         r = 0
         for i in range(steps + 1):
             logits, alpha = toy_forward(W, xc)
@@ -186,9 +219,9 @@ def train_toy(data: list[ChainData], seeds: list[int], *, steps: int = 1000, sch
                 with torch.no_grad():
                     ent[idx, r] = attention_entropy(alpha, yc)
                     if V:
-                        protos[idx, r] = torch.matmul(means, W["W_V"])
-                    if held is not None:
-                        held[idx, r] = member_losses(toy_forward(W, xt[member_seed[idx]])[0], yt[member_seed[idx]])
+                        protos[idx, r] = torch.matmul(means[member_seed[idx]], W["W_V"])
+                    for k, (xh, yh) in held_xy.items():
+                        held[k][idx, r] = member_losses(toy_forward(W, xh[member_seed[idx]])[0], yh[member_seed[idx]])
                 r += 1
             if i in snapshot_steps or i == steps:
                 for m in idx.tolist():
@@ -198,18 +231,45 @@ def train_toy(data: list[ChainData], seeds: list[int], *, steps: int = 1000, sch
                 break
             grads = torch.autograd.grad(loss.sum(), [W[w] for w in WEIGHTS])
             with torch.no_grad():
-                for w, g in zip(WEIGHTS, grads):
-                    W[w].sub_(lr[w] * g)
+                step = {w: lr[w] * g for w, g in zip(WEIGHTS, grads)}
+                if bool(match.any()):  # the weighted gradient direction, at the target's length
+                    length = torch.stack([s_.pow(2).sum((1, 2)) for s_ in step.values()]).sum(0).sqrt()
+                    target = norm_targets[member_seed[idx], i].to(length.dtype)
+                    scale = torch.where(length > 0, target / length.clamp(min=1e-30), torch.zeros_like(length))
+                    step = {w: torch.where(match, v * scale.view(-1, 1, 1), v) for w, v in step.items()}
+                norms[idx, i] = torch.stack([v.pow(2).sum((1, 2)) for v in step.values()]).sum(0).sqrt()
+                for w in WEIGHTS:
+                    W[w].sub_(step[w])
             bar.update(1)
         for w in WEIGHTS:
             final[w].append(W[w].detach())
     bar.close()
     return ToyRun(names, [int(s) for s in seeds], steps, losses.view(S, E, steps + 1), record_steps,
                   ent.view(S, E, -1), protos.view(S, E, len(record_steps), V, shape.d_v), heat,
-                  {w: torch.cat(v) for w, v in final.items()}, None if held is None else held.view(S, E, -1))
+                  {w: torch.cat(v) for w, v in final.items()},
+                  held["test"].view(S, E, -1) if "test" in held else None,
+                  held["validation"].view(S, E, -1) if "validation" in held else None, norms.view(S, E, steps))
 
 
 def _bar(total: int, progress: bool):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc="emsgd", unit="step", disable=not progress, leave=False)
+
+
+def concat_runs(a: ToyRun, b: ToyRun) -> ToyRun:
+    """Two runs of the same seeds, steps and record steps as one, a's schedules first (the
+    norm-matched schedules train in a second pass, after the schedule whose norms they take)."""
+    if a.seeds != b.seeds or a.steps != b.steps or a.record_steps != b.record_steps:
+        raise ValueError("runs to join must share seeds, steps and record steps")
+
+    def cat(x, y):
+        return None if x is None or y is None else torch.cat([x, y])
+
+    def cat_members(x: Tensor, y: Tensor) -> Tensor:  # final weights are [S*E, ...], schedule-major
+        return torch.cat([x, y])
+
+    return ToyRun(a.schedules + b.schedules, a.seeds, a.steps, cat(a.losses, b.losses), a.record_steps,
+                  cat(a.attn_entropy, b.attn_entropy), cat(a.prototypes, b.prototypes), {**a.heatmaps, **b.heatmaps},
+                  {w: cat_members(a.final[w], b.final[w]) for w in a.final}, cat(a.test_losses, b.test_losses),
+                  cat(a.validation_losses, b.validation_losses), cat(a.update_norms, b.update_norms))

@@ -16,11 +16,19 @@
 - Value manifold: per layer, PCA of the attention outputs g_i = sum_j alpha_ij v_j (all heads,
   before the output projection) at the scored positions, standardised and sign-aligned as the
   authors do (`value_pca`); the variance share of PC1 and Spearman(PC1, exact posterior entropy),
-  with its chance level.
+  with its chance level. Position confounds it: where the posterior entropy is a function of the
+  position (the paper-text bijection) an untrained model's PC1, which tracks position, already
+  correlates with it. So also the *within-position* (partial) correlation of PC1 and the entropy
+  (ranks, each position's mean removed; `bayesbench.stats.within_group_correlation`) against its
+  null, the entropies permuted among the sequences at each position (which keeps position and
+  breaks everything else), and |Spearman(PC1, position)|; NaN where the entropy does not vary
+  within positions.
 - Ablations (Paper I figures 3 and 4): both entropy errors (bits; per sequence and positional,
   `ablation_errors`) against the exact posterior with one head's output zeroed (before the
   output projection) or one whole block skipped (attention and FFN), and their ratios to the
-  intact model's.
+  intact model's; the head errors also on each half of the evaluation sequences, so that heads
+  ranked on one half are compared on the other (the quotient of the top two of one ranking is
+  >= 1 by construction; ranked on the other half its null is 1).
 
 `instrumented_forward` re-computes the transformer's forward pass with eager attention and hands
 back every layer's q, k, v, alpha and g; with no ablation it equals the model's own forward
@@ -210,8 +218,30 @@ def value_pca(g: Tensor, mask: Tensor, posterior_entropy: Tensor, seed: int = 0)
         pc1, rho = -pc1, -rho
     perm = torch.randperm(h.numel(), generator=torch.Generator().manual_seed(seed))
     null = abs(spearman(pc1, h[perm]))
+    position = torch.arange(mask.shape[-1]).expand(mask.shape)[mask]
+    # entropies equal to 1e-9 bits are equal: the oracle's float rounding (1e-16) must not rank them
+    partial, partial_null = within_position(pc1, torch.round(h * 1e9) / 1e9, position, seed)
     return {"var": [float(v) for v in var[:3]], "var_raw": [float(v) for v in (s_raw.pow(2) / s_raw.pow(2).sum())[:3]],
-            "pc1": pc1, "spearman": rho, "spearman_null": null}
+            "pc1": pc1, "spearman": rho, "spearman_null": null, "position": abs(spearman(pc1, position)),
+            "partial": partial, "partial_null": partial_null}
+
+
+PARTIAL_NULL_DRAWS = 5
+
+
+def within_position(pc1: Tensor, h: Tensor, position: Tensor, seed: int = 0) -> tuple[float, float]:
+    """(|within-position Spearman correlation of pc1 and h|, its null: the mean of the same over
+    `PARTIAL_NULL_DRAWS` permutations of h among the items of each position); NaN when h does not
+    vary within positions."""
+    from ...stats import within_group_correlation, within_group_permutation
+
+    x, y, g = pc1.tolist(), h.tolist(), position.tolist()
+    r = within_group_correlation(x, y, g)
+    if not math.isfinite(r):
+        return math.nan, math.nan
+    null = [abs(within_group_correlation(x, within_group_permutation(y, g, seed * 1000 + k), g))
+            for k in range(PARTIAL_NULL_DRAWS)]
+    return abs(r), sum(null) / len(null)
 
 
 def entropy_mae(logits: Tensor, posterior: Tensor, mask: Tensor) -> Tensor:
@@ -279,10 +309,15 @@ class Geometry:
     value_var_raw: dict[int, list[list[float]]]  # the same without standardising
     value_spearman: dict[int, list[float]]  # layer -> per member, sign-aligned (>= 0)
     value_spearman_null: dict[int, list[float]]  # layer -> per member, against shuffled entropies
+    value_position: dict[int, list[float]]  # layer -> per member, |Spearman(PC1, position)|
+    value_partial: dict[int, list[float]]  # layer -> per member, |within-position Spearman(PC1, entropy)|
+    value_partial_null: dict[int, list[float]]  # the same against entropies permuted within positions
     value_points: tuple[Tensor, Tensor] | None  # (PC1, posterior entropy) of member 0, last attention layer
     intact_mae: Tensor  # [2, E] (ERRORS)
     head_mae: dict[tuple[int, int], Tensor]  # (layer, head) -> [2, E]
     layer_mae: dict[int, Tensor]  # layer -> [2, E]
+    intact_halves: Tensor | None = None  # [2 halves, 2, E]: the first and second half of the sequences
+    head_halves: dict[tuple[int, int], Tensor] | None = None  # (layer, head) -> [2 halves, 2, E]
 
 
 def _key_frames(model, init_model, trace, tokens, header, task, first: int) -> list[KeyFrame]:
@@ -328,18 +363,31 @@ def measure(model: Transformer, batch, task, init_model: Transformer | None = No
         qk[i], contrast[i] = qk_cosine(trace.q[i], trace.k[i], mask, prior)
     h_post = entropy_bits(post.double())
     var, var_raw, rho, rho_null, points = {}, {}, {}, {}, None
+    pos_rho, partial, partial_null = {}, {}, {}
     for i in attn_layers:
         res = [value_pca(trace.g[i][e], mask, h_post, seed=e) for e in range(E)]
         var[i], var_raw[i] = [r["var"] for r in res], [r["var_raw"] for r in res]
         rho[i], rho_null[i] = [r["spearman"] for r in res], [r["spearman_null"] for r in res]
+        pos_rho[i] = [r["position"] for r in res]
+        partial[i], partial_null[i] = [r["partial"] for r in res], [r["partial_null"] for r in res]
         if i == attn_layers[-1]:
             points = (res[0]["pc1"], h_post[mask])
-    intact = ablation_errors(trace.logits, post, mask)
-    heads = {(i, h): ablation_errors(
-        instrumented_forward(model, tokens, header, zero_heads=((i, h),), keep=False).logits, post, mask)
-        for i in attn_layers for h in range(model.blocks[i].attn.n_head)}
+    half = mask.shape[0] // 2
+
+    def errors(logits: Tensor) -> tuple[Tensor, Tensor]:
+        both = torch.stack([ablation_errors(logits[:, :half], post[:half], mask[:half]),
+                            ablation_errors(logits[:, half:], post[half:], mask[half:])])
+        return ablation_errors(logits, post, mask), both
+
+    intact, intact_halves = errors(trace.logits)
+    heads, head_halves = {}, {}
+    for i in attn_layers:
+        for h in range(model.blocks[i].attn.n_head):
+            heads[(i, h)], head_halves[(i, h)] = errors(
+                instrumented_forward(model, tokens, header, zero_heads=((i, h),), keep=False).logits)
     layers = {i: ablation_errors(instrumented_forward(model, tokens, header, skip_layers=(i,), keep=False).logits,
                                  post, mask)
               for i in range(len(model.blocks))}
     return Geometry(list(getattr(model, "seeds", [])) or list(range(E)), att.d_model // att.n_head, frames, ent,
-                    ratio, qk, contrast, var, var_raw, rho, rho_null, points, intact, heads, layers)
+                    ratio, qk, contrast, var, var_raw, rho, rho_null, pos_rho, partial, partial_null, points, intact,
+                    heads, layers, intact_halves, head_halves)

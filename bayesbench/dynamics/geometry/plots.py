@@ -12,7 +12,7 @@ import os
 import torch
 
 from ...figures import count, heading, save, subplots, unique_legend
-from ..intervals import bootstrap_interval, ratio_interval
+from ...stats import logit_interval, ratio_interval
 from .measure import ERRORS, Geometry, random_abs_cos
 
 
@@ -50,17 +50,20 @@ def _seeds_and_interval(ax, x: float, values: list[float], interval: dict, color
                 label=f"their mean, {what}")
 
 
-def entropy_by_layer(path: str, g: Geometry, setting: str = "") -> str:
+def entropy_by_layer(path: str, g: Geometry, setting: str = "", g0: Geometry | None = None) -> str:
     """Mean attention entropy / log2(i+1) per layer: each seed (mean over heads) and the mean over
-    seeds with its bootstrap 95% interval."""
+    seeds with its logit-t 95% interval; beside it the same seeds at initialisation (`g0`)."""
     layers = sorted(g.attn_entropy_ratio)
     fig, ax = subplots(figsize=(6.4, 4.6))
     for i in layers:
         values = [float(v) for v in g.attn_entropy_ratio[i].mean(1)]
-        _seeds_and_interval(ax, i, values, bootstrap_interval(values), "tab:blue", "95% bootstrap interval")
+        _seeds_and_interval(ax, i, values, logit_interval(values), "tab:blue", "95% logit-t interval (trained)")
+        if g0 is not None:
+            v0 = [float(v) for v in g0.attn_entropy_ratio[i].mean(1)]
+            _seeds_and_interval(ax, i - 0.35, v0, logit_interval(v0), "tab:gray", "the same at initialisation")
     ax.axhline(1.0, color="0.4", ls="--", lw=1, label="uniform attention (ratio 1)")
     ax.set_xticks(layers)
-    ax.set_xlim(layers[0] - 0.5, layers[-1] + 0.7)
+    ax.set_xlim(layers[0] - 0.7, layers[-1] + 0.7)
     ax.set(xlabel="layer", ylabel="attention entropy / uniform attention's log2(i+1)", ylim=(0, 1.1))
     unique_legend(ax, loc="lower left")
     heading(fig, f"attention entropy by layer ({count(len(g.seeds), 'seed')}, mean over heads)", setting, fontsize=9)
@@ -114,10 +117,11 @@ def ablations(path: str, g: Geometry, setting: str = "") -> str:
     return save(fig, path)
 
 
-def all_figures(out_dir: str, g: Geometry, setting: str = "") -> list[str]:
-    """The four figures in `out_dir`; `setting` (what was measured, in words) heads each."""
+def all_figures(out_dir: str, g: Geometry, setting: str = "", g0: Geometry | None = None) -> list[str]:
+    """The four figures in `out_dir`; `setting` (what was measured, in words) heads each; `g0`
+    the same seeds at initialisation, where a figure shows it."""
     os.makedirs(out_dir, exist_ok=True)
     return [key_cosines(os.path.join(out_dir, "key_cosines.png"), g, setting),
-            entropy_by_layer(os.path.join(out_dir, "attention_entropy_by_layer.png"), g, setting),
+            entropy_by_layer(os.path.join(out_dir, "attention_entropy_by_layer.png"), g, setting, g0),
             value_manifold(os.path.join(out_dir, "value_manifold.png"), g, setting),
             ablations(os.path.join(out_dir, "ablations.png"), g, setting)]

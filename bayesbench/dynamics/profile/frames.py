@@ -11,16 +11,36 @@ training run, per layer and member (lead.py compares the two on a common axis):
     freeze       `freeze_step`: the first checkpoint from which the map's velocity stays at most
                  `fraction` of its largest velocity for the rest of the run (None: never froze)
 
-The drift is measured against the final map, so drift(last) = 0 by construction: a criterion
-"drift <= 10% of drift(first)" fires by the last checkpoint of every run, moving or not (under
-a cosine schedule it fires when the learning rate has run out). The velocity criterion compares
-the map with its own past and need not fire.
+and, to read them against chance, in squared Euclidean distance between rows,
+||a_i - b_i||^2 = sum_j (a_ij - b_ij)^2 averaged over the rows, where independent jitter adds
+its variance instead of mixing with the systematic part as it does in TV:
+
+    drift_sq(c)  to the *late map*, the mean of the last K checkpoints' maps (an average of
+                 distributions is one): its own jitter averaged down
+    jitter_sq(c) the mean pairwise squared distance between the maps at c of R + 1 continuations
+                 of the state at the previous checkpoint with different data orders (the run's own
+                 and R replicas; profiler.py): twice the variance chance alone gives a map over
+                 that interval (`pairwise_sq`; `pairwise_tv` the same in TV, for the record)
+    step_sq(c)   the squared distance between the maps at c - 1 and c
+    map_entropy  mean over probe sequences and queries i >= 1 of the attention entropy (bits)
+
+The drift to the final map is 0 at the last checkpoint by construction and, once the maps only
+jitter, about the jitter everywhere before it: a criterion "drift <= 10% of drift(first)" can
+then only fire inside the last interval, whatever the run did (a constant-rate sticky run put
+the frame's t90 at 779-787 of 800 steps that way). lead.py therefore takes the drift to the late
+map with the jitter's share removed (E drift_sq = systematic^2 + jitter_sq (1 + 1/K) / 2), and
+the movement over an interval against the replicas' jitter over the same interval
+(`movement_ratio` = step_sq / jitter_sq: about 1 or below when the map only jitters; the same
+learning rate moves both, so it holds per unit of learning rate too). A map can drift steadily by
+less than its jitter per interval and still travel far over many: the per-interval ratio cannot
+see that, the drift to the late map can, so the freeze is read off the drift (summary.py).
 """
 
 from __future__ import annotations
 
 import math
 
+import torch
 from torch import Tensor
 
 
@@ -31,6 +51,83 @@ def tv_to_final(maps: Tensor) -> Tensor:
         raise ValueError(f"maps must have shape [C, ..., T, T], got {tuple(maps.shape)}")
     final = maps[-1:]
     return 0.5 * (maps - final).abs().sum(-1).mean(-1)
+
+
+def tv_to_late(maps: Tensor, k: int) -> Tensor:
+    """maps [C, ..., T, T] -> [C, ...]: the TV distance of each row to the same row of the mean of
+    the last k checkpoints' maps, averaged over the rows."""
+    if maps.dim() < 3 or not 1 <= k <= maps.shape[0]:
+        raise ValueError(f"need maps [C, ..., T, T] and 1 <= k <= C, got {tuple(maps.shape)} and k={k}")
+    late = maps[-k:].mean(0, keepdim=True)
+    return 0.5 * (maps - late).abs().sum(-1).mean(-1)
+
+
+def sq_to_late(maps: Tensor, k: int) -> Tensor:
+    """maps [C, ..., T, T] -> [C, ...]: the squared distance of each row to the same row of the
+    mean of the last k checkpoints' maps, averaged over the rows."""
+    if maps.dim() < 3 or not 1 <= k <= maps.shape[0]:
+        raise ValueError(f"need maps [C, ..., T, T] and 1 <= k <= C, got {tuple(maps.shape)} and k={k}")
+    late = maps[-k:].mean(0, keepdim=True)
+    return (maps - late).pow(2).sum(-1).mean(-1)
+
+
+def sq_consecutive(maps: Tensor) -> Tensor:
+    """maps [C, ..., T, T] -> [C - 1, ...]: the squared distance of each row from checkpoint c to
+    c + 1, averaged over the rows."""
+    if maps.dim() < 3 or maps.shape[0] < 2:
+        raise ValueError(f"maps must have shape [C >= 2, ..., T, T], got {tuple(maps.shape)}")
+    return (maps[1:] - maps[:-1]).pow(2).sum(-1).mean(-1)
+
+
+def pairwise_sq(maps: Tensor) -> Tensor:
+    """maps [R, ..., T, T] (R >= 2 continuations) -> [...]: the mean over the pairs of the squared
+    distance between their rows, averaged over the rows."""
+    if maps.dim() < 3 or maps.shape[0] < 2:
+        raise ValueError(f"maps must have shape [R >= 2, ..., T, T], got {tuple(maps.shape)}")
+    R = maps.shape[0]
+    return torch.stack([(maps[a] - maps[b]).pow(2).sum(-1).mean(-1) for a in range(R) for b in range(a + 1, R)]).mean(0)
+
+
+def pairwise_tv(maps: Tensor) -> Tensor:
+    """maps [R, ..., T, T] (R >= 2 continuations) -> [...]: the mean over the R(R-1)/2 pairs of the
+    TV distance between their rows, averaged over the rows."""
+    if maps.dim() < 3 or maps.shape[0] < 2:
+        raise ValueError(f"maps must have shape [R >= 2, ..., T, T], got {tuple(maps.shape)}")
+    R = maps.shape[0]
+    pairs = [0.5 * (maps[a] - maps[b]).abs().sum(-1).mean(-1) for a in range(R) for b in range(a + 1, R)]
+    return torch.stack(pairs).mean(0)
+
+
+def map_entropy(maps: Tensor) -> Tensor:
+    """maps [L, E, B, H, T, T] -> [L, E, H]: attention entropy in bits, mean over the sequences
+    and the queries that see more than one key (i >= 1)."""
+    h = -torch.special.xlogy(maps, maps).sum(-1) / math.log(2)  # [L, E, B, H, T]
+    return h[..., 1:].mean((2, 4))
+
+
+def movement_ratio(moved: list[float], jitter: list[float]) -> list[float]:
+    """Squared distance moved over each interval / the replicas' jitter_sq over it (NaN without a
+    jitter): above 1 the map moved more than two continuations of one state differ by chance."""
+    return [m / j if j > 0 and math.isfinite(j) and math.isfinite(m) else math.nan for m, j in zip(moved, jitter)]
+
+
+def interpolate(steps: list[int], at: dict[int, float]) -> list[float]:
+    """Values known at some steps (`at`) at every step of `steps`: linear in the step between
+    known ones, the nearest known one beyond them (NaN when none is known)."""
+    known = sorted((s, v) for s, v in at.items() if math.isfinite(v))
+    if not known:
+        return [math.nan] * len(steps)
+    out = []
+    for s in steps:
+        if s <= known[0][0]:
+            out.append(known[0][1])
+        elif s >= known[-1][0]:
+            out.append(known[-1][1])
+        else:
+            k = next(i for i in range(1, len(known)) if known[i][0] >= s)
+            (a, va), (b, vb) = known[k - 1], known[k]
+            out.append(va + (vb - va) * (s - a) / (b - a))
+    return out
 
 
 def tv_consecutive(maps: Tensor) -> Tensor:

@@ -37,6 +37,17 @@ Statistics (names in the store, one number per member, layer, head and checked s
     law_own_cosine    cos(P_own^c, alpha A), law_rest_cosine cos(P^c - P_own^c, alpha A)
     law_row_shift_share  1 - ||Delta s^c||^2 / ||Delta s||^2: the share of the raw change that is a
                       row shift (moves no weight); what an uncentred statistic would count
+    law_ds_norm       ||Delta s^c||: the size of the routing update (the cross-lagged analysis of
+                      routing and value updates reads it beside value_dv_norm)
+
+The value side (the "M-step" of Paper II): the gradient of a value vector is
+dL/dv_j = sum_i alpha_ij u_i (u_i = dL/dg_i), so free values under plain SGD move by
+Delta v_j = -eta sum_i alpha_ij u_i. `value_statistics` measures the actual change Delta v of the
+value vectors over the step against that push, per (member, layer, head):
+
+    value_cosine      cos(Delta v, -dL/dv) over the sequences, keys and head dimensions
+    value_kappa       <Delta v, -dL/dv> / (eta ||dL/dv||^2): 1 for free values under plain SGD
+    value_dv_norm     ||Delta v||: the size of the value update
 
 Every statistic but the linearity check and the share has a **shuffle null** `<name>_null`: the
 same statistic with each sequence's changes paired with another sequence's alpha and A of the
@@ -54,8 +65,10 @@ from bayesbench.models.attention import causal_mask
 
 NULLED = ("law_sign_alpha", "law_sign_abs", "law_cosine", "law_query_test", "law_kappa", "law_own_cosine",
           "law_rest_cosine")
-PLAIN = ("law_linearity_r2", "law_own_share", "law_row_shift_share")
+PLAIN = ("law_linearity_r2", "law_own_share", "law_row_shift_share", "law_ds_norm")
 LAW_NAMES = NULLED + tuple(f"{n}_null" for n in NULLED) + PLAIN
+VALUE_NULLED = ("value_cosine", "value_kappa")
+VALUE_NAMES = VALUE_NULLED + tuple(f"{n}_null" for n in VALUE_NULLED) + ("value_dv_norm",)
 _RED = (-4, -2, -1)  # B, T, T of [..., B, H, T, T]; the head dim -3 stays
 
 
@@ -139,7 +152,46 @@ def law_statistics(delta_s: Tensor, predicted: Tensor, own: Tensor, advantage: T
     share = _safe_div((own_c * p_c).sum(_RED), p_c.pow(2).sum(_RED))
     ds = torch.where(keep, delta_s, 0.0)
     shift = 1 - _safe_div(ds_c.pow(2).sum(_RED), ds.pow(2).sum(_RED))
-    return torch.cat([stats, null, torch.stack([r2, share, shift])])
+    return torch.cat([stats, null, torch.stack([r2, share, shift, ds_c.pow(2).sum(_RED).sqrt()])])
+
+
+_VRED = (-4, -2, -1)  # B, T, Dh of [..., B, H, T, Dh]
+
+
+def value_push(alpha: Tensor, upstream: Tensor) -> Tensor:
+    """-dL/dv [..., B, H, T, Dh] = -alpha^T u: how plain SGD on free values would move each value
+    vector (alpha [..., B, H, T, T] causal, upstream u = dL/dg [..., B, H, T, Dh])."""
+    T = alpha.shape[-1]
+    alpha = torch.where(causal_mask(T, alpha.device), alpha, 0.0)
+    return -torch.matmul(alpha.transpose(-1, -2), upstream.to(alpha.dtype))
+
+
+def _value_pair(delta_v: Tensor, push: Tensor, lr: float) -> Tensor:
+    dot = (delta_v * push).sum(_VRED)
+    sq = push.pow(2).sum(_VRED)
+    return torch.stack([_safe_div(dot, delta_v.pow(2).sum(_VRED).sqrt() * sq.sqrt()), _safe_div(dot, lr * sq)])
+
+
+def value_statistics(delta_v: Tensor, alpha: Tensor, upstream: Tensor, lr: float) -> Tensor:
+    """[len(VALUE_NAMES), ..., H] for delta_v, upstream [..., B, H, T, Dh] and alpha [..., B, H, T, T]
+    (B the sequences): the value update against the value push -dL/dv (module docstring), with
+    the shuffle null of the routing law (each sequence's Delta v against another sequence's
+    push, every cyclic shift averaged; NaN for B < 2)."""
+    if delta_v.shape != upstream.shape or delta_v.shape[:-1] != alpha.shape[:-1] or delta_v.dim() < 4:
+        raise ValueError(f"delta_v and upstream must be [..., B, H, T, Dh] and alpha [..., B, H, T, T], got "
+                         f"{tuple(delta_v.shape)}, {tuple(upstream.shape)} and {tuple(alpha.shape)}")
+    if not lr > 0:
+        raise ValueError(f"lr must be > 0, got {lr!r}")
+    dt = torch.float64 if delta_v.dtype == torch.float64 else torch.float32
+    delta_v, alpha = delta_v.to(dt), alpha.to(dt)
+    push = value_push(alpha, upstream)
+    stats = _value_pair(delta_v, push, lr)
+    B = delta_v.shape[-4]
+    if B >= 2:
+        null = torch.stack([_value_pair(delta_v, push.roll(k, -4), lr) for k in range(1, B)]).mean(0)
+    else:
+        null = torch.full_like(stats, float("nan"))
+    return torch.cat([stats, null, delta_v.pow(2).sum(_VRED).sqrt().unsqueeze(0)])
 
 
 def own_qk_tangent(model, delta: list[Tensor], layer: int) -> list[Tensor]:

@@ -1,30 +1,54 @@
 """Which settles first, the frame or the precision? One statistic with an interval over seeds.
 
-Both are put on a common scale from 0 (first checkpoint) to 1 (last checkpoint):
+Both are put on one scale, from 0 at the first checkpoint to 1 where a quantity is as close to
+its end as chance lets it be, and on two axes: training steps, and the learning-rate budget
+spent, sum_{s < c} lr(s) / sum_s lr(s).
 
-    frame progress      1 - drift(c) / drift(first), drift the maps' TV distance to the final maps
-    precision progress  (MAE(first) - MAE(c)) / (MAE(first) - MAE(last)): the share of the run's
-                        entropy-MAE gain made by checkpoint c
+    frame distance      D2(c) = squared distance of the maps at c to the *late map* (the mean of
+                        the last K checkpoints' maps; frames.py)
+    precision distance  d(c) = M(c) - M_end, M the entropy MAE or the KL (bits) and M_end the
+                        mean of the last K checkpoints (a robust endpoint: the last checkpoint
+                        alone is one draw of the calibration's jitter; the run's minimum is a
+                        lucky one); D2 = d^2 with d's sign kept
+    jitter floor        F2(c) = J2(c) (1 + 1/K) / 2, J2 the mean pairwise squared difference of
+                        R + 1 continuations of the previous checkpoint's state with different data
+                        orders (profiler.py): what chance alone adds to D2 (one checkpoint against
+                        the mean of K, each with the variance J2 / 2)
+    systematic part     S(c) = sign * sqrt(max(D2(c) - F2(c), 0)): the distance left once the
+                        jitter's share is taken out (`systematic_distance`)
+    progress            p(c) = 1 - S(c) / S(first)
+    t90                 where p, as a centred running mean over 3 checkpoints (the square root
+                        near 0 amplifies the jitter of D2 - F2), reaches 0.9 *and stays* at or above
+                        it (interpolated from the checkpoint before), searched over the checkpoints
+                        before the last K (inside them the reference contains the map itself);
+                        None: never settled
+    lead                t90(precision) - t90(frame) per seed: positive when the frame settles first
 
-and on two axes: training steps, and the learning-rate budget spent, sum_{s < c} lr(s) /
-sum_s lr(s) (under a cosine schedule the last 10% of the steps spend about 2.5% of the budget,
-so a map can look "frozen" only because the steps stopped moving it). t90 is the first point at
-which a progress curve reaches 0.9, linearly interpolated between the two checkpoints around the
-crossing. The lead
+On a synthetic run with a known t90 and a jitter of a fifth of the drift (tests/dynamics/
+test_jitter.py) this recovers the t90 to within a checkpoint interval, where the first version
+(TV drift to the final map, the last checkpoint as the endpoint, the first crossing; kept as
+`crossing`, `frame_progress` and `precision_progress` for the record) put it inside the last
+interval. Without replicas the floor is 0.
 
-    lead = t90(precision) - t90(frame)
-
-is positive when the frame settles first (Paper II's reading) and negative when calibration
-does; its interval is a t-interval over seeds of the per-seed leads (`intervals.t_interval`).
-The t90s themselves, a step of the run and a share of its budget, get bootstrap intervals over
-seeds (`intervals.bootstrap_interval`), which stay inside the values' range.
+Intervals over seeds (bayesbench.stats): the lead a t-interval with its t-test against 0 (seeds
+where both settled); the t90s, a step inside the run and a share of its budget, logit-t
+intervals on that range; seeds where only one settled count in a sign test (its lead is
+censored, its sign known).
 """
 
 from __future__ import annotations
 
 import math
 
-from ..intervals import bootstrap_interval, t_interval
+from ...stats import (
+    first_reaching,
+    interpolated_reach,
+    logit_interval,
+    running_mean,
+    sign_test,
+    stays_from,
+    t_interval,
+)
 
 LEVEL = 0.9
 
@@ -45,20 +69,54 @@ def precision_progress(mae: list[float]) -> list[float]:
     return [(mae[0] - m) / gain for m in mae]
 
 
+def jitter_floor(jitter_sq: list[float], late: int) -> list[float]:
+    """F2 = J2 (1 + 1/K) / 2: the share of the squared distance to the mean of the last K
+    checkpoints that independent jitter of pairwise squared difference J2 contributes."""
+    return [j * (1 + 1 / late) / 2 for j in jitter_sq]
+
+
+def systematic_distance(distance_sq: list[float], floor_sq: list[float], sign: list[float] | None = None
+                        ) -> list[float]:
+    """sign * sqrt(max(D2 - F2, 0)) per checkpoint (NaN where either is not finite)."""
+    sign = sign or [1.0] * len(distance_sq)
+    return [math.copysign(math.sqrt(max(d - f, 0.0)), g) if math.isfinite(d) and math.isfinite(f) else math.nan
+            for d, f, g in zip(distance_sq, floor_sq, sign)]
+
+
+def progress_of(systematic: list[float]) -> list[float]:
+    """1 - S(c) / S(first) (NaN everywhere when S(first) is not above 0: nothing moved beyond jitter)."""
+    s0 = systematic[0]
+    if not (s0 > 0 and math.isfinite(s0)):
+        return [math.nan] * len(systematic)
+    return [1 - s / s0 for s in systematic]
+
+
 def crossing(x: list[float], progress: list[float], level: float = LEVEL) -> float | None:
     """The first x at which progress reaches `level`, interpolated linearly from the checkpoint
-    before; None if it never does (or progress is NaN)."""
+    before; None if it never does (or progress is NaN before it does)."""
     if len(x) != len(progress) or not x:
         raise ValueError(f"x and progress must be non-empty and of one length, got {len(x)} and {len(progress)}")
-    for k, p in enumerate(progress):
-        if not math.isfinite(p):
-            return None
-        if p >= level:
-            if k == 0:
-                return float(x[0])
-            p0 = progress[k - 1]
-            return float(x[k - 1] + (level - p0) / (p - p0) * (x[k] - x[k - 1]))
-    return None
+    upto = next((k for k, p in enumerate(progress) if not math.isfinite(p)), len(progress))
+    at = first_reaching(x[:upto], progress[:upto], level, rising=True)
+    return interpolated_reach(x, progress, level, at)
+
+
+SMOOTH = 3  # checkpoints in the running mean of a progress curve before its t90 is read
+
+
+def settled(x: list[float], progress: list[float], level: float = LEVEL, cut: int | None = None,
+            smooth: int = SMOOTH) -> float | None:
+    """The first x from which the progress curve, as a centred running mean over `smooth` points,
+    stays at or above `level` over the points before index `cut` (all: None), interpolated from
+    the point before; None if it does not."""
+    if len(x) != len(progress) or not x:
+        raise ValueError(f"x and progress must be non-empty and of one length, got {len(x)} and {len(progress)}")
+    n = len(x) if cut is None else cut
+    p = running_mean(progress[:n], smooth) if smooth > 1 else list(progress[:n])
+    if any(not math.isfinite(v) for v in progress[:n]):
+        p = [math.nan] * n  # a curve without a value somewhere has no t90 to read
+    at = stays_from(x[:n], p, level, rising=True)
+    return interpolated_reach(x[:n], p, level, at)
 
 
 def lr_budget(lr_at, steps: list[int], start: int | None = None) -> list[float]:
@@ -72,28 +130,43 @@ def lr_budget(lr_at, steps: list[int], start: int | None = None) -> list[float]:
     return [prefix[c - start] / total if total > 0 else math.nan for c in steps]
 
 
-def lead_summary(steps: list[int], budget: list[float], drift: dict[int, list[float]],
-                 mae: dict[int, list[float]]) -> dict:
-    """Per seed t90 of frame and precision on both axes and the lead; intervals over seeds.
-    drift, mae: seed -> values at `steps`."""
+def lead_summary(steps: list[int], budget: list[float], frame: dict[int, list[float]],
+                 precision: dict[int, list[float]], cut: int | None = None, stays: bool = True) -> dict:
+    """Per seed t90 of the frame and precision progress curves (seed -> values at `steps`) on
+    both axes, and the lead; intervals over seeds. `stays`: t90 is where the curve reaches 0.9
+    and stays (`settled`, before index `cut`); else the first crossing (`crossing`)."""
     per_seed = {}
-    for seed in sorted(mae):
-        if seed not in drift:
+    for seed in sorted(precision):
+        if seed not in frame:
             continue
-        fp, pp = frame_progress(drift[seed]), precision_progress(mae[seed])
         row = {}
         for axis, x in (("steps", steps), ("budget", budget)):
-            tf, tp = crossing(x, fp), crossing(x, pp)
+            if stays:
+                tf, tp = settled(x, frame[seed], cut=cut), settled(x, precision[seed], cut=cut)
+            else:
+                tf, tp = crossing(x, frame[seed]), crossing(x, precision[seed])
             row[f"t90_frame_{axis}"], row[f"t90_precision_{axis}"] = tf, tp
             row[f"lead_{axis}"] = tp - tf if tf is not None and tp is not None else None
         per_seed[seed] = row
     out = {"per_seed": per_seed, "level": LEVEL}
+    ranges = {"steps": (steps[0], steps[-1]), "budget": (0.0, 1.0)}
     for axis in ("steps", "budget"):
         leads = [r[f"lead_{axis}"] for r in per_seed.values() if r[f"lead_{axis}"] is not None]
-        out[f"lead_{axis}"] = t_interval(leads)
-        for which in ("frame", "precision"):  # a step of the run, a share of its budget: bounded, so the bootstrap
-            out[f"t90_{which}_{axis}"] = bootstrap_interval(
-                [r[f"t90_{which}_{axis}"] for r in per_seed.values() if r[f"t90_{which}_{axis}"] is not None])
-    out["frame_first_seeds"] = sum(1 for r in per_seed.values() if (r["lead_steps"] or 0) > 0)
+        out[f"lead_{axis}"] = t_interval(leads, null=0.0)
+        lo, hi = ranges[axis]
+        for which in ("frame", "precision"):  # a step of the run, a share of its budget: inside that range
+            vals = [r[f"t90_{which}_{axis}"] for r in per_seed.values() if r[f"t90_{which}_{axis}"] is not None]
+            out[f"t90_{which}_{axis}"] = logit_interval(vals, low=lo, high=hi) if hi > lo else t_interval(vals)
+    first = {"frame": 0, "precision": 0}
+    for r in per_seed.values():
+        tf, tp = r["t90_frame_steps"], r["t90_precision_steps"]
+        if tf is not None and (tp is None or tf < tp):
+            first["frame"] += 1
+        elif tp is not None and (tf is None or tp < tf):
+            first["precision"] += 1
+    out["frame_first_seeds"], out["precision_first_seeds"] = first["frame"], first["precision"]
+    out["frame_never_seeds"] = sum(1 for r in per_seed.values() if r["t90_frame_steps"] is None)
+    out["precision_never_seeds"] = sum(1 for r in per_seed.values() if r["t90_precision_steps"] is None)
+    out["sign_test_p"] = sign_test(first["frame"], first["precision"])
     out["seeds"] = len(per_seed)
     return out

@@ -20,11 +20,6 @@ from dataclasses import dataclass
 from ...figures import count, heading, save, subplots, unique_legend
 from ..store import Measurement, read_dynamics, read_study
 
-# Two-sided 95% Student t quantiles by degrees of freedom (1..30); normal beyond.
-_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-        2.045, 2.042]
-
 
 @dataclass
 class Curve:
@@ -40,19 +35,19 @@ class Curve:
 
 
 def seed_interval(values: list[float], interval: str = "ci95") -> tuple[float, float, float]:
-    """(mean, low, high) over seeds: 95% t-interval ("ci95") or min..max ("range"); NaNs dropped."""
-    v = [x for x in values if x is not None and math.isfinite(x)]
+    """(mean, low, high) over seeds: the 95% t-interval ("ci95", bayesbench.stats.t_interval) or
+    min..max ("range"; also with one seed); NaNs dropped."""
+    from ...stats import finite, t_interval
+
+    v = finite(values)
     if not v:
         return math.nan, math.nan, math.nan
-    m = sum(v) / len(v)
     if interval == "range" or len(v) < 2:
-        return m, min(v), max(v)
+        return sum(v) / len(v), min(v), max(v)
     if interval != "ci95":
         raise ValueError(f"interval must be 'ci95' or 'range', got {interval!r}")
-    sd = math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1))
-    t = _T95[len(v) - 2] if len(v) - 1 <= len(_T95) else 1.96
-    half = t * sd / math.sqrt(len(v))
-    return m, m - half, m + half
+    d = t_interval(v)
+    return d["mean"], d["ci_low"], d["ci_high"]
 
 
 def band(ax, curve: Curve, interval: str = "ci95") -> None:
@@ -154,7 +149,7 @@ def plot_profile(study_id: str, db: str | None = None, out_dir: str = ".", summa
     """The figures of a profile study: probe quantities, routing law, frame vs precision."""
     records = read_dynamics(study_id, path=db)
     if not records:
-        raise ValueError(f"study {study_id!r} has no stored dynamics (unknown study id, or another --db?)")
+        raise ValueError(f"study {study_id!r} has no stored dynamics (unknown study id, or another store?)")
     layers = sorted({r.layer for r in records if r.layer >= 0})
     setting = study_setting(study_id, db)
     paths = []
@@ -174,7 +169,8 @@ def plot_profile(study_id: str, db: str | None = None, out_dir: str = ".", summa
 
 
 LAW_CURVES = (("law_cosine", "cos(Delta s_c, alpha A)"), ("law_sign_alpha", "sign agreement (alpha)"),
-              ("law_query_test", "queries with sum A dalpha > 0"), ("law_own_cosine", "own W_Q/W_K part: cosine"))
+              ("law_query_test", "queries with sum A dalpha > 0"), ("law_own_cosine", "own W_Q/W_K part: cosine"),
+              ("value_cosine", "value law: cos(Delta v, -dL/dv)"))
 
 
 def _law_figure(study_id: str, records: list[Measurement], layers: list[int], out_dir: str,
@@ -195,40 +191,39 @@ def _law_figure(study_id: str, records: list[Measurement], layers: list[int], ou
     if not panels:
         return []
     return [per_layer_figure(os.path.join(out_dir, f"{study_id}_routing_law.png"), panels,
-                             title="routing law after each checked step: excess over the shuffle null",
+                             title="routing and value laws after each checked step: excess over the shuffle null",
                              xlabel="training step", ylabel="statistic - shuffle null", setting=setting,
                              refs=[(0.0, "0: chance (the shuffle null)")])]
 
 
 def _frame_figures(study_id: str, records: list[Measurement], layers: list[int], out_dir: str,
                    summary: dict | None, setting: str = "") -> list[str]:
-    """Frame and precision progress on steps and on the learning-rate budget; map velocity."""
-    from .lead import frame_progress, precision_progress
-
-    xm, ym = seed_curves(records, "entropy_mae", -1)
-    if not xm:
-        return []
-    precision = [precision_progress(y) for y in ym]
-    paths = []
+    """Frame and precision progress against the jitter floor on steps and on the learning-rate
+    budget; map velocity; the maps' movement over each interval against the replicas' jitter."""
     frames = (summary or {}).get("frames", {})
+    if not frames:
+        return []
+    paths = []
     for axis in ("steps", "budget"):
         panels = {}
         for layer in layers:
-            x, ys = seed_curves(records, "map_drift", layer, head=-1)
-            if not x or x != xm:
-                continue
             f = frames.get(layer) or frames.get(str(layer)) or {}
-            xs = f.get("budget") if axis == "budget" else x
-            if not xs:
+            xs = f.get("budget") if axis == "budget" else f.get("steps")
+            if not xs or not f.get("frame_progress"):
                 continue
-            panels[layer] = [Curve("frame: 1 - drift / drift(0)", xs, [frame_progress(y) for y in ys], color="C0"),
-                             Curve("precision: share of the MAE gain", xs, precision, color="C3", style="--")]
+            prec = f["precision_progress"]
+            panels[layer] = [
+                Curve("frame: toward the late map, to the jitter floor", xs, list(f["frame_progress"].values()),
+                      color="C0"),
+                Curve("precision (entropy MAE): toward its late mean, to the floor", xs,
+                      list(prec["entropy_mae"].values()), color="C3", style="--"),
+                Curve("precision (KL)", xs, list(prec["kl"].values()), color="C1", style=":")]
         if panels:
             label = "training steps done" if axis == "steps" else "share of the learning-rate budget sum(lr) spent"
             paths.append(per_layer_figure(os.path.join(out_dir, f"{study_id}_frame_precision_{axis}.png"), panels,
                                           title=f"frame vs precision progress against {axis}", xlabel=label,
-                                          ylabel="progress (0 first, 1 last checkpoint)", setting=setting,
-                                          refs=[(0.9, "0.9: where t90 is read")]))
+                                          ylabel="progress (1: within the jitter floor)",
+                                          setting=setting, refs=[(0.9, "0.9: where t90 is read"), (1.0, "1: floor")]))
     panels = {}
     for layer in layers:
         x, ys = seed_curves(records, "map_velocity", layer, head=-1)
@@ -238,4 +233,17 @@ def _frame_figures(study_id: str, records: list[Measurement], layers: list[int],
         paths.append(per_layer_figure(os.path.join(out_dir, f"{study_id}_map_velocity.png"), panels,
                                       title="how fast the attention maps move", xlabel="training steps done",
                                       ylabel="TV distance per step", setting=setting))
+    panels = {}
+    for layer in layers:
+        f = frames.get(layer) or frames.get(str(layer)) or {}
+        ratios = [v["movement_ratio"] for v in (f.get("per_seed") or {}).values()]
+        if ratios and any(math.isfinite(r) for rs in ratios for r in rs):
+            panels[layer] = [Curve("squared distance moved over the interval / the replicas' jitter", f["steps"][1:],
+                                   ratios, color="C2", logy=True)]
+    if panels:
+        paths.append(per_layer_figure(os.path.join(out_dir, f"{study_id}_movement_vs_jitter.png"), panels,
+                                      title="do the maps move more than chance? movement over each checkpoint "
+                                            "interval against the jitter of replicas of that interval",
+                                      xlabel="training steps done (interval end)", ylabel="movement / jitter",
+                                      setting=setting, refs=[(1.0, "1: no more than chance")]))
     return paths

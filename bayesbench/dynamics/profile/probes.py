@@ -99,6 +99,14 @@ class ProbeSet:
             raise ValueError("advantages need probes of mode 'full'")
         return torch.stack([p.advantage.reshape(E, -1, *p.advantage.shape[1:]) for p in self.probes])
 
+    def upstream(self) -> Tensor:
+        """[L, E, B, H, T, Dh] u_i = dL/dg_i of every layer, the head outputs' gradient (mode 'full'):
+        with alpha it gives the value push dL/dv_j = sum_i alpha_ij u_i (the M-step of Paper II)."""
+        E = self.model.ensemble
+        if not all(p.full for p in self.probes):
+            raise ValueError("upstream gradients need probes of mode 'full'")
+        return torch.stack([p.u.reshape(E, -1, *p.u.shape[1:]) for p in self.probes])
+
     def detach(self) -> None:
         if not self.probes:
             return

@@ -19,6 +19,23 @@ Per (member, layer, head), over the queries with R_i non-empty, at each law-chec
 
 The prediction ("the advantage leads"): relevant_top1_adv rises well above chance before
 relevant_top1_alpha does.
+
+**The label route.** In a bijection the relevant keys are exactly the earlier positions holding
+the target token, and A comes from a loss that knows the target: b_ij = u_i . v_j is large where
+v_j raises the target's logit, so "the largest advantage is at a relevant key" may only say "the
+gradient asks to copy the label from where it sits". The control removes what relevance adds to
+that: the advantage recomputed (same parameters, same sequences, a second backward) against
+*permuted* targets, every target class c replaced by c + 1 mod V, whose label sits at positions
+that are not Bayes-relevant for the query. Per (member, layer, head), over the queries whose
+permuted label occurs in their context:
+
+    label_top1_adv_control     share whose largest permuted-target advantage is at a position
+                               holding the permuted label: what copying a label alone gives
+    label_adv_rank_control     the normalised rank of the best such position under that advantage
+    label_top1_chance_control  mean |R'_i| / n_i for those queries
+
+The relevant-key share's chance level is the control's share, not |R_i| / n_i: an excess of
+relevant_top1_adv over label_top1_adv_control is what Bayes relevance adds to label copying.
 """
 
 from __future__ import annotations
@@ -30,8 +47,12 @@ from torch import Tensor
 
 from bayesbench.models.attention import causal_mask
 
+from ...stats import first_reaching, running_mean, sign_test
+
 RELEVANCE_NAMES = ("relevant_top1_adv", "relevant_top1_alpha", "relevant_top1_chance", "relevant_alpha_mass",
                    "relevant_adv_rank", "relevant_alpha_rank")
+CONTROL_NAMES = ("label_top1_adv_control", "label_adv_rank_control", "label_top1_chance_control")
+IGNORE = -100
 
 
 def applies(task) -> bool:
@@ -53,6 +74,37 @@ def relevant_keys(task, tokens: Tensor) -> Tensor:
     value_pos = (pos % 2 == 1) & (pos < 2 * task.L)
     same = tokens.unsqueeze(-1) == prev.unsqueeze(-2)  # [..., i, j]: x at i equals the token before j
     return same & key_pos.view(-1, 1) & value_pos.view(1, -1) & (pos.view(1, -1) < pos.view(-1, 1))
+
+
+def label_targets(task, tokens: Tensor, permute: bool = False) -> Tensor:
+    """[..., T] target classes of the bijection's predictions that the tokens determine (-100
+    elsewhere): at key position 2k < 2L the value y_k right after it, at the query position the
+    value after an earlier occurrence of the query key (when there is one). `permute`: every
+    class c replaced by c + 1 mod V (the label-route control's targets)."""
+    if not applies(task):
+        raise ValueError(f"label targets are defined for the bijection with keys drawn with replacement, got {task!r}")
+    V, L = task.V, task.L
+    out = torch.full_like(tokens, IGNORE)
+    out[..., 0:2 * L:2] = tokens[..., 1:2 * L:2] - V
+    if task.query:
+        rel = relevant_keys(task, tokens)[..., 2 * L, :]  # [..., T] the value positions after the query key
+        seen = rel.any(-1)
+        first = rel.to(torch.int64).argmax(-1, keepdim=True)
+        value = tokens.gather(-1, first).squeeze(-1) - V
+        out[..., 2 * L] = torch.where(seen, value, torch.full_like(value, IGNORE))
+    if permute:
+        out = torch.where(out >= 0, (out + 1) % V, out)
+    return out
+
+
+def label_keys(task, tokens: Tensor, targets: Tensor) -> Tensor:
+    """[..., T, T] bool: for each query i with a target, the earlier value positions j holding
+    the token of that target class. With the true targets these are the relevant keys."""
+    T, V, L = tokens.shape[-1], task.V, task.L
+    pos = torch.arange(T, device=tokens.device)
+    value_pos = (pos % 2 == 1) & (pos < 2 * L)
+    holds = tokens.unsqueeze(-2) == (targets + V).unsqueeze(-1)  # [..., i, j]
+    return holds & (targets >= 0).unsqueeze(-1) & value_pos.view(1, -1) & (pos.view(1, -1) < pos.view(-1, 1))
 
 
 def _rank_of_best(score: Tensor, relevant: Tensor, keep: Tensor) -> Tensor:
@@ -92,14 +144,18 @@ def relevance_statistics(advantage: Tensor, alpha: Tensor, relevant: Tensor) -> 
     return torch.where(count > 0, total / count.clamp(min=1), torch.full_like(total, float("nan")))
 
 
-def _first_reaching(steps: list[int], values: list[float], level: float, window: int = 5) -> float | None:
-    """First step whose running mean over `window` checks (centred) reaches `level`."""
-    for k in range(len(values)):
-        lo, hi = max(0, k - window // 2), min(len(values), k + window // 2 + 1)
-        v = [x for x in values[lo:hi] if math.isfinite(x)]
-        if v and sum(v) / len(v) >= level:
-            return float(steps[k])
-    return None
+def control_statistics(advantage: Tensor, alpha: Tensor, labels: Tensor) -> Tensor:
+    """[len(CONTROL_NAMES), ..., H]: the label-route control (module docstring) from the advantage
+    against the permuted targets and `labels` = label_keys of those targets; NaN where no query's
+    permuted label occurs in its context."""
+    full = relevance_statistics(advantage, alpha, labels)
+    return full[[0, 4, 2]]
+
+
+def _first_at(steps: list[int], values: list[float], level: float, window: int = 5) -> float | None:
+    """The first checked step whose centred running mean over `window` checks reaches `level`."""
+    t = first_reaching(steps, running_mean(values, window), level, rising=True)
+    return None if t is None else float(t)
 
 
 def relevance_summary(records, level: float = 0.5) -> dict:
@@ -107,16 +163,21 @@ def relevance_summary(records, level: float = 0.5) -> dict:
     head whose largest attention weight is most often on a relevant key over the last tenth of
     the checks); when each share first reaches `level` (running mean over 5 checks), and the lead
     t(alpha) - t(A) with a t-interval over seeds (positive: the advantage points at the relevant
-    key before attention does). Empty when the study recorded no relevant-key ranks."""
+    key before attention does), with a sign test over the seeds where one of them happened. With
+    the label-route control: the excess of the advantage's relevant share over the control's
+    share (module docstring), per seed, first and last tenth, with a t-interval and test over
+    seeds. Shares get logit-t intervals over seeds (they stay in [0, 1]). Empty when the study
+    recorded no relevant-key ranks."""
     from collections import defaultdict
 
-    from ..intervals import bootstrap_interval, t_interval
+    from ...stats import logit_interval, t_interval
 
     cells: dict = defaultdict(lambda: defaultdict(dict))  # (layer, seed, head) -> name -> step -> value
     for r in records:
-        if r.name in RELEVANCE_NAMES:
+        if r.name in RELEVANCE_NAMES or r.name in CONTROL_NAMES:
             cells[(r.layer, r.seed, r.head)][r.name][r.step] = r.value
     out: dict = {}
+    names = RELEVANCE_NAMES + CONTROL_NAMES
     for layer in sorted({k[0] for k in cells}):
         per_seed = {}
         for seed in sorted({k[1] for k in cells if k[0] == layer}):
@@ -131,36 +192,33 @@ def relevance_summary(records, level: float = 0.5) -> dict:
             head = max(heads, key=late)
             c = cells[(layer, seed, head)]
             steps = sorted(c["relevant_top1_adv"])
-            series = {n: [c[n].get(s, math.nan) for s in steps] for n in RELEVANCE_NAMES}
-            t_adv = _first_reaching(steps, series["relevant_top1_adv"], level)
-            t_alpha = _first_reaching(steps, series["relevant_top1_alpha"], level)
+            series = {n: [c[n].get(s, math.nan) for s in steps] for n in names}
+            t_adv = _first_at(steps, series["relevant_top1_adv"], level)
+            t_alpha = _first_at(steps, series["relevant_top1_alpha"], level)
             n0 = max(1, len(steps) // 10)
+            excess = [a - b for a, b in zip(series["relevant_top1_adv"], series["label_top1_adv_control"])]
             per_seed[seed] = {"head": head, "t_adv": t_adv, "t_alpha": t_alpha,
                               "lead": t_alpha - t_adv if t_adv is not None and t_alpha is not None else None,
-                              **{f"{n}_first": _nanmean(series[n][:n0]) for n in RELEVANCE_NAMES},
-                              **{f"{n}_last": _nanmean(series[n][-n0:]) for n in RELEVANCE_NAMES}}
+                              **{f"{n}_first": _nanmean(series[n][:n0]) for n in names},
+                              **{f"{n}_last": _nanmean(series[n][-n0:]) for n in names},
+                              "excess_over_control_first": _nanmean(excess[:n0]),
+                              "excess_over_control_last": _nanmean(excess[-n0:])}
         leads = [v["lead"] for v in per_seed.values() if v["lead"] is not None]
         adv_first = sum(1 for v in per_seed.values() if _first(v["t_adv"], v["t_alpha"]))
         alpha_first = sum(1 for v in per_seed.values() if _first(v["t_alpha"], v["t_adv"]))
-        row = {"per_seed": per_seed, "level": level, "lead": t_interval(leads),
+        row = {"per_seed": per_seed, "level": level, "lead": t_interval(leads, null=0.0),
                "adv_first_seeds": adv_first, "alpha_first_seeds": alpha_first,
                "alpha_never_seeds": sum(1 for v in per_seed.values() if v["t_alpha"] is None),
-               "sign_test_p": sign_test(adv_first, alpha_first), "seeds": len(per_seed)}
-        for n in RELEVANCE_NAMES:
+               "sign_test_p": sign_test(adv_first, alpha_first), "seeds": len(per_seed),
+               "control": any(math.isfinite(v["label_top1_adv_control_last"]) for v in per_seed.values())}
+        for n in names:
             for when in ("first", "last"):
-                row[f"{n}_{when}"] = bootstrap_interval([v[f"{n}_{when}"] for v in per_seed.values()])
+                row[f"{n}_{when}"] = logit_interval([v[f"{n}_{when}"] for v in per_seed.values()])
+        for when in ("first", "last"):
+            row[f"excess_over_control_{when}"] = t_interval(
+                [v[f"excess_over_control_{when}"] for v in per_seed.values()], null=0.0)
         out[layer] = row
     return out
-
-
-def sign_test(wins: int, losses: int) -> float:
-    """Two-sided exact binomial (sign) test of wins against losses at p = 1/2 (ties left out);
-    1.0 with no untied seeds. A seed where only one event happened counts for that one: its lead
-    is censored, but its sign is known."""
-    from scipy.stats import binomtest
-
-    n = wins + losses
-    return float(binomtest(wins, n, 0.5).pvalue) if n else 1.0
 
 
 def _first(t: float | None, other: float | None) -> bool:

@@ -1,15 +1,15 @@
 """The one-page Markdown report of a profile study (written beside the store, figures linked).
 
-It states what was measured: each statistic beside its shuffle null with the interval of the
-excess over seeds, and a verdict only where the interval says so."""
+It states what was measured: the verdicts first (primary, then the secondary family, each with
+Holm's adjustment), then each statistic beside its control with its interval over seeds."""
 
 from __future__ import annotations
 
 import math
 import os
 
-from ..intervals import fmt
 from ..report import report_dir, write_report
+from ..verdicts import fmt, verdict_table
 
 LAW_LABELS = {
     "sign_alpha": "sign agreement of Delta s_c with A, alpha-weighted",
@@ -19,23 +19,13 @@ LAW_LABELS = {
     "kappa": "kappa = <Delta s_c, alpha A> / (eta ||alpha A||^2) (per-seed medians)",
     "own_cosine": "cos(own W_Q/W_K part of J Delta theta, alpha A)",
     "rest_cosine": "cos(everything else in J Delta theta, alpha A)",
+    "value_cosine": "value law: cos(Delta v, -dL/dv)",
+    "value_kappa": "value law: <Delta v, -dL/dv> / (eta ||dL/dv||^2) (per-seed medians)",
 }
 
 
 def _f(x, fmt_: str = ".3f") -> str:
     return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, fmt_)
-
-
-def verdict(interval: dict, positive: str, negative: str) -> str:
-    """`positive` / `negative` when the 95% interval excludes 0 on that side, else 'cannot tell'."""
-    lo, hi = interval.get("ci_low", math.nan), interval.get("ci_high", math.nan)
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return "cannot tell (fewer than 2 seeds with a value)"
-    if lo > 0:
-        return positive
-    if hi < 0:
-        return negative
-    return "cannot tell at this scale (the interval contains 0)"
 
 
 def _setup(config: dict, summary: dict) -> str:
@@ -58,31 +48,53 @@ def _setup(config: dict, summary: dict) -> str:
             f"sequences; entropy MAE and KL(Bayes || model) in bits on {config['eval_sequences']} fixed evaluation "
             f"sequences, scored on {config['scored_positions']}"
             f"{'; entropy MAE with each head zeroed' if config.get('head_ablation') else ''}\n"
-            f"- wall time {_f(t.get('wall_s'), '.0f')} s on {config['device']} ({config['threads']} threads); "
-            f"{_f(t.get('hooks_s'), '.0f')} s of it inside the profiler's hooks "
-            f"({t.get('profiled_steps')} probed steps, {t.get('law_checks')} law checks, {t.get('records')} records)")
+            f"- jitter floor: {_replicas(config)}; late map and robust endpoint: the mean of the last "
+            f"{config.get('late_maps', 3)} checkpoints\n"
+            f"- wall time {_f(t.get('wall_s'), '.0f')} s on {config['device']} ({config['threads']} threads; "
+            f"{_f(t.get('cpu_s'), '.0f')} s of CPU); {_f(t.get('hooks_s'), '.0f')} s of it inside the profiler's hooks "
+            f"({t.get('profiled_steps')} probed steps, {t.get('law_checks')} law checks, {t.get('records')} records), "
+            f"{_f(t.get('replicas_cpu_s'), '.0f')} s of CPU in the replicas ({t.get('replica_steps')} member-ensemble "
+            f"steps)")
+
+
+def _replicas(config: dict) -> str:
+    r, every = config.get("replicas", 0), config.get("replica_every", 1)
+    if not r:
+        return "no replicas (floor 0)"
+    where = "every checkpoint" if every == 1 else f"every {every}th checkpoint"
+    return f"{r} replica continuations from {where} to the next, with other data orders"
+
+
+def _verdicts(summary: dict) -> str:
+    v = summary.get("verdicts") or []
+    if not v:
+        return "No verdicts (nothing measured)."
+    return ("Primary verdicts (named before the study ran), then every other test as one family; each family "
+            "adjusted by Holm's step-down method (held / did not hold only where the adjusted p < 0.05).\n\n"
+            "**Primary**\n\n" + verdict_table(v, "primary") + "\n\n**Secondary**\n\n" + verdict_table(v, "secondary"))
 
 
 def _law(summary: dict) -> str:
     law = summary.get("law", {})
     if not law:
-        return "No routing-law checks in this study (--law-every 0)."
+        return "No routing-law checks in this study (law_every 0)."
     parts = ["Per layer, over every (seed, checked step, head). The null pairs each sequence's score change with "
              "another sequence's alpha and A of the same step (all cyclic shifts, averaged); the excess is the "
              "statistic minus its null, its 95% interval a t-interval over the per-seed means (the seeds are the "
              "independent unit, not the checks). Definitions: docs/dynamics.md."]
     for layer, v in sorted(law.items(), key=lambda kv: int(kv[0])):
         rows = [f"**Layer {layer}** ({v['checks']} checks over {v['seeds']} seeds)", "",
-                "| statistic | value | shuffle null | excess [95% CI] | above its null in | verdict |",
+                "| statistic | value | shuffle null | excess [95% CI] | above its null in | p (unadjusted) |",
                 "|---|---|---|---|---|---|"]
         for key, label in LAW_LABELS.items():
             d = v.get(key)
             if not d:
                 continue
-            f = "{:+.3g}" if key == "kappa" else "{:+.4f}"
+            f = "{:+.3g}" if "kappa" in key else "{:+.4f}"
+            p = d["excess"].get("p", math.nan)
             rows.append(f"| {label} | {_f(d['value'], '.4g')} | {_f(d['null'], '.4g')} | "
                         f"{fmt(d['excess'], f)} | {_f(d['above_null'], '.0%')} | "
-                        f"{verdict(d['excess'], 'above its null', 'below its null')} |")
+                        f"{'n/a' if not math.isfinite(p) else format(p, '.2g')} |")
         r2, share, shift = v.get("linearity_r2", {}), v.get("own_share", {}), v.get("row_shift_share", {})
         rows += ["", f"Linearity check (R^2 of the row-centred change against its first-order prediction): mean "
                      f"{fmt(r2.get('mean'), '{:.4f}')}, median {_f(r2.get('median'), '.4f')}, minimum "
@@ -101,72 +113,90 @@ def _frames(summary: dict) -> str:
         return "No checkpoints."
     cal = summary.get("calibration", {})
     mae, kl = cal.get("entropy_mae", {}), cal.get("kl", {})
-    rows = ["| layer | t90 frame (steps) | t90 precision (steps) | lead (steps) [95% CI] | t90 frame (lr budget) | "
-            "t90 precision (lr budget) | lead (lr budget) [95% CI] | frame first in | verdict |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| layer | precision by | t90 frame (steps) | t90 precision (steps) | lead (steps) [95% CI] | p | "
+            "lead (lr budget) | frame first / precision first / frame never / precision never |",
+            "|---|---|---|---|---|---|---|---|"]
     for layer, v in sorted(frames.items(), key=lambda kv: int(kv[0])):
-        ld = v["lead"]
-        rows.append(f"| {layer} | {fmt(ld['t90_frame_steps'], '{:.0f}')} | "
-                    f"{fmt(ld['t90_precision_steps'], '{:.0f}')} | "
-                    f"{fmt(ld['lead_steps'], '{:+.0f}')} | {fmt(ld['t90_frame_budget'], '{:.3f}')} | "
-                    f"{fmt(ld['t90_precision_budget'], '{:.3f}')} | {fmt(ld['lead_budget'], '{:+.3f}')} | "
-                    f"{ld['frame_first_seeds']}/{ld['seeds']} seeds | "
-                    f"{verdict(ld['lead_steps'], 'the frame settled first', 'calibration settled first')} |")
-    fr = ["| layer | velocity freeze step per seed | seeds frozen | share of the MAE gain after the freeze | "
-          "freeze per unit of learning rate | drift-to-final criterion fires at |", "|---|---|---|---|---|---|"]
+        for metric, ld in (("entropy MAE", v["lead"]), ("KL", v["lead_kl"])):
+            rows.append(f"| {layer} | {metric} | {fmt(ld['t90_frame_steps'], '{:.0f}')} | "
+                        f"{fmt(ld['t90_precision_steps'], '{:.0f}')} | {fmt(ld['lead_steps'], '{:+.0f}')} | "
+                        f"{_f(ld['lead_steps'].get('p'), '.2g')} | {fmt(ld['lead_budget'], '{:+.3f}')} | "
+                        f"{ld['frame_first_seeds']} / {ld['precision_first_seeds']} / {ld['frame_never_seeds']} / "
+                        f"{ld['precision_never_seeds']} of {ld['seeds']} |")
+    fr = ["| layer | frame t90 per seed (None: not settled before the late checkpoints) | systematic distance left "
+          "at the last checkpoint before them, share of the first [95% CI] | movement / jitter, last 3 intervals "
+          "[95% CI] | first version: t90 frame (TV drift to final) | velocity freeze (10% of peak) | drift-to-final "
+          "criterion fires at |", "|---|---|---|---|---|---|---|"]
     for layer, v in sorted(frames.items(), key=lambda kv: int(kv[0])):
-        fr.append(f"| {layer} | {v['freeze_steps']} | {v['frozen_seeds']}/{len(v['freeze_steps'])} | "
-                  f"{_f(v['share_after_mean'], '.0%')} | {v.get('freeze_steps_per_lr')} | "
-                  f"{v['drift_criterion_steps']} |")
-    return (f"Frame progress = 1 - drift/drift(first checkpoint), drift the mean TV distance of a layer's attention "
-            f"rows to the last checkpoint's; precision progress = the share of the run's entropy-MAE gain made so far. "
-            f"t90: where each first reaches 0.9 (interpolated between checkpoints), on steps and on the share of the "
-            f"learning-rate budget sum(lr) spent; lead = t90(precision) - t90(frame), positive when the maps settle "
-            f"first; 95% intervals over seeds (t for the lead; bootstrap for the t90s, which stay in the run's "
-            f"steps and in [0, 1] of its budget). Entropy MAE (bits, mean over seeds) went from "
+        old = v["lead_first_version"]
+        t90 = [None if r["t90_frame"] is None else round(r["t90_frame"]) for r in v["per_seed"].values()]
+        fr.append(f"| {layer} | {t90} | {fmt(v['remaining'], '{:.3f}')} (step {v['remaining_at']}) | "
+                  f"{fmt(v['last_movement_vs_chance'], '{:.2f}')} | {fmt(old['t90_frame_steps'], '{:.0f}')} | "
+                  f"{v['velocity_freeze_steps']} | {v['drift_criterion_steps']} |")
+    floor = ("the jitter floor of each checkpoint is the mean pairwise distance between the run's own "
+             "continuation of the previous checkpoint and its replicas" if next(iter(frames.values())).get("replicas")
+             else "no replicas were run, so the floor is 0")
+    return (f"Frame distance: the squared distance of a layer's attention rows to the late map (the mean of the "
+            f"last checkpoints' maps); precision distance: the entropy MAE (or KL) minus its mean over the last "
+            f"checkpoints, squared; {floor}. The systematic distance S = sqrt(distance - floor share); progress = "
+            f"1 - S / S(first); t90: where its running mean over 3 checkpoints reaches 0.9 and stays, before the "
+            f"late checkpoints (interpolated), on steps and on the learning-rate budget; lead = t90(precision) - "
+            f"t90(frame), positive when the maps settle first, a t-interval over the seeds where both settled (the "
+            f"t90s: logit-t intervals inside the run); where some never settled, the order is a sign test over "
+            f"seeds. Entropy MAE (bits, mean over seeds) went from "
             f"{_f(mae.get('first'), '.4f')} at step {mae.get('first_step')} to {_f(mae.get('last'), '.4f')} at step "
             f"{mae.get('last_step')}; KL from {_f(kl.get('first'), '.4f')} to {_f(kl.get('last'), '.4f')}.\n\n"
             + "\n".join(rows) +
-            "\n\nFreeze: the first checkpoint from which a layer's map velocity (TV distance between consecutive "
-            "checkpoints per step) stays at most 10% of its largest value (None: still moving at the end); per unit "
-            "of learning rate: the same with the TV distance per unit of sum(lr) spent, which does not fire only "
-            "because a schedule has run out of learning rate. The "
-            "drift-to-final criterion (drift <= 10% of its first value) is shown for the record: drift is 0 at the "
-            "last checkpoint by construction, so it fires by then in every run.\n\n" + "\n".join(fr))
+            "\n\nFreeze: a frame is frozen once less than 10% of its systematic distance to the late map is left; "
+            "the table gives that share at the last checkpoint before the late ones. Beside it the movement over each "
+            "of the last 3 intervals against the replicas' jitter over it (1: as much as chance; a steady drift "
+            "smaller than the jitter per interval stays near 1 and still adds up). The same learning rate moves the "
+            "run and its replicas, so both hold per unit of learning rate. The first version's criteria are shown "
+            "for the record: the TV drift to the final map and the velocity at 10% of its peak.\n\n" + "\n".join(fr))
+
+
+def _crosslag(summary: dict) -> str | None:
+    cross = summary.get("crosslag") or {}
+    if not cross:
+        return None
+    rows = ["| layer | direction | lagged partial correlation | time-shift null | excess [95% CI] | p |",
+            "|---|---|---|---|---|---|"]
+    for layer, v in sorted(cross.items(), key=lambda kv: int(kv[0])):
+        for direction in ("value_to_routing", "routing_to_value"):
+            d = v.get(direction)
+            if d:
+                rows.append(f"| {layer} | {direction.replace('_', ' ')} | {_f(d['value'], '+.3f')} | "
+                            f"{_f(d['null'], '+.3f')} | {fmt(d['excess'], '{:+.3f}')} | "
+                            f"{_f(d['excess'].get('p'), '.2g')} |")
+    return ("Log sizes of the routing update ||Delta s^c|| and of the value update ||Delta v|| at each checked "
+            "step; the partial correlation of one at a check with the other at the next check, given the other at "
+            "the first and a quadratic trend in time, against the same with one series shifted in time "
+            "(docs/dynamics.md). Per seed the heads' z-values averaged; intervals over seeds.\n\n" + "\n".join(rows))
 
 
 def _relevance(summary: dict) -> str | None:
     rel = summary.get("relevance") or {}
     if not rel:
         return None
-    rows = ["| layer | top-1 share: A (first / last tenth) | top-1 share: alpha | chance | rank under A (0 = first) "
-            "| rank under alpha | t(alpha) - t(A) at 0.5 [95% CI] | A first in | verdict |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| layer | top-1 share: A (first / last tenth) | permuted-label control: A | excess over the control "
+            "(last tenth) | top-1 share: alpha | |R|/n | t(alpha) - t(A) at 0.5 [95% CI] | A first in |",
+            "|---|---|---|---|---|---|---|---|"]
     for layer, v in sorted(rel.items(), key=lambda kv: int(kv[0])):
         rows.append(
             f"| {layer} | {fmt(v['relevant_top1_adv_first'])} / {fmt(v['relevant_top1_adv_last'])} | "
+            f"{fmt(v['label_top1_adv_control_first'])} / {fmt(v['label_top1_adv_control_last'])} | "
+            f"{fmt(v['excess_over_control_last'], '{:+.3f}')} | "
             f"{fmt(v['relevant_top1_alpha_first'])} / {fmt(v['relevant_top1_alpha_last'])} | "
-            f"{fmt(v['relevant_top1_chance_first'])} | {fmt(v['relevant_adv_rank_first'])} / "
-            f"{fmt(v['relevant_adv_rank_last'])} | {fmt(v['relevant_alpha_rank_first'])} / "
-            f"{fmt(v['relevant_alpha_rank_last'])} | {fmt(v['lead'], '{:+.0f}')} | "
-            f"{v['adv_first_seeds']}/{v['seeds']} seeds (attention never reached 0.5 in {v['alpha_never_seeds']}) | "
-            f"{_sign_verdict(v)} |")
+            f"{fmt(v['relevant_top1_chance_first'])} | {fmt(v['lead'], '{:+.0f}')} | "
+            f"{v['adv_first_seeds']}/{v['seeds']} seeds (attention never reached 0.5 in {v['alpha_never_seeds']}; "
+            f"sign test p = {v['sign_test_p']:.2g}) |")
     return ("Bijection with repeated keys: for a query at a key seen before, the relevant keys are the value "
             "positions right after its earlier occurrences. Per seed, the layer's retrieval head (largest late "
             "top-1 share under alpha); shares over the queries with a relevant key, first and last tenth of the "
-            "checks, mean [95% bootstrap interval] over seeds; t = first checked step where the running mean "
-            "over 5 checks reaches 0.5; the lead's t-interval uses the seeds where both happened, the verdict a sign "
-            "test over every seed where at least one did.\n\n" + "\n".join(rows))
-
-
-def _sign_verdict(v: dict) -> str:
-    """From the sign test over seeds (censored leads count by their sign)."""
-    p = v.get("sign_test_p", 1.0)
-    if p >= 0.05:
-        return f"cannot tell at this scale (sign test over seeds p = {p:.2g})"
-    first = "the advantage pointed first" if v["adv_first_seeds"] > v["alpha_first_seeds"] else \
-        "attention concentrated first"
-    return f"{first} (sign test p = {p:.2g})"
+            "checks, mean [95% logit-t interval] over seeds. The control recomputes the advantage against permuted "
+            "targets (class c -> c + 1 mod V) and counts its top key at the permuted label's positions: what "
+            "copying a label alone gives; the excess over it is what relevance adds. t = first checked step where "
+            "the running mean over 5 checks reaches 0.5.\n\n" + "\n".join(rows))
 
 
 def _heads(summary: dict) -> str | None:
@@ -179,11 +209,12 @@ def _heads(summary: dict) -> str | None:
         rows.append(f"| {key} | {fmt(v['damage'], '{:.4f}')} | {fmt(v['t90_damage'], '{:.0f}')} | "
                     f"{fmt(v['t90_entropy'], '{:.0f}')} | {fmt(v['t_peak_velocity'], '{:.0f}')} | "
                     f"{fmt(v['t_peak_advantage'], '{:.0f}')} |")
-    leads = ["| lead | steps [95% CI over seeds] | n |", "|---|---|---|"]
-    leads += [f"| {k} | {fmt(v, '{:+.0f}')} | {v['n']} |" for k, v in heads["leads"].items()]
+    leads = ["| lead | steps [95% CI over seeds] | n | p |", "|---|---|---|---|"]
+    leads += [f"| {k} | {fmt(v, '{:+.0f}')} | {v['n']} | {_f(v.get('p'), '.2g')} |" for k, v in heads["leads"].items()]
     return ("Heads ranked within each layer and seed by their final ablation damage (entropy MAE with the head "
-            "zeroed minus intact, bits); timings in steps, mean [95% t-interval] over seeds. A lead 'X_after_Y' "
-            "is t(X) - t(Y) per seed.\n\n" + "\n".join(rows) + "\n\n" + "\n".join(leads))
+            "zeroed minus intact, bits); t90s on the checkpoints (the damage and the attention entropy of the probe "
+            "batch's maps, each against the mean of its last checkpoints), mean [95% interval] over seeds. A lead "
+            "'X_after_Y' is t(X) - t(Y) per seed.\n\n" + "\n".join(rows) + "\n\n" + "\n".join(leads))
 
 
 def _probe(summary: dict) -> str:
@@ -196,9 +227,11 @@ def _probe(summary: dict) -> str:
 
 
 def profile_sections(config: dict, summary: dict) -> list[tuple[str, str]]:
-    sections = [("Setup", _setup(config, summary)), ("Routing law against its shuffle null", _law(summary)),
-                ("Frame vs precision", _frames(summary))]
-    for title, body in (("Relevant key: advantage vs attention", _relevance(summary)),
+    sections = [("Setup", _setup(config, summary)), ("Verdicts", _verdicts(summary)),
+                ("Routing and value laws against their shuffle nulls", _law(summary)),
+                ("Frame vs precision against the jitter floor", _frames(summary))]
+    for title, body in (("Do routing and value updates feed each other?", _crosslag(summary)),
+                        ("Relevant key: advantage vs attention, and the label route", _relevance(summary)),
                         ("Per-head specialisation timing", _heads(summary))):
         if body:
             sections.append((title, body))

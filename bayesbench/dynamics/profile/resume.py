@@ -9,17 +9,20 @@ from collections.abc import Iterator
 import torch
 
 from ...tasks import task_from_config
+from ...training.config import TrainConfig
 from ...training.optim import select_members
-from ...training.trainer import TrainConfig, Trainer, open_trainer
+from ...training.run import open_trainer
+from ...training.trainer import Trainer
+from ..config import FieldError
 
 
 def load_run_state(path: str, device: str) -> dict:
     try:
         state = torch.load(path, map_location=device, weights_only=False)
     except Exception as err:  # a file that is not a checkpoint
-        raise ValueError(f"--run {path}: not a readable checkpoint ({type(err).__name__}: {err})") from None
+        raise FieldError("run", f"{path}: not a readable checkpoint ({type(err).__name__}: {err})") from None
     if not isinstance(state, dict) or "identity" not in state:
-        raise ValueError(f"--run {path}: not a bayesbench training checkpoint")
+        raise FieldError("run", f"{path}: not a bayesbench training checkpoint")
     return state
 
 
@@ -29,13 +32,13 @@ def select_seeds(state: dict, seeds: list[int] | None) -> list[int]:
     if seeds is None:
         seeds = run_seeds
     if len(seeds) > len(run_seeds):
-        raise ValueError(f"--seeds names {len(seeds)} seeds but the run has only {len(run_seeds)}: {run_seeds}")
+        raise FieldError("seeds", f"names {len(seeds)} seeds but the run has only {len(run_seeds)}: {run_seeds}")
     missing = [s for s in seeds if s not in run_seeds]
     if missing:
-        raise ValueError(f"--seeds {missing} are not seeds of the run (it has {run_seeds})")
+        raise FieldError("seeds", f"{missing} are not seeds of the run (it has {run_seeds})")
     dead = [s for s in seeds if not state["alive"][run_seeds.index(s)]]
     if dead:
-        raise ValueError(f"--seeds {dead} diverged in that run; leave them out")
+        raise FieldError("seeds", f"{dead} diverged in that run; leave them out")
     return list(seeds)
 
 
@@ -46,8 +49,8 @@ def open_from_state(state: dict, seeds: list[int], extra_steps: int, *, device: 
     (built by `open_trainer`, so `run_dir` is locked for the block)."""
     ident = state["identity"]
     if ident.get("device_type") != torch.device(device).type:
-        raise ValueError(f"--run: the run trained on {ident.get('device_type')} (its data streams belong to that "
-                         f"device type); profile it with --device {ident.get('device_type')}")
+        raise FieldError("device", f"must be {ident.get('device_type')} for this run: it trained there (its data "
+                                   f"streams belong to that device type)")
     run_seeds = list(ident["seeds"])
     idx = [run_seeds.index(s) for s in seeds]
     sel = torch.tensor(idx, device=device)

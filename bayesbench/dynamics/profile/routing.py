@@ -26,23 +26,34 @@ def transformer_scores(model, tokens: Tensor, header: Tensor | None = None) -> T
     """Scaled attention scores of every attention layer: [L, E, B, H, T, T] (masked entries as
     computed, not -inf). Runs the blocks as their eval-mode forward does, up to the last
     attention layer."""
+    return _internals(model, tokens, header)[0]
+
+
+def transformer_values(model, tokens: Tensor, header: Tensor | None = None) -> Tensor:
+    """The value vectors v_j of every attention layer's heads: [L, E, B, H, T, Dh] (the eval-mode
+    forward, as `transformer_scores`)."""
+    return _internals(model, tokens, header)[1]
+
+
+def _internals(model, tokens: Tensor, header: Tensor | None) -> tuple[Tensor, Tensor]:
     layers = attention_layers(model)
     model.check_inputs(tokens, header)
     x = model.embed(tokens, header)
     E, B, T, d = x.shape
     keep = causal_mask(T, x.device)
-    out = []
+    out, values = [], []
     for i, block in enumerate(model.blocks[: layers[-1] + 1]):
         if block.attn is not None:
             H = block.attn.n_head
             q, k, v = head_qkv(block.attn, block.ln_1(x))  # [E, B, H, T, Dh]
             s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d // H)
             out.append(s)
+            values.append(v)
             alpha = torch.softmax(s.masked_fill(~keep, float("-inf")), -1)
             y = torch.matmul(alpha, v).transpose(2, 3).reshape(E, B, T, d)
             x = x + block.attn.proj(y)
         x = x + block.mlp(block.ln_2(x))
-    return torch.stack(out)
+    return torch.stack(out), torch.stack(values)
 
 
 def attention_maps(model, tokens: Tensor, header: Tensor | None = None) -> Tensor:
@@ -87,6 +98,20 @@ def predicted_change(model, params0: list[Tensor], delta: list[Tensor], tokens: 
     finally:
         model.train(was_training)
     return s0, ds
+
+
+def values_at(model, params: list[Tensor], tokens: Tensor, header: Tensor | None = None) -> Tensor:
+    """`transformer_values` with the parameters `params` (`model.parameters()` order) in place of
+    the model's own, without gradients."""
+    names = [n for n, _ in model.named_parameters()]
+    wrapper = _Fn(model, transformer_values)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            return functional_call(wrapper, {f"model.{n}": p for n, p in zip(names, params)}, (tokens, header))
+    finally:
+        model.train(was_training)
 
 
 class _Fn(nn.Module):

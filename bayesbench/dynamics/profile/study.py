@@ -13,28 +13,100 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import math
 import os
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 
-OPTIMIZERS = ("adamw", "sgd")
-PROBE_ATTENTION = ("triton", "eager", "reference")
-# The command's choices, here so that building the parser imports no torch (tests check that they
-# equal frames.SPACINGS and training.trainer.SCHEDULES).
-SPACINGS = ("even", "quadratic")
-SCHEDULES = ("constant", "cosine")
+from ..config import FieldError, check_choice, check_int, check_positive_number
+
+SPACING_DEFAULT = "quadratic"
+# 8 seeds by default: with 4 a t-interval has 3 degrees of freedom (t = 3.18) and a sign test
+# cannot go below p = 0.125, so no claim over seeds can be carried (issue 32)
+DEFAULT_SEEDS = tuple(range(8))
+
+
+@dataclass(frozen=True)
+class ProfileStudyConfig:
+    """Everything `bayesbench profile` is asked to do, checked (`cli/profile.py` builds it from the
+    command line; docs/dynamics.md says what each does). A bad value raises `FieldError` naming
+    the field. None means "the preset's" (steps, lr, batch_size, schedule, device) or "every seed
+    of the run" (seeds with `run`)."""
+
+    task: str = "bijection"
+    task_args: dict | None = None  # the task's fields over the preset's
+    arch: str = "transformer"
+    preset: str = "quick"
+    seeds: tuple[int, ...] | None = None  # default DEFAULT_SEEDS; with `run`: the run's seeds
+    steps: int | None = None  # with `run`: steps added to it (default 500)
+    every: int = 10
+    law_every: int = 1
+    law_sequences: int = 8
+    flush_every: int = 200
+    checkpoints: int = 21
+    checkpoint_spacing: str = SPACING_DEFAULT
+    head_ablation: bool = False
+    probe_sequences: int = 16
+    eval_sequences: int = 512
+    replicas: int = 2  # the jitter floor: continuations of each checkpoint with other data orders
+    replica_every: int = 1
+    late_maps: int = 3  # the late map (drift reference) and robust endpoint: the last K checkpoints (<= all but 1)
+    attention: str | None = None  # probe path; default triton on a GPU, eager on CPU
+    optimizer: str = "adamw"
+    lr: float | None = None
+    batch_size: int | None = None
+    schedule: str | None = None
+    run: str | None = None  # continue this stored run (run_id, run directory or checkpoint file)
+    device: str | None = None
+    runs_dir: str = "runs"
+    threads: int | None = None
+    progress: bool = True
+    as_json: bool = False
+    db: str | None = None
+
+    def __post_init__(self) -> None:
+        from ...models.transformer import PROBE_BACKENDS
+        from ...training.config import SCHEDULES
+        from ...training.optim import FlatMemberAdamW
+        from .frames import SPACINGS
+
+        check_int("every", self.every, 1, "probe every k-th step")
+        check_int("law_every", self.law_every, 0)
+        check_int("checkpoints", self.checkpoints, 2, "the drift is measured against the late checkpoints")
+        check_int("flush_every", self.flush_every, 1)
+        check_int("probe_sequences", self.probe_sequences, 1)
+        check_int("eval_sequences", self.eval_sequences, 1)
+        check_int("replicas", self.replicas, 0)
+        check_int("replica_every", self.replica_every, 1)
+        check_int("late_maps", self.late_maps, 1)
+        if self.law_every:
+            check_int("law_sequences", self.law_sequences, 2, "the shuffle null pairs each sequence with another")
+        for name in ("steps", "batch_size", "threads"):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), 1)
+        if self.lr is not None:
+            check_positive_number("lr", self.lr)
+        check_choice("checkpoint_spacing", self.checkpoint_spacing, SPACINGS)
+        check_choice("optimizer", self.optimizer, FlatMemberAdamW.ALGORITHMS)
+        if self.schedule is not None:
+            check_choice("schedule", self.schedule, SCHEDULES)
+        if self.attention is not None:
+            check_choice("attention", self.attention, PROBE_BACKENDS)
+        if self.run and self.batch_size is not None:
+            raise FieldError("batch_size", "cannot change a stored run's batch (run continues its data streams)")
+        if self.seeds is not None:
+            object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
 
 
 def _make_optimizer(trainer, name: str):
-    """The trainer's flat per-member optimiser, switched to plain SGD for --optimizer sgd (same
+    """The trainer's flat per-member optimiser, switched to plain SGD for optimizer 'sgd' (same
     per-member clipping and divergence guard; no momentum, no weight decay)."""
     trainer.optimizer.set_algorithm(name)
     return trainer.optimizer
 
 
-def build(args, study_id: str, hold: contextlib.ExitStack):
+def build(cfg: ProfileStudyConfig, study_id: str, hold: contextlib.ExitStack):
     """Everything the profile needs, validated before the store is touched: (trainer, config dict).
     The trainer's run directory stays locked until `hold` closes."""
     import torch
@@ -44,80 +116,68 @@ def build(args, study_id: str, hold: contextlib.ExitStack):
     from .probes import attention_layers
     from .resume import load_run_state, open_from_state, select_seeds
 
-    if args.every < 1:
-        raise ValueError(f"--every must be >= 1 (probe every k-th step), got {args.every}")
-    if args.law_every < 0:
-        raise ValueError(f"--law-every must be >= 0, got {args.law_every}")
-    if args.checkpoints < 2:
-        raise ValueError(f"--checkpoints must be >= 2 (the drift is measured against the last), got {args.checkpoints}")
-    if args.lr is not None and not (args.lr > 0 and math.isfinite(args.lr)):
-        raise ValueError(f"--lr must be a positive number, got {args.lr}")
-    if args.law_every and args.law_sequences < 2:
-        raise ValueError(f"--law-sequences must be >= 2 (the shuffle null pairs each sequence with another), "
-                         f"got {args.law_sequences}")
-    run_dir = os.path.join(args.runs_dir, "profile", study_id)
-    batch_size = getattr(args, "batch_size", None)
-    if args.run and batch_size is not None:
-        raise ValueError("--batch-size cannot change a stored run's batch (--run continues its data streams)")
-    if args.run:
-        device = resolve_device(args.device or "cpu")
-        ckpt = find_checkpoint(args.run, args.db)
+    run_dir = os.path.join(cfg.runs_dir, "profile", study_id)
+    seeds = list(cfg.seeds) if cfg.seeds is not None else None
+    if cfg.run:
+        device = resolve_device(cfg.device or "cpu")
+        ckpt = find_checkpoint(cfg.run, cfg.db)
         state = load_run_state(ckpt, device)
-        seeds = select_seeds(state, args.seeds)
-        extra = args.steps or 500
+        seeds = select_seeds(state, seeds)
+        extra = cfg.steps or 500
         trainer = hold.enter_context(open_from_state(state, seeds, extra, device=device, run_dir=run_dir,
                                                      meta={"profile_of": ckpt}))
-        source = {"run": args.run, "checkpoint": ckpt, "from_step": trainer.step}
+        source = {"run": cfg.run, "checkpoint": ckpt, "from_step": trainer.step}
     else:
-        seeds = args.seeds or [0, 1, 2, 3]
-        job = make_jobs(args.preset, tasks=[args.task], archs=[args.arch], seeds=seeds, steps=args.steps,
-                        device=args.device, task_args=getattr(args, "task_set", None))[0]
+        seeds = seeds or list(DEFAULT_SEEDS)
+        job = make_jobs(cfg.preset, tasks=[cfg.task], archs=[cfg.arch], seeds=seeds, steps=cfg.steps,
+                        device=cfg.device, task_args=cfg.task_args)[0]
         device = job.device
-        if batch_size is not None:
-            job = dataclasses.replace(job, train=dataclasses.replace(job.train, batch_size=batch_size))
-        trainer = hold.enter_context(job.open_trainer(run_dir, meta={"preset": args.preset,
+        if cfg.batch_size is not None:
+            job = dataclasses.replace(job, train=dataclasses.replace(job.train, batch_size=cfg.batch_size))
+        trainer = hold.enter_context(job.open_trainer(run_dir, meta={"preset": cfg.preset,
                                                                      "label": job.setup.label}))
-        source = {"preset": args.preset, "task": args.task, "task_set": dict(getattr(args, "task_set", None) or {})}
+        source = {"preset": cfg.preset, "task": cfg.task, "task_set": dict(cfg.task_args or {})}
     layers = attention_layers(trainer.model)  # a clear error for an architecture without attention
-    attention = args.attention or ("triton" if torch.device(device).type == "cuda" else "eager")
+    attention = cfg.attention or ("triton" if torch.device(device).type == "cuda" else "eager")
     if attention == "triton":
         from bayesbench.kernels import triton_available
 
         if not triton_available():
-            raise ValueError("--attention triton needs the triton package and a CUDA GPU (or TRITON_INTERPRET=1); "
-                             "use --attention eager or reference on CPU")
+            raise FieldError("attention", "triton needs the triton package and a CUDA GPU (or TRITON_INTERPRET=1); "
+                                          "use eager or reference on CPU")
     if trainer.model.cfg.dropout > 0:
         raise ValueError(f"profiling needs dropout 0 (the probed backwards have no attention dropout); "
                          f"this model has dropout {trainer.model.cfg.dropout}")
-    if args.lr is not None:
-        trainer.cfg = dataclasses.replace(trainer.cfg, lr=args.lr)
-    if args.schedule is not None and args.schedule != trainer.cfg.schedule:
-        # the preset's warm-up applies to its own cosine; a cosine asked for here has none
-        warmup = trainer.cfg.warmup_steps if args.schedule == "cosine" else 0
-        trainer.cfg = dataclasses.replace(trainer.cfg, schedule=args.schedule, warmup_steps=warmup)
-    trainer.optimizer = _make_optimizer(trainer, args.optimizer)
+    if cfg.lr is not None:
+        trainer.cfg = dataclasses.replace(trainer.cfg, lr=cfg.lr)
+    if cfg.schedule is not None and cfg.schedule != trainer.cfg.schedule:
+        # the preset's warm-up carries over to a decaying schedule; a constant one has none
+        warmup = trainer.cfg.warmup_steps if cfg.schedule != "constant" else 0
+        trainer.cfg = dataclasses.replace(trainer.cfg, schedule=cfg.schedule, warmup_steps=warmup)
+    trainer.optimizer = _make_optimizer(trainer, cfg.optimizer)
     config = {**source, "arch": trainer.arch, "task_config": trainer.task.config(), "seeds": trainer.seeds,
-              "model": trainer.model_cfg, "train": dataclasses.asdict(trainer.cfg), "optimizer": args.optimizer,
-              "attention": attention, "every": args.every, "law_every": args.law_every,
-              "flush_every": args.flush_every, "law_sequences": args.law_sequences, "device": str(device),
-              "layers": layers, "checkpoint_spacing": args.checkpoint_spacing, "head_ablation": args.head_ablation,
-              "probe_sequences": args.probe_sequences, "eval_sequences": args.eval_sequences,
+              "model": trainer.model_cfg, "train": dataclasses.asdict(trainer.cfg), "optimizer": cfg.optimizer,
+              "attention": attention, "every": cfg.every, "law_every": cfg.law_every,
+              "flush_every": cfg.flush_every, "law_sequences": cfg.law_sequences, "device": str(device),
+              "layers": layers, "checkpoint_spacing": cfg.checkpoint_spacing, "head_ablation": cfg.head_ablation,
+              "probe_sequences": cfg.probe_sequences, "eval_sequences": cfg.eval_sequences,
+              "replicas": cfg.replicas, "replica_every": cfg.replica_every, "late_maps": cfg.late_maps,
               "run_dir": run_dir, "threads": torch.get_num_threads()}
     return trainer, config
 
 
-def run_profile(args) -> int:
-    """The `bayesbench profile` command's work, from its parsed options (`cli/profile.py`)."""
+def run_profile(cfg: ProfileStudyConfig) -> int:
+    """The `bayesbench profile` command's work (`cli/profile.py` builds `cfg`)."""
     import torch
 
-    torch.set_num_threads(args.threads or 1)
+    torch.set_num_threads(cfg.threads or 1)
     study_id = f"profile-{uuid.uuid4().hex[:10]}"
     with contextlib.ExitStack() as hold:  # the run directory stays locked until the study is stored
-        trainer, config = build(args, study_id, hold)
-        return _profile(args, study_id, trainer, config)
+        trainer, config = build(cfg, study_id, hold)
+        return _profile(cfg, study_id, trainer, config)
 
 
-def _profile(args, study_id: str, trainer, config: dict) -> int:
+def _profile(cfg: ProfileStudyConfig, study_id: str, trainer, config: dict) -> int:
     """Train with the probe, store the dynamics, draw the figures, write the report."""
     import torch
 
@@ -129,57 +189,69 @@ def _profile(args, study_id: str, trainer, config: dict) -> int:
     from .frames import checkpoint_steps
     from .profiler import ProfileConfig, Profiler
 
-    say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
+    db = cfg.db
+    say = (lambda m: print(m, file=sys.stderr, flush=True)) if cfg.as_json else (lambda m: print(m, flush=True))
     start_step, end_step = trainer.step, trainer.cfg.steps
-    checkpoints = checkpoint_steps(end_step - start_step, args.checkpoints, start=start_step,
-                                   spacing=args.checkpoint_spacing)
-    cfg = ProfileConfig(every=args.every, law_every=args.law_every, flush_every=args.flush_every,
-                        backend=config["attention"], checkpoints=tuple(checkpoints),
-                        law_sequences=args.law_sequences, head_ablation=args.head_ablation)
-    eval_batch = eval_set(trainer.task, args.eval_sequences, cache_dir=cache_dir_for(args.db))
-    probe_batch = eval_set(trainer.task, args.probe_sequences, seed=eval_seed(trainer.task, "profile-probe"))
+    checkpoints = checkpoint_steps(end_step - start_step, cfg.checkpoints, start=start_step,
+                                   spacing=cfg.checkpoint_spacing)
+    pcfg = ProfileConfig(every=cfg.every, law_every=cfg.law_every, flush_every=cfg.flush_every,
+                         backend=config["attention"], checkpoints=tuple(checkpoints),
+                         law_sequences=cfg.law_sequences, head_ablation=cfg.head_ablation, replicas=cfg.replicas,
+                         replica_every=cfg.replica_every, late_maps=min(cfg.late_maps, len(checkpoints) - 1))
+    eval_batch = eval_set(trainer.task, cfg.eval_sequences, cache_dir=cache_dir_for(db))
+    probe_batch = eval_set(trainer.task, cfg.probe_sequences, seed=eval_seed(trainer.task, "profile-probe"))
     config.update(checkpoint_steps=checkpoints, scored_positions=scored_positions(trainer.task))
-    profiler = Profiler(trainer, study_id, cfg, probe_batch=probe_batch, eval_batch=eval_batch, db=args.db)
+    profiler = Profiler(trainer, study_id, pcfg, probe_batch=probe_batch, eval_batch=eval_batch, db=db)
     trainer.hooks.append(profiler)
-    register_study(study_id, "profile", config, run_id=trainer.run_id, status="running", path=args.db)
+    register_study(study_id, "profile", config, run_id=trainer.run_id, status="running", path=db)
+    replicas = f", {cfg.replicas} replicas per checkpoint interval" if cfg.replicas else ""
     say(f"bayesbench profile {study_id}: {trainer.task.describe()} / {trainer.arch}, seeds {trainer.seeds} in one "
-        f"ensemble, steps {start_step}..{end_step}, probe every {args.every} ({config['attention']}), "
-        f"{args.optimizer} lr {trainer.cfg.lr:g}, {len(checkpoints)} checkpoints")
-    t0 = time.perf_counter()
+        f"ensemble, steps {start_step}..{end_step}, probe every {cfg.every} ({config['attention']}), "
+        f"{cfg.optimizer} lr {trainer.cfg.lr:g} ({trainer.cfg.schedule}), {len(checkpoints)} checkpoints{replicas}")
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
-        with removed_if_stopped(study_id, "profile", args.db):
+        with removed_if_stopped(study_id, "profile", db):
             profiler.start()
-            result = trainer.fit(progress=not args.no_progress and sys.stderr.isatty())
+            result = trainer.fit(progress=cfg.progress and sys.stderr.isatty())
             profiler.finish()
     except Exception as err:
         register_study(study_id, "profile", config, run_id=trainer.run_id,
-                       status=f"failed: {type(err).__name__}: {err}"[:500], path=args.db)
+                       status=f"failed: {type(err).__name__}: {err}"[:500], path=db)
         raise
     # every measurement is stored: the report below can be rebuilt from them (`plot --dynamics`)
-    register_study(study_id, "profile", config, run_id=trainer.run_id, status="trained", path=args.db)
-    wall = time.perf_counter() - t0
-    out_dir = os.path.join(report_dir(args.db), study_id)
+    register_study(study_id, "profile", config, run_id=trainer.run_id, status="trained", path=db)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    out_dir = os.path.join(report_dir(db), study_id)
     os.makedirs(out_dir, exist_ok=True)
     torch.save({"steps": sorted(profiler.maps), "layers": profiler.layers, "seeds": trainer.seeds,
                 "maps": torch.stack([profiler.maps[s].cpu() for s in sorted(profiler.maps)])},
                os.path.join(out_dir, "maps.pt"))
+    if profiler.replica_maps:  # each replica's maps at the checkpoint it ran to: [C', R, L, E, B, H, T, T]
+        torch.save({"steps": sorted(profiler.replica_maps), "layers": profiler.layers, "seeds": trainer.seeds,
+                    "maps": torch.stack([profiler.replica_maps[s] for s in sorted(profiler.replica_maps)])},
+                   os.path.join(out_dir, "replica_maps.pt"))
     from .plots import plot_profile
     from .report import write_profile_report
     from .summary import summarize_profile
 
-    summary = summarize_profile(study_id, args.db)
-    summary["timing"] = {"wall_s": wall, "train_s": result.wall_s, "hooks_s": profiler.hook_s,
-                         "profiled_steps": profiler.profiled_steps, "law_checks": profiler.law_steps,
-                         "records": profiler.records_written, "steps": end_step - start_step}
-    figures = plot_profile(study_id, args.db, out_dir, summary)
-    report = write_profile_report(study_id, config, summary, figures, args.db)
+    summary = summarize_profile(study_id, db)
+    summary["timing"] = {"wall_s": wall, "cpu_s": cpu, "train_s": result.wall_s, "hooks_s": profiler.hook_s,
+                         "replicas_s": profiler.replica_s, "replicas_cpu_s": profiler.replica_cpu_s,
+                         "replica_steps": profiler.replica_steps, "profiled_steps": profiler.profiled_steps,
+                         "law_checks": profiler.law_steps, "records": profiler.records_written,
+                         "steps": end_step - start_step}
+    figures = plot_profile(study_id, db, out_dir, summary)
+    report = write_profile_report(study_id, config, summary, figures, db)
     summary["report"], summary["figures"] = report, figures
-    register_study(study_id, "profile", config, run_id=trainer.run_id, summary=summary, status="ok", path=args.db)
-    if args.json:
+    register_study(study_id, "profile", config, run_id=trainer.run_id, summary=summary, status="ok", path=db)
+    if cfg.as_json:
         print(json.dumps({"study_id": study_id, "run_id": trainer.run_id, "config": config, "summary": summary},
                          indent=2, default=str))
     else:
-        say(f"done in {wall:.0f} s ({profiler.records_written} records). Report: {report}")
+        for line in summary.get("headline", []):
+            say(line)
+        say(f"done in {wall:.0f} s ({cpu:.0f} s of CPU, {profiler.replica_cpu_s:.0f} s of it in the replicas; "
+            f"{profiler.records_written} records). Report: {report}")
     return 0
 
 
@@ -196,7 +268,7 @@ def plot_study(study_id: str, db: str | None, out_dir: str) -> list[str]:
 
     study = read_study(study_id, db)
     if study is None:
-        raise ValueError(f"--dynamics {study_id!r}: unknown study (see the `studies` table of the store)")
+        raise ValueError(f"study {study_id!r}: unknown study (see the `studies` table of the store)")
     require_finished(study)
     summary = summarize_profile(study_id, db)
     summary["timing"] = (study.get("summary") or {}).get("timing", {})

@@ -1,7 +1,10 @@
 """Numbers of a profile study, computed from its stored records (so a report can be rebuilt
-from the store alone): the routing law per layer against its shuffle null, frame vs precision
-on a common axis, the probe quantities at the first and last profiled step, and the two
-extensions (relevant-key ranks on the bijection with repeated keys; per-head timing)."""
+from the store alone): the routing law and the value law per layer against their shuffle nulls,
+whether routing and value updates feed each other (cross-lagged, against a time-shift null),
+frame vs precision on a common axis against the jitter floor, the probe quantities at the first
+and last profiled step, the two extensions (relevant-key ranks with the label-route control on
+the bijection with repeated keys; per-head timing), and the verdicts as families with Holm's
+adjustment (verdicts.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +12,10 @@ import math
 import statistics
 from collections import defaultdict
 
-from ..intervals import bootstrap_interval, t_interval
+from ...stats import t_interval
 from ..store import Measurement, read_dynamics
 from .frames import freeze_step, gain_after
-from .law import NULLED, PLAIN
+from .law import NULLED, PLAIN, VALUE_NULLED
 from .lead import lead_summary, lr_budget
 
 
@@ -32,45 +35,68 @@ def short(name: str) -> str:
 
 # kappa divides by ||alpha A||^2, which some checks make tiny: its per-seed summary is the median
 # over the seed's checks, not the mean (every other statistic is bounded and uses the mean)
-PER_SEED = {"law_kappa": statistics.median}
-# bounded per check (R^2 <= 1, the row-shift share in [0, 1]): a bootstrap interval over seeds stays in
-# range; the own-update share is a projection ratio, unbounded, and keeps the t-interval
-BOUNDED = ("law_linearity_r2", "law_row_shift_share")
+PER_SEED = {"law_kappa": statistics.median, "value_kappa": statistics.median}
+# the interval over seeds of each plain statistic, on the scale that keeps it in range: R^2 <= 1
+# (log of 1 - R^2), the row-shift share in [0, 1] (logit), the sizes > 0 (log); the own-update
+# share is a projection ratio, unbounded (t)
+PLAIN_SCALE = {"law_linearity_r2": "one-minus-log", "law_row_shift_share": "logit", "law_own_share": "t",
+               "law_ds_norm": "log", "value_dv_norm": "log"}
 
 
-def law_summary(records: list[Measurement]) -> dict[int, dict]:
+def plain_interval(values, scale: str) -> dict:
+    """The interval over seeds of a plain statistic on its scale (`PLAIN_SCALE`)."""
+    from ...stats import log_interval, logit_interval
+
+    if scale == "logit":
+        return logit_interval(values)
+    if scale == "log":
+        return log_interval(values)
+    if scale == "one-minus-log":  # x <= 1: the log-t interval of 1 - x, mapped back
+        d = log_interval([1 - x for x in _finite(values) if x < 1])
+        return {**d, "mean": 1 - d["mean"], "ci_low": 1 - d["ci_high"], "ci_high": 1 - d["ci_low"],
+                "method": "log-t of 1 - x"}
+    return t_interval(values)
+
+
+def law_summary(records: list[Measurement], nulled: tuple[str, ...] = NULLED + VALUE_NULLED,
+                plain: tuple[str, ...] = PLAIN + ("value_dv_norm",)) -> dict[int, dict]:
     """Per layer and statistic: the mean over seeds of the per-seed mean (over checked steps and
     heads; the median for kappa) of the statistic and of its null, the excess (statistic - null)
-    with a t-interval over seeds, and the share of (seed, step, head) cells above their null. The
-    linearity check, the own-update share and the row-shift share: per-seed means with an
-    interval over seeds (bootstrap for the bounded two, `BOUNDED`; t for the share), the median
-    and minimum over cells."""
+    with a t-interval over seeds and its t-test against 0, and the share of (seed, step, head)
+    cells above their null. The plain statistics (linearity check, own-update share, row-shift
+    share, update sizes): per-seed means with an interval over seeds on their scale
+    (`PLAIN_SCALE`), the median and minimum over cells."""
     cells: dict[int, dict[str, dict[tuple, float]]] = defaultdict(lambda: defaultdict(dict))
-    wanted = set(NULLED) | {f"{n}_null" for n in NULLED} | set(PLAIN)
+    wanted = set(nulled) | {f"{n}_null" for n in nulled} | set(plain)
     for r in records:
         if r.name in wanted:
             cells[r.layer][r.name][(r.seed, r.step, r.head)] = r.value
     out: dict[int, dict] = {}
     for layer, by_name in sorted(cells.items()):
         seeds = sorted({k[0] for v in by_name.values() for k in v})
-        row: dict = {"checks": len(by_name.get(PLAIN[0], {})), "seeds": len(seeds)}
-        for name in NULLED:
+        row: dict = {"checks": len(by_name.get(plain[0], {})), "seeds": len(seeds)}
+        for name in nulled:
             stat, null = by_name.get(name, {}), by_name.get(f"{name}_null", {})
             keys = [k for k in stat if k in null and math.isfinite(stat[k]) and math.isfinite(null[k])]
+            if not keys:
+                continue
             per_seed = {s: [k for k in keys if k[0] == s] for s in seeds}
             agg = PER_SEED.get(name, _mean)
             row[short(name)] = {
                 "value": _mean(agg([stat[k] for k in ks]) for ks in per_seed.values() if ks),
                 "null": _mean(agg([null[k] for k in ks]) for ks in per_seed.values() if ks),
-                "excess": t_interval([agg([stat[k] - null[k] for k in ks]) for ks in per_seed.values() if ks]),
+                "excess": t_interval([agg([stat[k] - null[k] for k in ks]) for ks in per_seed.values() if ks],
+                                     null=0.0),
                 "above_null": sum(stat[k] > null[k] for k in keys) / len(keys) if keys else math.nan,
                 "cells": len(keys)}
-        for name in PLAIN:
+        for name in plain:
             vals = by_name.get(name, {})
+            if not vals:
+                continue
             fin = _finite(vals.values())
-            interval = bootstrap_interval if name in BOUNDED else t_interval
             row[short(name)] = {
-                "mean": interval([_mean(v for k, v in vals.items() if k[0] == s) for s in seeds]),
+                "mean": plain_interval([_mean(v for k, v in vals.items() if k[0] == s) for s in seeds],
+                                       PLAIN_SCALE.get(name, "t")),
                 "median": statistics.median(fin) if fin else math.nan, "min": min(fin) if fin else math.nan}
         out[layer] = row
     return out
@@ -84,54 +110,134 @@ def _by_seed(records, name: str, layer: int, head: int = -1) -> dict[int, dict[i
     return out
 
 
+def _replica_jitter(records: list[Measurement], name: str) -> dict[int, dict[int, float]]:
+    """seed -> step -> mean pairwise squared difference of calibration `name` between the run's own
+    value and its replicas' (`<name>_replica`, head = replica index) at that step."""
+    own = {(r.seed, r.step): r.value for r in records if r.name == name}
+    reps: dict = defaultdict(list)
+    for r in records:
+        if r.name == f"{name}_replica":
+            reps[(r.seed, r.step)].append(r.value)
+    out: dict[int, dict[int, float]] = defaultdict(dict)
+    for (seed, step), vals in reps.items():
+        v = _finite([own.get((seed, step), math.nan), *vals])
+        pairs = [(a - b) ** 2 for i, a in enumerate(v) for b in v[i + 1:]]
+        out[seed][step] = sum(pairs) / len(pairs) if pairs else math.nan
+    return out
+
+
+PRECISION_METRICS = ("entropy_mae", "kl")
+FREEZE_LEFT = 0.1  # frozen: at most this share of the frame's systematic distance left (the t90's 10%)
+
+
 def frame_summary(records: list[Measurement], config: dict | None = None, fraction: float = 0.1) -> dict[int, dict]:
     """Per layer: the frame-precision lead (lead.py) on steps and on the learning-rate budget,
-    the velocity freeze step of each seed (frames.freeze_step) and the MAE still gained after it,
-    and, for the record, the step where the drift-to-final criterion fires (it always does by
-    the last checkpoint)."""
-    mae = {(r.seed, r.step): r.value for r in records if r.name == "entropy_mae"}
+    with precision measured by the entropy MAE and by the KL, each distance to its late end with
+    the replicas' jitter taken out; the freeze: the share of the frame's systematic distance
+    still to go at the last checkpoint before the late ones (a frozen frame has none left; the
+    claim is tested against the 10% the t90 allows); the movement over each interval against
+    the replicas' jitter over it (frames.movement_ratio); and, for
+    the record, the first version's numbers (TV drift to the final map, the last checkpoint as
+    the endpoint, the first crossing; the velocity freeze at `fraction` of its peak per step and
+    per unit of learning rate; where the drift-to-final criterion fires)."""
+    from ...stats import log_interval, logit_interval, running_mean
+    from .frames import interpolate, movement_ratio
+    from .lead import frame_progress, jitter_floor, precision_progress, progress_of, systematic_distance
+
+    cal = {m: {(r.seed, r.step): r.value for r in records if r.name == m and r.head == -1} for m in PRECISION_METRICS}
+    mae = cal["entropy_mae"]
     seeds = sorted({k[0] for k in mae})
     steps = sorted({k[1] for k in mae})
     layers = sorted({r.layer for r in records if r.name == "map_drift" and r.head == -1})
     if not steps:
         return {}
     budget = _budget(config, steps)
+    late = min(int((config or {}).get("late_maps", 3)), max(1, len(steps) - 1))
+    cut = len(steps) - late  # t90s are read before the late checkpoints the references average
+    has_replicas = any(r.name == "map_jitter_sq" for r in records)
+    zero = [0.0] * len(steps)
+    precision: dict[str, dict[int, list[float]]] = {}
+    for metric in PRECISION_METRICS:
+        jit = _replica_jitter(records, metric)
+        precision[metric] = {}
+        for seed in seeds:
+            m = [cal[metric].get((seed, s), math.nan) for s in steps]
+            end = _mean(m[-late:])
+            d = [x - end for x in m]
+            floor = jitter_floor(interpolate(steps, jit.get(seed, {})), late) if has_replicas else zero
+            precision[metric][seed] = progress_of(systematic_distance([x * x for x in d], floor,
+                                                                      [1.0 if x >= 0 else -1.0 for x in d]))
     out: dict[int, dict] = {}
     for layer in layers:
         drift = _by_seed(records, "map_drift", layer)
+        drift_sq = _by_seed(records, "map_drift_sq", layer)
+        step_sq = _by_seed(records, "map_step_sq", layer)
         velocity = _by_seed(records, "map_velocity", layer)
-        per_seed, drifts, maes = {}, {}, {}
+        jitter_sq = _by_seed(records, "map_jitter_sq", layer)
+        per_seed, frame_new, frame_old, maes, ratios = {}, {}, {}, {}, {}
         for seed in seeds:
             d = [drift[seed].get(s, math.nan) for s in steps]
+            dsq = [drift_sq[seed].get(s, math.nan) for s in steps]
             m = [mae.get((seed, s), math.nan) for s in steps]
             v = [velocity[seed].get(s, math.nan) for s in steps[1:]]
-            drifts[seed], maes[seed] = d, m
-            # the same movement per unit of learning rate spent: a map that stops only because the
-            # schedule stopped moving it is not frozen by this one
+            j = interpolate(steps, jitter_sq.get(seed, {})) if has_replicas else zero
+            frame_new[seed] = progress_of(systematic_distance(dsq, jitter_floor(j, late) if has_replicas else zero))
+            frame_old[seed], maes[seed] = frame_progress(d), m
+            moved = [step_sq[seed].get(s, math.nan) for s in steps[1:]]
+            ratio = movement_ratio(moved, j[1:]) if has_replicas else [math.nan] * len(moved)
+            ratios[seed] = ratio
+            smooth = running_mean(frame_new[seed][:cut], 3)
+            remaining = 1 - smooth[-1] if smooth and math.isfinite(smooth[-1]) else math.nan
+            # the first version's criteria, for the record
             v_lr = [x * (b - a) / (lb - la) if lb > la else math.nan
                     for x, a, b, la, lb in zip(v, steps, steps[1:], budget, budget[1:])]
             f = freeze_step(steps, v, fraction) if len(steps) > 1 else None
             f_lr = freeze_step(steps, v_lr, fraction) if len(steps) > 1 else None
             old = next((s for s, x in zip(steps, d) if d[0] > 0 and x <= fraction * d[0]), None)
-            per_seed[seed] = {"freeze_step": f, "freeze_step_per_lr": f_lr, "drift_criterion_step": old,
-                              **gain_after(steps, m, f)}
-        lead = lead_summary(steps, budget, drifts, maes)
-        frozen = [v["freeze_step"] for v in per_seed.values() if v["freeze_step"] is not None]
-        out[layer] = {"lead": lead, "freeze_steps": [v["freeze_step"] for v in per_seed.values()],
-                      "freeze_steps_per_lr": [v["freeze_step_per_lr"] for v in per_seed.values()],
-                      "frozen_seeds": len(frozen), "freeze_step_mean": _mean(frozen),
+            per_seed[seed] = {"remaining": remaining, "velocity_freeze_step": f,
+                              "velocity_freeze_step_per_lr": f_lr, "drift_criterion_step": old,
+                              "movement_ratio": ratio, "jitter_sq": j}
+        leads = {metric: lead_summary(steps, budget, frame_new, precision[metric], cut=cut)
+                 for metric in PRECISION_METRICS}
+        old = lead_summary(steps, budget, frame_old, {s: precision_progress(maes[s]) for s in seeds}, stays=False)
+        for seed, row in per_seed.items():  # the MAE still gained after the frame settled (first checkpoint past t90)
+            t90 = leads["entropy_mae"]["per_seed"][seed]["t90_frame_steps"]
+            at = next((s for s in steps if t90 is not None and s >= t90), None)
+            row.update(t90_frame=t90, **gain_after(steps, maes[seed], at))
+        # per seed the geometric mean of the last 3 intervals' ratios, over seeds a log-t interval
+        # with its test against 1 (moves more than chance at the end)
+        last = [math.exp(sum(math.log(x) for x in r[-3:]) / len(r[-3:])) for r in ratios.values()
+                if r and all(x > 0 and math.isfinite(x) for x in r[-3:])]
+        beyond_chance = log_interval(last, null=1.0)
+        out[layer] = {"lead": leads["entropy_mae"], "lead_kl": leads["kl"], "lead_first_version": old,
+                      "replicas": has_replicas, "late_maps": late,
+                      "remaining": logit_interval([v["remaining"] for v in per_seed.values()], null=FREEZE_LEFT),
+                      "remaining_at": steps[cut - 1], "freeze_left": FREEZE_LEFT,
+                      "frozen_seeds": sum(1 for v in per_seed.values() if v["t90_frame"] is not None),
+                      "last_movement_vs_chance": beyond_chance,
+                      "velocity_freeze_steps": [v["velocity_freeze_step"] for v in per_seed.values()],
+                      "velocity_freeze_steps_per_lr": [v["velocity_freeze_step_per_lr"] for v in per_seed.values()],
                       "drift_criterion_steps": [v["drift_criterion_step"] for v in per_seed.values()],
                       "share_after_mean": _mean(v["share_after"] for v in per_seed.values()),
                       "per_seed": per_seed, "fraction": fraction, "steps": steps, "budget": budget,
-                      "last_step": steps[-1]}
+                      "last_step": steps[-1], "frame_progress": frame_new, "precision_progress": precision}
     return out
+
+
+def _lr_at(config: dict | None):
+    """The study's learning-rate schedule as a function of the step (None without a config)."""
+    if not (config and config.get("train")):
+        return None
+    from ...training.config import TrainConfig
+
+    return TrainConfig(**config["train"]).lr_at
 
 
 def _budget(config: dict | None, steps: list[int]) -> list[float]:
     """The learning-rate budget spent at each checkpoint, from the study's training config
     (the even share of steps when there is none)."""
     if config and config.get("train"):
-        from ...training.trainer import TrainConfig
+        from ...training.config import TrainConfig
 
         cfg = TrainConfig(**config["train"])
         return lr_budget(cfg.lr_at, steps)
@@ -171,13 +277,20 @@ def calibration_summary(records: list[Measurement]) -> dict:
 
 def summarize_profile(study_id: str, db: str | None = None) -> dict:
     from ..store import read_study
+    from .crosslag import crosslag_summary
     from .heads import head_summary
     from .probes import PROBE_NAMES
     from .relevance import relevance_summary
+    from .verdicts import profile_verdicts
 
     records = read_dynamics(study_id, path=db)
     study = read_study(study_id, db)
     config = study["config"] if study else None
-    return {"law": law_summary(records), "frames": frame_summary(records, config),
-            "probe": probe_summary(records, PROBE_NAMES), "calibration": calibration_summary(records),
-            "relevance": relevance_summary(records), "heads": head_summary(records)}
+    summary = {"law": law_summary(records), "frames": frame_summary(records, config),
+               "crosslag": crosslag_summary(records, _lr_at(config)),
+               "probe": probe_summary(records, PROBE_NAMES), "calibration": calibration_summary(records),
+               "relevance": relevance_summary(records), "heads": head_summary(records)}
+    summary["verdicts"] = profile_verdicts(summary)
+    summary["headline"] = [f"{v['verdict']}: {v['claim']} ({v['number']})" for v in summary["verdicts"]
+                           if v["family"] == "primary"]
+    return summary
