@@ -123,6 +123,17 @@ class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         sys.modules[old] = importlib.import_module(new)
 
 
+    def get_code(self, fullname):
+        """`python -m OLD` (runpy asks for code, not for exec_module): run the module at its new home,
+        as `python -m NEW` would (in its own package, so that its relative imports resolve)."""
+        new = MOVED_MODULES[fullname]
+        warnings.warn(message(fullname, new), DeprecationWarning, stacklevel=2)
+        origin = importlib.util.find_spec(new).origin  # runpy set sys.argv[0] to this placeholder's (none)
+        return compile(f"import runpy, sys\nsys.argv[0] = {origin!r}\n"
+                       f"runpy.run_module({new!r}, run_name='__main__', alter_sys=True)\n",
+                       f"<{fullname}: moved to {new}>", "exec")
+
+
 def import_quietly(old: str):
     """The module at old path `old`'s new home, without the finder's warning (its caller warns)."""
     with warnings.catch_warnings():

@@ -27,6 +27,7 @@ installed (and an error saying how to install it when it is not).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 import os
@@ -59,6 +60,17 @@ class Rows(list):
     'mlp'
     """
 
+    # a slice, a sum or a copy of rows is rows (list's own would return a plain list, without to_pandas)
+    def __getitem__(self, index):
+        got = super().__getitem__(index)
+        return Rows(got) if isinstance(index, slice) else got
+
+    def __add__(self, other):
+        return Rows(list(self) + list(other))
+
+    def copy(self):
+        return Rows(self)
+
     def to_pandas(self):
         """The rows as a pandas DataFrame (one column per key); needs pandas."""
         try:
@@ -71,19 +83,29 @@ class Rows(list):
 
 # ---------------------------------------------------------------- arguments
 
-def _namespace(command: str, caller: str, settings: dict, config: str | os.PathLike | None = None):
+def _namespace(command: str, caller: str, settings: dict, config: str | os.PathLike | None = None,
+               own: tuple[str, ...] = ()):
     """The parsed command line `bayesbench COMMAND` would have for these settings: the options'
     defaults, then the TOML file `config`'s settings, then `settings` (None: not given), each
-    checked by its option's rule; errors name the keyword argument."""
-    from .cli.settings import checked, command_parser, defaults, read_toml
+    checked by its option's rule; errors name the keyword argument. `own`: the function's keywords
+    that are not options (`quiet`), offered with the options when a keyword is unknown."""
+    from .cli.settings import checked, command_parser, defaults, read_toml, setting_actions, unknown_key
 
     parser = command_parser(command)
     args = defaults(parser)
     args.command = command
-    if config is not None:
-        for dest, value in read_toml(os.fspath(config), parser).items():
-            setattr(args, dest, value)
     given = {k: v for k, v in settings.items() if v is not None}
+    actions = setting_actions(parser)
+    for key in given:  # the nearest of every keyword the function takes, its own ones too
+        if str(key).replace("-", "_") not in actions:
+            raise unknown_key(str(key), [*actions, *own], caller)
+    if config is not None:
+        try:
+            file_settings = read_toml(os.fspath(config), parser)
+        except ValueError as err:
+            raise ValueError(f"{caller}(config=...): {str(err).removeprefix('--config ')}") from None
+        for dest, value in file_settings.items():
+            setattr(args, dest, value)
     for dest, value in checked(parser, given, lambda key: f"{caller}({key}=...)", caller).items():
         setattr(args, dest, value)
     return args, parser
@@ -95,7 +117,7 @@ def _keywords(message: str, parser) -> str:
 
     from .cli.settings import setting_actions
 
-    dests = setting_actions(parser)
+    dests = {*setting_actions(parser), "config", "replay"}
     return re.sub(r"--([a-z][a-z-]*)", lambda m: m.group(1).replace("-", "_") if m.group(1).replace("-", "_") in dests
                   else m.group(0), message)
 
@@ -106,13 +128,52 @@ def _say(quiet: bool):
 
 def _run_jobs(args, parser, select, quiet: bool, caller: str) -> list:
     """The command's jobs run on the sweep engine (`cli.run.run_preset`), errors in keyword terms."""
+    from .cli.errors import CommandFailed, interrupt_line
     from .cli.run import run_preset
+    from .running.interrupt import Interrupted
 
+    _refuse_in_starting_worker(caller)
     args.no_progress = args.no_progress or quiet
     try:
         return run_preset(args, select, _say(quiet))
     except ValueError as err:
         raise ValueError(f"{caller}: {_keywords(str(err), parser)}") from None
+    except Interrupted as stop:  # still a KeyboardInterrupt, now saying what was kept and how to go on
+        line = interrupt_line(stop, argparse.Namespace(), [])
+        line = line.replace("; rerun the command to do it again", f"; call {caller} again to continue (stored jobs "
+                            "are skipped, stopped ones resume from their checkpoints)")
+        stop.args = (f"{caller}: {line}",)
+        raise
+    except CommandFailed as err:
+        if "worker process died" in str(err) and _main_is_a_script():
+            raise CommandFailed(f"{caller}: {err}. The worker processes run your script {_main_file()} again as "
+                                f"they start: put the call to {caller} under `if __name__ == \"__main__\":` "
+                                "(docs/api.md#scripts)") from None
+        raise
+
+
+def _main_file() -> str | None:
+    import sys
+
+    main = sys.modules.get("__main__")
+    return getattr(main, "__file__", None) if getattr(main, "__spec__", None) is None else None
+
+
+def _main_is_a_script() -> bool:
+    """Whether this process runs a script file (`python script.py`), which `spawn` worker
+    processes import again as they start (a notebook or `python -m` is not)."""
+    return _main_file() is not None
+
+
+def _refuse_in_starting_worker(caller: str) -> None:
+    """A worker process importing the user's script again (multiprocessing's `spawn`) must not
+    start jobs of its own: say why, instead of multiprocessing's bootstrapping error."""
+    import multiprocessing
+
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise RuntimeError(f"{caller} was called while a worker process was starting: the worker runs your script "
+                           f"again, and its call to {caller} is not under "
+                           "`if __name__ == \"__main__\":`; put it there (docs/api.md#scripts)")
 
 
 def _json_rows(recs: list) -> Rows:
@@ -153,7 +214,8 @@ def run(preset: str = "quick", *, tasks: str | list[str] | None = None, archs: s
     """
     args, parser = _namespace("run", "bayesbench.run", {
         "preset": preset, "tasks": tasks, "archs": archs, "seeds": seeds, "steps": steps, "train_args": train_args,
-        "task_args": task_args, "model_args": model_args, "db": db, "runs_dir": runs_dir, **options}, config)
+        "task_args": task_args, "model_args": model_args, "db": db, "runs_dir": runs_dir, **options}, config,
+        own=("config", "replay", "quiet"))
     from .cli.replay import check_jobs, compare, start_replay
     from .cli.run import jobs_of
 
@@ -182,8 +244,8 @@ def run(preset: str = "quick", *, tasks: str | list[str] | None = None, archs: s
     jobs = _run_jobs(args, parser, select, quiet, "bayesbench.run")
     recs = _board().select_rows(args.db, run_ids=[sweep_job.key for sweep_job in jobs])
     if stored_run is not None:
-        for line in compare(stored_run, recs):
-            _say(quiet)(line)
+        for line in compare(stored_run, recs):  # the replay's result, not progress: said even when quiet
+            print(line, flush=True)
     return _json_rows(recs)
 
 
@@ -269,8 +331,13 @@ class TrainedRun:
     def load(self, device: str = "cpu"):
         """The trained ensemble and its training record from the checkpoint
         (`training.result.TrainResult`: `.model`, `.losses`, `.curve`, ...)."""
+        from .sweep.jobs import resolve_device
         from .training.checkpoint import load_result
 
+        try:  # a device this machine lacks is that, not a damaged checkpoint
+            resolve_device(device)
+        except ValueError as err:
+            raise ValueError(f"TrainedRun.load(device=...): {str(err).removeprefix('--device ')}") from None
         path = (self.records[0].config or {}).get("checkpoint") or os.path.join(self.run_dir, "checkpoint.pt")
         return load_result(path, device)
 
@@ -309,7 +376,7 @@ def train(task: str, arch: str | None = None, *, preset: str = "quick", seeds: I
     args, parser = _namespace("train", "bayesbench.train", {
         "task": task, "arch": arch, "preset": preset, "seeds": list(seeds) if seeds is not None else None,
         "steps": steps, "train_args": train_args, "task_args": task_args, "model_args": model_args, "db": db,
-        "runs_dir": runs_dir, **options})
+        "runs_dir": runs_dir, **options}, own=("quiet",))
     from .cli.train import jobs_of
 
     if (args.arch is None) == (args.model is None):
@@ -327,6 +394,8 @@ def _store(db: str | os.PathLike | None, caller: str) -> str | None:
     if db is None:
         return None
     db = os.fspath(db)
+    if os.path.isdir(db):
+        raise ValueError(f"{caller}(db={db!r}) is a folder; give the store's file (e.g. 'results/bayesbench.sqlite')")
     if not os.path.exists(db):
         raise ValueError(f"{caller}(db={db!r}): no store there (run bayesbench.run(..., db={db!r}) first)")
     return db
@@ -353,8 +422,34 @@ def records(db: str | os.PathLike | None = None, *, task: str | None = None, arc
     path = _store(db, "bayesbench.records")
     if run_ids is not None and (isinstance(run_ids, str) or not all(isinstance(k, str) for k in run_ids)):
         raise ValueError(f"bayesbench.records(run_ids=...) must be a list of run ids, got {run_ids!r}")
-    return _json_rows(_board().select_rows(path, task=task, arch=arch, group_id=group_id, run_ids=run_ids,
-                                           latest=latest))
+    _check_flags("bayesbench.records", latest=latest)
+    recs = _board().select_rows(path, task=task, arch=arch, group_id=group_id, run_ids=run_ids, latest=latest)
+    return _json_rows(_matching(recs, path, "bayesbench.records", task, arch))
+
+
+def _check_flags(caller: str, **flags) -> None:
+    """True/False arguments are booleans: latest="no" would be true."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise ValueError(f"{caller}({name}=...) must be True or False, got {value!r}")
+
+
+def _matching(recs: list, db: str | None, caller: str, task: str | None, arch: str | None) -> list:
+    """`recs`; or, when a selection matched nothing and names no built-in task or architecture
+    (a typo, not a task with nothing stored yet), the error `bayesbench leaderboard --task` gives."""
+    from .models.registry import HOMES
+    from .tasks.registry import list_tasks
+
+    known = (task is None or task in list_tasks()) and (arch is None or arch in HOMES)
+    if recs or known:
+        return recs
+    from .cli.errors import no_rows_message
+    from .store.database import read_rows
+
+    if not read_rows(db):
+        return recs
+    message = no_rows_message(db, task=task, arch=arch)
+    raise ValueError(f"{caller}: {message.replace('--task ', 'task=').replace('--arch ', 'arch=')}")
 
 
 def leaderboard(db: str | os.PathLike | None = None, *, task: str | None = None, arch: str | None = None,
@@ -381,13 +476,19 @@ def leaderboard(db: str | os.PathLike | None = None, *, task: str | None = None,
     path = _store(db, "bayesbench.leaderboard")
     if latest and per_run:
         raise ValueError("bayesbench.leaderboard: give at most one of latest and per_run")
-    try:
-        metric = board.check_metric(metric)
-        threshold = board.check_threshold(board.DEFAULT_THRESHOLD if threshold is None else threshold)
-        curve_metric = board.curve_metric_for(metric, curve_metric)
-    except ValueError as err:
-        raise ValueError(f"bayesbench.leaderboard: {err}") from None
-    recs = board.select_rows(path, task=task, arch=arch, latest=latest)
+    _check_flags("bayesbench.leaderboard", latest=latest, per_run=per_run)
+    def argument(name: str, check, value):
+        try:
+            return check(value)
+        except ValueError as err:
+            raise ValueError(f"bayesbench.leaderboard({name}=...): {err}") from None
+
+    metric = argument("metric", board.check_metric, metric)
+    threshold = argument("threshold", board.check_threshold,
+                         board.DEFAULT_THRESHOLD if threshold is None else threshold)
+    curve_metric = argument("curve_metric", lambda v: board.curve_metric_for(metric, v), curve_metric)
+    recs = _matching(board.select_rows(path, task=task, arch=arch, latest=latest), path, "bayesbench.leaderboard",
+                     task, arch)
     out = Rows()
     for g in board.aggregate(recs, metric, per_run, curve_metric, threshold):
         floors = g.floors or {}

@@ -115,8 +115,18 @@ def test_rows_to_pandas_says_how_to_get_pandas(monkeypatch):
     (lambda: bayesbench.train("bijection"), r"bayesbench.train: give exactly one of arch .* and model"),
     (lambda: bayesbench.records(db="no-such.sqlite"), r"bayesbench.records\(db='no-such.sqlite'\): no store there"),
     (lambda: bayesbench.records(run_ids="abc"), r"bayesbench.records\(run_ids=...\) must be a list of run ids"),
-    (lambda: bayesbench.leaderboard(metric="mse"), r"bayesbench.leaderboard: metric must be one of"),
-    (lambda: bayesbench.leaderboard(threshold=-1), r"bayesbench.leaderboard: "),
+    (lambda: bayesbench.leaderboard(metric="mse"), r"bayesbench.leaderboard\(metric=...\): metric must be one of"),
+    (lambda: bayesbench.leaderboard(threshold=-1), r"bayesbench.leaderboard\(threshold=...\): "),
+    # probe2 A14, A7, A6, A15, A25, A24, A44, A37, A38: each names the argument it is about
+    (lambda: bayesbench.run(quite=True), r"unknown setting 'quite' \(did you mean 'quiet'\?\)"),
+    (lambda: bayesbench.run(seeds={0, 1}), r"bayesbench.run\(seeds=...\) must be a count or a list of integer seeds"),
+    (lambda: bayesbench.run(seeds=True), r"bayesbench.run\(seeds=...\) must be a count or a list of integer seeds"),
+    (lambda: bayesbench.run(config="none.toml"), r"bayesbench.run\(config=...\): none.toml: no such file"),
+    (lambda: bayesbench.run(config="."), r"bayesbench.run\(config=...\): . is a folder"),
+    (lambda: bayesbench.run(replay=""), r"bayesbench.run: replay is empty"),
+    (lambda: bayesbench.leaderboard(curve_metric="mse"), r"bayesbench.leaderboard\(curve_metric=...\): "),
+    (lambda: bayesbench.records(latest="no"), r"bayesbench.records\(latest=...\) must be True or False, got 'no'"),
+    (lambda: bayesbench.leaderboard(db="."), r"bayesbench.leaderboard\(db='.'\) is a folder"),
     (lambda: bayesbench.leaderboard(latest=True, per_run=True), r"at most one of latest and per_run"),
 ])
 def test_a_bad_argument_is_one_value_error_naming_it(call, message, tmp_path, monkeypatch):
@@ -162,3 +172,87 @@ def test_run_replays_a_stored_run(store, tmp_path, capsys):
         (r["run_id"], r["seed"], r["evals"]) for r in store["rows"]]
     with pytest.raises(ValueError, match=r"bayesbench.run\(replay=...\) runs exactly .* and steps=... would change it"):
         bayesbench.run(replay=run_file, steps=30, db=str(tmp_path / "again.sqlite"))
+
+
+def test_seeds_may_be_a_range(tmp_path):
+    """probe2 A7: range(2) was refused as 'must be a number'."""
+    args, _ = api._namespace("run", "bayesbench.run", {"seeds": range(2)})
+    assert args.seeds == [0, 1]
+
+
+def test_a_task_or_arch_that_matches_nothing_stored_is_an_error_as_in_the_command(store):
+    """probe2 A35: leaderboard(task="nope") returned [] where `leaderboard --task nope` names the stored
+    tasks. A built-in task or architecture with nothing stored yet is an empty result."""
+    for function in (bayesbench.leaderboard, bayesbench.records):
+        with pytest.raises(ValueError, match=r"no stored results match task='nope' .* stored tasks: bijection"):
+            function(db=store["db"], task="nope")
+        with pytest.raises(ValueError, match=r"no stored results match arch='mpl' .* stored archs: mlp"):
+            function(db=store["db"], arch="mpl")
+        assert function(db=store["db"], task="bijection")  # a match still gives its rows
+        assert function(db=store["db"], task="hmm") == function(db=store["db"], arch="gru") == []  # none stored yet
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
+def test_loading_on_a_missing_device_says_so_not_damaged(store):
+    """probe2 A33: load(device="cuda") without CUDA called the intact checkpoint 'damaged'."""
+    with pytest.raises(ValueError, match=r"TrainedRun.load\(device=...\): cuda: no CUDA device is available here"):
+        store["result"].load(device="cuda")
+
+
+def test_an_interrupted_run_says_what_was_kept_and_how_to_go_on(monkeypatch, tmp_path):
+    """probe2 A50: Ctrl-C during bayesbench.run raised Interrupted('SIGINT') and said nothing more."""
+    from bayesbench.cli import run as run_command
+    from bayesbench.running.interrupt import Interrupted
+
+    def stopped(*_args, **_kwargs):
+        stop = Interrupted("SIGINT")
+        stop.stopped.append({"run": "bijection / mlp", "step": 7, "steps": 20, "phase": "training",
+                             "checkpoint": str(tmp_path / "runs" / "x" / "checkpoint.pt")})
+        raise stop
+
+    monkeypatch.setattr(run_command, "run_preset", stopped)
+    with pytest.raises(KeyboardInterrupt) as err:
+        bayesbench.run(seeds=1, db=str(tmp_path / "a.sqlite"), runs_dir=str(tmp_path / "runs"), **TINY)
+    assert isinstance(err.value, Interrupted)
+    message = str(err.value)
+    assert message.startswith("bayesbench.run: interrupted by SIGINT: stopped bijection / mlp at step 7 of 20")
+    assert f"checkpoints kept in {tmp_path / 'runs' / 'x'}" in message
+    assert "call bayesbench.run again to continue" in message
+
+
+def test_a_script_without_the_main_guard_is_told_to_add_it(tmp_path):
+    """probe2 A55: a script calling bayesbench.run with two jobs at its top level failed every job with
+    multiprocessing's bootstrapping error ('a worker process died 3 times'): the spawned workers run the
+    script again. Now each worker says why in one line, and the error names the guard."""
+    script = tmp_path / "study.py"
+    script.write_text("import bayesbench\n"
+                      "bayesbench.run(tasks='bijection', archs=['mlp', 'lstm'], steps=2, seeds=1, eval_sequences=64,\n"
+                      "               curve_sequences=32, max_retries=0, quiet=True, db='s.sqlite')\n")
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1
+    assert "An attempt has been made to start a new process" not in proc.stderr
+    assert "bayesbench.run was called while a worker process was starting" in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert f"The worker processes run your script {script} again" in last
+    assert 'under `if __name__ == "__main__":`' in last
+
+
+def test_a_slice_sum_or_copy_of_rows_is_rows():
+    """probe2 A58, A59, A61: board[:3].to_pandas(), (a + b).to_pandas() and rows.copy().to_pandas() raised
+    "'list' object has no attribute 'to_pandas'"."""
+    rows = api.Rows([{"a": 1}, {"a": 2}, {"a": 3}])
+    for got in (rows[:2], rows + rows, rows.copy(), rows[::-1]):
+        assert isinstance(got, api.Rows)
+    assert rows[:2] == [{"a": 1}, {"a": 2}] and len(rows + rows) == 6 and rows[1] == {"a": 2}
+
+
+def test_a_quiet_replay_still_says_how_its_numbers_compare(store, tmp_path, capsys):
+    """probe2 A67: run(replay=..., quiet=True) dropped the comparison with the stored numbers, the replay's result."""
+    import glob
+
+    key = store["rows"][0]["run_id"]
+    (run_file,) = glob.glob(f"{store['runs']}/**/*-{key}/run.json", recursive=True)
+    capsys.readouterr()
+    bayesbench.run(replay=run_file, db=str(tmp_path / "q.sqlite"), runs_dir=str(tmp_path / "runs"), quiet=True)
+    out = capsys.readouterr().out
+    assert "every number equals the stored run's to the last digit" in out and "step" not in out

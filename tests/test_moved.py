@@ -96,3 +96,15 @@ def test_a_script_sees_the_warning_at_its_import_line(tmp_path):
                           text=True, check=True)
     assert f"{script}:1: DeprecationWarning: bayesbench.metrics moved to bayesbench.scoring.metrics" in proc.stderr
     assert f"{script}:2: DeprecationWarning: bayesbench.train moved to bayesbench.training.trainer" in proc.stderr
+
+
+def test_python_dash_m_of_an_old_path_runs_its_new_module():
+    """probe2 M9: `python -m bayesbench.sweep.cli` (an old path) ended in a traceback from runpy
+    ("'MovedModules' object has no attribute 'get_code'"); it runs the module at its new home, with the warning."""
+    for old, new in (("bayesbench.runlock", "bayesbench.running.runlock"),
+                     ("bayesbench.sweep.cli", "bayesbench.cli.sweep")):
+        proc = subprocess.run([sys.executable, "-W", "default::DeprecationWarning", "-m", old], capture_output=True,
+                              text=True)
+        assert proc.returncode == 0, proc.stderr  # the new module imports (its relative imports resolve) and ends
+        assert "Traceback" not in proc.stderr
+        assert f"{old} moved to {new}" in proc.stderr

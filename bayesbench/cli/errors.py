@@ -79,7 +79,9 @@ def explain(err: BaseException, args: argparse.Namespace, argv: list[str]) -> tu
         stop = err if isinstance(err, Interrupted) else Interrupted("SIGINT")
         return stop.exit_code, interrupt_line(stop, args, argv)
     if isinstance(err, ValueError):
-        return EXIT_USAGE, _one_line(str(err))
+        from .settings import in_file_terms
+
+        return EXIT_USAGE, _one_line(in_file_terms(str(err), args))
     if isinstance(err, (OSError, CommandFailed)):
         return EXIT_FAILURE, _one_line(str(err))
     if isinstance(err, MemoryError):

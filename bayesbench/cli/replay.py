@@ -82,7 +82,7 @@ def check_jobs(replay: Replay, jobs: list, say, db: str | None, runs_dir: str) -
     naming the first field that differs); says where the code and the package differ from the
     run's, and when the store already holds it or its run directory exists (a finished
     checkpoint there is evaluated again, not trained again)."""
-    from ..identity import difference
+    from ..identity import difference, identity_key
     from ..running.provenance import provenance
     from ..versions import changed
 
@@ -92,10 +92,17 @@ def check_jobs(replay: Replay, jobs: list, say, db: str | None, runs_dir: str) -
     if differs:
         raise ValueError(f"--replay {replay.path}: its settings no longer resolve to the run it was: {differs} "
                          "(a preset or a default changed since)")
+    run_id = replay.doc.get("run_id")
+    seeds = replay.doc["config"].get("seeds") or [s["seed"] for s in replay.doc.get("seeds", [])]
+    recorded = identity_key(stored, [int(s) for s in seeds])
+    if run_id and recorded != run_id:
+        say(f"--replay: {replay.path} does not hold together: its run_id {run_id} is not the key of the settings and "
+            f"seeds it records ({recorded}); it was edited or written by other code. The replay runs what it records")
     code = changed(replay.doc.get("code") or (replay.doc.get("config") or {}).get("code"), sweep_job.job.code)
     if code:
-        say(f"--replay: the code differs from the run's: {'; '.join(code)}. Its numbers may differ, and it is a new "
-            f"result (key {sweep_job.key}, the run's {replay.doc.get('run_id')})")
+        new = (f"it is a new result (key {sweep_job.key}, the run's {run_id})" if sweep_job.key != run_id else
+               f"its key is the run's ({run_id}), so the run file's record of its code was edited")
+        say(f"--replay: the code differs from the run's: {'; '.join(code)}. Its numbers may differ, and {new}")
     then, now = replay.doc.get("environment") or {}, provenance()
     fields = ("bayesbench", "git_commit", "git_dirty")
     if [then.get(f) for f in fields] != [now[f] for f in fields]:

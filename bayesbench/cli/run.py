@@ -11,6 +11,7 @@ leaderboard), and a stopped run continues from its checkpoints.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -33,6 +34,7 @@ from .engine import DEFAULT_THREADS, add_executor_options, drive
 from .errors import CommandFailed
 from .model_option import add_model_options, model_jobs
 from .replay import add_config_options, check_jobs, compare, config_text, start_replay
+from .settings import merge_file_tables
 
 
 def add_parser(sub) -> None:
@@ -146,10 +148,13 @@ def cmd_run(args) -> int:
     from ..report.leaderboard import json_runs, markdown
     from ..report.selection import select_rows
     say = line_printer(args)
-    replay = start_replay(args) if getattr(args, "replay", None) else None
+    merge_file_tables(args)
+    replay = start_replay(args) if getattr(args, "replay", None) is not None else None
     if getattr(args, "print_config", False):
         notes = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731  (stdout is the TOML)
-        print(config_text(args, _checked(replay, jobs_of(args), notes, args), replay), end="")
+        with contextlib.redirect_stdout(sys.stderr):  # notes of building the jobs (an outside model's capacity)
+            jobs = _checked(replay, jobs_of(args), notes, args)
+        print(config_text(args, jobs, replay), end="")
         return 0
     start = time.perf_counter()
     say(f"bayesbench run --preset {args.preset} -> store {db_name(args.db)}, run directories under "

@@ -73,6 +73,8 @@ def check_value(action: argparse.Action, value, where: str):
             except ValueError as err:
                 raise ValueError(str(err).replace("--train-args", where, 1)) from None
         return [(str(k), v) for k, v in value.items()]  # what `args.key_values` makes of KEY=VALUE items
+    if name == "seeds" and isinstance(value, range):
+        value = list(value)
     if name == "seeds" and isinstance(value, (list, tuple)):  # explicit seeds (a count is the option's rule)
         if not all(isinstance(s, int) and not isinstance(s, bool) for s in value):
             raise ValueError(f"{where} must be a count or a list of integer seeds, got {value!r}")
@@ -80,6 +82,8 @@ def check_value(action: argparse.Action, value, where: str):
             return seed_list(",".join(str(s) for s in value)) if value else seed_list("")
         except argparse.ArgumentTypeError as err:
             raise ValueError(f"{where} {err}") from None
+    if name == "seeds" and (isinstance(value, bool) or not isinstance(value, (int, str))):
+        raise ValueError(f"{where} must be a count or a list of integer seeds, got {value!r}")
     if action.nargs == "+":  # a list of names: a list, or one string with commas
         if isinstance(value, str):
             value = [value]
@@ -198,10 +202,35 @@ class ConfigAction(argparse.Action):
         except ValueError as err:  # argparse's way: "argument --config: ...", exit 2
             raise argparse.ArgumentError(self, str(err).removeprefix("--config ")) from None
         actions = setting_actions(parser)
+        from_file = dict(getattr(namespace, "config_values", None) or {})
         for dest, value in settings.items():
-            if getattr(namespace, dest, None) == actions[dest].default:  # not given before --config
+            before = getattr(namespace, dest, None)
+            if before == actions[dest].default:  # not given before --config
                 setattr(namespace, dest, value)
+                from_file[dest] = (values, value)
+            elif dest in TABLES:  # a KEY=VALUE flag before it: its keys over the file's
+                setattr(namespace, dest, list({**dict(value), **dict(before)}.items()))
         setattr(namespace, self.dest, values)
+        namespace.config_values = from_file  # dest -> (file, value): `in_file_terms` names the file
+
+
+def merge_file_tables(args: argparse.Namespace) -> None:
+    """A KEY=VALUE flag after --config overrides the file's table key by key: `--config f.toml
+    --train-args lr=2e-3` keeps the file's other training settings (not the preset's)."""
+    for dest, (_path, file_value) in (getattr(args, "config_values", None) or {}).items():
+        now = getattr(args, dest, None)
+        if dest in TABLES and now is not None and now != file_value:
+            setattr(args, dest, list({**dict(file_value), **dict(now)}.items()))
+
+
+def in_file_terms(message: str, args: argparse.Namespace) -> str:
+    """A command's error about an option whose value came from a --config file, naming the file
+    and its key ("tiny.toml: task_args for task ..."), not the flag the user never typed."""
+    for dest, (path, value) in (getattr(args, "config_values", None) or {}).items():
+        flag = "--" + dest.replace("_", "-")
+        if message.startswith(flag) and getattr(args, dest, None) == value:
+            return f"{path}: {dest}{message[len(flag):]}"
+    return message
 
 
 # ---------------------------------------------------------------- a stored run
@@ -210,6 +239,8 @@ def read_run_file(path: str) -> dict:
     """A run.json document (`store/run_file.py`); a run directory stands for its run.json."""
     from ..store.run_file import RUN_FILE
 
+    if not str(path).strip():  # an unset shell variable: never the whole preset instead
+        raise ValueError(f"--replay is empty: give a stored run's {RUN_FILE} or its run directory")
     if os.path.isdir(path):
         path = os.path.join(path, RUN_FILE)
     try:
@@ -260,9 +291,12 @@ def replay_settings(doc: dict, path: str) -> dict:
     train = dict(ident.get("train") or {})
     if not train:
         raise ValueError(f"--replay {path}: the run was scored here, not trained here (no training settings)")
-    from ..models.registry import is_outside
+    from ..models.registry import is_outside, list_models
 
     arch = ident["arch"]
+    if not is_outside(arch) and arch not in list_models():
+        raise ValueError(f"--replay {path}: its architecture {arch!r} is not one of this bayesbench's "
+                         f"({', '.join(sorted(list_models()))})")
     settings = {"preset": preset.name, "tasks": [key]}
     if is_outside(arch):
         settings.update(model=arch, name=doc.get("arch"))

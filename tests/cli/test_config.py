@@ -167,3 +167,89 @@ def test_replay_of_your_own_model(tmp_path, capsys, monkeypatch):
     assert main(["run", "--replay", run_file, "--db", "b.sqlite", "--runs-dir", "again", "--no-progress"]) == 0
     assert "--replay: every number equals the stored run's to the last digit" in capsys.readouterr().out
     assert _numbers("a.sqlite") == _numbers("b.sqlite")
+
+
+def test_an_empty_replay_is_refused_not_the_whole_preset(monkeypatch, capsys):
+    """probe2 R7: `--replay ''` (an unset shell variable) ran the whole quick preset (13 jobs)."""
+    from bayesbench.cli import run as run_command
+
+    def would_run(*_args, **_kwargs):
+        raise AssertionError("--replay '' started the preset's jobs")
+
+    monkeypatch.setattr(run_command, "run_preset", would_run)
+    assert main(["run", "--replay", ""]) == 2
+    assert "--replay is empty: give a stored run's run.json or its run directory" in capsys.readouterr().err
+
+
+def test_replay_says_when_a_run_file_does_not_hold_together(stored_run, tmp_path, capsys):
+    """probe2 R10, R13: a run.json edited by hand (its lr, or its record of the code) was replayed without a
+    word that its run_id is not the key of what it records; an edited code record said 'a new result (key K,
+    the run's K)'."""
+    _, run_file = stored_run
+    doc = json.load(open(run_file))
+    doc["config"]["identity"]["train"]["lr"] = 1e-3
+    edited = tmp_path / "run.json"
+    edited.write_text(json.dumps(doc))
+    notes = []
+    settings = tomllib.loads(_print_config(capsys, "--replay", str(edited), notes=notes))
+    assert settings["train_args"]["lr"] == 1e-3  # it runs what the file records
+    assert f"{edited} does not hold together: its run_id {doc['run_id']} is not the key" in " ".join(notes)
+    doc = json.load(open(run_file))
+    doc["code"]["metrics"] = {"entropy_mae": 1, "entropy_mae_positional": 1, "kl": 0}
+    edited.write_text(json.dumps(doc))
+    notes = []
+    _print_config(capsys, "--replay", str(edited), notes=notes)
+    text = " ".join(notes)
+    assert f"its key is the run's ({doc['run_id']}), so the run file's record of its code was edited" in text
+    assert "does not hold together" not in text and "it is a new result" not in text
+
+
+def test_print_config_of_your_own_model_is_toml_alone(tmp_path, capsys, monkeypatch):
+    """probe2 C34: with --model, the capacity note went to stdout, so `--print-config > run.toml` wrote a file
+    that --config refused as "not valid TOML"."""
+    monkeypatch.chdir(tmp_path)
+    net = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "outside_net.py")
+    notes = []
+    text = _print_config(capsys, "--model", f"{net}:build", "--tasks", "sticky", "--steps", "5", notes=notes)
+    assert tomllib.loads(text)["model"] == f"{net}:build"
+    assert "capacity:" in notes[0]
+
+
+def test_replay_of_an_unknown_architecture_names_the_run_file(stored_run, tmp_path, capsys):
+    """probe2 R18: a run.json naming an architecture this version lacks said "unknown arch 'gpt5'", not which file."""
+    _, run_file = stored_run
+    doc = json.load(open(run_file))
+    doc["config"]["identity"]["arch"] = "gpt5"
+    edited = tmp_path / "run.json"
+    edited.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["run", "--replay", str(edited), "--db", str(tmp_path / "c.sqlite")]) == 2
+    assert f"--replay {edited}: its architecture 'gpt5' is not one of this bayesbench's (" in capsys.readouterr().err
+
+
+def test_a_key_value_flag_overrides_the_files_table_key_by_key(tmp_path, capsys):
+    """probe2 C39: `--config f.toml --train-args lr=2e-3` dropped the file's batch_size = 32 (the flag replaced
+    the whole table), a silently different job."""
+    path = tmp_path / "f.toml"
+    path.write_text('tasks = ["bijection"]\narchs = ["mlp"]\nsteps = 20\n[train_args]\nlr = 1e-3\nbatch_size = 32\n')
+    for argv in (["--config", str(path), "--train-args", "lr=2e-3"],
+                 ["--train-args", "lr=2e-3", "--config", str(path)]):
+        settings = tomllib.loads(_print_config(capsys, *argv))
+        assert settings["train_args"] == {"lr": 2e-3, "batch_size": 32}, argv
+
+
+def test_a_bad_table_value_of_a_file_names_the_file(tmp_path, capsys):
+    """probe2 C10, C20: a [task_args] / [model_args] value of a --config file was refused naming --task-args /
+    --model-args, a flag the user never typed; a flag's own value is still named as the flag."""
+    path = tmp_path / "t.toml"
+    path.write_text('tasks = ["bijection"]\narchs = ["mlp"]\nsteps = 20\n[task_args]\nV = 0\n[model_args]\nbogus = 1\n')
+    capsys.readouterr()
+    assert main(["run", "--config", str(path), "--print-config"]) == 2
+    assert f"bayesbench run: {path}: task_args for task 'bijection': V must be an integer >= 2, got 0" in \
+        capsys.readouterr().err
+    assert main(["run", "--config", str(path), "--task-args", "V=8", "--print-config"]) == 2
+    assert f"{path}: model_args for mlp: bad configuration for model 'mlp': unknown option 'bogus'" in \
+        capsys.readouterr().err
+    assert main(["run", "--config", str(path), "--task-args", "V=1", "--print-config"]) == 2
+    assert "bayesbench run: --task-args for task 'bijection': V must be an integer >= 2, got 1" in \
+        capsys.readouterr().err

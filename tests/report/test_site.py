@@ -156,3 +156,21 @@ def test_an_empty_or_unwritable_out_is_refused_naming_it(tiny_store, tmp_path, c
     err = capsys.readouterr().err.strip()
     assert f"--out {tmp_path / 's'}: nothing can be written in {tmp_path} (Read-only file system)" in err
     assert not (tmp_path / "s").exists()
+
+
+def test_the_pages_opening_runs_as_written_in_an_empty_folder(tmp_path, monkeypatch, capsys):
+    """probe2 D9: docs/site.md opened with `bayesbench site` alone, which in an empty folder stops with
+    "no results in the store"; its opening makes the results it shows. Its lines run here, in order."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "site.md").read_text()
+    block = re.search(r"```bash\n(.*?)```", text, re.S).group(1)
+    commands = [line.split("#")[0].split() for line in block.splitlines() if line.strip()]
+    assert [c[:2] for c in commands] == [["bayesbench", "run"], ["bayesbench", "site"]]
+    monkeypatch.chdir(tmp_path)
+    for command in commands:
+        assert main([*command[1:], *(["--no-progress"] if command[1] == "run" else [])]) == 0, command
+    out = capsys.readouterr().out
+    assert "wrote results/site/index.html (2 pages, 6 images," in out
+    assert "2 leaderboard rows of 2 stored seeds in 2 tables" in out
+    assert "2 leaderboard rows of 2 stored seeds in 2 tables" in text
