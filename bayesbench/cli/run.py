@@ -143,6 +143,28 @@ def _checked(replay, jobs: list, say, args) -> list:
     return jobs if replay is None else check_jobs(replay, jobs, say, args.db, args.runs_dir)
 
 
+def _search_text(args, jobs: list) -> str:
+    """With --tune: each job's learning-rate search as TOML comments (the jobs listed above are
+    what the searches start from; their rate is the one a search chooses), checked as `run --tune`
+    checks it, so a bad --tune-args fails here as it would when running. Empty without --tune."""
+    from .tune import tune_given
+
+    given = tune_given(args)
+    if given is None:
+        return ""
+    from ..store.tuning import rates_text
+    from ..sweep.tune import selection_jobs, spec_for
+
+    lines = ["# --tune: each job above trains at the rate its search chooses, not at the lr shown:"]
+    for sweep_job in jobs:
+        spec = spec_for(sweep_job.job, given)
+        lines.append(f"#   {sweep_job.job.setup.label} / {sweep_job.job.arch}: {len(spec.lrs)} rates "
+                     f"{rates_text(spec.lrs)}, {spec.selection_seeds} selection seed(s) each, chosen by the "
+                     f"{spec.rule} {spec.metric} on {spec.selection_sequences} held-out sequences "
+                     f"({len(selection_jobs(sweep_job.job, spec))} selection job(s)), then re-trained on the job's seeds")
+    return "\n".join(lines) + "\n"
+
+
 def cmd_run(args) -> int:
     from ..report.headline import headline
     from ..report.leaderboard import json_runs, markdown
@@ -154,7 +176,9 @@ def cmd_run(args) -> int:
         notes = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731  (stdout is the TOML)
         with contextlib.redirect_stdout(sys.stderr):  # notes of building the jobs (an outside model's capacity)
             jobs = _checked(replay, jobs_of(args), notes, args)
+        search = _search_text(args, jobs)  # checked before anything is printed
         print(config_text(args, jobs, replay), end="")
+        print(search, end="")
         return 0
     start = time.perf_counter()
     say(f"bayesbench run --preset {args.preset} -> store {db_name(args.db)}, run directories under "

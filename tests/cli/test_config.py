@@ -253,3 +253,23 @@ def test_a_bad_table_value_of_a_file_names_the_file(tmp_path, capsys):
     assert main(["run", "--config", str(path), "--task-args", "V=1", "--print-config"]) == 2
     assert "bayesbench run: --task-args for task 'bijection': V must be an integer >= 2, got 1" in \
         capsys.readouterr().err
+
+
+def test_print_config_with_tune_shows_each_search_and_checks_its_settings(tmp_path, capsys):
+    """--print-config --tune printed the untuned jobs as if they ran at the preset's lr and took
+    any --tune-args (a bad grid, an unknown key) without a word (probe2 case T1)."""
+    base = ["run", "--tune", "--tasks", "bijection", "--archs", "mlp", "--steps", "20", "--seeds", "1",
+            "--db", str(tmp_path / "p.sqlite"), "--runs-dir", str(tmp_path / "runs"), "--print-config"]
+    assert main([*base, "--tune-args", "lrs=[1e-3,3e-3]", "selection_seeds=1"]) == 0
+    out = capsys.readouterr().out
+    assert "# --tune: each job above trains at the rate its search chooses" in out
+    assert "bijection V=8 L=7 repl / mlp: 2 rates 1e-3 .. 3e-3, 1 selection seed(s) each" in out
+    assert tomllib.loads(out)["tune"] is True
+    for bad, message in [("bogus=1", "--tune-args: unknown setting(s) ['bogus']"),
+                         ("rule=bogus", "--tune-args rule must be one of"),
+                         ("lrs=[1e-3,1e-3]", "--tune-args lrs must be at least 2 distinct positive learning rates")]:
+        assert main([*base, "--tune-args", bad]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""  # nothing printed before the error
+        assert message in captured.err
+    assert not (tmp_path / "runs").exists()
