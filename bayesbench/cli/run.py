@@ -161,7 +161,8 @@ def _search_text(args, jobs: list) -> str:
         lines.append(f"#   {sweep_job.job.setup.label} / {sweep_job.job.arch}: {len(spec.lrs)} rates "
                      f"{rates_text(spec.lrs)}, {spec.selection_seeds} selection seed(s) each, chosen by the "
                      f"{spec.rule} {spec.metric} on {spec.selection_sequences} held-out sequences "
-                     f"({len(selection_jobs(sweep_job.job, spec))} selection job(s)), then re-trained on the job's seeds")
+                     f"({len(selection_jobs(sweep_job.job, spec))} selection job(s)), then re-trained on the "
+                     "job's seeds")
     return "\n".join(lines) + "\n"
 
 
