@@ -50,7 +50,6 @@ MOVED_MODULES = {
     "bayesbench.sweep.cli": "bayesbench.cli.sweep",
     "bayesbench.sweep.worker": "bayesbench.sweep.one_job",
     "bayesbench.store.runs": "bayesbench.dynamics.runs",
-    "bayesbench.store.leaderboard": "bayesbench.report.leaderboard",
     "bayesbench.store.plots": "bayesbench.report.plots",
     "bayesbench.store.figures": "bayesbench.figures",
     "bayesbench.store.compare": "bayesbench.report.compare",
@@ -87,6 +86,13 @@ MOVED_INTO_PACKAGE = {
     "bayesbench.dynamics.geometry": "bayesbench.dynamics.geometry.measure",
 }
 
+#: an old module whose names went to several modules: they are looked up in these, in order
+SPLIT_MODULES = {
+    "bayesbench.store.leaderboard": ("bayesbench.report.leaderboard", "bayesbench.report.selection",
+                                     "bayesbench.report.rows", "bayesbench.report.headline",
+                                     "bayesbench.store.database"),
+}
+
 #: old modules whose name is now a function of the Python API
 API_NAMES = {"bayesbench.train": "bayesbench.train(...), the function that trains one run",
              "bayesbench.leaderboard": "bayesbench.leaderboard(...), the function that returns the leaderboard's rows"}
@@ -107,7 +113,7 @@ class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finds an old module path (`MOVED_MODULES`) and loads it as the module at its new home."""
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname not in MOVED_MODULES:
+        if fullname not in MOVED_MODULES and fullname not in SPLIT_MODULES:
             return None
         return importlib.util.spec_from_loader(fullname, self)
 
@@ -116,6 +122,13 @@ class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module) -> None:
         old = module.__name__
+        if old in SPLIT_MODULES:  # a module of its own whose names come from their new homes
+            homes = SPLIT_MODULES[old]
+            warnings.warn(f"{old} was split: its names moved to {', '.join(homes)}; the old import path works "
+                          f"until bayesbench {REMOVED_IN}: import each name from its new module instead",
+                          DeprecationWarning, stacklevel=2)
+            module.__getattr__ = lambda name: _split_name(old, homes, name)
+            return
         new = MOVED_MODULES[old]
         # stacklevel 2: importlib's own frames are skipped, so the warning names the importing line
         warnings.warn(message(old, new), DeprecationWarning, stacklevel=2)
@@ -159,6 +172,16 @@ def moved_name(package: str, name: str):
     warnings.warn(message(package, new, name), DeprecationWarning, stacklevel=3)
     sys.modules[package].__dict__[name] = value  # warned once; `from package import name` reads it twice
     return value
+
+
+def _split_name(old: str, homes: tuple[str, ...], name: str):
+    """`name` of the split old module `old`, from the first of `homes` that has it."""
+    if not name.startswith("_"):
+        for home in homes:
+            value = getattr(importlib.import_module(home), name, _MISSING)
+            if value is not _MISSING:
+                return value
+    raise AttributeError(f"module {old!r} has no attribute {name!r} (its names now live in {', '.join(homes)})")
 
 
 _MISSING = object()

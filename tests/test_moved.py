@@ -108,3 +108,22 @@ def test_python_dash_m_of_an_old_path_runs_its_new_module():
         assert proc.returncode == 0, proc.stderr  # the new module imports (its relative imports resolve) and ends
         assert "Traceback" not in proc.stderr
         assert f"{old} moved to {new}" in proc.stderr
+
+
+def test_a_split_module_finds_each_name_in_its_new_home():
+    """`bayesbench.store.leaderboard` went to report/ in several modules: its names still import
+    from the old path, with the warning, and are the new objects (probe2 case M13)."""
+    import sys
+
+    sys.modules.pop("bayesbench.store.leaderboard", None)
+    with pytest.warns(DeprecationWarning, match="bayesbench.store.leaderboard was split"):
+        from bayesbench.store.leaderboard import aggregate, headline, markdown, row_settings, select_rows
+    from bayesbench.report import headline as headline_module
+    from bayesbench.report import leaderboard, rows, selection
+    from bayesbench.store import database
+
+    assert select_rows is selection.select_rows and aggregate is rows.aggregate
+    assert markdown is leaderboard.markdown and headline is headline_module.headline
+    assert row_settings is database.row_settings
+    with pytest.raises(ImportError, match="nope"):
+        from bayesbench.store.leaderboard import nope  # noqa: F401
