@@ -110,7 +110,8 @@ def message(old: str, new: str, name: str | None = None) -> str:
 
 
 class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds an old module path (`MOVED_MODULES`) and loads it as the module at its new home."""
+    """Finds an old module path (`MOVED_MODULES`) and loads it as the module at its new home; a split
+    one (`SPLIT_MODULES`) becomes a module that finds each name in its new home."""
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in MOVED_MODULES and fullname not in SPLIT_MODULES:
