@@ -104,15 +104,16 @@ def _command(task: str, task_args: dict | None, preset: str, split: str, n: int 
     return " ".join(parts + ["--format", fmt])
 
 
-def check_out(out: str) -> None:
-    """Refuse a folder that holds something other than an earlier export."""
+def check_out(out: str, marker: str = MANIFEST, what: str = "export") -> None:
+    """Refuse a folder that holds something other than an earlier `what` (an export, or the site
+    of `report/site.py`), known by its `marker` file: only such a folder is replaced."""
     if not out.strip():
         raise ValueError("--out must name a folder, got an empty path (leave --out out for the default)")
     if os.path.exists(out) and not os.path.isdir(out):
         raise ValueError(f"--out {out} is a file; give a folder (it is created if missing)")
-    if os.path.isdir(out) and os.listdir(out) and not os.path.exists(os.path.join(out, MANIFEST)):
-        raise ValueError(f"--out {out} is not empty and holds no bayesbench export ({MANIFEST}): give a new or "
-                         "empty folder (an earlier export there is replaced)")
+    if os.path.isdir(out) and os.listdir(out) and not os.path.exists(os.path.join(out, marker)):
+        raise ValueError(f"--out {out} is not empty and holds no bayesbench {what} ({marker}): give a new or "
+                         f"empty folder (an earlier {what} there is replaced)")
 
 
 def export(task: str, *, out: str, task_args: dict | None = None, preset: str = "quick", split: str = "eval",

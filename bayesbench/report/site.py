@@ -453,26 +453,15 @@ def _dynamics_page(studies: list[dict], db: str | None, img: str) -> tuple[str, 
     return _page("bayesbench dynamics studies", "\n".join(parts)), images
 
 
-def check_out(out: str) -> None:
-    """Refuse an output folder that holds something other than an earlier site."""
-    if not out.strip():
-        raise ValueError("--out must name a folder, got an empty path (leave --out out for the default)")
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"--out {out} is a file; give a folder (it is created if missing)")
-    if os.path.isdir(out) and os.listdir(out) and not os.path.exists(os.path.join(out, MARKER)):
-        raise ValueError(f"--out {out} is not empty and holds no bayesbench site ({MARKER}): give a new or empty "
-                         "folder (an earlier site there is replaced)")
-
-
 def build_site(db: str | None = None, out: str = os.path.join("results", "site")) -> dict:
     """Write the site of the store `db` to the folder `out` (module doc); returns what it wrote:
     {"index", "pages", "images", "bytes", "rows", "records", "tables", "studies", "drawn", "copied"}."""
-    from ..data.export import folder_bytes, make_tmp, replace_folder
+    from ..data.export import check_out, folder_bytes, make_tmp, replace_folder
     from ..store.database import db_path
     from .rows import aggregate
     from .selection import select_rows
 
-    check_out(out)
+    check_out(out, MARKER, "site")
     records = select_rows(db)
     studies = _studies(db)
     if not records and not studies:
