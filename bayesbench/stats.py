@@ -35,7 +35,8 @@ Tests and multiplicity: `t_test_p`, `sign_test`, `holm`, `benjamini_hochberg`. S
 `within_group_permutation`, `within_group_correlation`. First reach of a curve: `first_reaching`
 (the first step at which the curve is at or past a threshold) and `stays_from` (the first step
 from which it stays there to its end), with `interpolated_reach` for a crossing between two
-measured steps.
+measured steps. Values along a curve measured at log-spaced steps: `value_at` (linear in
+log(step) between points) and `log_auc` (the curve's mean over log(step)).
 """
 
 from __future__ import annotations
@@ -337,6 +338,28 @@ def interpolated_reach(x: Sequence[float], values: Sequence[float], threshold: f
     if not 0.0 <= w <= 1.0:
         return float(x[k])
     return float(x[k - 1] + w * (x[k] - x[k - 1]))
+
+
+def value_at(steps: Sequence[int], values: Sequence[float], s: float) -> float:
+    """The curve's value at step s (steps[0] <= s <= steps[-1]), linear in log(step) between points."""
+    for i in range(1, len(steps)):
+        if s <= steps[i]:
+            a, b = math.log(steps[i - 1]), math.log(steps[i])
+            w = 0.0 if b == a else (math.log(s) - a) / (b - a)
+            return values[i - 1] + w * (values[i] - values[i - 1])
+    return values[-1]
+
+
+def log_auc(steps: Sequence[int], values: Sequence[float], lo: int, hi: int) -> float:
+    """Mean of the curve over log(step) on [lo, hi] (trapezoids in log step; NaN if a value is,
+    or if [lo, hi] is empty or not inside the measured steps): a score that rewards getting
+    there early, not only the value at the last step."""
+    if not steps or lo < steps[0] or hi > steps[-1] or hi <= lo:
+        return math.nan
+    xs = [lo] + [s for s in steps if lo < s < hi] + [hi]
+    ys = [value_at(steps, values, s) for s in xs]
+    area = sum((math.log(b) - math.log(a)) * (u + v) / 2 for a, b, u, v in zip(xs, xs[1:], ys, ys[1:]))
+    return area / (math.log(hi) - math.log(lo))
 
 
 def running_mean(values: Sequence[float], window: int) -> list[float]:

@@ -19,9 +19,9 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from ..stats import t_interval
+from ..stats import t_interval, value_at
 from ..store.records import RunRecord
-from .curve_stats import trained_part, value_at
+from .curve_stats import trained_part
 
 ALPHA = 0.05
 

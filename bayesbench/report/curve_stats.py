@@ -14,7 +14,7 @@
   its standard error (from the points' scatter about the line: what the trend does not explain,
   evaluation noise and training's jitter) and by more than IMPROVING_REL (5%) of the line's value at
   the window's start. Too few points: None (cannot tell).
-- Area under the curve against log(step) (`log_auc`), divided by the log-step range: the
+- Area under the curve against log(step) (`bayesbench.stats.log_auc`), divided by the log-step range: the
   curve's mean over log(step), a ranking that rewards getting there early, not only the value at
   the last step. Rows of one task are compared over their common step range (`common_range`),
   each curve interpolated linearly in log(step) at its ends, so a longer budget does not count.
@@ -112,16 +112,6 @@ def still_improving(steps: list[int], values: list[float]) -> bool | None:
     return drop > 2 * se and drop > IMPROVING_REL * abs(start)
 
 
-def value_at(steps: list[int], values: list[float], s: float) -> float:
-    """The curve's value at step s (steps[0] <= s <= steps[-1]), linear in log(step) between points."""
-    for i in range(1, len(steps)):
-        if s <= steps[i]:
-            a, b = math.log(steps[i - 1]), math.log(steps[i])
-            w = 0.0 if b == a else (math.log(s) - a) / (b - a)
-            return values[i - 1] + w * (values[i] - values[i - 1])
-    return values[-1]
-
-
 def common_range(curves: list[tuple[list[int], list[float]]]) -> tuple[int, int] | None:
     """The step range every curve covers: (largest first step, smallest last step), or None."""
     curves = [c for c in curves if c[0]]
@@ -129,13 +119,3 @@ def common_range(curves: list[tuple[list[int], list[float]]]) -> tuple[int, int]
         return None
     lo, hi = max(c[0][0] for c in curves), min(c[0][-1] for c in curves)
     return (lo, hi) if hi > lo else None
-
-
-def log_auc(steps: list[int], values: list[float], lo: int, hi: int) -> float:
-    """Mean of the curve over log(step) on [lo, hi] (trapezoids in log step; NaN if a value is)."""
-    if not steps or lo < steps[0] or hi > steps[-1] or hi <= lo:
-        return math.nan
-    xs = [lo] + [s for s in steps if lo < s < hi] + [hi]
-    ys = [value_at(steps, values, s) for s in xs]
-    area = sum((math.log(b) - math.log(a)) * (u + v) / 2 for a, b, u, v in zip(xs, xs[1:], ys, ys[1:]))
-    return area / (math.log(hi) - math.log(lo))

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 from .. import versions
 from ..metric_table import AT_FLOOR, METRICS, curve_metrics, final_metrics
-from ..stats import t_interval
+from ..stats import log_auc, t_interval
 from ..store.database import config_key
 from ..store.records import EvalResult, LearningCurve, RunRecord
 from ..store.tuning import tuned_label, tuning_of
-from .curve_stats import Reach, common_range, log_auc, reach, still_improving, trained_part
+from .curve_stats import Reach, common_range, reach, still_improving, trained_part
 
 AUC = "auc"  # rank by the area under the learning curve of the curve metric, against log(step)
 DEFAULT_THRESHOLD = 0.1  # bits: the leaderboard's "steps to threshold"

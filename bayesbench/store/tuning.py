@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 
+from ..stats import log_auc
+
 TUNED = " (tuned)"
 
 
@@ -88,7 +90,6 @@ def candidate_score(record, rule: str, metric: str) -> float:
     or its mean over log(step) ("auc"), in curve metric `metric`; +inf for a diverged member, a
     member stopped (pruned) before the budget under "final", or a curve without a finite value:
     it is never chosen over one that trained."""
-    from ..report.curve_stats import log_auc  # the leaderboard's curve area; read here only when a search ranks by it
     curve = record.learning_curve
     if record.status != "ok" or curve is None or metric not in curve.values:
         return math.inf

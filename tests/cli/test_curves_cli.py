@@ -111,7 +111,7 @@ def test_compare_two_runs(capsys, store):
 def test_leaderboard_metric_auc_reaches_json_and_csv(capsys, store, fmt):
     """Probe case 24: --metric auc with --json or --format csv printed the same records as without
     it, the AUC asked for nowhere."""
-    from bayesbench.report.curve_stats import log_auc
+    from bayesbench.stats import log_auc
     from bayesbench.store.database import read_records
 
     # the MLP alone: the transformer stopped at step 1, so with it no step range is common to all

@@ -12,14 +12,8 @@ from store.test_learning_curves import _curve
 from store.test_records import _record
 
 from bayesbench.report.compare import compare, significant_from
-from bayesbench.report.curve_stats import (
-    Reach,
-    common_range,
-    log_auc,
-    reach,
-    still_improving,
-    value_at,
-)
+from bayesbench.report.curve_stats import Reach, common_range, reach, still_improving
+from bayesbench.stats import log_auc, value_at
 from bayesbench.training.curves import curve_steps
 
 STEPS = curve_steps(2000)  # 26 log-spaced points
