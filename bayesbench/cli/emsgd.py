@@ -37,10 +37,6 @@ def add_parser(sub) -> None:
 FLAGS = {"as_json": "--json", "progress": "--no-progress"}  # EmsgdConfig fields not named "--" + field
 
 
-def flag(field: str) -> str:
-    return FLAGS.get(field, "--" + field.replace("_", "-"))
-
-
 def config_from_args(args):
     """The one place the command line becomes the study's typed config (`EmsgdConfig`)."""
     from ..dynamics.emsgd.study import EmsgdConfig
@@ -53,16 +49,7 @@ def config_from_args(args):
 
 def cmd_emsgd(args) -> int:
     """Run, store, plot, report; prints the report's path (or --json)."""
-    from ..dynamics.config import FieldError
     from ..dynamics.emsgd.study import run_emsgd
-    from ..dynamics.report import print_summary
-    from ..running import interrupt
+    from .study import print_study
 
-    try:
-        config = config_from_args(args)
-        with interrupt.handling():  # Ctrl-C or SIGTERM: the partial study is removed, one line says so
-            summary = run_emsgd(config)
-    except FieldError as err:
-        raise err.named(flag(err.field)) from None
-    print_summary(summary, config.as_json)
-    return 0
+    return print_study(args, config_from_args, run_emsgd, FLAGS)

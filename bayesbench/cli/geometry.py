@@ -27,10 +27,6 @@ def add_parser(sub) -> None:
 FLAGS = {"run": "RUN", "as_json": "--json"}  # the flag of each GeometryConfig field not named "--" + field
 
 
-def flag(field: str) -> str:
-    return FLAGS.get(field, "--" + field.replace("_", "-"))
-
-
 def config_from_args(args):
     """The one place the command line becomes the study's typed config (`GeometryConfig`)."""
     from ..dynamics.geometry.study import GeometryConfig
@@ -40,16 +36,8 @@ def config_from_args(args):
 
 
 def cmd_geometry(args) -> int:
-    from ..dynamics.config import FieldError
+    """Run, store, plot, report; prints the report's path (or --json)."""
     from ..dynamics.geometry.study import run_geometry
-    from ..dynamics.report import print_summary
-    from ..running import interrupt
+    from .study import print_study
 
-    try:
-        config = config_from_args(args)
-        with interrupt.handling():  # Ctrl-C or SIGTERM: the partial study is removed, one line says so
-            summary = run_geometry(config)
-    except FieldError as err:
-        raise err.named(flag(err.field)) from None
-    print_summary(summary, config.as_json)
-    return 0
+    return print_study(args, config_from_args, run_geometry, FLAGS)

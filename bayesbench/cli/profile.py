@@ -14,10 +14,6 @@ from .args import add_db, as_dict, check_folder, key_values, positive, seed_list
 FLAGS = {"task_args": "--task-args/--task-set", "as_json": "--json", "progress": "--no-progress"}
 
 
-def flag(field: str) -> str:
-    return FLAGS.get(field, "--" + field.replace("_", "-"))
-
-
 def add_parser(sub) -> None:
     from ..presets import PRESETS
 
@@ -95,14 +91,8 @@ def config_from_args(args):
 
 
 def cmd_profile(args) -> int:
-    from ..dynamics.config import FieldError
     from ..dynamics.profile.study import run_profile
-    from ..running import interrupt
+    from .study import run_study
 
     check_folder("--runs-dir", args.runs_dir)
-    try:
-        config = config_from_args(args)
-        with interrupt.handling():  # Ctrl-C or SIGTERM: the step ends, the partial study is removed, one line says so
-            return run_profile(config)
-    except FieldError as err:
-        raise err.named(flag(err.field)) from None
+    return run_study(args, config_from_args, run_profile, FLAGS)[1]
