@@ -187,7 +187,7 @@ def cmd_run(args) -> int:
     from .tune import run_tuned, tune_given
 
     if tune_given(args) is not None:  # each (task, arch) at its best rate, chosen on held-out data
-        jobs = run_tuned(args, lambda place: _checked(replay, jobs_of(args, place), say, args), say)
+        jobs = run_tuned(args, lambda place: _checked(replay, jobs_of(args, place), say, args), say, run_preset)
     else:
         jobs = run_preset(args, lambda place: _checked(replay, jobs_of(args, place), say, args), say)
     records = select_rows(args.db, run_ids=[sweep_job.key for sweep_job in jobs])

@@ -33,11 +33,10 @@ def tune_given(args) -> dict | None:
     return given
 
 
-def run_tuned(args, base, say) -> list:
+def run_tuned(args, base, say, run_preset) -> list:
     """`bayesbench run --tune`: tune the jobs `base(place)` (resolved, untuned) on the engine of
-    `run` (`cli/run.py` `run_preset`); returns the final sweep jobs."""
-    from .run import run_preset
-
+    `run` (`run_preset(args, select, say)`, which `cli/run.py` passes: this module never imports
+    the command that calls it); returns the final sweep jobs."""
     return tune_phases(base, tune_given(args) or {}, group=f"run-{args.preset}", db=args.db,
                        run_phase=lambda select: run_preset(args, select, say), args=args, say=say)
 
