@@ -63,8 +63,23 @@ class Measurement:
 
 
 def _open(path: str | None):
+    """The store opened for writing studies (their tables created if missing)."""
     conn = connect(path)
     _retry(lambda: conn.executescript(SCHEMA))
+    return conn
+
+
+def _open_to_read(path: str | None):
+    """The store opened read-only (nothing written: a store in a read-only file or folder can be
+    read), or None when it does not exist or holds no studies' tables."""
+    if not os.path.exists(db_path(path)):
+        return None
+    conn = connect(path, read_only=True)
+    tables = {r[0] for r in _retry(lambda: conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('studies', 'dynamics')").fetchall())}
+    if tables != {"studies", "dynamics"}:
+        conn.close()
+        return None
     return conn
 
 
@@ -129,9 +144,9 @@ def write_dynamics(study_id: str, measurements: Iterable[Measurement | tuple], p
 
 def read_dynamics(study_id: str, names: Iterable[str] | None = None, path: str | None = None) -> list[Measurement]:
     """A study's measurements (optionally only some names), ordered by name, step, seed, layer, head."""
-    if not os.path.exists(db_path(path)):
+    conn = _open_to_read(path)
+    if conn is None:
         return []
-    conn = _open(path)
     try:
         sql = "SELECT seed, step, layer, head, name, value FROM dynamics WHERE study_id = ?"
         params: list = [study_id]
@@ -148,9 +163,9 @@ def read_dynamics(study_id: str, names: Iterable[str] | None = None, path: str |
 
 def read_study(study_id: str, path: str | None = None) -> dict | None:
     """The `studies` row as a dict (config and summary decoded), or None if there is none."""
-    if not os.path.exists(db_path(path)):
+    conn = _open_to_read(path)
+    if conn is None:
         return None
-    conn = _open(path)
     try:
         row = _retry(lambda: conn.execute("SELECT * FROM studies WHERE study_id = ?", (study_id,)).fetchone())
     finally:
@@ -165,9 +180,9 @@ def read_study(study_id: str, path: str | None = None) -> dict | None:
 
 def list_studies(kind: str | None = None, path: str | None = None) -> list[dict]:
     """Every study (optionally of one kind), oldest first, without their measurements."""
-    if not os.path.exists(db_path(path)):
+    conn = _open_to_read(path)
+    if conn is None:
         return []
-    conn = _open(path)
     try:
         sql = "SELECT study_id, kind, run_id, status, created_at FROM studies"
         rows = _retry(lambda: conn.execute(sql + (" WHERE kind = ?" if kind else "") + " ORDER BY created_at",

@@ -128,14 +128,46 @@ def test_a_store_of_runs_only_is_read_not_written(tiny_store, tmp_path, monkeypa
     src.backup(sqlite3.connect(db))
     src.close()
 
-    def no_writes(*args, **kwargs):
-        raise StoreError(f"results store {db} cannot be written (attempt to write a readonly database)")
-
-    monkeypatch.setattr(dynamics_store, "connect", no_writes)
+    monkeypatch.setattr(dynamics_store, "connect", _reads_only(dynamics_store.connect, db, StoreError))
     built = build_site(db, str(tmp_path / "site"))
     assert built["rows"] == 2 and built["studies"] == 0
     tables = {r[0] for r in sqlite3.connect(db).execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert "studies" not in tables and "dynamics" not in tables
+
+
+def _reads_only(connect, db, error):
+    """`connect` as on a read-only store: opening for reading works, opening for writing fails."""
+
+    def guarded(path=None, *, read_only=False):
+        if not read_only:
+            raise error(f"results store {db} cannot be written (attempt to write a readonly database)")
+        return connect(path, read_only=True)
+
+    return guarded
+
+
+def test_a_read_only_store_with_studies_is_read(tiny_store, tmp_path, monkeypatch):
+    """A store holding dynamics studies was refused when it could not be written ('cannot be
+    written'): the studies' readers opened it for writing (to create their tables)."""
+    import sqlite3
+
+    import bayesbench.dynamics.store as dynamics_store
+    from bayesbench.store.database import StoreError
+
+    db = str(tmp_path / "bayesbench.sqlite")
+    src = sqlite3.connect(tiny_store["db"])
+    src.backup(sqlite3.connect(db))
+    src.close()
+    dynamics_store.register_study("geometry-abc", "geometry", {"run": "x"}, summary={"headline": []},
+                                  status="done", path=db)
+    before = sqlite3.connect(db).execute("SELECT COUNT(*) FROM studies").fetchone()[0]
+    monkeypatch.setattr(dynamics_store, "connect", _reads_only(dynamics_store.connect, db, StoreError))
+    assert [s["study_id"] for s in dynamics_store.list_studies(path=db)] == ["geometry-abc"]
+    assert dynamics_store.read_study("geometry-abc", db)["config"] == {"run": "x"}
+    assert dynamics_store.read_dynamics("geometry-abc", path=db) == []
+    built = build_site(db, str(tmp_path / "site"))
+    assert built["rows"] == 2 and built["studies"] == 1
+    assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM studies").fetchone()[0] == before
 
 
 def test_an_empty_or_unwritable_out_is_refused_naming_it(tiny_store, tmp_path, capsys, monkeypatch):
