@@ -39,6 +39,14 @@ SCRIPT = os.path.join(os.path.dirname(sys.executable), "bayesbench")
 POINTS = ["bayesbench.cli.cases", "bayesbench.cli.tunnels", "bayesbench.presets", "csv"]
 
 
+def _sigint_default() -> None:
+    """In the child before it starts: SIGINT as a terminal would deliver it. A process started in
+    the background by a non-interactive shell (`pytest ... &`, nohup) inherits SIGINT ignored, and
+    the program rightly keeps an inherited SIG_IGN (the last test), so the child starts from the
+    default whatever started pytest."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _run_held(tmp_path, entry: str, module: str, sig: int) -> tuple[int, str]:
     (tmp_path / "sitecustomize.py").write_text(HOLD)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
@@ -47,7 +55,7 @@ def _run_held(tmp_path, entry: str, module: str, sig: int) -> tuple[int, str]:
     head = [SCRIPT] if entry == "script" else [sys.executable, "-m", "bayesbench.cli"]
     proc = subprocess.Popen([*head, "export", "--format", "csv", "--db", str(tmp_path / "r.sqlite")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
-                            cwd=str(tmp_path))
+                            cwd=str(tmp_path), preexec_fn=_sigint_default)
     try:
         first = proc.stderr.readline()
         assert first == f"HOLDING {module}\n", first + proc.stderr.read()
@@ -81,10 +89,13 @@ def test_the_guard_is_the_programs_alone_and_keeps_an_ignored_signal_ignored():
     """Importing the CLI in Python (a test, a notebook) leaves Python's SIGINT handling as it is; in the
     program a signal it was started with ignored (a worker's SIGINT) stays ignored; a command hands the
     signals back when it starts."""
-    import bayesbench.cli  # noqa: F401
-    from bayesbench.running import interrupt
-
-    assert not interrupt.is_program() and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    untouched = ("import signal; before = signal.getsignal(signal.SIGINT); import bayesbench.cli; "
+                 "from bayesbench.running import interrupt; "
+                 "now = signal.getsignal(signal.SIGINT); "
+                 "print(interrupt.is_program(), now is before is signal.default_int_handler)")
+    done = subprocess.run([sys.executable, "-c", untouched], capture_output=True, text=True, timeout=60,
+                          preexec_fn=_sigint_default)
+    assert done.stdout.strip() == "False True", (done.stdout, done.stderr)
     probe = ("import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN if sys.argv[1] == 'ign' else "
              "signal.default_int_handler); sys.argv[0] = '-m'; "
              "now = lambda: getattr(signal.getsignal(signal.SIGINT), '__name__', 'ignored'); "
