@@ -26,7 +26,9 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from ..stats import log_interval, stays_from
+# log_auc and value_at are defined in bayesbench/stats.py; still importable from here (and from the old path
+# bayesbench.store.curve_stats) for code written against the earlier layout
+from ..stats import log_auc, log_interval, stays_from, value_at  # noqa: F401
 from ..store.records import LearningCurve
 
 IMPROVING_POINTS = 4
