@@ -245,8 +245,7 @@ ext_modules, cmdclass, install_requires, options = extensions()
 setup(
     # bayesbench.report.static holds no Python (the site's stylesheet and script): listed, since
     # setuptools ships data files only of listed packages
-    packages=find_packages(include=["bayesbench", "bayesbench.*"]) + ["bayesbench.kernels", "bayesbench.report.static"],
-    package_dir={"bayesbench.kernels": "kernels"},
+    packages=find_packages(include=["bayesbench", "bayesbench.*"]) + ["bayesbench.report.static"],
     ext_modules=ext_modules,
     cmdclass=cmdclass,
     install_requires=install_requires,

@@ -86,8 +86,8 @@ step_env() {
         nproc'
 }
 
-# The package, importable: an editable pure-Python install (no network), else a tree of symlinks
-# that maps kernels/ to bayesbench.kernels (PYTHONPATH).
+# The package, importable: an editable pure-Python install (no network), else the checkout's
+# bayesbench/ through a tree of symlinks on PYTHONPATH.
 step_install() {
     if step install 120 env BAYESBENCH_NO_EXT=1 "$PYTHON" -m pip install --no-build-isolation --no-deps \
             --no-index -e "$ROOT"; then
@@ -96,7 +96,6 @@ step_install() {
     SHIM="$WORK/shim"
     mkdir -p "$SHIM/bayesbench"
     for f in "$ROOT"/bayesbench/*; do ln -sf "$f" "$SHIM/bayesbench/"; done
-    ln -sfn "$ROOT/kernels" "$SHIM/bayesbench/kernels"
     export PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}"
     echo "install failed: using the symlink tree $SHIM on PYTHONPATH"
     return 1

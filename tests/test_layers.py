@@ -1,8 +1,7 @@
 """The package's layers (docs/layout.md): each module imports only its own layer and the layers
 below it, and the import graph has no cycle beyond the few lazy ones listed here with their
-reasons. Measured from the import statements of every file of `bayesbench/` and `kernels/`
-(installed as `bayesbench.kernels`), those inside functions included, by `ast`: nothing is
-imported to find them."""
+reasons. Measured from the import statements of every file of `bayesbench/`, those inside
+functions included, by `ast`: nothing is imported to find them."""
 
 from __future__ import annotations
 
@@ -39,12 +38,11 @@ KNOWN_PART_CYCLES = {("kernels", "models")}
 
 def _files() -> dict[str, Path]:
     out = {}
-    for folder, prefix in (("bayesbench", "bayesbench"), ("kernels", "bayesbench.kernels")):
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            out[".".join([prefix, *parts])] = path
+    for path in sorted((ROOT / "bayesbench").rglob("*.py")):
+        parts = list(path.relative_to(ROOT / "bayesbench").with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(["bayesbench", *parts])] = path
     return out
 
 

@@ -3,8 +3,7 @@ transformer's "eager" backend, Paper II's toy attention and the reference of the
 kernels (`bayesbench.kernels.reference`) all use.
 
 It lives here, not in `bayesbench.kernels`, so the models import without the kernels package
-(installed from kernels/ as `bayesbench.kernels`, so absent from a source checkout that was not
-installed).
+(which the transformer loads only for attention='triton' or 'reference').
 """
 
 from __future__ import annotations

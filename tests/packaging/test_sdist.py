@@ -125,8 +125,8 @@ def installed(built, tmp_path_factory) -> dict:
 def test_sdist_carries_every_file_the_extension_needs(sdist):
     with tarfile.open(sdist["sdist"]) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-    tracked = subprocess.run(["git", "-C", ROOT, "ls-files", "csrc", "kernels"], capture_output=True, text=True,
-                             check=True).stdout.split()
+    tracked = subprocess.run(["git", "-C", ROOT, "ls-files", "csrc", "bayesbench/kernels"], capture_output=True,
+                             text=True, check=True).stdout.split()
     assert tracked and any(n.endswith(".h") for n in tracked) and any(n.endswith(".cu") for n in tracked)
     assert set(tracked) <= names, sorted(set(tracked) - names)  # every header, .cu, .cuh, .cpp, Triton kernel
     for f in ("setup.py", "pyproject.toml", "MANIFEST.in", "LICENSE", "README.md", "CHANGELOG.md", "CITATION.cff",
