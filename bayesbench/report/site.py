@@ -389,26 +389,11 @@ def _run_page(records: list, figures: Figures, anchor: str) -> tuple[str, dict]:
     return _page(f"{first.arch} on {first.task_label}: run {first.run_id}", "\n".join(body), "../"), doc
 
 
-def _has_studies(db: str | None) -> bool:
-    """Whether the store holds a `studies` table, asked without writing to it: a site is built
-    from a read-only store, and building one adds no table to a store of runs only."""
-    from ..store.database import connect, db_path
-
-    if not os.path.isfile(db_path(db)):
-        return False
-    conn = connect(db, read_only=True)
-    try:
-        return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'studies'").fetchone() \
-            is not None
-    finally:
-        conn.close()
-
-
 def _studies(db: str | None) -> list[dict]:
+    """The store's studies with their config and summary, read without writing to the store (a
+    site is built from a read-only store, and adds no table to a store of runs only)."""
     from ..dynamics.store import list_studies, read_study
 
-    if not _has_studies(db):
-        return []
     out = []
     for s in list_studies(path=db):
         study = read_study(s["study_id"], db) or {}
