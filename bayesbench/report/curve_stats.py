@@ -29,18 +29,10 @@ from dataclasses import dataclass
 # log_auc and value_at are defined in bayesbench/stats.py; still importable from here (and from the old path
 # bayesbench.store.curve_stats) for code written against the earlier layout
 from ..stats import log_auc, log_interval, stays_from, value_at  # noqa: F401
-from ..store.records import LearningCurve
+from ..store.records import LearningCurve, trained_part
 
 IMPROVING_POINTS = 4
 IMPROVING_REL = 0.05
-
-
-def trained_part(curve: LearningCurve, metric: str, stop_step: int | None = None) -> tuple[list[int], list[float]]:
-    """(steps, values) of a curve up to the step its member stopped training at (the points after
-    a stop, of a frozen model, say nothing about learning)."""
-    values = curve.metric(metric)
-    keep = [i for i, s in enumerate(curve.step) if stop_step is None or s <= stop_step]
-    return [curve.step[i] for i in keep], [values[i] for i in keep]
 
 
 @dataclass(frozen=True)

@@ -181,6 +181,14 @@ class LearningCurve:
                 "cadence": self.cadence}
 
 
+def trained_part(curve: LearningCurve, metric: str, stop_step: int | None = None) -> tuple[list[int], list[float]]:
+    """(steps, values) of a curve up to the step its member stopped training at (the points after
+    a stop, of a frozen model, say nothing about learning)."""
+    values = curve.metric(metric)
+    keep = [i for i, s in enumerate(curve.step) if stop_step is None or s <= stop_step]
+    return [curve.step[i] for i in keep], [values[i] for i in keep]
+
+
 @dataclass(frozen=True)
 class MemberEvaluation:
     """Everything `evaluate.evaluate` measures for one ensemble member."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from ..stats import log_auc
+from .records import trained_part
 
 TUNED = " (tuned)"
 
@@ -93,11 +94,7 @@ def candidate_score(record, rule: str, metric: str) -> float:
     curve = record.learning_curve
     if record.status != "ok" or curve is None or metric not in curve.values:
         return math.inf
-    steps, values = list(curve.step), list(curve.metric(metric))
-    stop = record.stop_step
-    if stop is not None:  # a pruned member: its curve up to where it stopped
-        kept = [(s, v) for s, v in zip(steps, values) if s <= stop]
-        steps, values = [s for s, _ in kept], [v for _, v in kept]
+    steps, values = trained_part(curve, metric, record.stop_step)  # a pruned member: up to where it stopped
     if not steps:
         return math.inf
     if stopped_early(record):
