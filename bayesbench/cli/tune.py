@@ -89,10 +89,10 @@ def tune_phases(base, given: dict, *, group: str, db, run_phase, args, say, wher
 
 
 def _outcome_line(spec, outcome: dict) -> str:
-    from ..sweep.tune import outcome_notes
+    from ..store.tuning import tuning_marks
 
     scores = ", ".join(f"{c['lr']:g}: " + ("pruned" if c.get("pruned") else "diverged" if c["mean"] is None
                                             else f"{c['mean']:.4f}")
                        for c in outcome["candidates"])
-    return (f"{'; '.join(outcome_notes({**spec.identity(), **outcome}))} (selection {spec.rule} {spec.metric}, "
+    return (f"{'; '.join(tuning_marks({**spec.identity(), **outcome}))} (selection {spec.rule} {spec.metric}, "
             f"mean over {spec.selection_seeds} seed(s): {scores} bits)")

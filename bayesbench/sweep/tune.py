@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from ..checks import SettingError
 from ..metric_table import AT_FLOOR, curve_metrics
-from ..store.tuning import candidate_score, member_lr, member_setting, rates_text, stopped_early, tuning_marks
+from ..store.tuning import candidate_score, member_lr, member_setting, rates_text, stopped_early
 from ..training.config import TrainConfig
 from .jobs import Job
 
@@ -281,7 +281,3 @@ def _json_candidate(c: dict) -> dict:
             **({"pruned": True} if c["pruned"] else {}), "mean": safe(c["mean"]),
             "min": safe(c["min"]), "max": safe(c["max"]), "values": [safe(v) for v in c["values"]]}
 
-
-def outcome_notes(tuning: dict) -> list[str]:
-    """The outcome in words (`store.tuning.tuning_marks`): the rate chosen of which grid, the flags."""
-    return tuning_marks({**tuning, "role": "final"})
