@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 import glob
 import os
+import re
 import shutil
 import sys
 
@@ -204,27 +205,55 @@ def _version_file_values() -> dict:
     return values
 
 
-def _archival_node() -> str | None:
-    """The commit a `git archive` export filled into .git_archival.txt (export-subst), or None."""
+def _archival() -> dict:
+    """The fields a `git archive` export filled into .git_archival.txt (export-subst), or {} (no
+    file, or a checkout's copy whose placeholders were never filled). An empty value stays: an
+    empty describe-name means no tag was reachable from the exported commit."""
+    values = {}
     try:
         with open(os.path.join(ROOT, ".git_archival.txt"), encoding="utf-8") as f:
             for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "node" and "$Format" not in value and value.strip():
-                    return value.strip()
+                key, sep, value = line.partition(":")
+                if sep and "$Format" not in value:
+                    values[key.strip()] = value.strip()
+    except OSError:
+        pass
+    return values
+
+
+def _fallback_version() -> str:
+    """pyproject.toml's [tool.setuptools_scm] fallback_version (read as text: tomllib is 3.11+ only
+    and this must not fail a build), or 0.1.0.dev0."""
+    try:
+        with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as f:
+            found = re.search(r'^fallback_version\s*=\s*"([^"]+)"', f.read(), re.MULTILINE)
+    except OSError:
+        found = None
+    return found.group(1) if found else "0.1.0.dev0"
+
+
+def _pkg_info_version() -> str | None:
+    """The Version: of an unpacked sdist's PKG-INFO, or None."""
+    try:
+        with open(os.path.join(ROOT, "PKG-INFO"), encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("Version:"):
+                    return line.split(":", 1)[1].strip() or None
     except OSError:
         pass
     return None
 
 
 def _carry_commit() -> None:
-    """Give setuptools-scm the commit it cannot see, through its documented
-    SETUPTOOLS_SCM_PRETEND_METADATA, so the version file of what is built names it:
+    """Give setuptools-scm what it cannot see, through its documented SETUPTOOLS_SCM_PRETEND_*
+    variables, so the version file of what is built names the version and the commit:
 
     - in an unpacked sdist (PKG-INFO, no .git) it knows the version but no commit: the sdist's own
       version file, written when the sdist was made, has it;
     - in a `git archive` export it reads the commit only from the tag description, abbreviated, or
-      not at all on the tagged commit itself: .git_archival.txt has the full hash.
+      not at all on the tagged commit itself: .git_archival.txt has the full hash;
+    - in a `git archive` of a commit no tag reaches (describe-name empty) it would say 0.0: the
+      export gets the fallback version with the commit as its local label (0.1.0.dev0+g<commit>).
     """
     if os.path.exists(os.path.join(ROOT, ".git")):
         return  # a checkout: setuptools-scm asks git
@@ -232,11 +261,32 @@ def _carry_commit() -> None:
         values = _version_file_values()
         node, dirty = values.get("__commit_node__"), bool(values.get("__dirty__"))
     else:
-        node, dirty = _archival_node(), False
+        archival = _archival()
+        node, dirty = archival.get("node") or None, False
+        if node and not archival.get("describe-name"):
+            os.environ.setdefault("SETUPTOOLS_SCM_PRETEND_VERSION_FOR_BAYESBENCH",
+                                  f"{_fallback_version()}+g{node[:9]}")
         node = f"g{node}" if node else None
     if isinstance(node, str) and node:
         os.environ.setdefault("SETUPTOOLS_SCM_PRETEND_METADATA_FOR_BAYESBENCH",
                               f'{{node = "{node}", dirty = {"true" if dirty else "false"}}}')
+
+
+def _version_without_scm() -> dict:
+    """setup()'s version= when setuptools-scm is not installed (a build without isolation in an
+    environment that lacks it): the sdist's PKG-INFO, else the version file, else the fallback,
+    never setuptools' 0.0.0. With setuptools-scm there, {}: it gives the version."""
+    try:
+        import setuptools_scm  # noqa: F401  (only whether it is importable)
+    except ImportError:
+        for source, version in (("PKG-INFO", _pkg_info_version()),
+                                ("bayesbench/_version.py", _version_file_values().get("__version__")),
+                                ("pyproject.toml's fallback_version", _fallback_version())):
+            if version:
+                break
+        _say(f"setuptools-scm is not installed: version {version}, from {source}")
+        return {"version": str(version)}
+    return {}
 
 
 _carry_commit()
@@ -250,4 +300,5 @@ setup(
     cmdclass=cmdclass,
     install_requires=install_requires,
     options=options,
+    **_version_without_scm(),
 )

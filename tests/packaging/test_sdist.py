@@ -62,13 +62,26 @@ def _said(proc: subprocess.CompletedProcess) -> list[str]:
     return [line for line in lines if line.startswith("bayesbench: ")]
 
 
-def _fresh_venv(path: Path) -> Path:
-    """A new virtual environment that sees this environment's packages; returns its python."""
+def _fresh_venv(path: Path, hide: tuple[str, ...] = ()) -> Path:
+    """A new virtual environment that sees this environment's packages; returns its python.
+
+    hide: name prefixes of packages it must not see (their modules and their .dist-info): each
+    site-packages folder is then given as a folder of links to its entries, less those."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
     python = path / "bin" / "python"
     site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, check=True).stdout.strip()
     ours = [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and os.path.isdir(p)]
+    if hide:
+        seen = []
+        for i, folder in enumerate(ours):
+            links = path / f"seen-{i}"
+            links.mkdir()
+            for entry in Path(folder).iterdir():
+                if not entry.name.startswith(hide):
+                    (links / entry.name).symlink_to(entry)
+            seen.append(str(links))
+        ours = seen
     Path(site, "test_environment.pth").write_text("\n".join(ours) + "\n")
     return python
 
@@ -339,6 +352,54 @@ def test_a_git_archive_export_gets_its_version_and_commit(after_tag, tmp_path):
     assert f"__version__ = '{version}'" in version_file
     assert f"__commit_node__ = 'g{commit}'" in version_file, version_file
     assert "__dirty__ = False" in version_file
+
+
+def _fallback_version() -> str:
+    text = (ROOT / "pyproject.toml").read_text()
+    return re.search(r'^fallback_version\s*=\s*"([^"]+)"', text, re.MULTILINE).group(1)
+
+
+def test_a_git_archive_no_tag_reaches_gets_the_fallback_version_and_commit(tmp_path):
+    """`git archive` of a commit that no tag reaches (a GitHub "source code" download of a fork or
+    of a repository whose tags were not pushed): .git_archival.txt has the commit but an empty
+    describe-name, where setuptools-scm alone says 0.0. The sdist built from the export has the
+    fallback version with the commit as its local label, and the full commit in its version file."""
+    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    if subprocess.run(["git", "-C", ROOT, "cat-file", "-e", f"{head}:.git_archival.txt"]).returncode != 0:
+        pytest.skip("HEAD has no .git_archival.txt yet (uncommitted)")
+    clone, export = tmp_path / "clone", tmp_path / "export"
+    subprocess.run(["git", "clone", "-q", "--no-checkout", "--no-tags", ROOT, clone], check=True)
+    subprocess.run(["git", "-C", clone, "tag", "-d", *subprocess.run(
+        ["git", "-C", clone, "tag"], capture_output=True, text=True).stdout.split()], capture_output=True)
+    export.mkdir()
+    archive = subprocess.run(["git", "-C", clone, "archive", "--format=tar", head], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", export], input=archive, check=True)
+    archival = (export / ".git_archival.txt").read_text()
+    assert f"node: {head}" in archival and "describe-name: \n" in archival + "\n", archival
+    _run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", tmp_path / "dist", export],
+         cwd=tmp_path, env=_env(BAYESBENCH_NO_EXT="1"))
+    (sdist,) = (tmp_path / "dist").glob("*.tar.gz")
+    version = sdist.name.removeprefix("bayesbench-").removesuffix(".tar.gz")
+    assert version == f"{_fallback_version()}+g{head[:9]}", version
+    with tarfile.open(sdist) as tar:
+        version_file = tar.extractfile(f"bayesbench-{version}/bayesbench/_version.py").read().decode()
+    assert f"__commit_node__ = 'g{head}'" in version_file, version_file
+
+
+def test_the_sdist_installs_with_its_version_where_setuptools_scm_is_not(sdist, tmp_path):
+    """An environment without setuptools-scm (pip install --no-build-isolation there): the sdist's
+    PKG-INFO gives the version (setuptools alone would record 0.0.0), and the build says so."""
+    python = _fresh_venv(tmp_path / "venv", hide=("setuptools_scm", "vcs_versioning", "vcs-versioning"))
+    assert _run([python, "-c", "import importlib.util as u; print(u.find_spec('setuptools_scm'))"],
+                cwd=tmp_path).stdout.strip() == "None"
+    proc = _pip_install(python, str(sdist["sdist"]), "-v", "--no-deps", cwd=tmp_path, env=_env(BAYESBENCH_NO_EXT="1"))
+    expected = sdist["sdist"].name.removeprefix("bayesbench-").removesuffix(".tar.gz")
+    assert f"bayesbench: setuptools-scm is not installed: version {expected}, from PKG-INFO" in _said(proc)
+    work = tmp_path / "work"
+    work.mkdir()
+    installed = _run([python, "-c", "import importlib.metadata as m; print(m.version('bayesbench'))"], cwd=work)
+    assert installed.stdout.strip() == expected
 
 
 def test_pip_installs_from_a_git_url(tmp_path):
