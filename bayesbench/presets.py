@@ -227,9 +227,41 @@ def outside_setup(preset: Preset, task) -> TaskSetup:
     return replace(preset.outside, label=task.describe(), task=task.config())
 
 
-def labelled(label: str, options: dict) -> str:
-    """A task's label with the options that made it another task, sorted by name:
-    'bijection V=8 L=7 repl [L=8 variant=paper]'. Its rows are never ranked with the preset's."""
+# Words of a preset's task label that stand for a task setting not written as name=value: where
+# the setting that ran differs, the word goes and the setting is said in brackets.
+LABEL_WORDS = {"repl": "keys", "rows": "encoding", "tokens": "encoding"}
+
+
+def labelled(label: str, base: dict, ran: dict) -> str:
+    """The label of the task that ran (`ran`: its `Task.config()`, every setting resolved) in place
+    of the preset's task labelled `label` (`base`: that task's `Task.config()`). It says what ran:
+    each setting that differs replaces its `name=value` in the label, a word standing for one
+    (`LABEL_WORDS`) goes, and every other one is said in brackets, sorted by name:
+
+    - V=20 L=19 over 'bijection V=8 L=7 repl': 'bijection V=20 L=19 repl';
+    - L=12 over 'sticky V=8 L=32': 'sticky V=8 L=12';
+    - supervise=authors over 'bijection V=8 L=7 repl': 'bijection V=8 L=7 repl [supervise=authors]'.
+
+    A setting equal to the preset's changes nothing (the label is the preset's). Its rows rank
+    apart from the preset's: they ran another task, and their label says which."""
+    changed = {k: v for k, v in ran.items() if k != "task" and base.get(k) != v}
+    words = []
+    for word in label.split(" "):
+        name = word.split("=", 1)[0] if "=" in word else LABEL_WORDS.get(word)
+        if name in changed and "=" in word:
+            words.append(f"{name}={changed.pop(name)}")
+        elif name in changed:
+            continue  # the word's setting changed: said in brackets below
+        else:
+            words.append(word)
+    extra = " ".join(f"{k}={v}" for k, v in sorted(changed.items()))
+    return " ".join(words) + (f" [{extra}]" if extra else "")
+
+
+def options_label(label: str, options: dict) -> str:
+    """The label stores of schema version 5 and below gave a task run with options (the preset's
+    label, then the options as given, in brackets): 'bijection V=8 L=7 repl [L=8 variant=paper]'.
+    Read only to migrate such rows (`store/migrations`) and to replay their run.json."""
     return f"{label} [{' '.join(f'{k}={v}' for k, v in sorted(options.items()))}]"
 
 

@@ -266,7 +266,7 @@ def replay_settings(doc: dict, path: str) -> dict:
     options, the capacity match as the parameter count it came to), seeds, every training field
     of its identity, evaluation set size, device type and threads. `cli/run.py` checks that they
     resolve to the stored identity before anything runs."""
-    from ..presets import get_preset, labelled
+    from ..presets import get_preset, labelled, options_label
     from ..tasks import task_from_config
 
     ident = doc["config"]["identity"]
@@ -281,7 +281,10 @@ def replay_settings(doc: dict, path: str) -> dict:
             continue
         base = task_from_config(setup.task).config()
         diff = {k: v for k, v in task.items() if k != "task" and base.get(k) != v}
-        if (labelled(setup.label, diff) if diff else setup.label) == ident["label"]:
+        ran = task_from_config(task).config() if diff else base
+        # the label says what ran (`presets.labelled`); a run.json of a store of schema 5 or
+        # below says the options as given (`presets.options_label`)
+        if ident["label"] in (labelled(setup.label, base, ran), options_label(setup.label, diff) if diff else None):
             key, options = name, diff
             break
     if key is None:

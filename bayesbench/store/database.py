@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 from .. import versions
 from ..identity import identity_key, run_identity
 from ..metric_table import final_metrics, stored_columns
-from ..presets import labelled
+from ..presets import PRESETS, labelled, options_label
 from ..running.disk import DiskFull, is_disk_full
 from .records import (
     FINAL_LOSS_MEANING,
@@ -95,8 +95,9 @@ CREATE TABLE IF NOT EXISTS learning_curves (
 # PRAGMA user_version of the stores this module writes. A store of a lower version (0: one that
 # never set it) is brought up to it when opened for writing: the columns it lacks added
 # (`_add_missing_columns`), every row's code (`_record_legacy_code`) and identity
-# (`_record_identities`) recorded.
-SCHEMA_VERSION = 5
+# (`_record_identities`) recorded, and (6) a task run with options labelled with what ran
+# (`_relabel_task_options`).
+SCHEMA_VERSION = 6
 COLUMNS = ("run_id", "seed", "member", "group_id", "preset", "task", "task_label", "task_config", "arch",
            "config", "params", "steps", "wall_s", "steps_per_s", "sequences_per_s", "status", "final_loss",
            *stored_columns(), "metrics", "curves", "loss_curve", "environment", "created_at", "stop_step",
@@ -170,6 +171,7 @@ def connect(path: str | None = None, *, read_only: bool = False) -> sqlite3.Conn
         if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
             _retry(lambda: _record_legacy_code(conn))
             _retry(lambda: _record_identities(conn))
+            _retry(lambda: _relabel_task_options(conn))
             _retry(lambda: conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}"))
     except sqlite3.Error as err:
         conn.close()
@@ -344,12 +346,77 @@ def _stored_key(row: dict, compiled: bool) -> str | None:
 
 
 def _unified_label(row: dict) -> str:
-    """A sweep row's label with its task options in the one format (`presets.labelled`)."""
+    """A sweep row's label with its task options in the one format of schema 5
+    (`presets.options_label`); `_ran_label` then says what ran."""
     label = row.get("task_label") or ""
     found = re.fullmatch(r"(.*) \[(.*)\]", label)
     if not found or not str(row.get("group_id") or "").startswith("sweep-"):
         return label
-    return labelled(found[1], dict(item.split("=", 1) for item in _SWEEP_OPTIONS.split(found[2])))
+    return options_label(found[1], dict(item.split("=", 1) for item in _SWEEP_OPTIONS.split(found[2])))
+
+
+def _ran_label(label: str, task_config: dict | None) -> str:
+    """The label (`presets.labelled`: the settings that ran) of a row that stores of schema 5 and
+    below labelled with its task options as given (`presets.options_label`: 'bijection V=8 L=7
+    repl [L=19 V=20 variant=code]' becomes 'bijection V=20 L=19 repl'); any other label as it is."""
+    found = re.fullmatch(r"(.*?) \[(.*)\]", label or "")
+    if not found or not task_config:
+        return label
+    from ..tasks import task_from_config
+
+    for preset in PRESETS.values():
+        for setup in preset.tasks.values():
+            if setup.label == found[1] and setup.task.get("task") == task_config.get("task"):
+                try:
+                    ran = task_from_config(dict(task_config)).config()
+                except (TypeError, ValueError):
+                    return label
+                return labelled(setup.label, task_from_config(setup.task).config(), ran)
+    return label
+
+
+def _relabel_task_options(conn: sqlite3.Connection) -> None:
+    """Schema 6: every row labelled with its task options as given (`_ran_label`) gets the label
+    of what ran, in its task_label and its identity, in one transaction; the numbers stay as they
+    are. A row whose run_id is its job's key (`identity_key` of its identity and seeds) is keyed
+    anew, its learning curve and studies following, so the same command finds it again; of two
+    rows that would take the same (run_id, seed) the newer does, the older keeps its run_id."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        rows = [dict(r) for r in conn.execute("SELECT id, run_id, seed, task_label, task_config, config FROM runs "
+                                               "ORDER BY created_at DESC, id DESC")]
+        held = {(r["run_id"], r["seed"]) for r in rows}
+        renamed: dict[str, str] = {}
+        for row in rows:
+            config = json.loads(row["config"]) if row["config"] else {}
+            task_config = json.loads(row["task_config"]) if row["task_config"] else None
+            label = _ran_label(row["task_label"], task_config)
+            identity = config.get("identity")
+            if label == row["task_label"] or not isinstance(identity, dict):
+                continue
+            run_id, seeds = row["run_id"], config.get("seeds")
+            new_identity = {**identity, "label": label}
+            if seeds is not None and identity_key(identity, seeds) == run_id:
+                keyed = identity_key(new_identity, seeds)
+                if (keyed, row["seed"]) not in held:
+                    held.discard((run_id, row["seed"]))
+                    held.add((keyed, row["seed"]))
+                    conn.execute("UPDATE learning_curves SET run_id = ? WHERE run_id = ? AND seed = ?",
+                                 (keyed, run_id, row["seed"]))
+                    renamed[run_id] = keyed
+                    run_id = keyed
+            config = {**config, "identity": new_identity, "identity_key": identity_key(new_identity)}
+            conn.execute("UPDATE runs SET run_id = ?, task_label = ?, config = ? WHERE id = ?",
+                         (run_id, label, json.dumps(config, allow_nan=False), row["id"]))
+        studies = {r[1] for r in conn.execute("PRAGMA table_info(studies)").fetchall()}
+        if "run_id" in studies:
+            conn.executemany("UPDATE studies SET run_id = ? WHERE run_id = ?",
+                             [(new, old) for old, new in renamed.items()])
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def _record_identities(conn: sqlite3.Connection) -> None:
@@ -641,6 +708,7 @@ def read_rows(path: str | None = None, *, where: str = "", params: tuple = ()) -
                 d["config"]["code"] = legacy_code(d)
             if d["config"] is not None and "identity" not in d["config"]:  # the label its migration gives it
                 d["task_label"] = _unified_label(d)
+            d["task_label"] = _ran_label(d["task_label"], d["task_config"])  # a store read-only, not migrated
         except (TypeError, ValueError) as err:
             raise StoreError(f"results store {db_path(path)} is damaged: row {d.get('id')} (run {d.get('run_id')}, "
                              f"seed {d.get('seed')}) has unreadable {c} ({err}); it was left as it is") from None

@@ -275,7 +275,8 @@ def with_model_args(preset_cfg: dict, model_args: dict) -> dict:
 
 def task_setup(preset: Preset, key: str, options: dict | None = None) -> TaskSetup:
     """The TaskSetup of task `key` of `preset` with `options` applied: the preset's task fields
-    replaced, said in its label (`presets.labelled`: its rows are another task's), and the
+    replaced, said in its label (`presets.labelled`: the settings that ran; its rows are another
+    task's; options all equal to the preset's own values give the preset's task), and the
     scored position sets the new task lacks left out; or an outside tunnel ('pkg.mod:build',
     './file.py:build'), imported and checked (`tasks.check.check_task`) and trained with the
     preset's settings for outside tunnels (`presets.outside_setup`), `options` its factory's."""
@@ -295,11 +296,15 @@ def task_setup(preset: Preset, key: str, options: dict | None = None) -> TaskSet
         task = task_from_config(config)
     except (TypeError, ValueError) as err:
         raise SettingError(str(err), ("task_options",)) from None
+    base = task_from_config(setup.task).config()
+    if task.config() == base:  # every option the preset's own value: the preset's task, its rows
+        return setup
     scored = tuple(name for name in setup.eval_scored if _can_score(task, name))
     if setup.eval_scored and not scored:
         raise SettingError(f"the task they make has none of the preset's scored position sets "
                            f"{list(setup.eval_scored)}", ("task_options",))
-    return dataclasses.replace(setup, task=config, label=labelled(setup.label, options), eval_scored=scored)
+    return dataclasses.replace(setup, task=config, label=labelled(setup.label, base, task.config()),
+                               eval_scored=scored)
 
 
 def _can_score(task: Task, name: str) -> bool:

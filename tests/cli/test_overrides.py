@@ -32,7 +32,7 @@ def test_overrides_reach_the_job_the_record_and_the_leaderboard(tmp_path, capsys
     assert r.config["train"]["batch_size"] == 8 and r.task_config["L"] == 12 and r.config["model_args"]["d_model"] == 32
     assert r.config["overrides"] == {"train": {"lr": 5e-4, "batch_size": 8, "curve_sequences": 32}, "task": {"L": 12},
                                      "model": {"d_model": 32, "d_ffn": 64}}
-    assert r.task_label == "sticky V=8 L=32 [L=12]"  # another task than the preset's: said in its label
+    assert r.task_label == "sticky V=8 L=12"  # another task than the preset's: its label says what ran
     assert main(["leaderboard", "--db", str(tmp_path / "r.sqlite")]) == 0
     md = capsys.readouterr().out
     assert "| task | eval | arch | settings |" in md.splitlines()[0]
@@ -115,3 +115,28 @@ def test_an_outside_tunnel_trains_in_worker_processes_and_a_broken_one_is_refuse
                  *_common(tmp_path)]) == 2  # checked before any training
     assert "the posterior disagrees with the sampler" in capsys.readouterr().err
     assert len(read_rows(str(tmp_path / "r.sqlite"))) == 4
+
+
+def test_a_task_label_says_the_settings_that_ran_not_the_presets(tmp_path, capsys):
+    """`--task-args V=20 L=19 variant=code` over the quick bijection (V=8, L=7, repl): the row and the
+    printed line say 'bijection V=20 L=19 repl' (they said 'bijection V=8 L=7 repl [L=19 V=20
+    variant=code]': the preset's V and L, then the ones that ran); a setting no word of the label
+    names is said in brackets; options all equal to the preset's give the preset's own task; and
+    rows of different settings stay apart on the leaderboard."""
+    from bayesbench.presets import QUICK
+    from bayesbench.report.rows import aggregate
+    from bayesbench.report.selection import select_rows
+    from bayesbench.sweep.jobs import task_setup
+
+    common = [*_common(tmp_path), "--arch", "mlp", "--seeds", "0", "--task", "bijection"]
+    assert main(["train", *common, "--task-args", "V=20", "L=19", "variant=code"]) == 0
+    assert "done: bijection V=20 L=19 repl / mlp" in capsys.readouterr().out
+    assert main(["train", *common, "--task-args", "supervise=authors"]) == 0
+    assert main(["train", *common]) == 0
+    rows = read_rows(str(tmp_path / "r.sqlite"))
+    assert sorted(r["task_label"] for r in rows) == ["bijection V=20 L=19 repl", "bijection V=8 L=7 repl",
+                                                     "bijection V=8 L=7 repl [supervise=authors]"]
+    assert len({row.task for row in aggregate(select_rows(str(tmp_path / "r.sqlite")))}) == 3
+    assert task_setup(QUICK, "bijection", {"V": 8, "variant": "code"}) is QUICK.tasks["bijection"]
+    keys = task_setup(QUICK, "bijection", {"keys": "permutation"}).label  # 'repl' stands for keys=replacement
+    assert keys == "bijection V=8 L=7 [keys=permutation]"

@@ -44,7 +44,7 @@ def test_round_trip_with_curve_and_stop(tmp_path):
     assert con.execute("SELECT COUNT(*) FROM learning_curves").fetchone()[0] == 2 * 4 * 3
     assert con.execute("SELECT value FROM learning_curves WHERE seed = 1 AND step = 4 AND metric = 'kl'"
                        ).fetchone()[0] == 0.5
-    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
 
 
 def test_rewriting_a_member_replaces_its_curve_only(tmp_path):

@@ -1,8 +1,9 @@
 """The store's migration to run identities (schema version 5), on a store written by the code
 before them (`data/store_v4.sql`: its header says which commands made it): every row keeps its
 numbers and gains its identity; the rows of `train` and `sweep` are keyed as the same commands
-key their jobs now, so those commands find them again; a sweep row's task options take the one
-label format; the leaderboard pools exactly the rows of equal identity."""
+key their jobs now, so those commands find them again; a row run with task options is labelled with
+the task that ran (schema 6: 'sticky V=6 L=10', not 'sticky V=8 L=32 [L=10 V=6]'); the
+leaderboard pools exactly the rows of equal identity."""
 
 from __future__ import annotations
 
@@ -78,11 +79,11 @@ def test_an_old_store_keeps_its_numbers_and_its_rows_are_keyed_as_their_commands
     for row in before.values():
         row = {**row, **{c: json.loads(row[c]) for c in ("task_config", "config", "environment")}}
         assert _stored_key(row, False) == row["run_id"] and _stored_key(row, True) != row["run_id"]
-    # read as they are, without migrating, the rows already say the sweep's options in the one format
-    assert {r["task_label"] for r in read_rows(db)} == {"sticky V=8 L=32", "sticky V=8 L=32 [L=10 V=6]"}
+    # read as they are, without migrating, the rows already say what ran (not the options as given)
+    assert {r["task_label"] for r in read_rows(db)} == {"sticky V=8 L=32", "sticky V=6 L=10"}
     assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == 4  # reading migrates nothing
     write_rows([], db)  # opening it for writing migrates it
-    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
     after = _rows(db)
     for i, row in before.items():
         assert {c: after[i][c] for c in NUMBERS} == {c: row[c] for c in NUMBERS}
@@ -91,9 +92,9 @@ def test_an_old_store_keeps_its_numbers_and_its_rows_are_keyed_as_their_commands
         by_label.setdefault(after[i]["task_label"], []).append((before[i]["run_id"], row["run_id"], row["group_id"]))
     plain, optioned = _key(seeds=[0, 1]), _key(seeds=[0], task_args=OPTIONS)
     assert sorted(by_label["sticky V=8 L=32"]) == [(PLAIN, plain, "run-quick")] * 2
-    # the sweep's "[L=10, V=6]" and train's "[L=10 V=6]": one label, one identity; the newer row
+    # the sweep's "[L=10, V=6]" and train's "[L=10 V=6]": one label (what ran), one identity; the newer row
     # (train's) takes the key both commands give the job now, the older keeps its run_id
-    assert set(by_label["sticky V=8 L=32 [L=10 V=6]"]) == {(OPTIONED, optioned, "run-quick"),
+    assert set(by_label["sticky V=6 L=10"]) == {(OPTIONED, optioned, "run-quick"),
                                                             (SWEPT, SWEPT, "sweep-opts")}
     assert _curve_counts(db) == {(plain, 0): curves[(PLAIN, 0)], (plain, 1): curves[(PLAIN, 1)],
                                  (optioned, 0): curves[(OPTIONED, 0)], (SWEPT, 0): curves[(SWEPT, 0)]}
@@ -132,7 +133,7 @@ def test_the_leaderboard_pools_exactly_the_rows_of_equal_identity(tmp_path):
     for agg in (groups, migrated):
         rows = {(row.task, row.eval): row for row in agg}
         assert len(agg) == 2 and rows[("sticky V=8 L=32", "standard")].seeds == [0, 1]
-        optioned = rows[("sticky V=8 L=32 [L=10 V=6]", "standard")]
+        optioned = rows[("sticky V=6 L=10", "standard")]
         assert optioned.seeds == [0] and optioned.n_runs == 2  # both runs, the seed counted once
     # equal identity pools whatever else the rows say; another identity is another row
     row = next(r for r in read_rows(db) if r["task_label"] == "sticky V=8 L=32" and r["seed"] == 0)
@@ -158,7 +159,42 @@ def test_a_compiled_run_is_recognised_by_its_stored_key(tmp_path):
     con.commit()
     con.close()
     write_rows([], db)
-    (moved,) = [r for r in read_rows(db) if r["seed"] == 0 and "[" not in r["task_label"]]
+    (moved,) = [r for r in read_rows(db) if r["seed"] == 0 and r["task_label"] == "sticky V=8 L=32"]
     identity = moved["config"]["identity"]
     assert identity["train"]["compile"] is True
     assert moved["run_id"] == identity_key(identity, [0, 1]) not in (compiled, _key(seeds=[0, 1]))
+
+
+def test_a_schema_5_row_labelled_with_its_options_is_relabelled_and_found_again(tmp_path, capsys):
+    """Schema 5 labelled a task run with options by the preset's label and the options as given;
+    schema 6 labels it with what ran and keys it as the same command keys the job now."""
+    from bayesbench.presets import options_label
+
+    db, runs = str(tmp_path / "s5.sqlite"), str(tmp_path / "runs")
+    common = ["--arch", "mlp", "--steps", "5", "--eval-sequences", "64", "--curve-sequences", "32", "--db", db,
+              "--runs-dir", runs, "--no-progress", "--task", "sticky", "--seeds", "0"]
+    assert main(["train", "--task-args", "L=10", "V=6", "variant_free=1", *common]) != 0  # not a setting: refused
+    capsys.readouterr()
+    assert main(["train", "--task-args", "L=10", "V=6", *common]) == 0
+    (row,) = read_rows(db)
+    assert row["task_label"] == "sticky V=6 L=10"
+    now_key = row["run_id"]
+    # as schema 5 stored it: the options as given in the label, its identity and key from that label
+    old_label = options_label("sticky V=8 L=32", {"L": 10, "V": 6})
+    identity = {**row["config"]["identity"], "label": old_label}
+    old_key = identity_key(identity, [0])
+    con = sqlite3.connect(db)
+    con.execute("UPDATE runs SET run_id = ?, task_label = ?, config = ?",
+                (old_key, old_label, json.dumps({**row["config"], "identity": identity,
+                                                 "identity_key": identity_key(identity)})))
+    con.execute("UPDATE learning_curves SET run_id = ?", (old_key,))
+    con.execute("PRAGMA user_version = 5")
+    con.commit()
+    con.close()
+    assert {r["task_label"] for r in read_rows(db)} == {"sticky V=6 L=10"}  # read-only: said as what ran
+    assert main(["train", "--task-args", "L=10", "V=6", *common]) == 0  # opens it for writing: migrates
+    assert "1 job: 1 already stored (skipped), 0 to run" in capsys.readouterr().out
+    (row,) = read_rows(db)
+    assert row["run_id"] == now_key and row["task_label"] == row["config"]["identity"]["label"] == "sticky V=6 L=10"
+    assert row["config"]["identity_key"] == identity_key(row["config"]["identity"])
+    assert _curve_counts(db) and set(k[0] for k in _curve_counts(db)) == {now_key}

@@ -90,7 +90,8 @@ def test_the_same_point_from_the_command_line_and_a_sweep_file_is_the_same_job_a
                                       "--train-args", "weight_decay=0"])
     (from_flags,) = jobs_of(args, place=lambda d: "cpu")
     assert from_file.job == from_flags.job and from_file.key == from_flags.key
-    assert from_file.job.setup.label == "bijection V=8 L=7 repl [L=8 variant=paper]"
+    assert from_file.job.setup.label == ("bijection V=8 L=8 [keys=permutation query=False supervise=values "
+                                         "variant=paper]")
     assert from_file.job.identity == from_flags.job.identity
     assert from_file.job.overrides == from_flags.job.overrides == {"train": {"weight_decay": 0.0},
                                                                    "task": {"variant": "paper", "L": 8}}

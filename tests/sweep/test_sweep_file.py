@@ -221,7 +221,7 @@ def test_task_options_without_a_query_drop_the_query_set_as_task_args_do(tmp_pat
     path = _write(tmp_path, 'name = "p"\npreset = "quick"\ntasks = ["bijection"]\narchs = ["mlp"]\nsteps = 5\n'
                             'task_options = {variant = "paper", L = 8}\n')
     (sj,) = expand(load_sweep(path))
-    assert sj.job.setup.eval_scored == ("values",) and sj.job.setup.label.endswith("[L=8 variant=paper]")
+    assert sj.job.setup.eval_scored == ("values",) and sj.job.setup.label.startswith("bijection V=8 L=8 [")
     assert main(["sweep", path, "--dry-run", "--db", str(tmp_path / "r.sqlite")]) == 0
     assert f"{sj.label} " in capsys.readouterr().out and sj.label.endswith("lr 0.0005 seeds [0, 1, 2]")
 
