@@ -159,17 +159,28 @@ def curve_task(task: Task, eval_scored) -> Task:
     return task
 
 
+#: Sequences per forward pass of a curve point, by device type. Every sequence's predictive is the
+#: same bit for bit whatever the chunk (the models compute each sequence on its own;
+#: tests/training/test_curves.py); on a CPU a chunk near a training batch keeps the activations in
+#: cache, where the whole 256-sequence set in one pass made a point cost about 4 training steps of
+#: the quick sticky chain instead of about 2.7 (BENCHMARKS.md, "Learning curves"); on a GPU one
+#: large pass is fastest.
+CURVE_CHUNK = {"cpu": 64, "cuda": 512}
+
+
 class CurveSet:
     """The curve set on the training device, with what every metric needs of the exact posterior
     computed once (its entropies, sum p log p, the scored positions and their counts)."""
 
     def __init__(self, task: Task, n: int = DEFAULT_CURVE_SEQUENCES, device: torch.device | str = "cpu",
-                 chunk: int = 512, split: str = "curve", eval_sequences: int | None = None) -> None:
+                 chunk: int | None = None, split: str = "curve", eval_sequences: int | None = None) -> None:
         """split: "curve" (the curve set, `curve_batch`) or "selection" (`selection_batch`, drawn
-        apart from the first `eval_sequences` evaluation sequences and the curve set)."""
+        apart from the first `eval_sequences` evaluation sequences and the curve set). chunk: the
+        sequences of one forward pass (None: `CURVE_CHUNK` for the device's type)."""
         batch = curve_batch(task, n) if split == "curve" else selection_batch(task, n, eval_sequences)
-        self.task, self.n, self.chunk = task, n, chunk
         dev = torch.device(device)
+        self.task, self.n = task, n
+        self.chunk = CURVE_CHUNK.get(dev.type, CURVE_CHUNK["cuda"]) if chunk is None else int(chunk)
         self.tokens = batch.tokens.to(dev)
         self.header = None if batch.header is None else batch.header.to(dev)
         self.p = batch.posterior.double().to(dev)  # [N, L, C]

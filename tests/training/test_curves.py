@@ -177,3 +177,21 @@ def test_diverged_member_scores_nan_and_the_others_keep_theirs():
     assert all(math.isnan(v) for v in result.curve.member(1, "kl"))
     assert all(math.isfinite(v) for v in result.curve.member(0, "kl"))
     assert result.stop(1) == (0, "diverged") and result.stop(0) == (6, "budget")
+
+
+@pytest.mark.parametrize("arch", ["transformer", "mlp", "mlp-prefix", "lstm", "gru", "mamba", "linear-attention"])
+def test_a_curve_point_is_the_same_bit_for_bit_whatever_its_chunk(arch):
+    """The chunk (`curves.CURVE_CHUNK`: 64 sequences on a CPU, the cost of a point) changes no bit of
+    a point: each sequence is computed on its own. 70 sequences: chunks of 64 + 6, 5 x 13 + 5 and
+    one of 70, two members; the HMM's header too."""
+    from bayesbench.models.registry import build_model
+    from bayesbench.training.curves import CURVE_CHUNK
+
+    assert CURVE_CHUNK["cpu"] == 64
+    for task in (get_task("sticky", V=5, L=9), get_task("hmm", K=4)):
+        torch.manual_seed(0)
+        model = build_model(arch, task, ensemble=2)
+        points = [CurveSet(task, 70, chunk=chunk).score(model) for chunk in (None, 13, 512)]
+        assert CurveSet(task, 70).chunk == 64
+        for other in points[1:]:
+            assert torch.equal(torch.nan_to_num(points[0], nan=-1.0), torch.nan_to_num(other, nan=-1.0)), (arch, task)
