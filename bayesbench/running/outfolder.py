@@ -53,13 +53,14 @@ def _parents(path: str) -> list[str]:
 
 def listed_files(folder: str, marker: str) -> dict[str, int] | None:
     """The files the marker file of `folder` lists ({relative path: size}), or None when the marker is
-    missing or not one bayesbench wrote."""
+    missing or not one bayesbench wrote (a JSON object with "what": "bayesbench ..." and "files")."""
     try:
         with open(os.path.join(folder, marker)) as f:
             content = json.load(f)
     except (OSError, ValueError, UnicodeDecodeError):
         return None
-    files = content.get("files") if isinstance(content, dict) else None
+    ours = isinstance(content, dict) and str(content.get("what", "")).startswith("bayesbench ")
+    files = content.get("files") if ours else None
     if not isinstance(files, dict) or not all(
             isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in files.items()):
         return None
@@ -69,7 +70,9 @@ def listed_files(folder: str, marker: str) -> dict[str, int] | None:
 def foreign_file(folder: str, marker: str, what: str) -> str | None:
     """What in the non-empty `folder` bayesbench did not write (a phrase to follow the folder's name),
     or None when every file is one its marker lists, unchanged."""
-    if not os.path.isfile(os.path.join(folder, marker)) or os.path.islink(os.path.join(folder, marker)):
+    if os.path.islink(os.path.join(folder, marker)):
+        return f" holds {marker} as a symbolic link, not a marker file bayesbench wrote"
+    if not os.path.isfile(os.path.join(folder, marker)):
         first = sorted(os.listdir(folder))[0]
         return f" is not empty (it holds {first}) and holds no bayesbench {what} ({marker})"
     files = listed_files(folder, marker)

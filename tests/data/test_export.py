@@ -305,5 +305,5 @@ def test_a_full_disk_names_the_folder_and_keeps_the_earlier_export(tmp_path, cap
 
     monkeypatch.setattr(pq, "write_table", full)
     err = _fails(capsys, ["sticky", "--sequences", "5", "--out", str(out)], code=1)
-    assert f": no space left on device: {out} (nothing already written" in err
+    assert err.startswith(f"bayesbench data export: no space left on device: {out} (nothing already written")
     assert sorted(os.listdir(out)) == before and sorted(os.listdir(tmp_path)) == ["sets"]

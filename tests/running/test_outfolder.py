@@ -25,14 +25,14 @@ def _build(out, files: dict[str, str], **extra) -> None:
             os.makedirs(os.path.dirname(os.path.join(tmp, name)), exist_ok=True)
             with open(os.path.join(tmp, name), "w") as f:
                 f.write(text)
-        marker.update({"what": "test", **extra})
+        marker.update({"what": "bayesbench test", **extra})
 
 
 def test_the_marker_lists_every_file_written_and_a_rebuild_replaces_them(tmp_path):
     out = tmp_path / "out"
     _build(out, {"a.txt": "aa", "sub/b.txt": "bbb"})
     marker = json.loads((out / MARK).read_text())
-    assert marker["what"] == "test" and marker["files"] == {"a.txt": 2, "sub/b.txt": 3}
+    assert marker["what"] == "bayesbench test" and marker["files"] == {"a.txt": 2, "sub/b.txt": 3}
     _build(out, {"c.txt": "c"})
     assert sorted(os.listdir(out)) == ["c.txt", MARK]
     assert sorted(os.listdir(tmp_path)) == ["out"]
@@ -76,8 +76,9 @@ def test_a_symbolic_link_inside_or_as_the_folder_is_refused_and_its_target_untou
     assert (elsewhere / "precious.txt").read_text() == "keep" and sorted(os.listdir(elsewhere)) == ["precious.txt"]
 
 
-@pytest.mark.parametrize("content", ['{"sets": []}', "not json", '{"files": {"a.txt": "big"}}', "[1, 2]",
-                                     '{"files": ["a.txt"]}'])
+@pytest.mark.parametrize("content", ['{"sets": []}', "not json", '{"what": "bayesbench site", "files": {"a": "big"}}',
+                                     "[1, 2]", '{"what": "bayesbench site", "files": ["a.txt"]}',
+                                     '{"files": {"a.txt": 4}}'])
 def test_a_folder_with_a_foreign_marker_file_is_refused_and_kept(tmp_path, content):
     out = tmp_path / "out"
     out.mkdir()
