@@ -1,7 +1,7 @@
 """`bayesbench data export`: the tunnels as datasets (docs/data.md).
 
     bayesbench data export bijection --split eval --format parquet          # data/bijection-eval/
-    bayesbench data export hmm --split train --sequences 10000 --format hf   # fresh training sequences
+    bayesbench data export hmm --split train --sequences 10000 --format hf   # data/hmm-train-hf/: fresh sequences
     bayesbench data export ./mine.py:build --task-args L=12 --split eval
 """
 
@@ -38,7 +38,8 @@ def add_parser(sub) -> None:
                    "is drawn (default 0)")
     e.add_argument("--format", default="parquet", choices=FORMATS,
                    help="parquet (one file per set, pyarrow) or hf (a datasets.DatasetDict saved to disk)")
-    e.add_argument("--out", help="output folder (default data/<task>-<split>; an earlier export there is replaced)")
+    e.add_argument("--out", help="output folder (default data/<task>-<split>, data/<task>-<split>-hf for --format "
+                                 "hf; an earlier export there is replaced)")
     e.set_defaults(verb_handler=cmd_data_export)
     p.set_defaults(handler=cmd_data)
 
@@ -59,7 +60,8 @@ def cmd_data_export(args) -> int:
     if args.seed != 0 and args.split != "train":
         raise ValueError(f"--seed picks a training-data stream: it goes with --split train, not --split {args.split}")
     name = stem(args.task, "task", "'pkg.mod:build' or './file.py:build'") if is_outside_task(args.task) else args.task
-    out = args.out if args.out is not None else os.path.join("data", f"{slug(name)}-{args.split}")
+    default = f"{slug(name)}-{args.split}" + ("-hf" if args.format == "hf" else "")  # one folder per format
+    out = args.out if args.out is not None else os.path.join("data", default)
     check_folder("--out", out)
     manifest = export(args.task, out=out, task_args=as_dict("--task-args", args.task_args) or None,
                       preset=args.preset, split=args.split, sequences=args.sequences, evals=args.eval,

@@ -67,7 +67,8 @@ def run_command(fn: Callable[[argparse.Namespace], int], args: argparse.Namespac
         if debug_enabled(args):
             raise
         code, line = explain(err, args, argv)
-        print(f"bayesbench {args.command}: {line}", file=sys.stderr, flush=True)
+        name = " ".join(filter(None, (args.command, getattr(args, "data_command", None))))  # `data export`
+        print(f"bayesbench {name}: {line}", file=sys.stderr, flush=True)
         if exit_now and isinstance(err, KeyboardInterrupt):
             interrupt.exit_now(code)
         return code

@@ -9,18 +9,19 @@ and `bayesbench.json`: the manifest with every set's id, seed, sizes, task and t
 predictions file of it carries.
 
 An export replaces the folder's previous export as a whole (written beside it, then swapped in),
-and refuses a folder that holds anything else.
+and refuses a folder that holds anything else: `bayesbench.json` lists the files the export wrote
+("files"), the only ones a later export there deletes (running/outfolder.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import numpy as np
 
 from .. import __version__
+from ..running.outfolder import check_out, folder_bytes, rebuilt
 from ..scoring.evaluate import scored_positions
 from ..tasks import Batch
 from . import FORMATS, card
@@ -104,18 +105,6 @@ def _command(task: str, task_args: dict | None, preset: str, split: str, n: int 
     return " ".join(parts + ["--format", fmt])
 
 
-def check_out(out: str, marker: str = MANIFEST, what: str = "export") -> None:
-    """Refuse a folder that holds something other than an earlier `what` (an export, or the site
-    of `report/site.py`), known by its `marker` file: only such a folder is replaced."""
-    if not out.strip():
-        raise ValueError("--out must name a folder, got an empty path (leave --out out for the default)")
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"--out {out} is a file; give a folder (it is created if missing)")
-    if os.path.isdir(out) and os.listdir(out) and not os.path.exists(os.path.join(out, marker)):
-        raise ValueError(f"--out {out} is not empty and holds no bayesbench {what} ({marker}): give a new or "
-                         f"empty folder (an earlier {what} there is replaced)")
-
-
 def export(task: str, *, out: str, task_args: dict | None = None, preset: str = "quick", split: str = "eval",
            sequences: int | None = None, evals: list[str] | None = None, seed: int = 0, fmt: str = "parquet",
            cache_dir: str | None = None) -> dict:
@@ -130,7 +119,7 @@ def export(task: str, *, out: str, task_args: dict | None = None, preset: str = 
         except ImportError:
             raise ValueError("--format hf needs the datasets package: pip install 'bayesbench[data]' (or pip install "
                              "datasets)") from None
-    check_out(out)
+    check_out(out, MANIFEST, "export")  # before anything is drawn
     setup = task_setup(task, task_args, preset)
     specs = sets_of(setup, split, n=sequences, evals=evals, seed=seed)
     first = specs[0].task
@@ -139,8 +128,7 @@ def export(task: str, *, out: str, task_args: dict | None = None, preset: str = 
                 "task_config": setup.task, "tunnel": first.name, "tunnel_code": first.code(),
                 "bayesbench": __version__,
                 "command": _command(task, task_args, preset, split, sequences, evals, seed, fmt), "sets": []}
-    tmp = make_tmp(out)
-    try:
+    with rebuilt(out, MANIFEST, "export") as (tmp, marker):
         tables = {}
         for spec in specs:
             batch = spec.draw(cache_dir)
@@ -154,14 +142,10 @@ def export(task: str, *, out: str, task_args: dict | None = None, preset: str = 
                 tables[entry["slug"]] = (t, entry)
         if fmt == "hf":
             _save_hf(tables, tmp)
-        with open(os.path.join(tmp, MANIFEST), "w") as f:
-            json.dump(manifest, f, indent=1, sort_keys=False)
-            f.write("\n")
         with open(os.path.join(tmp, CARD), "w") as f:
             f.write(card.render(manifest))
-        replace_folder(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        marker.update(manifest)  # written last, with "files": the files of this export (running/outfolder.py)
+    manifest["files"] = marker["files"]
     manifest["bytes"] = folder_bytes(out)
     return manifest
 
@@ -181,57 +165,6 @@ def _save_hf(tables: dict, folder: str) -> None:
     finally:
         if was:
             datasets.enable_progress_bars()
-
-
-def make_tmp(out: str) -> str:
-    """A fresh folder beside `out` to build into (then `replace_folder`); a place where nothing
-    can be written is refused naming --out (a read-only folder, a full disk)."""
-    tmp = f"{out.rstrip(os.sep)}.tmp{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        os.makedirs(tmp)
-    except OSError as err:
-        where = os.path.dirname(os.path.abspath(tmp))
-        raise ValueError(f"--out {out}: nothing can be written in {where} ({err.strerror or err}); choose a writable "
-                         "folder") from None
-    return tmp
-
-
-def replace_folder(tmp: str, out: str) -> None:
-    """Put the finished folder `tmp` at `out`, replacing what was there only once the new one is
-    complete (an export, a site): a failure on the way leaves the earlier one as it was.
-
-    Between the two renames `out` is briefly absent: an interruption there (Ctrl-C) puts the
-    earlier folder back, and another command that put its own folder at `out` meanwhile (two
-    exports to one place) is replaced in turn, so one whole folder is left, never none."""
-    old = f"{out.rstrip(os.sep)}.old{os.getpid()}"
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    shutil.rmtree(old, ignore_errors=True)
-    moved = False
-    try:
-        for attempt in range(5):
-            if os.path.isdir(out):
-                if moved:  # another writer's folder arrived after ours moved the earlier one: last wins
-                    shutil.rmtree(out, ignore_errors=True)
-                else:
-                    os.replace(out, old)
-                    moved = True
-            try:
-                os.replace(tmp, out)
-                break
-            except OSError:
-                if attempt == 4 or not os.path.isdir(out):
-                    raise
-    except BaseException:
-        if moved and not os.path.exists(out) and os.path.isdir(old):
-            os.replace(old, out)  # the earlier folder back where it was
-        raise
-    finally:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def folder_bytes(folder: str) -> int:
-    return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(folder) for f in files)
 
 
 def read_manifest(folder: str) -> dict:

@@ -47,7 +47,7 @@ from ..metric_table import final_metrics
 if TYPE_CHECKING:
     from .rows import Row
 
-MARKER = ".bayesbench-site"  # marks a folder as a built site: a rebuild may replace it
+MARKER = ".bayesbench-site"  # a built site's marker: lists the files a rebuild may delete (running/outfolder.py)
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 ASSETS = ("site.css", "site.js")
 FIGURE_VERSION = 1  # part of every figure's name: raise it when the figures drawn change
@@ -441,7 +441,7 @@ def _dynamics_page(studies: list[dict], db: str | None, img: str) -> tuple[str, 
 def build_site(db: str | None = None, out: str = os.path.join("results", "site")) -> dict:
     """Write the site of the store `db` to the folder `out` (module doc); returns what it wrote:
     {"index", "pages", "images", "bytes", "rows", "records", "tables", "studies", "drawn", "copied"}."""
-    from ..data.export import check_out, folder_bytes, make_tmp, replace_folder
+    from ..running.outfolder import check_out, folder_bytes, rebuilt
     from ..store.database import db_path
     from .rows import aggregate
     from .selection import select_rows
@@ -452,8 +452,7 @@ def build_site(db: str | None = None, out: str = os.path.join("results", "site")
     if not records and not studies:
         raise ValueError(f"no results in the store {db_path(db)} (--db): nothing to build a site of; run `bayesbench "
                          "run --preset quick` first")
-    tmp = make_tmp(out)
-    try:
+    with rebuilt(out, MARKER, "site") as (tmp, marker):
         os.makedirs(os.path.join(tmp, "runs"))
         os.makedirs(os.path.join(tmp, "assets"))
         for asset in ASSETS:
@@ -480,11 +479,7 @@ def build_site(db: str | None = None, out: str = os.path.join("results", "site")
             with open(os.path.join(tmp, "dynamics.html"), "w") as f:
                 f.write(page)
             pages += 1
-        with open(os.path.join(tmp, MARKER), "w") as f:
-            f.write(f"built by bayesbench {__version__} from {db_path(db)}\n")
-        replace_folder(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        marker.update({"what": "bayesbench site", "bayesbench": __version__, "db": db_path(db)})
     return {"index": os.path.join(out, "index.html"), "pages": pages,
             "images": figures.drawn + figures.copied + study_images, "drawn": figures.drawn,
             "copied": figures.copied, "bytes": folder_bytes(out), "rows": len(agg), "records": len(records),

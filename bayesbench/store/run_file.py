@@ -17,6 +17,7 @@ import json
 import os
 from datetime import datetime, timezone
 
+from ..running.disk import discard_partial
 from .records import RunRecord, json_safe
 
 RUN_FILE = "run.json"
@@ -50,7 +51,13 @@ def run_document(records: list[RunRecord]) -> dict:
 def write_run_file(path: str, records: list[RunRecord]) -> str:
     """Write `run_document(records)` to `path` atomically (a temporary file renamed); returns it."""
     tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(run_document(records), f, indent=1, default=str)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(run_document(records), f, indent=1, default=str)
+        os.replace(tmp, path)
+    except BaseException as err:
+        raised = discard_partial(tmp, path, err)  # a full disk: DiskFull naming the file
+        if raised is err:
+            raise
+        raise raised from err
     return path

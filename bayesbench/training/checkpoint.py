@@ -28,7 +28,7 @@ from .. import versions
 from ..identity import difference
 from ..models import get_model
 from ..models.registry import model_code
-from ..running.disk import DiskFull, is_disk_full
+from ..running.disk import discard_partial
 from ..tasks import Task, task_from_config
 from .config import TRAINING_VERSION
 from .curves import EnsembleCurve
@@ -57,14 +57,10 @@ def save_atomic(obj, path: str) -> str:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException as err:
-        full = is_disk_full(err, folder)  # before the partial file is removed
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if full:
-            raise DiskFull(path) from err
-        raise
+        raised = discard_partial(tmp, path, err)
+        if raised is err:
+            raise
+        raise raised from err
     return path
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 import torch
 
 from ..running.runlock import run_lock
+from ..store.run_file import RUN_FILE
 from ..tasks import Task
 from .checkpoint import CHECKPOINT_NAME, remove_leftovers
 from .config import TrainConfig
@@ -36,7 +37,8 @@ def open_trainer(task: Task, arch: str, seeds: list[int], cfg: TrainConfig, *, m
         raise ValueError("resume=True needs run_dir (where the checkpoint is)")
     with run_lock(run_dir, say=note) if run_dir is not None else contextlib.nullcontext():
         if run_dir is not None:
-            remove_leftovers(os.path.join(run_dir, CHECKPOINT_NAME))  # temporary files of killed saves
+            for name in (CHECKPOINT_NAME, RUN_FILE):  # temporary files of killed saves (checkpoints, run.json)
+                remove_leftovers(os.path.join(run_dir, name))
         trainer = Trainer(task, arch, seeds, cfg, model_cfg=model_cfg, max_len=max_len, device=device,
                           run_dir=run_dir, run_id=run_id, meta=meta, identity=identity)
         path = trainer.checkpoint_path()

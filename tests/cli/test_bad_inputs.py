@@ -158,6 +158,17 @@ def test_a_full_disk_is_named_with_its_path_and_nothing_already_written_is_lost(
         assert "no space left on device: " + folder in line
 
 
+def test_a_store_on_a_disk_too_full_for_its_files_is_a_full_disk_not_an_io_error(capsys, tmp_path):
+    """A store created on a full disk was 'cannot be used (OperationalError: disk I/O error)', exit 2."""
+    from mounts import tmpfs
+
+    with tmpfs(tmp_path / "full", "16k") as folder:
+        db = os.path.join(folder, "r.sqlite")
+        line = _fails(capsys, _train(tmp_path, db=db), code=1)
+        assert f"no space left on device: {db} (nothing already written was lost" in line
+        assert "disk I/O error" not in line and not (tmp_path / "runs").exists()
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the case of a machine without a GPU")
 def test_eval_on_a_device_that_is_not_here_says_so_not_damaged(capsys, tmp_path, trained):
     line = _fails(capsys, ["eval", str(trained.parent), "--device", "cuda", "--db", str(tmp_path / "r.sqlite")])

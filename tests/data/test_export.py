@@ -118,7 +118,7 @@ def test_the_command_prints_the_sets_and_refuses_what_it_cannot_do(tmp_path, cap
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "mine.txt").write_text("x")
     for argv, message in (
-            (["sticky", "--out", "busy"], "--out busy is not empty and holds no bayesbench export"),
+            (["sticky", "--out", "busy"], "--out busy is not empty (it holds mine.txt) and holds no bayesbench export"),
             (["sticky", "--split", "train"], "--split train needs --sequences N"),
             (["bijection", "--eval", "query"], "--eval query: bijection V=8 L=7 repl has the evaluation sets values, "
                                                "values+query"),
@@ -176,7 +176,7 @@ def _folder(path, text):
 def test_a_signal_between_the_two_renames_puts_the_earlier_folder_back(tmp_path, monkeypatch):
     """Ctrl-C after the earlier export was moved aside and before the new one took its place left
     no folder at --out (the earlier one under out.old<pid>)."""
-    from bayesbench.data import export as module
+    from bayesbench.running import outfolder as module
 
     out, tmp = tmp_path / "out", tmp_path / "out.tmp1"
     _folder(out, "earlier")
@@ -198,7 +198,7 @@ def test_a_signal_between_the_two_renames_puts_the_earlier_folder_back(tmp_path,
 def test_a_folder_another_writer_put_at_out_meanwhile_is_replaced_not_an_error(tmp_path, monkeypatch):
     """Two exports to one --out: the second writer's folder arriving between the first one's renames
     made its last rename fail (directory not empty), losing its export with an OSError."""
-    from bayesbench.data import export as module
+    from bayesbench.running import outfolder as module
 
     out, tmp = tmp_path / "out", tmp_path / "out.tmp1"
     _folder(out, "earlier")
@@ -215,3 +215,95 @@ def test_a_folder_another_writer_put_at_out_meanwhile_is_replaced_not_an_error(t
     module.replace_folder(str(tmp), str(out))
     assert raced and (out / "what.txt").read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+# ---------------------------------------------------------------- only bayesbench's own files are deleted
+
+
+def _fails(capsys, argv, code=2) -> str:
+    assert main(["data", "export", *argv]) == code, argv
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err, err
+    return err
+
+
+def test_a_user_file_in_an_earlier_export_is_kept_and_the_export_refused_naming_it(tmp_path, capsys):
+    """probe issue 39: re-exporting into an earlier export's folder deleted the user's files there."""
+    out = tmp_path / "bij"
+    assert main(["data", "export", "sticky", "--sequences", "4", "--out", str(out)]) == 0
+    assert set(read_manifest(str(out))["files"]) == {"README.md", "standard.parquet"}
+    (out / "my_predictions.parquet").write_text("mine")
+    err = _fails(capsys, ["sticky", "--sequences", "5", "--out", str(out)])
+    assert f"--out {out} holds my_predictions.parquet, which bayesbench did not write" in err
+    assert (out / "my_predictions.parquet").read_text() == "mine"
+    assert read_manifest(str(out))["sets"][0]["n_sequences"] == 4
+    os.remove(out / "my_predictions.parquet")
+    assert main(["data", "export", "sticky", "--sequences", "5", "--out", str(out)]) == 0  # only its own: replaced
+    assert sorted(os.listdir(tmp_path)) == ["bij"]
+
+
+def test_a_folder_with_a_foreign_bayesbench_json_keeps_its_contents(tmp_path, capsys):
+    """Any folder holding a file named bayesbench.json counted as an export and lost its other files."""
+    out = tmp_path / "project"
+    out.mkdir()
+    (out / "bayesbench.json").write_text('{"db": "mine"}')
+    (out / "notes.md").write_text("mine")
+    err = _fails(capsys, ["sticky", "--sequences", "4", "--out", str(out)])
+    assert f"--out {out}: its bayesbench.json is not one bayesbench wrote" in err
+    assert sorted(os.listdir(out)) == ["bayesbench.json", "notes.md"]
+
+
+def test_out_dot_is_one_line(tmp_path, capsys, monkeypatch):
+    """`--out .` was a raw errno (exit 1)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.txt").write_text("x")
+    err = _fails(capsys, ["sticky", "--sequences", "4", "--out", "."])
+    assert "--out . is the current folder or holds it" in err
+    assert os.listdir(tmp_path) == ["mine.txt"]
+    assert not [p for p in os.listdir(tmp_path.parent) if p.startswith(tmp_path.name + ".")]  # no tmp beside it
+
+
+def test_a_killed_exports_temporary_folder_is_removed_by_the_next_export(tmp_path, capsys):
+    """kill -9 during an export left out.tmp<pid>/ that nothing removed."""
+    import subprocess
+    import sys
+
+    from bayesbench.running.outfolder import STAMP
+
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    stale = tmp_path / f"sets.tmp{dead}"
+    stale.mkdir()
+    (stale / STAMP).write_text("")
+    (stale / "standard.parquet").write_text("partial")
+    assert main(["data", "export", "sticky", "--sequences", "4", "--out", str(tmp_path / "sets")]) == 0
+    assert sorted(os.listdir(tmp_path)) == ["sets"]
+
+
+def test_parquet_and_hf_exports_to_their_default_folders_both_stay(tmp_path, capsys, monkeypatch):
+    """Both formats defaulted to data/<task>-<split>: the second export replaced the first."""
+    pytest.importorskip("datasets")
+    monkeypatch.chdir(tmp_path)
+    assert main(["data", "export", "sticky", "--sequences", "4"]) == 0
+    assert main(["data", "export", "sticky", "--sequences", "4", "--format", "hf"]) == 0
+    text = capsys.readouterr().out
+    assert "wrote data/sticky-eval-hf (hf, " in text
+    assert read_manifest("data/sticky-eval")["format"] == "parquet"
+    assert read_manifest("data/sticky-eval-hf")["format"] == "hf"
+
+
+def test_a_full_disk_names_the_folder_and_keeps_the_earlier_export(tmp_path, capsys, monkeypatch):
+    """A full disk was the raw '[Errno 28] No space left on device' without the path."""
+    import errno
+
+    out = tmp_path / "sets"
+    assert main(["data", "export", "sticky", "--sequences", "4", "--out", str(out)]) == 0
+    before = sorted(os.listdir(out))
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(pq, "write_table", full)
+    err = _fails(capsys, ["sticky", "--sequences", "5", "--out", str(out)], code=1)
+    assert err.startswith(f"bayesbench data export: no space left on device: {out} (nothing already written")
+    assert sorted(os.listdir(out)) == before and sorted(os.listdir(tmp_path)) == ["sets"]

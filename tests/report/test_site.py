@@ -106,7 +106,8 @@ def test_a_rebuild_copies_the_figures_it_drew_and_replaces_the_site(site, capsys
 def test_refusals(tmp_path, capsys):
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
-    for argv, message in ((["--out", str(tmp_path / "busy")], "is not empty and holds no bayesbench site"),
+    for argv, message in ((["--out", str(tmp_path / "busy")],
+                           "is not empty (it holds notes.txt) and holds no bayesbench site"),
                           (["--db", str(tmp_path / "none.sqlite"), "--out", str(tmp_path / "s")],
                            "nothing to build a site of")):
         assert main(["site", *argv]) == 2
@@ -206,3 +207,55 @@ def test_the_pages_opening_runs_as_written_in_an_empty_folder(tmp_path, monkeypa
     assert "wrote results/site/index.html (2 pages, 6 images," in out
     assert "2 leaderboard rows of 2 stored seeds in 2 tables" in out
     assert "2 leaderboard rows of 2 stored seeds in 2 tables" in text
+
+
+def test_a_user_file_in_the_site_folder_is_kept_and_the_rebuild_refused_naming_it(tiny_store, tmp_path, capsys):
+    """probe issue 39: rebuilding the site deleted the user's files in the site folder."""
+    out = tmp_path / "site"
+    build_site(tiny_store["db"], str(out))
+    listed = json.loads((out / MARKER).read_text())["files"]
+    assert "index.html" in listed and "assets/site.css" in listed
+    (out / "CNAME").write_text("bench.example.org")
+    (out / "runs" / "notes.html").write_text("mine")
+    assert main(["site", "--db", tiny_store["db"], "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--out {out} holds CNAME, which bayesbench did not write" in err and "\n" not in err
+    assert (out / "CNAME").read_text() == "bench.example.org" and (out / "runs" / "notes.html").exists()
+    os.remove(out / "CNAME")
+    with pytest.raises(ValueError, match="holds runs/notes.html, which bayesbench did not write"):
+        build_site(tiny_store["db"], str(out))
+    os.remove(out / "runs" / "notes.html")
+    assert build_site(tiny_store["db"], str(out))["rows"] == 2  # only its own files: replaced
+    assert sorted(os.listdir(tmp_path)) == ["site"]
+
+
+def test_a_site_folder_with_an_old_or_foreign_marker_keeps_its_contents(tiny_store, tmp_path, capsys):
+    out = tmp_path / "site"
+    out.mkdir()
+    (out / MARKER).write_text("built by bayesbench 0.1 from results/bayesbench.sqlite\n")  # no list of its files
+    (out / "index.html").write_text("my own page")
+    assert main(["site", "--db", tiny_store["db"], "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--out {out}: its {MARKER} is not one bayesbench wrote" in err
+    assert (out / "index.html").read_text() == "my own page"
+
+
+def test_a_full_disk_names_the_site_folder_and_keeps_the_earlier_site(tiny_store, tmp_path, capsys, monkeypatch):
+    """A full disk was the raw '[Errno 28] No space left on device' without the path (exit 1)."""
+    import errno
+
+    out = tmp_path / "site"
+    build_site(tiny_store["db"], str(out))
+    before = sorted(os.listdir(out))
+    copy = shutil.copyfile
+
+    def full(src, dst, *args, **kwargs):
+        if str(dst).endswith("site.js"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return copy(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "copyfile", full)
+    assert main(["site", "--db", tiny_store["db"], "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert f"bayesbench site: no space left on device: {out} (nothing already written was lost" in err
+    assert sorted(os.listdir(out)) == before and sorted(os.listdir(tmp_path)) == ["site"]

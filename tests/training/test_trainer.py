@@ -268,10 +268,12 @@ def test_open_trainer_locks_the_run_directory_removes_leftovers_and_resumes(bij,
     train(bij, "mlp", [2], cfg, model_cfg=dict(depth=1, width=8), run_dir=run_dir, progress=False, stop_at=5)
     leftover = tmp_path / "run" / "checkpoint.pt.tmp12345"
     leftover.write_bytes(b"half a checkpoint")
+    half_run_file = tmp_path / "run" / "run.json.tmp12345"  # a killed job's write_run_file: left forever before
+    half_run_file.write_text('{"format"')
     said = []
     with open_trainer(bij, "mlp", [2], cfg, model_cfg=dict(depth=1, width=8), run_dir=run_dir, resume=True,
                       say=said.append) as trainer:
-        assert (tmp_path / "run" / LOCK_NAME).exists() and not leftover.exists()
+        assert (tmp_path / "run" / LOCK_NAME).exists() and not leftover.exists() and not half_run_file.exists()
         assert trainer.step == 5 and said == [f"bayesbench: resumed {bij.name} / mlp seeds [2] from step 5 of 8 "
                                               f"({os.path.join(run_dir, 'checkpoint.pt')})"]
         resumed = trainer.fit(progress=False)
