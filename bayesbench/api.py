@@ -216,8 +216,9 @@ def run(preset: str = "quick", *, tasks: str | list[str] | None = None, archs: s
         "preset": preset, "tasks": tasks, "archs": archs, "seeds": seeds, "steps": steps, "train_args": train_args,
         "task_args": task_args, "model_args": model_args, "db": db, "runs_dir": runs_dir, **options}, config,
         own=("config", "replay", "quiet"))
-    from .cli.replay import check_jobs, compare, start_replay
+    from .cli.replay import check_choice, check_jobs, compare, start_replay
     from .cli.run import jobs_of
+    from .cli.tune import run_tuned, tune_given
 
     stored_run = None
     if replay is not None:
@@ -241,7 +242,13 @@ def run(preset: str = "quick", *, tasks: str | list[str] | None = None, archs: s
         jobs = jobs_of(args, place)
         return jobs if stored_run is None else check_jobs(stored_run, jobs, _say(quiet), args.db, args.runs_dir)
 
-    jobs = _run_jobs(args, parser, select, quiet, "bayesbench.run")
+    if tune_given(args) is not None:  # tune=True / tune_args: `bayesbench run --tune`
+        jobs = run_tuned(args, select, _say(quiet),
+                         lambda args, phase, _say: _run_jobs(args, parser, phase, quiet, "bayesbench.run"))
+        if stored_run is not None:
+            check_choice(stored_run, jobs, _say(quiet))
+    else:
+        jobs = _run_jobs(args, parser, select, quiet, "bayesbench.run")
     recs = _board().select_rows(args.db, run_ids=[sweep_job.key for sweep_job in jobs])
     if stored_run is not None:
         for line in compare(stored_run, recs):  # the replay's result, not progress: said even when quiet

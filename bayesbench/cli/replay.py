@@ -35,7 +35,7 @@ def add_config_options(p: argparse.ArgumentParser) -> None:
     """--config, --replay and --print-config (`bayesbench run`)."""
     p.add_argument("--config", action=ConfigAction, metavar="FILE",
                    help="read settings from a TOML file: the options' names as keys (eval_sequences = 64), tables "
-                        "for train_args, task_args, model_args; flags after it override it (docs/cli.md#configuration-"
+                        "for train_args, task_args, model_args, tune_args; flags after it override it (docs/cli.md#configuration-"
                         "files)")
     p.add_argument("--replay", metavar="RUN", help="run again exactly what a stored run ran: its run.json (or run "
                    "directory); says where the code differs and compares every number with the stored ones")
@@ -88,6 +88,7 @@ def check_jobs(replay: Replay, jobs: list, say, db: str | None, runs_dir: str) -
 
     (sweep_job,) = jobs
     stored = replay.identity
+    sweep_job = as_stored(replay, sweep_job)
     differs = difference(stored, sweep_job.job.identity)
     if differs:
         raise ValueError(f"--replay {replay.path}: its settings no longer resolve to the run it was: {differs} "
@@ -117,6 +118,33 @@ def check_jobs(replay: Replay, jobs: list, say, db: str | None, runs_dir: str) -
             "(a finished one is evaluated again, not trained again); give another --runs-dir to train it from the "
             "start")
     return jobs
+
+
+def as_stored(replay: Replay, sweep_job):
+    """The job the replayed run was: `sweep_job` itself, or for a tuned run (`--tune` runs the
+    search of the untuned `sweep_job` again) the job at the candidate the stored search chose,
+    which the new search must choose too (`check_choice`)."""
+    tuning = replay.identity.get("tuning")
+    if not tuning:
+        return sweep_job
+    from ..sweep.expand import SweepJob
+    from ..sweep.tune import TuneSpec, final_job
+
+    spec = TuneSpec.of({k: tuning[k] for k in TuneSpec.FIELDS if k in tuning}, f"--replay {replay.path}: tuning")
+    final = final_job(sweep_job.job, spec, {"chosen": tuning["chosen"]})
+    return SweepJob.of(final, group_id=sweep_job.group_id, size=sweep_job.size)
+
+
+def check_choice(replay: Replay, jobs: list, say) -> None:
+    """After a tuned run's replay: whether its search chose the stored run's candidate."""
+    chosen = (replay.identity.get("tuning") or {}).get("chosen")
+    if chosen is None:
+        return
+    for sweep_job in jobs:
+        now = (sweep_job.job.tuning or {}).get("chosen")
+        if now != chosen:
+            say(f"--replay: the search chose {now} this time, the stored run {chosen}: a different run (key "
+                f"{sweep_job.key}, the stored run's {replay.doc.get('run_id')}), so its numbers differ")
 
 
 def _commit(env: dict) -> str:
