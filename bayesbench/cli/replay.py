@@ -35,8 +35,8 @@ def add_config_options(p: argparse.ArgumentParser) -> None:
     """--config, --replay and --print-config (`bayesbench run`)."""
     p.add_argument("--config", action=ConfigAction, metavar="FILE",
                    help="read settings from a TOML file: the options' names as keys (eval_sequences = 64), tables "
-                        "for train_args, task_args, model_args, tune_args; flags after it override it (docs/cli.md#configuration-"
-                        "files)")
+                        "for train_args, task_args, model_args, tune_args; flags after it override it "
+                        "(docs/cli.md#configuration-files)")
     p.add_argument("--replay", metavar="RUN", help="run again exactly what a stored run ran: its run.json (or run "
                    "directory); says where the code differs and compares every number with the stored ones")
     p.add_argument("--print-config", action="store_true",
