@@ -85,9 +85,24 @@ def explain(err: BaseException, args: argparse.Namespace, argv: list[str]) -> tu
     if isinstance(err, (OSError, CommandFailed)):
         return EXIT_FAILURE, _one_line(str(err))
     if isinstance(err, MemoryError):
-        return EXIT_FAILURE, "out of memory (try a smaller --eval-sequences, batch or model)"
+        return EXIT_FAILURE, f"out of memory ({memory_advice(args)})"
     return EXIT_FAILURE, (f"internal error: {type(err).__name__}: {_one_line(str(err))} (rerun with --debug or "
                           f"{DEBUG_ENV}=1 for the traceback)")
+
+
+def memory_advice(args: argparse.Namespace) -> str:
+    """What to make smaller after running out of memory, in the options the command has and takes."""
+    if getattr(args, "predictions", None):  # `score --predictions`: the files and their sets, whole
+        return ("the predictions and their evaluation sets are held whole: predict on a smaller set, bayesbench data "
+                "export TASK --sequences N")
+    hints = []
+    if hasattr(args, "eval_sequences"):
+        hints.append("a smaller --eval-sequences")
+    if hasattr(args, "train_args"):
+        hints.append("batch (--train-args batch_size=N)")
+    if hasattr(args, "model_args"):
+        hints.append("model (--model-args)")
+    return "try " + ", ".join(hints) if hints else "free memory or use a machine with more"
 
 
 def _one_line(text: str) -> str:
