@@ -483,3 +483,16 @@ def test_a_set_too_large_to_sample_is_refused_naming_its_flag_before_a_run_direc
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and f"of 100,000,000 sequences, {option[2:].replace('-', '_')} ({option})" in lines[0], err
     assert "FAILED" not in out and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("exit_call,said", [("sys.exit(3)", "3"), ("sys.exit('bye')", "'bye'"), ("exit()", "None")])
+def test_an_outside_file_that_exits_while_importing_is_named(capsys, tmp_path, monkeypatch, exit_call, said):
+    """issue 39: a model file calling sys.exit(3) at import ended the command with exit code 3 and no word."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.py").write_text(f"import sys\n{exit_call}\n")
+    for argv, kind in ((["run", "--model", "./m.py:build", "--tasks", "bijection", *TINY], "model"),
+                       (["train", "--task", "./m.py:build", "--arch", "mlp", *TINY], "task")):
+        line = _fails(capsys, [*argv, "--db", "r.sqlite", "--runs-dir", "runs"])
+        assert f"{kind} '{tmp_path / 'm.py'}:build': importing {tmp_path / 'm.py'} failed: it exited with {said} " \
+               "(sys.exit)" in line, line
+    assert not (tmp_path / "runs").exists()
