@@ -137,17 +137,16 @@ def checked(parser: argparse.ArgumentParser, settings: dict, where: Callable[[st
 def read_toml(path: str, parser: argparse.ArgumentParser) -> dict:
     """The settings of a TOML file (top-level keys, tables for the KEY=VALUE options), checked:
     dest -> value. An unreadable file, bad TOML or an unknown key is one error naming the file."""
-    import tomllib
+    from ..checks import read_toml as read_toml_file
 
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        data = read_toml_file(path)
     except FileNotFoundError:
         raise ValueError(f"--config {path}: no such file") from None
     except IsADirectoryError:
         raise ValueError(f"--config {path} is a folder; give a TOML file") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ValueError(f"--config {path} is not valid TOML: {err}") from None
+    except ValueError as err:
+        raise ValueError(f"--config {path} {err}") from None
     return checked(parser, data, lambda key: f"{path}: {key}", f"--config {path}")
 
 

@@ -71,6 +71,21 @@ def test_a_bad_file_is_one_error_naming_the_key_and_the_file(tmp_path, capsys, t
     assert err.startswith("bayesbench run: error: argument --config: ") and str(path) in err and message in err, err
 
 
+def test_a_file_that_is_not_utf8_is_named(tmp_path, capsys):
+    """issue 39: a UTF-16 config file was "argument --config: 'utf-8' codec can't decode byte 0xff in position 0",
+    naming no file."""
+    path = tmp_path / "u16.toml"
+    path.write_text("steps = 20\n", encoding="utf-16")
+    with pytest.raises(SystemExit):
+        main(["run", "--config", str(path)])
+    assert (f"argument --config: {path} is not UTF-8 text (byte 0: invalid start byte) (it is UTF-16: save it as "
+            "UTF-8); a TOML file is UTF-8") in capsys.readouterr().err
+    import bayesbench
+
+    with pytest.raises(ValueError, match=f"bayesbench.run\\(config=...\\): {path} is not UTF-8 text"):
+        bayesbench.run(config=str(path))
+
+
 def test_a_missing_file_is_named(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["run", "--config", str(tmp_path / "none.toml")])
