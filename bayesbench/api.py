@@ -398,13 +398,17 @@ def train(task: str, arch: str | None = None, *, preset: str = "quick", seeds: I
 
 def _store(db: str | os.PathLike | None, caller: str) -> str | None:
     """The store to read: `db` must exist when given (a typo is not an empty store)."""
+    from .store.database import check_store_exists
+
     if db is None:
         return None
     db = os.fspath(db)
     if os.path.isdir(db):
         raise ValueError(f"{caller}(db={db!r}) is a folder; give the store's file (e.g. 'results/bayesbench.sqlite')")
-    if not os.path.exists(db):
-        raise ValueError(f"{caller}(db={db!r}): no store there (run bayesbench.run(..., db={db!r}) first)")
+    try:
+        check_store_exists(db, f"run bayesbench.run(..., db={db!r}) first")
+    except ValueError as err:
+        raise ValueError(f"{caller}(db={db!r}): {err}") from None
     return db
 
 

@@ -496,3 +496,21 @@ def test_an_outside_file_that_exits_while_importing_is_named(capsys, tmp_path, m
         assert f"{kind} '{tmp_path / 'm.py'}:build': importing {tmp_path / 'm.py'} failed: it exited with {said} " \
                "(sys.exit)" in line, line
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("argv", [["leaderboard"], ["plot"], ["plot", "--tuning"], ["plot", "--curves"],
+                                  ["plot", "--dynamics", "s1"], ["site"], ["export"], ["compare", "a", "b"]])
+def test_every_reader_says_no_store_at_a_db_that_is_not_there_as_the_api_does(capsys, tmp_path, monkeypatch, argv):
+    """issue 39: `plot --tuning --db typo` and `leaderboard --db typo.sqlite` said "nothing stored" (exit 0 for the
+    leaderboard), where bayesbench.leaderboard said "no store there"."""
+    import bayesbench
+
+    monkeypatch.chdir(tmp_path)
+    typo = str(tmp_path / "typo.sqlite")
+    line = _fails(capsys, [*argv, "--db", typo])
+    assert line.endswith(f": no store at {typo} (--db; a typo? `bayesbench run --db {typo}` makes a store there)")
+    monkeypatch.setenv("BAYESBENCH_DB", typo)
+    assert f": no store at {typo} ($BAYESBENCH_DB; a typo?" in _fails(capsys, argv)
+    with pytest.raises(ValueError, match=f"no store at {typo} "):
+        bayesbench.leaderboard(db=typo)
+    assert os.listdir(tmp_path) == []  # nothing made

@@ -94,7 +94,7 @@ def test_an_empty_store_is_said_and_a_missing_out_folder_made(store, tmp_path, c
     --out in a missing folder was a raw errno line (exit 1)."""
     assert main(["export", "--db", str(tmp_path / "typo.sqlite")]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and f"no results in the store {tmp_path / 'typo.sqlite'} (--db): nothing to export" in err
+    assert out == "" and f"no store at {tmp_path / 'typo.sqlite'} (--db; a typo?" in err
     assert not (tmp_path / "typo.sqlite").exists()
     target = tmp_path / "new" / "folder" / "r.csv"
     assert main(["export", "--db", store, "--out", str(target)]) == 0
