@@ -298,6 +298,18 @@ def check_run_document(doc: dict, where: str) -> None:
                                                  and isinstance(s.get("evals", {}), dict) for s in per_seed):
         raise wrong("seeds", "a list of per-seed results, each with a non-negative integer seed and its evals",
                     per_seed)
+    from ..store.records import EvalResult
+
+    for i, seed in enumerate(per_seed):  # what the replay compares its numbers with, read before it trains
+        loss = seed.get("final_loss_nats")
+        if loss is not None and (isinstance(loss, bool) or not isinstance(loss, (int, float))):
+            raise wrong(f"seeds[{i}].final_loss_nats", "a number or null", loss)
+        for name, ev in seed.get("evals", {}).items():
+            try:
+                EvalResult.from_json(ev)
+            except (AttributeError, KeyError, TypeError, ValueError) as err:
+                raise ValueError(f"{where}: seeds[{i}].evals.{name} is not an evaluation's result as bayesbench "
+                                 f"writes it ({type(err).__name__}: {err})") from None
     seeds = doc["config"].get("seeds")
     if seeds is not None and (not isinstance(seeds, list) or not all(_is_seed(s) for s in seeds)
                               or len(set(seeds)) != len(seeds)):
