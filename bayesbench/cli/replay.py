@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .args import db_name
 from .settings import (
@@ -51,6 +51,7 @@ class Replay:
     path: str
     doc: dict
     stored: bool = False  # the store already held the run's key: nothing was trained
+    said: set = field(default_factory=set)  # the notes given (a tuned run checks its job in each phase)
 
     @property
     def identity(self) -> dict:
@@ -88,6 +89,7 @@ def check_jobs(replay: Replay, jobs: list, say, db: str | None, runs_dir: str) -
 
     (sweep_job,) = jobs
     stored = replay.identity
+    say = _once(replay, say)
     sweep_job = as_stored(replay, sweep_job)
     differs = difference(stored, sweep_job.job.identity)
     if differs:
@@ -118,6 +120,14 @@ def check_jobs(replay: Replay, jobs: list, say, db: str | None, runs_dir: str) -
             "(a finished one is evaluated again, not trained again); give another --runs-dir to train it from the "
             "start")
     return jobs
+
+
+def _once(replay: Replay, say):
+    def once(line: str) -> None:
+        if line not in replay.said:
+            replay.said.add(line)
+            say(line)
+    return once
 
 
 def as_stored(replay: Replay, sweep_job):

@@ -377,6 +377,17 @@ def test_a_tuned_run_replays_to_the_last_digit(tuned_run, tmp_path, capsys):
     rows = bayesbench.run(replay=run_file, db=str(tmp_path / "d.sqlite"), runs_dir=str(tmp_path / "api"), quiet=True)
     assert "--replay: every number equals the stored run's to the last digit" in capsys.readouterr().out
     assert [r["run_id"] for r in rows] == [json.load(open(run_file))["run_id"]]
+    doc = json.load(open(run_file))  # a run whose search chose the other rate: this search does not
+    chosen = doc["config"]["identity"]["tuning"]["chosen"]["lr"]
+    other = next(lr for lr in doc["config"]["identity"]["tuning"]["lrs"] if lr != chosen)
+    doc["config"]["identity"]["tuning"]["chosen"]["lr"] = doc["config"]["identity"]["train"]["lr"] = other
+    edited = tmp_path / "run.json"
+    edited.write_text(json.dumps(doc))
+    assert main(["run", "--replay", str(edited), "--db", str(tmp_path / "c.sqlite"), "--runs-dir",
+                 str(tmp_path / "runs"), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert f"--replay: the search chose {{'lr': {chosen}}} this time, the stored run {{'lr': {other}}}" in out
+    assert out.count("--replay: the run was made by") <= 1  # each note once, though each phase checks the job
 
 
 def test_reported_seeds_that_are_selection_seeds_are_refused_before_any_training(tmp_path, capsys, monkeypatch):
