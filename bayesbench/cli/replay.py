@@ -140,7 +140,7 @@ def as_stored(replay: Replay, sweep_job):
     from ..sweep.expand import SweepJob
     from ..sweep.tune import TuneSpec, final_job
 
-    spec = TuneSpec.of({k: tuning[k] for k in TuneSpec.FIELDS if k in tuning}, f"--replay {replay.path}: tuning")
+    spec = TuneSpec.of_identity(tuning, f"--replay {replay.path}: config.identity.tuning")
     final = final_job(sweep_job.job, spec, {"chosen": tuning["chosen"]})
     return SweepJob.of(final, group_id=sweep_job.group_id, size=sweep_job.size)
 

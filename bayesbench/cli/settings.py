@@ -376,13 +376,17 @@ def replay_settings(doc: dict, path: str) -> dict:
                     threads=ident.get("threads"))
     tuning = ident.get("tuning")
     if tuning:  # a tuned run: its search again (`run --tune`), which must choose what it chose
-        if tuning.get("role") != "final" or not isinstance(tuning.get("chosen"), dict):
+        if tuning.get("role") != "final":
             raise ValueError(f"--replay {path}: a selection job of a tuning (config.identity.tuning.role = "
                              f"{tuning.get('role')!r}), not a reported run: replay the tuned run it chose for")
+        chosen = tuning.get("chosen")
+        if not isinstance(chosen, dict) or not isinstance(chosen.get("lr"), (int, float)):
+            raise ValueError(f"--replay {path}: config.identity.tuning.chosen must be the candidate the search chose, "
+                             f"a table with its lr, got {chosen!r}")
         from ..sweep.tune import TuneSpec
 
         settings["tune"] = True
-        settings["tune_args"] = {k: tuning[k] for k in TuneSpec.FIELDS if k in tuning}
+        settings["tune_args"] = TuneSpec.of_identity(tuning, f"--replay {path}: config.identity.tuning").identity()
         for name in tuning["chosen"]:  # what the search chooses, not a setting of the run
             train.pop(name, None)
     settings["train_args"] = train

@@ -138,6 +138,11 @@ class TuneSpec:
         except SettingError as err:
             raise ValueError(f"{where} {err}") from None
 
+    @classmethod
+    def of_identity(cls, tuning: dict, where: str) -> TuneSpec:
+        """The search a tuned job's identity records (`identity`, beside its role and choice)."""
+        return cls.of({k: tuning[k] for k in cls.FIELDS if k in tuning}, where)
+
     def identity(self) -> dict:
         """What a tuned job's key holds of the search: every field (pruning and packing change
         which numbers come out: a pruned member stops; a packed one rounds its step differently)."""
@@ -184,8 +189,8 @@ def spec_for(job: Job, given: dict | None = None, where: str = "--tune-args") ->
     default = dict(job.setup.tune or {})
     given = dict(given or {})
     if not default and "lrs" not in given:
-        raise ValueError(f"{where}: {job.setup.label} has no default learning-rate grid in preset {job.preset!r}; "
-                         "give one: --tune-args lrs=[1e-4,3e-4,1e-3,3e-3,1e-2]")
+        raise ValueError(f"{where.rstrip(':')}: {job.setup.label} has no default learning-rate grid in preset "
+                         f"{job.preset!r}; give one: --tune-args lrs=[1e-4,3e-4,1e-3,3e-3,1e-2]")
     spec = TuneSpec.of({**default, **given}, where)
     check_reported_seeds(job, spec, where)
     return spec
@@ -196,9 +201,9 @@ def check_reported_seeds(job: Job, spec: TuneSpec, where: str = "--tune-args") -
     search is made, before anything trains): a lucky seed must not pick its own rate."""
     overlap = set(job.seeds) & {s for i in range(len(spec.lrs)) for s in spec.seeds_of(i)}
     if overlap:
-        raise ValueError(f"{where}: seeds {sorted(overlap)} of {job.setup.label} / {job.arch} are selection seeds of "
-                         f"its search (from {SELECTION_SEED_BASE:,}): the reported run must be trained on seeds the "
-                         "selection does not use; give seeds below it")
+        raise ValueError(f"{where.rstrip(':')}: seeds {sorted(overlap)} of {job.setup.label} / {job.arch} are "
+                         f"selection seeds of its search (from {SELECTION_SEED_BASE:,}): the reported run must be "
+                         "trained on seeds the selection does not use; give seeds below it")
 
 
 def selection_jobs(job: Job, spec: TuneSpec) -> list[Job]:

@@ -301,6 +301,10 @@ def test_print_config_with_tune_shows_each_search_and_checks_its_settings(tmp_pa
     (lambda doc: doc["seeds"][1]["evals"].update(values=5), "seeds[1].evals.values is not an evaluation's result"),
     (lambda doc: doc["seeds"][0].update(final_loss_nats="low"), "seeds[0].final_loss_nats must be a number or null"),
     (lambda doc: doc.update(preset=5), "preset must be one of ('quick', 'paper'), got 5"),
+    (lambda doc: doc["config"]["identity"].update(tuning={"role": "final"}),
+     "config.identity.tuning.chosen must be the candidate the search chose, a table with its lr, got None"),
+    (lambda doc: doc["config"]["identity"].update(tuning={"role": "final", "chosen": {"lr": 1e-3}}),
+     "config.identity.tuning: lrs (the learning rates to try) is required"),
 ])
 def test_replay_of_a_run_file_missing_or_mistyping_a_field_names_it(stored_run, tmp_path, capsys, edit, message):
     """issue 39: a run.json without identity.task was "internal error: KeyError"; seeds ["a","b"] said only
