@@ -139,9 +139,11 @@ def _npy_shape(path: str) -> tuple[int, ...]:
     try:
         with open(path, "rb") as f:
             version = npy.read_magic(f)
-            read_header = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}.get(version)
+            # 3.0 is 2.0 with a UTF-8 header (a float array's header is ASCII)
+            read_header = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0,
+                           (3, 0): npy.read_array_header_2_0}.get(version)
             if read_header is None:
-                raise ValueError(f"format version {version[0]}.{version[1]} is not 1.0 or 2.0")
+                raise ValueError(f"format version {version[0]}.{version[1]} is not 1.0, 2.0 or 3.0")
             shape, _fortran, dtype = read_header(f)
             offset = f.tell()
     except (EOFError, ValueError) as err:
@@ -240,7 +242,7 @@ def check(pred: Predictions, batch: Batch) -> Tensor:
                          "one predictive of C classes at each of the L positions of each of the N sequences)")
     if not np.issubdtype(pred.values.dtype, np.floating):
         raise ValueError(f"{where}: {pred.kind} must be floating-point numbers, got {pred.values.dtype}")
-    values = torch.from_numpy(np.ascontiguousarray(pred.values, dtype=np.float64))
+    values = torch.from_numpy(np.array(pred.values, dtype=np.float64, order="C"))  # a copy: a mapped file is read-only
     mask = batch.mask
     rows = values[mask]  # [scored positions, C]
     at = lambda bad: _position(mask, bad)  # noqa: E731

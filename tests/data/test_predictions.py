@@ -311,6 +311,15 @@ def test_an_npy_file_is_checked_from_its_header_before_its_numbers_are_read(tmp_
              "the numbers must be floating-point, got object (Python objects are never read from a file)"),
             (npy("fewer.npy", uniform[:-1]), f"{n - 1} sequences, but its key names a set of {n}")):
         _bad(tmp_path, capsys, ["--predictions", path], f"predictions {path}: {rule}")
+    from numpy.lib import format as npy_format
+
+    with open(tmp_path / "v3.npy", "wb") as f:  # format 3.0 (a UTF-8 header), as numpy.save may write it
+        npy_format.write_array(f, uniform, version=(3, 0))
+    npy("v3.npy", raw=(tmp_path / "v3.npy").read_bytes())
+    capsys.readouterr()
+    assert main(["score", "--predictions", str(tmp_path / "v3.npy"), "--name", "mine", "--db",
+                 str(tmp_path / "ok.sqlite")]) == 0
+    assert capsys.readouterr().err == ""  # not even torch's warning about a read-only (mapped) array
     # a file whose positions are far too many: its header alone is read, not its 200 MB of numbers
     huge = str(tmp_path / "huge.npy")
     header = Path(npy("huge.npy", np.zeros((n, 1, c)))).read_bytes()
