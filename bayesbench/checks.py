@@ -97,7 +97,7 @@ def read_toml(path: str) -> dict:
     with open(path, "rb") as f:
         data = f.read()
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        return tomllib.loads(data.decode("utf-8-sig"))  # a byte-order mark (Windows editors write one) is skipped
     except UnicodeDecodeError as err:
         utf16 = " (it is UTF-16: save it as UTF-8)" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
         raise ValueError(f"is not UTF-8 text (byte {err.start}: {err.reason}){utf16}; a TOML file is UTF-8") from None

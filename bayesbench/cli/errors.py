@@ -4,6 +4,7 @@
   run lock's errors are): `bayesbench CMD: message`, exit 2;
 - the system refusing (OSError: a full disk, a missing permission): named, exit 1;
 - a command's own summary of what failed (`CommandFailed`, e.g. jobs whose worker died): exit 1;
+- code the command ran (a model's factory, a tunnel's sampler) calling sys.exit(): said, exit 2;
 - a stop request (`interrupt.Interrupted`): what was stopped, where its checkpoint is and the
   command that continues it, exit 130 (SIGINT) or 143 (SIGTERM);
 - anything else (a bug): one line saying so, exit 1.
@@ -54,8 +55,12 @@ def run_command(fn: Callable[[argparse.Namespace], int], args: argparse.Namespac
     try:
         interrupt.startup_done()  # from here a stop request is the command's to report
         return fn(args)
-    except SystemExit:
-        raise
+    except SystemExit as err:  # no bayesbench code exits so: a model, tunnel or sweep file it ran did
+        if debug_enabled(args):
+            raise
+        print(f"bayesbench {args.command}: stopped: code it ran called sys.exit({err.code!r}) (your --model, --task "
+              "or sweep file's code?); rerun with --debug for where", file=sys.stderr, flush=True)
+        return EXIT_USAGE
     except BrokenPipeError:  # `bayesbench leaderboard | head`: the reader left; nothing to say
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)

@@ -514,3 +514,15 @@ def test_every_reader_says_no_store_at_a_db_that_is_not_there_as_the_api_does(ca
     with pytest.raises(ValueError, match=f"no store at {typo} "):
         bayesbench.leaderboard(db=typo)
     assert os.listdir(tmp_path) == []  # nothing made
+
+
+def test_outside_code_calling_sys_exit_while_the_command_runs_is_named(capsys, tmp_path, monkeypatch):
+    """issue 39 (the same class): a model factory calling sys.exit(5) ended `run` with exit code 5 and no word."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.py").write_text("import sys\n\ndef build(*args, **kwargs):\n    sys.exit(5)\n")
+    line = _fails(capsys, ["run", "--model", "./m.py:build", "--tasks", "bijection", *TINY, "--db", "r.sqlite",
+                           "--runs-dir", "runs"])
+    assert line == ("bayesbench run: stopped: code it ran called sys.exit(5) (your --model, --task or sweep file's "
+                    "code?); rerun with --debug for where")
+    with pytest.raises(SystemExit):
+        main(["run", "--model", "./m.py:build", "--tasks", "bijection", *TINY, "--db", "r.sqlite", "--debug"])

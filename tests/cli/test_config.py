@@ -84,6 +84,8 @@ def test_a_file_that_is_not_utf8_is_named(tmp_path, capsys):
 
     with pytest.raises(ValueError, match=f"bayesbench.run\\(config=...\\): {path} is not UTF-8 text"):
         bayesbench.run(config=str(path))
+    path.write_text("steps = 20\n", encoding="utf-8-sig")  # UTF-8 with a byte-order mark: read
+    assert tomllib.loads(_print_config(capsys, "--config", str(path)))["steps"] == 20
 
 
 def test_a_missing_file_is_named(tmp_path, capsys):
