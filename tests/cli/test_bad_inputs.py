@@ -305,6 +305,7 @@ def test_leaderboard_and_plot_name_an_unknown_task(capsys, tmp_path):
     assert "--arch 'lstm'" in line
     line = _fails(capsys, ["plot", "--db", db, "--task", "nonsense", "--out", str(tmp_path / "plots")])
     assert "no stored results match --task 'nonsense'" in line
+    (tmp_path / "empty.sqlite").touch()  # a store with nothing in it (a missing one is "no store at")
     line = _fails(capsys, ["leaderboard", "--db", str(tmp_path / "empty.sqlite"), "--task", "hmm"])
     assert "no results in the store" in line
 
