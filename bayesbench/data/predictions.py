@@ -94,6 +94,8 @@ def sidecar(path: str) -> str:
 
 def read(path: str) -> Predictions:
     """A predictions file (see the module doc); its form refused in one line when it is not one."""
+    if os.path.isdir(path):
+        raise ValueError(f"--predictions {path} is a folder; give a predictions file (.parquet or .npy)")
     if not os.path.isfile(path):
         raise ValueError(f"--predictions: no such file {path}")
     if path.endswith(".npy"):

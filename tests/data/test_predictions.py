@@ -201,6 +201,8 @@ def test_refusals_of_the_file_form_and_of_a_call(tmp_path, capsys, exported):
              "(rule: an .npy file's set is named by the JSON beside it"),
             (["--predictions", str(tmp_path / "noid.parquet")], "no column 'set_id' (rule: one row per sequence"),
             (["--predictions", str(tmp_path / "missing.parquet")], "--predictions: no such file"),
+            (["--predictions", str(tmp_path / "set")], f"--predictions {tmp_path / 'set'} is a folder; give a "
+                                                       "predictions file (.parquet or .npy)"),
             (["--predictions", _uniform_file(str(tmp_path / "neg.npy"), values, values=negative)],
              "a negative probability at sequence 0, position 0 (rule: probabilities lie in [0, 1])"),
             (["--predictions", _uniform_file(str(tmp_path / "q.parquet"), query)],
