@@ -216,8 +216,9 @@ def run(preset: str = "quick", *, tasks: str | list[str] | None = None, archs: s
         "preset": preset, "tasks": tasks, "archs": archs, "seeds": seeds, "steps": steps, "train_args": train_args,
         "task_args": task_args, "model_args": model_args, "db": db, "runs_dir": runs_dir, **options}, config,
         own=("config", "replay", "quiet"))
-    from .cli.replay import check_jobs, compare, start_replay
+    from .cli.replay import check_choice, check_jobs, compare, start_replay
     from .cli.run import jobs_of
+    from .cli.tune import run_tuned, tune_given
 
     stored_run = None
     if replay is not None:
@@ -241,7 +242,13 @@ def run(preset: str = "quick", *, tasks: str | list[str] | None = None, archs: s
         jobs = jobs_of(args, place)
         return jobs if stored_run is None else check_jobs(stored_run, jobs, _say(quiet), args.db, args.runs_dir)
 
-    jobs = _run_jobs(args, parser, select, quiet, "bayesbench.run")
+    if tune_given(args) is not None:  # tune=True / tune_args: `bayesbench run --tune`
+        jobs = run_tuned(args, select, _say(quiet),
+                         lambda args, phase, _say: _run_jobs(args, parser, phase, quiet, "bayesbench.run"))
+        if stored_run is not None:
+            check_choice(stored_run, jobs, _say(quiet))
+    else:
+        jobs = _run_jobs(args, parser, select, quiet, "bayesbench.run")
     recs = _board().select_rows(args.db, run_ids=[sweep_job.key for sweep_job in jobs])
     if stored_run is not None:
         for line in compare(stored_run, recs):  # the replay's result, not progress: said even when quiet
@@ -391,13 +398,17 @@ def train(task: str, arch: str | None = None, *, preset: str = "quick", seeds: I
 
 def _store(db: str | os.PathLike | None, caller: str) -> str | None:
     """The store to read: `db` must exist when given (a typo is not an empty store)."""
+    from .store.database import check_store_exists
+
     if db is None:
         return None
     db = os.fspath(db)
     if os.path.isdir(db):
         raise ValueError(f"{caller}(db={db!r}) is a folder; give the store's file (e.g. 'results/bayesbench.sqlite')")
-    if not os.path.exists(db):
-        raise ValueError(f"{caller}(db={db!r}): no store there (run bayesbench.run(..., db={db!r}) first)")
+    try:
+        check_store_exists(db, f"run bayesbench.run(..., db={db!r}) first")
+    except ValueError as err:
+        raise ValueError(f"{caller}(db={db!r}): {err}") from None
     return db
 
 

@@ -86,3 +86,20 @@ def one_of(name: str, value, choices: Iterable) -> object:
     if isinstance(value, bool) or value not in choices:
         raise SettingError(f"{name} must be one of {choices}, got {value!r}", (name,))
     return value
+
+
+def read_toml(path: str) -> dict:
+    """The table of a TOML file. Bad TOML, or text that is not UTF-8 (a UTF-16 file, say), is a
+    ValueError saying so ("is not valid TOML: ..."), for the caller to put the file's name before;
+    a missing file is the OSError of opening it."""
+    import tomllib
+
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        return tomllib.loads(data.decode("utf-8-sig"))  # a byte-order mark (Windows editors write one) is skipped
+    except UnicodeDecodeError as err:
+        utf16 = " (it is UTF-16: save it as UTF-8)" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise ValueError(f"is not UTF-8 text (byte {err.start}: {err.reason}){utf16}; a TOML file is UTF-8") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"is not valid TOML: {err}") from None

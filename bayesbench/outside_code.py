@@ -208,9 +208,9 @@ def _import_file(path: str, spec: str, kind: str, code: dict):
     sys.path.insert(0, folder)  # its own folder's modules import as they would for `python path`
     try:
         file_spec.loader.exec_module(module)
-    except Exception as err:
+    except (Exception, SystemExit) as err:  # sys.exit() at import too: the command's error, not its exit
         del sys.modules[name]
-        raise ValueError(f"{kind} {spec!r}: importing {path} failed: {type(err).__name__}: {err}") from err
+        raise ValueError(f"{kind} {spec!r}: importing {path} failed: {_failure(err)}") from err
     finally:
         sys.path.remove(folder)
     return module
@@ -229,8 +229,14 @@ def _import_module(target: str, spec: str, kind: str):
             except ModuleNotFoundError:
                 sys.path.remove(cwd)
         raise ValueError(f"{kind} {spec!r}: cannot import module {target!r} ({err})") from None
-    except Exception as err:
-        raise ValueError(f"{kind} {spec!r}: importing module {target!r} failed: {type(err).__name__}: {err}") from err
+    except (Exception, SystemExit) as err:
+        raise ValueError(f"{kind} {spec!r}: importing module {target!r} failed: {_failure(err)}") from err
+
+
+def _failure(err: BaseException) -> str:
+    if isinstance(err, SystemExit):
+        return f"it exited with {err.code!r} (sys.exit)"
+    return f"{type(err).__name__}: {err}"
 
 
 _LOADED: dict[str, str] = {}  # module name -> the contents it was imported with (dotted modules)

@@ -81,6 +81,18 @@ def add_db(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", help=DB_HELP)
 
 
+def store_to_read(args: argparse.Namespace) -> None:
+    """A command that reads the store (leaderboard, plot, compare, export, site): the store its
+    --db (or $BAYESBENCH_DB) names must exist, "no store at PATH" as the Python API says it."""
+    import os
+
+    from ..store.database import check_store_exists
+
+    named = args.db or os.environ.get("BAYESBENCH_DB")
+    where = "--db" if args.db else "$BAYESBENCH_DB"
+    check_store_exists(args.db, f"{where}; a typo? `bayesbench run --db {named}` makes a store there")
+
+
 def add_training(p: argparse.ArgumentParser) -> None:
     """The options `run` and `train` share: preset, steps, device, backends, checkpoints, threads."""
     from ..presets import PRESETS

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 
-from .args import add_db
+from .args import add_db, store_to_read
 
 
 def add_parser(sub) -> None:
@@ -60,6 +60,7 @@ def cmd_compare(args) -> int:
 
     if args.plot and (os.path.isdir(args.plot) or args.plot.endswith(("/", os.sep))):
         raise ValueError(f"--plot {args.plot} is a folder; give a file name (e.g. cmp.png)")
+    store_to_read(args)
     a, b = run_records(args.db, args.run_a), run_records(args.db, args.run_b)
     if a[0].run_id == b[0].run_id:
         raise ValueError(f"RUN_A and RUN_B are the same run ({a[0].run_id}): compare two different runs")

@@ -4,6 +4,7 @@
   run lock's errors are): `bayesbench CMD: message`, exit 2;
 - the system refusing (OSError: a full disk, a missing permission): named, exit 1;
 - a command's own summary of what failed (`CommandFailed`, e.g. jobs whose worker died): exit 1;
+- code the command ran (a model's factory, a tunnel's sampler) calling sys.exit(): said, exit 2;
 - a stop request (`interrupt.Interrupted`): what was stopped, where its checkpoint is and the
   command that continues it, exit 130 (SIGINT) or 143 (SIGTERM);
 - anything else (a bug): one line saying so, exit 1.
@@ -54,8 +55,12 @@ def run_command(fn: Callable[[argparse.Namespace], int], args: argparse.Namespac
     try:
         interrupt.startup_done()  # from here a stop request is the command's to report
         return fn(args)
-    except SystemExit:
-        raise
+    except SystemExit as err:  # no bayesbench code exits so: a model, tunnel or sweep file it ran did
+        if debug_enabled(args):
+            raise
+        print(f"bayesbench {args.command}: stopped: code it ran called sys.exit({err.code!r}) (your --model, --task "
+              "or sweep file's code?); rerun with --debug for where", file=sys.stderr, flush=True)
+        return EXIT_USAGE
     except BrokenPipeError:  # `bayesbench leaderboard | head`: the reader left; nothing to say
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -86,9 +91,24 @@ def explain(err: BaseException, args: argparse.Namespace, argv: list[str]) -> tu
     if isinstance(err, (OSError, CommandFailed)):
         return EXIT_FAILURE, _one_line(str(err))
     if isinstance(err, MemoryError):
-        return EXIT_FAILURE, "out of memory (try a smaller --eval-sequences, batch or model)"
+        return EXIT_FAILURE, f"out of memory ({memory_advice(args)})"
     return EXIT_FAILURE, (f"internal error: {type(err).__name__}: {_one_line(str(err))} (rerun with --debug or "
                           f"{DEBUG_ENV}=1 for the traceback)")
+
+
+def memory_advice(args: argparse.Namespace) -> str:
+    """What to make smaller after running out of memory, in the options the command has and takes."""
+    if getattr(args, "predictions", None):  # `score --predictions`: the files and their sets, whole
+        return ("the predictions and their evaluation sets are held whole: predict on a smaller set, bayesbench data "
+                "export TASK --sequences N")
+    hints = []
+    if hasattr(args, "eval_sequences"):
+        hints.append("a smaller --eval-sequences")
+    if hasattr(args, "train_args"):
+        hints.append("batch (--train-args batch_size=N)")
+    if hasattr(args, "model_args"):
+        hints.append("model (--model-args)")
+    return "try " + ", ".join(hints) if hints else "free memory or use a machine with more"
 
 
 def _one_line(text: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from .args import add_db, check_folder, db_name
+from .args import add_db, check_folder, db_name, store_to_read
 from .errors import no_rows_message
 
 
@@ -39,6 +39,7 @@ def cmd_export(args) -> int:
     folder = os.path.dirname(args.out) if args.out else ""
     if folder:
         check_folder("--out", folder)  # a missing folder is made, one that is a file named
+    store_to_read(args)
     records = select_rows(args.db, task=args.task, arch=args.arch)
     if not records and (args.task or args.arch):
         raise ValueError(no_rows_message(args.db, task=args.task, arch=args.arch))

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from .args import add_db, bits
+from .args import add_db, bits, store_to_read
 from .errors import no_rows_message
 
 
@@ -41,6 +41,7 @@ def cmd_leaderboard(args) -> int:
         raise ValueError("give at most one of --latest and --all")
     if args.json and args.format not in (None, "json"):
         raise ValueError(f"--json is --format json: give one of --json and --format {args.format}")
+    store_to_read(args)
     records = select_rows(args.db, task=args.task, arch=args.arch, latest=args.latest)
     if not records and (args.task or args.arch):
         raise ValueError(no_rows_message(args.db, task=args.task, arch=args.arch))

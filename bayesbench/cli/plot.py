@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from .args import add_db, bits, check_folder
+from .args import add_db, bits, check_folder, store_to_read
 from .errors import no_rows_message
 
 
@@ -67,6 +67,7 @@ def check_options(args) -> None:
 def cmd_plot(args) -> int:
     check_folder("--out", args.out)
     check_options(args)
+    store_to_read(args)
     if args.dynamics:
         from ..dynamics.profile.study import plot_study
 

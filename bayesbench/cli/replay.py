@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .args import db_name
 from .settings import (
@@ -35,8 +35,8 @@ def add_config_options(p: argparse.ArgumentParser) -> None:
     """--config, --replay and --print-config (`bayesbench run`)."""
     p.add_argument("--config", action=ConfigAction, metavar="FILE",
                    help="read settings from a TOML file: the options' names as keys (eval_sequences = 64), tables "
-                        "for train_args, task_args, model_args; flags after it override it (docs/cli.md#configuration-"
-                        "files)")
+                        "for train_args, task_args, model_args, tune_args; flags after it override it "
+                        "(docs/cli.md#configuration-files)")
     p.add_argument("--replay", metavar="RUN", help="run again exactly what a stored run ran: its run.json (or run "
                    "directory); says where the code differs and compares every number with the stored ones")
     p.add_argument("--print-config", action="store_true",
@@ -51,6 +51,7 @@ class Replay:
     path: str
     doc: dict
     stored: bool = False  # the store already held the run's key: nothing was trained
+    said: set = field(default_factory=set)  # the notes given (a tuned run checks its job in each phase)
 
     @property
     def identity(self) -> dict:
@@ -88,6 +89,8 @@ def check_jobs(replay: Replay, jobs: list, say, db: str | None, runs_dir: str) -
 
     (sweep_job,) = jobs
     stored = replay.identity
+    say = _once(replay, say)
+    sweep_job = as_stored(replay, sweep_job)
     differs = difference(stored, sweep_job.job.identity)
     if differs:
         raise ValueError(f"--replay {replay.path}: its settings no longer resolve to the run it was: {differs} "
@@ -117,6 +120,41 @@ def check_jobs(replay: Replay, jobs: list, say, db: str | None, runs_dir: str) -
             "(a finished one is evaluated again, not trained again); give another --runs-dir to train it from the "
             "start")
     return jobs
+
+
+def _once(replay: Replay, say):
+    def once(line: str) -> None:
+        if line not in replay.said:
+            replay.said.add(line)
+            say(line)
+    return once
+
+
+def as_stored(replay: Replay, sweep_job):
+    """The job the replayed run was: `sweep_job` itself, or for a tuned run (`--tune` runs the
+    search of the untuned `sweep_job` again) the job at the candidate the stored search chose,
+    which the new search must choose too (`check_choice`)."""
+    tuning = replay.identity.get("tuning")
+    if not tuning:
+        return sweep_job
+    from ..sweep.expand import SweepJob
+    from ..sweep.tune import TuneSpec, final_job
+
+    spec = TuneSpec.of_identity(tuning, f"--replay {replay.path}: config.identity.tuning")
+    final = final_job(sweep_job.job, spec, {"chosen": tuning["chosen"]})
+    return SweepJob.of(final, group_id=sweep_job.group_id, size=sweep_job.size)
+
+
+def check_choice(replay: Replay, jobs: list, say) -> None:
+    """After a tuned run's replay: whether its search chose the stored run's candidate."""
+    chosen = (replay.identity.get("tuning") or {}).get("chosen")
+    if chosen is None:
+        return
+    for sweep_job in jobs:
+        now = (sweep_job.job.tuning or {}).get("chosen")
+        if now != chosen:
+            say(f"--replay: the search chose {now} this time, the stored run {chosen}: a different run (key "
+                f"{sweep_job.key}, the stored run's {replay.doc.get('run_id')}), so its numbers differ")
 
 
 def _commit(env: dict) -> str:

@@ -33,7 +33,7 @@ from .args import (
 from .engine import DEFAULT_THREADS, add_executor_options, drive
 from .errors import CommandFailed
 from .model_option import add_model_options, model_jobs
-from .replay import add_config_options, check_jobs, compare, config_text, start_replay
+from .replay import add_config_options, check_choice, check_jobs, compare, config_text, start_replay
 from .settings import merge_file_tables
 
 
@@ -188,6 +188,8 @@ def cmd_run(args) -> int:
 
     if tune_given(args) is not None:  # each (task, arch) at its best rate, chosen on held-out data
         jobs = run_tuned(args, lambda place: _checked(replay, jobs_of(args, place), say, args), say, run_preset)
+        if replay is not None:
+            check_choice(replay, jobs, say)
     else:
         jobs = run_preset(args, lambda place: _checked(replay, jobs_of(args, place), say, args), say)
     records = select_rows(args.db, run_ids=[sweep_job.key for sweep_job in jobs])

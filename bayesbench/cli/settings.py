@@ -28,7 +28,7 @@ NOT_SETTINGS = frozenset({"help", "debug", "config", "replay", "print_config", "
 # Settings that change no number of a run: where it is stored and how it is driven. `--replay`
 # accepts these beside it; every other setting would change what the stored run ran.
 PLACEMENT = frozenset({"db", "runs_dir", "no_progress", "jobs", "ray", "max_retries", "resume", "log"})
-TABLES = ("train_args", "task_args", "model_args")  # KEY=VALUE options: tables in TOML
+TABLES = ("train_args", "task_args", "model_args", "tune_args")  # KEY=VALUE options: tables in TOML
 
 
 def command_parser(command: str) -> argparse.ArgumentParser:
@@ -72,6 +72,12 @@ def check_value(action: argparse.Action, value, where: str):
                 check_train_args(value)
             except ValueError as err:
                 raise ValueError(str(err).replace("--train-args", where, 1)) from None
+        if name == "tune_args":  # the search's fields (`sweep.tune.TuneSpec`); their values are checked per job
+            from ..sweep.tune import TuneSpec
+
+            unknown = sorted(set(map(str, value)) - set(TuneSpec.FIELDS))
+            if unknown:
+                raise ValueError(f"{where}: unknown setting(s) {unknown}; settings: {', '.join(TuneSpec.FIELDS)}")
         return [(str(k), v) for k, v in value.items()]  # what `args.key_values` makes of KEY=VALUE items
     if name == "seeds" and isinstance(value, range):
         value = list(value)
@@ -131,22 +137,21 @@ def checked(parser: argparse.ArgumentParser, settings: dict, where: Callable[[st
 def read_toml(path: str, parser: argparse.ArgumentParser) -> dict:
     """The settings of a TOML file (top-level keys, tables for the KEY=VALUE options), checked:
     dest -> value. An unreadable file, bad TOML or an unknown key is one error naming the file."""
-    import tomllib
+    from ..checks import read_toml as read_toml_file
 
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        data = read_toml_file(path)
     except FileNotFoundError:
         raise ValueError(f"--config {path}: no such file") from None
     except IsADirectoryError:
         raise ValueError(f"--config {path} is a folder; give a TOML file") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ValueError(f"--config {path} is not valid TOML: {err}") from None
+    except ValueError as err:
+        raise ValueError(f"--config {path} {err}") from None
     return checked(parser, data, lambda key: f"{path}: {key}", f"--config {path}")
 
 
 def toml_value(value, where: str) -> str:
-    """One TOML value (a string, number, boolean or a list of them)."""
+    """One TOML value (a string, number, boolean, a list of them or an inline table)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -161,7 +166,15 @@ def toml_value(value, where: str) -> str:
         return json.dumps(value)  # a TOML basic string: JSON's escapes are TOML's
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(toml_value(v, where) for v in value) + "]"
-    raise ValueError(f"{where}: {value!r} has no TOML form (strings, numbers, booleans and lists of them)")
+    if isinstance(value, dict):  # a table inside a table: `axes = {warmup_steps = [0, 100]}`
+        return "{" + ", ".join(f"{toml_key(k)} = {toml_value(v, f'{where}.{k}')}" for k, v in value.items()) + "}"
+    raise ValueError(f"{where}: {value!r} has no TOML form (strings, numbers, booleans, lists and tables of them)")
+
+
+def toml_key(key) -> str:
+    """A TOML key: bare when it can be, else quoted."""
+    key = str(key)
+    return key if key and all(c.isalnum() or c in "_-" for c in key) and key.isascii() else json.dumps(key)
 
 
 def to_toml(settings: dict, comments: list[str] = ()) -> str:
@@ -177,7 +190,7 @@ def to_toml(settings: dict, comments: list[str] = ()) -> str:
             lines.append(f"{key} = {toml_value(value, key)}")
     for key, table in tables:
         lines += ["", f"[{key}]"]
-        lines += [f"{k} = {toml_value(v, f'{key}.{k}')}" for k, v in table.items()]
+        lines += [f"{toml_key(k)} = {toml_value(v, f'{key}.{k}')}" for k, v in table.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -250,10 +263,63 @@ def read_run_file(path: str) -> dict:
         raise ValueError(f"--replay {path}: no such file (give a run directory or its {RUN_FILE})") from None
     except (ValueError, UnicodeDecodeError) as err:
         raise ValueError(f"--replay {path} is not a run file (JSON): {err}") from None
-    if not isinstance(doc, dict) or not isinstance((doc.get("config") or {}).get("identity"), dict):
+    if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict) \
+            or not isinstance(doc["config"].get("identity"), dict):
         raise ValueError(f"--replay {path}: not a run.json with the run's identity (written by bayesbench run, "
                          "train or sweep from version 0.1.0)")
+    check_run_document(doc, f"--replay {path}")
     return doc
+
+
+def check_run_document(doc: dict, where: str) -> None:
+    """The fields of a run.json that a replay reads, each of the type it must be; a ValueError
+    naming `where` and the first field that is missing or wrong ("config.identity.task is missing")."""
+    ident = doc["config"]["identity"]
+
+    def wrong(field: str, rule: str, value=None, missing: bool = False) -> ValueError:
+        return ValueError(f"{where}: {field} is missing (it must be {rule})" if missing else
+                          f"{where}: {field} must be {rule}, got {value!r}")
+
+    task = ident.get("task")
+    if "task" not in ident:
+        raise wrong("config.identity.task", "the task's configuration, a table with its name", missing=True)
+    if not isinstance(task, dict) or not isinstance(task.get("task"), str):
+        raise wrong("config.identity.task", "the task's configuration, a table with its name (task = ...)", task)
+    for field, rule in (("label", "the task's label, a string"), ("arch", "the architecture's name, a string")):
+        if field not in ident:
+            raise wrong(f"config.identity.{field}", rule, missing=True)
+        if not isinstance(ident[field], str):
+            raise wrong(f"config.identity.{field}", rule, ident[field])
+    for field in ("train", "model", "tuning"):
+        if ident.get(field) is not None and not isinstance(ident[field], dict):
+            raise wrong(f"config.identity.{field}", "a table", ident[field])
+    per_seed = doc.get("seeds", [])
+    if not isinstance(per_seed, list) or not all(isinstance(s, dict) and _is_seed(s.get("seed"))
+                                                 and isinstance(s.get("evals", {}), dict) for s in per_seed):
+        raise wrong("seeds", "a list of per-seed results, each with a non-negative integer seed and its evals",
+                    per_seed)
+    from ..store.records import EvalResult
+
+    for i, seed in enumerate(per_seed):  # what the replay compares its numbers with, read before it trains
+        loss = seed.get("final_loss_nats")
+        if loss is not None and (isinstance(loss, bool) or not isinstance(loss, (int, float))):
+            raise wrong(f"seeds[{i}].final_loss_nats", "a number or null", loss)
+        for name, ev in seed.get("evals", {}).items():
+            try:
+                EvalResult.from_json(ev)
+            except (AttributeError, KeyError, TypeError, ValueError) as err:
+                raise ValueError(f"{where}: seeds[{i}].evals.{name} is not an evaluation's result as bayesbench "
+                                 f"writes it ({type(err).__name__}: {err})") from None
+    seeds = doc["config"].get("seeds")
+    if seeds is not None and (not isinstance(seeds, list) or not all(_is_seed(s) for s in seeds)
+                              or len(set(seeds)) != len(seeds)):
+        raise wrong("config.seeds", "a list of distinct non-negative integer seeds", seeds)
+    if not seeds and not per_seed:
+        raise wrong("config.seeds", "a list of distinct non-negative integer seeds", missing=True)
+
+
+def _is_seed(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 # TrainConfig fields with an option of their own (`--train-args` refuses them).
@@ -311,6 +377,21 @@ def replay_settings(doc: dict, path: str) -> dict:
             settings[name] = train.pop(name)
     settings.update(eval_sequences=ident.get("eval_sequences"), device=ident.get("device_type"),
                     threads=ident.get("threads"))
+    tuning = ident.get("tuning")
+    if tuning:  # a tuned run: its search again (`run --tune`), which must choose what it chose
+        if tuning.get("role") != "final":
+            raise ValueError(f"--replay {path}: a selection job of a tuning (config.identity.tuning.role = "
+                             f"{tuning.get('role')!r}), not a reported run: replay the tuned run it chose for")
+        chosen = tuning.get("chosen")
+        if not isinstance(chosen, dict) or not isinstance(chosen.get("lr"), (int, float)):
+            raise ValueError(f"--replay {path}: config.identity.tuning.chosen must be the candidate the search chose, "
+                             f"a table with its lr, got {chosen!r}")
+        from ..sweep.tune import TuneSpec
+
+        settings["tune"] = True
+        settings["tune_args"] = TuneSpec.of_identity(tuning, f"--replay {path}: config.identity.tuning").identity()
+        for name in tuning["chosen"]:  # what the search chooses, not a setting of the run
+            train.pop(name, None)
     settings["train_args"] = train
     if options:
         settings["task_args"] = options

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from .args import add_db, check_folder
+from .args import add_db, check_folder, store_to_read
 
 
 def add_parser(sub) -> None:
@@ -25,6 +25,7 @@ def cmd_site(args) -> int:
     from ..tasks.base import format_bytes
 
     check_folder("--out", args.out)
+    store_to_read(args)
     built = build_site(args.db, args.out)
     print(f"wrote {built['index']} ({built['pages']} pages, {built['images']} images, {format_bytes(built['bytes'])}): "
           f"{built['rows']} leaderboard rows of {built['records']} stored seeds in {built['tables']} tables"

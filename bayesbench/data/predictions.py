@@ -94,6 +94,8 @@ def sidecar(path: str) -> str:
 
 def read(path: str) -> Predictions:
     """A predictions file (see the module doc); its form refused in one line when it is not one."""
+    if os.path.isdir(path):
+        raise ValueError(f"--predictions {path} is a folder; give a predictions file (.parquet or .npy)")
     if not os.path.isfile(path):
         raise ValueError(f"--predictions: no such file {path}")
     if path.endswith(".npy"):
@@ -112,16 +114,55 @@ def _read_npy(path: str) -> Predictions:
     try:
         with open(key_path) as f:
             key = json.load(f)
-        values = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as err:
-        raise ValueError(f"predictions {path}: unreadable ({type(err).__name__}: {str(err).splitlines()[0]})") from None
+        raise ValueError(f"predictions {path}: its key file {key_path} is unreadable ({type(err).__name__}: "
+                         f"{str(err).splitlines()[0] if str(err) else 'no message'})") from None
     if not isinstance(key, dict):
         raise ValueError(f"predictions {path}: {key_path} must hold a JSON object")
     kind = key.get("kind")
     if kind not in KINDS:
         raise ValueError(f"predictions {path}: {key_path} must say \"kind\": \"log_probs\" or \"probs\" (rule: what "
                          f"the numbers are is said, not guessed), got {kind!r}")
-    return Predictions(path, _key(path, key), kind, values)
+    key = _key(path, key)
+    shape = _npy_shape(path)
+    if shape[0] != key["n_sequences"]:
+        raise ValueError(f"predictions {path}: {shape[0]} sequences, but its key names a set of {key['n_sequences']} "
+                         "(rule: one predictive per sequence of the set, in its order)")
+    # mapped, not read: `check` compares the whole shape with the set's before a number is read
+    return Predictions(path, key, kind, np.load(path, mmap_mode="r", allow_pickle=False))
+
+
+def _npy_shape(path: str) -> tuple[int, ...]:
+    """The [N, L, C] shape of an .npy file, read from its header alone (the numbers are not read)
+    and checked: a float array of three dimensions whose numbers the file holds in full."""
+    from numpy.lib import format as npy
+
+    where = f"predictions {path}"
+    try:
+        with open(path, "rb") as f:
+            version = npy.read_magic(f)
+            # 3.0 is 2.0 with a UTF-8 header (a float array's header is ASCII)
+            read_header = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0,
+                           (3, 0): npy.read_array_header_2_0}.get(version)
+            if read_header is None:
+                raise ValueError(f"format version {version[0]}.{version[1]} is not 1.0, 2.0 or 3.0")
+            shape, _fortran, dtype = read_header(f)
+            offset = f.tell()
+    except (EOFError, ValueError) as err:
+        why = (str(err).splitlines() or ["cut short"])[0]
+        what = "empty" if os.path.getsize(path) == 0 else f"not an .npy array ({why})"
+        raise ValueError(f"{where}: {what} (rule: an .npy file of the numbers [N, L, C], as numpy.save writes it)") \
+            from None
+    if len(shape) != 3:
+        raise ValueError(f"{where}: shape {list(shape)} is not [N, L, C] (sequences, positions, classes)")
+    if not np.issubdtype(dtype, np.floating):
+        raise ValueError(f"{where}: the numbers must be floating-point, got {dtype}" +
+                         (" (Python objects are never read from a file)" if dtype.hasobject else ""))
+    size = offset + math.prod(shape) * dtype.itemsize
+    if os.path.getsize(path) < size:
+        raise ValueError(f"{where}: cut short: its header says {list(shape)} {dtype} ({size:,} bytes) but the file has "
+                         f"{os.path.getsize(path):,} bytes")
+    return tuple(shape)
 
 
 def _key(path: str, key: dict) -> dict:
@@ -203,7 +244,7 @@ def check(pred: Predictions, batch: Batch) -> Tensor:
                          "one predictive of C classes at each of the L positions of each of the N sequences)")
     if not np.issubdtype(pred.values.dtype, np.floating):
         raise ValueError(f"{where}: {pred.kind} must be floating-point numbers, got {pred.values.dtype}")
-    values = torch.from_numpy(np.ascontiguousarray(pred.values, dtype=np.float64))
+    values = torch.from_numpy(np.array(pred.values, dtype=np.float64, order="C"))  # a copy: a mapped file is read-only
     mask = batch.mask
     rows = values[mask]  # [scored positions, C]
     at = lambda bad: _position(mask, bad)  # noqa: E731

@@ -115,6 +115,16 @@ def db_path(path: str | None = None) -> str:
     return path or os.environ.get("BAYESBENCH_DB") or DEFAULT_DB
 
 
+def check_store_exists(path: str | None, first: str) -> None:
+    """A store named for reading (`path`, else $BAYESBENCH_DB; not the default place, which a fresh
+    checkout lacks) must exist: a typo is not an empty store. The error is "no store at PATH" and
+    `first`, how to make one there. Every reader says it so: the commands (`--db`) and the
+    Python API (`db=`)."""
+    named = path or os.environ.get("BAYESBENCH_DB")
+    if named and not os.path.exists(named):
+        raise StoreError(f"no store at {named} ({first})")
+
+
 def cache_dir_for(path: str | None = None) -> str:
     """The evaluation-set cache beside the store: `<store folder>/cache`."""
     return os.path.join(os.path.dirname(os.path.abspath(db_path(path))), "cache")

@@ -6,12 +6,16 @@ set it was scored (its name, the scored positions, the number of sequences), and
 in bits with its 95% interval over sequences (`<metric>_bits`, `<metric>_ci_low`,
 `<metric>_ci_high`) beside the uniform and context-ignoring floors on the same sequences.
 Each row names its evaluation set (`set_id`: `scoring.evaluate.eval_set_id`; empty in rows stored
-before it was kept) and the code that made it (`code`, JSON). Times are rounded to 0.01 s; a
+before it was kept) and the code that made it (`code`, JSON). A row whose learning rate a search
+chose (`bayesbench run --tune`) says so: `tuned` true and `tuning` (JSON: the grid, the rule, each
+candidate's selection scores, the choice and its flags), as its leaderboard row is apart
+("<task> (tuned)"); `tuned` false and `tuning` empty otherwise. Times are rounded to 0.01 s; a
 diverged member's scores are empty (CSV) or null (JSON).
 `pooled=True` exports instead the leaderboard's rows: seeds pooled per (task, evaluation set,
 architecture, configuration), each metric's mean over seeds with its t-interval over seeds
 (clipped at 0), how many seeds and runs went in, which runs (`run_ids`) and the configuration
-that makes the row (`train`, `model`, `task_config` as JSON: rows of one arch differ there).
+that makes the row (`train`, `model`, `task_config` as JSON: rows of one arch differ there; `tuned`,
+`tuning`: a tuned row is never pooled with an untuned one).
 """
 
 from __future__ import annotations
@@ -63,12 +67,17 @@ def seed_rows(records: list[RunRecord]) -> list[dict]:
 
 def _configuration(r: RunRecord) -> dict:
     """The training, model and task configuration of a record and the code that made it
-    (docs/results.md, "What a key covers"), each as JSON."""
+    (docs/results.md, "What a key covers"), each as JSON; whether a search chose its
+    hyperparameters (`tuned`) and that search with its outcome (`tuning`, JSON; empty untuned)."""
+    from .tuning import tuning_of
+
     cfg = r.config or {}
+    tuning = tuning_of(r)
     return {"train": json.dumps(cfg.get("train"), sort_keys=True, default=str),
             "model": json.dumps(cfg.get("model_args"), sort_keys=True, default=str),
             "task_config": json.dumps(r.task_config, sort_keys=True, default=str),
-            "code": json.dumps(r.code, sort_keys=True, default=str)}
+            "code": json.dumps(r.code, sort_keys=True, default=str), "tuned": tuning is not None,
+            "tuning": None if tuning is None else json.dumps(tuning, sort_keys=True, default=str)}
 
 
 def pooled_rows(records: list[RunRecord]) -> list[dict]:

@@ -25,10 +25,9 @@ from __future__ import annotations
 import difflib
 import os
 import runpy
-import tomllib
 from dataclasses import dataclass, field, fields
 
-from ..checks import SettingError
+from ..checks import SettingError, read_toml
 from ..models import list_models
 from ..models.registry import is_outside
 from ..presets import PRESETS, get_preset
@@ -321,6 +320,8 @@ def expand_grid(path: str, grid: dict) -> list[dict]:
 def _load_python(path: str) -> tuple[str | None, list[dict], dict | None, dict | None]:
     try:
         module = runpy.run_path(path)
+    except SystemExit as err:  # sys.exit() in it: the command's error, not its exit
+        raise ValueError(f"sweep file {path}: running it exited with {err.code!r} (sys.exit)") from None
     except Exception as err:  # the user's code: say which file failed and how
         raise ValueError(f"sweep file {path}: running it raised {type(err).__name__}: {err}") from err
     has_sweep, has_jobs = "SWEEP" in module, "JOBS" in module
@@ -347,10 +348,9 @@ def load_sweep(path: str) -> SweepSpec:
     ext = os.path.splitext(path)[1].lower()
     if ext == ".toml":
         try:
-            with open(path, "rb") as f:
-                grid = tomllib.load(f)
-        except tomllib.TOMLDecodeError as err:
-            raise ValueError(f"sweep file {path}: not valid TOML: {err}") from None
+            grid = read_toml(path)
+        except ValueError as err:
+            raise ValueError(f"sweep file {path} {err}") from None
         name, points, resources = grid.get("name"), expand_grid(path, grid), grid.get("resources")
         tune = grid.get("tune")
     elif ext == ".py":

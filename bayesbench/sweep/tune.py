@@ -138,6 +138,11 @@ class TuneSpec:
         except SettingError as err:
             raise ValueError(f"{where} {err}") from None
 
+    @classmethod
+    def of_identity(cls, tuning: dict, where: str) -> TuneSpec:
+        """The search a tuned job's identity records (`identity`, beside its role and choice)."""
+        return cls.of({k: tuning[k] for k in cls.FIELDS if k in tuning}, where)
+
     def identity(self) -> dict:
         """What a tuned job's key holds of the search: every field (pruning and packing change
         which numbers come out: a pruned member stops; a packed one rounds its step differently)."""
@@ -184,9 +189,21 @@ def spec_for(job: Job, given: dict | None = None, where: str = "--tune-args") ->
     default = dict(job.setup.tune or {})
     given = dict(given or {})
     if not default and "lrs" not in given:
-        raise ValueError(f"{where}: {job.setup.label} has no default learning-rate grid in preset {job.preset!r}; "
-                         "give one: --tune-args lrs=[1e-4,3e-4,1e-3,3e-3,1e-2]")
-    return TuneSpec.of({**default, **given}, where)
+        raise ValueError(f"{where.rstrip(':')}: {job.setup.label} has no default learning-rate grid in preset "
+                         f"{job.preset!r}; give one: --tune-args lrs=[1e-4,3e-4,1e-3,3e-3,1e-2]")
+    spec = TuneSpec.of({**default, **given}, where)
+    check_reported_seeds(job, spec, where)
+    return spec
+
+
+def check_reported_seeds(job: Job, spec: TuneSpec, where: str = "--tune-args") -> None:
+    """The reported seeds of `job` share none with its search's selection seeds (checked when the
+    search is made, before anything trains): a lucky seed must not pick its own rate."""
+    overlap = set(job.seeds) & {s for i in range(len(spec.lrs)) for s in spec.seeds_of(i)}
+    if overlap:
+        raise ValueError(f"{where.rstrip(':')}: seeds {sorted(overlap)} of {job.setup.label} / {job.arch} are "
+                         f"selection seeds of its search (from {SELECTION_SEED_BASE:,}): the reported run must be "
+                         "trained on seeds the selection does not use; give seeds below it")
 
 
 def selection_jobs(job: Job, spec: TuneSpec) -> list[Job]:
@@ -222,10 +239,7 @@ def final_job(job: Job, spec: TuneSpec, outcome: dict) -> Job:
     chosen = outcome["chosen"]
     setting = {k: v for k, v in chosen.items() if k != "lr"}
     train = dataclasses.replace(job.train, lr=chosen["lr"], **setting)
-    overlap = set(job.seeds) & {s for i in range(len(spec.lrs)) for s in spec.seeds_of(i)}
-    if overlap:
-        raise ValueError(f"seeds {sorted(overlap)} are selection seeds: the reported run must be trained on seeds "
-                         "the selection did not use")
+    check_reported_seeds(job, spec)
     return dataclasses.replace(job, train=train, tuning={"role": "final", **spec.identity(), "chosen": chosen},
                                tuning_note={k: v for k, v in outcome.items() if k != "chosen"})
 

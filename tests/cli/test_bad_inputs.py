@@ -316,6 +316,7 @@ def test_leaderboard_and_plot_name_an_unknown_task(capsys, tmp_path):
     assert "--arch 'lstm'" in line
     line = _fails(capsys, ["plot", "--db", db, "--task", "nonsense", "--out", str(tmp_path / "plots")])
     assert "no stored results match --task 'nonsense'" in line
+    (tmp_path / "empty.sqlite").touch()  # a store with nothing in it (a missing one is "no store at")
     line = _fails(capsys, ["leaderboard", "--db", str(tmp_path / "empty.sqlite"), "--task", "hmm"])
     assert "no results in the store" in line
 
@@ -494,3 +495,46 @@ def test_a_set_too_large_to_sample_is_refused_naming_its_flag_before_a_run_direc
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and f"of 100,000,000 sequences, {option[2:].replace('-', '_')} ({option})" in lines[0], err
     assert "FAILED" not in out and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("exit_call,said", [("sys.exit(3)", "3"), ("sys.exit('bye')", "'bye'"), ("exit()", "None")])
+def test_an_outside_file_that_exits_while_importing_is_named(capsys, tmp_path, monkeypatch, exit_call, said):
+    """issue 39: a model file calling sys.exit(3) at import ended the command with exit code 3 and no word."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.py").write_text(f"import sys\n{exit_call}\n")
+    for argv, kind in ((["run", "--model", "./m.py:build", "--tasks", "bijection", *TINY], "model"),
+                       (["train", "--task", "./m.py:build", "--arch", "mlp", *TINY], "task")):
+        line = _fails(capsys, [*argv, "--db", "r.sqlite", "--runs-dir", "runs"])
+        assert f"{kind} '{tmp_path / 'm.py'}:build': importing {tmp_path / 'm.py'} failed: it exited with {said} " \
+               "(sys.exit)" in line, line
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("argv", [["leaderboard"], ["plot"], ["plot", "--tuning"], ["plot", "--curves"],
+                                  ["plot", "--dynamics", "s1"], ["site"], ["export"], ["compare", "a", "b"]])
+def test_every_reader_says_no_store_at_a_db_that_is_not_there_as_the_api_does(capsys, tmp_path, monkeypatch, argv):
+    """issue 39: `plot --tuning --db typo` and `leaderboard --db typo.sqlite` said "nothing stored" (exit 0 for the
+    leaderboard), where bayesbench.leaderboard said "no store there"."""
+    import bayesbench
+
+    monkeypatch.chdir(tmp_path)
+    typo = str(tmp_path / "typo.sqlite")
+    line = _fails(capsys, [*argv, "--db", typo])
+    assert line.endswith(f": no store at {typo} (--db; a typo? `bayesbench run --db {typo}` makes a store there)")
+    monkeypatch.setenv("BAYESBENCH_DB", typo)
+    assert f": no store at {typo} ($BAYESBENCH_DB; a typo?" in _fails(capsys, argv)
+    with pytest.raises(ValueError, match=f"no store at {typo} "):
+        bayesbench.leaderboard(db=typo)
+    assert os.listdir(tmp_path) == []  # nothing made
+
+
+def test_outside_code_calling_sys_exit_while_the_command_runs_is_named(capsys, tmp_path, monkeypatch):
+    """issue 39 (the same class): a model factory calling sys.exit(5) ended `run` with exit code 5 and no word."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.py").write_text("import sys\n\ndef build(*args, **kwargs):\n    sys.exit(5)\n")
+    line = _fails(capsys, ["run", "--model", "./m.py:build", "--tasks", "bijection", *TINY, "--db", "r.sqlite",
+                           "--runs-dir", "runs"])
+    assert line == ("bayesbench run: stopped: code it ran called sys.exit(5) (your --model, --task or sweep file's "
+                    "code?); rerun with --debug for where")
+    with pytest.raises(SystemExit):
+        main(["run", "--model", "./m.py:build", "--tasks", "bijection", *TINY, "--db", "r.sqlite", "--debug"])

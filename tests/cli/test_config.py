@@ -71,6 +71,23 @@ def test_a_bad_file_is_one_error_naming_the_key_and_the_file(tmp_path, capsys, t
     assert err.startswith("bayesbench run: error: argument --config: ") and str(path) in err and message in err, err
 
 
+def test_a_file_that_is_not_utf8_is_named(tmp_path, capsys):
+    """issue 39: a UTF-16 config file was "argument --config: 'utf-8' codec can't decode byte 0xff in position 0",
+    naming no file."""
+    path = tmp_path / "u16.toml"
+    path.write_text("steps = 20\n", encoding="utf-16")
+    with pytest.raises(SystemExit):
+        main(["run", "--config", str(path)])
+    assert (f"argument --config: {path} is not UTF-8 text (byte 0: invalid start byte) (it is UTF-16: save it as "
+            "UTF-8); a TOML file is UTF-8") in capsys.readouterr().err
+    import bayesbench
+
+    with pytest.raises(ValueError, match=f"bayesbench.run\\(config=...\\): {path} is not UTF-8 text"):
+        bayesbench.run(config=str(path))
+    path.write_text("steps = 20\n", encoding="utf-8-sig")  # UTF-8 with a byte-order mark: read
+    assert tomllib.loads(_print_config(capsys, "--config", str(path)))["steps"] == 20
+
+
 def test_a_missing_file_is_named(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["run", "--config", str(tmp_path / "none.toml")])
@@ -273,3 +290,127 @@ def test_print_config_with_tune_shows_each_search_and_checks_its_settings(tmp_pa
         assert captured.out == ""  # nothing printed before the error
         assert message in captured.err
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda doc: doc["config"]["identity"].pop("task"), "config.identity.task is missing (it must be the task's"),
+    (lambda doc: doc["config"]["identity"].update(task="bijection"), "config.identity.task must be the task's"),
+    (lambda doc: doc["config"]["identity"].pop("arch"), "config.identity.arch is missing"),
+    (lambda doc: doc["config"].update(seeds=["a", "b"]),
+     "config.seeds must be a list of distinct non-negative integer seeds, got ['a', 'b']"),
+    (lambda doc: doc["seeds"][0].update(seed="a"),
+     "seeds must be a list of per-seed results, each with a non-negative"),
+    (lambda doc: doc["seeds"][1]["evals"].update(values=5), "seeds[1].evals.values is not an evaluation's result"),
+    (lambda doc: doc["seeds"][0].update(final_loss_nats="low"), "seeds[0].final_loss_nats must be a number or null"),
+    (lambda doc: doc.update(preset=5), "preset must be one of ('quick', 'paper'), got 5"),
+    (lambda doc: doc["config"]["identity"].update(tuning={"role": "final"}),
+     "config.identity.tuning.chosen must be the candidate the search chose, a table with its lr, got None"),
+    (lambda doc: doc["config"]["identity"].update(tuning={"role": "final", "chosen": {"lr": 1e-3}}),
+     "config.identity.tuning: lrs (the learning rates to try) is required"),
+])
+def test_replay_of_a_run_file_missing_or_mistyping_a_field_names_it(stored_run, tmp_path, capsys, edit, message):
+    """issue 39: a run.json without identity.task was "internal error: KeyError"; seeds ["a","b"] said only
+    "invalid literal for int()"."""
+    _, run_file = stored_run
+    doc = json.load(open(run_file))
+    edit(doc)
+    edited = tmp_path / "run.json"
+    edited.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["run", "--replay", str(edited), "--db", str(tmp_path / "c.sqlite"), "--runs-dir",
+                 str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [err] and f"bayesbench run: --replay {edited}: {message}" in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+TUNE = [*TINY, "--seeds", "1", "--tune", "--tune-args", "lrs=[1e-3,3e-3]", "selection_seeds=1",
+        "selection_sequences=32"]
+
+
+def test_print_config_with_tune_args_and_axes_reads_back_to_the_same_settings(tmp_path, capsys):
+    """issue 39: `--print-config --tune --tune-args ...` printed `tune_args = [["lrs", ...]]`, which --config
+    refused ("tune_args must be a list of names"), and a [tune_args] table could not be written by hand."""
+    text = _print_config(capsys, *TUNE, 'axes={"warmup_steps":[0,5]}', "packed=false")
+    settings = tomllib.loads(text)
+    assert settings["tune"] is True
+    assert settings["tune_args"] == {"lrs": [1e-3, 3e-3], "selection_seeds": 1, "selection_sequences": 32,
+                                     "axes": {"warmup_steps": [0, 5]}, "packed": False}
+    path = tmp_path / "tune.toml"
+    path.write_text(text)
+    assert _print_config(capsys, "--config", str(path)) == text
+    path.write_text('tasks = ["bijection"]\narchs = ["mlp"]\nsteps = 20\n[tune_args]\nlrs = [1e-3, 3e-3]\nlr = 1\n')
+    with pytest.raises(SystemExit):
+        main(["run", "--config", str(path), "--print-config"])
+    assert f"argument --config: {path}: tune_args: unknown setting(s) ['lr']; settings: lrs," in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def tuned_run(tmp_path_factory):
+    """A tiny tuned run (2 rates, 1 selection seed, 20 steps) and its final job's run.json."""
+    root = tmp_path_factory.mktemp("tuned")
+    assert main(["run", *TUNE, "--db", str(root / "a.sqlite"), "--runs-dir", str(root / "runs")]) == 0
+    (run_file,) = glob.glob(str(root / "runs" / "**" / "*-tune-final-*" / "run.json"), recursive=True)
+    return root, run_file
+
+
+def test_a_tuned_runs_printed_config_runs_the_same_jobs(tuned_run, tmp_path, capsys):
+    """issue 39: the documented round trip (`run ... --tune --print-config > c.toml; run --config c.toml`)
+    failed for a tuned run; now it trains the same selection and final jobs, to the same numbers."""
+    root, _ = tuned_run
+    path = tmp_path / "c.toml"
+    path.write_text(_print_config(capsys, *TUNE))
+    assert main(["run", "--config", str(path), "--db", str(tmp_path / "b.sqlite"), "--runs-dir",
+                 str(tmp_path / "runs")]) == 0
+    keys = lambda db: sorted(r.run_id for r in read_records(db))  # noqa: E731
+    assert keys(str(root / "a.sqlite")) == keys(str(tmp_path / "b.sqlite"))
+    assert _numbers(str(root / "a.sqlite")) == _numbers(str(tmp_path / "b.sqlite"))
+
+
+def test_a_tuned_run_replays_to_the_last_digit(tuned_run, tmp_path, capsys):
+    """issue 39: replaying a tuned run's run.json said "its settings no longer resolve to the run it was:
+    tuning differs ... (a preset or a default changed since)" when nothing had changed."""
+    root, run_file = tuned_run
+    settings = tomllib.loads(_print_config(capsys, "--replay", run_file))
+    assert settings["tune"] is True and settings["tune_args"]["lrs"] == [1e-3, 3e-3]
+    capsys.readouterr()
+    assert main(["run", "--replay", run_file, "--db", str(tmp_path / "c.sqlite"), "--runs-dir",
+                 str(tmp_path / "runs"), "--no-progress"]) == 0
+    assert "--replay: every number equals the stored run's to the last digit" in capsys.readouterr().out
+    assert _numbers(str(root / "a.sqlite")) == _numbers(str(tmp_path / "c.sqlite"))
+    import bayesbench  # the Python API replays it too (it ran a tuned run untuned: tune=True was ignored)
+
+    rows = bayesbench.run(replay=run_file, db=str(tmp_path / "d.sqlite"), runs_dir=str(tmp_path / "api"), quiet=True)
+    assert "--replay: every number equals the stored run's to the last digit" in capsys.readouterr().out
+    assert [r["run_id"] for r in rows] == [json.load(open(run_file))["run_id"]]
+    doc = json.load(open(run_file))  # a run whose search chose the other rate: this search does not
+    chosen = doc["config"]["identity"]["tuning"]["chosen"]["lr"]
+    other = next(lr for lr in doc["config"]["identity"]["tuning"]["lrs"] if lr != chosen)
+    doc["config"]["identity"]["tuning"]["chosen"]["lr"] = doc["config"]["identity"]["train"]["lr"] = other
+    edited = tmp_path / "run.json"
+    edited.write_text(json.dumps(doc))
+    assert main(["run", "--replay", str(edited), "--db", str(tmp_path / "c.sqlite"), "--runs-dir",
+                 str(tmp_path / "runs"), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert f"--replay: the search chose {{'lr': {chosen}}} this time, the stored run {{'lr': {other}}}" in out
+    assert out.count("--replay: the run was made by") <= 1  # each note once, though each phase checks the job
+
+
+def test_reported_seeds_that_are_selection_seeds_are_refused_before_any_training(tmp_path, capsys, monkeypatch):
+    """issue 39: seeds overlapping the search's selection seeds were refused only once the whole search had
+    trained."""
+    from bayesbench.cli import run as run_command
+
+    def would_run(*_args, **_kwargs):
+        raise AssertionError("training started")
+
+    monkeypatch.setattr(run_command, "drive", would_run)
+    path = tmp_path / "c.toml"
+    path.write_text('tasks = ["bijection"]\narchs = ["mlp"]\nsteps = 20\nseeds = [0, 1000001]\n'
+                    '[tune_args]\nlrs = [1e-3, 3e-3]\nselection_seeds = 1\n')
+    for extra in ([], ["--print-config"]):
+        capsys.readouterr()
+        assert main(["run", "--config", str(path), "--db", str(tmp_path / "d.sqlite"), *extra]) == 2
+        err = capsys.readouterr().err
+        assert "seeds [1000001] of bijection V=8 L=7 repl / mlp are selection seeds of its search" in err, err
+        assert err.startswith(f"bayesbench run: {path}: tune_args: ") and len(err.splitlines()) == 1

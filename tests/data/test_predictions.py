@@ -11,6 +11,7 @@ import glob
 import json
 import math
 import os
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -200,6 +201,8 @@ def test_refusals_of_the_file_form_and_of_a_call(tmp_path, capsys, exported):
              "(rule: an .npy file's set is named by the JSON beside it"),
             (["--predictions", str(tmp_path / "noid.parquet")], "no column 'set_id' (rule: one row per sequence"),
             (["--predictions", str(tmp_path / "missing.parquet")], "--predictions: no such file"),
+            (["--predictions", str(tmp_path / "set")], f"--predictions {tmp_path / 'set'} is a folder; give a "
+                                                       "predictions file (.parquet or .npy)"),
             (["--predictions", _uniform_file(str(tmp_path / "neg.npy"), values, values=negative)],
              "a negative probability at sequence 0, position 0 (rule: probabilities lie in [0, 1])"),
             (["--predictions", _uniform_file(str(tmp_path / "q.parquet"), query)],
@@ -279,3 +282,72 @@ def test_a_store_that_cannot_be_written_is_named_before_any_set_is_drawn(tmp_pat
     assert main(["score", "--predictions", good, "--name", "mine", "--db", str(db)]) == 2
     err = capsys.readouterr().err.strip()
     assert f"results store {db}: its folder {tmp_path / 'afile'} cannot be created" in err and "\n" not in err, err
+
+
+def test_an_npy_file_is_checked_from_its_header_before_its_numbers_are_read(tmp_path, capsys, exported):
+    """issue 39: an empty .npy was "internal error: EOFError", and a huge one was read whole before its shape
+    was compared with the set's."""
+    import tracemalloc
+
+    values = exported[0]["values"]
+    n, length, c = values["n_sequences"], values["seq_len"], values["num_classes"]
+
+    def npy(name: str, array=None, raw: bytes | None = None) -> str:
+        path = str(tmp_path / name)
+        if raw is not None:
+            Path(path).write_bytes(raw)
+        else:
+            np.save(path, array, allow_pickle=True)
+        Path(path[:-4] + ".json").write_text(json.dumps({**values["key"], "kind": "probs"}))
+        return path
+
+    uniform = np.full((n, length, c), 1.0 / c)
+    saved = Path(npy("good.npy", uniform)).read_bytes()
+    for path, rule in (
+            (npy("empty.npy", raw=b""), "empty (rule: an .npy file of the numbers [N, L, C], as numpy.save writes it)"),
+            (npy("text.npy", raw=b"not numbers\n"), "not an .npy array ("),
+            (npy("cut.npy", raw=saved[:-100]), f"cut short: its header says [{n}, {length}, {c}] float64"),
+            (npy("flat.npy", uniform.reshape(n, -1)), f"shape [{n}, {length * c}] is not [N, L, C]"),
+            (npy("ints.npy", uniform.astype(np.int64)), "the numbers must be floating-point, got int64"),
+            (npy("objects.npy", uniform.astype(object)),
+             "the numbers must be floating-point, got object (Python objects are never read from a file)"),
+            (npy("fewer.npy", uniform[:-1]), f"{n - 1} sequences, but its key names a set of {n}")):
+        _bad(tmp_path, capsys, ["--predictions", path], f"predictions {path}: {rule}")
+    from numpy.lib import format as npy_format
+
+    with open(tmp_path / "v3.npy", "wb") as f:  # format 3.0 (a UTF-8 header), as numpy.save may write it
+        npy_format.write_array(f, uniform, version=(3, 0))
+    npy("v3.npy", raw=(tmp_path / "v3.npy").read_bytes())
+    capsys.readouterr()
+    assert main(["score", "--predictions", str(tmp_path / "v3.npy"), "--name", "mine", "--db",
+                 str(tmp_path / "ok.sqlite")]) == 0
+    assert capsys.readouterr().err == ""  # not even torch's warning about a read-only (mapped) array
+    # a file whose positions are far too many: its header alone is read, not its 200 MB of numbers
+    huge = str(tmp_path / "huge.npy")
+    header = Path(npy("huge.npy", np.zeros((n, 1, c)))).read_bytes()
+    head = header[:-n * c * 8].replace(f"({n}, 1, {c})".encode(), f"({n}, 200000, {c})".encode())
+    with open(huge, "wb") as f:
+        f.write(head)
+        f.truncate(len(head) + n * 200000 * c * 8)  # sparse: no disk used
+    tracemalloc.start()
+    try:
+        _bad(tmp_path, capsys, ["--predictions", huge], f"shape [{n}, 200000, {c}] is not the set's [N, L, C]")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50e6, peak
+
+
+def test_out_of_memory_advice_names_only_what_the_command_takes(tmp_path, capsys, exported, monkeypatch):
+    """issue 39: `score --predictions` out of memory advised "a smaller --eval-sequences", a flag it refuses."""
+    from bayesbench.data import score
+
+    def no_memory(*_args, **_kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(score, "read", no_memory)
+    good = _uniform_file(str(tmp_path / "good.parquet"), exported[0]["values"])
+    assert main(["score", "--predictions", good, "--name", "mine", "--db", str(tmp_path / "r.sqlite")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == ("bayesbench score: out of memory (the predictions and their evaluation sets are held whole: "
+                   "predict on a smaller set, bayesbench data export TASK --sequences N)"), err

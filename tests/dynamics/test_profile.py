@@ -401,6 +401,9 @@ def test_profile_more_seeds_than_the_run_has(tmp_path, capsys):
     assert "--seeds [5] are not seeds of the run" in capsys.readouterr().err
     assert _store_untouched(db)
     assert main(["plot", "--dynamics", "nope", "--db", db]) == 2
+    assert f"no store at {db} (--db" in capsys.readouterr().err  # the refused profile made none
+    open(db, "w").close()
+    assert main(["plot", "--dynamics", "nope", "--db", db]) == 2
     assert "unknown study" in capsys.readouterr().err
 
 

@@ -45,6 +45,10 @@ def _json_value(run: dict, name: str, column: str):
         return run["final_loss"]
     if column in ("wall_s", "steps_per_s"):
         return None if run[column] is None else round(run[column], 2)
+    if column == "tuned":
+        return "tuning" in run["settings"]
+    if column == "tuning":
+        return json.dumps(run["settings"]["tuning"], sort_keys=True, default=str) if column in run["settings"] else None
     if column == "threads":
         return run["settings"]["threads"]
     if column in ("train", "model", "task_config", "code"):

@@ -109,7 +109,7 @@ def test_refusals(tmp_path, capsys):
     for argv, message in ((["--out", str(tmp_path / "busy")],
                            "is not empty (it holds notes.txt) and holds no bayesbench site"),
                           (["--db", str(tmp_path / "none.sqlite"), "--out", str(tmp_path / "s")],
-                           "nothing to build a site of")):
+                           f"no store at {tmp_path / 'none.sqlite'} (--db")):
         assert main(["site", *argv]) == 2
         err = capsys.readouterr().err.strip()
         assert message in err and "\n" not in err, err

@@ -94,7 +94,7 @@ def test_an_empty_store_is_said_and_a_missing_out_folder_made(store, tmp_path, c
     --out in a missing folder was a raw errno line (exit 1)."""
     assert main(["export", "--db", str(tmp_path / "typo.sqlite")]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and f"no results in the store {tmp_path / 'typo.sqlite'} (--db): nothing to export" in err
+    assert out == "" and f"no store at {tmp_path / 'typo.sqlite'} (--db; a typo?" in err
     assert not (tmp_path / "typo.sqlite").exists()
     target = tmp_path / "new" / "folder" / "r.csv"
     assert main(["export", "--db", store, "--out", str(target)]) == 0
@@ -102,3 +102,27 @@ def test_an_empty_store_is_said_and_a_missing_out_folder_made(store, tmp_path, c
     (tmp_path / "afile").write_text("x")
     assert main(["export", "--db", store, "--out", str(tmp_path / "afile" / "r.csv")]) == 2
     assert "--out " + str(tmp_path / "afile") + " is a file" in capsys.readouterr().err
+
+
+def test_a_tuned_row_is_told_from_an_untuned_one_at_the_same_rate(tmp_path, capsys):
+    """issue 39: export dropped the tuning record, so a tuned row and an untuned row trained at the rate it
+    chose were the same in every column but the numbers."""
+    db, runs = str(tmp_path / "r.sqlite"), str(tmp_path / "runs")
+    common = ["--tasks", "bijection", "--archs", "mlp", "--steps", "5", "--seeds", "1", "--eval-sequences", "16",
+              "--curve-sequences", "16", "--db", db, "--runs-dir", runs, "--no-progress"]
+    assert main(["run", *common, "--tune", "--tune-args", "lrs=[1e-3,2e-3]", "selection_seeds=1",
+                 "selection_sequences=16"]) == 0
+    (tuned,) = [r for r in read_records(db) if (r.config.get("tuning") or {}).get("role") == "final"]
+    chosen = tuned.config["tuning"]["chosen"]["lr"]
+    assert main(["run", *common, "--train-args", f"lr={chosen}"]) == 0
+    for pooled in ([], ["--pooled"]):
+        capsys.readouterr()
+        assert main(["export", "--db", db, "--format", "json", *pooled]) == 0
+        rows = [r for r in json.loads(capsys.readouterr().out)["rows"] if r["eval"] == "values"]
+        assert sorted(r["tuned"] for r in rows) == [False, True], pooled  # the selection rows are not exported
+        (row,) = [r for r in rows if r["tuned"]]
+        assert json.loads(row["tuning"])["chosen"] == {"lr": chosen} and json.loads(row["train"])["lr"] == chosen
+        assert [r["tuning"] for r in rows if not r["tuned"]] == [None]
+    capsys.readouterr()
+    assert main(["export", "--db", db]) == 0
+    assert {r["tuned"] for r in _csv(capsys.readouterr().out)} == {"True", "False"}

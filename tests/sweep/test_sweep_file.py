@@ -31,6 +31,11 @@ transformer = {n_layer = 1, n_head = 2, d_model = 32, d_ffn = 64}
 """
 
 
+def _utf16(path, text: str) -> str:
+    path.write_text(text, encoding="utf-16")
+    return str(path)
+
+
 def _write(tmp_path, text: str, name: str = "s.toml") -> str:
     path = tmp_path / name
     path.write_text(text)
@@ -184,6 +189,11 @@ def test_other_bad_files(tmp_path, capsys):
         (_write(tmp_path, "JOBS = []\n", "empty.py"), "the grid is empty"),
         (_write(tmp_path, "JOBS = [dict(task='bijection', arch='mlp', seeds=[0])] * 2\n", "dup.py"),
          "the same job as job 1"),
+        # issue 39: a sweep file calling sys.exit() ended the command with its code and no word; a UTF-16 file's
+        # decode error named no file
+        (_write(tmp_path, "import sys\nsys.exit(3)\n", "exits.py"), "exits.py: running it exited with 3 (sys.exit)"),
+        (_utf16(tmp_path / "u16.toml", "seeds = [0]\n"), "u16.toml is not UTF-8 text (byte 0: invalid start byte) "
+                                                         "(it is UTF-16: save it as UTF-8)"),
     ]
     for path, message in cases:
         assert main(["sweep", path, "--dry-run", "--db", str(tmp_path / "r.sqlite")]) == 2, path

@@ -270,3 +270,23 @@ def test_pruning_stops_hopeless_candidates_through_optuna(tmp_path):
     assert len(list((tmp_path / "runs" / "tune").glob("*.journal"))) == 1  # one study for the search
     with pytest.raises(ValueError, match="give packed=false too"):
         TuneSpec.of({"lrs": [1e-3, 1e-2], "prune": "median"})
+
+
+def test_a_sweep_whose_seeds_are_selection_seeds_is_refused_before_any_training(tmp_path, capsys, monkeypatch):
+    """issue 39: a reported seed among the search's selection seeds was refused only once the whole search
+    had trained."""
+    from bayesbench.cli import sweep as sweep_command
+
+    def would_run(*_args, **_kwargs):
+        raise AssertionError("training started")
+
+    monkeypatch.setattr(sweep_command, "drive", would_run)
+    path = tmp_path / "s.toml"
+    path.write_text(f'tasks = ["bijection"]\narchs = ["mlp"]\nseeds = [0, {SELECTION_SEED_BASE}]\nsteps = 5\n'
+                    "[tune]\nlrs = [1e-3, 3e-3]\nselection_seeds = 1\n")
+    assert main(["sweep", str(path), "--db", str(tmp_path / "r.sqlite"), "--runs-dir", str(tmp_path / "runs"),
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"bayesbench sweep: sweep file {path}: tune: seeds [{SELECTION_SEED_BASE}] of bijection V=8 L=7 "
+                   "repl / mlp are selection seeds of its search (from 1,000,000): the reported run must be trained "
+                   "on seeds the selection does not use; give seeds below it"), err
