@@ -271,7 +271,9 @@ def _index(agg: list[dict], figures: Figures, db_label: str, n_records: int, stu
     n_tables = 0
     for task, keys in tasks.items():
         parts.append(f'<section id="{_slug(task)}"><h2>{esc(task)}</h2>')
-        task_records = [r for key in keys for row in blocks[key] for r in row.records]
+        # a record is in one row per evaluation set it was scored on: each (run, seed) once
+        task_records = list({(r.run_id, r.seed): r for key in keys for row in blocks[key]
+                             for r in row.records}.values())
         curves = latest_runs([r for r in task_records if r.learning_curve is not None])
         curve_eval = curves[0].learning_curve.eval if curves else None
         for key in keys:

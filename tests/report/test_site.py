@@ -206,3 +206,31 @@ def test_the_pages_opening_runs_as_written_in_an_empty_folder(tmp_path, monkeypa
     assert "wrote results/site/index.html (2 pages, 6 images," in out
     assert "2 leaderboard rows of 2 stored seeds in 2 tables" in out
     assert "2 leaderboard rows of 2 stored seeds in 2 tables" in text
+
+
+def test_the_learning_curves_count_each_seed_once_whatever_the_evaluation_sets(tiny_store, tmp_path, monkeypatch):
+    """A run scored on several evaluation sets (HMM K=20, 30, 50) is in one leaderboard row per set; the
+    site collected its records once per row, and the learning-curve figure said '6 seeds' for 3."""
+    import bayesbench.report.plots as plots
+
+    db = str(tmp_path / "bayesbench.sqlite")
+    records = read_records(tiny_store["db"])
+    write_records([dataclasses.replace(r, evaluation=dataclasses.replace(
+        r.evaluation, evals={**r.evals, "longer": r.evals["standard"]},
+        curves={**r.curves, "longer": r.curves["standard"]})) for r in records], db)
+    drawn = []
+
+    def spy(label, name, group, metric, threshold, path):
+        drawn.append(group)
+        return real(label, name, group, metric, threshold, path)
+
+    real = plots._curve_figure
+    monkeypatch.setattr(plots, "_curve_figure", spy)
+    build_site(db, str(tmp_path / "site"))
+    index = _read(str(tmp_path / "site" / "index.html"))
+    assert index.count("<table") >= 2  # the 'standard' and 'longer' tables
+    site_curves = drawn[0]  # the leaderboard's learning curves (the run pages' follow)
+    members = [(r.run_id, r.seed) for r in site_curves]
+    assert sorted(members) == sorted({(r.run_id, r.seed) for r in records}), members
+    # and the figure's own seed count reads each (run, seed) once even when handed one twice
+    assert [len(m) for m in plots._by_arch(site_curves + site_curves).values()] == [2, 2]
