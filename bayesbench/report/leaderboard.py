@@ -51,6 +51,10 @@ from .rows import (
 )
 
 FORMATS = ("md", "csv", "json")
+# what '(trained)' after an evaluation's name means: said under the Markdown table and on every site page
+TRAINED_NOTE = ("'(trained)' after an evaluation's name: the evaluation set of the task and positions the row was "
+                "trained on, the one its learning curves measure; the run's other evaluations score the same trained "
+                "models on sets they were not trained for (other lengths K, other scored positions)")
 
 
 def _num(x: float | None) -> float | None:
@@ -259,6 +263,7 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
               "several); "
               "'seeds' = how many seeds the row pools (every stored run of the same task, arch and configuration; a "
               "seed run twice counts once, its newest run), then which.",
+              f"- {TRAINED_NOTE}",
               *_curve_notes(agg, cm, threshold),
               *([FLOPS_NOTE] if flops else []),
               "- rows are ranked only against rows scored on the same evaluation set (task, evaluation, number of "

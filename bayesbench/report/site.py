@@ -122,6 +122,7 @@ def _metric_names() -> dict:
 
 
 def _definitions() -> str:
+    from .leaderboard import TRAINED_NOTE
     from .rows import described
     items = "".join(f"<li><b>{esc(name)}</b> ({esc(m)}) = {esc(described(m))}</li>"
                     for m, name in _metric_names().items())
@@ -139,7 +140,7 @@ def _definitions() -> str:
             "(docs/leaderboard.md#learning-curves).</li><li>'tuned' tables hold the rows whose configuration "
             "records a hyperparameter tuning (config[\"tuning\"]): shown apart from the untuned rows, never ranked "
             "in one table with them.</li>"
-            f"</ul><p>bayesbench {esc(__version__)}</p></footer>")
+            f"<li>{esc(TRAINED_NOTE)}.</li></ul><p>bayesbench {esc(__version__)}</p></footer>")
 
 
 def _tuned(row: Row) -> bool:

@@ -122,3 +122,13 @@ def test_a_parameter_count_not_given_is_a_dash_and_differing_counts_are_all_show
     agg = {row.arch: row for row in aggregate(select_rows(db))}
     assert '<td class="num" data-value="0">- / 1.0k</td>' in site_row(agg["mine"], 0.3, None)
     assert '<td class="num" data-value="0">-</td>' in site_row(agg["theirs"], 0.4, None)
+
+
+def test_the_trained_mark_is_explained_in_the_notes(tmp_path):
+    """'(trained)' after an evaluation's name in the eval column was never explained below the table."""
+    from bayesbench.report.leaderboard import TRAINED_NOTE
+
+    db = str(tmp_path / "r.sqlite")
+    write_rows([_row("a", s, 0.50, arch="lstm") for s in range(2)], db)
+    md = markdown(select_rows(db))
+    assert "values (trained)" in md and f"\n- {TRAINED_NOTE}\n" in md

@@ -234,3 +234,13 @@ def test_the_learning_curves_count_each_seed_once_whatever_the_evaluation_sets(t
     assert sorted(members) == sorted({(r.run_id, r.seed) for r in records}), members
     # and the figure's own seed count reads each (run, seed) once even when handed one twice
     assert [len(m) for m in plots._by_arch(site_curves + site_curves).values()] == [2, 2]
+
+
+def test_the_trained_mark_is_explained_on_every_page_it_is_on(site):
+    """'(trained)' followed the evaluation's name in the tables and headings and was never said."""
+    from bayesbench.report.leaderboard import TRAINED_NOTE
+
+    record = read_records(site["db"])[0]
+    for page in (os.path.join(site["out"], "index.html"), os.path.join(site["out"], "runs", f"{record.run_id}.html")):
+        text = _read(page)
+        assert "(trained)" in text and re.sub(r"\s+", " ", TRAINED_NOTE.replace("'", "&#x27;")) in text, page
