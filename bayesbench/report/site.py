@@ -194,7 +194,7 @@ def _row(row: Row, best: float, settings: str | None) -> str:
     cells += [f'<td class="num" data-value="{row.params}">{params_cell(row)}</td>',
               f'<td class="num" data-value="{row.steps}">{row.steps}</td>',
               f'<td class="num" data-value="{_num(row.wall_s)}">{wall}</td>',
-              f'<td class="num" data-value="{len(row.seeds)}">{seeds}</td>']
+              f'<td class="num seeds" data-value="{len(row.seeds)}">{seeds}</td>']
     cells += [_mean_cell(row, m) for m in final_metrics()]
     cells += [f'<td class="num wrap">{esc(per_seed_cell(row, "entropy_mae"))}</td>',
               f'<td class="num wrap" data-value="{_num(_reach_value(row))}">{esc(reach_cell(row.reach))}</td>',
