@@ -48,6 +48,7 @@ from .rows import (
     final_metrics,
     set_marks,
     short,
+    trained_here,
 )
 
 FORMATS = ("md", "csv", "json")
@@ -186,6 +187,16 @@ def _wall(x) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x:.0f}"
 
 
+def steps_cell(row: Row) -> str:
+    """A row's training steps; '-' for a scored row (`trained_here` False) whose user stated none."""
+    return str(row.steps) if row.steps or trained_here(row.records[0]) else "-"
+
+
+def wall_cell(row: Row) -> str:
+    """A row's training wall time (s); '-' for a scored row, which bayesbench never timed training."""
+    return _wall(row.wall_s) if trained_here(row.records[0]) else "-"
+
+
 def _seeds(row: Row) -> str:
     runs = f" in {row.n_runs} runs" if row.n_runs > 1 else ""
     return f"{len(row.seeds)}{runs}: {','.join(map(str, row.seeds))}"
@@ -243,9 +254,9 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
         mean = fmt_bits(row.means[metric]) + ci if math.isfinite(row.means[metric]) else "diverged (every seed)"
         settings = f" {differ.get(id(row), '-')} |" if differ else ""
         lines.append(f"| {row.task} | {row.eval}{'' if not row.primary else ' (trained)'}{size} | "
-                     f"{row.arch}{row_marks(row, metric)} |{settings} {params_cell(row)} | {row.steps} | "
+                     f"{row.arch}{row_marks(row, metric)} |{settings} {params_cell(row)} | {steps_cell(row)} | "
                      + (flops_cells(row) if flops else "")
-                     + f"{_wall(row.wall_s)} | {_seeds(row)} | {mean} | {per_seed_cell(row, metric)} | "
+                     + f"{wall_cell(row)} | {_seeds(row)} | {mean} | {per_seed_cell(row, metric)} | "
                      + " | ".join(fmt_bits(row.means[m]) for m in others)
                      + f" | {reach_cell(row.reach)} | {improving_cell(row.improving)} | "
                      + (f"{ratio:.1f}x |" if math.isfinite(ratio) else "- |"))
@@ -329,7 +340,7 @@ def differing_settings(agg: list[Row]) -> dict[int, str]:
             continue
         # rows of `bayesbench score` (weights given, no training config) say so, and are compared
         # among themselves: listing every training setting as '-' against trained rows says nothing
-        trained = [row for row in rows if (row.records[0].config or {}).get("train")]
+        trained = [row for row in rows if trained_here(row.records[0])]
         scored = [row for row in rows if row not in trained]
         for part, prefix in ((trained, ""), (scored, SCORED_SETTINGS)):
             settings = [_settings(row.records[0]) for row in part]

@@ -101,7 +101,7 @@ def test_a_row_scored_from_given_weights_says_so_in_the_settings_column(tmp_path
     lines = [x for x in markdown(select_rows(db)).splitlines() if "| mine" in x]
     assert len(lines) == 2
     assert "| mine | - | 0.1k | 200 |" in lines[0]
-    assert "| mine | scored from given weights (not trained here) | 0.1k | 0 |" in lines[1]
+    assert "| mine | scored from given weights (not trained here) | 0.1k | - | - |" in lines[1]  # steps, wall
     assert "lr=" not in "\n".join(lines)
 
 
@@ -132,3 +132,21 @@ def test_the_trained_mark_is_explained_in_the_notes(tmp_path):
     write_rows([_row("a", s, 0.50, arch="lstm") for s in range(2)], db)
     md = markdown(select_rows(db))
     assert "values (trained)" in md and f"\n- {TRAINED_NOTE}\n" in md
+
+
+def _scored(run_id: str, seed: int, mae: float, *, arch: str, steps: int = 0) -> dict:
+    """A row of `bayesbench score` (weights or predictions given, no training here): no training
+    configuration, steps as the user stated them (0: not stated), a wall time never measured (0.0)."""
+    row = _row(run_id, seed, mae, arch=arch)
+    return {**row, "steps": steps, "wall_s": 0.0, "config": {**row["config"], "train": None}}
+
+
+def test_a_scored_row_shows_no_steps_or_wall_time_it_never_measured(tmp_path):
+    """Rows scored from predictions showed 'steps 0' and 'wall 0' as if measured."""
+    db = str(tmp_path / "r.sqlite")
+    write_rows([_scored("predictions-aaaa", 0, 0.4, arch="mine"), _row("t", 0, 0.5, arch="lstm"),
+                _scored("predictions-bbbb", 0, 0.3, arch="theirs", steps=3000)], db)  # its steps stated
+    cells = {line.split(" | ")[2]: [c.strip() for c in line.split(" | ")[4:6]]
+             for line in markdown(select_rows(db)).splitlines()
+             if line.startswith("| bijection V=8 | values (trained)")}
+    assert cells == {"lstm": ["200", "1"], "mine": ["-", "-"], "theirs": ["3000", "-"]}, cells

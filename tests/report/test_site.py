@@ -244,3 +244,29 @@ def test_the_trained_mark_is_explained_on_every_page_it_is_on(site):
     for page in (os.path.join(site["out"], "index.html"), os.path.join(site["out"], "runs", f"{record.run_id}.html")):
         text = _read(page)
         assert "(trained)" in text and re.sub(r"\s+", " ", TRAINED_NOTE.replace("'", "&#x27;")) in text, page
+
+
+def test_a_scored_row_shows_what_its_user_stated_never_a_measured_looking_zero(tiny_store, tmp_path):
+    """Rows of `bayesbench score --predictions` showed steps 0, wall 0 and, on the run page, 'seeds 0'
+    as if measured; pooled over two scorings, the seeds cell showed two identical links 'predictions-'
+    (run ids cut at 12 characters)."""
+    db = str(tmp_path / "scored.sqlite")
+    mlp = [r for r in read_records(tiny_store["db"]) if r.arch == "mlp"]
+    scored = [dataclasses.replace(r, run_id=f"predictions-{r.seed}a2b3c4d5e6f", arch="mine", steps=0, wall_s=0.0,
+                                  steps_per_s=None, config={**r.config, "train": None}) for r in mlp]
+    write_records(mlp + scored, db)
+    out = str(tmp_path / "site")
+    build_site(db, out)
+    index = _read(os.path.join(out, "index.html"))
+    row = re.search(r'<tr data-members="predictions-.*?</tr>', index).group(0)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+    assert cells[2:4] == ["-", "-"], cells[:5]  # steps, wall: never measured
+    links = re.findall(r'<a href="runs/([^"]+)\.html">([^<]+)</a>', cells[4])
+    assert sorted(text for _, text in links) == sorted(r.run_id for r in scored), links  # told apart
+    trained = re.search(r'<tr data-members="[0-9a-f]{16}:.*?</tr>', index).group(0)
+    assert re.findall(r"<td[^>]*>(.*?)</td>", trained)[2] == "20"
+    page = _read(os.path.join(out, "runs", f"{scored[0].run_id}.html"))
+    facts = dict(re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", page))
+    assert facts["training steps"] == "not stated (scored here, not trained here)", facts
+    assert facts["wall time (s)"] == "not measured (not trained here)", facts
+    assert facts["seeds"] == "0 (a label given when scored)", facts
