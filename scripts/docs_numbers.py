@@ -5,7 +5,7 @@
 
 The file holds, per ranking metric (entropy MAE, positional entropy MAE), the leaderboard's rows
 as `bayesbench.leaderboard` returns them (the schema of `bayesbench leaderboard --json`'s "rows",
-docs/leaderboard.md#the-leaderboard-as-json), cut to the keys the docs quote: the task, evaluation
+docs/results.md#the-leaderboard-as-json), cut to the keys the docs quote: the task, evaluation
 and architecture, the parameters, steps and seeds, every metric's mean over seeds, the ranked
 metric's per-seed values and its 95% interval over seeds. tests/test_docs_numbers.py checks that
 every number the tables of docs/leaderboard.md quote equals the file's, so a re-run of the quick

@@ -52,6 +52,10 @@ from .rows import (
 )
 
 FORMATS = ("md", "csv", "json")
+# the version of the leaderboard's JSON (docs/results.md#the-leaderboard-as-json): every JSON document of
+# rows says it (`leaderboard --json`, `export --format json`, `score`/`train --json`); raise it when a key
+# changes meaning or goes, not when one is added
+SCHEMA_VERSION = 1
 # what '(trained)' after an evaluation's name means: said under the Markdown table and on every site page
 TRAINED_NOTE = ("'(trained)' after an evaluation's name: the evaluation set of the task and positions the row was "
                 "trained on, the one its learning curves measure; the run's other evaluations score the same trained "
@@ -141,9 +145,42 @@ def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
             "learning_curve": None if r.learning_curve is None else json_safe(dataclasses.asdict(r.learning_curve)),
         })
     if aucs is None:
-        return {"runs": runs}
-    return {"metric": f"auc: AUC of {curve_metric} over log step (each run's auc_bits, over its auc_steps)",
+        return {"schema_version": SCHEMA_VERSION, "runs": runs}
+    return {"schema_version": SCHEMA_VERSION,
+            "metric": f"auc: AUC of {curve_metric} over log step (each run's auc_bits, over its auc_steps)",
             "runs": runs}
+
+
+def board_rows(records: list[RunRecord], metric: str = "entropy_mae", per_run: bool = False, *,
+               threshold: float = DEFAULT_THRESHOLD, curve_metric: str = "entropy_mae") -> list[dict]:
+    """The leaderboard's rows as JSON, the one schema of the pooled leaderboard (docs/results.md#the-
+    leaderboard-as-json): one dict per `aggregate` row, in its order. `bayesbench.leaderboard` returns
+    them, `leaderboard --json` carries them as "rows", `export --pooled` flattens them into columns."""
+    from .rows import seed_interval
+
+    out = []
+    for g in aggregate(records, metric, per_run, curve_metric, threshold):
+        floors = g.floors or {}
+        intervals = {}
+        for m in final_metrics():
+            lo, hi = seed_interval(g.values[m])
+            intervals[m] = [None if not math.isfinite(lo) else max(lo, 0.0), _num(hi)]
+        out.append({
+            "task": g.task, "eval": g.eval, "arch": g.arch, "params": g.params, "steps": g.steps,
+            "n_sequences": g.n_sequences, "primary": g.primary, "seeds": list(g.seeds),
+            **{f"{m}_bits": _num(v) for m, v in g.means.items()},
+            "metric": metric, "per_seed_bits": [_num(v) for v in g.values[metric]],
+            "ci_bits": [_num(x) for x in g.ci],
+            "floors_bits": {name: _num(s[metric].mean) for name, s in floors.items() if metric in s},
+            "at_floor": at_floor(g, metric) if metric != AUC else None,
+            "diverged_at": list(g.diverged), "wall_s": _num(g.wall_s), "n_runs": g.n_runs,
+            "curve_metric": curve_metric, "threshold_bits": threshold,
+            "steps_to_threshold": None if g.reach is None else list(g.reach.per_seed),
+            "run_ids": sorted({r.run_id for r in g.records}),
+            "settings": json_safe(row_settings(g.records[0])),
+            "intervals_bits": intervals, "trained_here": trained_here(g.records[0]),
+        })
+    return out
 
 
 def reach_cell(r: Reach | None) -> str:
@@ -491,5 +528,7 @@ def render(records: list[RunRecord], fmt: str = "md", metric: str = "entropy_mae
         return markdown(records, metric, per_run, threshold=threshold, curve_metric=cm)
     if fmt == "csv":
         return to_csv(records, threshold=threshold, curve_metric=cm, metric=metric).rstrip("\n")
-    return json.dumps(json_runs(records, threshold=threshold, curve_metric=cm, metric=metric), indent=2)
+    doc = json_runs(records, threshold=threshold, curve_metric=cm, metric=metric)
+    doc["rows"] = board_rows(records, metric, per_run, threshold=threshold, curve_metric=cm)
+    return json.dumps(doc, indent=2)
 
