@@ -42,12 +42,15 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         doc = summary(args.db, measured=args.measured, command=args.command)
+        with open(args.out, "w") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
     except ValueError as err:
         print(f"docs_numbers.py: {err}", file=sys.stderr)
         return 2
-    with open(args.out, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
+    except OSError as err:
+        print(f"docs_numbers.py: --out {args.out}: {err.strerror}", file=sys.stderr)
+        return 2
     print(f"wrote {args.out}: {sum(len(rows) for rows in doc['boards'].values())} rows")
     return 0
 

@@ -46,6 +46,7 @@ from .rows import (
     curve_metric_for,
     described,
     final_metrics,
+    measured_wall,
     set_marks,
     short,
     trained_here,
@@ -131,7 +132,7 @@ def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
             "entropy_mae_bits": _num(head.entropy_mae.mean),
             "entropy_mae_ci": [_num(head.entropy_mae.ci_low), _num(head.entropy_mae.ci_high)],
             "kl_bits": _num(head.kl.mean), "kl_ci": [_num(head.kl.ci_low), _num(head.kl.ci_high)],
-            "wall_s": r.wall_s, "steps_per_s": r.steps_per_s, "status": r.status,
+            "wall_s": measured_wall(r), "steps_per_s": r.steps_per_s, "status": r.status,
             "entropy_mae_positional_bits": _num(r.entropy_mae_positional_bits),
             "preset": r.preset, "group_id": r.group_id, "eval": r.primary,
             "evals": {name: _json_eval(ev) for name, ev in r.evals.items()},
@@ -173,7 +174,8 @@ def board_rows(records: list[RunRecord], metric: str = "entropy_mae", per_run: b
             "ci_bits": [_num(x) for x in g.ci],
             "floors_bits": {name: _num(s[metric].mean) for name, s in floors.items() if metric in s},
             "at_floor": at_floor(g, metric) if metric != AUC else None,
-            "diverged_at": list(g.diverged), "wall_s": _num(g.wall_s), "n_runs": g.n_runs,
+            "diverged_at": list(g.diverged), "wall_s": _num(g.wall_s) if trained_here(g.records[0]) else None,
+            "n_runs": g.n_runs,
             "curve_metric": curve_metric, "threshold_bits": threshold,
             "steps_to_threshold": None if g.reach is None else list(g.reach.per_seed),
             "run_ids": sorted({r.run_id for r in g.records}),
@@ -511,7 +513,7 @@ def to_csv(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD, cu
                 a = aucs.get((r.run_id, r.seed)) if here else None
                 steps = (a or {}).get("auc_steps") or ["", ""]
                 curve += [curve_metric, _blank((a or {}).get("auc_bits")), *steps] if a else ["", "", "", ""]
-            w.writerow([r.task_label, name, r.arch, r.params, r.steps, r.wall_s, r.seed, *means,
+            w.writerow([r.task_label, name, r.arch, r.params, r.steps, _blank(measured_wall(r)), r.seed, *means,
                         ev.entropy_mae.n_sequences, ev.positions, r.status, r.run_id, _blank(r.stop_step),
                         _blank(r.stop_reason), *curve])
     return buf.getvalue()

@@ -37,6 +37,8 @@ def _round(x: float | None, digits: int = 2) -> float | None:
 
 def seed_rows(records: list[RunRecord]) -> list[dict]:
     """One dict per (run, seed, evaluation set), columns as the module docstring says."""
+    from ..report.rows import measured_wall
+
     names = EvalResult.metric_names()
     out = []
     for r in records:
@@ -45,7 +47,7 @@ def seed_rows(records: list[RunRecord]) -> list[dict]:
                    "positions": ev.positions, "eval_sequences": ev.entropy_mae.n_sequences, "set_id": ev.set_id,
                    "scored_positions": ev.entropy_mae.n_positions, "arch": r.arch, "run_id": r.run_id,
                    "seed": r.seed, "member": r.member, "preset": r.preset, "group_id": r.group_id,
-                   "status": r.status, "params": r.params, "steps": r.steps, "wall_s": _round(r.wall_s),
+                   "status": r.status, "params": r.params, "steps": r.steps, "wall_s": _round(measured_wall(r)),
                    "steps_per_s": _round(r.steps_per_s), "final_loss_nats": _num(r.final_loss)}
             for m in names:
                 s = getattr(ev, m)

@@ -150,3 +150,23 @@ def test_a_scored_row_shows_no_steps_or_wall_time_it_never_measured(tmp_path):
              for line in markdown(select_rows(db)).splitlines()
              if line.startswith("| bijection V=8 | values (trained)")}
     assert cells == {"lstm": ["200", "1"], "mine": ["-", "-"], "theirs": ["3000", "-"]}, cells
+
+
+def test_a_scored_rows_wall_time_is_null_in_every_machine_format(tmp_path):
+    """The CSV, the JSON and the export gave a scored row's wall time as 0.0, a measured-looking 0."""
+    import csv
+    import io
+    import json
+
+    from bayesbench.report.leaderboard import board_rows, json_runs, to_csv
+    from bayesbench.store.export import pooled_rows, seed_rows
+
+    db = str(tmp_path / "r.sqlite")
+    write_rows([_scored("predictions-aaaa", 0, 0.4, arch="mine"), _row("t", 0, 0.5, arch="lstm")], db)
+    records = select_rows(db)
+    walls = {r["arch"]: r["wall_s"] for r in csv.DictReader(io.StringIO(to_csv(records)))}
+    assert walls == {"mine": "", "lstm": "1.0"}, walls
+    assert {r["arch"]: r["wall_s"] for r in json_runs(records)["runs"]} == {"mine": None, "lstm": 1.0}
+    assert {r["arch"]: r["wall_s"] for r in json.loads(json.dumps(board_rows(records)))} == {"mine": None, "lstm": 1.0}
+    assert {r["arch"]: r["wall_s"] for r in seed_rows(records)} == {"mine": None, "lstm": 1.0}
+    assert {r["arch"]: r["steps"] for r in pooled_rows(records)} == {"mine": 0, "lstm": 200}  # 0: not stated
