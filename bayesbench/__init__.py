@@ -79,5 +79,20 @@ class _Package(_types.ModuleType):
         super().__setattr__(name, value)
 
 
+class _TorchFirst:
+    """A finder that loads torch before the compiled extension `bayesbench._C` is loaded, and finds
+    nothing itself: the extension links torch's libraries (libc10, libtorch), which only `import
+    torch` loads, so `import bayesbench._C` on its own failed with 'libc10.so: cannot open shared
+    object file'. Importing the package alone still imports no torch."""
+
+    def find_spec(self, fullname: str, path, target=None):
+        if fullname == f"{__name__}._C":
+            import torch  # noqa: F401
+
+        return None
+
+
 _sys.modules[__name__].__class__ = _Package
 _moved.install()
+if not any(isinstance(f, _TorchFirst) for f in _sys.meta_path):
+    _sys.meta_path.insert(0, _TorchFirst())

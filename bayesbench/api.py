@@ -38,19 +38,16 @@ __all__ = ["Rows", "TrainedRun", "leaderboard", "records", "run", "train"]
 
 def _board():
     """What the leaderboard is made of (`bayesbench/report/`): which stored rows (`selection`),
-    their pooling over seeds into typed rows (`rows`), their JSON form (`leaderboard`), and which
-    rows pool (`store.database.row_settings`), as one namespace."""
+    their checks (`rows`) and their JSON forms (`leaderboard`: per run and seed, and the pooled
+    rows' one schema), as one namespace."""
     from types import SimpleNamespace
 
     from .report import leaderboard, rows, selection
-    from .store.database import row_settings
-    from .store.records import json_safe
 
     return SimpleNamespace(
-        select_rows=selection.select_rows, json_runs=leaderboard.json_runs, _num=leaderboard._num,
-        aggregate=rows.aggregate, check_metric=rows.check_metric, check_threshold=rows.check_threshold,
-        curve_metric_for=rows.curve_metric_for, DEFAULT_THRESHOLD=rows.DEFAULT_THRESHOLD,
-        at_floor=rows.at_floor, row_settings=row_settings, json_safe=json_safe)
+        select_rows=selection.select_rows, json_runs=leaderboard.json_runs, board_rows=leaderboard.board_rows,
+        check_metric=rows.check_metric, check_threshold=rows.check_threshold,
+        curve_metric_for=rows.curve_metric_for, DEFAULT_THRESHOLD=rows.DEFAULT_THRESHOLD)
 
 
 class Rows(list):
@@ -474,7 +471,9 @@ def leaderboard(db: str | os.PathLike | None = None, *, task: str | None = None,
     mean over seeds of every metric (`<metric>_bits`), the ranked metric's values per seed and
     95% t-interval over seeds (`ci_bits`), the floors of its set, `at_floor`, wall time, the
     learning curve's steps to `threshold` bits per seed, and the row's `settings` (what its seeds
-    share). metric: entropy_mae, entropy_mae_positional, kl or auc (docs/leaderboard.md).
+    share), every metric's interval over seeds (`intervals_bits`) and `trained_here`. The rows of
+    `bayesbench leaderboard --json` ("rows"), one schema (docs/results.md#the-leaderboard-as-json).
+    metric: entropy_mae, entropy_mae_positional, kl or auc (docs/leaderboard.md).
 
     Example:
 
@@ -500,21 +499,4 @@ def leaderboard(db: str | os.PathLike | None = None, *, task: str | None = None,
     curve_metric = argument("curve_metric", lambda v: board.curve_metric_for(metric, v), curve_metric)
     recs = _matching(board.select_rows(path, task=task, arch=arch, latest=latest), path, "bayesbench.leaderboard",
                      task, arch)
-    out = Rows()
-    for g in board.aggregate(recs, metric, per_run, curve_metric, threshold):
-        floors = g.floors or {}
-        out.append({
-            "task": g.task, "eval": g.eval, "arch": g.arch, "params": g.params, "steps": g.steps,
-            "n_sequences": g.n_sequences, "primary": g.primary, "seeds": list(g.seeds),
-            **{f"{m}_bits": board._num(v) for m, v in g.means.items()},
-            "metric": metric, "per_seed_bits": [board._num(v) for v in g.values[metric]],
-            "ci_bits": [board._num(x) for x in g.ci],
-            "floors_bits": {name: board._num(s[metric].mean) for name, s in floors.items() if metric in s},
-            "at_floor": board.at_floor(g, metric) if metric != "auc" else None,
-            "diverged_at": list(g.diverged), "wall_s": board._num(g.wall_s), "n_runs": g.n_runs,
-            "curve_metric": curve_metric, "threshold_bits": threshold,
-            "steps_to_threshold": None if g.reach is None else list(g.reach.per_seed),
-            "run_ids": sorted({r.run_id for r in g.records}),
-            "settings": board.json_safe(board.row_settings(g.records[0])),
-        })
-    return out
+    return Rows(board.board_rows(recs, metric, per_run, threshold=threshold, curve_metric=curve_metric))

@@ -38,6 +38,25 @@ def test_importing_the_package_loads_neither_the_api_nor_torch():
     assert {"run", "train", "leaderboard", "records", "__version__"} <= set(dir(bayesbench))
 
 
+def test_the_compiled_extension_imports_on_its_own():
+    """`python -c "import bayesbench._C"` failed (ImportError: libc10.so) unless torch was imported
+    first, while `bayesbench --version` said the extension was installed: the extension links
+    torch's libraries, which only `import torch` loads. Importing it loads torch first; importing
+    the package alone still does not."""
+    import glob
+    import os
+
+    if not glob.glob(os.path.join(os.path.dirname(bayesbench.__file__), "_C*.so")):
+        pytest.skip("bayesbench._C is not built in this checkout")
+    code = ("import sys; import bayesbench._C as C, bayesbench.ops as ops; import torch; "
+            "print(json.dumps([C.__name__, hasattr(torch.ops.bayesbench, 'hmm_filter'), ops.extension_status()]))")
+    out = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout)[:2] == ["bayesbench._C", True] and json.loads(out.stdout)[2].startswith("built")
+    for form in ("from bayesbench import _C", "import importlib; importlib.import_module('bayesbench._C')"):
+        assert subprocess.run([sys.executable, "-c", form], capture_output=True, text=True).returncode == 0, form
+
+
 def test_run_returns_its_stored_rows_as_the_command_makes_them(store, tmp_path, capsys):
     (row,) = store["rows"]
     assert isinstance(store["rows"], api.Rows) and row["seed"] == 0 and row["arch"] == "mlp" and row["steps"] == 20

@@ -32,7 +32,30 @@ def completion_script(shell: str) -> str:
         raise ValueError("bayesbench completion needs shtab: pip install shtab (or the [completion] extra)") from None
     from . import build_parser
 
-    return shtab.complete(build_parser(), shell=shell)
+    parser = build_parser()
+    _mark_paths(parser, shtab)
+    script = shtab.complete(parser, shell=shell)
+    if shell == "bash":  # an argument it completes nothing for: readline's file names, not bash's commands
+        script = script.replace("complete -o bashdefault -F", "complete -o bashdefault -o default -F")
+    return script
+
+
+# the arguments whose value is a path, by their dest: a file (or a folder) or a folder only
+FILE_ARGS = ("db", "checkpoint", "config", "file", "plot", "predictions", "model", "out")
+DIR_ARGS = ("run_dir", "runs_dir")
+
+
+def _mark_paths(parser, shtab) -> None:
+    """Mark every path argument of `parser` and its subcommands for shtab, which then completes it
+    with file names (FILE: files and folders) or folder names (DIRECTORY)."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _mark_paths(sub, shtab)
+        elif action.nargs != 0 and not action.choices and action.dest in FILE_ARGS + DIR_ARGS:
+            action.complete = shtab.DIRECTORY if action.dest in DIR_ARGS else shtab.FILE
 
 
 def cmd_completion(args) -> int:

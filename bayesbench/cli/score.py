@@ -47,6 +47,8 @@ def add_predictions(sc) -> None:
                    help="with --predictions and --task: the task options the set was exported with")
     g.add_argument("--params", type=int, default=0, help="with --predictions: the model's parameter count, shown on "
                    "the leaderboard (default 0: not given)")
+    g.add_argument("--steps", type=int, default=0, help="with --predictions or a plain state dict: how many steps the "
+                   "model was trained, as you state it, shown on the leaderboard (default 0: not stated, shown as '-')")
 
 
 def cmd_score(args) -> int:
@@ -67,7 +69,8 @@ def cmd_score(args) -> int:
         positive_int("--eval-sequences", args.eval_sequences)
     device = resolve_device(args.device)
     scored = score_checkpoint(args.model, args.checkpoint, task=args.task, name=args.name, preset=args.preset,
-                              seed=args.seed, db=args.db, eval_sequences=args.eval_sequences, device=device)
+                              seed=args.seed, db=args.db, eval_sequences=args.eval_sequences, device=device,
+                              steps=args.steps)
     records = read_records(args.db, where="run_id = ?", params=(scored[0].run_id,))
     print(json.dumps(json_runs(records), indent=2) if args.json else markdown(records))
     return 0
@@ -90,7 +93,7 @@ def cmd_score_predictions(args) -> int:
         raise ValueError("--predictions needs --name NAME: the leaderboard name of the model that made them")
     scored = score_predictions(args.predictions, name=args.name, preset=args.preset, task=args.task,
                                task_args=as_dict("--task-args", args.task_args) or None, seed=args.seed,
-                               params=args.params, db=args.db)
+                               params=args.params, steps=args.steps, db=args.db)
     records = read_records(args.db, where="run_id = ?", params=(scored[0].run_id,))
     print(json.dumps(json_runs(records), indent=2) if args.json else markdown(records))
     return 0

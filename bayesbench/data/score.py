@@ -15,9 +15,10 @@ a preset's task, or your own tunnel). A file is refused, and nothing stored, whe
 What passes is scored by the code every model is scored by (`scoring.rows.score_run`, on a
 `scoring.predictions.GivenPredictions` standing for the model): every metric with its 95%
 interval over sequences, the floors on the same sequences, per-position curves; one row per
-call, stored under `--name` like any other (steps 0, no training configuration; the HMM's
-label-permutation check needs the model itself and is left out). The run id is a hash of the
-files, the name, the task and the seed label, so scoring the same files again replaces the row.
+call, stored under `--name` like any other (the steps `--steps` states, else 0: not stated; no
+training configuration; the HMM's label-permutation check needs the model itself and is left
+out). The run id is a hash of the files, the name, the task and the seed label, so scoring the
+same files again replaces the row.
 """
 
 from __future__ import annotations
@@ -89,8 +90,8 @@ def _run_id(paths: list[str], name: str, label: str, seed: int) -> str:
 
 
 def score_predictions(paths: list[str], *, name: str, preset: str = "quick", task: str | None = None,
-                      task_args: dict | None = None, seed: int = 0, params: int = 0, db: str | None = None,
-                      store: bool = True) -> list[RunRecord]:
+                      task_args: dict | None = None, seed: int = 0, params: int = 0, steps: int = 0,
+                      db: str | None = None, store: bool = True) -> list[RunRecord]:
     """Check, score and store the predictions files `paths` (the evaluation sets of one task)
     as one row named `name` (module doc); returns its record."""
     from ..checks import int_at_least
@@ -102,6 +103,7 @@ def score_predictions(paths: list[str], *, name: str, preset: str = "quick", tas
 
     check_name(name)
     int_at_least("--params", params, 0, "the model's parameter count; 0: not given")
+    int_at_least("--steps", steps, 0, "the steps the model was trained, as stated; 0: not stated")
     int_at_least("--seed", seed, 0, "the seed label of the model that made the predictions")
     if task_args and task is None:
         raise ValueError("--task-args go with --task: the task whose options they change")
@@ -144,6 +146,6 @@ def score_predictions(paths: list[str], *, name: str, preset: str = "quick", tas
                             device_type="cpu", threads=torch.get_num_threads(), code=code), "seeds": [seed]}
     meta = {"preset": preset, "label": setup.label, "name": name, "eval_lengths": list(lengths),
             "eval_scored": list(scored_sets), "eval_sequences": n_sequences, "scored_only": True}
-    result = TrainResult(_run_id(paths, name, setup.label, seed), model, [seed], 0, torch.zeros(0, 1), 0.0, {},
+    result = TrainResult(_run_id(paths, name, setup.label, seed), model, [seed], steps, torch.zeros(0, 1), 0.0, {},
                          None, ident, meta, code=code)
     return score_run(result, db=db, device="cpu", write=store)

@@ -46,11 +46,21 @@ from .rows import (
     curve_metric_for,
     described,
     final_metrics,
+    measured_wall,
     set_marks,
     short,
+    trained_here,
 )
 
 FORMATS = ("md", "csv", "json")
+# the version of the leaderboard's JSON (docs/results.md#the-leaderboard-as-json): every JSON document of
+# rows says it (`leaderboard --json`, `export --format json`, `score`/`train --json`); raise it when a key
+# changes meaning or goes, not when one is added
+SCHEMA_VERSION = 1
+# what '(trained)' after an evaluation's name means: said under the Markdown table and on every site page
+TRAINED_NOTE = ("'(trained)' after an evaluation's name: the evaluation set of the task and positions the row was "
+                "trained on, the one its learning curves measure; the run's other evaluations score the same trained "
+                "models on sets they were not trained for (other lengths K, other scored positions)")
 
 
 def _num(x: float | None) -> float | None:
@@ -122,7 +132,7 @@ def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
             "entropy_mae_bits": _num(head.entropy_mae.mean),
             "entropy_mae_ci": [_num(head.entropy_mae.ci_low), _num(head.entropy_mae.ci_high)],
             "kl_bits": _num(head.kl.mean), "kl_ci": [_num(head.kl.ci_low), _num(head.kl.ci_high)],
-            "wall_s": r.wall_s, "steps_per_s": r.steps_per_s, "status": r.status,
+            "wall_s": measured_wall(r), "steps_per_s": r.steps_per_s, "status": r.status,
             "entropy_mae_positional_bits": _num(r.entropy_mae_positional_bits),
             "preset": r.preset, "group_id": r.group_id, "eval": r.primary,
             "evals": {name: _json_eval(ev) for name, ev in r.evals.items()},
@@ -136,9 +146,43 @@ def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
             "learning_curve": None if r.learning_curve is None else json_safe(dataclasses.asdict(r.learning_curve)),
         })
     if aucs is None:
-        return {"runs": runs}
-    return {"metric": f"auc: AUC of {curve_metric} over log step (each run's auc_bits, over its auc_steps)",
+        return {"schema_version": SCHEMA_VERSION, "runs": runs}
+    return {"schema_version": SCHEMA_VERSION,
+            "metric": f"auc: AUC of {curve_metric} over log step (each run's auc_bits, over its auc_steps)",
             "runs": runs}
+
+
+def board_rows(records: list[RunRecord], metric: str = "entropy_mae", per_run: bool = False, *,
+               threshold: float = DEFAULT_THRESHOLD, curve_metric: str = "entropy_mae") -> list[dict]:
+    """The leaderboard's rows as JSON, the one schema of the pooled leaderboard (docs/results.md#the-
+    leaderboard-as-json): one dict per `aggregate` row, in its order. `bayesbench.leaderboard` returns
+    them, `leaderboard --json` carries them as "rows", `export --pooled` flattens them into columns."""
+    from .rows import seed_interval
+
+    out = []
+    for g in aggregate(records, metric, per_run, curve_metric, threshold):
+        floors = g.floors or {}
+        intervals = {}
+        for m in final_metrics():
+            lo, hi = seed_interval(g.values[m])
+            intervals[m] = [None if not math.isfinite(lo) else max(lo, 0.0), _num(hi)]
+        out.append({
+            "task": g.task, "eval": g.eval, "arch": g.arch, "params": g.params, "steps": g.steps,
+            "n_sequences": g.n_sequences, "primary": g.primary, "seeds": list(g.seeds),
+            **{f"{m}_bits": _num(v) for m, v in g.means.items()},
+            "metric": metric, "per_seed_bits": [_num(v) for v in g.values[metric]],
+            "ci_bits": [_num(x) for x in g.ci],
+            "floors_bits": {name: _num(s[metric].mean) for name, s in floors.items() if metric in s},
+            "at_floor": at_floor(g, metric) if metric != AUC else None,
+            "diverged_at": list(g.diverged), "wall_s": _num(g.wall_s) if trained_here(g.records[0]) else None,
+            "n_runs": g.n_runs,
+            "curve_metric": curve_metric, "threshold_bits": threshold,
+            "steps_to_threshold": None if g.reach is None else list(g.reach.per_seed),
+            "run_ids": sorted({r.run_id for r in g.records}),
+            "settings": json_safe(row_settings(g.records[0])),
+            "intervals_bits": intervals, "trained_here": trained_here(g.records[0]),
+        })
+    return out
 
 
 def reach_cell(r: Reach | None) -> str:
@@ -180,6 +224,16 @@ def _signed(x) -> str:
 
 def _wall(x) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x:.0f}"
+
+
+def steps_cell(row: Row) -> str:
+    """A row's training steps; '-' for a scored row (`trained_here` False) whose user stated none."""
+    return str(row.steps) if row.steps or trained_here(row.records[0]) else "-"
+
+
+def wall_cell(row: Row) -> str:
+    """A row's training wall time (s); '-' for a scored row, which bayesbench never timed training."""
+    return _wall(row.wall_s) if trained_here(row.records[0]) else "-"
 
 
 def _seeds(row: Row) -> str:
@@ -239,9 +293,9 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
         mean = fmt_bits(row.means[metric]) + ci if math.isfinite(row.means[metric]) else "diverged (every seed)"
         settings = f" {differ.get(id(row), '-')} |" if differ else ""
         lines.append(f"| {row.task} | {row.eval}{'' if not row.primary else ' (trained)'}{size} | "
-                     f"{row.arch}{row_marks(row, metric)} |{settings} {params_cell(row)} | {row.steps} | "
+                     f"{row.arch}{row_marks(row, metric)} |{settings} {params_cell(row)} | {steps_cell(row)} | "
                      + (flops_cells(row) if flops else "")
-                     + f"{_wall(row.wall_s)} | {_seeds(row)} | {mean} | {per_seed_cell(row, metric)} | "
+                     + f"{wall_cell(row)} | {_seeds(row)} | {mean} | {per_seed_cell(row, metric)} | "
                      + " | ".join(fmt_bits(row.means[m]) for m in others)
                      + f" | {reach_cell(row.reach)} | {improving_cell(row.improving)} | "
                      + (f"{ratio:.1f}x |" if math.isfinite(ratio) else "- |"))
@@ -259,6 +313,7 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
               "several); "
               "'seeds' = how many seeds the row pools (every stored run of the same task, arch and configuration; a "
               "seed run twice counts once, its newest run), then which.",
+              f"- {TRAINED_NOTE}",
               *_curve_notes(agg, cm, threshold),
               *([FLOPS_NOTE] if flops else []),
               "- rows are ranked only against rows scored on the same evaluation set (task, evaluation, number of "
@@ -324,7 +379,7 @@ def differing_settings(agg: list[Row]) -> dict[int, str]:
             continue
         # rows of `bayesbench score` (weights given, no training config) say so, and are compared
         # among themselves: listing every training setting as '-' against trained rows says nothing
-        trained = [row for row in rows if (row.records[0].config or {}).get("train")]
+        trained = [row for row in rows if trained_here(row.records[0])]
         scored = [row for row in rows if row not in trained]
         for part, prefix in ((trained, ""), (scored, SCORED_SETTINGS)):
             settings = [_settings(row.records[0]) for row in part]
@@ -458,7 +513,7 @@ def to_csv(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD, cu
                 a = aucs.get((r.run_id, r.seed)) if here else None
                 steps = (a or {}).get("auc_steps") or ["", ""]
                 curve += [curve_metric, _blank((a or {}).get("auc_bits")), *steps] if a else ["", "", "", ""]
-            w.writerow([r.task_label, name, r.arch, r.params, r.steps, r.wall_s, r.seed, *means,
+            w.writerow([r.task_label, name, r.arch, r.params, r.steps, _blank(measured_wall(r)), r.seed, *means,
                         ev.entropy_mae.n_sequences, ev.positions, r.status, r.run_id, _blank(r.stop_step),
                         _blank(r.stop_reason), *curve])
     return buf.getvalue()
@@ -475,5 +530,7 @@ def render(records: list[RunRecord], fmt: str = "md", metric: str = "entropy_mae
         return markdown(records, metric, per_run, threshold=threshold, curve_metric=cm)
     if fmt == "csv":
         return to_csv(records, threshold=threshold, curve_metric=cm, metric=metric).rstrip("\n")
-    return json.dumps(json_runs(records, threshold=threshold, curve_metric=cm, metric=metric), indent=2)
+    doc = json_runs(records, threshold=threshold, curve_metric=cm, metric=metric)
+    doc["rows"] = board_rows(records, metric, per_run, threshold=threshold, curve_metric=cm)
+    return json.dumps(doc, indent=2)
 

@@ -67,8 +67,12 @@ def _mean_band(ax, x, rows: list[list[float]], color: str, label: str, *, log: b
 
 
 def _by_arch(group: list[RunRecord]) -> dict[str, list[RunRecord]]:
+    """arch -> its members in seed order, each (run, seed) once however often `group` holds it (a
+    record of several evaluation sets is in one leaderboard row per set): a figure's seed count
+    counts seeds, not rows."""
     out: dict[str, list[RunRecord]] = {}
-    for r in sorted(group, key=lambda r: (r.arch, r.seed)):
+    unique = {(r.run_id, r.seed): r for r in group}
+    for r in sorted(unique.values(), key=lambda r: (r.arch, r.seed)):
         out.setdefault(r.arch, []).append(r)
     return out
 

@@ -147,6 +147,19 @@ def aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: bo
     return out
 
 
+def trained_here(record: RunRecord) -> bool:
+    """Whether bayesbench trained the record's model (it has a training configuration); False for a
+    model `bayesbench score` scored from given weights or predictions: its steps are what its user
+    stated (0: not stated) and its wall time was never measured, so neither is shown as a number."""
+    return bool((record.config or {}).get("train"))
+
+
+def measured_wall(record: RunRecord) -> float | None:
+    """The record's training wall time, None for a scored one (`trained_here` False): nothing was
+    trained here to time, so its stored 0.0 is never given as a measurement."""
+    return record.wall_s if trained_here(record) else None
+
+
 def block_key(row: Row) -> tuple:
     """The rows that may be ranked together: one task, one evaluation, one evaluation set (the
     same sequences: the set is fixed by the task, its code and its size) and one definition of

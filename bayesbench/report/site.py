@@ -122,6 +122,7 @@ def _metric_names() -> dict:
 
 
 def _definitions() -> str:
+    from .leaderboard import TRAINED_NOTE
     from .rows import described
     items = "".join(f"<li><b>{esc(name)}</b> ({esc(m)}) = {esc(described(m))}</li>"
                     for m, name in _metric_names().items())
@@ -139,7 +140,7 @@ def _definitions() -> str:
             "(docs/leaderboard.md#learning-curves).</li><li>'tuned' tables hold the rows whose configuration "
             "records a hyperparameter tuning (config[\"tuning\"]): shown apart from the untuned rows, never ranked "
             "in one table with them.</li>"
-            f"</ul><p>bayesbench {esc(__version__)}</p></footer>")
+            f"<li>{esc(TRAINED_NOTE)}.</li></ul><p>bayesbench {esc(__version__)}</p></footer>")
 
 
 def _tuned(row: Row) -> bool:
@@ -174,7 +175,7 @@ def _run_link(run_id: str, text: str, root: str = "") -> str:
 
 
 def _row(row: Row, best: float, settings: str | None) -> str:
-    from .leaderboard import improving_cell, params_cell, per_seed_cell, reach_cell, row_marks
+    from .leaderboard import improving_cell, params_cell, per_seed_cell, reach_cell, row_marks, steps_cell, wall_cell
 
     runs = sorted({r.run_id for r in row.records}, key=lambda run: [r.created_at or "" for r in row.records
                                                                   if r.run_id == run][-1])
@@ -182,18 +183,19 @@ def _row(row: Row, best: float, settings: str | None) -> str:
     marks = row_marks(row, "entropy_mae")
     arch = _run_link(runs[-1], row.arch) + (f'<span class="mark">{esc(marks)}</span>' if marks else "")
     seeds = f"{len(row.seeds)}: {','.join(map(str, row.seeds))}"
-    if len(runs) > 1:
-        seeds += " in runs " + ", ".join(_run_link(run, run[:12]) for run in runs)
+    if len(runs) > 1:  # each run told apart: a run id cut to 12 characters, unless that makes two alike
+        cut = 12 if len({run[:12] for run in runs}) == len(runs) else None
+        seeds += " in runs " + ", ".join(_run_link(run, run[:cut]) for run in runs)
     mean = row.means["entropy_mae"]
     ratio = mean / best if math.isfinite(mean) and 0 < best < math.inf else math.nan
-    wall = "n/a" if not math.isfinite(row.wall_s) else f"{row.wall_s:.0f}"
+    steps, wall = steps_cell(row), wall_cell(row)
     cells = [f'<td class="arch" data-value="{esc(row.arch)}">{arch}</td>']
     if settings is not None:
         cells.append(f'<td class="settings">{esc(settings)}</td>')
     cells += [f'<td class="num" data-value="{row.params}">{params_cell(row)}</td>',
-              f'<td class="num" data-value="{row.steps}">{row.steps}</td>',
-              f'<td class="num" data-value="{_num(row.wall_s)}">{wall}</td>',
-              f'<td class="num" data-value="{len(row.seeds)}">{seeds}</td>']
+              f'<td class="num" data-value="{row.steps if steps != "-" else "NaN"}">{steps}</td>',
+              f'<td class="num" data-value="{_num(row.wall_s) if wall != "-" else "NaN"}">{wall}</td>',
+              f'<td class="num seeds" data-value="{len(row.seeds)}">{seeds}</td>']
     cells += [_mean_cell(row, m) for m in final_metrics()]
     cells += [f'<td class="num wrap">{esc(per_seed_cell(row, "entropy_mae"))}</td>',
               f'<td class="num wrap" data-value="{_num(_reach_value(row))}">{esc(reach_cell(row.reach))}</td>',
@@ -271,7 +273,9 @@ def _index(agg: list[dict], figures: Figures, db_label: str, n_records: int, stu
     n_tables = 0
     for task, keys in tasks.items():
         parts.append(f'<section id="{_slug(task)}"><h2>{esc(task)}</h2>')
-        task_records = [r for key in keys for row in blocks[key] for r in row.records]
+        # a record is in one row per evaluation set it was scored on: each (run, seed) once
+        task_records = list({(r.run_id, r.seed): r for key in keys for row in blocks[key]
+                             for r in row.records}.values())
         curves = latest_runs([r for r in task_records if r.learning_curve is not None])
         curve_eval = curves[0].learning_curve.eval if curves else None
         for key in keys:
@@ -356,15 +360,20 @@ def _run_page(records: list, figures: Figures, anchor: str) -> tuple[str, dict]:
     """A run's page (its seeds' records) and its run.json document."""
     from ..store.run_file import run_document
     from .plots import learning_curves_figure, per_position_figure
+    from .rows import trained_here
 
     first = records[0]
     doc = run_document(records)
+    here = trained_here(first)  # a model scored from given weights or predictions: what its user stated
     facts = [("task", first.task_label), ("architecture", first.arch), ("run id", first.run_id),
              ("preset", first.preset or "-"), ("stored by", first.group_id or "-"),
              ("parameters per member", f"{first.params:,}" if first.params else "not given"),
-             ("training steps", first.steps),
-             ("wall time (s)", "n/a" if first.wall_s is None else f"{first.wall_s:.1f}"),
-             ("seeds", ", ".join(str(r.seed) for r in records)), ("first stored", first.created_at or "-")]
+             ("training steps", first.steps if first.steps or here else "not stated (scored here, not trained here)"),
+             ("wall time (s)", "not measured (not trained here)" if not here else
+              "n/a" if first.wall_s is None else f"{first.wall_s:.1f}"),
+             ("seeds", ", ".join(str(r.seed) for r in records)
+              + ("" if here else f" ({'labels' if len(records) > 1 else 'a label'} given when scored)")),
+             ("first stored", first.created_at or "-")]
     dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts)
     figs = []
     name = figures.get("run-curves", records, lambda path: learning_curves_figure(records, path))

@@ -207,7 +207,7 @@ def load_into(module: nn.Module, state: dict, path: str, spec: str) -> None:
 
 def score_checkpoint(spec: str, path: str, *, task: str | None = None, name: str | None = None,
                      preset: str = DEFAULT_PRESET, seed: int = 0, db: str | None = None,
-                     eval_sequences: int | None = None, device: str = "cpu") -> list:
+                     eval_sequences: int | None = None, device: str = "cpu", steps: int = 0) -> list:
     """`bayesbench score`: the model `spec` with the weights in `path`, scored and stored.
 
     `path` is either a bayesbench checkpoint (`runs/.../checkpoint.pt`: every member, its task
@@ -217,7 +217,12 @@ def score_checkpoint(spec: str, path: str, *, task: str | None = None, name: str
     A bayesbench checkpoint is that run scored again: its rows are replaced (same run id, steps,
     wall time and training curve), not added beside it as more seeds; under another `name` it is
     stored once under that name (run id `<run id>-<name>`, replaced on the next score).
+    `steps`: how long a plain state dict's model was trained, as its user states it (0: not stated);
+    a bayesbench checkpoint records its own.
     """
+    from ..checks import int_at_least
+
+    int_at_least("--steps", steps, 0, "the steps the model was trained, as stated; 0: not stated")
     from ..models.outside import default_name, load_factory, normalise
 
     spec = normalise(spec)
@@ -225,6 +230,9 @@ def score_checkpoint(spec: str, path: str, *, task: str | None = None, name: str
     obj = _read_checkpoint(path, device)
     if isinstance(obj, dict) and "identity" in obj and "model" in obj:  # a bayesbench trainer checkpoint
         ident = obj["identity"]
+        if steps:
+            raise ValueError(f"--steps goes with a plain state dict or --predictions: the bayesbench checkpoint {path} "
+                             f"records its own steps ({obj.get('step')})")
         if ident.get("arch") != spec:
             raise ValueError(f"--checkpoint {path} was trained as model {ident.get('arch')!r}, not {spec!r} "
                              "(for a built-in architecture use `bayesbench eval`)")
@@ -254,7 +262,7 @@ def score_checkpoint(spec: str, path: str, *, task: str | None = None, name: str
     model = from_modules([module], shape, seeds=[seed], spec=spec)
     name = name or default_name(spec)
     return evaluate_model(model.to(device), task, name=name, db=db, preset=preset, eval_sequences=eval_sequences,
-                          device=device, run_id=_file_run_id(path, name, task, preset, seed))
+                          device=device, run_id=_file_run_id(path, name, task, preset, seed), steps=steps)
 
 
 def _rescore_run(obj: dict, model: EnsembleModel, task: Task, path: str, name: str | None, default: str, *,

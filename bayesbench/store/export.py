@@ -41,6 +41,8 @@ def _round(x: float | None, digits: int = 2) -> float | None:
 
 def seed_rows(records: list[RunRecord]) -> list[dict]:
     """One dict per (run, seed, evaluation set), columns as the module docstring says."""
+    from ..report.rows import measured_wall
+
     names = EvalResult.metric_names()
     out = []
     for r in records:
@@ -49,7 +51,7 @@ def seed_rows(records: list[RunRecord]) -> list[dict]:
                    "positions": ev.positions, "eval_sequences": ev.entropy_mae.n_sequences, "set_id": ev.set_id,
                    "scored_positions": ev.entropy_mae.n_positions, "arch": r.arch, "run_id": r.run_id,
                    "seed": r.seed, "member": r.member, "preset": r.preset, "group_id": r.group_id,
-                   "status": r.status, "params": r.params, "steps": r.steps, "wall_s": _round(r.wall_s),
+                   "status": r.status, "params": r.params, "steps": r.steps, "wall_s": _round(measured_wall(r)),
                    "steps_per_s": _round(r.steps_per_s), "final_loss_nats": _num(r.final_loss)}
             for m in names:
                 s = getattr(ev, m)
@@ -81,38 +83,26 @@ def _configuration(r: RunRecord) -> dict:
 
 
 def pooled_rows(records: list[RunRecord]) -> list[dict]:
-    """The leaderboard's rows (seeds pooled per task, evaluation set, arch and configuration)."""
-    from ..stats import t_interval
-    from ..store.database import config_key
-    groups: dict[tuple, list[tuple[RunRecord, EvalResult]]] = {}
-    for r in records:
-        for ev_name, ev in r.evals.items():
-            key = (r.task_label, ev_name, ev.entropy_mae.n_sequences, r.arch, config_key(r))
-            groups.setdefault(key, []).append((r, ev))
+    """The leaderboard's rows (seeds pooled per task, evaluation set, arch and configuration) as
+    columns: the one schema of the pooled leaderboard (`report.leaderboard.board_rows`, the rows of
+    `bayesbench leaderboard --json` and `bayesbench.leaderboard`) flattened for CSV and Parquet."""
+    from ..report.leaderboard import board_rows
+    from ..report.rows import aggregate
+
     out = []
-    for (label, ev_name, n_seq, arch, _), members in groups.items():
-        newest: dict[int, tuple[RunRecord, EvalResult]] = {}
-        for r, ev in members:  # a seed stored by several runs counts once: its newest run
-            if r.seed not in newest or (r.created_at or "") >= (newest[r.seed][0].created_at or ""):
-                newest[r.seed] = (r, ev)
-        chosen = [newest[s] for s in sorted(newest)]
-        first = chosen[0][0]
-        row = {"task": first.task, "task_label": label, "eval": ev_name, "eval_sequences": n_seq, "arch": arch,
-               "seeds": ",".join(str(s) for s in sorted(newest)), "n_seeds": len(chosen),
-               "n_runs": len({r.run_id for r, _ in chosen}), "params": first.params, "steps": first.steps,
-               "diverged": sum(r.status != "ok" for r, _ in chosen)}
+    for row, board in zip(aggregate(records), board_rows(records)):
+        first, ev = row.records[0], row.records[0].evals[row.eval]
+        flat = {"task": first.task, "task_label": board["task"], "eval": board["eval"],
+                "eval_sequences": board["n_sequences"], "arch": board["arch"],
+                "seeds": ",".join(map(str, board["seeds"])), "n_seeds": len(board["seeds"]),
+                "n_runs": len({r.run_id for r in row.records}), "params": board["params"], "steps": board["steps"],
+                "diverged": sum(status != "ok" for status in row.status)}
         for m in EvalResult.metric_names():
-            values = [getattr(ev, m).mean for r, ev in chosen if getattr(ev, m) is not None and r.status == "ok"]
-            values = [v for v in values if math.isfinite(v)]
-            mean = sum(values) / len(values) if values else None
-            ci = t_interval(values) if len(values) >= 2 else None
-            low, high = (ci["ci_low"], ci["ci_high"]) if ci else (None, None)
-            row[f"{m}_bits"] = mean
-            row[f"{m}_ci_low"] = None if low is None else max(0.0, _num(low) or 0.0)
-            row[f"{m}_ci_high"] = _num(high)
-        row.update({"run_ids": ",".join(sorted({r.run_id for r, _ in chosen})), **_configuration(first),
-                    "set_id": chosen[0][1].set_id, "threads": (first.environment or {}).get("threads")})
-        out.append(row)
+            low, high = board["intervals_bits"].get(m, [None, None])
+            flat.update({f"{m}_bits": board.get(f"{m}_bits"), f"{m}_ci_low": low, f"{m}_ci_high": high})
+        flat.update({"run_ids": ",".join(board["run_ids"]), **_configuration(first), "set_id": ev.set_id,
+                     "threads": (first.environment or {}).get("threads")})
+        out.append(flat)
     return out
 
 
@@ -147,6 +137,8 @@ def write_parquet(rows: list[dict], path: str) -> None:
 
 def export(records: list[RunRecord], fmt: str, *, pooled: bool = False, path: str | None = None) -> str | None:
     """The rows in `fmt`; returned as text (csv, json) unless `path` is given (parquet needs one)."""
+    from ..report.leaderboard import SCHEMA_VERSION
+
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
     rows = pooled_rows(records) if pooled else seed_rows(records)
@@ -155,7 +147,8 @@ def export(records: list[RunRecord], fmt: str, *, pooled: bool = False, path: st
             raise ValueError("--format parquet writes a file: give --out FILE.parquet")
         write_parquet(rows, path)
         return None
-    text = to_csv(rows) if fmt == "csv" else json.dumps({"rows": rows}, indent=2) + "\n"
+    doc = {"schema_version": SCHEMA_VERSION, "rows": rows}
+    text = to_csv(rows) if fmt == "csv" else json.dumps(doc, indent=2) + "\n"
     if path is None:
         return text
     with open(path, "w") as f:

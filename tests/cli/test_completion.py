@@ -61,6 +61,42 @@ def test_bash_completes_commands_options_and_choices(tmp_path):
     assert out == ["train", "--preset --precision", "paper quick", "--version", "bash zsh tcsh"], out
 
 
+FILE_COMPLETE = """
+source "$1"
+cd "$2"
+complete_words() { COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 )); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
+  _shtab_bayesbench bayesbench "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"; echo "${COMPREPLY[*]}"; }
+complete_words bayesbench leaderboard --db res
+complete_words bayesbench score --predictions pre
+complete_words bayesbench score --predictions preds_a.parquet pre
+complete_words bayesbench run --config sw
+complete_words bayesbench export --format csv --out res
+complete_words bayesbench train --runs-dir ru
+complete_words bayesbench run --preset q
+complete -p bayesbench
+"""
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash here")
+def test_bash_completes_file_names_for_file_arguments(tmp_path):
+    """The script completed no file names: `--db res<TAB>` offered nothing (its fallback was `-o
+    bashdefault`, which never lists files, and no argument said it takes a file)."""
+    script = tmp_path / "bayesbench.bash"
+    script.write_text(completion_script("bash"))
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in ("results.sqlite", "preds_a.parquet", "preds_b.parquet", "sweep.toml"):
+        (work / name).write_text("")
+    (work / "runs").mkdir()
+    out = subprocess.run(["bash", "-c", FILE_COMPLETE, "bash", str(script), str(work)], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    assert [sorted(line.split()) for line in out[:7]] == [
+        ["results.sqlite"], ["preds_a.parquet", "preds_b.parquet"], ["preds_a.parquet", "preds_b.parquet"],
+        ["sweep.toml"], ["results.sqlite"], ["runs"], ["quick"]], out
+    # any other argument falls back to file names too (readline's default), not to nothing
+    assert "-o default" in out[7] and "-o bashdefault" in out[7], out[7]
+
+
 def test_without_shtab_the_command_says_what_to_install(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "shtab", None)  # import shtab -> ImportError
     assert main(["completion", "bash"]) == 2

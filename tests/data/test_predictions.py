@@ -351,3 +351,28 @@ def test_out_of_memory_advice_names_only_what_the_command_takes(tmp_path, capsys
     err = capsys.readouterr().err.strip()
     assert err == ("bayesbench score: out of memory (the predictions and their evaluation sets are held whole: "
                    "predict on a smaller set, bayesbench data export TASK --sequences N)"), err
+
+
+def test_a_predictions_row_shows_the_steps_stated_and_no_measured_looking_zero(tmp_path, capsys):
+    """`score --predictions` rows showed steps 0 and wall 0 on the leaderboard as if measured: the
+    steps are now what `--steps` states ('-' when not stated), the wall time '-'."""
+    from bayesbench.data.export import export
+
+    export("bijection", out=str(tmp_path / "set"), sequences=32, evals=["values"])
+    entry = json.load(open(tmp_path / "set" / "bayesbench.json"))["sets"][0]
+    n, length, classes = entry["n_sequences"], entry["seq_len"], entry["num_classes"]
+    path = str(tmp_path / "uniform.parquet")
+    pq.write_table(pa.table({"sequence": np.arange(n), "probs": [np.full((length, classes), 1 / classes).tolist()] * n,
+                             **{k: [v] * n for k, v in entry["key"].items()}}), path)
+    db = str(tmp_path / "r.sqlite")
+    assert main(["score", "--predictions", path, "--name", "stated", "--steps", "3000", "--db", db]) == 0
+    assert main(["score", "--predictions", path, "--name", "unstated", "--db", db]) == 0
+    capsys.readouterr()
+    assert main(["leaderboard", "--db", db]) == 0
+    cells = {line.split(" | ")[2].split(" (")[0]: [c.strip() for c in line.split(" | ")[3:6]]
+             for line in capsys.readouterr().out.splitlines() if " | values (trained) | " in line}
+    assert cells == {"stated": ["-", "3000", "-"], "unstated": ["-", "-", "-"]}, cells  # params, steps, wall
+    assert [r.steps for r in sorted(read_records(db), key=lambda r: r.arch)] == [3000, 0]
+    assert main(["score", "--predictions", path, "--name", "bad", "--steps", "-5", "--db", db]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--steps must be an integer >= 0" in err, err

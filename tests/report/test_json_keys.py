@@ -97,3 +97,29 @@ def test_the_json_names_each_rows_set_and_settings(store, capsys):
             assert ev["n_sequences"] == 16 and len(ev["set_id"]) == 16 and ev["set_id"] == record.evals[name].set_id
             assert ev["kl_ci"][0] <= ev["kl_bits"] <= ev["kl_ci"][1]
         assert run["evals"]["values"]["set_id"] != run["evals"]["values+query"]["set_id"]
+
+
+def test_the_leaderboard_as_json_is_one_versioned_schema(store, capsys):
+    """The leaderboard as JSON had three shapes: `leaderboard --json` (per run and seed only), `export
+    --pooled --format json` (its own pooling) and `bayesbench.leaderboard()`, none versioned. Now the
+    pooled row is one schema (`report.leaderboard.board_rows`, docs/results.md#the-leaderboard-as-json):
+    `leaderboard --json` carries it as "rows" beside its "runs", the API returns it, and the pooled
+    export is derived from it; every document says its `schema_version`."""
+    import bayesbench
+    from bayesbench.report.leaderboard import SCHEMA_VERSION
+
+    assert main(["leaderboard", "--db", store, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema_version"] == SCHEMA_VERSION and len(doc["runs"]) == 4
+    assert doc["rows"] == json.loads(json.dumps(list(bayesbench.leaderboard(store))))
+    assert main(["export", "--db", store, "--pooled", "--format", "json"]) == 0
+    pooled = json.loads(capsys.readouterr().out)
+    assert pooled["schema_version"] == SCHEMA_VERSION and len(pooled["rows"]) == len(doc["rows"]) == 4
+    for row, board in zip(pooled["rows"], doc["rows"]):
+        assert (row["task_label"], row["eval"], row["arch"]) == (board["task"], board["eval"], board["arch"])
+        assert row["seeds"] == ",".join(map(str, board["seeds"])) and row["run_ids"] == ",".join(board["run_ids"])
+        for m in ("entropy_mae", "kl", "entropy_mae_positional"):
+            assert row[f"{m}_bits"] == pytest.approx(board[f"{m}_bits"], rel=1e-12)
+            assert [row[f"{m}_ci_low"], row[f"{m}_ci_high"]] == pytest.approx(board["intervals_bits"][m], rel=1e-12)
+    assert main(["export", "--db", store, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["schema_version"] == SCHEMA_VERSION

@@ -101,7 +101,7 @@ def test_a_row_scored_from_given_weights_says_so_in_the_settings_column(tmp_path
     lines = [x for x in markdown(select_rows(db)).splitlines() if "| mine" in x]
     assert len(lines) == 2
     assert "| mine | - | 0.1k | 200 |" in lines[0]
-    assert "| mine | scored from given weights (not trained here) | 0.1k | 0 |" in lines[1]
+    assert "| mine | scored from given weights (not trained here) | 0.1k | - | - |" in lines[1]  # steps, wall
     assert "lr=" not in "\n".join(lines)
 
 
@@ -122,3 +122,51 @@ def test_a_parameter_count_not_given_is_a_dash_and_differing_counts_are_all_show
     agg = {row.arch: row for row in aggregate(select_rows(db))}
     assert '<td class="num" data-value="0">- / 1.0k</td>' in site_row(agg["mine"], 0.3, None)
     assert '<td class="num" data-value="0">-</td>' in site_row(agg["theirs"], 0.4, None)
+
+
+def test_the_trained_mark_is_explained_in_the_notes(tmp_path):
+    """'(trained)' after an evaluation's name in the eval column was never explained below the table."""
+    from bayesbench.report.leaderboard import TRAINED_NOTE
+
+    db = str(tmp_path / "r.sqlite")
+    write_rows([_row("a", s, 0.50, arch="lstm") for s in range(2)], db)
+    md = markdown(select_rows(db))
+    assert "values (trained)" in md and f"\n- {TRAINED_NOTE}\n" in md
+
+
+def _scored(run_id: str, seed: int, mae: float, *, arch: str, steps: int = 0) -> dict:
+    """A row of `bayesbench score` (weights or predictions given, no training here): no training
+    configuration, steps as the user stated them (0: not stated), a wall time never measured (0.0)."""
+    row = _row(run_id, seed, mae, arch=arch)
+    return {**row, "steps": steps, "wall_s": 0.0, "config": {**row["config"], "train": None}}
+
+
+def test_a_scored_row_shows_no_steps_or_wall_time_it_never_measured(tmp_path):
+    """Rows scored from predictions showed 'steps 0' and 'wall 0' as if measured."""
+    db = str(tmp_path / "r.sqlite")
+    write_rows([_scored("predictions-aaaa", 0, 0.4, arch="mine"), _row("t", 0, 0.5, arch="lstm"),
+                _scored("predictions-bbbb", 0, 0.3, arch="theirs", steps=3000)], db)  # its steps stated
+    cells = {line.split(" | ")[2]: [c.strip() for c in line.split(" | ")[4:6]]
+             for line in markdown(select_rows(db)).splitlines()
+             if line.startswith("| bijection V=8 | values (trained)")}
+    assert cells == {"lstm": ["200", "1"], "mine": ["-", "-"], "theirs": ["3000", "-"]}, cells
+
+
+def test_a_scored_rows_wall_time_is_null_in_every_machine_format(tmp_path):
+    """The CSV, the JSON and the export gave a scored row's wall time as 0.0, a measured-looking 0."""
+    import csv
+    import io
+    import json
+
+    from bayesbench.report.leaderboard import board_rows, json_runs, to_csv
+    from bayesbench.store.export import pooled_rows, seed_rows
+
+    db = str(tmp_path / "r.sqlite")
+    write_rows([_scored("predictions-aaaa", 0, 0.4, arch="mine"), _row("t", 0, 0.5, arch="lstm")], db)
+    records = select_rows(db)
+    walls = {r["arch"]: r["wall_s"] for r in csv.DictReader(io.StringIO(to_csv(records)))}
+    assert walls == {"mine": "", "lstm": "1.0"}, walls
+    assert {r["arch"]: r["wall_s"] for r in json_runs(records)["runs"]} == {"mine": None, "lstm": 1.0}
+    assert {r["arch"]: r["wall_s"] for r in json.loads(json.dumps(board_rows(records)))} == {"mine": None, "lstm": 1.0}
+    assert {r["arch"]: r["wall_s"] for r in seed_rows(records)} == {"mine": None, "lstm": 1.0}
+    assert {r["arch"]: r["steps"] for r in pooled_rows(records)} == {"mine": 0, "lstm": 200}  # 0: not stated

@@ -259,3 +259,67 @@ def test_a_full_disk_names_the_site_folder_and_keeps_the_earlier_site(tiny_store
     err = capsys.readouterr().err.strip()
     assert f"bayesbench site: no space left on device: {out} (nothing already written was lost" in err
     assert sorted(os.listdir(out)) == before and sorted(os.listdir(tmp_path)) == ["site"]
+
+
+def test_the_learning_curves_count_each_seed_once_whatever_the_evaluation_sets(tiny_store, tmp_path, monkeypatch):
+    """A run scored on several evaluation sets (HMM K=20, 30, 50) is in one leaderboard row per set; the
+    site collected its records once per row, and the learning-curve figure said '6 seeds' for 3."""
+    import bayesbench.report.plots as plots
+
+    db = str(tmp_path / "bayesbench.sqlite")
+    records = read_records(tiny_store["db"])
+    write_records([dataclasses.replace(r, evaluation=dataclasses.replace(
+        r.evaluation, evals={**r.evals, "longer": r.evals["standard"]},
+        curves={**r.curves, "longer": r.curves["standard"]})) for r in records], db)
+    drawn = []
+
+    def spy(label, name, group, metric, threshold, path):
+        drawn.append(group)
+        return real(label, name, group, metric, threshold, path)
+
+    real = plots._curve_figure
+    monkeypatch.setattr(plots, "_curve_figure", spy)
+    build_site(db, str(tmp_path / "site"))
+    index = _read(str(tmp_path / "site" / "index.html"))
+    assert index.count("<table") >= 2  # the 'standard' and 'longer' tables
+    site_curves = drawn[0]  # the leaderboard's learning curves (the run pages' follow)
+    members = [(r.run_id, r.seed) for r in site_curves]
+    assert sorted(members) == sorted({(r.run_id, r.seed) for r in records}), members
+    # and the figure's own seed count reads each (run, seed) once even when handed one twice
+    assert [len(m) for m in plots._by_arch(site_curves + site_curves).values()] == [2, 2]
+
+
+def test_the_trained_mark_is_explained_on_every_page_it_is_on(site):
+    """'(trained)' followed the evaluation's name in the tables and headings and was never said."""
+    from bayesbench.report.leaderboard import TRAINED_NOTE
+
+    record = read_records(site["db"])[0]
+    for page in (os.path.join(site["out"], "index.html"), os.path.join(site["out"], "runs", f"{record.run_id}.html")):
+        text = _read(page)
+        assert "(trained)" in text and re.sub(r"\s+", " ", TRAINED_NOTE.replace("'", "&#x27;")) in text, page
+
+
+def test_a_scored_row_shows_what_its_user_stated_never_a_measured_looking_zero(tiny_store, tmp_path):
+    """Rows of `bayesbench score --predictions` showed steps 0, wall 0 and, on the run page, 'seeds 0'
+    as if measured; pooled over two scorings, the seeds cell showed two identical links 'predictions-'
+    (run ids cut at 12 characters)."""
+    db = str(tmp_path / "scored.sqlite")
+    mlp = [r for r in read_records(tiny_store["db"]) if r.arch == "mlp"]
+    scored = [dataclasses.replace(r, run_id=f"predictions-{r.seed}a2b3c4d5e6f", arch="mine", steps=0, wall_s=0.0,
+                                  steps_per_s=None, config={**r.config, "train": None}) for r in mlp]
+    write_records(mlp + scored, db)
+    out = str(tmp_path / "site")
+    build_site(db, out)
+    index = _read(os.path.join(out, "index.html"))
+    row = re.search(r'<tr data-members="predictions-.*?</tr>', index).group(0)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+    assert cells[2:4] == ["-", "-"], cells[:5]  # steps, wall: never measured
+    links = re.findall(r'<a href="runs/([^"]+)\.html">([^<]+)</a>', cells[4])
+    assert sorted(text for _, text in links) == sorted(r.run_id for r in scored), links  # told apart
+    trained = re.search(r'<tr data-members="[0-9a-f]{16}:.*?</tr>', index).group(0)
+    assert re.findall(r"<td[^>]*>(.*?)</td>", trained)[2] == "20"
+    page = _read(os.path.join(out, "runs", f"{scored[0].run_id}.html"))
+    facts = dict(re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", page))
+    assert facts["training steps"] == "not stated (scored here, not trained here)", facts
+    assert facts["wall time (s)"] == "not measured (not trained here)", facts
+    assert facts["seeds"] == "0 (a label given when scored)", facts

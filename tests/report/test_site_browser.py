@@ -132,3 +132,33 @@ def test_the_site_in_headless_chromium(tiny_store, browser, tmp_path):
     assert len(images) == 2 and all(width > 0 for _, _, width in images), images  # learning curves, per position
     driver.find_element(By.LINK_TEXT, "\u2190 leaderboard").click()
     assert driver.current_url.split("#")[0].endswith("/index.html")
+
+
+WIDTHS = """
+const table = document.querySelector('table.board'), box = table.parentElement;
+const last = table.querySelector('thead th:last-child').getBoundingClientRect(), inside = box.getBoundingClientRect();
+return {window: document.documentElement.clientWidth, page: document.documentElement.scrollWidth,
+        last_right: last.right, box_right: inside.right, box_scrolls: getComputedStyle(box).overflowX};
+"""
+
+
+def test_a_wide_table_fits_a_1400_pixel_window(tiny_store, browser, tmp_path):
+    """The table overflowed a 1400-pixel window: a row pooling several runs (their links in the seeds
+    cell), every interval on the mean's line and unwrapped headers put the last columns out of sight,
+    behind a scroll bar under the table. At 1400 px the last column is now in the window; a table wider
+    still scrolls inside its own box, never the page."""
+    import dataclasses
+
+    from bayesbench.store.database import write_records
+
+    records = read_records(tiny_store["db"])
+    db = str(tmp_path / "wide.sqlite")
+    write_records(records + [dataclasses.replace(r, run_id="another-" + r.run_id, seed=r.seed + 2) for r in records],
+                  db)
+    built = build_site(db, str(tmp_path / "site"))
+    browser.set_window_size(1400, 1000)
+    browser.get("file://" + os.path.abspath(built["index"]))
+    w = browser.execute_script(WIDTHS)
+    assert w["page"] <= w["window"], w  # the page itself never scrolls sideways
+    assert w["last_right"] <= min(w["box_right"], w["window"]) + 0.5, w  # the last column is in sight
+    assert w["box_scrolls"] in ("auto", "scroll"), w  # and a wider table would scroll in its box

@@ -1,0 +1,161 @@
+"""Every number the tables of docs/leaderboard.md quote from a quick run equals the number its run's
+summary keeps (docs/numbers/<run>.json, written from the run's store by scripts/docs_numbers.py).
+
+The learning-curve table quoted the transformer's bijection seeds as 0.0322 0.0203 0.0293 (a run of
+2026-12-01) while the tuning table and the 2026-12-03 `make run` gave 0.0227 0.0217 0.0385 for the
+same rows: a number copied by hand from one run stays when the next run changes it. With the
+summaries kept beside the docs, a re-run refreshed with the script either leaves the page true or
+fails here, naming each number to update."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from bayesbench.report.leaderboard import fmt_bits
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "leaderboard.md"
+NUMBERS = ROOT / "docs" / "numbers"
+TASKS = {"bijection": ("bijection V=8 L=7 repl", "values"), "sticky": ("sticky V=8 L=32", "standard"),
+         "sticky chain": ("sticky V=8 L=32", "standard")}
+
+
+def _board(run: str, metric: str) -> list[dict]:
+    return json.loads((NUMBERS / f"quick_{run}.json").read_text())["boards"][metric]
+
+
+def _table(text: str, header: str) -> list[list[str]]:
+    """The body rows (cells) of the Markdown table whose header line starts with `header`."""
+    lines = text.splitlines()
+    start = [i for i, line in enumerate(lines) if line.startswith(header)]
+    assert len(start) == 1, f"docs/leaderboard.md: {len(start)} tables start with {header!r}"
+    rows = []
+    for line in lines[start[0] + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    return rows
+
+
+def _row(board: list[dict], task: str, ev: str | None, arch: str) -> dict:
+    found = [r for r in board if r["task"] == task and r["arch"] == arch and (ev is None or r["eval"] == ev)]
+    assert len(found) == 1, f"{task} {ev} {arch}: {len(found)} rows in the summary"
+    return found[0]
+
+
+def _interval(row: dict, metric: str) -> str:
+    lo, hi = row["ci_bits"]
+    return f"{fmt_bits(row[f'{metric}_bits'])} [{fmt_bits(lo)}, {fmt_bits(hi)}]"
+
+
+def _seeds(row: dict) -> str:
+    return " ".join(fmt_bits(v) for v in row["per_seed_bits"])
+
+
+def _arch(cell: str) -> tuple[str, bool]:
+    return cell.replace(" (at floor)", ""), "(at floor)" in cell
+
+
+def check_curve_table(text: str) -> list[str]:
+    """The learning-curve table's entropy MAE columns: the 2026-12-03 run."""
+    board, bad = _board("2026-12-03", "entropy_mae"), []
+    for cells in _table(text, "| task | arch | entropy MAE, mean [95% CI over seeds] | per seed |"):
+        task, _, ev = cells[0].partition(", ")
+        arch, floor = _arch(cells[1])
+        row = _row(board, task, ev or None, arch)
+        want = [_interval(row, "entropy_mae"), _seeds(row), row["at_floor"]]
+        if [cells[2], cells[3], floor] != want:
+            bad.append(f"learning-curve table, {task} {arch}: {cells[2:4] + [floor]} != {want}")
+    return bad
+
+
+def check_tuned_against_fixed(text: str) -> list[str]:
+    """The fixed recipe's column of Tuned against fixed: the 2026-12-03 run."""
+    board, bad = _board("2026-12-03", "entropy_mae"), []
+    for cells in _table(text, "| task | arch | fixed recipe | tuned rate |"):
+        row = _row(board, *TASKS[cells[0]], cells[1])
+        want = f"{_interval(row, 'entropy_mae')}; {_seeds(row)}" + (" (at floor)" if row["at_floor"] else "")
+        if cells[2] != want:
+            bad.append(f"Tuned against fixed, {cells[0]} {cells[1]}: {cells[2]!r} != {want!r}")
+    return bad
+
+
+def check_orderings(text: str) -> list[str]:
+    """The fixed recipe's orderings (means to 3 decimals): the 2026-12-03 run."""
+    board, bad = _board("2026-12-03", "entropy_mae"), []
+    for cells in _table(text, "| task | fixed recipe | tuned |"):
+        for arch, mean in re.findall(r"([a-z][a-z-]*) (\d\.\d{3})", cells[1]):
+            want = f"{_row(board, *TASKS[cells[0]], arch)['entropy_mae_bits']:.3f}"
+            if mean != want:
+                bad.append(f"orderings, {cells[0]} {arch}: {mean} != {want}")
+    return bad
+
+
+def check_quick_preset(text: str) -> list[str]:
+    """The quick preset's table ranked by positional entropy MAE: the 2026-12-01 run."""
+    board, bad = _board("2026-12-01", "entropy_mae_positional"), []
+    header = "| task | eval | arch | params | steps | wall (s) | seeds | **positional entropy MAE** (bits)"
+    for cells in _table(text, header):
+        if "(floor)" in cells[2]:
+            continue
+        arch, floor = _arch(cells[2])
+        row = _row(board, cells[0], cells[1].replace(" (trained)", ""), arch)
+        want = [str(row["steps"]), f"{len(row['seeds'])}: {','.join(map(str, row['seeds']))}",
+                _interval(row, "entropy_mae_positional"), _seeds(row), fmt_bits(row["entropy_mae_bits"]),
+                fmt_bits(row["kl_bits"]), row["at_floor"]]
+        got = [cells[4], cells[6], cells[7], cells[8], cells[9], cells[10], floor]
+        if got != want:
+            bad.append(f"quick preset table, {cells[0]} {cells[1]} {arch}: {got} != {want}")
+    return bad
+
+
+CHECKS = (check_curve_table, check_tuned_against_fixed, check_orderings, check_quick_preset)
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+def test_every_quoted_number_is_its_runs(check):
+    bad = check(DOC.read_text())
+    assert not bad, "docs/leaderboard.md quotes numbers its run's summary (docs/numbers/) does not hold:\n" + \
+        "\n".join(bad)
+
+
+def test_a_changed_number_is_caught():
+    """The check is not vacuous: the learning-curve table as it stood (the 2026-12-01 transformer seeds)
+    fails, and so does any quoted number edited by one digit."""
+    text = DOC.read_text()
+    stale = text.replace("| 0.0277 [0.0042, 0.0511] | 0.0227 0.0217 0.0385 |",
+                         "| 0.0273 [0.0118, 0.0427] | 0.0322 0.0203 0.0293 |")
+    assert stale != text and any("transformer" in line for line in check_curve_table(stale))
+    assert check_quick_preset(text.replace("| 0.0244 [0.0072, 0.0417] |", "| 0.0245 [0.0072, 0.0417] |"))
+    assert check_orderings(text.replace("mamba 0.083 ~ gru 0.088", "mamba 0.084 ~ gru 0.088"))
+
+
+def test_the_script_writes_the_summary_the_check_reads(tmp_path):
+    """scripts/docs_numbers.py writes, from a store, the boards the checks read (keys included)."""
+    import subprocess
+    import sys
+
+    from bayesbench.cli import main
+
+    db = str(tmp_path / "s.sqlite")
+    assert main(["run", "--tasks", "bijection", "--archs", "mlp", "--seeds", "2", "--steps", "5", "--eval-sequences",
+                 "32", "--curve-sequences", "16", "--db", db, "--runs-dir", str(tmp_path / "runs"),
+                 "--no-progress"]) == 0
+    out = tmp_path / "quick.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "docs_numbers.py"), "--db", db, "--measured",
+                           "2026-12-06", "--out", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["measured"] == "2026-12-06" and set(doc["boards"]) == {"entropy_mae", "entropy_mae_positional"}
+    row = _row(doc["boards"]["entropy_mae"], "bijection V=8 L=7 repl", "values", "mlp")
+    assert len(row["per_seed_bits"]) == 2 == len(row["seeds"]) and row["metric"] == "entropy_mae"
+    for key in ("ci_bits", "at_floor", "kl_bits", "entropy_mae_positional_bits", "steps"):
+        assert key in row
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "docs_numbers.py"), "--db",
+                          str(tmp_path / "none.sqlite"), "--measured", "x", "--out", str(tmp_path / "n.json")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
