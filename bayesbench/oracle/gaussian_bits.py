@@ -24,13 +24,12 @@ import torch
 from torch import Tensor
 
 from ..checks import positive_int
+from .validate import ROW_SUM_ATOL
 
 LN2 = math.log(2.0)
 LOG_2PI = math.log(2.0 * math.pi)
 #: Gauss-Hermite nodes per mixture component (see the module docstring for the measured error).
 GH_NODES = 64
-#: |sum of a mixture's weights - 1| allowed.
-WEIGHT_SUM_ATOL = 1e-9
 
 
 def _f64(name: str, x) -> Tensor:
@@ -56,18 +55,20 @@ def _positive(name: str, x) -> Tensor:
 
 
 def check_weights(name: str, w: Tensor) -> Tensor:
-    """Mixture weights [..., J]: each in [0, 1], each row summing to 1 within WEIGHT_SUM_ATOL."""
+    """Mixture weights [..., J]: each in [0, 1], each row summing to 1 within ROW_SUM_ATOL of the
+    input's dtype (float64: 1e-6, float32: 1e-4); returned in float64, renormalised to sum to 1."""
+    atol = ROW_SUM_ATOL.get(w.dtype, ROW_SUM_ATOL[torch.float64]) if isinstance(w, Tensor) else ROW_SUM_ATOL[torch.float64]
     w = _f64(name, w)
     if w.dim() == 0 or w.shape[-1] < 1:
         raise ValueError(f"{name} must have at least one component (last dimension J >= 1), got {list(w.shape)}")
     if bool(((w < 0) | (w > 1)).any()):
         bad = w[(w < 0) | (w > 1)].flatten()[0].item()
         raise ValueError(f"{name} must each lie in [0, 1] (mixture weights); found {bad!r}")
-    off = (w.sum(-1) - 1).abs() > WEIGHT_SUM_ATOL
+    off = (w.sum(-1) - 1).abs() > atol
     if bool(off.any()):
-        raise ValueError(f"{name} must sum to 1 over the last dimension (within {WEIGHT_SUM_ATOL:g}); "
+        raise ValueError(f"{name} must sum to 1 over the last dimension (within {atol:g}); "
                          f"a row sums to {w.sum(-1)[off].flatten()[0].item():.12g}")
-    return w
+    return w / w.sum(-1, keepdim=True)
 
 
 def _spd_cholesky(name: str, cov: Tensor) -> Tensor:
