@@ -48,7 +48,8 @@ def _covariance(name: str, S: Tensor, definite: bool) -> None:
         raise ValueError(f"{name} must be symmetric (a covariance)")
     if definite:
         if bool((torch.linalg.cholesky_ex(S)[1] != 0).any()):
-            raise ValueError(f"{name} must be positive definite (a noise covariance; its Cholesky factorisation failed)")
+            raise ValueError(f"{name} must be positive definite (a noise covariance; its Cholesky factorisation "
+                             "failed)")
     elif bool((torch.linalg.eigvalsh(S)[..., 0] < -SYMMETRY_RTOL * scale).any()):
         raise ValueError(f"{name} must be positive semidefinite (a covariance; it has a negative eigenvalue)")
 

@@ -76,7 +76,8 @@ def test_first_step_is_the_prior_predictive():
 def test_equals_filterpy(m, p):
     """Independent: filterpy's KalmanFilter, predict() then update() per step; its prediction of
     y_t is H x and its system uncertainty S = H P H' + R, its log-likelihood that of N(H x, S)."""
-    KalmanFilter = pytest.importorskip("filterpy.kalman", reason="filterpy is not installed (requirements.txt)").KalmanFilter
+    filterpy = pytest.importorskip("filterpy.kalman", reason="filterpy is not installed (requirements.txt)")
+    KalmanFilter = filterpy.KalmanFilter
 
     y, A, C, Q, R, mu0, P0 = ssm(3, 25, m, p, seed=m * 10 + p)
     mean, cov = kalman_predictive(y, A, C, Q, R, mu0, P0)

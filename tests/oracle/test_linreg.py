@@ -91,7 +91,8 @@ def test_pool_equals_enumeration(B, n, d, M):
     g = torch.Generator().manual_seed(M)
     pool = torch.randn(M, d, generator=g, dtype=torch.float64)
     x = torch.randn(B, n, d, generator=g, dtype=torch.float64)
-    y = (x @ pool[torch.randint(0, M, (B,), generator=g)].unsqueeze(-1)).squeeze(-1) + 0.7 * torch.randn(B, n, generator=g, dtype=torch.float64)
+    w = pool[torch.randint(0, M, (B,), generator=g)]
+    y = (x @ w.unsqueeze(-1)).squeeze(-1) + 0.7 * torch.randn(B, n, generator=g, dtype=torch.float64)
     weights, means, var = pool_predictive(x, y, pool, 0.7)
     assert var == pytest.approx(0.49)
     np.testing.assert_allclose(weights.numpy(), _pool_enumeration(x.numpy(), y.numpy(), pool.numpy(), 0.7),
