@@ -57,10 +57,10 @@ def gaussian_prior_predictive(x: Tensor, y: Tensor, prior_mean: Tensor | None, p
     K.diagonal(dim1=-2, dim2=-1).add_(sigma * sigma)
     L = torch.linalg.cholesky(K)
     prior = torch.zeros_like(y) if prior_mean is None else (x @ prior_mean.unsqueeze(-1)).squeeze(-1)
-    z = torch.linalg.solve_triangular(L, (y - prior).unsqueeze(-1), upper=False)
-    mean = prior + (L.tril(-1) @ z).squeeze(-1)
-    var = L.diagonal(dim1=-2, dim2=-1).square()
-    return mean, var
+    z = torch.linalg.solve_triangular(L, (y - prior).unsqueeze(-1), upper=False).squeeze(-1)
+    sd = L.diagonal(dim1=-2, dim2=-1)
+    # sum_{j<k} L_kj z_j = (y_k - prior_k) - L_kk z_k: no second product with L
+    return y - sd * z, sd.square()
 
 
 def linreg_predictive(x: Tensor, y: Tensor, tau: float, sigma: float) -> tuple[Tensor, Tensor]:
