@@ -48,18 +48,28 @@ def check_xy(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
     return x.double(), y.double()
 
 
-def gaussian_prior_predictive(x: Tensor, y: Tensor, prior_mean: Tensor | None, prior_var: Tensor,
+def gaussian_prior_predictive(x: Tensor, y: Tensor, prior_mean: Tensor | None, prior_var: Tensor | float,
                               sigma: float) -> tuple[Tensor, Tensor]:
     """The fast path behind `linreg_predictive` and `mixreg_predictive` (no checks): prior
     w ~ N(prior_mean, diag(prior_var)) with prior_mean, prior_var [B, d] (or broadcastable; a
-    zero variance pins that coordinate), float64 x [B, n, d], y [B, n]: (mean, var), each [B, n]."""
-    K = (x * prior_var.unsqueeze(-2)) @ x.transpose(1, 2)
-    K.diagonal(dim1=-2, dim2=-1).add_(sigma * sigma)
-    L = torch.linalg.cholesky(K)
-    prior = torch.zeros_like(y) if prior_mean is None else (x @ prior_mean.unsqueeze(-1)).squeeze(-1)
-    z = torch.linalg.solve_triangular(L, (y - prior).unsqueeze(-1), upper=False).squeeze(-1)
+    zero variance pins that coordinate; a float: isotropic), float64 x [B, n, d], y [B, n]:
+    (mean, var), each [B, n]."""
+    B, n, _ = x.shape
+    noise = torch.eye(n, dtype=x.dtype, device=x.device).mul_(sigma * sigma).expand(B, n, n)
+    if isinstance(prior_var, Tensor):
+        K = torch.baddbmm(noise, x * prior_var.unsqueeze(-2), x.transpose(1, 2))
+    else:  # isotropic: no scaled copy of x
+        K = torch.baddbmm(noise, x, x.transpose(1, 2), alpha=prior_var)
+    L, info = torch.linalg.cholesky_ex(K)
+    if bool((info != 0).any()):
+        top = float(prior_var.max()) if isinstance(prior_var, Tensor) else prior_var
+        raise ValueError(f"prior variance / sigma^2 = {top / sigma**2:.3g} is too large for float64: the covariance "
+                         "X D X' + sigma^2 I of the targets is not positive definite in rounding (raise sigma or "
+                         "lower the prior's scale)")
+    r = y if prior_mean is None else y - (x @ prior_mean.unsqueeze(-1)).squeeze(-1)
+    z = torch.linalg.solve_triangular(L, r.unsqueeze(-1), upper=False).squeeze(-1)
     sd = L.diagonal(dim1=-2, dim2=-1)
-    # sum_{j<k} L_kj z_j = (y_k - prior_k) - L_kk z_k: no second product with L
+    # y_k - (prior_k + sum_{j<k} L_kj z_j) = L_kk z_k: the mean without a second product with L
     return y - sd * z, sd.square()
 
 
@@ -75,9 +85,7 @@ def linreg_predictive(x: Tensor, y: Tensor, tau: float, sigma: float) -> tuple[T
     """
     tau, sigma = positive_number("tau", tau), positive_number("sigma", sigma)
     x, y = check_xy(x, y)
-    d = x.shape[2]
-    return gaussian_prior_predictive(x, y, None, torch.full((1, d), tau * tau, dtype=torch.float64,
-                                                            device=x.device), sigma)
+    return gaussian_prior_predictive(x, y, None, tau * tau, sigma)
 
 
 def linreg_predictive_reference(x: Tensor, y: Tensor, tau: float, sigma: float) -> tuple[Tensor, Tensor]:

@@ -139,6 +139,12 @@ def test_bad_settings_raise_one_line(fn, args, match):
     assert "\n" not in str(err.value)
 
 
+def test_a_prior_too_wide_for_float64_is_refused():
+    x, y = regression_data(1, 30, 3, 1.0, 1.0, seed=3)
+    with pytest.raises(ValueError, match=r"prior variance / sigma\^2 = 1e\+32 is too large for float64"):
+        linreg_predictive(x, y, 1e8, 1e-8)
+
+
 @pytest.mark.parametrize("pool,sigma,match", [
     (torch.zeros(4, 3), 0.5, r"pool must have shape \[M, d\] or \[B, M, d\] with M >= 1, d = 2"),
     (torch.zeros(0, 2), 0.5, "pool must have shape"),
