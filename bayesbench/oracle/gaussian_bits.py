@@ -73,13 +73,30 @@ def check_weights(name: str, w: Tensor) -> Tensor:
     return w / w.sum(-1, keepdim=True)
 
 
+#: Relative asymmetry |S - S'| / (1 + max |S|) allowed in a covariance.
+SYMMETRY_RTOL = 1e-9
+
+
+def check_covariance(name: str, S: Tensor, definite: bool, meaning: str = "a covariance") -> Tensor | None:
+    """S [..., p, p] symmetric (within SYMMETRY_RTOL) and positive definite (returns its Cholesky
+    factor) or, with definite=False, positive semidefinite (returns None)."""
+    if S.dim() < 2 or S.shape[-1] != S.shape[-2]:
+        raise ValueError(f"{name} must be square in its last two dimensions [..., p, p], got {list(S.shape)}")
+    scale = 1 + S.abs().amax((-1, -2))
+    if bool(((S - S.transpose(-1, -2)).abs().amax((-1, -2)) > SYMMETRY_RTOL * scale).any()):
+        raise ValueError(f"{name} must be symmetric ({meaning})")
+    if definite:
+        L, info = torch.linalg.cholesky_ex(0.5 * (S + S.transpose(-1, -2)))
+        if bool((info != 0).any()):
+            raise ValueError(f"{name} must be positive definite ({meaning}; its Cholesky factorisation failed)")
+        return L
+    if bool((torch.linalg.eigvalsh(S)[..., 0] < -SYMMETRY_RTOL * scale).any()):
+        raise ValueError(f"{name} must be positive semidefinite ({meaning}; it has a negative eigenvalue)")
+    return None
+
+
 def _spd_cholesky(name: str, cov: Tensor) -> Tensor:
-    if cov.dim() < 2 or cov.shape[-1] != cov.shape[-2]:
-        raise ValueError(f"{name} must be square in its last two dimensions [..., p, p], got {list(cov.shape)}")
-    L, info = torch.linalg.cholesky_ex(0.5 * (cov + cov.transpose(-1, -2)))
-    if bool((info != 0).any()):
-        raise ValueError(f"{name} must be symmetric positive definite (its Cholesky factorisation failed)")
-    return L
+    return check_covariance(name, cov, definite=True)
 
 
 # ---- Gaussians: closed forms ---------------------------------------------------------------------

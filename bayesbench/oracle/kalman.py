@@ -22,10 +22,8 @@ import torch
 from torch import Tensor
 
 from ..checks import number_in, positive_int
+from .gaussian_bits import check_covariance
 from .validate import require_float, require_tensor
-
-#: Relative asymmetry |M - M'| / (1 + max |M|) allowed in Q, R, P0.
-SYMMETRY_RTOL = 1e-9
 
 
 def _param(name: str, t: Tensor, B: int, shape: tuple[int, ...], meaning: str, device) -> Tensor:
@@ -40,18 +38,6 @@ def _param(name: str, t: Tensor, B: int, shape: tuple[int, ...], meaning: str, d
     if not bool(torch.isfinite(t).all()):
         raise ValueError(f"{name} must be finite (no NaN or inf)")
     return t.double()
-
-
-def _covariance(name: str, S: Tensor, definite: bool) -> None:
-    scale = 1 + S.abs().amax((-1, -2))
-    if bool(((S - S.transpose(-1, -2)).abs().amax((-1, -2)) > SYMMETRY_RTOL * scale).any()):
-        raise ValueError(f"{name} must be symmetric (a covariance)")
-    if definite:
-        if bool((torch.linalg.cholesky_ex(S)[1] != 0).any()):
-            raise ValueError(f"{name} must be positive definite (a noise covariance; its Cholesky factorisation "
-                             "failed)")
-    elif bool((torch.linalg.eigvalsh(S)[..., 0] < -SYMMETRY_RTOL * scale).any()):
-        raise ValueError(f"{name} must be positive semidefinite (a covariance; it has a negative eigenvalue)")
 
 
 def check_kalman_inputs(y, A, C, Q, R, mu0, P0) -> tuple[Tensor, ...]:
@@ -74,9 +60,9 @@ def check_kalman_inputs(y, A, C, Q, R, mu0, P0) -> tuple[Tensor, ...]:
     R = _param("R", R, B, (p, p), "observation noise covariance", y.device)
     mu0 = _param("mu0", mu0, B, (m,), "initial state mean", y.device)
     P0 = _param("P0", P0, B, (m, m), "initial state covariance", y.device)
-    _covariance("Q", Q, definite=False)
-    _covariance("R", R, definite=True)
-    _covariance("P0", P0, definite=False)
+    check_covariance("Q", Q, definite=False, meaning="state noise covariance")
+    check_covariance("R", R, definite=True, meaning="observation noise covariance")
+    check_covariance("P0", P0, definite=False, meaning="initial state covariance")
     return y.double(), A, C, Q, R, mu0, P0
 
 
