@@ -1,0 +1,86 @@
+"""Speed of the continuous oracles' fast paths against their float64 references (groundwork for
+issue 41), as ratios measured in one run.
+
+CPU, float64, one thread (`torch.set_num_threads(1)`): both sides spend their time in MKL's
+batched small-matrix LAPACK calls, and on the shared 2-core VM a second MKL thread made a batched
+20x20 solve 15x slower, not faster (4096 matrices: 1.03 s with 2 threads, 0.07 s with 1, while
+other jobs ran), which would measure the scheduler rather than the algorithms.
+
+- `linreg_predictive` at Garg et al.'s size: B = 65536 sequences, d = 20, n = 40, against
+  `linreg_predictive_reference`. The reference, one batched solve per position, is linear in B:
+  it is timed on the first 4096 sequences and scaled by 16.
+- `kalman_predictive` with a small state: B = 65536, m = 4, p = 2, T = 50, against
+  `kalman_predictive_reference`, a plain loop over sequences (linear in B): timed on the first
+  128 sequences and scaled by 512.
+
+Both sides are timed in alternating rounds (benchmarks/timing.py `interleaved`, median of 3), so a
+change of the machine's load hits both alike; the two outputs are compared on the slice first.
+Goal: >= 10x each, a CPU timing goal reported with `check_cpu_goal` (asserted only with
+BAYESBENCH_ASSERT_CPU_GOALS=1). Ratios go into benchmark.extra_info and are printed. About 1 to 2
+minutes on the shared 2-core VM.
+
+    pytest benchmarks/test_continuous_oracles.py -s
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from timing import check_cpu_goal, interleaved
+
+from bayesbench.oracle.kalman import kalman_predictive, kalman_predictive_reference, random_stable_matrix
+from bayesbench.oracle.linreg import linreg_predictive, linreg_predictive_reference
+
+B = 65536
+THREADS = 1
+F64 = torch.float64
+
+
+@pytest.fixture(autouse=True)
+def _threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(THREADS)
+    yield
+    torch.set_num_threads(before)
+
+
+def _ratio(benchmark, name: str, fast, reference, scale: int, **sizes) -> float:
+    fast_s, ref_slice_s = interleaved(fast, reference, rounds=3, n=1)
+    ratio = ref_slice_s * scale / fast_s
+    status = check_cpu_goal(ratio, 10, f"{name} fast path vs reference")
+    benchmark.extra_info.update(sizes, threads=THREADS, fast_s=fast_s, reference_slice_s=ref_slice_s,
+                                reference_scale=scale, reference_s=ref_slice_s * scale, speedup=ratio,
+                                goal_status=status)
+    print(f"\n{name} B={B} {sizes}: fast {fast_s:.2f} s; reference {ref_slice_s:.2f} s on B/{scale} "
+          f"-> {ref_slice_s * scale:.1f} s scaled: {ratio:.1f}x (goal >= 10x: {status})")
+    benchmark.pedantic(fast, rounds=1, iterations=1)
+    return ratio
+
+
+def test_linreg_fast_path_vs_reference(benchmark):
+    n, d, tau, sigma, part = 40, 20, 1.0, 0.5, 4096
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(B, n, d, generator=g, dtype=F64)
+    w = tau * torch.randn(B, d, 1, generator=g, dtype=F64)
+    y = (x @ w).squeeze(-1) + sigma * torch.randn(B, n, generator=g, dtype=F64)
+    fast = linreg_predictive(x[:part], y[:part], tau, sigma)
+    want = linreg_predictive_reference(x[:part], y[:part], tau, sigma)
+    torch.testing.assert_close(fast[1], want[1], rtol=1e-10, atol=0)
+    _ratio(benchmark, "linreg_predictive", lambda: linreg_predictive(x, y, tau, sigma),
+           lambda: linreg_predictive_reference(x[:part], y[:part], tau, sigma), B // part, n=n, d=d)
+
+
+def test_kalman_fast_path_vs_reference(benchmark):
+    T, m, p, part = 50, 4, 2, 128
+    g = torch.Generator().manual_seed(1)
+    A = random_stable_matrix(B, m, 0.95, g)
+    C = torch.randn(B, p, m, generator=g, dtype=F64)
+    Q, R = 0.1 * torch.eye(m, dtype=F64), 0.2 * torch.eye(p, dtype=F64)
+    mu0, P0 = torch.zeros(m, dtype=F64), torch.eye(m, dtype=F64)
+    y = torch.randn(B, T, p, generator=g, dtype=F64)
+    fast = kalman_predictive(y[:part], A[:part], C[:part], Q, R, mu0, P0)
+    want = kalman_predictive_reference(y[:part], A[:part], C[:part], Q, R, mu0, P0)
+    torch.testing.assert_close(fast[1], want[1], rtol=1e-10, atol=1e-13)
+    _ratio(benchmark, "kalman_predictive", lambda: kalman_predictive(y, A, C, Q, R, mu0, P0),
+           lambda: kalman_predictive_reference(y[:part], A[:part], C[:part], Q, R, mu0, P0), B // part,
+           T=T, m=m, p=p)
