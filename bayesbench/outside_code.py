@@ -24,6 +24,8 @@ import importlib.util
 import os
 import sys
 
+from .trust import check as check_trust  # code named in a file the user was handed: only when trusted
+
 
 def is_file(target: str) -> bool:
     return target.endswith(".py") or "/" in target or os.sep in target
@@ -165,6 +167,7 @@ def contents(spec: str, kind: str, forms: str) -> dict:
     normalised `spec` names. A file: the file and the modules it imports from its own folder
     (`source_files`). A module: its file and the modules it imports from its own package."""
     target, _ = split(spec, kind, forms)
+    check_trust(spec, kind)  # finding a module imports its packages
     if is_file(target):
         if not os.path.isfile(target):
             raise ValueError(f"{kind} {spec!r}: no such file {target}")
@@ -208,7 +211,7 @@ def _import_file(path: str, spec: str, kind: str, code: dict):
     sys.path.insert(0, folder)  # its own folder's modules import as they would for `python path`
     try:
         file_spec.loader.exec_module(module)
-    except Exception as err:
+    except (Exception, SystemExit) as err:  # sys.exit() in a module it imports ends an import, not bayesbench
         del sys.modules[name]
         raise ValueError(f"{kind} {spec!r}: importing {path} failed: {type(err).__name__}: {err}") from err
     finally:
@@ -229,7 +232,7 @@ def _import_module(target: str, spec: str, kind: str):
             except ModuleNotFoundError:
                 sys.path.remove(cwd)
         raise ValueError(f"{kind} {spec!r}: cannot import module {target!r} ({err})") from None
-    except Exception as err:
+    except (Exception, SystemExit) as err:
         raise ValueError(f"{kind} {spec!r}: importing module {target!r} failed: {type(err).__name__}: {err}") from err
 
 
@@ -253,6 +256,7 @@ def load(spec: str, kind: str, forms: str, code: dict | None = None):
     """The attribute a normalised `spec` names, imported; imported anew when its contents
     (`contents`, or `code` when the caller computed them) changed since this process imported it."""
     target, attr = split(spec, kind, forms)
+    check_trust(spec, kind)
     code = code or contents(spec, kind, forms)
     obj = _import_file(target, spec, kind, code) if is_file(target) else \
         _import_current_module(target, spec, kind, code)

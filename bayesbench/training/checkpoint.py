@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import torch
 
-from .. import versions
+from .. import trust, versions
 from ..identity import difference
 from ..models import get_model
 from ..models.registry import model_code
@@ -92,7 +92,7 @@ def load_failure(path: str, err: BaseException) -> str:
     if size == 0:
         return "the file is empty"
     text = str(err)
-    found = re.search(r"GLOBAL ([\w.]+) was not an allowed global", text)
+    found = re.search(r"GLOBAL ([\w.]+) (?:was not an allowed global|whose module [\w.]+ is blocked)", text)
     if found:  # a weights-only load met a class: e.g. torch.save(model) instead of its state_dict()
         return (f"pickled Python objects, not only tensors: {found.group(1)}; save module.state_dict() rather than "
                 "the module")
@@ -110,14 +110,14 @@ def _damage(path: str, err: BaseException) -> str:
     return why if why == "the file is empty" else f"it is truncated or not a PyTorch checkpoint ({why})"
 
 
-def load_checkpoint(path: str, map_location=None, *, required: tuple[str, ...] = (), what: str = "checkpoint",
-                    weights_only: bool = False) -> dict:
-    """torch.load a checkpoint, naming `path` and the damage in a `DamagedFile` if it cannot be
-    read or lacks a `required` entry. The file itself is never changed."""
+def load_checkpoint(path: str, map_location=None, *, required: tuple[str, ...] = (), what: str = "checkpoint") -> dict:
+    """torch.load a checkpoint, tensors and plain values only (`weights_only=True`: a pickled object
+    in a planted file is refused, never run), naming `path` and the damage in a `DamagedFile` if it
+    cannot be read or lacks a `required` entry. The file itself is never changed."""
     if os.path.isdir(path):
         raise DamagedFile(f"{what} {path} is a directory, not a file")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=weights_only)
+        state = torch.load(path, map_location=map_location, weights_only=True)
     except FileNotFoundError:
         raise DamagedFile(f"{what} {path} does not exist") from None
     except PermissionError as err:
@@ -224,11 +224,12 @@ def load_result(path: str, device: torch.device | str = "cpu") -> TrainResult:
     """Rebuild a run's model and record from its checkpoint alone (for `bayesbench eval`)."""
     state = load_checkpoint(path, device, required=CHECKPOINT_KEYS)
     ident = state["identity"]
-    task = task_from_config(ident["task"])
-    code = run_code(task, ident["arch"])
-    check_code(path, ident, state.get("code"), code)
-    model = get_model(ident["arch"], task, seeds=ident["seeds"], max_len=ident["max_len"], device=device,
-                      **ident["model"])
+    with trust.source(path):  # outside code the checkpoint names: imported only when trusted
+        task = task_from_config(ident["task"])
+        code = run_code(task, ident["arch"])
+        check_code(path, ident, state.get("code"), code)
+        model = get_model(ident["arch"], task, seeds=ident["seeds"], max_len=ident["max_len"], device=device,
+                          **ident["model"])
     try:
         model.load_state_dict(state["model"])
     except RuntimeError as err:
