@@ -206,3 +206,51 @@ def test_the_pages_opening_runs_as_written_in_an_empty_folder(tmp_path, monkeypa
     assert "wrote results/site/index.html (2 pages, 6 images," in out
     assert "2 leaderboard rows of 2 stored seeds in 2 tables" in out
     assert "2 leaderboard rows of 2 stored seeds in 2 tables" in text
+
+
+def _copy_store(tiny_store, tmp_path) -> str:
+    import sqlite3
+
+    db = str(tmp_path / "store" / "bayesbench.sqlite")
+    os.makedirs(os.path.dirname(db))
+    src = sqlite3.connect(tiny_store["db"])
+    src.backup(sqlite3.connect(db))
+    src.close()
+    return db
+
+
+def test_a_crafted_stored_run_id_never_writes_outside_out(tiny_store, tmp_path, capsys):
+    """issue 39: a stored run id '../../../X' made `site` write X.html and X.json outside --out."""
+    import sqlite3
+
+    db = _copy_store(tiny_store, tmp_path)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE runs SET run_id = '../../../escaped' WHERE arch = 'lstm'")
+    conn.commit()
+    conn.close()
+    out = tmp_path / "a" / "b" / "site"
+    assert main(["site", "--db", db, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holds a row (run '../../../escaped', seed 0, arch 'lstm') whose run id cannot name a page" in err, err
+    assert "\n" not in err and not out.exists()
+    assert not list(tmp_path.rglob("escaped*"))
+
+
+def test_the_store_refuses_an_id_that_is_not_a_file_name(tiny_store, tmp_path):
+    from bayesbench.checks import SettingError, inside
+
+    db = _copy_store(tiny_store, tmp_path)
+    record = read_records(db)[0]
+    for bad in ("../x", "a/b", "..", "", "a\\b", "x\nmore"):
+        with pytest.raises(SettingError, match="run_id must be a non-empty name"):
+            write_records([dataclasses.replace(record, run_id=bad)], db)
+        with pytest.raises(SettingError, match="study_id must be a non-empty name"):
+            register_study(bad, "profile", {}, path=db)
+    assert {r.run_id for r in read_records(db)} == {r.run_id for r in read_records(tiny_store["db"])}
+    with pytest.raises(ValueError, match="would be written outside"):
+        inside(str(tmp_path / "site"), "../x.html", "a page")
+    os.symlink(str(tmp_path), str(tmp_path / "link"))
+    os.makedirs(tmp_path / "site")
+    os.symlink(str(tmp_path), str(tmp_path / "site" / "up"))
+    with pytest.raises(ValueError, match="would be written outside"):
+        inside(str(tmp_path / "site"), "up/x.html", "a page")
