@@ -254,3 +254,34 @@ def test_the_store_refuses_an_id_that_is_not_a_file_name(tiny_store, tmp_path):
     os.symlink(str(tmp_path), str(tmp_path / "site" / "up"))
     with pytest.raises(ValueError, match="would be written outside"):
         inside(str(tmp_path / "site"), "up/x.html", "a page")
+
+
+def test_hostile_stored_names_are_shown_as_written_in_plots_and_pages(tiny_store, tmp_path, capsys):
+    """issue 39: a stored name like 'm$\\badcmd{$' was parsed as matplotlib math, and `site` and `plot` of the
+    whole store failed naming no row; in a page it must be text, not HTML."""
+    import sqlite3
+
+    db = _copy_store(tiny_store, tmp_path)
+    arch, label = "m$\\badcmd{$<b>x</b>", "sticky $\\x{$ <script>"
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE runs SET arch = ?, task_label = ? WHERE arch = 'lstm'", (arch, label))
+    conn.commit()
+    conn.close()
+    assert main(["plot", "--db", db, "--out", str(tmp_path / "plots")]) == 0, capsys.readouterr().err
+    assert main(["site", "--db", db, "--out", str(tmp_path / "site")]) == 0, capsys.readouterr().err
+    index = _read(str(tmp_path / "site" / "index.html"))
+    assert "m$\\badcmd{$&lt;b&gt;x&lt;/b&gt;" in index and "<b>x</b>" not in index and "<script>" not in index
+
+
+def test_a_figure_draws_dollar_signs_as_text(tmp_path):
+    from bayesbench.figures import save, subplots
+
+    fig, ax = subplots(figsize=(3, 2))
+    ax.plot([0, 1], [0, 1], label="m$\\badcmd{$")
+    ax.set_title("$\\x{$")
+    assert os.path.isfile(save(fig, str(tmp_path / "f.png"), legend=True))
+    fig, ax = subplots(figsize=(3, 2))
+    ax.bar([0, 1], [1, 2])
+    ax.set_xticks([0, 1], labels=["a$\\bad{$", "b$"])  # names on an axis
+    ax.set_yscale("log")  # numbers keep their math ('10^0')
+    assert os.path.isfile(save(fig, str(tmp_path / "g.png")))
