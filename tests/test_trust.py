@@ -80,6 +80,7 @@ def test_a_config_file_naming_outside_code_needs_trust_code_or_the_same_code_on_
     config.write_text(f'tasks = ["sticky"]\nmodel = "{NET}:build"\nsteps = 3\n')
     assert main(["run", "--config", str(config), "--print-config", "--trust-code"]) == 0
     assert main(["run", "--config", str(config), "--print-config", "--model", f"{NET}:build"]) == 0
+    assert main(["--trust-code", "run", "--config", str(config), "--print-config"]) == 0  # as --debug: either place
 
 
 def _sweep(tmp_path, arch: str):

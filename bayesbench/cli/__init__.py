@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     for command in COMMANDS:
         command.add_parser(sub)
     add_debug_flag(parser, sub)
-    add_trust_flag(sub)
+    add_trust_flag(parser, sub)
     return parser
 
 

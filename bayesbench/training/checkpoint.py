@@ -81,7 +81,7 @@ def remove_leftovers(path: str) -> list[str]:
     return gone
 
 
-def load_failure(path: str, err: BaseException) -> str:
+def load_failure(path: str, err: BaseException, *, advice: bool = True) -> str:
     """Why torch.load could not read `path`, in a few words and without torch's advice (to load with
     weights_only=False, or to allow a class): "the file is empty", "16 bytes: not a file torch.save
     wrote", "an incomplete or damaged zip archive", "pickled Python objects, not only tensors: X"."""
@@ -94,8 +94,8 @@ def load_failure(path: str, err: BaseException) -> str:
     text = str(err)
     found = re.search(r"GLOBAL ([\w.]+) (?:was not an allowed global|whose module [\w.]+ is blocked)", text)
     if found:  # a weights-only load met a class: e.g. torch.save(model) instead of its state_dict()
-        return (f"pickled Python objects, not only tensors: {found.group(1)}; save module.state_dict() rather than "
-                "the module")
+        return (f"pickled Python objects, not only tensors: {found.group(1)}" +
+                ("; save module.state_dict() rather than the module" if advice else ""))
     if "zip archive" in text or "central directory" in text:
         what = "an incomplete or damaged zip archive"
     elif isinstance(err, (pickle.UnpicklingError, EOFError)) or "Weights only load failed" in text:
@@ -106,7 +106,10 @@ def load_failure(path: str, err: BaseException) -> str:
 
 
 def _damage(path: str, err: BaseException) -> str:
-    why = load_failure(path, err)
+    why = load_failure(path, err, advice=False)
+    if why.startswith("pickled Python objects"):  # planted, or not bayesbench's: never unpickled, it could run code
+        return f"it holds {why}, which are never loaded (unpickling could run code); a bayesbench checkpoint holds " \
+               "tensors and plain values only"
     return why if why == "the file is empty" else f"it is truncated or not a PyTorch checkpoint ({why})"
 
 
