@@ -20,6 +20,7 @@ import glob
 import os
 import pickle
 import re
+import zipfile
 from collections.abc import Callable
 
 import torch
@@ -98,7 +99,8 @@ def load_failure(path: str, err: BaseException, *, advice: bool = True) -> str:
                 ("; save module.state_dict() rather than the module" if advice else ""))
     if "zip archive" in text or "central directory" in text:
         what = "an incomplete or damaged zip archive"
-    elif isinstance(err, (pickle.UnpicklingError, EOFError)) or "Weights only load failed" in text:
+    elif isinstance(err, (pickle.UnpicklingError, EOFError)) or "Weights only load failed" in text or \
+            (isinstance(err, KeyError) and not zipfile.is_zipfile(path)):  # the weights-only reader on other bytes
         what = "not a file torch.save wrote"
     else:
         what = f"{type(err).__name__}: {text.split('. ')[0].strip()}"
