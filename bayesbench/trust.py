@@ -31,7 +31,7 @@ _SOURCES: list[str] = []  # the files whose names are being resolved, innermost 
 def target(spec: str) -> str:
     """The file (absolute) or module an outside spec 'target:attr' names; '' for another string."""
     name, sep, _ = str(spec).rpartition(":")
-    if not sep or not name or name.startswith("hf"):
+    if not sep or not name or name == "hf":  # hf:gpt2, a transformers architecture, is no file of code
         return ""
     if name.endswith(".py") or "/" in name or os.sep in name:
         return os.path.abspath(os.path.expanduser(name))

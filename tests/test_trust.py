@@ -128,3 +128,18 @@ def test_the_api_replay_needs_trust_code(own_run, tmp_path):
 
 def test_code_named_on_the_command_line_needs_no_trust_code(tmp_path, capsys):
     assert main(["run", "--model", f"{NET}:build", "--tasks", "sticky", "--steps", "3", "--print-config"]) == 0
+
+
+def test_the_code_a_command_line_names(tmp_path, monkeypatch):
+    from bayesbench import trust
+
+    monkeypatch.chdir(tmp_path)
+    typed = trust.named(["run", "--model=./m.py:build", "--archs", "mlp,pkg.nets:build", "hf:gpt2", "hfutils:build"])
+    assert {str(tmp_path / "m.py"), "pkg.nets", "hfutils"} <= typed and "hf" not in typed
+    with trust.guard(False, typed):
+        trust.check(f"{tmp_path / 'm.py'}:other", "model")  # the same file, another factory: named by the user
+        with trust.source("s.toml"), pytest.raises(trust.UntrustedCode, match="s.toml names outside task code 'x:b'"):
+            trust.check("x:b", "task")
+        with trust.guard(True):
+            trust.check("x:b", "task")
+    trust.check("x:b", "task")  # no guard: a Python caller naming code itself
