@@ -134,9 +134,10 @@ def test_the_code_a_command_line_names(tmp_path, monkeypatch):
     from bayesbench import trust
 
     monkeypatch.chdir(tmp_path)
-    typed = trust.named(["run", "--model=./m.py:build", "--archs", "mlp,pkg.nets:build", "hf:gpt2", "hfutils:build"])
+    argv = ["run", "--model=./m.py:build", "--archs", "mlp,pkg.nets:build", "hf:gpt2", "hfutils:build"]
+    typed = trust.named(argv)
     assert {str(tmp_path / "m.py"), "pkg.nets", "hfutils"} <= typed and "hf" not in typed
-    with trust.guard(False, typed):
+    with trust.guard(False, argv):
         trust.check(f"{tmp_path / 'm.py'}:other", "model")  # the same file, another factory: named by the user
         with trust.source("s.toml"), pytest.raises(trust.UntrustedCode, match="s.toml names outside task code 'x:b'"):
             trust.check("x:b", "task")
