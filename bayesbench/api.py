@@ -186,7 +186,7 @@ def run(preset: str = "quick", *, tasks: str | list[str] | None = None, archs: s
         seeds: int | list[int] | None = None, steps: int | None = None, train_args: dict | None = None,
         task_args: dict | None = None, model_args: dict | None = None, db: str | os.PathLike | None = None,
         runs_dir: str | os.PathLike = "runs", config: str | os.PathLike | None = None,
-        replay: str | os.PathLike | None = None, quiet: bool = False, **options) -> Rows:
+        replay: str | os.PathLike | None = None, quiet: bool = False, trust_code: bool = False, **options) -> Rows:
     """Train every selected architecture on every selected task of a preset, store the rows and
     return them: `bayesbench run`. One row per (run, seed) (`Rows`, keys as `records`).
 
@@ -198,6 +198,8 @@ def run(preset: str = "quick", *, tasks: str | list[str] | None = None, archs: s
     arguments override. replay: a stored run's run.json (or run directory) to run again exactly,
     as `bayesbench run --replay` does (then only db, runs_dir and quiet may be given; the lines
     comparing its numbers with the stored ones are printed). quiet: no progress lines.
+    trust_code: import outside code (a model or tunnel) that the config or replay file names, as
+    `--trust-code` does; without it such code is refused unless these arguments name it too.
     **options: any other option of `bayesbench run` by its name (eval_sequences=64,
     device="cpu", until=0.1, model="./mine.py:build", ...).
 
@@ -209,6 +211,16 @@ def run(preset: str = "quick", *, tasks: str | list[str] | None = None, archs: s
                               db="tiny.sqlite")
         rows[0]["entropy_mae_bits"]
     """
+    from . import trust
+
+    given_here = (tasks, archs, *options.values())  # code named here is the caller's own choice
+    with trust.guard(trust_code, typed=given_here), trust.source(replay if replay is not None else config):
+        return _run(preset, tasks, archs, seeds, steps, train_args, task_args, model_args, db, runs_dir, config,
+                    replay, quiet, options)
+
+
+def _run(preset, tasks, archs, seeds, steps, train_args, task_args, model_args, db, runs_dir, config, replay, quiet,
+         options) -> Rows:
     args, parser = _namespace("run", "bayesbench.run", {
         "preset": preset, "tasks": tasks, "archs": archs, "seeds": seeds, "steps": steps, "train_args": train_args,
         "task_args": task_args, "model_args": model_args, "db": db, "runs_dir": runs_dir, **options}, config,

@@ -16,6 +16,7 @@ setting is defined (`TrainConfig.__post_init__`, a task's or a model config's `_
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable
 
 
@@ -103,3 +104,28 @@ def read_toml(path: str) -> dict:
         raise ValueError(f"is not UTF-8 text (byte {err.start}: {err.reason}){utf16}; a TOML file is UTF-8") from None
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"is not valid TOML: {err}") from None
+
+
+ID_MAX_CHARS = 200
+
+
+def file_id(name: str, value) -> str:
+    """Return `value` if it can name a file of its own (a run or study id: pages, figures and
+    folders are named by it): a non-empty string of at most 200 characters without '/', '\\', a
+    control character or a leading '.', so that it never reaches outside the folder it is put in
+    ('../../x'); else raise SettingError naming `name`."""
+    if not isinstance(value, str) or not value or len(value) > ID_MAX_CHARS or value.startswith(".") \
+            or any(c in "/\\" or not c.isprintable() for c in value):
+        raise SettingError(f"{name} must be a non-empty name of at most {ID_MAX_CHARS} printable characters without "
+                           f"'/', '\\' or a leading '.', got {value!r}", (name,))
+    return value
+
+
+def inside(folder: str, name: str, what: str) -> str:
+    """os.path.join(folder, name), checked to lie inside `folder` (links resolved): a path built
+    from a stored value never writes elsewhere. ValueError naming `what` otherwise."""
+    path = os.path.join(folder, name)
+    root = os.path.realpath(folder)
+    if os.path.commonpath([root, os.path.realpath(path)]) != root or os.path.realpath(path) == root:
+        raise ValueError(f"{what}: {name!r} would be written outside {folder}; nothing was written there")
+    return path

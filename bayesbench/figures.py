@@ -115,6 +115,25 @@ def decimal_log_ticks(ax) -> None:
         axis.set_minor_formatter(ticker.NullFormatter())
 
 
+def plain_text(fig) -> None:
+    """Every text of `fig` but its tick labels drawn as written: no title, label or legend of the
+    package uses matplotlib's mathtext, and a stored name or label holding '$' ('m$\\badcmd{$') is
+    text to show, not math to parse (which failed the whole plot). Numeric tick labels keep their
+    math (a log axis's '10^-1', written at draw time); named ones (architectures, tasks) do not."""
+    from matplotlib.text import Text
+    from matplotlib.ticker import LogFormatter, ScalarFormatter
+
+    numeric = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            labels = [t for tick in axis.get_major_ticks() + axis.get_minor_ticks() for t in (tick.label1, tick.label2)]
+            if isinstance(axis.get_major_formatter(), (ScalarFormatter, LogFormatter)):  # numbers, not names
+                numeric.update(id(t) for t in (*labels, axis.offsetText))
+    for text in fig.findobj(Text):
+        if id(text) not in numeric:
+            text.set_parse_math(False)
+
+
 def save(fig, path: str, *, dpi: int = 120, grid: bool = False, legend: bool = False, tight: bool = True,
          **savefig) -> str:
     """Finish and write a figure, then free it; returns `path`.
@@ -135,6 +154,7 @@ def save(fig, path: str, *, dpi: int = 120, grid: bool = False, legend: bool = F
         if legend:
             unique_legend(ax)
         decimal_log_ticks(ax)
+    plain_text(fig)  # after the legends are made
     if tight and fig.get_layout_engine() is None:
         fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

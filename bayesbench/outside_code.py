@@ -24,6 +24,8 @@ import importlib.util
 import os
 import sys
 
+from .trust import check as check_trust  # code named in a file the user was handed: only when trusted
+
 
 def is_file(target: str) -> bool:
     return target.endswith(".py") or "/" in target or os.sep in target
@@ -165,6 +167,7 @@ def contents(spec: str, kind: str, forms: str) -> dict:
     normalised `spec` names. A file: the file and the modules it imports from its own folder
     (`source_files`). A module: its file and the modules it imports from its own package."""
     target, _ = split(spec, kind, forms)
+    check_trust(spec, kind)  # finding a module imports its packages
     if is_file(target):
         if not os.path.isfile(target):
             raise ValueError(f"{kind} {spec!r}: no such file {target}")
@@ -259,6 +262,7 @@ def load(spec: str, kind: str, forms: str, code: dict | None = None):
     """The attribute a normalised `spec` names, imported; imported anew when its contents
     (`contents`, or `code` when the caller computed them) changed since this process imported it."""
     target, attr = split(spec, kind, forms)
+    check_trust(spec, kind)
     code = code or contents(spec, kind, forms)
     obj = _import_file(target, spec, kind, code) if is_file(target) else \
         _import_current_module(target, spec, kind, code)

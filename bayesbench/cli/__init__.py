@@ -32,6 +32,7 @@ _interrupt.guard_startup()  # a signal during the imports below: one line, exit 
 import argparse  # noqa: E402
 import sys  # noqa: E402
 
+from .. import trust  # noqa: E402
 from . import (  # noqa: E402
     cases,
     compare,
@@ -53,6 +54,7 @@ from . import (  # noqa: E402
     train,
     tunnels,
 )
+from .args import add_trust_flag  # noqa: E402
 from .errors import add_debug_flag, run_command  # noqa: E402
 
 # In the order `bayesbench --help` lists them.
@@ -96,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     for command in COMMANDS:
         command.add_parser(sub)
     add_debug_flag(parser, sub)
+    add_trust_flag(parser, sub)
     return parser
 
 
@@ -104,4 +107,5 @@ def main(argv: list[str] | None = None) -> int:
     Without `argv` (the program itself) an interrupted command exits at once."""
     program, argv = argv is None, sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
-    return run_command(args.handler, args, argv, exit_now=program)
+    with trust.guard(args.trust_code, typed=argv):  # outside code named in a file: only with --trust-code
+        return run_command(args.handler, args, argv, exit_now=program)

@@ -77,6 +77,17 @@ def split_list(values: list[str] | None) -> list[str] | None:
     return [v for item in values for v in item.split(",") if v]
 
 
+def add_trust_flag(parser: argparse.ArgumentParser, subparsers: argparse._SubParsersAction) -> None:
+    """--trust-code, before or after the command name: import outside code that a file the command
+    reads names (`bayesbench.trust`)."""
+    text = ("import outside code (a model or tunnel 'pkg.mod:build', 'file.py:build') that a file this command reads "
+            "names: a run.json, --config file, sweep file, checkpoint or stored row; without it such code is refused "
+            "unless you name it on the command line (docs/cli.md#outside-code-named-in-files)")
+    parser.add_argument("--trust-code", action="store_true", help=text)
+    for sub in subparsers.choices.values():
+        sub.add_argument("--trust-code", action="store_true", default=argparse.SUPPRESS, help=text)
+
+
 def add_db(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", help=DB_HELP)
 

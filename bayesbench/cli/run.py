@@ -167,6 +167,13 @@ def _search_text(args, jobs: list) -> str:
 
 
 def cmd_run(args) -> int:
+    from ..trust import source
+
+    with source(getattr(args, "replay", None) or getattr(args, "config", None)):  # the file naming any outside code
+        return _cmd_run(args)
+
+
+def _cmd_run(args) -> int:
     from ..report.headline import headline
     from ..report.leaderboard import json_runs, markdown
     from ..report.selection import select_rows

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from .args import seed_list
 
 # Options that are not settings: how the command is called, not what it runs.
-NOT_SETTINGS = frozenset({"help", "debug", "config", "replay", "print_config", "json"})
+NOT_SETTINGS = frozenset({"help", "debug", "config", "replay", "print_config", "json", "trust_code"})
 # Settings that change no number of a run: where it is stored and how it is driven. `--replay`
 # accepts these beside it; every other setting would change what the stored run ran.
 PLACEMENT = frozenset({"db", "runs_dir", "no_progress", "jobs", "ray", "max_retries", "resume", "log"})

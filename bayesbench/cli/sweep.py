@@ -164,6 +164,13 @@ def _tuned(spec, args, say):
 
 def cmd_sweep(args) -> int:
     """Check the sweep file, then run it (or with --dry-run, show it); exit 1 if a job failed."""
+    from ..trust import source
+
+    with source(args.file):  # outside code it names is imported only with --trust-code
+        return _cmd_sweep(args)
+
+
+def _cmd_sweep(args) -> int:
     from ..report.leaderboard import json_runs
     from ..report.selection import select_rows
     from ..store.database import db_path

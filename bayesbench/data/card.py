@@ -8,7 +8,9 @@ the latent variables, and how to score predictions of them (docs/data.md).
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
 # What the latent variables of the built-in tunnels are (tunnel, latents key) -> meaning.
 LATENTS = {
@@ -64,13 +66,35 @@ def columns(manifest_set: dict, tunnel: str) -> list[tuple[str, str, str]]:
     return out
 
 
+def _one_line(text) -> str:
+    """`text` on one line: a newline or other control character written as its escape (\\n)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
+def _md(text) -> str:
+    """Markdown text: one line, HTML's special characters escaped (a label holds task options)."""
+    return html.escape(_one_line(text), quote=False)
+
+
+def _code(text) -> str:
+    """Inline code: one line, fenced by more backticks than it holds."""
+    text = _one_line(text)
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    return f"{fence} {text} {fence}" if len(fence) > 1 else f"`{text}`"
+
+
+def _yaml_str(text) -> str:
+    """A YAML scalar holding `text` exactly, whatever it holds (a JSON string is a YAML double-quoted one)."""
+    return json.dumps(str(text))
+
+
 def _yaml(manifest: dict) -> list[str]:
-    lines = ["---", "pretty_name: bayesbench " + manifest["label"] + " (" + manifest["split"] + ")",
+    lines = ["---", "pretty_name: " + _yaml_str(f"bayesbench {manifest['label']} ({manifest['split']})"),
              "tags:", "- bayesbench", "- exact-posterior", "- synthetic"]
     if manifest["format"] == "parquet":
         lines += ["configs:", "- config_name: default", "  data_files:"]
         for s in manifest["sets"]:
-            lines += [f"  - split: {s['slug']}", f"    path: {s['file']}"]
+            lines += [f"  - split: {_yaml_str(s['slug'])}", f"    path: {_yaml_str(s['file'])}"]
     return lines + ["---", ""]
 
 
@@ -79,18 +103,18 @@ def render(manifest: dict) -> str:
     tunnel = manifest["tunnel"]
     sets = manifest["sets"]
     lines = _yaml(manifest)
-    lines += [f"# bayesbench: {manifest['label']}, {manifest['split']} split", "",
+    lines += [f"# bayesbench: {_md(manifest['label'])}, {manifest['split']} split", "",
               f"{SPLIT_WORDS[manifest['split']].capitalize()}: sequences of a Bayesian wind tunnel with the exact "
               "Bayes posterior at every scored position (docs/science.md of bayesbench). A model computes the "
               "posterior when its predictive matches `posterior` at every position where `mask` is True.", "",
-              f"Made by `{manifest['command']}` (bayesbench {manifest['bayesbench']}). Tunnel `{tunnel}`, code "
-              f"`{json.dumps(manifest['tunnel_code'], sort_keys=True)}`; task configuration "
-              f"`{json.dumps(manifest['task_config'], sort_keys=True)}`.", "",
+              f"Made by {_code(manifest['command'])} (bayesbench {manifest['bayesbench']}). Tunnel {_code(tunnel)}, "
+              f"code {_code(json.dumps(manifest['tunnel_code'], sort_keys=True))}; task configuration "
+              f"{_code(json.dumps(manifest['task_config'], sort_keys=True))}.", "",
               "| set | sequences | length | classes | scored positions | seed | set id | file |",
               "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for s in sets:
         where = s["file"] if manifest["format"] == "parquet" else f"split `{s['slug']}`"
-        lines.append(f"| {s['name']} | {s['n_sequences']} | {s['seq_len']} | {s['num_classes']} | {s['scored']} | "
+        lines.append(f"| {_md(s['name'])} | {s['n_sequences']} | {s['seq_len']} | {s['num_classes']} | {s['scored']} | "
                      f"{s['seed']} | `{s['set_id']}` | {where} |")
     lines += ["", "A set is identified by its id: a hash of the tunnel's configuration and code, the number of "
               "sequences and the seed. The same id is the same sequences and posteriors; a changed tunnel (a raised "

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable
 
+from ..checks import file_id
 from ..store.database import _retry, connect, db_path
 
 SCHEMA = """
@@ -103,8 +104,9 @@ def _finite_or_none(x: float) -> float | None:
 def register_study(study_id: str, kind: str, config: dict, *, run_id: str | None = None,
                    summary: dict | None = None, status: str = "running", path: str | None = None) -> None:
     """Create or update the `studies` row of a study (config and summary stored as JSON)."""
-    if not study_id:
-        raise ValueError("study_id must be a non-empty string")
+    file_id("study_id", study_id)  # figures and folders are named by it
+    if run_id is not None:
+        file_id("run_id", run_id)
     conn = _open(path)
     try:
         row = (study_id, kind, run_id, json.dumps(config, default=str),

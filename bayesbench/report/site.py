@@ -42,6 +42,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from .. import __version__
+from ..checks import file_id, inside
 from ..metric_table import final_metrics
 
 if TYPE_CHECKING:
@@ -447,6 +448,23 @@ def _dynamics_page(studies: list[dict], db: str | None, img: str) -> tuple[str, 
     return _page("bayesbench dynamics studies", "\n".join(parts)), images
 
 
+def _check_ids(records: list, studies: list, store: str) -> None:
+    """Every stored run and study id can name a file of the site (`checks.file_id`): a crafted
+    id ('../../x') is one error naming its row, before anything is written."""
+    for r in records:
+        try:
+            file_id("run_id", r.run_id)
+        except ValueError as err:
+            raise ValueError(f"the store {store} holds a row (run {r.run_id!r}, seed {r.seed}, arch {r.arch!r}) whose "
+                             f"run id cannot name a page: {err}; remove or rename that row") from None
+    for s in studies:
+        try:
+            file_id("study_id", s["study_id"])
+        except ValueError as err:
+            raise ValueError(f"the store {store} holds a study whose id cannot name a page: {err}; remove or rename "
+                             "it") from None
+
+
 def build_site(db: str | None = None, out: str = os.path.join("results", "site")) -> dict:
     """Write the site of the store `db` to the folder `out` (module doc); returns what it wrote:
     {"index", "pages", "images", "bytes", "rows", "records", "tables", "studies", "drawn", "copied"}."""
@@ -458,6 +476,7 @@ def build_site(db: str | None = None, out: str = os.path.join("results", "site")
     check_out(out, MARKER, "site")
     records = select_rows(db)
     studies = _studies(db)
+    _check_ids(records, studies, db_path(db))
     if not records and not studies:
         raise ValueError(f"no results in the store {db_path(db)} (--db): nothing to build a site of; run `bayesbench "
                          "run --preset quick` first")
@@ -477,9 +496,9 @@ def build_site(db: str | None = None, out: str = os.path.join("results", "site")
             by_run.setdefault(r.run_id, []).append(r)
         for run_id, members in by_run.items():
             page, doc = _run_page(sorted(members, key=lambda r: r.seed), figures, _slug(members[0].task_label))
-            with open(os.path.join(tmp, "runs", f"{run_id}.html"), "w") as f:
+            with open(inside(os.path.join(tmp, "runs"), f"{run_id}.html", f"run {run_id}'s page"), "w") as f:
                 f.write(page)
-            with open(os.path.join(tmp, "runs", f"{run_id}.json"), "w") as f:
+            with open(inside(os.path.join(tmp, "runs"), f"{run_id}.json", f"run {run_id}'s run file"), "w") as f:
                 json.dump(doc, f, indent=1, default=str)
             pages += 1
         study_images = 0

@@ -73,7 +73,7 @@ def _read_cached(path: str) -> Batch | None:
     """A cached evaluation set, or None (with a note naming the file) when it is damaged: it is
     derived data, redrawn from its fixed seed and rewritten."""
     try:
-        return Batch(**load_checkpoint(path, weights_only=True, what="cached evaluation set"))
+        return Batch(**load_checkpoint(path, what="cached evaluation set"))
     except (DamagedFile, TypeError):
         print(f"bayesbench: the cached evaluation set {path} is unreadable (damaged or from another version); "
               "redrawing it from its fixed seed and replacing the file", file=sys.stderr, flush=True)

@@ -20,6 +20,7 @@ import uuid
 import torch
 from torch import nn
 
+from .. import trust
 from ..checks import positive_int
 from ..identity import run_identity
 from ..models import EnsembleModel, TaskShape
@@ -236,7 +237,8 @@ def score_checkpoint(spec: str, path: str, *, task: str | None = None, name: str
         if ident.get("arch") != spec:
             raise ValueError(f"--checkpoint {path} was trained as model {ident.get('arch')!r}, not {spec!r} "
                              "(for a built-in architecture use `bayesbench eval`)")
-        ckpt_task = task_from_config(ident["task"])
+        with trust.source(path):  # a tunnel the checkpoint names: imported only when trusted
+            ckpt_task = task_from_config(ident["task"])
         code = run_code(ckpt_task, spec)
         check_code(path, ident, obj.get("code"), code)  # an edited model file: say so, not "another architecture"
         if task is not None:

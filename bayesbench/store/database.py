@@ -29,6 +29,7 @@ import time
 from datetime import datetime, timezone
 
 from .. import versions
+from ..checks import file_id
 from ..identity import identity_key, run_identity
 from ..metric_table import final_metrics, stored_columns
 from ..presets import PRESETS, labelled, options_label
@@ -626,6 +627,7 @@ def write_rows(rows: list[dict], path: str | None = None, *, curves: dict[tuple,
         missing = {"run_id", "seed", "task", "task_label", "arch", "params", "steps", "status"} - set(row)
         if missing:
             raise ValueError(f"rows must have {sorted(missing)}")
+        file_id("run_id", row["run_id"])  # pages and files are named by it (`report/site.py`)
     values = []
     for row in rows:
         row = {"created_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **row}

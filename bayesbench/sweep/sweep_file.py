@@ -32,6 +32,7 @@ from ..models import list_models
 from ..models.registry import is_outside
 from ..presets import PRESETS, get_preset
 from ..training.config import TrainConfig
+from ..trust import UntrustedCode
 
 # Keys of the TOML file (and of a Python file's SWEEP dict).
 GRID_KEYS = ("name", "preset", "tasks", "archs", "seeds", "ensemble", "lrs", "steps", "sizes", "train",
@@ -160,6 +161,8 @@ def _arch(path: str, where: str, name) -> str:
         try:
             spec = normalise(name, base=os.path.dirname(os.path.abspath(path)))
             load_factory(spec)
+        except UntrustedCode:  # it names the sweep file itself
+            raise
         except ValueError as err:
             raise ValueError(f"sweep file {path}: {where} entry {name!r}: {err}") from None
         return spec

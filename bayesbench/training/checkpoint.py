@@ -20,11 +20,12 @@ import glob
 import os
 import pickle
 import re
+import zipfile
 from collections.abc import Callable
 
 import torch
 
-from .. import versions
+from .. import trust, versions
 from ..identity import difference
 from ..models import get_model
 from ..models.registry import model_code
@@ -77,7 +78,7 @@ def remove_leftovers(path: str) -> list[str]:
     return gone
 
 
-def load_failure(path: str, err: BaseException) -> str:
+def load_failure(path: str, err: BaseException, *, advice: bool = True) -> str:
     """Why torch.load could not read `path`, in a few words and without torch's advice (to load with
     weights_only=False, or to allow a class): "the file is empty", "16 bytes: not a file torch.save
     wrote", "an incomplete or damaged zip archive", "pickled Python objects, not only tensors: X"."""
@@ -88,13 +89,14 @@ def load_failure(path: str, err: BaseException) -> str:
     if size == 0:
         return "the file is empty"
     text = str(err)
-    found = re.search(r"GLOBAL ([\w.]+) was not an allowed global", text)
+    found = re.search(r"GLOBAL ([\w.]+) (?:was not an allowed global|whose module [\w.]+ is blocked)", text)
     if found:  # a weights-only load met a class: e.g. torch.save(model) instead of its state_dict()
-        return (f"pickled Python objects, not only tensors: {found.group(1)}; save module.state_dict() rather than "
-                "the module")
+        return (f"pickled Python objects, not only tensors: {found.group(1)}" +
+                ("; save module.state_dict() rather than the module" if advice else ""))
     if "zip archive" in text or "central directory" in text:
         what = "an incomplete or damaged zip archive"
-    elif isinstance(err, (pickle.UnpicklingError, EOFError)) or "Weights only load failed" in text:
+    elif isinstance(err, (pickle.UnpicklingError, EOFError)) or "Weights only load failed" in text or \
+            (isinstance(err, KeyError) and not zipfile.is_zipfile(path)):  # the weights-only reader on other bytes
         what = "not a file torch.save wrote"
     else:
         what = f"{type(err).__name__}: {text.split('. ')[0].strip()}"
@@ -102,18 +104,21 @@ def load_failure(path: str, err: BaseException) -> str:
 
 
 def _damage(path: str, err: BaseException) -> str:
-    why = load_failure(path, err)
+    why = load_failure(path, err, advice=False)
+    if why.startswith("pickled Python objects"):  # planted, or not bayesbench's: never unpickled, it could run code
+        return f"it holds {why}, which are never loaded (unpickling could run code); a bayesbench checkpoint holds " \
+               "tensors and plain values only"
     return why if why == "the file is empty" else f"it is truncated or not a PyTorch checkpoint ({why})"
 
 
-def load_checkpoint(path: str, map_location=None, *, required: tuple[str, ...] = (), what: str = "checkpoint",
-                    weights_only: bool = False) -> dict:
-    """torch.load a checkpoint, naming `path` and the damage in a `DamagedFile` if it cannot be
-    read or lacks a `required` entry. The file itself is never changed."""
+def load_checkpoint(path: str, map_location=None, *, required: tuple[str, ...] = (), what: str = "checkpoint") -> dict:
+    """torch.load a checkpoint, tensors and plain values only (`weights_only=True`: a pickled object
+    in a planted file is refused, never run), naming `path` and the damage in a `DamagedFile` if it
+    cannot be read or lacks a `required` entry. The file itself is never changed."""
     if os.path.isdir(path):
         raise DamagedFile(f"{what} {path} is a directory, not a file")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=weights_only)
+        state = torch.load(path, map_location=map_location, weights_only=True)
     except FileNotFoundError:
         raise DamagedFile(f"{what} {path} does not exist") from None
     except PermissionError as err:
@@ -220,11 +225,12 @@ def load_result(path: str, device: torch.device | str = "cpu") -> TrainResult:
     """Rebuild a run's model and record from its checkpoint alone (for `bayesbench eval`)."""
     state = load_checkpoint(path, device, required=CHECKPOINT_KEYS)
     ident = state["identity"]
-    task = task_from_config(ident["task"])
-    code = run_code(task, ident["arch"])
-    check_code(path, ident, state.get("code"), code)
-    model = get_model(ident["arch"], task, seeds=ident["seeds"], max_len=ident["max_len"], device=device,
-                      **ident["model"])
+    with trust.source(path):  # outside code the checkpoint names: imported only when trusted
+        task = task_from_config(ident["task"])
+        code = run_code(task, ident["arch"])
+        check_code(path, ident, state.get("code"), code)
+        model = get_model(ident["arch"], task, seeds=ident["seeds"], max_len=ident["max_len"], device=device,
+                          **ident["model"])
     try:
         model.load_state_dict(state["model"])
     except RuntimeError as err:

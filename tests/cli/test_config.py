@@ -181,7 +181,8 @@ def test_replay_of_your_own_model(tmp_path, capsys, monkeypatch):
                  "--db", "a.sqlite", "--runs-dir", "runs"]) == 0
     (run_file,) = glob.glob("runs/**/run.json", recursive=True)
     capsys.readouterr()
-    assert main(["run", "--replay", run_file, "--db", "b.sqlite", "--runs-dir", "again", "--no-progress"]) == 0
+    assert main(["run", "--replay", run_file, "--db", "b.sqlite", "--runs-dir", "again", "--no-progress",
+                 "--trust-code"]) == 0  # the run file names the model's file (tests/test_trust.py)
     assert "--replay: every number equals the stored run's to the last digit" in capsys.readouterr().out
     assert _numbers("a.sqlite") == _numbers("b.sqlite")
 

@@ -64,7 +64,7 @@ def test_the_card_names_every_column_and_the_sets(tmp_path):
     assert "the hidden path s_1..s_K" in card and entry["set_id"] in card and "soft targets" in card
     assert "targets" not in t.column_names  # the quick HMM trains on soft targets: the posterior itself
     assert entry["header"] == [10, 5] and entry["seq_len"] == 40 and entry["name"] == "K=30"
-    assert card.startswith("---\n") and "  - split: K_30\n    path: K_30.parquet" in card
+    assert card.startswith("---\n") and '  - split: "K_30"\n    path: "K_30.parquet"' in card
 
 
 def test_the_hf_format_loads_with_datasets_and_holds_the_same_numbers(tmp_path):
@@ -307,3 +307,29 @@ def test_a_full_disk_names_the_folder_and_keeps_the_earlier_export(tmp_path, cap
     err = _fails(capsys, ["sticky", "--sequences", "5", "--out", str(out)], code=1)
     assert err.startswith(f"bayesbench data export: no space left on device: {out} (nothing already written")
     assert sorted(os.listdir(out)) == before and sorted(os.listdir(tmp_path)) == ["sets"]
+
+
+def test_a_hostile_task_option_stays_inside_the_cards_strings(tmp_path):
+    """issue 39: a --task-args value with newlines was pasted into the card's YAML front matter (a
+    'pretty_name: pwned' key of its own, a '---' ending it) and its markdown."""
+    import yaml
+
+    (tmp_path / "noted.py").write_text(
+        "import sys\nfrom dataclasses import dataclass\n"
+        f"sys.path.insert(0, {os.path.dirname(TUNNEL)!r})\n"
+        "from outside_tunnel import CoinTask\n\n"
+        "@dataclass(frozen=True)\nclass Noted(CoinTask):\n    note: str = ''\n    name = 'noted'\n\n"
+        "def build(**options):\n    return Noted(**options)\n")
+    note = 'x`y\npretty_name: pwned\n---\n<script>alert(1)</script> "q"'
+    out = tmp_path / "out"
+    export(f"{tmp_path / 'noted.py'}:build", task_args={"L": 4, "note": note}, out=str(out), sequences=4)
+    card = (out / "README.md").read_text()
+    _, front, body = card.split("---\n", 2)
+    meta = yaml.safe_load(front)
+    assert set(meta) == {"pretty_name", "tags", "configs"} and note in meta["pretty_name"]
+    assert meta["configs"][0]["data_files"] == [{"split": "standard", "path": "standard.parquet"}]
+    assert "\npretty_name" not in body and "\n---\n" not in body
+    heading = next(line for line in body.splitlines() if line.startswith("# "))
+    assert "&lt;script&gt;" in heading and "<script>" not in heading  # in code spans it is text, not HTML
+    made = next(line for line in body.splitlines() if line.startswith("Made by "))
+    assert made.startswith("Made by `` bayesbench data export") and "x`y" in made

@@ -323,3 +323,82 @@ def test_a_scored_row_shows_what_its_user_stated_never_a_measured_looking_zero(t
     assert facts["training steps"] == "not stated (scored here, not trained here)", facts
     assert facts["wall time (s)"] == "not measured (not trained here)", facts
     assert facts["seeds"] == "0 (a label given when scored)", facts
+
+
+def _copy_store(tiny_store, tmp_path) -> str:
+    import sqlite3
+
+    db = str(tmp_path / "store" / "bayesbench.sqlite")
+    os.makedirs(os.path.dirname(db))
+    src = sqlite3.connect(tiny_store["db"])
+    src.backup(sqlite3.connect(db))
+    src.close()
+    return db
+
+
+def test_a_crafted_stored_run_id_never_writes_outside_out(tiny_store, tmp_path, capsys):
+    """issue 39: a stored run id '../../../X' made `site` write X.html and X.json outside --out."""
+    import sqlite3
+
+    db = _copy_store(tiny_store, tmp_path)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE runs SET run_id = '../../../escaped' WHERE arch = 'lstm'")
+    conn.commit()
+    conn.close()
+    out = tmp_path / "a" / "b" / "site"
+    assert main(["site", "--db", db, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holds a row (run '../../../escaped', seed 0, arch 'lstm') whose run id cannot name a page" in err, err
+    assert "\n" not in err and not out.exists()
+    assert not list(tmp_path.rglob("escaped*"))
+
+
+def test_the_store_refuses_an_id_that_is_not_a_file_name(tiny_store, tmp_path):
+    from bayesbench.checks import SettingError, inside
+
+    db = _copy_store(tiny_store, tmp_path)
+    record = read_records(db)[0]
+    for bad in ("../x", "a/b", "..", "", "a\\b", "x\nmore"):
+        with pytest.raises(SettingError, match="run_id must be a non-empty name"):
+            write_records([dataclasses.replace(record, run_id=bad)], db)
+        with pytest.raises(SettingError, match="study_id must be a non-empty name"):
+            register_study(bad, "profile", {}, path=db)
+    assert {r.run_id for r in read_records(db)} == {r.run_id for r in read_records(tiny_store["db"])}
+    with pytest.raises(ValueError, match="would be written outside"):
+        inside(str(tmp_path / "site"), "../x.html", "a page")
+    os.symlink(str(tmp_path), str(tmp_path / "link"))
+    os.makedirs(tmp_path / "site")
+    os.symlink(str(tmp_path), str(tmp_path / "site" / "up"))
+    with pytest.raises(ValueError, match="would be written outside"):
+        inside(str(tmp_path / "site"), "up/x.html", "a page")
+
+
+def test_hostile_stored_names_are_shown_as_written_in_plots_and_pages(tiny_store, tmp_path, capsys):
+    """issue 39: a stored name like 'm$\\badcmd{$' was parsed as matplotlib math, and `site` and `plot` of the
+    whole store failed naming no row; in a page it must be text, not HTML."""
+    import sqlite3
+
+    db = _copy_store(tiny_store, tmp_path)
+    arch, label = "m$\\badcmd{$<b>x</b>", "sticky $\\x{$ <script>"
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE runs SET arch = ?, task_label = ? WHERE arch = 'lstm'", (arch, label))
+    conn.commit()
+    conn.close()
+    assert main(["plot", "--db", db, "--out", str(tmp_path / "plots")]) == 0, capsys.readouterr().err
+    assert main(["site", "--db", db, "--out", str(tmp_path / "site")]) == 0, capsys.readouterr().err
+    index = _read(str(tmp_path / "site" / "index.html"))
+    assert "m$\\badcmd{$&lt;b&gt;x&lt;/b&gt;" in index and "<b>x</b>" not in index and "<script>" not in index
+
+
+def test_a_figure_draws_dollar_signs_as_text(tmp_path):
+    from bayesbench.figures import save, subplots
+
+    fig, ax = subplots(figsize=(3, 2))
+    ax.plot([0, 1], [0, 1], label="m$\\badcmd{$")
+    ax.set_title("$\\x{$")
+    assert os.path.isfile(save(fig, str(tmp_path / "f.png"), legend=True))
+    fig, ax = subplots(figsize=(3, 2))
+    ax.bar([0, 1], [1, 2])
+    ax.set_xticks([0, 1], labels=["a$\\bad{$", "b$"])  # names on an axis
+    ax.set_yscale("log")  # numbers keep their math ('10^0')
+    assert os.path.isfile(save(fig, str(tmp_path / "g.png")))

@@ -148,7 +148,7 @@ def test_an_edited_model_file_retrains_and_its_old_checkpoint_is_named_changed_n
     rc, out, err = _cli(capsys, "train", *common, "--db", str(tmp_path / "b.sqlite"))  # a new store, same runs
     assert rc == 0 and "damaged" not in err and json.loads(out)["runs"][0]["params"] == lstm["params"]
     old_dir = next(p for p in (tmp_path / "runs").rglob("checkpoint.pt") if gru["run_id"] in str(p)).parent
-    rc, out, err = _cli(capsys, "eval", str(old_dir), "--db", str(tmp_path / "c.sqlite"))
+    rc, out, err = _cli(capsys, "eval", str(old_dir), "--db", str(tmp_path / "c.sqlite"), "--trust-code")
     assert rc == 2 and "the model file changed" in err and "damaged" not in err
     assert "since it was written" in err and not (tmp_path / "c.sqlite").exists() or not read_rows(
         str(tmp_path / "c.sqlite"))

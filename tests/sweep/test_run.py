@@ -214,7 +214,7 @@ def test_an_outside_model_beside_a_builtin_on_the_local_pool(tmp_path, monkeypat
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
     db, runs = tmp_path / "r.sqlite", tmp_path / "runs"
-    argv = ["sweep", path, "--db", str(db), "--runs-dir", str(runs), "--no-progress", "--jobs", "2"]
+    argv = ["sweep", path, "--db", str(db), "--runs-dir", str(runs), "--no-progress", "--jobs", "2", "--trust-code"]
     assert main(argv) == 0
     assert "outside model mine (" in capsys.readouterr().out
     rows = read_rows(str(db))

@@ -297,14 +297,14 @@ def test_outside_models_by_file_and_module_path_have_keys_independent_of_the_wor
 
 def test_dry_run_lists_outside_models_with_their_cost(tmp_path, capsys):
     path = _outside_folder(tmp_path)
-    assert main(["sweep", path, "--dry-run", "--db", str(tmp_path / "r.sqlite")]) == 0
+    assert main(["sweep", path, "--dry-run", "--trust-code", "--db", str(tmp_path / "r.sqlite")]) == 0
     out = capsys.readouterr().out
     jobs = expand(load_sweep(path))
     assert "6 jobs, 6 ensemble members" in out and out.count(" new\n") == 6
     for sj in jobs:
         line = next(line for line in out.splitlines() if sj.key in line)
         assert f"/ {sj.arch} [{sj.size}]" in line and f"{sj.job.params:,}" in line and "FLOP" in line
-    assert main(["sweep", path, "--dry-run", "--json", "--db", str(tmp_path / "r.sqlite")]) == 0
+    assert main(["sweep", path, "--dry-run", "--json", "--trust-code", "--db", str(tmp_path / "r.sqlite")]) == 0
     listed = json.loads(capsys.readouterr().out)["jobs"]
     assert [(j["arch"], j["model"], j["params"]) for j in listed] == \
            [(sj.arch, sj.job.arch if sj.arch != "mlp" else None, sj.job.params) for sj in jobs]
@@ -341,7 +341,7 @@ def test_bad_outside_models_fail_before_anything_runs(tmp_path, capsys, archs, m
         sys.path.insert(0, str(tmp_path / "sweeps"))
     try:
         db, runs = tmp_path / "r.sqlite", tmp_path / "runs"
-        assert main(["sweep", path, "--db", str(db), "--runs-dir", str(runs), "--no-progress"]) == 2
+        assert main(["sweep", path, "--db", str(db), "--runs-dir", str(runs), "--no-progress", "--trust-code"]) == 2
         err = capsys.readouterr().err.strip()
         assert message in err and err.startswith(f"bayesbench sweep: sweep file {path}") and "\n" not in err, err
         assert not db.exists() and not runs.exists()
@@ -387,6 +387,6 @@ def test_dry_run_refuses_a_model_the_run_would_refuse(tmp_path, capsys):
         "    return Wide(spec)\n")
     sweep = tmp_path / "s.toml"
     sweep.write_text('name = "w"\ntasks = ["bijection"]\narchs = ["./wide.py:build"]\nseeds = [0]\nsteps = 2\n')
-    assert main(["sweep", str(sweep), "--dry-run", "--db", str(tmp_path / "r.sqlite")]) == 2
+    assert main(["sweep", str(sweep), "--dry-run", "--trust-code", "--db", str(tmp_path / "r.sqlite")]) == 2
     err = capsys.readouterr().err
     assert "expected [B=2, L=" in err and "C=8]" in err and len(err.strip().splitlines()) == 1

@@ -294,7 +294,7 @@ def test_a_checkpoint_of_another_run_is_refused_naming_the_field(bij, tmp_path):
     run = str(tmp_path / "run")
     meta = {"label": "bij", "eval_sequences": 64}
     train(bij, "mlp", [0], cfg, model_cfg=dict(depth=1, width=8), run_dir=run, progress=False, stop_at=4, meta=meta)
-    state = torch.load(os.path.join(run, "checkpoint.pt"), weights_only=False)
+    state = torch.load(os.path.join(run, "checkpoint.pt"), weights_only=True)
     assert state["identity"]["label"] == "bij" and state["identity"]["threads"] == torch.get_num_threads()
     assert state["identity"]["seeds"] == [0] and "sync_every" not in state["identity"]["train"]
     resumed = train(bij, "mlp", [0], TrainConfig(**{**cfg.__dict__, "sync_every": 3}), model_cfg=dict(depth=1, width=8),

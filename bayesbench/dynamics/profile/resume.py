@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import torch
 
 from ...tasks import task_from_config
+from ...training.checkpoint import DamagedFile, load_checkpoint
 from ...training.config import TrainConfig
 from ...training.optim import select_members
 from ...training.run import open_trainer
@@ -17,13 +18,12 @@ from ..config import FieldError
 
 
 def load_run_state(path: str, device: str) -> dict:
+    """The checkpoint at `path`, tensors and plain values only (`load_checkpoint`: a pickled object
+    in it is refused, never run)."""
     try:
-        state = torch.load(path, map_location=device, weights_only=False)
-    except Exception as err:  # a file that is not a checkpoint
-        raise FieldError("run", f"{path}: not a readable checkpoint ({type(err).__name__}: {err})") from None
-    if not isinstance(state, dict) or "identity" not in state:
-        raise FieldError("run", f"{path}: not a bayesbench training checkpoint")
-    return state
+        return load_checkpoint(path, device, required=("identity",), what="training checkpoint")
+    except DamagedFile as err:
+        raise FieldError("run", str(err)) from None
 
 
 def select_seeds(state: dict, seeds: list[int] | None) -> list[int]:

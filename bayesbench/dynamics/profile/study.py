@@ -19,6 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from ... import trust
 from ..config import FieldError, check_choice, check_int, check_positive_number
 
 SPACING_DEFAULT = "quadratic"
@@ -124,8 +125,9 @@ def build(cfg: ProfileStudyConfig, study_id: str, hold: contextlib.ExitStack):
         state = load_run_state(ckpt, device)
         seeds = select_seeds(state, seeds)
         extra = cfg.steps or 500
-        trainer = hold.enter_context(open_from_state(state, seeds, extra, device=device, run_dir=run_dir,
-                                                     meta={"profile_of": ckpt}))
+        with trust.source(ckpt):  # outside code the checkpoint names: imported only when trusted
+            trainer = hold.enter_context(open_from_state(state, seeds, extra, device=device, run_dir=run_dir,
+                                                         meta={"profile_of": ckpt}))
         source = {"run": cfg.run, "checkpoint": ckpt, "from_step": trainer.step}
     else:
         seeds = seeds or list(DEFAULT_SEEDS)
