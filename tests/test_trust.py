@@ -66,7 +66,7 @@ def test_a_crafted_run_file_runs_nothing_of_its_code(own_run, tmp_path, capsys):
     assert not marker.exists()
     # trusted, the import runs; its sys.exit is an error of the import, not the end of bayesbench
     assert main(["run", "--replay", str(edited), "--db", str(tmp_path / "c.sqlite"), "--trust-code"]) == 2
-    assert "SystemExit" in capsys.readouterr().err and marker.exists()
+    assert "it exited with 3 (sys.exit)" in capsys.readouterr().err and marker.exists()
 
 
 def test_a_config_file_naming_outside_code_needs_trust_code_or_the_same_code_on_the_command_line(tmp_path, capsys):
