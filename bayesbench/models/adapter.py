@@ -44,6 +44,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
 from ..checks import SettingError
+from ..outside_code import guarded
 from .base import EnsembleModel, TaskLike, TaskShape
 
 Factory = Callable[..., nn.Module]
@@ -167,7 +168,8 @@ class AdaptedModel(EnsembleModel):
     # -- construction
     def _make(self) -> nn.Module:
         try:
-            module = self.factory(self.shape, **self.options)
+            with guarded():  # torch's process-wide settings as they were, whatever the factory sets
+                module = self.factory(self.shape, **self.options)
         except TypeError as err:
             if "unexpected keyword argument" in str(err) or "required" in str(err):
                 raise  # a configuration mismatch: the registry names it

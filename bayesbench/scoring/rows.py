@@ -35,6 +35,25 @@ def scored_code(task, arch: str, model) -> dict:
     return {"task": task.code(), "model": model_entry}
 
 
+def check_as_keyed(model, ident: dict) -> None:
+    """Refuse to score a model that is not what its key says: every key stands for float32
+    parameters (training keeps them so whatever `precision` says; evaluation runs in float32) on
+    the key's device type. Outside code that changed torch's default dtype or device for the
+    process would otherwise store its numbers under the key of a float32 run."""
+    params = list(model.parameters()) if hasattr(model, "parameters") else []  # none: predictions given in a file
+    name = ident.get("arch")
+    dtypes = sorted({str(p.dtype) for p in params if p.is_floating_point() and p.dtype != torch.float32})
+    if dtypes:
+        raise ValueError(f"{name}: its parameters are {', '.join(dtypes)}, but its key says float32 (rule: a scored "
+                         "model's parameters are float32: outside code that calls torch.set_default_dtype, or a "
+                         "model that casts itself, would store other numbers under a float32 run's key)")
+    device_type = ident.get("device_type")
+    devices = sorted({p.device.type for p in params} - {device_type}) if device_type else []
+    if devices:
+        raise ValueError(f"{name}: its parameters are on {', '.join(devices)}, but its key says {device_type} (rule: "
+                         "a scored model is on its key's device type)")
+
+
 def _subsample(losses: torch.Tensor, member: int, points: int = 200) -> list[list[float]]:
     n = losses.shape[0]
     if n == 0:
@@ -85,6 +104,7 @@ def score_run(result: TrainResult, *, db: str | None = None, device: str = "cpu"
     if cache_dir is None:
         cache_dir = cache_dir_for(db)
     model = result.model
+    check_as_keyed(model, ident)
     lengths = tuple(meta.get("eval_lengths", ()))
     scored = tuple(meta.get("eval_scored", ()))
     scores = evaluate(model, task, lengths=lengths, scored=scored,
