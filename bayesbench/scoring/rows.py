@@ -15,6 +15,7 @@ from ..identity import identity_key
 from ..metric_table import metric_versions
 from ..store.database import cache_dir_for, environment, write_records
 from ..store.records import LearningCurve, RunRecord
+from ..training.config import MEMBER_LRS_RULE
 from ..training.result import TrainResult, task_of
 from .evaluate import DEFAULT_SEQUENCES, evaluate, evaluation_tasks
 
@@ -105,6 +106,10 @@ def score_run(result: TrainResult, *, db: str | None = None, device: str = "cpu"
         cache_dir = cache_dir_for(db)
     model = result.model
     check_as_keyed(model, ident)
+    rates = (ident.get("train") or {}).get("member_lrs")
+    if rates and len(set(rates)) > 1 and not ident.get("tuning"):  # a tuning's selection rows are its own
+        raise ValueError(f"{ident['arch']}: its members trained at {len(set(rates))} learning rates; member_lrs "
+                         f"{MEMBER_LRS_RULE}")
     lengths = tuple(meta.get("eval_lengths", ()))
     scored = tuple(meta.get("eval_scored", ()))
     scores = evaluate(model, task, lengths=lengths, scored=scored,
