@@ -37,6 +37,10 @@ def run_tuned(args, base, say, run_preset) -> list:
     """`bayesbench run --tune`: tune the jobs `base(place)` (resolved, untuned) on the engine of
     `run` (`run_preset(args, select, say)`, which `cli/run.py` passes: this module never imports
     the command that calls it); returns the final sweep jobs."""
+    if "lr" in as_dict("--train-args", getattr(args, "train_args", None)):
+        raise ValueError("--train-args lr=...: --tune chooses the learning rate, a fixed one would be dropped (rule: a "
+                         "tuned run trains at the rate its search picks; give the rates to try as --tune-args "
+                         "lrs=[...])")
     return tune_phases(base, tune_given(args) or {}, group=f"run-{args.preset}", db=args.db,
                        run_phase=lambda select: run_preset(args, select, say), args=args, say=say)
 
