@@ -26,10 +26,15 @@ def add_tune_options(p) -> None:
 
 
 def tune_given(args) -> dict | None:
-    """The --tune-args settings, or None when the command does not tune."""
+    """The --tune-args settings, or None when the command does not tune; a fixed rate beside them
+    (--train-args lr), which the search would drop, refused."""
     given = as_dict("--tune-args", getattr(args, "tune_args", None))
     if not getattr(args, "tune", False) and not given:
         return None
+    if "lr" in as_dict("--train-args", getattr(args, "train_args", None)):
+        raise ValueError("--train-args lr=...: --tune chooses the learning rate, a fixed one would be dropped (rule: a "
+                         "tuned run trains at the rate its search picks; give the rates to try as --tune-args "
+                         "lrs=[...])")
     return given
 
 
@@ -37,10 +42,6 @@ def run_tuned(args, base, say, run_preset) -> list:
     """`bayesbench run --tune`: tune the jobs `base(place)` (resolved, untuned) on the engine of
     `run` (`run_preset(args, select, say)`, which `cli/run.py` passes: this module never imports
     the command that calls it); returns the final sweep jobs."""
-    if "lr" in as_dict("--train-args", getattr(args, "train_args", None)):
-        raise ValueError("--train-args lr=...: --tune chooses the learning rate, a fixed one would be dropped (rule: a "
-                         "tuned run trains at the rate its search picks; give the rates to try as --tune-args "
-                         "lrs=[...])")
     return tune_phases(base, tune_given(args) or {}, group=f"run-{args.preset}", db=args.db,
                        run_phase=lambda select: run_preset(args, select, say), args=args, say=say)
 
