@@ -147,3 +147,13 @@ def test_a_helper_loaded_with_import_module_is_in_the_content_key(tmp_path):
     (tmp_path / "helper_for_key.py").write_text("WIDTH = 4  # edited\n")
     assert outside_code.contents(spec, "model", "forms")["contents"] != code["contents"]
     assert outside_code.load(spec, "model", "forms")() == 4
+
+
+def test_a_python_sweep_file_that_changes_global_state_changes_nothing_after_it(tmp_path):
+    from bayesbench.sweep.sweep_file import load_sweep
+
+    (tmp_path / "s.py").write_text("import torch\ntorch.set_default_dtype(torch.float64)\ntorch.manual_seed(3)\n"
+                                   "SWEEP = {'tasks': ['sticky'], 'archs': ['mlp'], 'seeds': [0]}\n")
+    before = _state()
+    load_sweep(str(tmp_path / "s.py"))
+    assert _same_state(_state(), before)
