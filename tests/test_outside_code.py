@@ -98,7 +98,8 @@ def test_outside_code_that_changes_global_state_leaves_built_in_rows_unchanged(m
     assert mine["entropy_mae_bits"] >= 0  # the outside model itself trained (in float32, as its key says)
     assert _same_state(_state(), before)
     assert main(["run", "--model", "./m.py:build64", *_common("both.sqlite", "runs-both")]) == 2
-    assert "its parameters are torch.float64, but its key says float32" in capsys.readouterr().err
+    assert "m.py:build64: the factory built torch.float64 parameters (rule: a model's parameters are float32" in \
+        capsys.readouterr().err
     assert len(read_rows("both.sqlite")) == 2  # nothing stored of it
 
 
@@ -125,10 +126,12 @@ def test_guarded_puts_back_what_outside_code_changed_even_when_it_fails():
 
 def test_scoring_refuses_parameters_other_than_the_key_says(tmp_path):
     net = torch.nn.Sequential(torch.nn.Embedding(64, 8), torch.nn.Linear(8, 8))  # sticky V=8
-    with pytest.raises(ValueError, match=r"its parameters are torch.float64, but its key says float32 \(rule"):
+    with pytest.raises(ValueError, match=r"the factory built torch.float64 parameters \(rule: a model's parameters"):
         bayesbench.evaluate_model(net.double(), "sticky", eval_sequences=64, db=str(tmp_path / "r.sqlite"))
     from bayesbench.scoring.rows import check_as_keyed
 
+    with pytest.raises(ValueError, match=r"its parameters are torch.float64, but its key says float32 \(rule"):
+        check_as_keyed(net.double(), {"arch": "net", "device_type": "cpu"})
     with pytest.raises(ValueError, match="its parameters are on cpu, but its key says cuda"):
         check_as_keyed(net.float(), {"arch": "net", "device_type": "cuda"})
     check_as_keyed(net, {"arch": "net", "device_type": "cpu"})  # as keyed: scored
