@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -267,7 +268,12 @@ def contents(spec: str, kind: str, forms: str) -> dict:
         files = sorted({*named, *loaded})
         code = _hash_files(files, root)
         _IMPORTED[target] = (code["contents"], loaded)
+    _KEYED[target] = (scope, frozenset(files))
     return code
+
+
+#: target -> (its folder, the files its content key holds), for `_watched`
+_KEYED: dict[str, tuple[str, frozenset[str]]] = {}
 
 
 def _module_name(target: str) -> str:
@@ -286,6 +292,11 @@ def _loaded_under(module, before: set[str] | None, scope: str) -> list[str]:
     names = set(sys.modules) - before if before is not None else set()
     for value in list(vars(module).values()):
         names.add(value.__name__ if isinstance(value, type(sys)) else getattr(value, "__module__", None) or "")
+    return _files_of(names, scope)
+
+
+def _files_of(names, scope: str) -> list[str]:
+    """The source files under `scope` of the modules `names` (those in sys.modules)."""
     out = set()
     for name in names:
         file = getattr(sys.modules.get(name), "__file__", None)
@@ -372,4 +383,23 @@ def load(spec: str, kind: str, forms: str, code: dict | None = None):
         if not hasattr(obj, part):
             raise ValueError(f"{kind} {spec!r}: {target} has no attribute {attr!r}")
         obj = getattr(obj, part)
-    return obj
+    return _watched(obj, spec, kind, *_KEYED[target]) if callable(obj) and target in _KEYED else obj
+
+
+def _watched(factory, spec: str, kind: str, scope: str, keyed: frozenset[str]):
+    """`factory`, refusing to return what it built when the call imported a module from its
+    folder that its content key does not hold (imported first inside the factory: `contents`,
+    which imports the file, cannot see it), rather than store results under a key that misses it."""
+    @functools.wraps(factory)
+    def call(*args, **kwargs):
+        before = set(sys.modules)
+        out = factory(*args, **kwargs)
+        late = [f for f in _files_of(set(sys.modules) - before, scope) if f not in keyed]
+        if late:
+            names = ", ".join(os.path.relpath(f, scope) for f in late)
+            raise ValueError(f"{kind} {spec!r}: calling it imported {names} from its folder, which its content key "
+                             "does not hold (rule: import the modules it uses when its file is imported, e.g. at the "
+                             "top, so that editing them is a new key)")
+        return out
+
+    return call

@@ -160,3 +160,17 @@ def test_a_python_sweep_file_that_changes_global_state_changes_nothing_after_it(
     before = _state()
     load_sweep(str(tmp_path / "s.py"))
     assert _same_state(_state(), before)
+
+
+def test_a_helper_imported_first_inside_the_factory_is_refused_naming_it(tmp_path, monkeypatch):
+    """A module the factory imports only when called is not seen by `contents` (it imports the
+    file, not the factory): what that call built is refused, naming the module and the rule
+    (here the folder is on sys.path, as the current directory is for `python -m bayesbench`)."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "late_helper.py").write_text("WIDTH = 3\n")
+    (tmp_path / "lazy.py").write_text("import importlib\n\n\ndef build():\n"
+                                      "    return importlib.import_module('late_helper').WIDTH\n")
+    spec = outside_code.normalise(str(tmp_path / "lazy.py") + ":build", "model", "forms")
+    with pytest.raises(ValueError, match=r"calling it imported late_helper.py from its folder, which its content key "
+                                         r"does not hold \(rule: import the modules it uses when its file is imported"):
+        outside_code.load(spec, "model", "forms")()
