@@ -63,7 +63,7 @@ def check_value(action: argparse.Action, value, where: str):
     if name in TABLES:
         if isinstance(value, str):
             value = [value]
-        if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):  # [] as no items: {}
             from .args import as_dict  # KEY=VALUE items, as the command line takes them: read as it reads them
 
             try:
