@@ -103,7 +103,11 @@ def _namespace(command: str, caller: str, settings: dict, config: str | os.PathL
             raise ValueError(f"{caller}(config=...): {str(err).removeprefix('--config ')}") from None
         for dest, value in file_settings.items():
             setattr(args, dest, value)
-    for dest, value in checked(parser, given, lambda key: f"{caller}({key}=...)", caller).items():
+    try:
+        values = checked(parser, given, lambda key: f"{caller}({key}=...)", caller)
+    except ValueError as err:  # a rule's words may name other options ('--tune-args lrs'): said as keywords
+        raise ValueError(_keywords(str(err), parser)) from None
+    for dest, value in values.items():
         setattr(args, dest, value)
     return args, parser
 
