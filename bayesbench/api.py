@@ -243,7 +243,11 @@ def run(preset: str = "quick", *, tasks: str | list[str] | None = None, archs: s
         jobs = jobs_of(args, place)
         return jobs if stored_run is None else check_jobs(stored_run, jobs, _say(quiet), args.db, args.runs_dir)
 
-    if tune_given(args) is not None:  # tune=True / tune_args: `bayesbench run --tune`
+    try:
+        tuning = tune_given(args)  # (it refuses a fixed rate beside the search)
+    except ValueError as err:
+        raise ValueError(f"bayesbench.run: {_keywords(str(err), parser)}") from None
+    if tuning is not None:  # tune=True / tune_args: `bayesbench run --tune`
         jobs = run_tuned(args, select, _say(quiet),
                          lambda args, phase, _say: _run_jobs(args, parser, phase, quiet, "bayesbench.run"))
         if stored_run is not None:
