@@ -103,7 +103,11 @@ def _namespace(command: str, caller: str, settings: dict, config: str | os.PathL
             raise ValueError(f"{caller}(config=...): {str(err).removeprefix('--config ')}") from None
         for dest, value in file_settings.items():
             setattr(args, dest, value)
-    for dest, value in checked(parser, given, lambda key: f"{caller}({key}=...)", caller).items():
+    try:
+        values = checked(parser, given, lambda key: f"{caller}({key}=...)", caller)
+    except ValueError as err:  # a rule's words may name other options ('--tune-args lrs'): said as keywords
+        raise ValueError(_keywords(str(err), parser)) from None
+    for dest, value in values.items():
         setattr(args, dest, value)
     return args, parser
 
@@ -251,7 +255,11 @@ def _run(preset, tasks, archs, seeds, steps, train_args, task_args, model_args, 
         jobs = jobs_of(args, place)
         return jobs if stored_run is None else check_jobs(stored_run, jobs, _say(quiet), args.db, args.runs_dir)
 
-    if tune_given(args) is not None:  # tune=True / tune_args: `bayesbench run --tune`
+    try:
+        tuning = tune_given(args)  # (it refuses a fixed rate beside the search)
+    except ValueError as err:
+        raise ValueError(f"bayesbench.run: {_keywords(str(err), parser)}") from None
+    if tuning is not None:  # tune=True / tune_args: `bayesbench run --tune`
         jobs = run_tuned(args, select, _say(quiet),
                          lambda args, phase, _say: _run_jobs(args, parser, phase, quiet, "bayesbench.run"))
         if stored_run is not None:

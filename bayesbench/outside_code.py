@@ -13,16 +13,29 @@
 modules it imports from its own folder, so that a result is keyed by what ran, not by a path
 (`bayesbench.versions`). `load` imports that code, and imports it again when the contents have
 changed since this process last imported it, so the code that runs is the code that was hashed.
+A module the code loads while it is imported (by `import_module`, `__import__`, or any other way)
+is keyed too when its file lies under that folder: `contents` imports the code to see them.
+
+`guarded()` is put around every import and every call of outside code (its import here, a
+model's factory in `models/adapter.py`, a tunnel's factory and sampler in `tasks/outside.py`):
+what a job's numbers depend on of torch's (and Python's, numpy's) process-wide state is put back
+as it was after the outside code ran, so a file that calls `torch.set_default_dtype(float64)`
+or `torch.manual_seed` at import changes no other job of the same process (`GLOBAL_STATE`).
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
+import functools
 import hashlib
 import importlib
 import importlib.util
 import os
+import random
 import sys
+
+import torch
 
 from .trust import check as check_trust  # code named in a file the user was handed: only when trusted
 
@@ -58,6 +71,65 @@ def stem(spec: str, kind: str, forms: str) -> str:
     target, attr = split(spec, kind, forms)
     base = os.path.splitext(os.path.basename(target))[0] if is_file(target) else target.rsplit(".", 1)[-1]
     return base if attr == "build" else f"{base}.{attr}"
+
+
+#: The process-wide settings a job's numbers depend on, which `guarded` puts back after outside
+#: code ran: (name, read, write). Torch's interop thread count is not here: it cannot be set again
+#: once set, so outside code cannot change it after the first parallel work either.
+GLOBAL_STATE = (
+    ("default dtype", torch.get_default_dtype, torch.set_default_dtype),
+    ("default device", torch.get_default_device,
+     lambda v: torch.set_default_device(None if v == torch.device("cpu") else v)),
+    ("threads", torch.get_num_threads, torch.set_num_threads),
+    ("grad mode", torch.is_grad_enabled, torch.set_grad_enabled),
+    ("anomaly detection", torch.is_anomaly_enabled, torch.set_anomaly_enabled),
+    ("deterministic algorithms",
+     lambda: (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()),
+     lambda v: torch.use_deterministic_algorithms(v[0], warn_only=v[1])),
+    ("float32 matmul precision", torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
+    ("cuDNN flags", lambda: (torch.backends.cudnn.enabled, torch.backends.cudnn.benchmark,
+                             torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32),
+     lambda v: [setattr(torch.backends.cudnn, k, x) for k, x in
+                zip(("enabled", "benchmark", "deterministic", "allow_tf32"), v)]),
+    ("CUDA matmul TF32", lambda: torch.backends.cuda.matmul.allow_tf32,
+     lambda v: setattr(torch.backends.cuda.matmul, "allow_tf32", v)),
+    ("torch RNG", torch.get_rng_state, torch.set_rng_state),
+    ("CUDA RNG", lambda: torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None,
+     lambda v: v is not None and torch.cuda.set_rng_state_all(v)),
+    ("Python RNG", random.getstate, random.setstate),
+    ("numpy RNG", lambda: _numpy_random() and _numpy_random().get_state(),
+     lambda v: v is not None and _numpy_random().set_state(v)),
+)
+
+
+def _numpy_random():
+    numpy = sys.modules.get("numpy")  # only when it is imported: outside code cannot have changed it otherwise
+    return getattr(numpy, "random", None)
+
+
+@contextlib.contextmanager
+def guarded(keep: tuple[str, ...] = ()):
+    """Run outside code (an import, a factory, a sampler) and put back every process-wide setting
+    of `GLOBAL_STATE` it changed (but those named in `keep`), on success and on error alike."""
+    saved = [(read(), read, write) for name, read, write in GLOBAL_STATE if name not in keep]
+    try:
+        yield
+    finally:
+        for value, read, write in saved:
+            if not _same(read(), value):  # written only when changed: setting some (the device) has a cost
+                write(value)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and bool(torch.equal(a, b))
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if type(a).__module__ == "numpy" or type(b).__module__ == "numpy":
+        import numpy
+
+        return bool(numpy.array_equal(a, b))
+    return a == b
 
 
 CONTENTS_CHARS = 16  # hex characters of the SHA-256 kept, as in job keys
@@ -144,7 +216,8 @@ def _module_origin(target: str, spec: str, kind: str) -> tuple[str, str] | None:
     """(source file, folder of its top-level package's parent) of an importable module, or None
     when it has no Python source (a compiled or built-in module)."""
     try:
-        found = importlib.util.find_spec(target)
+        with guarded():  # finding a submodule imports its parent packages: outside code
+            found = importlib.util.find_spec(target)
     except (ImportError, ValueError):
         found = None
     if found is None:
@@ -162,27 +235,77 @@ def _module_origin(target: str, spec: str, kind: str) -> tuple[str, str] | None:
     return origin, root
 
 
+#: target -> (contents, files of the modules its import loaded under its folder), for the code
+#: imported by this process: what `contents` keys beside the files its source names.
+_IMPORTED: dict[str, tuple[str, list[str]]] = {}
+
+
 def contents(spec: str, kind: str, forms: str) -> dict:
     """{"contents": 16 hex characters, "files": [relative paths]}: a hash of the code a
-    normalised `spec` names. A file: the file and the modules it imports from its own folder
-    (`source_files`). A module: its file and the modules it imports from its own package."""
+    normalised `spec` names. A file: the file, the modules it imports from its own folder
+    (`source_files`) and the modules its import loaded from under that folder however it
+    imported them (`importlib.import_module`, `__import__`: the code is imported to see them).
+    A module: the same within its own package."""
     target, _ = split(spec, kind, forms)
     check_trust(spec, kind)  # finding a module imports its packages
     if is_file(target):
         if not os.path.isfile(target):
             raise ValueError(f"{kind} {spec!r}: no such file {target}")
-        root = os.path.dirname(os.path.abspath(target))
-        return _hash_files(source_files(target, root), root)
-    origin = _module_origin(target, spec, kind)
-    if origin is None:
-        module = _import_module(target, spec, kind)
-        version = getattr(module, "__version__", None)
-        return {"contents": f"module {target} {version or 'without source'}", "files": []}
-    path, root = origin
-    package = os.path.join(root, target.split(".")[0])
-    scope = package if os.path.isdir(package) else root
-    files = [f for f in source_files(path, root) if f == os.path.abspath(path) or f.startswith(scope + os.sep)]
-    return _hash_files(files, root)
+        root = scope = os.path.dirname(os.path.abspath(target))
+        named = source_files(target, root)
+    else:
+        origin = _module_origin(target, spec, kind)
+        if origin is None:
+            module = _import_module(target, spec, kind)
+            version = getattr(module, "__version__", None)
+            return {"contents": f"module {target} {version or 'without source'}", "files": []}
+        path, root = origin
+        package = os.path.join(root, target.split(".")[0])
+        scope = package if os.path.isdir(package) else root
+        named = [f for f in source_files(path, root) if f == os.path.abspath(path) or f.startswith(scope + os.sep)]
+    seen = _IMPORTED.get(target)
+    files = sorted({*named, *(f for f in (seen[1] if seen else []) if os.path.isfile(f))})
+    code = _hash_files(files, root)
+    if seen is None or seen[0] != code["contents"] or _module_of(target) is None:
+        loaded = _import(target, spec, kind, files, root, scope)  # its contents changed, or not imported yet
+        files = sorted({*named, *loaded})
+        code = _hash_files(files, root)
+        _IMPORTED[target] = (code["contents"], loaded)
+    _KEYED[target] = (scope, frozenset(files))
+    return code
+
+
+#: target -> (its folder, the files its content key holds), for `_watched`
+_KEYED: dict[str, tuple[str, frozenset[str]]] = {}
+
+
+def _module_name(target: str) -> str:
+    """The name in sys.modules of the module `target` (a file's: a name made from its path)."""
+    return "bayesbench_outside_" + hashlib.sha1(target.encode()).hexdigest()[:10] if is_file(target) else target
+
+
+def _module_of(target: str):
+    return sys.modules.get(_module_name(target))
+
+
+def _loaded_under(module, before: set[str] | None, scope: str) -> list[str]:
+    """The files under `scope` of the modules loaded since `before` (the names in sys.modules
+    then; None: not known) and of those `module`'s namespace refers to (a module, or an object
+    defined in one)."""
+    names = set(sys.modules) - before if before is not None else set()
+    for value in list(vars(module).values()):
+        names.add(value.__name__ if isinstance(value, type(sys)) else getattr(value, "__module__", None) or "")
+    return _files_of(names, scope)
+
+
+def _files_of(names, scope: str) -> list[str]:
+    """The source files under `scope` of the modules `names` (those in sys.modules)."""
+    out = set()
+    for name in names:
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if file and file.endswith(".py") and os.path.abspath(file).startswith(scope + os.sep):
+            out.add(os.path.abspath(file))
+    return sorted(out)
 
 
 def _forget(files: list[str]) -> None:
@@ -194,18 +317,24 @@ def _forget(files: list[str]) -> None:
             del sys.modules[name]
 
 
-def _import_file(path: str, spec: str, kind: str, code: dict):
-    if not os.path.isfile(path):
-        raise ValueError(f"{kind} {spec!r}: no such file {path}")
-    name = "bayesbench_outside_" + hashlib.sha1(path.encode()).hexdigest()[:10]
-    module = sys.modules.get(name)
-    if module is not None and getattr(module, "__bayesbench_contents__", None) == code["contents"]:
-        return module
-    _forget(code["files"] and [os.path.join(os.path.dirname(path), f) for f in code["files"]])
-    sys.modules.pop(name, None)
+def _import(target: str, spec: str, kind: str, files: list[str], root: str, scope: str) -> list[str]:
+    """Import `target` anew (the modules of `files` with it), guarded; the files under `scope`
+    its import loaded (`_loaded_under`). A dotted module this process imported before bayesbench
+    saw it is used as it is (its objects may be held elsewhere): the modules it refers to are keyed."""
+    if not is_file(target) and target in sys.modules and target not in _IMPORTED:
+        return _loaded_under(sys.modules[target], None, scope)
+    _forget(files)
+    sys.modules.pop(_module_name(target), None)
+    before = set(sys.modules)
+    with guarded():
+        module = _import_file(target, spec, kind) if is_file(target) else _import_module(target, spec, kind)
+    return _loaded_under(module, before, scope)
+
+
+def _import_file(path: str, spec: str, kind: str):
+    name = _module_name(path)
     file_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(file_spec)
-    module.__bayesbench_contents__ = code["contents"]
     sys.modules[name] = module  # dataclasses and pickling look classes up here
     folder = os.path.dirname(path)
     sys.path.insert(0, folder)  # its own folder's modules import as they would for `python path`
@@ -221,14 +350,16 @@ def _import_file(path: str, spec: str, kind: str, code: dict):
 
 def _import_module(target: str, spec: str, kind: str):
     try:
-        return importlib.import_module(target)
+        with guarded():
+            return importlib.import_module(target)
     except ModuleNotFoundError as err:
         cwd = os.getcwd()
         missing = (err.name or "").split(".")[0]
         if cwd not in sys.path and missing == target.split(".")[0]:
             sys.path.append(cwd)  # `--model my_pkg.mod:build` from the folder holding my_pkg
             try:
-                return importlib.import_module(target)
+                with guarded():
+                    return importlib.import_module(target)
             except ModuleNotFoundError:
                 sys.path.remove(cwd)
         raise ValueError(f"{kind} {spec!r}: cannot import module {target!r} ({err})") from None
@@ -242,32 +373,37 @@ def _failure(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"
 
 
-_LOADED: dict[str, str] = {}  # module name -> the contents it was imported with (dotted modules)
-
-
-def _import_current_module(target: str, spec: str, kind: str, code: dict):
-    """The module `target`, imported again (with its own package's modules) when its contents
-    changed since this process imported it."""
-    if target in sys.modules and _LOADED.get(target) not in (None, code["contents"]):
-        origin = _module_origin(target, spec, kind)
-        if origin is not None:
-            _forget([os.path.join(origin[1], f) for f in code["files"]])
-        sys.modules.pop(target, None)
-    module = _import_module(target, spec, kind)
-    _LOADED[target] = code["contents"]
-    return module
-
-
 def load(spec: str, kind: str, forms: str, code: dict | None = None):
     """The attribute a normalised `spec` names, imported; imported anew when its contents
     (`contents`, or `code` when the caller computed them) changed since this process imported it."""
     target, attr = split(spec, kind, forms)
     check_trust(spec, kind)
-    code = code or contents(spec, kind, forms)
-    obj = _import_file(target, spec, kind, code) if is_file(target) else \
-        _import_current_module(target, spec, kind, code)
+    now = contents(spec, kind, forms)  # imports it when it changed or is not imported yet
+    if code is not None and code["contents"] != now["contents"]:
+        raise ValueError(f"{kind} {spec!r}: its code changed while it was being loaded (contents "
+                         f"{code['contents']}, now {now['contents']}); run the command again")
+    obj = _module_of(target) or _import_module(target, spec, kind)  # (a module without source: imported)
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise ValueError(f"{kind} {spec!r}: {target} has no attribute {attr!r}")
         obj = getattr(obj, part)
-    return obj
+    return _watched(obj, spec, kind, *_KEYED[target]) if callable(obj) and target in _KEYED else obj
+
+
+def _watched(factory, spec: str, kind: str, scope: str, keyed: frozenset[str]):
+    """`factory`, refusing to return what it built when the call imported a module from its
+    folder that its content key does not hold (imported first inside the factory: `contents`,
+    which imports the file, cannot see it), rather than store results under a key that misses it."""
+    @functools.wraps(factory)
+    def call(*args, **kwargs):
+        before = set(sys.modules)
+        out = factory(*args, **kwargs)
+        late = [f for f in _files_of(set(sys.modules) - before, scope) if f not in keyed]
+        if late:
+            names = ", ".join(os.path.relpath(f, scope) for f in late)
+            raise ValueError(f"{kind} {spec!r}: calling it imported {names} from its folder, which its content key "
+                             "does not hold (rule: import the modules it uses when its file is imported, e.g. at the "
+                             "top, so that editing them is a new key)")
+        return out
+
+    return call

@@ -276,3 +276,24 @@ def test_a_quiet_replay_still_says_how_its_numbers_compare(store, tmp_path, caps
     bayesbench.run(replay=run_file, db=str(tmp_path / "q.sqlite"), runs_dir=str(tmp_path / "runs"), quiet=True)
     out = capsys.readouterr().out
     assert "every number equals the stored run's to the last digit" in out and "step" not in out
+
+
+@pytest.mark.parametrize("tune_args", [["lrs=[0.001,0.01]", "selection_seeds=1", "selection_sequences=16"],
+                                       "lrs=[0.001,0.01]",
+                                       {"lrs": [0.001, 0.01], "selection_seeds": 1, "selection_sequences": 16}])
+def test_run_with_tune_returns_tuned_rows(tmp_path, tune_args):
+    """bayesbench.run(tune=True, tune_args=...) returned untuned rows (the keyword was read and
+    dropped): it tunes as `bayesbench run --tune --tune-args ...` does, tune_args as KEY=VALUE
+    strings (one or a list) or a dict, and tune_args alone implies tune."""
+    tune = {"tune": True} if not isinstance(tune_args, str) else {}
+    rows = bayesbench.run(tasks="sticky", archs="mlp", steps=2, seeds=1, eval_sequences=64, jobs=1, quiet=True,
+                          db=str(tmp_path / "t.sqlite"), runs_dir=str(tmp_path / "runs"), tune_args=tune_args, **tune)
+    (row,) = rows
+    assert row["tuning"]["chosen"]["lr"] in (0.001, 0.01) and row["tuning"]["lrs"] == [0.001, 0.01]
+
+
+def test_run_with_tune_refuses_a_fixed_rate_naming_the_keyword(tmp_path):
+    with pytest.raises(ValueError, match=r"^bayesbench.run: train_args lr=\.\.\.: tune chooses the learning rate, a "
+                                         r"fixed one would be dropped \(rule"):
+        bayesbench.run(tasks="sticky", archs="mlp", steps=2, seeds=1, tune=True, train_args={"lr": 1e-3},
+                       db=str(tmp_path / "t.sqlite"), runs_dir=str(tmp_path / "runs"), quiet=True)

@@ -9,8 +9,9 @@ keyword arguments (`bayesbench.run(...)`, `bayesbench/api.py`), and written back
 A key is an option's name with `_` for `-` (`eval_sequences` for `--eval-sequences`): the keys are
 read off the command's parser, so a new option is a new key. Each value is checked by the
 option's own rule (type, choices), and a mistake is one error naming the key and where it came
-from ("tiny.toml: steps must be a positive integer, got 0"). `--train-args`, `--task-args` and
-`--model-args` are tables. `seeds` is a count (seeds 0..N-1, as `--seeds N`) or a list of seeds.
+from ("tiny.toml: steps must be a positive integer, got 0"). `--train-args`, `--task-args`,
+`--model-args` and `--tune-args` are tables (keyword arguments also take them as KEY=VALUE
+strings). `seeds` is a count (seeds 0..N-1, as `--seeds N`) or a list of seeds.
 """
 
 from __future__ import annotations
@@ -60,8 +61,18 @@ def check_value(action: argparse.Action, value, where: str):
             raise ValueError(f"{where} must be true or false, got {value!r}")
         return value
     if name in TABLES:
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):  # [] as no items: {}
+            from .args import as_dict  # KEY=VALUE items, as the command line takes them: read as it reads them
+
+            try:
+                value = as_dict(where, [action.type(v) for v in value])
+            except argparse.ArgumentTypeError as err:
+                raise ValueError(f"{where} {err}") from None
         if not isinstance(value, dict):
-            raise ValueError(f"{where} must be a table of settings (e.g. {{lr = 5e-4}}), got {value!r}")
+            raise ValueError(f"{where} must be a table of settings (e.g. {{lr = 5e-4}}) or KEY=VALUE items, "
+                             f"got {value!r}")
         for key in value:
             if not str(key).isidentifier():
                 raise ValueError(f"{where}: {key!r} is not a setting name")

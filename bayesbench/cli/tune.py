@@ -26,10 +26,15 @@ def add_tune_options(p) -> None:
 
 
 def tune_given(args) -> dict | None:
-    """The --tune-args settings, or None when the command does not tune."""
+    """The --tune-args settings, or None when the command does not tune; a fixed rate beside them
+    (--train-args lr), which the search would drop, refused."""
     given = as_dict("--tune-args", getattr(args, "tune_args", None))
     if not getattr(args, "tune", False) and not given:
         return None
+    if "lr" in as_dict("--train-args", getattr(args, "train_args", None)):
+        raise ValueError("--train-args lr=...: --tune chooses the learning rate, a fixed one would be dropped (rule: a "
+                         "tuned run trains at the rate its search picks; give the rates to try as --tune-args "
+                         "lrs=[...])")
     return given
 
 

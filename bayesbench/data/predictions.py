@@ -51,6 +51,9 @@ class Predictions:
     key: dict
     kind: str
     values: np.ndarray
+    #: the id of the exported set the file was made from, where it says (a parquet written from the
+    #: export's own table keeps the export's metadata, which names the set), else None
+    made_on: str | None = None
 
     def where(self) -> str:
         return f"predictions {self.path}"
@@ -211,7 +214,17 @@ def _read_parquet(path: str) -> Predictions:
     if n == 0 or not np.array_equal(np.sort(order), np.arange(n)):
         raise ValueError(f"predictions {path}: `sequence` must hold each index 0..N-1 once (N = {n} rows)")
     values = _dense(t.column(kinds[0]), path, kinds[0])
-    return Predictions(path, _key(path, key), kinds[0], values[np.argsort(order)])
+    return Predictions(path, _key(path, key), kinds[0], values[np.argsort(order)], _exported_set(t))
+
+
+def _exported_set(table) -> str | None:
+    """The set id the export wrote into the table's metadata (`data.export`), if it is there."""
+    try:
+        entry = json.loads((table.schema.metadata or {}).get(b"bayesbench", b"null"))
+    except ValueError:
+        return None
+    found = entry.get("set_id") if isinstance(entry, dict) else None
+    return found if isinstance(found, str) else None
 
 
 def _dense(column, path: str, name: str) -> np.ndarray:
@@ -235,10 +248,18 @@ def _dense(column, path: str, name: str) -> np.ndarray:
     return flat.reshape(len(outer), int(outer[0]) if len(outer) else 0, int(inner[0]) if len(inner) else 0)
 
 
-def check(pred: Predictions, batch: Batch) -> Tensor:
+def check(pred: Predictions, batch: Batch, set_id: str | None = None) -> Tensor:
     """The file's log-probabilities [N, L, C] (float64, renormalised) once it meets every rule
-    of the module doc against `batch` (its set); else a one-line ValueError naming the rule."""
+    of the module doc against `batch` (its set, whose id is `set_id`); else a one-line ValueError
+    naming the rule. The set is checked by its id, not only its shape: two sets of one task
+    ('values' and 'values+query') have the same shape and other sequences."""
     where, want = pred.where(), tuple(batch.posterior.shape)
+    named = pred.key["set_id"]
+    for other, how in ((set_id, "is scored against"), (pred.made_on, "was made from the exported set")):
+        if other is not None and other != named:
+            raise ValueError(f"{where}: its key names set {named} but it {how} {other} (rule: a file's key is the "
+                             "key of the set its predictions are of; copy that set's key from the export's "
+                             "bayesbench.json)")
     if tuple(pred.values.shape) != want:
         raise ValueError(f"{where}: shape {list(pred.values.shape)} is not the set's [N, L, C] = {list(want)} (rule: "
                          "one predictive of C classes at each of the L positions of each of the N sequences)")

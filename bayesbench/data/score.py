@@ -133,7 +133,7 @@ def score_predictions(paths: list[str], *, name: str, preset: str = "quick", tas
     given, scored = [], sorted(names, key=order.index)
     for pred, (_, _, spec) in sorted(zip(preds, matched), key=lambda x: order.index(x[1][2].name)):
         batch = spec.draw(cache_dir)
-        given.append((batch, check(pred, batch)))  # every file checked before anything is scored or stored
+        given.append((batch, check(pred, batch, spec.set_id)))  # every file checked before anything is scored or stored
     model = GivenPredictions(given, seed=seed, params=params)
     train_task = task_from_config(setup.task)
     lengths = tuple(int(n[2:]) for n in scored) if setup.eval_lengths else ()

@@ -44,6 +44,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
 from ..checks import SettingError
+from ..outside_code import guarded
 from .base import EnsembleModel, TaskLike, TaskShape
 
 Factory = Callable[..., nn.Module]
@@ -136,6 +137,12 @@ class AdaptedModel(EnsembleModel):
                              f"D={shape.header_dim}] at positions 0..{shape.header_len - 1} (the HMM's 'rows' "
                              "encoding); the module's forward must take (tokens, header)")
         self.names = [n for n, _ in template.named_parameters()]
+        dtypes = sorted({str(p.dtype) for p in template.parameters()
+                         if p.is_floating_point() and p.dtype != torch.float32})
+        if dtypes:  # checked again at scoring (`scoring.rows.check_as_keyed`); here before any training
+            raise ValueError(f"{self.cfg.spec}: the factory built {', '.join(dtypes)} parameters (rule: a model's "
+                             "parameters are float32, as every key says; build it without .double() or "
+                             "torch.set_default_dtype)")
         if not self.names:
             raise ValueError(f"{self.cfg.spec}: the module has no parameters (nothing to train or to seed)")
         self.net = nn.Module()  # the stacked tensors, under the module's own names
@@ -167,7 +174,8 @@ class AdaptedModel(EnsembleModel):
     # -- construction
     def _make(self) -> nn.Module:
         try:
-            module = self.factory(self.shape, **self.options)
+            with guarded():  # torch's process-wide settings as they were, whatever the factory sets
+                module = self.factory(self.shape, **self.options)
         except TypeError as err:
             if "unexpected keyword argument" in str(err) or "required" in str(err):
                 raise  # a configuration mismatch: the registry names it

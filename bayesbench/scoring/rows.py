@@ -15,6 +15,7 @@ from ..identity import identity_key
 from ..metric_table import metric_versions
 from ..store.database import cache_dir_for, environment, write_records
 from ..store.records import LearningCurve, RunRecord
+from ..training.config import MEMBER_LRS_RULE
 from ..training.result import TrainResult, task_of
 from .evaluate import DEFAULT_SEQUENCES, evaluate, evaluation_tasks
 
@@ -33,6 +34,25 @@ def scored_code(task, arch: str, model) -> dict:
     else:
         model_entry = {"contents": f"not recorded: {type(model).__name__} handed over in Python"}
     return {"task": task.code(), "model": model_entry}
+
+
+def check_as_keyed(model, ident: dict) -> None:
+    """Refuse to score a model that is not what its key says: every key stands for float32
+    parameters (training keeps them so whatever `precision` says; evaluation runs in float32) on
+    the key's device type. Outside code that changed torch's default dtype or device for the
+    process would otherwise store its numbers under the key of a float32 run."""
+    params = list(model.parameters()) if hasattr(model, "parameters") else []  # none: predictions given in a file
+    name = ident.get("arch")
+    dtypes = sorted({str(p.dtype) for p in params if p.is_floating_point() and p.dtype != torch.float32})
+    if dtypes:
+        raise ValueError(f"{name}: its parameters are {', '.join(dtypes)}, but its key says float32 (rule: a scored "
+                         "model's parameters are float32: outside code that calls torch.set_default_dtype, or a "
+                         "model that casts itself, would store other numbers under a float32 run's key)")
+    device_type = ident.get("device_type")
+    devices = sorted({p.device.type for p in params} - {device_type}) if device_type else []
+    if devices:
+        raise ValueError(f"{name}: its parameters are on {', '.join(devices)}, but its key says {device_type} (rule: "
+                         "a scored model is on its key's device type)")
 
 
 def _subsample(losses: torch.Tensor, member: int, points: int = 200) -> list[list[float]]:
@@ -85,6 +105,11 @@ def score_run(result: TrainResult, *, db: str | None = None, device: str = "cpu"
     if cache_dir is None:
         cache_dir = cache_dir_for(db)
     model = result.model
+    check_as_keyed(model, ident)
+    rates = (ident.get("train") or {}).get("member_lrs")
+    if rates and len(set(rates)) > 1 and not ident.get("tuning"):  # a tuning's selection rows are its own
+        raise ValueError(f"{ident['arch']}: its members trained at {len(set(rates))} learning rates; member_lrs "
+                         f"{MEMBER_LRS_RULE}")
     lengths = tuple(meta.get("eval_lengths", ()))
     scored = tuple(meta.get("eval_scored", ()))
     scores = evaluate(model, task, lengths=lengths, scored=scored,

@@ -321,8 +321,11 @@ def expand_grid(path: str, grid: dict) -> list[dict]:
 
 
 def _load_python(path: str) -> tuple[str | None, list[dict], dict | None, dict | None]:
+    from ..outside_code import guarded
+
     try:
-        module = runpy.run_path(path)
+        with guarded():  # the user's code: torch's process-wide settings as they were after it ran
+            module = runpy.run_path(path)
     except SystemExit as err:  # sys.exit() in it: the command's error, not its exit
         raise ValueError(f"sweep file {path}: running it exited with {err.code!r} (sys.exit)") from None
     except Exception as err:  # the user's code: say which file failed and how

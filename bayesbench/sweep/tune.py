@@ -81,6 +81,8 @@ class TuneSpec:
         lrs = self.lrs
         if isinstance(lrs, (str, bytes)) or not hasattr(lrs, "__iter__"):
             raise SettingError(f"lrs must be a list of learning rates, got {lrs!r}", ("lrs",))
+        if any(isinstance(r, (bool, str)) for r in lrs):  # float(True) is 1.0, float("1e-3") a number: neither is one
+            raise SettingError(f"lrs must be numbers, got {list(lrs)!r}", ("lrs",))
         try:
             lrs = tuple(float(r) for r in lrs)
         except (TypeError, ValueError):
@@ -193,6 +195,7 @@ def spec_for(job: Job, given: dict | None = None, where: str = "--tune-args") ->
                          f"{job.preset!r}; give one: --tune-args lrs=[1e-4,3e-4,1e-3,3e-3,1e-2]")
     spec = TuneSpec.of({**default, **given}, where)
     check_reported_seeds(job, spec, where)
+    _check_metric(job, spec, where)
     return spec
 
 
@@ -204,6 +207,29 @@ def check_reported_seeds(job: Job, spec: TuneSpec, where: str = "--tune-args") -
         raise ValueError(f"{where.rstrip(':')}: seeds {sorted(overlap)} of {job.setup.label} / {job.arch} are "
                          f"selection seeds of its search (from {SELECTION_SEED_BASE:,}): the reported run must be "
                          "trained on seeds the selection does not use; give seeds below it")
+
+
+def _check_metric(job: Job, spec: TuneSpec, where: str) -> None:
+    """Refuse, before any training, a selection metric the job's selection set has no positions
+    for (a task it does not apply to, a case the task does not have: `kl:repeated` on the sticky
+    chain): every candidate would score NaN, read as diverged, and the "choice" be no choice."""
+    from ..metric_table import METRICS
+    from ..training.curves import CurveSet, curve_task
+
+    metric = METRICS[spec.metric]
+    if metric.tasks is None and metric.case is None:
+        return
+    task = curve_task(job.task, job.setup.eval_scored)
+    if metric.tasks is not None and task.name not in metric.tasks:
+        kept = [m for m, entry in METRICS.items() if entry.tasks is None or task.name in entry.tasks]
+    else:  # a case: whether the selection set the trainer will draw has any of its positions
+        kept = list(CurveSet(task, spec.selection_sequences, split="selection",
+                             eval_sequences=job.setup.eval_sequences).uniform())
+    if spec.metric not in kept:
+        why = (f"it applies to {', '.join(metric.tasks)} only" if metric.tasks is not None and task.name not in
+               metric.tasks else f"its selection set has no {metric.case!r} positions")
+        raise ValueError(f"{where.rstrip(':')} metric={spec.metric}: {job.setup.label} cannot be scored by it ({why}) "
+                         f"(rule: the selection metric is one the task has; its metrics: {', '.join(kept)})")
 
 
 def selection_jobs(job: Job, spec: TuneSpec) -> list[Job]:

@@ -60,7 +60,8 @@ class OutsideTask(Task):
             raise ValueError(f"task {spec!r}: {spec.rpartition(':')[2]} is a {type(factory).__name__}, not a "
                              "callable factory(**options) -> Task")
         try:
-            inner = factory(**dict(self.options))
+            with outside_code.guarded():
+                inner = factory(**dict(self.options))
         except ValueError:
             raise
         except Exception as err:  # noqa: BLE001  (the user's factory failing is the user's error)
@@ -109,7 +110,9 @@ class OutsideTask(Task):
     def sample(self, batch_size: int, generator: torch.Generator | None = None, *,
                device: torch.device | str | None = None, dtype: torch.dtype = torch.float32) -> Batch:
         try:
-            return self.inner.sample(batch_size, generator, device=device, dtype=dtype)
+            # without a generator it draws from torch's own, which must then move on as for any task
+            with outside_code.guarded(keep=() if generator is not None else ("torch RNG", "CUDA RNG")):
+                return self.inner.sample(batch_size, generator, device=device, dtype=dtype)
         except Exception as err:  # noqa: BLE001  (the user's sampler failing, e.g. mid-training, is the user's error)
             raise ValueError(f"task {self.spec!r}: sample({batch_size}) raised {type(err).__name__}: {err} (an error "
                              "in the tunnel's own code)") from err

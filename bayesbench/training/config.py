@@ -30,6 +30,11 @@ NOT_IN_IDENTITY = ("checkpoint_every", "sync_every")
 #: Switches and settings of optional features: an identity names them only where a run uses
 #: them (set away from their defaults), so a run that does not use a feature has the identity
 #: it has whether or not the package offers it. torch.compile may move the last digits.
+#: Why `member_lrs` is refused as a setting: a stored row pools the seeds of one recipe, and
+#: members at different rates are different recipes (their interval would span them).
+MEMBER_LRS_RULE = ("is set by tuning alone (rule: a row pools seeds trained at one learning rate; --tune trains "
+                   "its grid of rates as one ensemble, --tune-args lrs=[...], and stores one row per chosen rate; "
+                   "give one rate, lr=...)")
 OPTIONAL = ("compile", "curves", "curve_every", "curve_sequences", "until", "until_metric", "member_lrs", "curve_set")
 #: The fixed sets a learning curve can be measured on: the curve set (reported on the
 #: leaderboard) or the selection set (a tuning's candidates, `training/curves.py` `selection_batch`:
@@ -124,7 +129,10 @@ class TrainConfig:
     @classmethod
     def check_settings(cls, settings: dict) -> None:
         """Check some of the fields (e.g. a command line's, before a preset gives the rest) by the
-        rules above, the others at their defaults and `steps` 1 unless given; raises SettingError."""
+        rules above, the others at their defaults and `steps` 1 unless given; raises SettingError.
+        `member_lrs` is not a setting to give: tuning alone sets it (`MEMBER_LRS_RULE`)."""
+        if settings.get("member_lrs") is not None:
+            raise SettingError(f"member_lrs {MEMBER_LRS_RULE}", ("member_lrs",))
         cls(**{"steps": 1, **settings})
 
     def identity(self) -> dict:

@@ -20,7 +20,8 @@ import pytest
 import torch
 
 from bayesbench.cli import main
-from bayesbench.data.predictions import NORMALISED_ATOL, write
+from bayesbench.data.predictions import NORMALISED_ATOL, check, read, write
+from bayesbench.data.sets import evaluation_sets, task_setup
 from bayesbench.models import get_model
 from bayesbench.store.database import read_records
 from bayesbench.tasks import task_from_config
@@ -376,3 +377,28 @@ def test_a_predictions_row_shows_the_steps_stated_and_no_measured_looking_zero(t
     assert main(["score", "--predictions", path, "--name", "bad", "--steps", "-5", "--db", db]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--steps must be an integer >= 0" in err, err
+
+
+def test_a_file_for_another_set_of_the_same_shape_is_refused_naming_both_ids(tmp_path, capsys, exported):
+    """'values+query' predictions (the same [N, L, C] as 'values', other sequences) under the key of
+    'values': a parquet written from the exported table keeps the export's metadata naming its set,
+    which must be the set the key names; and a file is checked against the id of the set it is
+    scored on, not only its shape."""
+    sets, _ = exported
+    values, both = sets["values"], sets["values+query"]
+    table = pq.read_table(str(tmp_path / "set" / both["file"]))  # the export's own table, its metadata kept
+    n, length, c = both["n_sequences"], both["seq_len"], both["num_classes"]
+    uniform = np.full((n, length, c), 1.0 / c)
+    made = table.select(["sequence"]).append_column("probs", pa.array([u.tolist() for u in uniform]))
+    for k, v in values["key"].items():
+        made = made.append_column(k, pa.array([v] * n))
+    made = made.replace_schema_metadata(table.schema.metadata)
+    pq.write_table(made, str(tmp_path / "wrong.parquet"))
+    _bad(tmp_path, capsys, ["--predictions", str(tmp_path / "wrong.parquet")],
+         f"its key names set {values['set_id']} but it was made from the exported set {both['set_id']} (rule: a "
+         "file's key is the key of the set its predictions are of")
+    right = read(_uniform_file(str(tmp_path / "right.npy"), values, "log_probs"))
+    spec = evaluation_sets(task_setup("bijection", None, "quick"), n)["values+query"]
+    with pytest.raises(ValueError, match=f"its key names set {values['set_id']} but it is scored against "
+                                         f"{both['set_id']}"):
+        check(right, spec.draw(), spec.set_id)

@@ -290,3 +290,37 @@ def test_a_sweep_whose_seeds_are_selection_seeds_is_refused_before_any_training(
     assert err == (f"bayesbench sweep: sweep file {path}: tune: seeds [{SELECTION_SEED_BASE}] of bijection V=8 L=7 "
                    "repl / mlp are selection seeds of its search (from 1,000,000): the reported run must be trained "
                    "on seeds the selection does not use; give seeds below it"), err
+
+
+def test_a_selection_metric_or_case_the_task_lacks_is_refused_before_training(tmp_path, capsys):
+    """`metric=kl:repeated` on the sticky chain (no such case there) scored every candidate NaN,
+    "chose" the lowest rate and stored a tuned row: refused before any job, naming the metric and
+    the task's metrics; so is a case the task's options leave out (a bijection whose keys never
+    repeat). The bijection as the preset has it keeps kl:repeated."""
+    db = str(tmp_path / "x.sqlite")
+    assert main([*COMMON, *TUNE, "metric=kl:repeated", "--db", db, "--runs-dir", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert ("--tune-args metric=kl:repeated: sticky V=8 L=32 cannot be scored by it (it applies to bijection only) "
+            "(rule: the selection metric is one the task has; its metrics: entropy_mae, entropy_mae_positional, kl)"
+            in err and "\n" not in err)
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("checkpoint.pt"))
+    (bij,) = make_jobs("quick", tasks=["bijection"], archs=["mlp"], steps=2, seeds=[0])
+    assert spec_for(bij, {"metric": "kl:repeated", "selection_sequences": 16}).metric == "kl:repeated"
+    (perm,) = make_jobs("quick", tasks=["bijection"], archs=["mlp"], steps=2, seeds=[0],
+                        task_args={"keys": "permutation"})
+    with pytest.raises(ValueError, match="metric=kl:repeated: .* cannot be scored by it \\(its selection set has no "
+                                         "'repeated' positions\\)"):
+        spec_for(perm, {"metric": "kl:repeated", "selection_sequences": 16})
+
+
+@pytest.mark.parametrize("extra,says", [
+    (["--train-args", "lr=1e-3"], "--train-args lr=...: --tune chooses the learning rate, a fixed one would be "
+                                  "dropped (rule: a tuned run trains at the rate its search picks"),
+    (["--tune-args", "lrs=[true,1e-3]"], "--tune-args lrs must be numbers, got [True, 0.001]"),
+    (["--tune-args", 'lrs=["1e-3",1e-2]'], "--tune-args lrs must be numbers, got ['1e-3', 0.01]"),
+])
+def test_a_setting_tuning_would_drop_or_misread_is_refused_naming_it(tmp_path, capsys, extra, says):
+    assert main([*COMMON, "--tune", *extra, "--db", str(tmp_path / "x.sqlite"),
+                 "--runs-dir", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and "\n" not in err, err

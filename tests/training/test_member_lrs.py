@@ -4,6 +4,8 @@ CPU's foreach path and the accelerator's per-element path of `FlatMemberAdamW`."
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -96,3 +98,31 @@ def test_member_lrs_must_match_the_members():
         TrainConfig(steps=2, member_lrs=(1e-3, -1.0))
     with pytest.raises(ValueError, match="member_lrs"):
         TrainConfig(steps=2, member_lrs="1e-3")
+
+
+def test_member_lrs_outside_tuning_is_refused_and_never_stored_as_one_row(tmp_path, capsys):
+    """`--train-args member_lrs=[1e-4,3e-1]` stored one row whose two "seeds" were two recipes
+    (its interval spanned them): member_lrs is tuning's own, refused as a setting wherever one is
+    given, and a run trained with several rates outside tuning is not scored into a row."""
+    import bayesbench
+    from bayesbench.cli import main
+    from bayesbench.scoring.rows import score_run
+
+    rule = "member_lrs is set by tuning alone (rule: a row pools seeds trained at one learning rate"
+    db = str(tmp_path / "r.sqlite")
+    assert main(["run", "--tasks", "sticky", "--archs", "mlp", "--train-args", "member_lrs=[1e-4,3e-1]",
+                 "--seeds", "2", "--steps", "2", "--db", db, "--runs-dir", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--train-args {rule}" in err and "\n" not in err
+    with pytest.raises(ValueError, match=r"train_args=\.\.\.\) member_lrs is set by tuning alone \(rule"):
+        bayesbench.run(tasks="sticky", archs="mlp", train_args={"member_lrs": [1e-4, 3e-1]}, seeds=2, steps=2, db=db,
+                       runs_dir=str(tmp_path / "runs"), quiet=True)
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('tasks = ["sticky"]\narchs = ["mlp"]\nseeds = [0, 1]\n[train]\nmember_lrs = [1e-4, 0.3]\n')
+    assert main(["sweep", str(sweep), "--db", db, "--runs-dir", str(tmp_path / "runs")]) == 2
+    assert "train.member_lrs is set by tuning alone" in capsys.readouterr().err
+    result = train(get_task("sticky", V=4, L=8), "mlp", [0, 1], TrainConfig(steps=2, batch_size=4, lr=1e-3,
+                                                                            member_lrs=(1e-4, 3e-1)), progress=False)
+    with pytest.raises(ValueError, match="its members trained at 2 learning rates; member_lrs is set by tuning"):
+        score_run(result, db=db)
+    assert not os.path.exists(db) or bayesbench.records(db=db) == []
