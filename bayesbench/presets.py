@@ -258,6 +258,23 @@ def labelled(label: str, base: dict, ran: dict) -> str:
     return " ".join(words) + (f" [{extra}]" if extra else "")
 
 
+#: The preset tasks' configurations as `Task.config()` resolves them (every setting, defaults
+#: filled in), by label: what the store's migration of old labels (`store/database.py`, which sits
+#: below tasks/) compares a row's task with. tests/sweep/test_jobs.py checks each against
+#: `task_from_config(setup.task).config()`.
+RESOLVED_TASKS = {
+    "bijection V=8 L=7 repl": {"task": "bijection", "V": 8, "variant": "code", "L": 7, "keys": "replacement",
+                               "query": True, "supervise": "both"},
+    "bijection V=20 L=19 repl": {"task": "bijection", "V": 20, "variant": "code", "L": 19, "keys": "replacement",
+                                 "query": True, "supervise": "both"},
+    "hmm S=5 K=20 rows": {"task": "hmm", "S": 5, "V": 5, "K": 20, "concentration": 1.0, "init": "uniform",
+                          "encoding": "rows", "target": "posterior", "rounding": "authors", "rows_rounded": True},
+    "hmm S=5 K=20 tokens": {"task": "hmm", "S": 5, "V": 5, "K": 20, "concentration": 1.0, "init": "uniform",
+                            "encoding": "tokens", "target": "posterior", "rounding": "authors", "rows_rounded": False},
+    "sticky V=8 L=32": {"task": "sticky", "V": 8, "L": 32, "a": 1.0, "b": 1.0},
+}
+
+
 def options_label(label: str, options: dict) -> str:
     """The label stores of schema version 5 and below gave a task run with options (the preset's
     label, then the options as given, in brackets): 'bijection V=8 L=7 repl [L=8 variant=paper]'.

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # attention and checks itself against models/attention.py.
 LAYERS = {
     "checks": 1, "stats": 1, "versions": 1, "identity": 1, "ops": 1, "presets": 1, "running": 1, "_moved": 1,
-    "metric_table": 1, "figures": 1, "outside_code": 1, "_version": 1, "_C": 1,
+    "metric_table": 1, "figures": 1, "outside_code": 1, "trust": 1, "_version": 1, "_C": 1,
     "oracle": 2, "models": 2, "store": 2, "kernels": 2,
     "tasks": 3, "training": 4, "scoring": 5, "sweep": 6, "": 6, "data": 7, "dynamics": 7, "report": 8,
     "cli": 9, "__main__": 9, "api": 10,

@@ -14,7 +14,7 @@ from .errors import no_rows_message
 
 
 def add_parser(sub) -> None:
-    from ..store.export import FORMATS
+    from ..report.export import FORMATS
 
     p = sub.add_parser("export", help="the store's rows as CSV, JSON or Parquet, with intervals (per seed, or "
                                       "pooled as the leaderboard pools them)")
@@ -31,8 +31,8 @@ def add_parser(sub) -> None:
 def cmd_export(args) -> int:
     import sys
 
+    from ..report.export import export
     from ..report.selection import select_rows
-    from ..store.export import export
 
     if args.out and os.path.isdir(args.out):
         raise ValueError(f"--out {args.out} is a folder; give a file name")

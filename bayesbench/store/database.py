@@ -32,7 +32,7 @@ from .. import versions
 from ..checks import file_id
 from ..identity import identity_key, run_identity
 from ..metric_table import final_metrics, stored_columns
-from ..presets import PRESETS, labelled, options_label
+from ..presets import RESOLVED_TASKS, labelled, options_label
 from ..running.disk import DiskFull, is_disk_full
 from .records import (
     FINAL_LOSS_MEANING,
@@ -371,19 +371,10 @@ def _ran_label(label: str, task_config: dict | None) -> str:
     below labelled with its task options as given (`presets.options_label`: 'bijection V=8 L=7
     repl [L=19 V=20 variant=code]' becomes 'bijection V=20 L=19 repl'); any other label as it is."""
     found = re.fullmatch(r"(.*?) \[(.*)\]", label or "")
-    if not found or not task_config:
+    base = RESOLVED_TASKS.get(found[1]) if found else None
+    if base is None or not task_config or base["task"] != task_config.get("task"):
         return label
-    from ..tasks import task_from_config
-
-    for preset in PRESETS.values():
-        for setup in preset.tasks.values():
-            if setup.label == found[1] and setup.task.get("task") == task_config.get("task"):
-                try:
-                    ran = task_from_config(dict(task_config)).config()
-                except (TypeError, ValueError):
-                    return label
-                return labelled(setup.label, task_from_config(setup.task).config(), ran)
-    return label
+    return labelled(found[1], base, task_config)  # the row's task_config: Task.config() of what ran
 
 
 def _relabel_task_options(conn: sqlite3.Connection) -> None:

@@ -158,8 +158,8 @@ def test_a_scored_rows_wall_time_is_null_in_every_machine_format(tmp_path):
     import io
     import json
 
+    from bayesbench.report.export import pooled_rows, seed_rows
     from bayesbench.report.leaderboard import board_rows, json_runs, to_csv
-    from bayesbench.store.export import pooled_rows, seed_rows
 
     db = str(tmp_path / "r.sqlite")
     write_rows([_scored("predictions-aaaa", 0, 0.4, arch="mine"), _row("t", 0, 0.5, arch="lstm")], db)

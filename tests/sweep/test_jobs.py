@@ -142,3 +142,15 @@ def test_a_resolver_error_names_the_setting_and_each_caller_its_source(tmp_path)
     assert err.value.fields == ("models",)
     with pytest.raises(TypeError, match="unknown point settings"):
         point(task="sticky", arch="mlp", task_args={"L": 3})
+
+
+def test_the_presets_resolved_tasks_are_what_the_tasks_resolve_to():
+    """presets.RESOLVED_TASKS (read by the store's migration of old labels, below tasks/) is each
+    preset task's `Task.config()`, and every preset task has one."""
+    from bayesbench.presets import PRESETS, RESOLVED_TASKS
+    from bayesbench.tasks import task_from_config
+
+    setups = {s.label: s for p in PRESETS.values() for s in p.tasks.values()}
+    assert set(setups) == set(RESOLVED_TASKS)
+    for label, setup in setups.items():
+        assert task_from_config(setup.task).config() == RESOLVED_TASKS[label], label

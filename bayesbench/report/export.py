@@ -25,7 +25,7 @@ import io
 import json
 import math
 
-from .records import EvalResult, RunRecord
+from ..store.records import EvalResult, RunRecord
 
 FORMATS = ("csv", "json", "parquet")
 
@@ -41,7 +41,7 @@ def _round(x: float | None, digits: int = 2) -> float | None:
 
 def seed_rows(records: list[RunRecord]) -> list[dict]:
     """One dict per (run, seed, evaluation set), columns as the module docstring says."""
-    from ..report.rows import measured_wall
+    from .rows import measured_wall
 
     names = EvalResult.metric_names()
     out = []
@@ -71,7 +71,7 @@ def _configuration(r: RunRecord) -> dict:
     """The training, model and task configuration of a record and the code that made it
     (docs/results.md, "What a key covers"), each as JSON; whether a search chose its
     hyperparameters (`tuned`) and that search with its outcome (`tuning`, JSON; empty untuned)."""
-    from .tuning import tuning_of
+    from ..store.tuning import tuning_of
 
     cfg = r.config or {}
     tuning = tuning_of(r)
@@ -86,8 +86,8 @@ def pooled_rows(records: list[RunRecord]) -> list[dict]:
     """The leaderboard's rows (seeds pooled per task, evaluation set, arch and configuration) as
     columns: the one schema of the pooled leaderboard (`report.leaderboard.board_rows`, the rows of
     `bayesbench leaderboard --json` and `bayesbench.leaderboard`) flattened for CSV and Parquet."""
-    from ..report.leaderboard import board_rows
-    from ..report.rows import aggregate
+    from .leaderboard import board_rows
+    from .rows import aggregate
 
     out = []
     for row, board in zip(aggregate(records), board_rows(records)):
@@ -137,7 +137,7 @@ def write_parquet(rows: list[dict], path: str) -> None:
 
 def export(records: list[RunRecord], fmt: str, *, pooled: bool = False, path: str | None = None) -> str | None:
     """The rows in `fmt`; returned as text (csv, json) unless `path` is given (parquet needs one)."""
-    from ..report.leaderboard import SCHEMA_VERSION
+    from .leaderboard import SCHEMA_VERSION
 
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
