@@ -379,84 +379,70 @@ def _ran_label(label: str, task_config: dict | None) -> str:
 
 def _relabel_task_options(conn: sqlite3.Connection) -> None:
     """Schema 6: every row labelled with its task options as given (`_ran_label`) gets the label
-    of what ran, in its task_label and its identity, in one transaction; the numbers stay as they
-    are. A row whose run_id is its job's key (`identity_key` of its identity and seeds) is keyed
-    anew, its learning curve and studies following, so the same command finds it again; of two
-    rows that would take the same (run_id, seed) the newer does, the older keeps its run_id."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        rows = [dict(r) for r in conn.execute("SELECT id, run_id, seed, task_label, task_config, config FROM runs "
-                                               "ORDER BY created_at DESC, id DESC")]
-        held = {(r["run_id"], r["seed"]) for r in rows}
-        renamed: dict[str, str] = {}
-        for row in rows:
-            config = json.loads(row["config"]) if row["config"] else {}
-            task_config = json.loads(row["task_config"]) if row["task_config"] else None
-            label = _ran_label(row["task_label"], task_config)
-            identity = config.get("identity")
-            if label == row["task_label"] or not isinstance(identity, dict):
-                continue
-            run_id, seeds = row["run_id"], config.get("seeds")
-            new_identity = {**identity, "label": label}
-            if seeds is not None and identity_key(identity, seeds) == run_id:
-                keyed = identity_key(new_identity, seeds)
-                if (keyed, row["seed"]) not in held:
-                    held.discard((run_id, row["seed"]))
-                    held.add((keyed, row["seed"]))
-                    conn.execute("UPDATE learning_curves SET run_id = ? WHERE run_id = ? AND seed = ?",
-                                 (keyed, run_id, row["seed"]))
-                    renamed[run_id] = keyed
-                    run_id = keyed
-            config = {**config, "identity": new_identity, "identity_key": identity_key(new_identity)}
-            conn.execute("UPDATE runs SET run_id = ?, task_label = ?, config = ? WHERE id = ?",
-                         (run_id, label, json.dumps(config, allow_nan=False), row["id"]))
-        studies = {r[1] for r in conn.execute("PRAGMA table_info(studies)").fetchall()}
-        if "run_id" in studies:
-            conn.executemany("UPDATE studies SET run_id = ? WHERE run_id = ?",
-                             [(new, old) for old, new in renamed.items()])
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
+    of what ran, in its task_label and its identity (`_rewrite_identities`); a row whose run_id is
+    its job's key (`identity_key` of its identity and seeds) is keyed anew, so the same command
+    finds it again."""
+    def change(row: dict) -> tuple[str, dict, str | None] | None:
+        config = row["config"] or {}
+        label, identity = _ran_label(row["task_label"], row["task_config"]), config.get("identity")
+        if label == row["task_label"] or not isinstance(identity, dict):
+            return None
+        relabelled, seeds = {**identity, "label": label}, config.get("seeds")
+        keyed = seeds is not None and identity_key(identity, seeds) == row["run_id"]
+        return label, relabelled, identity_key(relabelled, seeds) if keyed else None
+
+    _rewrite_identities(conn, "id, run_id, seed, task_label, task_config, config", change)
 
 
 def _record_identities(conn: sqlite3.Connection) -> None:
-    """Give every row without config.identity its identity (`row_identity`) and identity_key, in
-    one transaction; the numbers of the rows stay as they are.
+    """Give every row without config.identity its identity (`row_identity`) and identity_key
+    (`_rewrite_identities`); the numbers of the rows stay as they are.
 
     A row whose run_id is the key its job had (`_stored_key`: a row of `run`, `train` or `sweep`)
     is keyed anew (`identity.identity_key` of its identity and seeds: the key the same command
-    gives the job now, so it finds the row again), its learning curve and the studies made of it
-    following; a sweep row's label gets the one format of task options. Of two rows that would
-    take the same (run_id, seed), the newer does; the older keeps its run_id (the leaderboard
-    pools both and counts the seed once). Any other row keeps its run_id."""
+    gives the job now, so it finds the row again); a sweep row's label gets the one format of task
+    options. Any other row keeps its run_id."""
+    def change(row: dict) -> tuple[str, dict, str | None] | None:
+        config = row["config"] or {}
+        if "identity" in config:
+            return None
+        compiled = next((c for c in (False, True) if _stored_key(row, c) == row["run_id"]), None)
+        label = _unified_label(row)
+        identity = row_identity({**row, "task_label": label}, compiled=bool(compiled))
+        return label, identity, identity_key(identity, config["seeds"]) if compiled is not None else None
+
+    _rewrite_identities(conn, "id, run_id, seed, group_id, task_label, task_config, arch, config, environment",
+                        change)
+
+
+def _rewrite_identities(conn: sqlite3.Connection, columns: str, change) -> None:
+    """In one transaction, newest row first: `change(row)` (its JSON columns read) gives the
+    (label, identity, key) a row takes, or None to leave it. A row given a key takes it as its
+    run_id, its learning curve and the studies made of it following, unless another row already
+    holds that (run_id, seed): of two rows that would take it the newer does, the older keeps its
+    run_id (the leaderboard pools both and counts the seed once)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        rows = [dict(r) for r in conn.execute("SELECT id, run_id, seed, group_id, task_label, task_config, arch, "
-                                               "config, environment FROM runs ORDER BY created_at DESC, id DESC")]
+        rows = [dict(r) for r in conn.execute(f"SELECT {columns} FROM runs ORDER BY created_at DESC, id DESC")]
         held = {(r["run_id"], r["seed"]) for r in rows}
         renamed: dict[str, str] = {}
         for row in rows:
             for column in ("task_config", "config", "environment"):
-                row[column] = json.loads(row[column]) if row[column] else None
-            config = row["config"] or {}
-            if "identity" in config:
+                if column in row:
+                    row[column] = json.loads(row[column]) if row[column] else None
+            changed = change(row)
+            if changed is None:
                 continue
-            compiled = next((c for c in (False, True) if _stored_key(row, c) == row["run_id"]), None)
-            label = _unified_label(row)
-            identity = row_identity({**row, "task_label": label}, compiled=bool(compiled))
+            label, identity, keyed = changed
             run_id = row["run_id"]
-            if compiled is not None:
-                keyed = identity_key(identity, config["seeds"])
-                if (keyed, row["seed"]) not in held:
-                    held.discard((run_id, row["seed"]))
-                    held.add((keyed, row["seed"]))
-                    conn.execute("UPDATE learning_curves SET run_id = ? WHERE run_id = ? AND seed = ?",
-                                 (keyed, run_id, row["seed"]))
-                    renamed[run_id] = keyed
-                    run_id = keyed
-            config = {**config, "identity": identity, "identity_key": identity_key(identity)}
+            if keyed is not None and (keyed, row["seed"]) not in held:
+                held.discard((run_id, row["seed"]))
+                held.add((keyed, row["seed"]))
+                conn.execute("UPDATE learning_curves SET run_id = ? WHERE run_id = ? AND seed = ?",
+                             (keyed, run_id, row["seed"]))
+                renamed[run_id] = keyed
+                run_id = keyed
+            config = {**(row["config"] or {}), "identity": identity, "identity_key": identity_key(identity)}
             conn.execute("UPDATE runs SET run_id = ?, task_label = ?, config = ? WHERE id = ?",
                          (run_id, label, json.dumps(config, allow_nan=False), row["id"]))
         studies = {r[1] for r in conn.execute("PRAGMA table_info(studies)").fetchall()}
