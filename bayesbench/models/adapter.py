@@ -45,7 +45,7 @@ from torch.func import functional_call, vmap
 
 from ..checks import SettingError
 from ..outside_code import guarded
-from .base import EnsembleModel, TaskLike, TaskShape
+from .base import EnsembleModel, TaskLike, TaskShape, other_float_dtypes
 
 Factory = Callable[..., nn.Module]
 PATHS = ("vmap", "loop")
@@ -137,8 +137,7 @@ class AdaptedModel(EnsembleModel):
                              f"D={shape.header_dim}] at positions 0..{shape.header_len - 1} (the HMM's 'rows' "
                              "encoding); the module's forward must take (tokens, header)")
         self.names = [n for n, _ in template.named_parameters()]
-        dtypes = sorted({str(p.dtype) for p in template.parameters()
-                         if p.is_floating_point() and p.dtype != torch.float32})
+        dtypes = other_float_dtypes(template)
         if dtypes:  # checked again at scoring (`scoring.rows.check_as_keyed`); here before any training
             raise ValueError(f"{self.cfg.spec}: the factory built {', '.join(dtypes)} parameters (rule: a model's "
                              "parameters are float32, as every key says; build it without .double() or "

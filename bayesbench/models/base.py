@@ -111,6 +111,14 @@ def check_token_values(tokens: Tensor, vocab_size: int, name: str = "tokens") ->
                          f"found values in [{lo}, {hi}]")
 
 
+def other_float_dtypes(module) -> list[str]:
+    """The floating dtypes other than float32 among `module`'s parameters, sorted (none: []). Every
+    key stands for float32 parameters; a model built or cast otherwise (outside code that called
+    torch.set_default_dtype, a .double()) is refused when built and at scoring."""
+    params = module.parameters() if hasattr(module, "parameters") else ()  # none: predictions given in a file
+    return sorted({str(p.dtype) for p in params if p.is_floating_point() and p.dtype != torch.float32})
+
+
 class EnsembleModel(nn.Module):
     """Base class: E members in one module; subclasses define `forward(tokens, header)`.
 

@@ -13,6 +13,7 @@ import torch
 from .. import versions
 from ..identity import identity_key
 from ..metric_table import metric_versions
+from ..models.base import other_float_dtypes
 from ..store.database import cache_dir_for, environment, write_records
 from ..store.records import LearningCurve, RunRecord
 from ..training.config import MEMBER_LRS_RULE
@@ -43,7 +44,7 @@ def check_as_keyed(model, ident: dict) -> None:
     process would otherwise store its numbers under the key of a float32 run."""
     params = list(model.parameters()) if hasattr(model, "parameters") else []  # none: predictions given in a file
     name = ident.get("arch")
-    dtypes = sorted({str(p.dtype) for p in params if p.is_floating_point() and p.dtype != torch.float32})
+    dtypes = other_float_dtypes(model)
     if dtypes:
         raise ValueError(f"{name}: its parameters are {', '.join(dtypes)}, but its key says float32 (rule: a scored "
                          "model's parameters are float32: outside code that calls torch.set_default_dtype, or a "
