@@ -259,7 +259,7 @@ def labelled(label: str, base: dict, ran: dict) -> str:
 
 
 #: The preset tasks' configurations as `Task.config()` resolves them (every setting, defaults
-#: filled in), by label: what the store's migration of old labels (`store/database.py`, which sits
+#: filled in), by label: what the store's migration of old labels (`store/migrations.py`, which sits
 #: below tasks/) compares a row's task with. tests/sweep/test_jobs.py checks each against
 #: `task_from_config(setup.task).config()`.
 RESOLVED_TASKS = {

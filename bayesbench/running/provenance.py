@@ -1,6 +1,7 @@
 """Which bayesbench produced a result: the package version and the commit of its code.
 
-Every stored row and `run.json` carry `provenance()` in their environment:
+Every stored row and `run.json` carry `provenance()` in their environment (`environment`: it,
+and the versions, device and backends a run used):
 
 - `bayesbench`: the package version, from git tags by setuptools-scm when the package was built
   or installed (`bayesbench/_version.py`; "0+unknown" in a source tree never built).
@@ -18,6 +19,7 @@ The answer is read once per process.
 from __future__ import annotations
 
 import os
+import platform
 import re
 import subprocess
 
@@ -95,3 +97,26 @@ def describe() -> str:
         where = "this checkout" if p["commit_source"] == "checkout" else "the build"
         commit = f"commit {p['git_commit'][:12]}{' with uncommitted changes' if p['git_dirty'] else ''}, from {where}"
     return f"bayesbench {p['bayesbench']} ({commit})"
+
+
+def environment(device: str, attention: str | None = None) -> dict:
+    """Versions, device and the backends a run used (attention kernel, oracle extension), with the
+    package version and commit (`provenance`): every stored row's and run.json's `environment`."""
+    import torch
+
+    from bayesbench.ops import extension_status
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    dev = str(device)
+    name = torch.cuda.get_device_name(torch.device(dev)) if dev.startswith("cuda") else platform.processor() or "cpu"
+    return {
+        **provenance(), "torch": torch.__version__, "triton": triton_version,
+        "python": platform.python_version(), "platform": platform.platform(), "device": dev,
+        "device_name": name, "threads": torch.get_num_threads(), "attention_backend": attention,
+        "oracle_extension": extension_status(),
+    }

@@ -14,7 +14,8 @@ from .. import versions
 from ..identity import identity_key
 from ..metric_table import metric_versions
 from ..models.base import other_float_dtypes
-from ..store.database import cache_dir_for, environment, write_records
+from ..running.provenance import environment
+from ..store.database import cache_dir_for, write_records
 from ..store.records import LearningCurve, RunRecord
 from ..training.config import MEMBER_LRS_RULE
 from ..training.result import TrainResult, task_of

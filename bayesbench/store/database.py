@@ -11,6 +11,9 @@ The table `learning_curves` holds every member's learning curve, one row per (ru
 evaluation, step, metric); it is written in the same transaction as the run's rows, and a store
 without it reads as having no curves.
 
+The tables and their columns are `store/schema.py`'s; bringing a store of an older version up
+to this one, `store/migrations.py`'s.
+
 A store that cannot be used (a directory, a file that is not SQLite or is damaged, a place that
 cannot be written, a foreign `runs` table) raises `StoreError`, a ValueError naming the file and
 what is wrong, and the file is left as it is; `prepare_store` finds that out before any training.
@@ -18,22 +21,19 @@ what is wrong, and the file is left as it is; `prepare_store` finds that out bef
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import json
 import math
 import os
-import platform
-import re
 import sqlite3
 import time
 from datetime import datetime, timezone
 
-from .. import versions
 from ..checks import file_id
-from ..identity import identity_key, run_identity
-from ..metric_table import final_metrics, stored_columns
-from ..presets import RESOLVED_TASKS, labelled, options_label
+from ..identity import identity_key
+from ..metric_table import final_metrics
 from ..running.disk import DiskFull, is_disk_full
+from .migrations import ROW_MIGRATIONS, add_missing_columns, as_migrated, row_identity
 from .records import (
     FINAL_LOSS_MEANING,
     EvalResult,
@@ -44,67 +44,10 @@ from .records import (
     RunRecord,
     json_safe,
 )
+from .schema import COLUMNS, CURVE_COLUMNS, JSON_COLUMNS, OPTIONAL_COLUMNS, SCHEMA, SCHEMA_VERSION
 
 DEFAULT_DB = os.path.join("results", "bayesbench.sqlite")
 BUSY_TIMEOUT_MS = 60_000
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id TEXT NOT NULL,
-    seed INTEGER NOT NULL,
-    member INTEGER NOT NULL,
-    group_id TEXT,
-    preset TEXT,
-    task TEXT NOT NULL,
-    task_label TEXT NOT NULL,
-    task_config TEXT NOT NULL,
-    arch TEXT NOT NULL,
-    config TEXT NOT NULL,
-    params INTEGER NOT NULL,
-    steps INTEGER NOT NULL,
-    wall_s REAL,
-    steps_per_s REAL,
-    sequences_per_s REAL,
-    status TEXT NOT NULL,
-    final_loss REAL,
-{metric_columns}
-    metrics TEXT,
-    curves TEXT,
-    loss_curve TEXT,
-    environment TEXT,
-    created_at TEXT NOT NULL,
-    stop_step INTEGER,
-    stop_reason TEXT,
-    UNIQUE (run_id, seed)
-);
-CREATE INDEX IF NOT EXISTS runs_task_arch ON runs (task_label, arch, created_at);
-CREATE TABLE IF NOT EXISTS learning_curves (
-    run_id TEXT NOT NULL,
-    seed INTEGER NOT NULL,
-    eval TEXT NOT NULL,
-    step INTEGER NOT NULL,
-    metric TEXT NOT NULL,
-    value REAL,
-    sequences INTEGER,
-    tokens INTEGER,
-    wall_s REAL,
-    PRIMARY KEY (run_id, seed, eval, step, metric)
-);
-""".replace("{metric_columns}", "\n".join(f"    {c} REAL," for c in stored_columns()))
-
-# PRAGMA user_version of the stores this module writes. A store of a lower version (0: one that
-# never set it) is brought up to it when opened for writing: the columns it lacks added
-# (`_add_missing_columns`), every row's code (`_record_legacy_code`) and identity
-# (`_record_identities`) recorded, and (6) a task run with options labelled with what ran
-# (`_relabel_task_options`).
-SCHEMA_VERSION = 6
-COLUMNS = ("run_id", "seed", "member", "group_id", "preset", "task", "task_label", "task_config", "arch",
-           "config", "params", "steps", "wall_s", "steps_per_s", "sequences_per_s", "status", "final_loss",
-           *stored_columns(), "metrics", "curves", "loss_curve", "environment", "created_at", "stop_step",
-           "stop_reason")
-JSON_COLUMNS = ("task_config", "config", "metrics", "curves", "loss_curve", "environment")
-CURVE_COLUMNS = ("run_id", "seed", "eval", "step", "metric", "value", "sequences", "tokens", "wall_s")
 
 
 class StoreError(ValueError):
@@ -175,14 +118,13 @@ def connect(path: str | None = None, *, read_only: bool = False) -> sqlite3.Conn
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if conn.execute("PRAGMA user_version").fetchone()[0] <= SCHEMA_VERSION:
-            _retry(lambda: _add_missing_columns(conn))  # so every store has the columns rows are written with
+            _retry(lambda: add_missing_columns(conn))  # so every store has the columns rows are written with
         _retry(lambda: _check_schema(conn, path))  # before anything writes: a foreign file stays as it was
         _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
         _retry(lambda: conn.executescript(SCHEMA))
         if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
-            _retry(lambda: _record_legacy_code(conn))
-            _retry(lambda: _record_identities(conn))
-            _retry(lambda: _relabel_task_options(conn))
+            for migrate in ROW_MIGRATIONS:
+                _retry(functools.partial(migrate, conn))
             _retry(lambda: conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}"))
     except sqlite3.Error as err:
         conn.close()
@@ -240,82 +182,6 @@ def _check_schema(conn: sqlite3.Connection, path: str, *, read_only: bool = Fals
                          "(written by another program or an incompatible bayesbench); use another --db")
 
 
-# Columns a store may lack and gains, NULL in its rows, before the schema check: every metric's
-# columns but those of the two metrics every store has (entropy MAE and KL), so a metric added
-# to the table (`bayesbench.metric_table`) reaches existing stores, and the stop of a run cut short.
-OPTIONAL_COLUMNS = {**{c: "REAL" for c in stored_columns()[6:]}, "stop_step": "INTEGER", "stop_reason": "TEXT"}
-
-
-def _add_missing_columns(conn: sqlite3.Connection) -> None:
-    """Give an existing `runs` table the OPTIONAL_COLUMNS it lacks, so rows of every store are
-    written and read with one set of columns."""
-    have = {r[1] for r in conn.execute("PRAGMA table_info(runs)").fetchall()}
-    if not have or not set(COLUMNS) - set(OPTIONAL_COLUMNS) <= have:
-        return  # no table yet, or not a bayesbench table (the schema check names it; nothing is altered)
-    for name, kind in OPTIONAL_COLUMNS.items():
-        if name not in have:
-            try:
-                conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
-            except sqlite3.OperationalError as err:  # another process added it first
-                if "duplicate column" not in str(err):
-                    raise
-
-
-def legacy_code(row: dict) -> dict:
-    """The code of a row stored before rows recorded it (`versions.legacy`): its built-in parts
-    at their first version, an outside tunnel's or model's contents unknown (keyed by path)."""
-    config = row.get("config") or {}
-    spec = (config.get("model") or {}).get("spec") or row.get("arch")
-    return versions.legacy(row.get("task_config"), spec)
-
-
-def _record_legacy_code(conn: sqlite3.Connection) -> None:
-    """Give every row without config.code its `legacy_code`, in one transaction; the numbers and
-    keys of the rows stay as they are."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        rows = conn.execute("SELECT id, arch, task_config, config FROM runs").fetchall()
-        for r in rows:
-            config = json.loads(r["config"]) if r["config"] else {}
-            if "code" in config:
-                continue
-            config["code"] = legacy_code({"arch": r["arch"], "config": config,
-                                          "task_config": json.loads(r["task_config"]) if r["task_config"] else {}})
-            conn.execute("UPDATE runs SET config = ? WHERE id = ?", (json.dumps(config, allow_nan=False), r["id"]))
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-
-
-def row_identity(row: dict, *, compiled: bool = False) -> dict:
-    """The identity (`bayesbench.identity.run_identity`) of a stored row that does not record one,
-    from the fields it does: its task configuration and label, evaluation, architecture (an
-    outside model's spec), model options, position table, training (`config.train`: what
-    `TrainConfig.identity()` gives, but for torch.compile, which such rows do not record: off
-    unless `compiled`), device type, torch threads and code."""
-    config = row.get("config") or {}
-    env = row.get("environment") or {}
-    train = config.get("train")
-    if train is not None and compiled:
-        train = {**train, "compile": True}
-    device = env.get("device")
-    return run_identity(task=row.get("task_config") or {}, label=row.get("task_label"),
-                        eval_lengths=config.get("eval_lengths") or (), eval_scored=config.get("eval_scored") or (),
-                        eval_sequences=config.get("eval_sequences"),
-                        arch=(config.get("model") or {}).get("spec") or row.get("arch"),
-                        model=config.get("model_args") or {}, max_len=config.get("max_len"), train=train,
-                        device_type=None if device is None else str(device).split(":")[0],
-                        threads=env.get("threads"), code=config.get("code"))
-
-
-# How stores of schema version 4 and below keyed a job (`_stored_key`): the trainer's read-back
-# interval they hashed with the training (its default, unless a row's own was set), and the
-# separator of a sweep file's task options in its label ("bijection V=8 [L=8, variant=paper]").
-_STORED_SYNC_EVERY = 20
-_SWEEP_OPTIONS = re.compile(r", (?=[A-Za-z_][A-Za-z0-9_]*=)")
-
 
 def row_settings(record: RunRecord) -> dict:
     """The settings that define a leaderboard row, what must match for two runs' seeds to be
@@ -336,124 +202,6 @@ def config_key(record: RunRecord) -> str:
     runs with the same key pool their seeds in one row."""
     return identity_key(row_settings(record))
 
-
-def _stored_key(row: dict, compiled: bool) -> str | None:
-    """The key a store of schema version 4 or below gave the job of `row` (its run_id, if the
-    row is one of `bayesbench run`, `train` or `sweep`), rebuilt from the row's fields with
-    torch.compile on or off; None for a row without training."""
-    config, env = row.get("config") or {}, row.get("environment") or {}
-    if config.get("train") is None or config.get("seeds") is None:
-        return None
-    threads, code = env.get("threads"), versions.keyed(config.get("code"))
-    ident = {"task": row.get("task_config"), "label": row.get("task_label"),
-             "eval_lengths": config.get("eval_lengths") or [], "eval_scored": config.get("eval_scored") or [],
-             "eval_sequences": config.get("eval_sequences"),
-             "arch": (config.get("model") or {}).get("spec") or row.get("arch"), "model": config.get("model_args"),
-             "max_len": config.get("max_len"),
-             "train": {**config["train"], "compile": compiled, "sync_every": _STORED_SYNC_EVERY},
-             "seeds": config["seeds"], "device": str(env.get("device")).split(":")[0],
-             **({"threads": threads} if threads != 1 else {}), **({"code": code} if code else {})}
-    return hashlib.sha256(json.dumps(ident, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
-
-
-def _unified_label(row: dict) -> str:
-    """A sweep row's label with its task options in the one format of schema 5
-    (`presets.options_label`); `_ran_label` then says what ran."""
-    label = row.get("task_label") or ""
-    found = re.fullmatch(r"(.*) \[(.*)\]", label)
-    if not found or not str(row.get("group_id") or "").startswith("sweep-"):
-        return label
-    return options_label(found[1], dict(item.split("=", 1) for item in _SWEEP_OPTIONS.split(found[2])))
-
-
-def _ran_label(label: str, task_config: dict | None) -> str:
-    """The label (`presets.labelled`: the settings that ran) of a row that stores of schema 5 and
-    below labelled with its task options as given (`presets.options_label`: 'bijection V=8 L=7
-    repl [L=19 V=20 variant=code]' becomes 'bijection V=20 L=19 repl'); any other label as it is."""
-    found = re.fullmatch(r"(.*?) \[(.*)\]", label or "")
-    base = RESOLVED_TASKS.get(found[1]) if found else None
-    if base is None or not task_config or base["task"] != task_config.get("task"):
-        return label
-    return labelled(found[1], base, task_config)  # the row's task_config: Task.config() of what ran
-
-
-def _relabel_task_options(conn: sqlite3.Connection) -> None:
-    """Schema 6: every row labelled with its task options as given (`_ran_label`) gets the label
-    of what ran, in its task_label and its identity (`_rewrite_identities`); a row whose run_id is
-    its job's key (`identity_key` of its identity and seeds) is keyed anew, so the same command
-    finds it again."""
-    def change(row: dict) -> tuple[str, dict, str | None] | None:
-        config = row["config"] or {}
-        label, identity = _ran_label(row["task_label"], row["task_config"]), config.get("identity")
-        if label == row["task_label"] or not isinstance(identity, dict):
-            return None
-        relabelled, seeds = {**identity, "label": label}, config.get("seeds")
-        keyed = seeds is not None and identity_key(identity, seeds) == row["run_id"]
-        return label, relabelled, identity_key(relabelled, seeds) if keyed else None
-
-    _rewrite_identities(conn, "id, run_id, seed, task_label, task_config, config", change)
-
-
-def _record_identities(conn: sqlite3.Connection) -> None:
-    """Give every row without config.identity its identity (`row_identity`) and identity_key
-    (`_rewrite_identities`); the numbers of the rows stay as they are.
-
-    A row whose run_id is the key its job had (`_stored_key`: a row of `run`, `train` or `sweep`)
-    is keyed anew (`identity.identity_key` of its identity and seeds: the key the same command
-    gives the job now, so it finds the row again); a sweep row's label gets the one format of task
-    options. Any other row keeps its run_id."""
-    def change(row: dict) -> tuple[str, dict, str | None] | None:
-        config = row["config"] or {}
-        if "identity" in config:
-            return None
-        compiled = next((c for c in (False, True) if _stored_key(row, c) == row["run_id"]), None)
-        label = _unified_label(row)
-        identity = row_identity({**row, "task_label": label}, compiled=bool(compiled))
-        return label, identity, identity_key(identity, config["seeds"]) if compiled is not None else None
-
-    _rewrite_identities(conn, "id, run_id, seed, group_id, task_label, task_config, arch, config, environment",
-                        change)
-
-
-def _rewrite_identities(conn: sqlite3.Connection, columns: str, change) -> None:
-    """In one transaction, newest row first: `change(row)` (its JSON columns read) gives the
-    (label, identity, key) a row takes, or None to leave it. A row given a key takes it as its
-    run_id, its learning curve and the studies made of it following, unless another row already
-    holds that (run_id, seed): of two rows that would take it the newer does, the older keeps its
-    run_id (the leaderboard pools both and counts the seed once)."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        rows = [dict(r) for r in conn.execute(f"SELECT {columns} FROM runs ORDER BY created_at DESC, id DESC")]
-        held = {(r["run_id"], r["seed"]) for r in rows}
-        renamed: dict[str, str] = {}
-        for row in rows:
-            for column in ("task_config", "config", "environment"):
-                if column in row:
-                    row[column] = json.loads(row[column]) if row[column] else None
-            changed = change(row)
-            if changed is None:
-                continue
-            label, identity, keyed = changed
-            run_id = row["run_id"]
-            if keyed is not None and (keyed, row["seed"]) not in held:
-                held.discard((run_id, row["seed"]))
-                held.add((keyed, row["seed"]))
-                conn.execute("UPDATE learning_curves SET run_id = ? WHERE run_id = ? AND seed = ?",
-                             (keyed, run_id, row["seed"]))
-                renamed[run_id] = keyed
-                run_id = keyed
-            config = {**(row["config"] or {}), "identity": identity, "identity_key": identity_key(identity)}
-            conn.execute("UPDATE runs SET run_id = ?, task_label = ?, config = ? WHERE id = ?",
-                         (run_id, label, json.dumps(config, allow_nan=False), row["id"]))
-        studies = {r[1] for r in conn.execute("PRAGMA table_info(studies)").fetchall()}
-        if "run_id" in studies:
-            conn.executemany("UPDATE studies SET run_id = ? WHERE run_id = ?",
-                             [(new, old) for old, new in renamed.items()])
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
 
 
 def prepare_store(path: str | None = None) -> str:
@@ -693,38 +441,9 @@ def read_rows(path: str | None = None, *, where: str = "", params: tuple = ()) -
         try:
             for c in JSON_COLUMNS:
                 d[c] = json.loads(d[c]) if d[c] is not None else None
-            if d["config"] is not None and "code" not in d["config"]:  # a store opened read-only, not migrated
-                d["config"]["code"] = legacy_code(d)
-            if d["config"] is not None and "identity" not in d["config"]:  # the label its migration gives it
-                d["task_label"] = _unified_label(d)
-            d["task_label"] = _ran_label(d["task_label"], d["task_config"])  # a store read-only, not migrated
+            as_migrated(d)  # a store opened read-only is not migrated: its rows read as if it were
         except (TypeError, ValueError) as err:
             raise StoreError(f"results store {db_path(path)} is damaged: row {d.get('id')} (run {d.get('run_id')}, "
                              f"seed {d.get('seed')}) has unreadable {c} ({err}); it was left as it is") from None
         out.append(d)
     return out
-
-
-def environment(device: str, attention: str | None = None) -> dict:
-    """Versions, device and the backends a run used (attention kernel, oracle extension); the package
-    version and commit, from a checkout or an installed build, are `running/provenance.py`'s."""
-    import torch
-
-    from bayesbench.ops import extension_status
-
-    from ..running.provenance import provenance
-
-    try:
-        import triton
-
-        triton_version = triton.__version__
-    except ImportError:
-        triton_version = None
-    dev = str(device)
-    name = torch.cuda.get_device_name(torch.device(dev)) if dev.startswith("cuda") else platform.processor() or "cpu"
-    return {
-        **provenance(), "torch": torch.__version__, "triton": triton_version,
-        "python": platform.python_version(), "platform": platform.platform(), "device": dev,
-        "device_name": name, "threads": torch.get_num_threads(), "attention_backend": attention,
-        "oracle_extension": extension_status(),
-    }

@@ -13,8 +13,9 @@ from bayesbench.metric_table import METRICS, final_metrics
 from bayesbench.report.leaderboard import markdown, render
 from bayesbench.report.selection import select_rows
 from bayesbench.scoring.metrics import Summary
-from bayesbench.store.database import SCHEMA, read_records, read_rows, write_records
+from bayesbench.store.database import read_records, read_rows, write_records
 from bayesbench.store.records import EvalResult, MemberEvaluation, PositionCurves, RunRecord
+from bayesbench.store.schema import SCHEMA
 
 
 def _summary(mean: float) -> Summary:

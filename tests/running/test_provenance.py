@@ -96,8 +96,8 @@ def test_a_checkout_wins_over_the_version_file(repo, monkeypatch, fresh_cache):
 
 
 def test_stored_rows_carry_the_provenance(fresh_cache):
-    """store.database.environment() (every row and run.json) holds the same fields."""
-    from bayesbench.store.database import environment
+    """provenance.environment() (every row and run.json) holds the same fields."""
+    from bayesbench.running.provenance import environment
 
     env = environment("cpu")
     assert {k: env[k] for k in ("bayesbench", "git_commit", "git_dirty", "commit_source")} == prov.provenance()

@@ -8,7 +8,8 @@ import sqlite3
 
 import pytest
 
-from bayesbench.store.database import db_path, environment, read_rows, write_rows
+from bayesbench.running.provenance import environment
+from bayesbench.store.database import db_path, read_rows, write_rows
 
 
 def _row(run_id: str, seed: int, **kw) -> dict:

@@ -9,8 +9,9 @@ import sqlite3
 
 import pytest
 
-from bayesbench.store.database import SCHEMA_VERSION, StoreError, read_curve_points, read_records, write_records
+from bayesbench.store.database import StoreError, read_curve_points, read_records, write_records
 from bayesbench.store.records import LearningCurve
+from bayesbench.store.schema import SCHEMA_VERSION
 
 from .test_records import _record, _same
 

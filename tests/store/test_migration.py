@@ -15,7 +15,9 @@ from bayesbench.cli import main
 from bayesbench.identity import identity_key
 from bayesbench.report.rows import aggregate
 from bayesbench.report.selection import select_rows
-from bayesbench.store.database import SCHEMA_VERSION, _stored_key, read_rows, write_rows
+from bayesbench.store.database import read_rows, write_rows
+from bayesbench.store.migrations import _stored_key
+from bayesbench.store.schema import SCHEMA_VERSION
 from bayesbench.sweep.expand import SweepJob
 from bayesbench.sweep.jobs import make_jobs
 

@@ -11,8 +11,9 @@ import pytest
 
 from bayesbench.report.leaderboard import json_runs, markdown, to_csv
 from bayesbench.scoring.metrics import Summary
-from bayesbench.store.database import SCHEMA_VERSION, read_records, read_rows, write_records
+from bayesbench.store.database import read_records, read_rows, write_records
 from bayesbench.store.records import EvalResult, MemberEvaluation, PermutationCheck, PositionCurves, RunRecord
+from bayesbench.store.schema import SCHEMA_VERSION
 
 NAN = float("nan")
 

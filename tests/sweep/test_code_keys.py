@@ -17,7 +17,8 @@ from bayesbench import outside_code, versions
 from bayesbench.cli import main
 from bayesbench.report.leaderboard import markdown
 from bayesbench.scoring.evaluate import eval_set, eval_set_id
-from bayesbench.store.database import SCHEMA_VERSION, read_records, read_rows, write_rows
+from bayesbench.store.database import read_records, read_rows, write_rows
+from bayesbench.store.schema import SCHEMA_VERSION
 from bayesbench.sweep.expand import SweepJob
 from bayesbench.sweep.jobs import make_jobs
 from bayesbench.tasks import outside_task
