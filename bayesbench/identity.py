@@ -1,6 +1,13 @@
 """The identity of a run: everything that decides its numbers, as one dict, and the keys hashed from it.
 
-`run_identity` is the only definition, used wherever a run is named:
+`RunSpec` holds a run's parts and `RunSpec.identity` is the only definition of the dict. A run's
+spec is made once, where the run is resolved, and read everywhere after: a job's when it is
+resolved (`sweep/jobs.py` `Job.spec`: the trainer, its checkpoint, the scorer and the rows read
+it from there), a model scored without training here (`scoring/trained_elsewhere.py`
+`scored_result`, for `evaluate_model`, `bayesbench score` and predictions files), a Trainer built
+without a job (`training/trainer.py`, from its own settings), and a row stored before rows
+recorded it (the store's migration, `store/migrations.py` `row_identity`). The identity is used
+wherever a run is named:
 
 - a job's key (`sweep/expand.py` `job_key`: `identity_key(identity, seeds)`) is its run
   directory's suffix and the `run_id` of its stored rows, so the same configuration finds its
@@ -36,27 +43,47 @@ outside model's leaderboard name.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from . import versions
 
 KEY_CHARS = 16  # hex characters of the SHA-256 kept: 64 bits
 
 
-def run_identity(*, task: dict, label: str, eval_lengths: Sequence[int], eval_scored: Sequence[str],
-                 eval_sequences: int | None, arch: str, model: dict, max_len: int | None, train: dict | None,
-                 device_type: str | None, threads: int | None, code: dict | None,
-                 tuning: dict | None = None) -> dict:
-    """The identity of a run (see the module docstring), from its parts: plain data, so that a
-    job, a trainer, a scored model and a stored row give the same dict for the same run. An
-    untuned run's has no `tuning` field at all (its key is what it was before tuning existed)."""
-    return {**({"tuning": dict(tuning)} if tuning else {}),
-            "task": task, "label": label, "eval_lengths": [int(k) for k in eval_lengths],
-            "eval_scored": list(eval_scored), "eval_sequences": eval_sequences, "arch": arch, "model": dict(model),
-            "max_len": max_len, "train": None if train is None else dict(train), "device_type": device_type,
-            "threads": threads, "code": versions.keyed(code)}
+@dataclass(frozen=True)
+class RunSpec:
+    """A run's parts that decide its numbers (see the module docstring for each), as resolved:
+    plain data, so that a job, a trainer, a scored model and a stored row give the same identity
+    for the same run."""
+
+    task: dict
+    label: str
+    eval_lengths: tuple[int, ...]
+    eval_scored: tuple[str, ...]
+    eval_sequences: int | None
+    arch: str
+    model: dict
+    max_len: int | None
+    train: dict | None
+    device_type: str | None
+    threads: int | None
+    code: dict | None
+    tuning: dict | None = None
+
+    @functools.cached_property
+    def identity(self) -> dict:
+        """The run's identity, without its seeds: the dict every key hashes (`identity_key`). An
+        untuned run's has no `tuning` field at all (its key is what it was before tuning existed)."""
+        return {**({"tuning": dict(self.tuning)} if self.tuning else {}),
+                "task": self.task, "label": self.label, "eval_lengths": [int(k) for k in self.eval_lengths],
+                "eval_scored": list(self.eval_scored), "eval_sequences": self.eval_sequences, "arch": self.arch,
+                "model": dict(self.model), "max_len": self.max_len,
+                "train": None if self.train is None else dict(self.train), "device_type": self.device_type,
+                "threads": self.threads, "code": versions.keyed(self.code)}
 
 
 def identity_key(identity: dict, seeds: Iterable[int] | None = None) -> str:

@@ -26,8 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 
-import torch
-
 from ..presets import get_preset
 from ..store.database import cache_dir_for, prepare_store
 from ..store.records import RunRecord
@@ -95,11 +93,9 @@ def score_predictions(paths: list[str], *, name: str, preset: str = "quick", tas
     """Check, score and store the predictions files `paths` (the evaluation sets of one task)
     as one row named `name` (module doc); returns its record."""
     from ..checks import int_at_least
-    from ..identity import run_identity
     from ..scoring.predictions import GivenPredictions
     from ..scoring.rows import score_run
-    from ..scoring.trained_elsewhere import check_name
-    from ..training.result import TrainResult
+    from ..scoring.trained_elsewhere import check_name, scored_result, scored_spec
 
     check_name(name)
     int_at_least("--params", params, 0, "the model's parameter count; 0: not given")
@@ -141,11 +137,8 @@ def score_predictions(paths: list[str], *, name: str, preset: str = "quick", tas
     max_len = max(b.seq_len for b, _ in given)
     n_sequences = sizes.pop()
     code = {"task": train_task.code(), "model": {"contents": "not recorded: predictions given in a file"}}
-    ident = {**run_identity(task=train_task.config(), label=setup.label, eval_lengths=lengths, eval_scored=scored_sets,
-                            eval_sequences=n_sequences, arch=name, model={}, max_len=max_len, train=None,
-                            device_type="cpu", threads=torch.get_num_threads(), code=code), "seeds": [seed]}
-    meta = {"preset": preset, "label": setup.label, "name": name, "eval_lengths": list(lengths),
-            "eval_scored": list(scored_sets), "eval_sequences": n_sequences, "scored_only": True}
-    result = TrainResult(_run_id(paths, name, setup.label, seed), model, [seed], steps, torch.zeros(0, 1), 0.0, {},
-                         None, ident, meta, code=code)
+    spec = scored_spec(train_task, setup.label, lengths, scored_sets, n_sequences, arch=name, model={},
+                       max_len=max_len, device_type="cpu", code=code)
+    result = scored_result(spec, _run_id(paths, name, setup.label, seed), model, [seed], steps, preset=preset,
+                           name=name)
     return score_run(result, db=db, device="cpu", write=store)

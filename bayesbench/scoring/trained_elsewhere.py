@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Sequence
 
 import torch
 from torch import nn
 
 from .. import trust
 from ..checks import positive_int
-from ..identity import run_identity
+from ..identity import RunSpec
 from ..models import EnsembleModel, TaskShape
 from ..models.adapter import AdaptedModel, from_modules
 from ..tasks import Task, task_from_config
@@ -134,17 +135,32 @@ def evaluate_model(model: nn.Module, task, *, name: str | None = None, db: str |
     name = name or (type(model.template).__name__ if isinstance(model, AdaptedModel) else type(model).__name__)
     check_name(name)
     arch = model.cfg.spec if isinstance(model, AdaptedModel) else name
-    ident = {**run_identity(task=task.config(), label=label, eval_lengths=lengths, eval_scored=scored,
-                            eval_sequences=eval_sequences or n_seq, arch=arch,
-                            model=dict(getattr(model, "options", {}) or {}), max_len=model.shape.max_len, train=None,
-                            device_type=next(model.parameters()).device.type, threads=torch.get_num_threads(),
-                            code=scored_code(task, arch, model)),
-             "seeds": list(model.seeds)}
-    result = TrainResult(run_id or uuid.uuid4().hex[:12], model, list(model.seeds), int(steps),
-                         torch.zeros(0, model.ensemble), 0.0, {}, None, ident,
-                         {"preset": preset, "label": label, "name": name, "eval_lengths": list(lengths),
-                          "eval_scored": list(scored), "eval_sequences": eval_sequences or n_seq, "scored_only": True})
+    spec = scored_spec(task, label, lengths, scored, eval_sequences or n_seq, arch=arch,
+                       model=dict(getattr(model, "options", {}) or {}), max_len=model.shape.max_len,
+                       device_type=next(model.parameters()).device.type, code=scored_code(task, arch, model))
+    result = scored_result(spec, run_id or uuid.uuid4().hex[:12], model, list(model.seeds), int(steps),
+                           preset=preset, name=name)
     return score_run(result, db=db, device=device or str(next(model.parameters()).device), write=store)
+
+
+def scored_spec(task: Task, label: str, lengths: Sequence[int], scored: Sequence[str], n_sequences: int, *,
+                arch: str, model: dict, max_len: int, device_type: str, code: dict) -> RunSpec:
+    """The spec (`bayesbench.identity.RunSpec`) of a model scored without training here (a model
+    given to `evaluate_model`, a checkpoint of `bayesbench score`, predictions files): no training,
+    the torch threads it is scored with; the one place such a run's identity is made."""
+    return RunSpec(task=task.config(), label=label, eval_lengths=tuple(int(k) for k in lengths),
+                   eval_scored=tuple(scored), eval_sequences=n_sequences, arch=arch, model=model, max_len=max_len,
+                   train=None, device_type=device_type, threads=torch.get_num_threads(), code=code)
+
+
+def scored_result(spec: RunSpec, run_id: str, model, seeds: list[int], steps: int, *, preset: str,
+                  name: str) -> TrainResult:
+    """A model scored without training here as the `TrainResult` the scorer takes
+    (`scoring.rows.score_run`): the identity, label and evaluation read from `spec`, no losses."""
+    meta = {"preset": preset, "label": spec.label, "name": name, "eval_lengths": list(spec.eval_lengths),
+            "eval_scored": list(spec.eval_scored), "eval_sequences": spec.eval_sequences, "scored_only": True}
+    return TrainResult(run_id, model, seeds, steps, torch.zeros(0, len(seeds)), 0.0, {}, None,
+                       {**spec.identity, "seeds": list(seeds)}, meta, code=dict(spec.code or {}))
 
 
 def check_name(name: str) -> str:

@@ -25,7 +25,7 @@ import sqlite3
 from collections.abc import Callable
 
 from .. import versions
-from ..identity import identity_key, run_identity
+from ..identity import RunSpec, identity_key
 from ..presets import RESOLVED_TASKS, labelled, options_label
 from .schema import COLUMNS, OPTIONAL_COLUMNS
 
@@ -75,7 +75,7 @@ def record_legacy_code(conn: sqlite3.Connection) -> None:
 
 
 def row_identity(row: dict, *, compiled: bool = False) -> dict:
-    """The identity (`bayesbench.identity.run_identity`) of a stored row that does not record one,
+    """The identity (`bayesbench.identity.RunSpec`) of a stored row that does not record one,
     from the fields it does: its task configuration and label, evaluation, architecture (an
     outside model's spec), model options, position table, training (`config.train`: what
     `TrainConfig.identity()` gives, but for torch.compile, which such rows do not record: off
@@ -86,13 +86,13 @@ def row_identity(row: dict, *, compiled: bool = False) -> dict:
     if train is not None and compiled:
         train = {**train, "compile": True}
     device = env.get("device")
-    return run_identity(task=row.get("task_config") or {}, label=row.get("task_label"),
-                        eval_lengths=config.get("eval_lengths") or (), eval_scored=config.get("eval_scored") or (),
-                        eval_sequences=config.get("eval_sequences"),
-                        arch=(config.get("model") or {}).get("spec") or row.get("arch"),
-                        model=config.get("model_args") or {}, max_len=config.get("max_len"), train=train,
-                        device_type=None if device is None else str(device).split(":")[0],
-                        threads=env.get("threads"), code=config.get("code"))
+    return RunSpec(task=row.get("task_config") or {}, label=row["task_label"],
+                   eval_lengths=tuple(config.get("eval_lengths") or ()),
+                   eval_scored=tuple(config.get("eval_scored") or ()), eval_sequences=config.get("eval_sequences"),
+                   arch=(config.get("model") or {}).get("spec") or row["arch"], model=config.get("model_args") or {},
+                   max_len=config.get("max_len"), train=train,
+                   device_type=None if device is None else str(device).split(":")[0],
+                   threads=env.get("threads"), code=config.get("code")).identity
 
 
 # How stores of schema version 4 and below keyed a job (`_stored_key`): the trainer's read-back

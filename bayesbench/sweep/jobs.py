@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from ..checks import SettingError
-from ..identity import run_identity
+from ..identity import RunSpec
 from ..metric_table import metric_versions
 from ..models import TaskShape, count_params, list_models
 from ..models.outside import preset_options
@@ -156,15 +156,22 @@ class Job:
         return {**run_code(self.task, self.arch), "metrics": metric_versions()}
 
     @functools.cached_property
-    def identity(self) -> dict:
-        """The job's identity without its seeds (`bayesbench.identity.run_identity`): its key, its
-        checkpoint's and its rows' (`sweep.expand.job_key`)."""
+    def spec(self) -> RunSpec:
+        """What decides the job's numbers (`bayesbench.identity.RunSpec`), made once from the
+        resolved job: the trainer (`one_job.train_and_score` gives it to `open_trainer`), its
+        checkpoint, the scorer and the rows read the identity from it."""
         setup = self.setup
-        return run_identity(task=self.task.config(), label=setup.label, eval_lengths=setup.eval_lengths,
-                            eval_scored=setup.eval_scored, eval_sequences=setup.eval_sequences, arch=self.arch,
-                            model=self.model, max_len=self.max_len, train=self.train.identity(),
-                            device_type=torch.device(self.device).type, threads=self.threads, code=self.code,
-                            tuning=self.tuning)
+        return RunSpec(task=self.task.config(), label=setup.label, eval_lengths=tuple(setup.eval_lengths),
+                       eval_scored=tuple(setup.eval_scored), eval_sequences=setup.eval_sequences, arch=self.arch,
+                       model=self.model, max_len=self.max_len, train=self.train.identity(),
+                       device_type=torch.device(self.device).type, threads=self.threads, code=self.code,
+                       tuning=self.tuning)
+
+    @property
+    def identity(self) -> dict:
+        """The job's identity without its seeds (`spec.identity`): its key's (`sweep.expand.job_key`),
+        its checkpoint's and its rows'."""
+        return self.spec.identity
 
     @functools.cached_property
     def params(self) -> int:
@@ -174,7 +181,8 @@ class Job:
     def open_trainer(self, run_dir: str | None, **kwargs):
         """The job's Trainer, in its run directory (`training.run.open_trainer`: run lock,
         leftovers removed, the checkpoint loaded with resume=True); use it as a context manager.
-        Keyword arguments: run_id, meta, resume, say, identity."""
+        Keyword arguments: run_id, meta, resume, say, spec (the job's `spec`, for a trainer of
+        the job as keyed)."""
         return open_trainer(self.task, self.arch, list(self.seeds), self.train, model_cfg=self.model,
                             max_len=self.max_len, device=self.device, run_dir=run_dir, **kwargs)
 
@@ -186,8 +194,7 @@ class Job:
         return {"preset": self.preset, "label": self.setup.label, "group_id": group_id, "name": self.name,
                 "eval_lengths": list(self.setup.eval_lengths), "eval_scored": list(self.setup.eval_scored),
                 "eval_sequences": self.setup.eval_sequences, "overrides": dict(self.overrides), "code": self.code,
-                **({"tuning_identity": self.tuning, "tuning": {**self.tuning, **(self.tuning_note or {})}}
-                   if self.tuning else {})}
+                **({"tuning": {**self.tuning, **(self.tuning_note or {})}} if self.tuning else {})}
 
 
 # ---------------------------------------------------------------- the resolver

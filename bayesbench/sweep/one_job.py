@@ -86,7 +86,7 @@ def train_and_score(sweep_job: SweepJob, runs_dir: str, threads: int, report: Re
         meta = {**job.meta(sweep_job.group_id), "sweep_size": sweep_job.size}
         check_still_keyed(sweep_job)
         with job.open_trainer(run_dir, run_id=sweep_job.key, meta=meta, resume=True,
-                              identity=job.identity) as trainer, _logged(sweep_job, trainer, run_dir, meta) as logger:
+                              spec=job.spec) as trainer, _logged(sweep_job, trainer, run_dir, meta) as logger:
             pruning = _pruning(sweep_job, trainer, runs_dir)
             resumed_from = trainer.step
             send({"kind": "start", "key": sweep_job.key, "pid": os.getpid(), "host": socket.gethostname(),

@@ -136,7 +136,7 @@ class TrainConfig:
         cls(**{"steps": 1, **settings})
 
     def identity(self) -> dict:
-        """The training part of a run's identity (`bayesbench.identity.run_identity`): every field
+        """The training part of a run's identity (`bayesbench.identity.RunSpec`): every field
         but those that change no number (`NOT_IN_IDENTITY`), the fields of optional features
         (`OPTIONAL`) only where they differ from their defaults."""
         out = dataclasses.asdict(self)

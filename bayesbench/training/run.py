@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from ..identity import RunSpec
 from ..running.runlock import run_lock
 from ..store.run_file import RUN_FILE
 from ..tasks import Task
@@ -23,7 +24,7 @@ from .trainer import Trainer, note
 def open_trainer(task: Task, arch: str, seeds: list[int], cfg: TrainConfig, *, model_cfg: dict | None = None,
                  max_len: int | None = None, device: torch.device | str = "cpu", run_dir: str | None = None,
                  run_id: str | None = None, meta: dict | None = None, resume: bool = False,
-                 say: Callable[[str], None] | None = None, identity: dict | None = None) -> Iterator[Trainer]:
+                 say: Callable[[str], None] | None = None, spec: RunSpec | None = None) -> Iterator[Trainer]:
     """The one way a run gets its Trainer: `with open_trainer(...) as trainer: trainer.fit()`.
 
     With `run_dir`, the run directory is locked for the block (`runlock.run_lock`: a second
@@ -31,7 +32,7 @@ def open_trainer(task: Task, arch: str, seeds: list[int], cfg: TrainConfig, *, m
     removed, and `resume=True` continues from run_dir/checkpoint.pt when it exists (model,
     optimiser, data streams, step, RNG: the resumed run is exactly the uninterrupted one).
     `say`, if given, is told which step it resumed from, or that there was no checkpoint.
-    `identity`: the identity the run was keyed by (`Trainer`).
+    `spec`: the run as it was resolved and keyed (a job's `Job.spec`; see `Trainer`).
     """
     if resume and run_dir is None:
         raise ValueError("resume=True needs run_dir (where the checkpoint is)")
@@ -40,7 +41,7 @@ def open_trainer(task: Task, arch: str, seeds: list[int], cfg: TrainConfig, *, m
             for name in (CHECKPOINT_NAME, RUN_FILE):  # temporary files of killed saves (checkpoints, run.json)
                 remove_leftovers(os.path.join(run_dir, name))
         trainer = Trainer(task, arch, seeds, cfg, model_cfg=model_cfg, max_len=max_len, device=device,
-                          run_dir=run_dir, run_id=run_id, meta=meta, identity=identity)
+                          run_dir=run_dir, run_id=run_id, meta=meta, spec=spec)
         path = trainer.checkpoint_path()
         if resume and os.path.exists(path):
             trainer.load(path)

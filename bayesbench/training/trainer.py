@@ -19,6 +19,7 @@ Its settings are `config.py`'s, its data `stream.py`'s, its loss and precision `
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -27,7 +28,7 @@ import uuid
 import torch
 from torch import Tensor
 
-from ..identity import difference, run_identity
+from ..identity import RunSpec, difference
 from ..metric_table import curve_metrics
 from ..models import get_model
 from ..running import interrupt
@@ -69,11 +70,14 @@ class Trainer:
     def __init__(self, task: Task, arch: str, seeds: list[int], cfg: TrainConfig, *,
                  model_cfg: dict | None = None, max_len: int | None = None,
                  device: torch.device | str = "cpu", run_dir: str | None = None,
-                 run_id: str | None = None, meta: dict | None = None, identity: dict | None = None) -> None:
-        """`meta`: the caller's notes kept in the checkpoint; its label and evaluation settings
-        (`label`, `eval_lengths`, `eval_scored`, `eval_sequences`) are part of the run's identity.
-        `identity`: the identity the caller keyed this run by (a sweep job's), checked against
-        the trainer's own (`identity()`) so that a key always describes its checkpoint."""
+                 run_id: str | None = None, meta: dict | None = None, spec: RunSpec | None = None) -> None:
+        """`spec`: the run as its caller resolved and keyed it (a sweep job's `Job.spec`): the
+        trainer's identity is read from it (its label and evaluation too), after checking that the
+        trainer's own settings are the ones it names, so that a key always describes its
+        checkpoint. Without one (a trainer built directly), the trainer's settings make its spec,
+        with the label and evaluation settings `meta` gives (`label`, `eval_lengths`,
+        `eval_scored`, `eval_sequences`; by default the task's description and none).
+        `meta`: the caller's notes, kept in the checkpoint and read by the scorer."""
         self.task, self.arch, self.seeds, self.cfg = task, arch, check_seeds(seeds), cfg
         self.code = run_code(task, arch)
         self.model_cfg, self.max_len = dict(model_cfg or {}), max_len
@@ -81,6 +85,7 @@ class Trainer:
         self.run_dir, self.run_id = run_dir, run_id or uuid.uuid4().hex[:12]
         self.meta = dict(meta or {})
         self.threads = torch.get_num_threads()  # part of the identity: the last digits depend on it
+        self.spec = self._spec(spec)
         set_matmul_precision(cfg.precision, self.device)
         self.model = get_model(arch, task, seeds=self.seeds, max_len=max_len, device=self.device, **self.model_cfg)
         self.model.validate_token_values = False  # the task's sampler makes the tokens: in range by construction
@@ -108,7 +113,7 @@ class Trainer:
         # learning curves: the fixed set on the device, the steps to measure, the host log and the
         # device values not yet read; members stopped by cfg.until and the device mask of the others
         self.curve_set = CurveSet(self.curve_task(), cfg.curve_sequences, self.device, split=cfg.curve_set,
-                                  eval_sequences=self.meta.get("eval_sequences")) if cfg.curves else None
+                                  eval_sequences=self.spec.eval_sequences) if cfg.curves else None
         self._curve_at = set(curve_steps(cfg.steps, cfg.curve_every)) if cfg.curves else set()
         self.curve = self._new_curve() if cfg.curves else None
         if cfg.until is not None and cfg.until_metric not in self.curve.values_kept():
@@ -123,10 +128,6 @@ class Trainer:
         # header), trainer.step the 0-based step being taken; after_sync(trainer) once the losses and
         # curve points are read back (training/loggers.py).
         self.hooks: list = []
-        # the code is the worker's to check (`sweep.one_job.check_still_keyed`): a key also holds the metrics'
-        differs = None if identity is None else difference(identity, self.identity(), skip=("seeds", "code"))
-        if differs:
-            raise ValueError(f"the trainer is not the run it was keyed by: {differs} (the key there, the trainer here)")
 
     def _call_hooks(self, name: str, *args) -> None:
         for hook in self.hooks:
@@ -140,7 +141,7 @@ class Trainer:
 
     def curve_task(self) -> Task:
         """The task the learning curve scores (`curves.curve_task`: the primary evaluation's)."""
-        return curve_task(self.task, self.meta.get("eval_scored"))
+        return curve_task(self.task, self.spec.eval_scored)
 
     def _new_curve(self) -> EnsembleCurve:
         return EnsembleCurve.empty(self.curve_set, self.cfg.curve_every, self.cfg.batch_size, self.task.seq_len)
@@ -153,16 +154,27 @@ class Trainer:
         """Whether any member still trains (as of the last sync): neither diverged nor stopped."""
         return any(a and e not in self.stopped for e, a in enumerate(self.alive))
 
+    def _spec(self, keyed: RunSpec | None) -> RunSpec:
+        """The run's spec: `keyed` (the caller's), checked against the trainer's settings, else one
+        made of them (see `__init__`)."""
+        own = {"task": self.task.config(), "arch": self.arch, "model": self.model_cfg, "max_len": self.max_len,
+               "train": self.cfg.identity(), "device_type": self.device.type, "threads": self.threads}
+        if keyed is None:
+            meta = self.meta
+            return RunSpec(label=meta.get("label", self.task.describe()),
+                           eval_lengths=tuple(meta.get("eval_lengths", ())),
+                           eval_scored=tuple(meta.get("eval_scored", ())), eval_sequences=meta.get("eval_sequences"),
+                           code=self.code, **own)
+        # the code is the worker's to check (`sweep.one_job.check_still_keyed`): a key also holds the metrics'
+        differs = difference(keyed.identity, dataclasses.replace(keyed, **own).identity, skip=("code",))
+        if differs:
+            raise ValueError(f"the trainer is not the run it was keyed by: {differs} (the key there, the trainer here)")
+        return keyed
+
     def identity(self) -> dict:
-        """The run's identity (`bayesbench.identity.run_identity`, from the trainer's settings as
-        they are now) and its seeds: what a checkpoint records and what must match to resume it."""
-        meta = self.meta
-        ident = run_identity(task=self.task.config(), label=meta.get("label", self.task.describe()),
-                             eval_lengths=meta.get("eval_lengths", ()), eval_scored=meta.get("eval_scored", ()),
-                             eval_sequences=meta.get("eval_sequences"), arch=self.arch, model=self.model_cfg,
-                             max_len=self.max_len, train=self.cfg.identity(), device_type=self.device.type,
-                             threads=self.threads, code=self.code, tuning=meta.get("tuning_identity"))
-        return {**ident, "seeds": list(self.seeds)}
+        """The run's identity (`spec.identity`) and its seeds: what a checkpoint records and what
+        must match to resume it."""
+        return {**self.spec.identity, "seeds": list(self.seeds)}
 
     # -- one step
     def train_step(self) -> Tensor:

@@ -3,6 +3,7 @@ guard, and checkpoints that make a resumed run end exactly where an uninterrupte
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 
@@ -317,11 +318,12 @@ def test_a_checkpoint_of_another_run_is_refused_naming_the_field(bij, tmp_path):
 
 
 def test_a_trainer_keyed_by_another_identity_is_refused(bij):
-    """A job's key must describe its checkpoint: the identity the caller keyed the run by is
-    checked against the trainer's own when it is built."""
+    """A job's key must describe its checkpoint: the spec the caller keyed the run by is checked
+    against the trainer's own settings when it is built, and its identity is the trainer's."""
     cfg = _cfg(steps=4)
-    own = Trainer(bij, "mlp", [0], cfg, model_cfg=dict(depth=1, width=8)).identity()
-    keyed = {k: v for k, v in own.items() if k != "seeds"}
-    Trainer(bij, "mlp", [0], cfg, model_cfg=dict(depth=1, width=8), identity=keyed)
+    own = Trainer(bij, "mlp", [0], cfg, model_cfg=dict(depth=1, width=8))
+    keyed = dataclasses.replace(own.spec, label="bij keyed", eval_sequences=64)  # the caller's to say
+    trainer = Trainer(bij, "mlp", [0], cfg, model_cfg=dict(depth=1, width=8), spec=keyed)
+    assert trainer.identity() == {**keyed.identity, "seeds": [0]} and trainer.spec is keyed
     with pytest.raises(ValueError, match=r"not the run it was keyed by: max_len differs"):
-        Trainer(bij, "mlp", [0], cfg, model_cfg=dict(depth=1, width=8), identity={**keyed, "max_len": 99})
+        Trainer(bij, "mlp", [0], cfg, model_cfg=dict(depth=1, width=8), spec=dataclasses.replace(keyed, max_len=99))
