@@ -39,7 +39,7 @@ def candidate_sets(preset: str, sizes: set[int], task: str | None = None,
     """(task key, TaskSetup, SetSpec) of every evaluation set a predictions file may name: the
     preset's tasks (or `task` alone, with `task_args`) at each size in `sizes`."""
     keys = [task] if task is not None else list(get_preset(preset).tasks)
-    out = []
+    out: list[tuple[str, object, SetSpec]] = []
     for key in keys:
         setup = task_setup(key, task_args if task is not None else None, preset)
         for n in sorted(sizes):

@@ -135,10 +135,10 @@ def evaluate_model(model: nn.Module, task, *, name: str | None = None, db: str |
     name = name or (type(model.template).__name__ if isinstance(model, AdaptedModel) else type(model).__name__)
     check_name(name)
     arch = model.cfg.spec if isinstance(model, AdaptedModel) else name
-    spec = scored_spec(task, label, lengths, scored, eval_sequences or n_seq, arch=arch,
-                       model=dict(getattr(model, "options", {}) or {}), max_len=model.shape.max_len,
-                       device_type=next(model.parameters()).device.type, code=scored_code(task, arch, model))
-    result = scored_result(spec, run_id or uuid.uuid4().hex[:12], model, list(model.seeds), int(steps),
+    run_spec = scored_spec(task, label, lengths, scored, eval_sequences or n_seq, arch=arch,
+                           model=dict(getattr(model, "options", {}) or {}), max_len=model.shape.max_len,
+                           device_type=next(model.parameters()).device.type, code=scored_code(task, arch, model))
+    result = scored_result(run_spec, run_id or uuid.uuid4().hex[:12], model, list(model.seeds), int(steps),
                            preset=preset, name=name)
     return score_run(result, db=db, device=device or str(next(model.parameters()).device), write=store)
 

@@ -142,7 +142,7 @@ def _connect_read_only(path: str) -> sqlite3.Connection:
     from urllib.parse import quote
 
     uri = "file:" + quote(os.path.abspath(path))
-    last = None
+    last: sqlite3.Error = sqlite3.OperationalError("unable to open database file")
     for mode in ("mode=ro", "mode=ro&immutable=1"):
         try:
             conn = sqlite3.connect(f"{uri}?{mode}", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)

@@ -136,7 +136,9 @@ def _ran_label(label: str, task_config: dict | None) -> str:
     below labelled with its task options as given (`presets.options_label`: 'bijection V=8 L=7
     repl [L=19 V=20 variant=code]' becomes 'bijection V=20 L=19 repl'); any other label as it is."""
     found = re.fullmatch(r"(.*?) \[(.*)\]", label or "")
-    base = RESOLVED_TASKS.get(found[1]) if found else None
+    if found is None:
+        return label
+    base = RESOLVED_TASKS.get(found[1])
     if base is None or not task_config or base["task"] != task_config.get("task"):
         return label
     return labelled(found[1], base, task_config)  # the row's task_config: Task.config() of what ran

@@ -100,7 +100,7 @@ class EvalResult:
     @classmethod
     def from_json(cls, d: dict) -> EvalResult:
         metrics = set(cls.metric_names())
-        args = {}
+        args: dict[str, typing.Any] = {}
         for f in dataclasses.fields(cls):
             if f.name in metrics:
                 args[f.name] = _summary_from_json(d.get(f.name))

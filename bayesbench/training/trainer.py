@@ -24,6 +24,7 @@ import math
 import os
 import time
 import uuid
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -157,8 +158,9 @@ class Trainer:
     def _spec(self, keyed: RunSpec | None) -> RunSpec:
         """The run's spec: `keyed` (the caller's), checked against the trainer's settings, else one
         made of them (see `__init__`)."""
-        own = {"task": self.task.config(), "arch": self.arch, "model": self.model_cfg, "max_len": self.max_len,
-               "train": self.cfg.identity(), "device_type": self.device.type, "threads": self.threads}
+        own: dict[str, Any] = {"task": self.task.config(), "arch": self.arch, "model": self.model_cfg,
+                               "max_len": self.max_len, "train": self.cfg.identity(),
+                               "device_type": self.device.type, "threads": self.threads}
         if keyed is None:
             meta = self.meta
             return RunSpec(label=meta.get("label", self.task.describe()),
@@ -331,8 +333,9 @@ class Trainer:
                     if every and self.step % every == 0 and self.step < self.cfg.steps and self.run_dir \
                             and self.running():
                         self.save()
-                    if interrupt.requested():
-                        self._stop(interrupt.requested())
+                    signame = interrupt.requested()
+                    if signame:
+                        self._stop(signame)
             self.sync()
             self.elapsed = time.perf_counter() - start
         finally:
