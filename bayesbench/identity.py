@@ -4,7 +4,8 @@
 spec is made once, where the run is resolved, and read everywhere after: a job's when it is
 resolved (`sweep/jobs.py` `Job.spec`: the trainer, its checkpoint, the scorer and the rows read
 it from there), a model scored without training here (`scoring/trained_elsewhere.py`
-`scored_result`, for `evaluate_model`, `bayesbench score` and predictions files), a Trainer built
+`scored_spec`: a model given to `evaluate_model`, a state dict or predictions files given to
+`bayesbench score`; a bayesbench checkpoint scored again keeps its own), a Trainer built
 without a job (`training/trainer.py`, from its own settings), and a row stored before rows
 recorded it (the store's migration, `store/migrations.py` `row_identity`). The identity is used
 wherever a run is named:

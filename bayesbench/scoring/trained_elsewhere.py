@@ -146,8 +146,8 @@ def evaluate_model(model: nn.Module, task, *, name: str | None = None, db: str |
 def scored_spec(task: Task, label: str, lengths: Sequence[int], scored: Sequence[str], n_sequences: int, *,
                 arch: str, model: dict, max_len: int, device_type: str, code: dict) -> RunSpec:
     """The spec (`bayesbench.identity.RunSpec`) of a model scored without training here (a model
-    given to `evaluate_model`, a checkpoint of `bayesbench score`, predictions files): no training,
-    the torch threads it is scored with; the one place such a run's identity is made."""
+    given to `evaluate_model`, a state dict or predictions files given to `bayesbench score`): no
+    training, the torch threads it is scored with; the one place such a run's identity is made."""
     return RunSpec(task=task.config(), label=label, eval_lengths=tuple(int(k) for k in lengths),
                    eval_scored=tuple(scored), eval_sequences=n_sequences, arch=arch, model=model, max_len=max_len,
                    train=None, device_type=device_type, threads=torch.get_num_threads(), code=code)
