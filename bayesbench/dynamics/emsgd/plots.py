@@ -1,14 +1,21 @@
 """Figures of an EM-vs-SGD study: loss curves against the Bayes floors, and Paper II section 7.1's
 toy figures (attention heatmaps sharpening over the first ~100 steps, attention entropy over
 training, PCA trajectories of the value prototypes mu_s W_V). Each figure's heading carries the
-study's `setting` (variant, data size, updates, seeds), and bands are said to be bands."""
+study's `setting` (variant, data size, updates, seeds), and bands are said to be bands.
+`toy_figures` and `deep_figures` draw a study's set of them into its report folder."""
 
 from __future__ import annotations
+
+import math
+import os
 
 import torch
 from torch import Tensor
 
 from ...figures import count, heading, save, subplots, unique_legend
+from .deep import DeepRun
+from .toy import ToyRun
+from .train import TEST_SEED_OFFSET
 
 COLORS = {"sgd": "tab:red", "em": "tab:blue", "adamw": "tab:red", "adamw-em": "tab:blue", "wo10": "tab:green",
           "wqk10": "tab:purple", "sgd3": "tab:orange", "sgd10": "tab:brown", "sgd-emtotal": "tab:cyan",
@@ -118,3 +125,42 @@ def value_trajectories(path: str, protos: Tensor, schedules: list[str], record_s
     heading(fig, f"PCA of the value prototypes mu_s W_V over training, seed {seed} (one colour per symbol)",
             setting, fontsize=9)
     return save(fig, path), [float(f) for f in frac]
+
+
+def toy_setting(variant: str, seeds: list[int], *, steps: int, length: int, sequences: int, means: str) -> str:
+    """The line under every toy figure's title: the variant, its data, updates, seeds and symbol means."""
+    data_words = f"T={length}" if variant == "paper" else f"{sequences} sequences of L={length} per seed"
+    return (f"{variant} variant, {data_words}; {steps} full-batch updates; {len(seeds)} seeds {seeds}; symbol "
+            f"means {means}")
+
+
+def toy_figures(out_dir: str, run: ToyRun, summary: dict, seeds: list[int], n_classes: int,
+                setting: str) -> tuple[list[str], list[float]]:
+    """A toy study's figures in `out_dir`: training and test loss of every schedule against the
+    floors, and for SGD and EM-like (the two schedules of Paper II section 7.1's figures) the
+    attention heatmaps, attention entropy and value trajectories. Returns the paths and the
+    variance fraction of the trajectories' PC1 and PC2."""
+    names, held, ent = run.schedules, summary["held_out"], run.attn_entropy
+    pair = [names.index("sgd"), names.index("em")]
+    figures = [loss_curves(os.path.join(out_dir, "loss.png"), run.losses, names, summary["floors_nats"],
+                           "training loss of each schedule", setting=setting),
+               loss_curves(os.path.join(out_dir, "held_out_loss.png"), run.test_losses, names,
+                           {"exact filtering floor, test split (mean over seeds)": held["floor_mean"],
+                            "chance, ln 8": math.log(n_classes)},
+                           f"test-split loss: a held-out sequence per seed (seed + {TEST_SEED_OFFSET}), scored "
+                           "every 10 updates", steps=run.record_steps, ylabel="test cross-entropy (nats)",
+                           ylim=(held["floor_mean"] - 0.05, math.log(n_classes) + 0.25), setting=setting),
+               heatmaps(os.path.join(out_dir, "attention_heatmaps.png"), {n: run.heatmaps[n] for n in ("sgd", "em")},
+                        seeds[0], setting),
+               attention_entropy(os.path.join(out_dir, "attention_entropy.png"), run.record_steps, ent, names,
+                                 setting, uniform=summary["max_attention_entropy_nats"])]
+    path, frac = value_trajectories(os.path.join(out_dir, "value_pca.png"), run.prototypes[pair, 0], ["sgd", "em"],
+                                    run.record_steps, seeds[0], setting)
+    return [*figures, path], frac
+
+
+def deep_figures(out_dir: str, run: DeepRun, summary: dict, seeds: list[int], *, steps: int, length: int) -> list[str]:
+    """The deep variant's figure in `out_dir`: each schedule's training loss against the floors."""
+    return [loss_curves(os.path.join(out_dir, "loss.png"), run.losses, run.schedules, summary["floors_nats"],
+                        "deep variant (4 layers x 4 heads, AdamW): training loss",
+                        setting=f"T={length}; {steps} steps; {len(seeds)} seeds {seeds}")]
