@@ -203,7 +203,7 @@ def reach_cell(r: Reach | None) -> str:
 def improving_cell(flags: list[bool | None]) -> str:
     if not flags or any(f is None for f in flags):
         return "-" if not flags or all(f is None for f in flags) else "n/a"
-    return f"{sum(flags)}/{len(flags)}"
+    return f"{sum(bool(f) for f in flags)}/{len(flags)}"
 
 
 def fmt_bits(x) -> str:
@@ -299,12 +299,11 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
         if (row.task, row.eval) not in seen:
             seen.add((row.task, row.eval))
             notes.append(f"  - {row.task} {row.eval}: {row.positions}; {row.n_sequences} sequences")
-    perm = [r for r in records if r.permutation is not None]
+    perm = [(r, r.permutation) for r in records if r.permutation is not None]
     if perm:
         notes.append("- HMM label-permutation check (docs/science.md#hmm-state-tracking; same sequences, hidden states "
                      "relabelled, posterior recomputed): entropy MAE vs permuted entropy MAE, difference with 95% CI:")
-        for r in perm:
-            p = r.permutation
+        for r, p in perm:
             d = p.difference
             notes.append(f"  - {r.task_label} {p.eval} {r.arch} seed {r.seed}: {fmt_bits(p.entropy_mae)} vs "
                          f"{fmt_bits(p.entropy_mae_permuted)}, difference {_signed(d.mean)} "

@@ -235,7 +235,7 @@ def _table(rows: list[Row], best: float, differ: dict, caption: str) -> str:
             f"<thead><tr>{ths}</tr></thead><tbody>{body}</tbody><tfoot>{foot}</tfoot></table></div>")
 
 
-def _index(agg: list[dict], figures: Figures, db_label: str, n_records: int, studies: list[dict]) -> tuple[str, int]:
+def _index(agg: list[Row], figures: Figures, db_label: str, n_records: int, studies: list[dict]) -> tuple[str, int]:
     """The leaderboard page and the number of tables on it."""
     from .leaderboard import differing_settings
     from .plots import learning_curves_figure, per_position_figure
@@ -270,7 +270,7 @@ def _index(agg: list[dict], figures: Figures, db_label: str, n_records: int, stu
         task_records = list({(r.run_id, r.seed): r for key in keys for row in blocks[key]
                              for r in row.records}.values())
         curves = latest_runs([r for r in task_records if r.learning_curve is not None])
-        curve_eval = curves[0].learning_curve.eval if curves else None
+        curve_eval = next((r.learning_curve.eval for r in curves if r.learning_curve is not None), None)
         for key in keys:
             rows = blocks[key]
             first = rows[0]

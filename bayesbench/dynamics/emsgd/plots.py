@@ -29,12 +29,12 @@ def loss_curves(path: str, losses: Tensor, schedules: list[str], floors: dict[st
     """Mean loss over seeds per schedule ([S, E, n] at `steps`, default 0..n-1), a band from the
     10th to the 90th percentile seed, and horizontal lines at each floor (nats)."""
     fig, ax = subplots(figsize=(8, 5))
-    steps = torch.arange(losses.shape[-1]) if steps is None else torch.tensor(steps)
+    x = torch.arange(losses.shape[-1]) if steps is None else torch.tensor(steps)
     for j, name in enumerate(schedules):
         curves = losses[j]
         lo, hi = torch.quantile(curves, torch.tensor([0.1, 0.9]), dim=0)
-        ax.plot(steps, curves.mean(0), color=COLORS.get(name), label=f"{name} ({count(curves.shape[0], 'seed')})")
-        ax.fill_between(steps, lo, hi, color=COLORS.get(name), alpha=0.2)
+        ax.plot(x, curves.mean(0), color=COLORS.get(name), label=f"{name} ({count(curves.shape[0], 'seed')})")
+        ax.fill_between(x, lo, hi, color=COLORS.get(name), alpha=0.2)
     for (label, value), style in zip(floors.items(), ("--", ":", "-.")):
         ax.axhline(value, color="black", linestyle=style, lw=1, label=f"{label} = {value:.4f}")
     ax.set_xlabel("full-batch update (step)")
@@ -63,8 +63,8 @@ def heatmaps(path: str, maps: dict[str, dict[int, Tensor]], seed: int, setting: 
     fig.supylabel("query position i", fontsize=9)
     bar = fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8)
     bar.set_label("attention weight alpha[i, j]")
-    n = maps[names[0]][steps[0]].shape[-1]
-    heading(fig, f"attention weights of the first {n} positions, seed {seed}", setting, fontsize=9)
+    width = maps[names[0]][steps[0]].shape[-1]
+    heading(fig, f"attention weights of the first {width} positions, seed {seed}", setting, fontsize=9)
     return save(fig, path, dpi=110)
 
 
@@ -144,7 +144,7 @@ def toy_figures(out_dir: str, run: ToyRun, summary: dict, seeds: list[int], n_cl
     pair = [names.index("sgd"), names.index("em")]
     figures = [loss_curves(os.path.join(out_dir, "loss.png"), run.losses, names, summary["floors_nats"],
                            "training loss of each schedule", setting=setting),
-               loss_curves(os.path.join(out_dir, "held_out_loss.png"), run.test_losses, names,
+               loss_curves(os.path.join(out_dir, "held_out_loss.png"), run.split_losses("test"), names,
                            {"exact filtering floor, test split (mean over seeds)": held["floor_mean"],
                             "chance, ln 8": math.log(n_classes)},
                            f"test-split loss: a held-out sequence per seed (seed + {TEST_SEED_OFFSET}), scored "

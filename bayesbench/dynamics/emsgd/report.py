@@ -109,12 +109,12 @@ def toy_sections(variant: str, seeds: list[int], steps: int, length: int, sequen
                 + "\n\n**Secondary**\n\n" + verdict_table(summary["verdicts"], "secondary"))
     rows = ["| threshold | speed-up | 95% interval | method | mean steps of EM-like | seeds that reached it |",
             "|---|---|---|---|---|---|"]
-    for s in (per_seed, pooled):
-        value, interval = ((f"{s.value:.2f}x", f"[{s.ci_low:.2f}, {s.ci_high:.2f}]") if s.reached
+    for sp in (per_seed, pooled):
+        value, interval = ((f"{sp.value:.2f}x", f"[{sp.ci_low:.2f}, {sp.ci_high:.2f}]") if sp.reached
                            else ("not reached", "-"))
-        method = "t-interval of the mean steps" if s.method == "t" else "BCa bootstrap"
-        rows.append(f"| {s.threshold} | {value} | {interval} | {method} | {s.mean_steps:.1f} | "
-                    f"{s.reached}/{len(seeds)} |")
+        method = "t-interval of the mean steps" if sp.method == "t" else "BCa bootstrap"
+        rows.append(f"| {sp.threshold} | {value} | {interval} | {method} | {sp.mean_steps:.1f} | "
+                    f"{sp.reached}/{len(seeds)} |")
     rows.append(f"| authors (Paper II §7.2, 5 seeds) | {AUTHORS_SPEEDUP}x | - | - | 430 | - |")
     floors = "\n".join(f"- {k}: {v:.4f} nats = {summary['floors_bits'][k]:.4f} bits"
                        for k, v in summary["floors_nats"].items())

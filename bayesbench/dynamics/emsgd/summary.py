@@ -38,7 +38,7 @@ def held_out_summary(run: ToyRun, floors: list[float], chosen_by: str = "validat
     training loss falls faster but whose test loss does not is fitting its training data."""
     out: dict = {"floor_mean": sum(floors) / len(floors), "chosen_by": chosen_by}
     for j, n in enumerate(run.schedules):
-        t = run.test_losses[j]
+        t = run.split_losses("test")[j]
         chooser = run.validation_losses[j] if run.validation_losses is not None else t
         at = chooser.argmin(1)
         stopped = t.gather(1, at.view(-1, 1)).squeeze(1)
@@ -86,7 +86,7 @@ def toy_summary(variant: str, seeds: list[int], steps: int, means: str, run: Toy
     ent = run.attn_entropy
     i100 = min(range(len(run.record_steps)), key=lambda r: abs(run.record_steps[r] - 100))
     held = held_out_summary(run, [d.floor() for d in splits.test])
-    best = best_on_validation(run.validation_losses, names, SGD_SWEEP)
+    best = best_on_validation(run.split_losses("validation"), names, SGD_SWEEP)
     summary = {
         "variant": variant, "seeds": len(seeds), "steps": steps, "schedules": names, "means": means,
         "speedup_per_seed": per_seed.as_dict(), "speedup_pooled": pooled.as_dict(), "authors_speedup": AUTHORS_SPEEDUP,
@@ -108,6 +108,7 @@ def toy_records(run: ToyRun, seeds: list[int], splits: Splits, summary: dict, pe
     its attention entropy, test and validation losses at the recorded steps and its steps to each
     fraction of the gap; per seed its floors and EM-like's steps to SGD's final loss."""
     gaps, ent = summary["gap"], run.attn_entropy
+    test, validation = run.split_losses("test"), run.split_losses("validation")
     records: list[Record] = []
     for j, n in enumerate(run.schedules):
         for e, s in enumerate(seeds):
@@ -115,9 +116,9 @@ def toy_records(run: ToyRun, seeds: list[int], splits: Splits, summary: dict, pe
             records += [(s, i, -1, -1, f"update_norm_{n}", v) for i, v in enumerate(run.update_norms[j, e].tolist())]
             records += [(s, st, -1, -1, f"attn_entropy_{n}", float(ent[j, e, r]))
                         for r, st in enumerate(run.record_steps)]
-            records += [(s, st, -1, -1, f"test_loss_{n}", float(run.test_losses[j, e, r]))
+            records += [(s, st, -1, -1, f"test_loss_{n}", float(test[j, e, r]))
                         for r, st in enumerate(run.record_steps)]
-            records += [(s, st, -1, -1, f"validation_loss_{n}", float(run.validation_losses[j, e, r]))
+            records += [(s, st, -1, -1, f"validation_loss_{n}", float(validation[j, e, r]))
                         for r, st in enumerate(run.record_steps)]
             records += [(s, -1, -1, -1, f"steps_to_gap{round(100 * p)}_{n}", gaps[n]["steps"][k][e])
                         for k, p in enumerate(FRACTIONS)]
