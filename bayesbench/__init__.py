@@ -18,9 +18,7 @@ Importing the package imports none of them (nor torch): each is loaded when firs
 from __future__ import annotations
 
 import sys as _sys
-import types as _types
 
-from . import _moved
 from .running.provenance import package_version as _package_version
 
 __version__ = _package_version()  # from git tags at build time (setuptools-scm); the commit: running/provenance.py
@@ -55,28 +53,11 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module(_API[name]), name)
         globals()[name] = value
         return value
-    old = f"{__name__}.{name}"
-    if old in _moved.MOVED_MODULES:  # an old module path, read as an attribute or by `from bayesbench import X`
-        import warnings
-
-        warnings.warn(_moved.message(old, _moved.MOVED_MODULES[old]), DeprecationWarning, stacklevel=2)
-        return _moved.import_quietly(old)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
     return sorted({n for n in globals() if not n.startswith("_")} | set(_API) | {"__version__"})
-
-
-class _Package(_types.ModuleType):
-    """The package's module type: importing an old module path that shares its name with an API
-    function (`bayesbench.train`, `bayesbench.leaderboard`: `_moved.API_NAMES`) does not replace
-    the function with the module (the import system sets the attribute after loading it)."""
-
-    def __setattr__(self, name: str, value) -> None:
-        if isinstance(value, _types.ModuleType) and f"{__name__}.{name}" in _moved.API_NAMES:
-            return
-        super().__setattr__(name, value)
 
 
 class _TorchFirst:
@@ -92,7 +73,5 @@ class _TorchFirst:
         return None
 
 
-_sys.modules[__name__].__class__ = _Package
-_moved.install()
 if not any(isinstance(f, _TorchFirst) for f in _sys.meta_path):
     _sys.meta_path.insert(0, _TorchFirst())

@@ -26,9 +26,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-# log_auc and value_at are defined in bayesbench/stats.py; still importable from here (and from the old path
-# bayesbench.store.curve_stats) for code written against the earlier layout
-from ..stats import log_auc, log_interval, stays_from, value_at  # noqa: F401
+from ..stats import log_interval, stays_from
 from ..store.records import LearningCurve, trained_part
 
 IMPROVING_POINTS = 4

@@ -10,7 +10,8 @@ configuration) across runs (the newest record of a seed run twice), with the num
 shown; `latest=True` keeps only the newest run of each (task, arch), `per_run=True` gives one
 row per run. Input everywhere: the stored `RunRecord`s (`report.selection.select_rows`), pooled into
 `report.rows.Row`s (`aggregate`); `report.headline` states the science the leaderboard
-exists to show.
+exists to show. What every column and mark means is said once in `report.notes`, which the
+notes under the table and the site's footer both read.
 
 Beside the final numbers, what the learning curves say (`curve_stats`; on the evaluation the
 curves measure, the primary one): the steps (and sequences) to reach a threshold on the curve
@@ -33,8 +34,8 @@ from ..store.database import row_settings
 from ..store.records import EvalResult, RunRecord, json_safe
 from ..store.tuning import tuning_marks, tuning_of
 from .curve_stats import Reach, still_improving, trained_part
+from .notes import ranked_label, table_notes, threshold_bits
 from .rows import (
-    AT_FLOOR,
     AUC,
     DEFAULT_THRESHOLD,
     Row,
@@ -44,7 +45,6 @@ from .rows import (
     check_metric,
     check_threshold,
     curve_metric_for,
-    described,
     final_metrics,
     measured_wall,
     set_marks,
@@ -57,10 +57,6 @@ FORMATS = ("md", "csv", "json")
 # rows says it (`leaderboard --json`, `export --format json`, `score`/`train --json`); raise it when a key
 # changes meaning or goes, not when one is added
 SCHEMA_VERSION = 1
-# what '(trained)' after an evaluation's name means: said under the Markdown table and on every site page
-TRAINED_NOTE = ("'(trained)' after an evaluation's name: the evaluation set of the task and positions the row was "
-                "trained on, the one its learning curves measure; the run's other evaluations score the same trained "
-                "models on sets they were not trained for (other lengths K, other scored positions)")
 
 
 def _num(x: float | None) -> float | None:
@@ -207,7 +203,7 @@ def reach_cell(r: Reach | None) -> str:
 def improving_cell(flags: list[bool | None]) -> str:
     if not flags or any(f is None for f in flags):
         return "-" if not flags or all(f is None for f in flags) else "n/a"
-    return f"{sum(flags)}/{len(flags)}"
+    return f"{sum(bool(f) for f in flags)}/{len(flags)}"
 
 
 def fmt_bits(x) -> str:
@@ -253,11 +249,6 @@ def params_cell(row: Row) -> str:
     return " / ".join(_count(n) if n else "-" for n in counts) or "-"
 
 
-def _ranked(metric: str, curve_metric: str) -> str:
-    """How the ranked column is named."""
-    return short(metric) if metric != AUC else f"AUC of {short(curve_metric)} over log step"
-
-
 def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: bool = False, *,
              threshold: float = DEFAULT_THRESHOLD, curve_metric: str | None = None) -> str:
     """The leaderboard table ranked by `metric` (or by the learning curve's AUC), with the curve
@@ -274,9 +265,10 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
     flops = any(row.flops for row in agg)  # rows trained with a FLOPs count: two columns for it
     lines = [f"| task | eval | arch |{' settings |' if differ else ''} params | steps |{FLOPS_HEADER if flops else ''}"
              f" wall (s) | seeds | "
-             f"**{_ranked(metric, cm)}** (bits), mean [95% CI over seeds] | per seed | "
+             f"**{ranked_label(metric, cm)}** (bits), mean [95% CI over seeds] | per seed | "
              + " | ".join(f"{short(m)} (bits), mean" for m in others)
-             + f" | steps to {short(cm)} <= {threshold:g} bits [95% CI] (seeds reached) | still improving | x best |",
+             + f" | steps to {short(cm)} <= {threshold_bits(threshold)} [95% CI] (seeds reached) | still improving"
+             " | x best |",
              "|---|---|---|" + ("---|" if differ else "") + ("---|---|" if flops else "") + "---|---|---|---|---|---|"
              + "---|" * len(others) + "---|---|---|"]
     best: dict[tuple, float] = {}
@@ -301,45 +293,17 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
                      + (f"{ratio:.1f}x |" if math.isfinite(ratio) else "- |"))
         if i + 1 == len(agg) or block_key(agg[i + 1]) != key:
             lines += _floor_lines(agg, key, metric, others, settings=bool(differ), flops=flops)
-    ranked = described(metric) if metric != AUC else (
-        f"the area under the learning curve of {short(cm)} against log(step), divided by the log-step range: the "
-        "curve's mean over log(step), on the step range every row of the task and eval covers")
-    notes = ["", f"Ranked by **{_ranked(metric, cm)}** = {ranked}. Every metric in bits (log base 2) over the "
-             "task's fixed evaluation set (docs/science.md#metrics):"]
-    notes += [f"- {short(m)} = {described(m)}" for m in final_metrics()]
-    notes += ["- 'per seed' lists each ensemble member in seed order; the interval is a t-interval of the mean over "
-              "seeds (clipped at 0); 'x best' = mean / best mean on that task and eval (floors excluded); wall = "
-              "training wall time of the whole ensemble (all seeds at once; the mean over runs when a row pools "
-              "several); "
-              "'seeds' = how many seeds the row pools (every stored run of the same task, arch and configuration; a "
-              "seed run twice counts once, its newest run), then which.",
-              f"- {TRAINED_NOTE}",
-              *_curve_notes(agg, cm, threshold),
-              *([FLOPS_NOTE] if flops else []),
-              "- rows are ranked only against rows scored on the same evaluation set (task, evaluation, number of "
-              "sequences and the tunnel's code: the set is fixed by these) with the same metric definitions; a table "
-              "holding several of one evaluation says what sets each apart ('512 seq'; 'tunnel contents 1a2b..', an "
-              "edited tunnel file; 'metric definitions entropy_mae=v2', a changed metric) and gives each its own "
-              "floors and 'x best'; rows made by different code (file contents, versions: docs/results.md) are never "
-              "pooled, and the settings column names it ('model_code=...') where that is all they differ by",
-              f"- '(at floor)': the row's mean is within {AT_FLOOR:.0%} of the uniform floor of its set, or above it; "
-              "'(k of n diverged, at step s)': those members' numbers are not results (shown as 'diverged@s' and "
-              "left out of the mean and its interval)",
-              "- floor rows (computed, not trained, on the same sequences): uniform = 1/C for every class; marginal = "
-              "the best predictor that ignores the context (the mean posterior at each position, estimated from an "
-              "independent sample). A model at a floor has learned nothing usable from the context.",
-              "- scored positions:"]
+    notes = table_notes(agg, metric, cm, threshold, flops=flops) + ["- scored positions:"]
     seen = set()
     for row in agg:
         if (row.task, row.eval) not in seen:
             seen.add((row.task, row.eval))
             notes.append(f"  - {row.task} {row.eval}: {row.positions}; {row.n_sequences} sequences")
-    perm = [r for r in records if r.permutation is not None]
+    perm = [(r, r.permutation) for r in records if r.permutation is not None]
     if perm:
         notes.append("- HMM label-permutation check (docs/science.md#hmm-state-tracking; same sequences, hidden states "
                      "relabelled, posterior recomputed): entropy MAE vs permuted entropy MAE, difference with 95% CI:")
-        for r in perm:
-            p = r.permutation
+        for r, p in perm:
             d = p.difference
             notes.append(f"  - {r.task_label} {p.eval} {r.arch} seed {r.seed}: {fmt_bits(p.entropy_mae)} vs "
                          f"{fmt_bits(p.entropy_mae_permuted)}, difference {_signed(d.mean)} "
@@ -392,11 +356,6 @@ def differing_settings(agg: list[Row]) -> dict[int, str]:
 
 
 FLOPS_HEADER = " FLOPs per step | training FLOPs |"
-FLOPS_NOTE = ("- FLOPs per step = one training step (forward and backward, the row's batch) of one member, measured "
-              "by torch.utils.flop_counter (matrix products, convolutions and attention; element-wise work such as "
-              "a recurrent scan's gates, and the optimiser, not counted: an undercount for Mamba's scan and the "
-              "LSTM's and GRU's gates); training FLOPs = that x the steps one member trained; a tuned row's search "
-              "adds its selection runs' FLOPs (its note, 'search ...')")
 
 
 def flops_cells(row: Row) -> str:
@@ -436,24 +395,6 @@ def per_seed_cell(row: Row, metric: str) -> str:
         else:
             cells.append(fmt_bits(value))
     return " ".join(cells)
-
-
-def _curve_notes(agg: list[Row], metric: str, threshold: float) -> list[str]:
-    """What the curve columns are, and on which sequences they were measured."""
-    sets = sorted({(row.task, row.eval, c.n_sequences) for row in agg for c in row.curves if c is not None})
-    if not sets:
-        return ["- learning curves: none stored for these rows (runs stored without curves, or --no-curves): the "
-                "curve columns are empty"]
-    where = "; ".join(f"{t} {e}: {n} sequences" for t, e, n in sets)
-    return [f"- learning curves ({where}; a fixed set drawn apart from the evaluation set, measured at log-spaced "
-            "training steps): 'steps to' = the first measured step from which a seed's curve of "
-            f"{short(metric)} stays <= {threshold:g} bits (the crossing lies after the measured step before it); with "
-            "every seed there, the geometric mean over seeds with a 95% t-interval of log(steps) and the sequences "
-            "it took per member; otherwise the median over all seeds (one that never got there counts as later) "
-            "and how many reached it, no interval; 'still improving' = how many seeds' curves still fall over their "
-            "last fifth (a least-squares line against log(step) falling by more than twice its standard error and "
-            "by more than 5% of its value there; docs/leaderboard.md); a member stopped by --until counts up to its "
-            "stop"]
 
 
 def _floor_lines(agg: list[Row], key: tuple, metric: str, others: list[str], *, settings: bool = False,

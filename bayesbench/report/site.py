@@ -123,24 +123,16 @@ def _metric_names() -> dict:
 
 
 def _definitions() -> str:
-    from .leaderboard import TRAINED_NOTE
-    from .rows import described
-    items = "".join(f"<li><b>{esc(name)}</b> ({esc(m)}) = {esc(described(m))}</li>"
-                    for m, name in _metric_names().items())
+    """Every page's footer: what the numbers mean (`report.notes`, the same definitions as the
+    notes under the terminal table), for the site's ranking (entropy MAE, the default threshold)."""
+    from .notes import TRAINED_NOTE, metric_definitions, site_notes
+    from .rows import DEFAULT_THRESHOLD
+    items = "".join(f"<li><b>{esc(label)}</b> ({esc(m)}) = {esc(what)}</li>" for m, label, what in metric_definitions())
+    # the notes are text: <, > and & escaped (quotes need none in an element's text)
+    items += "".join(f"<li>{html.escape(note, quote=False)}</li>"
+                     for note in site_notes("entropy_mae", DEFAULT_THRESHOLD))
     return ("<footer><p>Every metric is in bits (log base 2), over the scored positions of the task's fixed "
             "evaluation set (docs/science.md#metrics):</p><ul>" + items +
-            "<li>A row pools every stored seed of one task, evaluation set, architecture and configuration: the mean "
-            "over seeds, with its 95% t-interval over seeds in brackets (clipped at 0); 'per seed' lists each seed's "
-            "value of the entropy MAE. Rows are ranked only against rows of the same evaluation set.</li>"
-            "<li>Floor rows (in italics, under each table) are computed on the same sequences: uniform = 1/C for "
-            "every class; marginal = the best predictor that ignores the context. A row at a floor has learned "
-            "nothing usable from the context; '(at floor)' marks a mean within 1% of the uniform floor or above "
-            "it.</li><li>'steps to' = the first measured training step from which a seed's learning curve of "
-            "entropy MAE stays at or below 0.1 bits (over seeds: the geometric mean with its 95% interval when every "
-            "seed got there); 'still improving' = how many seeds' curves still fall over their last fifth "
-            "(docs/leaderboard.md#learning-curves).</li><li>'tuned' tables hold the rows whose configuration "
-            "records a hyperparameter tuning (config[\"tuning\"]): shown apart from the untuned rows, never ranked "
-            "in one table with them.</li>"
             f"<li>{esc(TRAINED_NOTE)}.</li></ul><p>bayesbench {esc(__version__)}</p></footer>")
 
 
@@ -243,7 +235,7 @@ def _table(rows: list[Row], best: float, differ: dict, caption: str) -> str:
             f"<thead><tr>{ths}</tr></thead><tbody>{body}</tbody><tfoot>{foot}</tfoot></table></div>")
 
 
-def _index(agg: list[dict], figures: Figures, db_label: str, n_records: int, studies: list[dict]) -> tuple[str, int]:
+def _index(agg: list[Row], figures: Figures, db_label: str, n_records: int, studies: list[dict]) -> tuple[str, int]:
     """The leaderboard page and the number of tables on it."""
     from .leaderboard import differing_settings
     from .plots import learning_curves_figure, per_position_figure
@@ -278,7 +270,7 @@ def _index(agg: list[dict], figures: Figures, db_label: str, n_records: int, stu
         task_records = list({(r.run_id, r.seed): r for key in keys for row in blocks[key]
                              for r in row.records}.values())
         curves = latest_runs([r for r in task_records if r.learning_curve is not None])
-        curve_eval = curves[0].learning_curve.eval if curves else None
+        curve_eval = next((r.learning_curve.eval for r in curves if r.learning_curve is not None), None)
         for key in keys:
             rows = blocks[key]
             first = rows[0]

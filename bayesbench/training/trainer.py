@@ -36,28 +36,19 @@ from ..running import interrupt
 from ..tasks import Task
 from .checkpoint import (
     CHECKPOINT_NAME,
-    CodeChanged,
-    check_code,
-    load_result,
     restore_trainer,
     run_code,
     save_atomic,
     trainer_state,
 )
-from .config import PRECISIONS, SCHEDULES, TRAINING_VERSION, TrainConfig
+from .config import TrainConfig
 from .curves import CurveSet, EnsembleCurve, curve_steps, curve_task
 from .numerics import autocast, decays, member_losses, set_matmul_precision, uses_dropout
 from .optim import FlatMemberAdamW
-from .result import TrainResult, died_steps, task_of
+from .result import TrainResult, died_steps
 from .seeds import check_seeds, dropout_rng
 from .stream import MemberStream, stack_members
 from .until import stop_reason
-
-# The loop, and the training package's names that code imports from here
-# (`bayesbench.training.trainer.TrainConfig`, `load_result`, `train`: see `__getattr__`).
-__all__ = ["CHECKPOINT_NAME", "PRECISIONS", "SCHEDULES", "TRAINING_VERSION", "CodeChanged", "MemberStream",
-           "TrainConfig", "TrainResult", "Trainer", "check_code", "load_result", "note", "run_code",
-           "stack_members", "task_of"]
 
 
 class Trainer:
@@ -369,13 +360,3 @@ def note(message: str) -> None:
     from tqdm.auto import tqdm
 
     tqdm.write(message, file=sys.stderr)
-
-
-def __getattr__(name: str):
-    """`open_trainer` and `train`, which live in `run.py` (they build a Trainer, so they import
-    this module), for code that imports them from here."""
-    if name in ("open_trainer", "train"):
-        from . import run
-
-        return getattr(run, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -126,7 +126,7 @@ def test_a_parameter_count_not_given_is_a_dash_and_differing_counts_are_all_show
 
 def test_the_trained_mark_is_explained_in_the_notes(tmp_path):
     """'(trained)' after an evaluation's name in the eval column was never explained below the table."""
-    from bayesbench.report.leaderboard import TRAINED_NOTE
+    from bayesbench.report.notes import TRAINED_NOTE
 
     db = str(tmp_path / "r.sqlite")
     write_rows([_row("a", s, 0.50, arch="lstm") for s in range(2)], db)

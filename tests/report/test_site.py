@@ -291,7 +291,7 @@ def test_the_learning_curves_count_each_seed_once_whatever_the_evaluation_sets(t
 
 def test_the_trained_mark_is_explained_on_every_page_it_is_on(site):
     """'(trained)' followed the evaluation's name in the tables and headings and was never said."""
-    from bayesbench.report.leaderboard import TRAINED_NOTE
+    from bayesbench.report.notes import TRAINED_NOTE
 
     record = read_records(site["db"])[0]
     for page in (os.path.join(site["out"], "index.html"), os.path.join(site["out"], "runs", f"{record.run_id}.html")):

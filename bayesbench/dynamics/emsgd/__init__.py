@@ -5,11 +5,3 @@
 VARIANTS = ("paper", "beta", "deep")
 DEFAULTS = {"paper": {"steps": 1000, "length": 2000}, "beta": {"steps": 1000, "length": 50},
             "deep": {"steps": 2000, "length": 2000}}
-
-
-def __getattr__(name: str):
-    """The names of the module this package replaced (bayesbench/dynamics/emsgd.py), for one
-    release (`bayesbench._moved`)."""
-    from ..._moved import moved_name
-
-    return moved_name(__name__, name)

@@ -80,11 +80,12 @@ class DeepChainModel(nn.Module):
         for e, s in enumerate(seeds):
             gen = torch.Generator().manual_seed(int(s))
             for m in self.modules():
-                if hasattr(m, "reset_member"):
-                    m.reset_member(e, gen)
+                reset = getattr(m, "reset_member", None)
+                if reset is not None:
+                    reset(e, gen)
 
     def value_parameters(self) -> list[Tensor]:
-        return [p for b in self.blocks for p in b.W_V.parameters()]
+        return [p for b in self.blocks if isinstance(b, _Block) for p in b.W_V.parameters()]
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.input_proj(x)
@@ -127,19 +128,18 @@ def train_deep(train: list[ChainData], test: list[ChainData], seeds: list[int], 
         model.init_members(seeds)
         values = {id(p) for p in model.value_parameters()}
         factor = cfg.value_lr_factor if name == "adamw-em" else 1.0
-        groups = [{"params": [p for p in model.parameters() if id(p) not in values], "lr": cfg.lr},
-                  {"params": model.value_parameters(), "lr": cfg.lr * factor}]
-        for g in groups:
-            g["base_lr"] = g["lr"]
+        base_lrs = [cfg.lr, cfg.lr * factor]  # each group's rate before the cosine schedule
+        groups = [{"params": [p for p in model.parameters() if id(p) not in values], "lr": base_lrs[0]},
+                  {"params": model.value_parameters(), "lr": base_lrs[1]}]
         opt = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        params = list(model.parameters())
+        params: list[Tensor] = list(model.parameters())
         for i in range(steps + 1):
             loss = member_losses(model(x), y)
             losses[j, :, i] = loss.detach()
             if i == steps:
                 break
-            for g in opt.param_groups:
-                g["lr"] = g["base_lr"] * _cosine(i, steps)
+            for g, base in zip(opt.param_groups, base_lrs):
+                g["lr"] = base * _cosine(i, steps)
             opt.zero_grad(set_to_none=True)
             loss.sum().backward()
             clip_per_member(params, member_grad_norms(params, E), cfg.grad_clip)

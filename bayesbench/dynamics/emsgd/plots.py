@@ -1,14 +1,21 @@
 """Figures of an EM-vs-SGD study: loss curves against the Bayes floors, and Paper II section 7.1's
 toy figures (attention heatmaps sharpening over the first ~100 steps, attention entropy over
 training, PCA trajectories of the value prototypes mu_s W_V). Each figure's heading carries the
-study's `setting` (variant, data size, updates, seeds), and bands are said to be bands."""
+study's `setting` (variant, data size, updates, seeds), and bands are said to be bands.
+`toy_figures` and `deep_figures` draw a study's set of them into its report folder."""
 
 from __future__ import annotations
+
+import math
+import os
 
 import torch
 from torch import Tensor
 
 from ...figures import count, heading, save, subplots, unique_legend
+from .deep import DeepRun
+from .toy import ToyRun
+from .train import TEST_SEED_OFFSET
 
 COLORS = {"sgd": "tab:red", "em": "tab:blue", "adamw": "tab:red", "adamw-em": "tab:blue", "wo10": "tab:green",
           "wqk10": "tab:purple", "sgd3": "tab:orange", "sgd10": "tab:brown", "sgd-emtotal": "tab:cyan",
@@ -22,12 +29,12 @@ def loss_curves(path: str, losses: Tensor, schedules: list[str], floors: dict[st
     """Mean loss over seeds per schedule ([S, E, n] at `steps`, default 0..n-1), a band from the
     10th to the 90th percentile seed, and horizontal lines at each floor (nats)."""
     fig, ax = subplots(figsize=(8, 5))
-    steps = torch.arange(losses.shape[-1]) if steps is None else torch.tensor(steps)
+    x = torch.arange(losses.shape[-1]) if steps is None else torch.tensor(steps)
     for j, name in enumerate(schedules):
         curves = losses[j]
         lo, hi = torch.quantile(curves, torch.tensor([0.1, 0.9]), dim=0)
-        ax.plot(steps, curves.mean(0), color=COLORS.get(name), label=f"{name} ({count(curves.shape[0], 'seed')})")
-        ax.fill_between(steps, lo, hi, color=COLORS.get(name), alpha=0.2)
+        ax.plot(x, curves.mean(0), color=COLORS.get(name), label=f"{name} ({count(curves.shape[0], 'seed')})")
+        ax.fill_between(x, lo, hi, color=COLORS.get(name), alpha=0.2)
     for (label, value), style in zip(floors.items(), ("--", ":", "-.")):
         ax.axhline(value, color="black", linestyle=style, lw=1, label=f"{label} = {value:.4f}")
     ax.set_xlabel("full-batch update (step)")
@@ -56,8 +63,8 @@ def heatmaps(path: str, maps: dict[str, dict[int, Tensor]], seed: int, setting: 
     fig.supylabel("query position i", fontsize=9)
     bar = fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8)
     bar.set_label("attention weight alpha[i, j]")
-    n = maps[names[0]][steps[0]].shape[-1]
-    heading(fig, f"attention weights of the first {n} positions, seed {seed}", setting, fontsize=9)
+    width = maps[names[0]][steps[0]].shape[-1]
+    heading(fig, f"attention weights of the first {width} positions, seed {seed}", setting, fontsize=9)
     return save(fig, path, dpi=110)
 
 
@@ -118,3 +125,42 @@ def value_trajectories(path: str, protos: Tensor, schedules: list[str], record_s
     heading(fig, f"PCA of the value prototypes mu_s W_V over training, seed {seed} (one colour per symbol)",
             setting, fontsize=9)
     return save(fig, path), [float(f) for f in frac]
+
+
+def toy_setting(variant: str, seeds: list[int], *, steps: int, length: int, sequences: int, means: str) -> str:
+    """The line under every toy figure's title: the variant, its data, updates, seeds and symbol means."""
+    data_words = f"T={length}" if variant == "paper" else f"{sequences} sequences of L={length} per seed"
+    return (f"{variant} variant, {data_words}; {steps} full-batch updates; {len(seeds)} seeds {seeds}; symbol "
+            f"means {means}")
+
+
+def toy_figures(out_dir: str, run: ToyRun, summary: dict, seeds: list[int], n_classes: int,
+                setting: str) -> tuple[list[str], list[float]]:
+    """A toy study's figures in `out_dir`: training and test loss of every schedule against the
+    floors, and for SGD and EM-like (the two schedules of Paper II section 7.1's figures) the
+    attention heatmaps, attention entropy and value trajectories. Returns the paths and the
+    variance fraction of the trajectories' PC1 and PC2."""
+    names, held, ent = run.schedules, summary["held_out"], run.attn_entropy
+    pair = [names.index("sgd"), names.index("em")]
+    figures = [loss_curves(os.path.join(out_dir, "loss.png"), run.losses, names, summary["floors_nats"],
+                           "training loss of each schedule", setting=setting),
+               loss_curves(os.path.join(out_dir, "held_out_loss.png"), run.split_losses("test"), names,
+                           {"exact filtering floor, test split (mean over seeds)": held["floor_mean"],
+                            "chance, ln 8": math.log(n_classes)},
+                           f"test-split loss: a held-out sequence per seed (seed + {TEST_SEED_OFFSET}), scored "
+                           "every 10 updates", steps=run.record_steps, ylabel="test cross-entropy (nats)",
+                           ylim=(held["floor_mean"] - 0.05, math.log(n_classes) + 0.25), setting=setting),
+               heatmaps(os.path.join(out_dir, "attention_heatmaps.png"), {n: run.heatmaps[n] for n in ("sgd", "em")},
+                        seeds[0], setting),
+               attention_entropy(os.path.join(out_dir, "attention_entropy.png"), run.record_steps, ent, names,
+                                 setting, uniform=summary["max_attention_entropy_nats"])]
+    path, frac = value_trajectories(os.path.join(out_dir, "value_pca.png"), run.prototypes[pair, 0], ["sgd", "em"],
+                                    run.record_steps, seeds[0], setting)
+    return [*figures, path], frac
+
+
+def deep_figures(out_dir: str, run: DeepRun, summary: dict, seeds: list[int], *, steps: int, length: int) -> list[str]:
+    """The deep variant's figure in `out_dir`: each schedule's training loss against the floors."""
+    return [loss_curves(os.path.join(out_dir, "loss.png"), run.losses, run.schedules, summary["floors_nats"],
+                        "deep variant (4 layers x 4 heads, AdamW): training loss",
+                        setting=f"T={length}; {steps} steps; {len(seeds)} seeds {seeds}")]

@@ -135,11 +135,19 @@ class ToyRun:
     record_steps: list[int]
     attn_entropy: Tensor  # [S, E, len(record_steps)]
     prototypes: Tensor  # [S, E, len(record_steps), V, d_v]: mu_s W_V (value of symbol s)
+    update_norms: Tensor  # [S, E, steps] ||Delta theta|| of each update
     heatmaps: dict[str, dict[int, Tensor]] = field(default_factory=dict)  # schedule -> step -> [w, w], seed 0
     final: dict[str, Tensor] = field(default_factory=dict)  # final weights [S*E, ...]
     test_losses: Tensor | None = None  # [S, E, len(record_steps)] held-out loss (with `test` data)
     validation_losses: Tensor | None = None  # [S, E, len(record_steps)] on the validation split (`validation`)
-    update_norms: Tensor | None = None  # [S, E, steps] ||Delta theta|| of each update
+
+    def split_losses(self, split: str) -> Tensor:
+        """The held-out losses on `split` ("test" or "validation"); ValueError for a run trained
+        without that split (`train_toy`'s argument of that name)."""
+        losses = {"test": self.test_losses, "validation": self.validation_losses}.get(split)
+        if losses is None:
+            raise ValueError(f"split {split!r}: this run has no {split} losses (train_toy was given no {split} data)")
+        return losses
 
 
 def default_chunk(B: int, N: int, budget: int = 2**22) -> int:
@@ -218,7 +226,7 @@ def train_toy(data: list[ChainData], seeds: list[int], *, steps: int = 1000, sch
             if r < len(record_steps) and record_steps[r] == i:
                 with torch.no_grad():
                     ent[idx, r] = attention_entropy(alpha, yc)
-                    if V:
+                    if V and means is not None:
                         protos[idx, r] = torch.matmul(means[member_seed[idx]], W["W_V"])
                     for k, (xh, yh) in held_xy.items():
                         held[k][idx, r] = member_losses(toy_forward(W, xh[member_seed[idx]])[0], yh[member_seed[idx]])
@@ -232,7 +240,8 @@ def train_toy(data: list[ChainData], seeds: list[int], *, steps: int = 1000, sch
             grads = torch.autograd.grad(loss.sum(), [W[w] for w in WEIGHTS])
             with torch.no_grad():
                 step = {w: lr[w] * g for w, g in zip(WEIGHTS, grads)}
-                if bool(match.any()):  # the weighted gradient direction, at the target's length
+                # the weighted gradient direction, at the target's length (norm_targets checked above)
+                if bool(match.any()) and norm_targets is not None:
                     length = torch.stack([s_.pow(2).sum((1, 2)) for s_ in step.values()]).sum(0).sqrt()
                     target = norm_targets[member_seed[idx], i].to(length.dtype)
                     scale = torch.where(length > 0, target / length.clamp(min=1e-30), torch.zeros_like(length))
@@ -245,10 +254,10 @@ def train_toy(data: list[ChainData], seeds: list[int], *, steps: int = 1000, sch
             final[w].append(W[w].detach())
     bar.close()
     return ToyRun(names, [int(s) for s in seeds], steps, losses.view(S, E, steps + 1), record_steps,
-                  ent.view(S, E, -1), protos.view(S, E, len(record_steps), V, shape.d_v), heat,
-                  {w: torch.cat(v) for w, v in final.items()},
+                  ent.view(S, E, -1), protos.view(S, E, len(record_steps), V, shape.d_v), norms.view(S, E, steps),
+                  heat, {w: torch.cat(v) for w, v in final.items()},
                   held["test"].view(S, E, -1) if "test" in held else None,
-                  held["validation"].view(S, E, -1) if "validation" in held else None, norms.view(S, E, steps))
+                  held["validation"].view(S, E, -1) if "validation" in held else None)
 
 
 def _bar(total: int, progress: bool):
@@ -263,13 +272,17 @@ def concat_runs(a: ToyRun, b: ToyRun) -> ToyRun:
     if a.seeds != b.seeds or a.steps != b.steps or a.record_steps != b.record_steps:
         raise ValueError("runs to join must share seeds, steps and record steps")
 
-    def cat(x, y):
+    def cat(x: Tensor, y: Tensor) -> Tensor:
+        return torch.cat([x, y])
+
+    def cat_held(x: Tensor | None, y: Tensor | None) -> Tensor | None:  # held-out losses: both runs, or neither
         return None if x is None or y is None else torch.cat([x, y])
 
     def cat_members(x: Tensor, y: Tensor) -> Tensor:  # final weights are [S*E, ...], schedule-major
         return torch.cat([x, y])
 
     return ToyRun(a.schedules + b.schedules, a.seeds, a.steps, cat(a.losses, b.losses), a.record_steps,
-                  cat(a.attn_entropy, b.attn_entropy), cat(a.prototypes, b.prototypes), {**a.heatmaps, **b.heatmaps},
-                  {w: cat_members(a.final[w], b.final[w]) for w in a.final}, cat(a.test_losses, b.test_losses),
-                  cat(a.validation_losses, b.validation_losses), cat(a.update_norms, b.update_norms))
+                  cat(a.attn_entropy, b.attn_entropy), cat(a.prototypes, b.prototypes),
+                  cat(a.update_norms, b.update_norms), {**a.heatmaps, **b.heatmaps},
+                  {w: cat_members(a.final[w], b.final[w]) for w in a.final}, cat_held(a.test_losses, b.test_losses),
+                  cat_held(a.validation_losses, b.validation_losses))
