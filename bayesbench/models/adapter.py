@@ -122,6 +122,8 @@ def _owner(root: nn.Module, dotted: str, create: bool) -> tuple[nn.Module, str]:
 class AdaptedModel(EnsembleModel):
     """E copies of a plain module, stacked: tokens [E, B, L] (+ header [E, B, H, D]) -> logits [E, B, L, C]."""
 
+    template: nn.Module  # set with object.__setattr__, outside the module tree (below)
+
     def __init__(self, shape: TaskShape, ensemble: int, factory: Factory, *, spec: str | None = None,
                  options: dict | None = None) -> None:
         super().__init__(shape, ensemble)
@@ -149,7 +151,7 @@ class AdaptedModel(EnsembleModel):
             stacked = nn.Parameter(torch.empty((ensemble, *p.shape), dtype=p.dtype),  # the ambient device
                                    requires_grad=p.requires_grad)
             if getattr(p, "_no_weight_decay", False):
-                stacked._no_weight_decay = True
+                setattr(stacked, "_no_weight_decay", True)  # the flag training/numerics.decays reads
             owner, leaf = _owner(self.net, name, create=True)
             owner.register_parameter(leaf, stacked)
         self.buffer_names = []
@@ -157,10 +159,10 @@ class AdaptedModel(EnsembleModel):
             src_owner, leaf = _owner(template, name, create=False)
             owner, _ = _owner(self.net, name, create=True)
             persistent = leaf not in src_owner._non_persistent_buffers_set
-            stacked = torch.empty((ensemble, *b.shape), dtype=b.dtype)
-            if stacked.device.type != "meta":
-                stacked.copy_(b.detach().unsqueeze(0).expand(ensemble, *b.shape))
-            owner.register_buffer(leaf, stacked, persistent=persistent)
+            stacked_buffer = torch.empty((ensemble, *b.shape), dtype=b.dtype)
+            if stacked_buffer.device.type != "meta":
+                stacked_buffer.copy_(b.detach().unsqueeze(0).expand(ensemble, *b.shape))
+            owner.register_buffer(leaf, stacked_buffer, persistent=persistent)
             self.buffer_names.append(name)
         # The template only supplies the forward code: its tensors go to the meta device (no
         # memory) and functional_call swaps the stacked slices in. Kept out of the module tree so
@@ -195,7 +197,7 @@ class AdaptedModel(EnsembleModel):
         seeds = [int(s) for s in seeds]
         if len(seeds) != self.ensemble:
             raise ValueError(f"seeds must have one entry per member ({self.ensemble}), got {len(seeds)}")
-        modules = []
+        modules: list[nn.Module] = []
         for seed in seeds:
             with torch.random.fork_rng(devices=[]), torch.device("cpu"):
                 torch.manual_seed(seed)

@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from ..checks import SettingError, boolean, number_in, one_of, positive_int
 from .attention import softmax_attention
-from .base import ResidualStack, TaskShape
+from .base import ResidualStack, TaskShape, modules_as
 from .layers import EnsembleLayerNorm, EnsembleLinear, residual_std
 from .pointer import POINTER_MODES, apply_pointer, check_pointer_shape
 from .registry import register_model
@@ -171,7 +171,7 @@ class Block(nn.Module):
         self.mlp = FeedForward(E, cfg)
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.attn is not None:
+        if self.attn is not None and self.ln_1 is not None:  # both or neither
             x = x + self.attn(self.ln_1(x))
         return x + self.mlp(self.ln_2(x))
 
@@ -198,17 +198,18 @@ class Transformer(ResidualStack):
         if backend not in ATTENTION_BACKENDS:
             raise ValueError(f"backend must be one of {ATTENTION_BACKENDS}, got {backend!r}")
         check_backend_dropout(backend, self.cfg.dropout)
-        for layer, block in enumerate(self.blocks):
+        blocks = modules_as(self.blocks, Block)
+        for layer, block in enumerate(blocks):
             if block.attn is not None:
                 _check_probe_backend(layer, backend, block.attn.probe)
-        for block in self.blocks:
+        for block in blocks:
             if block.attn is not None:
                 block.attn.backend = backend
 
     def set_probe(self, probe, layer: int) -> None:
         """Attach an attention probe to one layer (filled by the 'triton', 'reference' or 'eager'
         backward); None detaches it."""
-        attn = self.blocks[layer].attn
+        attn = modules_as(self.blocks, Block)[layer].attn
         if attn is None:
             raise ValueError(f"layer {layer} has no attention (attn_off_top={self.cfg.attn_off_top})")
         _check_probe_backend(layer, attn.backend, probe)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import Literal, overload
 
 import numpy as np
 import torch
@@ -75,6 +76,14 @@ def check_weights(name: str, w: Tensor) -> Tensor:
 
 #: Relative asymmetry |S - S'| / (1 + max |S|) allowed in a covariance.
 SYMMETRY_RTOL = 1e-9
+
+
+@overload
+def check_covariance(name: str, S: Tensor, definite: Literal[True], meaning: str = ...) -> Tensor: ...
+
+
+@overload
+def check_covariance(name: str, S: Tensor, definite: bool, meaning: str = ...) -> Tensor | None: ...
 
 
 def check_covariance(name: str, S: Tensor, definite: bool, meaning: str = "a covariance") -> Tensor | None:
