@@ -183,7 +183,7 @@ class AdaptedModel(EnsembleModel):
             raise ValueError(f"{self.cfg.spec}: the factory raised TypeError: {_first_line(err)}") from err
         except SettingError:
             raise  # a rule of bayesbench's own on an option (the hf: factories' sizes): it names the option
-        except Exception as err:  # noqa: BLE001  (the user's factory failing, on its options too, is the user's error)
+        except Exception as err:  # the user's factory failing, on its options too, is the user's error
             raise ValueError(f"{self.cfg.spec}: the factory raised {type(err).__name__}: {_first_line(err)}") from err
         if isinstance(module, EnsembleModel):
             raise ValueError(f"{self.cfg.spec}: the factory returned an ensemble-native {type(module).__name__}; "
@@ -314,7 +314,7 @@ class AdaptedModel(EnsembleModel):
                 ref = self._forward_loop(tokens, header)
             except ValueError:
                 raise
-            except Exception as err:  # noqa: BLE001  (the user's module failing is the user's error)
+            except Exception as err:  # the user's module failing is the user's error
                 raise ValueError(f"{self.cfg.spec}: forward failed on a random trial batch of tokens "
                                  f"[B={_TRIAL_BATCH}, L={self.shape.max_len}]: {type(err).__name__}: "
                                  f"{_first_line(err)}") from err
@@ -339,7 +339,7 @@ class AdaptedModel(EnsembleModel):
                 out = out.detach()
                 if tuple(out.shape) != tuple(ref.shape) or not torch.allclose(out, ref, rtol=1e-4, atol=1e-5):
                     reason = "the vmapped forward disagrees with the per-member forward"
-            except Exception as err:  # noqa: BLE001  (any failure of vmap means: use the loop)
+            except Exception as err:  # any failure of vmap means: use the loop
                 reason = f"{type(err).__name__}: {_first_line(err)}"
         finally:
             self.train(was_training)
@@ -369,7 +369,7 @@ class AdaptedModel(EnsembleModel):
             return self._forward_loop(tokens, header)
         except ValueError:
             raise
-        except Exception as err:  # noqa: BLE001  (the user's module failing is the user's error)
+        except Exception as err:  # the user's module failing is the user's error
             raise ValueError(f"{self.cfg.spec}: the model's forward raised {type(err).__name__}: {_first_line(err)} "
                              f"(on tokens {list(tokens.shape)}: an error in the model's own code)") from err
 

@@ -174,7 +174,10 @@ def match_mamba(shape: TaskShape, target: int, *, n_layer: int = 12, tolerance: 
     """
     if "d_model" in cfg or "d_inner" in cfg:
         raise ValueError("match_mamba fits d_model and d_inner itself; do not give them")
-    make = lambda d, di: MambaConfig(n_layer=n_layer, d_model=d, d_inner=di, **cfg)  # noqa: E731
+
+    def make(d: int, di: int | None) -> MambaConfig:  # di None: d_inner = 2 * d_model
+        return MambaConfig(n_layer=n_layer, d_model=d, d_inner=di, **cfg)
+
     d, di = match_widths(lambda d, di: meta_params(lambda: Mamba(shape, make(d, di))), target,
                          default_fine=lambda d: 2 * d, tolerance=tolerance, what="Mamba")
     return make(d, None if di == 2 * d else di)

@@ -167,7 +167,10 @@ def match_rnn(model_class: type[RecurrentModel], shape: TaskShape, target: int, 
               tolerance: float = 0.01) -> RNNConfig:
     """The RNNConfig of `n_layer` layers within tolerance of target: d_model, then d_embed."""
     positive_int("n_layer", n_layer)
-    make = lambda d, de: RNNConfig(n_layer=n_layer, d_model=d, d_embed=de)  # noqa: E731
+
+    def make(d: int, de: int | None) -> RNNConfig:  # de None: d_embed = d_model
+        return RNNConfig(n_layer=n_layer, d_model=d, d_embed=de)
+
     d, de = match_widths(lambda d, de: meta_params(lambda: model_class(shape, make(d, de))), target,
                          default_fine=lambda d: d, tolerance=tolerance, what=model_class.__name__)
     return make(d, None if de == d else de)

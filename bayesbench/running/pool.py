@@ -94,7 +94,7 @@ def _worker_main(conn, fn: Callable, initializer: Callable | None, initargs: tup
         try:
             with interrupt.job():
                 reply = (index, True, fn(item, slot))
-        except BaseException as err:  # noqa: BLE001 - every outcome goes back to the parent
+        except BaseException as err:  # every outcome goes back to the parent
             reply = (index, False, _portable(err))
         try:
             conn.send(reply)

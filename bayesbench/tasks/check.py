@@ -151,7 +151,7 @@ def check_task(task: Task, *, sequences: int = SEQUENCES, seed: int = 0) -> list
         other = task.sample(sequences, torch.Generator().manual_seed(seed + 1))
     except ValueError:
         raise
-    except Exception as err:  # noqa: BLE001  (the user's sampler failing is the user's error)
+    except Exception as err:  # the user's sampler failing is the user's error
         raise ValueError(f"task {task.describe()}: sample() raised {type(err).__name__}: {err}") from err
     check_batch(task, batch, sequences, torch.device("cpu"))
     lines.append(f"batch of {sequences}: shapes, types, token and class ranges; posterior"
