@@ -26,8 +26,8 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make run    set up and run the main job (quick leaderboard on CPU)"
-	@echo "make test   set up, check the code with ruff and run the test suite"
-	@echo "make lint   only the ruff check"
+	@echo "make test   set up, check the code with ruff and mypy and run the test suite"
+	@echo "make lint   only the checks (ruff, then mypy)"
 	@echo "make bench  set up and run the benchmarks (pytest benchmarks/)"
 	@echo "make setup  only set up (venv, torch, dependencies, editable install, Chromium for the site's test)"
 	@echo "make dist   set up and build the sdist and the wheel into dist/ (docs/install.md)"
@@ -73,12 +73,15 @@ run: $(STAMP)
 demo: $(STAMP)
 	$(PYTHON) -m bayesbench.cli tunnels
 
+# mypy reads its files and settings from pyproject.toml [tool.mypy].
 test: $(STAMP)
 	$(PYTHON) -m ruff check .
+	$(PYTHON) -m mypy
 	$(PYTHON) -m pytest tests $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PYTHON) -m ruff check .
+	$(PYTHON) -m mypy
 
 bench: $(STAMP)
 	$(PYTHON) -m pytest benchmarks $(PYTEST_ARGS)

@@ -123,7 +123,7 @@ def plain_text(fig) -> None:
     from matplotlib.text import Text
     from matplotlib.ticker import LogFormatter, ScalarFormatter
 
-    numeric = set()
+    numeric: set[int] = set()  # the ids of the number labels
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             labels = [t for tick in axis.get_major_ticks() + axis.get_minor_ticks() for t in (tick.label1, tick.label2)]

@@ -59,7 +59,7 @@ def has_cuda() -> bool:
 def extension_status() -> str:
     """Say whether the compiled extension `bayesbench._C` is importable, and with which devices."""
     try:
-        from bayesbench import _C  # noqa: F401
+        from bayesbench import _C  # noqa: F401  (importing registers the ops)
     except ImportError as err:  # not built: everything falls back to the PyTorch reference
         return f"not built ({err}); using the PyTorch reference"
     return "built (cpu" + (", cuda)" if available("hmm_filter") and has_cuda() else ")")

@@ -34,6 +34,8 @@ import importlib.util
 import os
 import random
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -73,10 +75,25 @@ def stem(spec: str, kind: str, forms: str) -> str:
     return base if attr == "build" else f"{base}.{attr}"
 
 
+def _set_cudnn_flags(flags: tuple[bool, bool, bool, bool]) -> None:
+    for k, x in zip(("enabled", "benchmark", "deterministic", "allow_tf32"), flags):
+        setattr(torch.backends.cudnn, k, x)
+
+
+def _set_cuda_rng(states: list[torch.Tensor] | None) -> None:
+    if states is not None:  # None: CUDA was not initialised when it was read
+        torch.cuda.set_rng_state_all(states)
+
+
+def _set_numpy_rng(state) -> None:
+    if state is not None:  # None: numpy was not imported when it was read
+        _numpy_random().set_state(state)
+
+
 #: The process-wide settings a job's numbers depend on, which `guarded` puts back after outside
 #: code ran: (name, read, write). Torch's interop thread count is not here: it cannot be set again
 #: once set, so outside code cannot change it after the first parallel work either.
-GLOBAL_STATE = (
+GLOBAL_STATE: tuple[tuple[str, Callable[[], Any], Callable[[Any], object]], ...] = (
     ("default dtype", torch.get_default_dtype, torch.set_default_dtype),
     ("default device", torch.get_default_device,
      lambda v: torch.set_default_device(None if v == torch.device("cpu") else v)),
@@ -89,16 +106,15 @@ GLOBAL_STATE = (
     ("float32 matmul precision", torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
     ("cuDNN flags", lambda: (torch.backends.cudnn.enabled, torch.backends.cudnn.benchmark,
                              torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32),
-     lambda v: [setattr(torch.backends.cudnn, k, x) for k, x in
-                zip(("enabled", "benchmark", "deterministic", "allow_tf32"), v)]),
+     _set_cudnn_flags),
     ("CUDA matmul TF32", lambda: torch.backends.cuda.matmul.allow_tf32,
      lambda v: setattr(torch.backends.cuda.matmul, "allow_tf32", v)),
     ("torch RNG", torch.get_rng_state, torch.set_rng_state),
     ("CUDA RNG", lambda: torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None,
-     lambda v: v is not None and torch.cuda.set_rng_state_all(v)),
+     _set_cuda_rng),
     ("Python RNG", random.getstate, random.setstate),
     ("numpy RNG", lambda: _numpy_random() and _numpy_random().get_state(),
-     lambda v: v is not None and _numpy_random().set_state(v)),
+     _set_numpy_rng),
 )
 
 
@@ -334,12 +350,15 @@ def _import(target: str, spec: str, kind: str, files: list[str], root: str, scop
 def _import_file(path: str, spec: str, kind: str):
     name = _module_name(path)
     file_spec = importlib.util.spec_from_file_location(name, path)
+    if file_spec is None or file_spec.loader is None:  # a path that is not a Python source file
+        raise ValueError(f"{kind} {spec!r}: {path} cannot be imported as a Python module")
+    loader = file_spec.loader
     module = importlib.util.module_from_spec(file_spec)
     sys.modules[name] = module  # dataclasses and pickling look classes up here
     folder = os.path.dirname(path)
     sys.path.insert(0, folder)  # its own folder's modules import as they would for `python path`
     try:
-        file_spec.loader.exec_module(module)
+        loader.exec_module(module)
     except (Exception, SystemExit) as err:  # sys.exit() at import too: the command's error, not its exit
         del sys.modules[name]
         raise ValueError(f"{kind} {spec!r}: importing {path} failed: {_failure(err)}") from err

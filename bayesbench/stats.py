@@ -263,17 +263,17 @@ def within_group_correlation(x: Sequence[float], y: Sequence[float], groups: Seq
     on ranks first with `ranks`, Spearman-style). NaN when either has no variation within groups."""
     import numpy as np
 
-    x, y, g = np.asarray(x, dtype=float), np.asarray(y, dtype=float), np.asarray(groups)
+    xs, ys, g = np.asarray(x, dtype=float), np.asarray(y, dtype=float), np.asarray(groups)
     if ranks:
-        x, y = _ranks(x), _ranks(y)
-    rx, ry = x.copy(), y.copy()
+        xs, ys = _ranks(xs), _ranks(ys)
+    rx, ry = xs.copy(), ys.copy()
     for key in np.unique(g):
         m = g == key
-        rx[m] -= x[m].mean()
-        ry[m] -= y[m].mean()
+        rx[m] -= xs[m].mean()
+        ry[m] -= ys[m].mean()
     sx, sy = math.sqrt(float((rx * rx).sum())), math.sqrt(float((ry * ry).sum()))
-    scale = max(float(np.abs(x).max(initial=0)), 1.0) * max(float(np.abs(y).max(initial=0)), 1.0)
-    if sx * sy <= 1e-12 * scale * len(x):
+    scale = max(float(np.abs(xs).max(initial=0)), 1.0) * max(float(np.abs(ys).max(initial=0)), 1.0)
+    if sx * sy <= 1e-12 * scale * len(xs):
         return math.nan
     return float((rx * ry).sum() / (sx * sy))
 

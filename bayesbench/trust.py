@@ -41,7 +41,7 @@ def target(spec: str) -> str:
 def named(values: Iterable) -> frozenset[str]:
     """The targets of every outside spec among `values` (command-line words, keyword values:
     'a,b' lists and '--opt=value' words are split)."""
-    out = set()
+    out: set[str] = set()
     for value in values:
         if isinstance(value, (list, tuple, set)):
             out |= named(value)

@@ -35,6 +35,7 @@ def cmd_cases(args) -> int:
 
     from ..scoring.by_case import DETAILS, case_scores, pairs_used
     from ..scoring.evaluate import eval_set, predict
+    from ..tasks.bijection import BijectionTask
     from ..training.checkpoint import CHECKPOINT_NAME, load_result
     from ..training.result import task_of
 
@@ -49,7 +50,7 @@ def cmd_cases(args) -> int:
             raise ValueError(f"no checkpoint at {ckpt}")
         result = load_result(ckpt, args.device)
         task = task_of(result)
-        if task.name != "bijection":
+        if not isinstance(task, BijectionTask):  # (its name is "bijection": no other task's is)
             raise ValueError(f"{ckpt}: cases are defined for the bijection task only, this run trained on "
                              f"{task.name!r}")
         scored = dataclasses.replace(task, supervise="both" if task.query else "values")

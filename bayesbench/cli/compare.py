@@ -117,7 +117,9 @@ def _p(p: float) -> str:
 def _as_json(a: list, b: list, result) -> dict:
     import math
 
-    num = lambda x: x if math.isfinite(x) else None  # noqa: E731
+    def num(x: float) -> float | None:
+        return x if math.isfinite(x) else None
+
     return {"run_a": a[0].run_id, "run_b": b[0].run_id, "metric": result.metric, "seeds": [result.a_seeds,
                                                                                            result.b_seeds],
             "significant_from": result.significant_from, "test": result.note,

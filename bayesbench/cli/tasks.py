@@ -64,11 +64,11 @@ def cmd_tasks(args) -> int:
     if args.task_args and not args.check:
         raise ValueError("--task-args go with --check SPEC (the options of your tunnel's factory)")
     if args.check:
-        task = outside_task(args.check, as_dict("--task-args", args.task_args))
-        print(f"{task.describe()} from {task.spec}: {_sizes(task)}")
-        for line in check_task(task):
+        outside = outside_task(args.check, as_dict("--task-args", args.task_args))
+        print(f"{outside.describe()} from {outside.spec}: {_sizes(outside)}")
+        for line in check_task(outside):
             print(f"  ok: {line}")
-        print(f"  {_floor_line(task, args.sequences)}")
+        print(f"  {_floor_line(outside, args.sequences)}")
         options = [f"{k}={_as_typed(v)}" for k, v in args.task_args or ()]
         command = ["bayesbench", "train", "--task", args.check, *(["--task-args", *options] if options else []),
                    "--arch", "transformer"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .args import positive
 
-DEMO_TASKS = (
+DEMO_TASKS: tuple[tuple[str, dict[str, object]], ...] = (
     ("bijection", {}),
     ("bijection", {"variant": "code"}),
     ("hmm", {}),

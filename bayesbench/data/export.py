@@ -123,18 +123,19 @@ def export(task: str, *, out: str, task_args: dict | None = None, preset: str = 
     setup = task_setup(task, task_args, preset)
     specs = sets_of(setup, split, n=sequences, evals=evals, seed=seed)
     first = specs[0].task
+    entries: list[dict] = []
     manifest = {"format_version": FORMAT_VERSION, "what": "bayesbench dataset", "format": fmt, "split": split,
                 "preset": preset, "task": task, "task_args": task_args or {}, "label": setup.label,
                 "task_config": setup.task, "tunnel": first.name, "tunnel_code": first.code(),
                 "bayesbench": __version__,
-                "command": _command(task, task_args, preset, split, sequences, evals, seed, fmt), "sets": []}
+                "command": _command(task, task_args, preset, split, sequences, evals, seed, fmt), "sets": entries}
     with rebuilt(out, MANIFEST, "export") as (tmp, marker):
         tables = {}
         for spec in specs:
             batch = spec.draw(cache_dir)
             t, kinds = table(batch)
             entry = set_entry(spec, batch, kinds, fmt)
-            manifest["sets"].append(entry)
+            entries.append(entry)
             t = t.replace_schema_metadata({"bayesbench": json.dumps(entry, sort_keys=True)})
             if fmt == "parquet":
                 pq.write_table(t, os.path.join(tmp, entry["file"]), compression="zstd")

@@ -187,7 +187,7 @@ def _read_parquet(path: str) -> Predictions:
 
     try:
         t = pq.read_table(path)
-    except Exception as err:  # noqa: BLE001  (a damaged or foreign file is the user's to fix)
+    except Exception as err:  # a damaged or foreign file is the user's to fix
         raise ValueError(f"predictions {path}: not a readable parquet file ({type(err).__name__})") from None
     kinds = [k for k in KINDS if k in t.column_names]
     if not kinds and {"tokens", "posterior"} <= set(t.column_names):
@@ -268,7 +268,10 @@ def check(pred: Predictions, batch: Batch, set_id: str | None = None) -> Tensor:
     values = torch.from_numpy(np.array(pred.values, dtype=np.float64, order="C"))  # a copy: a mapped file is read-only
     mask = batch.mask
     rows = values[mask]  # [scored positions, C]
-    at = lambda bad: _position(mask, bad)  # noqa: E731
+
+    def at(bad: Tensor) -> str:
+        return _position(mask, bad)
+
     if pred.kind == "probs":
         bad = ~torch.isfinite(rows).all(-1)
         if bool(bad.any()):

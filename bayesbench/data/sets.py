@@ -111,7 +111,8 @@ def sets_of(setup: TaskSetup, split: str, *, n: int | None = None, evals: list[s
         raise ValueError(f"--split must be one of {SPLITS}, got {split!r}")
     if evals and split != "eval":
         raise ValueError(f"--eval names evaluation sets: it goes with --split eval, not --split {split}")
-    twice = sorted({e for e in evals or () if list(evals).count(e) > 1})
+    named = list(evals or ())
+    twice = sorted({e for e in named if named.count(e) > 1})
     if twice:
         raise ValueError(f"--eval {twice[0]} is given twice: name each evaluation set once")
     if not (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed <= MAX_SEED):

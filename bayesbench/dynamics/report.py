@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 
 def report_dir(db: str | None) -> str:
@@ -12,7 +13,7 @@ def report_dir(db: str | None) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(db_path(db))), "reports")
 
 
-def write_report(path: str, title: str, sections: list[tuple[str, str]], figures: list[str] = ()) -> str:
+def write_report(path: str, title: str, sections: list[tuple[str, str]], figures: Sequence[str] = ()) -> str:
     """Write `# title`, then each (heading, Markdown body) section, then the figures as links.
 
     Figure paths are written relative to the report so the folder can be moved as a whole.

@@ -25,7 +25,7 @@ def find_checkpoint(run: str, db: str | None = None, field: str = "run") -> str:
     if not rows:
         raise FieldError(field, f"{run!r}: unknown run (neither a run directory, a checkpoint file, nor a run_id "
                                 f"in the results store {db_path(db)})")
-    path = (rows[0]["config"] or {}).get("checkpoint")
-    if not path or not os.path.exists(path):
-        raise FieldError(field, f"{run}: the stored run has no checkpoint on this machine (recorded: {path!r})")
-    return path
+    recorded = (rows[0]["config"] or {}).get("checkpoint")
+    if not recorded or not os.path.exists(recorded):
+        raise FieldError(field, f"{run}: the stored run has no checkpoint on this machine (recorded: {recorded!r})")
+    return recorded

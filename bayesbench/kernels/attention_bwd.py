@@ -346,30 +346,30 @@ def attention_backward(
     """Return (dq, dk, dv) (contiguous, input dtype); fill `probe` if given."""
     B, H, T, D = q.shape
     dev = q.device
-    f32 = dict(dtype=torch.float32, device=dev)
+    f32 = torch.float32
     if probe is not None:  # free the previous call's tensors before allocating new ones
         probe.clear()
-    delta = torch.empty((B, H, T), **f32)
+    delta = torch.empty((B, H, T), dtype=f32, device=dev)
     _bwd_delta[(triton.cdiv(T, cfg.dq.m) * B * H,)](
         o, do, delta, *o.stride(), *do.stride(), H, T, D,
         BLOCK_M=cfg.dq.m, BLOCK_D=cfg.block_d, num_warps=cfg.dq.warps,
     )
     full = probe is not None and probe.full
     stats = probe is not None  # the full mode records the stats too
-    store_b = full and "b" in probe.store
-    store_ds = full and "ds" in probe.store
+    store_b = store_ds = False
     # Without a probe the probe pointers are never dereferenced (constexpr-false branches).
     u = adv = alpha = bmat = dsmat = ent = mean_a = max_a = vnorm = dsn = delta
-    if full:
-        mat = dict(dtype=probe.matrix_dtype, device=dev)
-        u = torch.empty((B, H, T, D), **f32)
-        adv, alpha = (torch.empty((B, H, T, T), **mat) for _ in range(2))
+    if probe is not None and probe.full:
+        store_b, store_ds = "b" in probe.store, "ds" in probe.store
+        mat = probe.matrix_dtype
+        u = torch.empty((B, H, T, D), dtype=f32, device=dev)
+        adv, alpha = (torch.empty((B, H, T, T), dtype=mat, device=dev) for _ in range(2))
         if store_b:
-            bmat = torch.empty((B, H, T, T), **mat)
+            bmat = torch.empty((B, H, T, T), dtype=mat, device=dev)
         if store_ds:
-            dsmat = torch.empty((B, H, T, T), **mat)
+            dsmat = torch.empty((B, H, T, T), dtype=mat, device=dev)
     if stats:
-        ent, mean_a, max_a, vnorm, dsn = (torch.empty((B, H, T), **f32) for _ in range(5))
+        ent, mean_a, max_a, vnorm, dsn = (torch.empty((B, H, T), dtype=f32, device=dev) for _ in range(5))
 
     dq = torch.empty((B, H, T, D), dtype=q.dtype, device=dev)
     dk = torch.empty((B, H, T, D), dtype=k.dtype, device=dev)

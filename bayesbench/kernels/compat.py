@@ -37,7 +37,7 @@ def fix_interpreter_index() -> bool:
         original(tensor, scope)
         scope.set_attr(tensor, "__index__", _index)
 
-    patched.bayesbench_index_fix = True
+    setattr(patched, "bayesbench_index_fix", True)  # a mark on the function: mypy knows no such attribute
     interpreter._patch_lang_tensor = patched
     return True
 

@@ -125,7 +125,7 @@ def attention(
 def triton_available() -> bool:
     """True when the Triton backend can run here (a GPU, or the interpreter on CPU)."""
     try:
-        import triton  # noqa: F401
+        import triton  # noqa: F401  (only whether it imports)
     except ImportError:
         return False
     return torch.cuda.is_available() or interpreting()

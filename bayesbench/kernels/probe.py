@@ -114,7 +114,7 @@ class AttentionProbe:
     def b(self) -> torch.Tensor | None:
         """b_ij = u_i . v_j (0 where masked): stored, or E[b]_i - A_ij computed on first access."""
         if "b" not in self._matrices:
-            if self.advantage is None:
+            if self.advantage is None or self.expected_b is None:  # written together by the backward pass
                 return None
             adv = self.advantage.to(self.expected_b.dtype)
             keep = self._keep(adv.shape[-1], adv.device)
@@ -129,7 +129,7 @@ class AttentionProbe:
     def ds(self) -> torch.Tensor | None:
         """dL/ds_ij = -alpha_ij A_ij: stored, or computed from alpha and the advantage on first access."""
         if "ds" not in self._matrices:
-            if self.advantage is None or self.alpha is None:
+            if self.advantage is None or self.alpha is None or self.expected_b is None:
                 return None
             dt = self.expected_b.dtype
             self._matrices["ds"] = -(self.alpha.to(dt) * self.advantage.to(dt)) + 0.0  # + 0.0: no -0

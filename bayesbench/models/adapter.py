@@ -122,6 +122,8 @@ def _owner(root: nn.Module, dotted: str, create: bool) -> tuple[nn.Module, str]:
 class AdaptedModel(EnsembleModel):
     """E copies of a plain module, stacked: tokens [E, B, L] (+ header [E, B, H, D]) -> logits [E, B, L, C]."""
 
+    template: nn.Module  # set with object.__setattr__, outside the module tree (below)
+
     def __init__(self, shape: TaskShape, ensemble: int, factory: Factory, *, spec: str | None = None,
                  options: dict | None = None) -> None:
         super().__init__(shape, ensemble)
@@ -149,7 +151,7 @@ class AdaptedModel(EnsembleModel):
             stacked = nn.Parameter(torch.empty((ensemble, *p.shape), dtype=p.dtype),  # the ambient device
                                    requires_grad=p.requires_grad)
             if getattr(p, "_no_weight_decay", False):
-                stacked._no_weight_decay = True
+                setattr(stacked, "_no_weight_decay", True)  # the flag training/numerics.decays reads
             owner, leaf = _owner(self.net, name, create=True)
             owner.register_parameter(leaf, stacked)
         self.buffer_names = []
@@ -157,10 +159,10 @@ class AdaptedModel(EnsembleModel):
             src_owner, leaf = _owner(template, name, create=False)
             owner, _ = _owner(self.net, name, create=True)
             persistent = leaf not in src_owner._non_persistent_buffers_set
-            stacked = torch.empty((ensemble, *b.shape), dtype=b.dtype)
-            if stacked.device.type != "meta":
-                stacked.copy_(b.detach().unsqueeze(0).expand(ensemble, *b.shape))
-            owner.register_buffer(leaf, stacked, persistent=persistent)
+            stacked_buffer = torch.empty((ensemble, *b.shape), dtype=b.dtype)
+            if stacked_buffer.device.type != "meta":
+                stacked_buffer.copy_(b.detach().unsqueeze(0).expand(ensemble, *b.shape))
+            owner.register_buffer(leaf, stacked_buffer, persistent=persistent)
             self.buffer_names.append(name)
         # The template only supplies the forward code: its tensors go to the meta device (no
         # memory) and functional_call swaps the stacked slices in. Kept out of the module tree so
@@ -181,7 +183,7 @@ class AdaptedModel(EnsembleModel):
             raise ValueError(f"{self.cfg.spec}: the factory raised TypeError: {_first_line(err)}") from err
         except SettingError:
             raise  # a rule of bayesbench's own on an option (the hf: factories' sizes): it names the option
-        except Exception as err:  # noqa: BLE001  (the user's factory failing, on its options too, is the user's error)
+        except Exception as err:  # the user's factory failing, on its options too, is the user's error
             raise ValueError(f"{self.cfg.spec}: the factory raised {type(err).__name__}: {_first_line(err)}") from err
         if isinstance(module, EnsembleModel):
             raise ValueError(f"{self.cfg.spec}: the factory returned an ensemble-native {type(module).__name__}; "
@@ -195,7 +197,7 @@ class AdaptedModel(EnsembleModel):
         seeds = [int(s) for s in seeds]
         if len(seeds) != self.ensemble:
             raise ValueError(f"seeds must have one entry per member ({self.ensemble}), got {len(seeds)}")
-        modules = []
+        modules: list[nn.Module] = []
         for seed in seeds:
             with torch.random.fork_rng(devices=[]), torch.device("cpu"):
                 torch.manual_seed(seed)
@@ -312,7 +314,7 @@ class AdaptedModel(EnsembleModel):
                 ref = self._forward_loop(tokens, header)
             except ValueError:
                 raise
-            except Exception as err:  # noqa: BLE001  (the user's module failing is the user's error)
+            except Exception as err:  # the user's module failing is the user's error
                 raise ValueError(f"{self.cfg.spec}: forward failed on a random trial batch of tokens "
                                  f"[B={_TRIAL_BATCH}, L={self.shape.max_len}]: {type(err).__name__}: "
                                  f"{_first_line(err)}") from err
@@ -337,7 +339,7 @@ class AdaptedModel(EnsembleModel):
                 out = out.detach()
                 if tuple(out.shape) != tuple(ref.shape) or not torch.allclose(out, ref, rtol=1e-4, atol=1e-5):
                     reason = "the vmapped forward disagrees with the per-member forward"
-            except Exception as err:  # noqa: BLE001  (any failure of vmap means: use the loop)
+            except Exception as err:  # any failure of vmap means: use the loop
                 reason = f"{type(err).__name__}: {_first_line(err)}"
         finally:
             self.train(was_training)
@@ -367,7 +369,7 @@ class AdaptedModel(EnsembleModel):
             return self._forward_loop(tokens, header)
         except ValueError:
             raise
-        except Exception as err:  # noqa: BLE001  (the user's module failing is the user's error)
+        except Exception as err:  # the user's module failing is the user's error
             raise ValueError(f"{self.cfg.spec}: the model's forward raised {type(err).__name__}: {_first_line(err)} "
                              f"(on tokens {list(tokens.shape)}: an error in the model's own code)") from err
 

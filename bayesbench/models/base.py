@@ -6,8 +6,9 @@ headers, header [E, B, H, D]; they return logits [E, B, L, C] over the task's C 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -15,6 +16,20 @@ from torch import Tensor, nn
 
 from ..checks import positive_int
 from .layers import EnsembleEmbedding, EnsembleLayerNorm, EnsembleLinear
+
+M = TypeVar("M", bound=nn.Module)
+
+
+def modules_as(modules: nn.ModuleList, kind: type[M]) -> list[M]:
+    """The items of `modules`, each checked to be a `kind`: nn.ModuleList types its items as plain
+    nn.Module, so a model that sets its own blocks' attributes (a backend, a probe, a scan) reads
+    them through this rather than through an unchecked cast."""
+    out = []
+    for i, module in enumerate(modules):
+        if not isinstance(module, kind):
+            raise TypeError(f"module {i} must be a {kind.__name__}, got {type(module).__name__}")
+        out.append(module)
+    return out
 
 
 class TaskLike(Protocol):
@@ -199,7 +214,7 @@ class ResidualStack(EnsembleModel):
     per-member initialisation draws.
     """
 
-    def __init__(self, shape: TaskShape, ensemble: int, d_model: int, blocks: list[nn.Module], *,
+    def __init__(self, shape: TaskShape, ensemble: int, d_model: int, blocks: Sequence[nn.Module], *,
                  head_bias: bool = True, embed_dropout: float = 0.0, learned_positions: bool = True) -> None:
         super().__init__(shape, ensemble)
         self.embed = InputEmbedding(ensemble, shape, d_model, learned_positions=learned_positions)

@@ -18,13 +18,16 @@ Mamba has no heads and no FFN: it gets the layers and width (and `d_state`, defa
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 from torch import Tensor, nn
 
 from ..checks import positive_int
 from .base import TaskShape
+
+if TYPE_CHECKING:  # an optional extra: imported when a factory runs (_transformers)
+    from transformers import PreTrainedModel
 
 KINDS = ("gpt2", "llama", "mamba")
 
@@ -40,7 +43,7 @@ def _transformers():
 class HFSequenceModel(nn.Module):
     """tokens [B, L] (+ header [B, H, D]) -> logits [B, L, C] through a transformers backbone."""
 
-    def __init__(self, backbone: nn.Module, spec: TaskShape, d_model: int) -> None:
+    def __init__(self, backbone: PreTrainedModel, spec: TaskShape, d_model: int) -> None:
         super().__init__()
         self.backbone = backbone
         self.header = nn.Linear(spec.header_dim, d_model, bias=False) if spec.header_dim > 0 else None

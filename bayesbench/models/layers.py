@@ -133,7 +133,7 @@ class EnsembleLayerNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(ensemble, dim))
         self.bias = nn.Parameter(torch.zeros(ensemble, dim))
 
-    def reset_member(self, e: int, generator: torch.Generator) -> None:  # noqa: ARG002 (no draws)
+    def reset_member(self, e: int, generator: torch.Generator) -> None:  # (no draws: the generator is unused)
         with torch.no_grad():
             self.weight[e].fill_(1.0)
             self.bias[e].zero_()

@@ -111,7 +111,10 @@ def match_linear_attention(shape: TaskShape, target: int, *, n_layer: int = 6, n
     multiple of n_head, with d_ffn = 4 d_model), then d_ffn."""
     if "d_model" in cfg or "d_ffn" in cfg:
         raise ValueError("match_linear_attention fits d_model and d_ffn itself; do not give them")
-    make = lambda d, f: LinearAttentionConfig(n_layer=n_layer, n_head=n_head, d_model=d, d_ffn=f, **cfg)  # noqa: E731
+
+    def make(d: int, f: int) -> LinearAttentionConfig:
+        return LinearAttentionConfig(n_layer=n_layer, n_head=n_head, d_model=d, d_ffn=f, **cfg)
+
     d, f = match_widths(lambda d, f: meta_params(lambda: LinearAttention(shape, make(d, f))), target,
                         default_fine=lambda d: 4 * d, coarse_step=n_head, tolerance=tolerance,
                         what="linear-attention model")

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..checks import SettingError, one_of, positive_int, positive_number
-from .base import ResidualStack, TaskShape
+from .base import ResidualStack, TaskShape, modules_as
 from .capacity import match_widths, meta_params
 from .initialisers import uniform
 from .layers import EnsembleLayerNorm, EnsembleLinear, residual_std
@@ -107,7 +107,8 @@ class SelectiveSSM(nn.Module):
         self.dt_weight = nn.Parameter(torch.empty(E, R, Di))
         self.dt_bias = nn.Parameter(torch.empty(E, Di))
         self.A_log = nn.Parameter(torch.empty(E, Di, N))
-        self.A_log._no_weight_decay = True  # mamba_ssm's convention: decay would pull A towards -1
+        # mamba_ssm's convention: decay would pull A towards -1 (the flag training/numerics.decays reads)
+        setattr(self.A_log, "_no_weight_decay", True)
         self.D = nn.Parameter(torch.empty(E, Di))
 
     def reset_member(self, e: int, generator: torch.Generator) -> None:
@@ -161,7 +162,7 @@ class Mamba(ResidualStack):
         """Switch every block's scan: 'auto', 'parallel', 'sequential', 'native' or 'reference'
         (MambaConfig checks the name)."""
         self.cfg = dataclasses.replace(self.cfg, scan=method)
-        for block in self.blocks:
+        for block in modules_as(self.blocks, MambaBlock):
             block.ssm.cfg = self.cfg
 
 
@@ -173,7 +174,10 @@ def match_mamba(shape: TaskShape, target: int, *, n_layer: int = 12, tolerance: 
     """
     if "d_model" in cfg or "d_inner" in cfg:
         raise ValueError("match_mamba fits d_model and d_inner itself; do not give them")
-    make = lambda d, di: MambaConfig(n_layer=n_layer, d_model=d, d_inner=di, **cfg)  # noqa: E731
+
+    def make(d: int, di: int | None) -> MambaConfig:  # di None: d_inner = 2 * d_model
+        return MambaConfig(n_layer=n_layer, d_model=d, d_inner=di, **cfg)
+
     d, di = match_widths(lambda d, di: meta_params(lambda: Mamba(shape, make(d, di))), target,
                          default_fine=lambda d: 2 * d, tolerance=tolerance, what="Mamba")
     return make(d, None if di == 2 * d else di)

@@ -18,6 +18,7 @@ projected at positions 0..H-1), then apply `depth` residual layers h += W(GELU(L
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -125,22 +126,27 @@ def match_mlp(shape: TaskShape, target: int, *, prefix: bool = False, prefix_dim
     """
     positive_int("target", target, "parameter count")
     depths = tuple(depths or PREFERRED_DEPTHS)
-    make = lambda d, w: MLPConfig(depth=d, width=w, prefix=prefix, prefix_dim=prefix_dim)  # noqa: E731
-    gap = lambda cfg: abs(mlp_param_count(shape, cfg) - target) / target  # noqa: E731
 
-    def free_width(ds):  # the count grows with width: the closest width per depth
+    def make(d: int, w: int) -> MLPConfig:
+        return MLPConfig(depth=d, width=w, prefix=prefix, prefix_dim=prefix_dim)
+
+    def gap(cfg: MLPConfig) -> float:
+        return abs(mlp_param_count(shape, cfg) - target) / target
+
+    def free_width(ds: Iterable[int]) -> Iterator[MLPConfig]:  # the count grows with width: the closest per depth
         for d in ds:
-            yield make(d, fit_width(lambda w, d=d: mlp_param_count(shape, make(d, w)), target))
+            yield make(d, fit_width(lambda w: mlp_param_count(shape, make(d, w)), target))
 
     searches = [[make(d, w) for d in depths for w in (widths or PREFERRED_WIDTHS)],
                 list(free_width(depths)), list(free_width(range(1, 65)))]
-    best = None
+    best: MLPConfig | None = None
     for candidates in searches:
         for cfg in candidates:
             if best is None or gap(cfg) < gap(best):
                 best = cfg
-        if gap(best) <= tolerance:
+        if best is not None and gap(best) <= tolerance:
             return best
+    assert best is not None  # the last search (depths 1..64) is never empty
     raise ValueError(f"no MLP within {tolerance:.0%} of {target} parameters "
                      f"(closest: {mlp_param_count(shape, best)} with {best})")
 

@@ -6,13 +6,15 @@ Each cell (lstm.py, gru.py) subclasses `RecurrentLayer` with its gates and its f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from torch import Tensor, nn
 
 from ..checks import positive_int
-from .base import EnsembleModel, InputEmbedding, TaskShape
+from .base import EnsembleModel, InputEmbedding, TaskShape, modules_as
 from .capacity import match_widths, meta_params
 from .initialisers import glorot_uniform, orthogonal
 from .layers import EnsembleLayerNorm, EnsembleLinear
@@ -51,7 +53,9 @@ class RecurrentLayer(nn.Module):
     """
 
     gates = 1
-    torch_class: type[nn.RNNBase] = nn.RNNBase  # the torch.nn twin (nn.LSTM, nn.GRU)
+    # the torch.nn twin (nn.LSTM, nn.GRU), called as (input_size, hidden_size, batch_first=...): a Callable,
+    # since nn.RNNBase itself takes the mode first
+    torch_class: Callable[..., nn.RNNBase] = nn.RNNBase
 
     def __init__(self, E: int, d_in: int, d_model: int) -> None:
         super().__init__()
@@ -80,10 +84,10 @@ class RecurrentLayer(nn.Module):
         outside bayesbench, and an independent check that the gates are the standard ones."""
         twin = self.torch_class(self.d_in, self.d_model, batch_first=True).to(self.w_ih)
         with torch.no_grad():
-            twin.weight_ih_l0.copy_(self.w_ih[e].T)
-            twin.weight_hh_l0.copy_(self.w_hh[e].T)
-            twin.bias_ih_l0.copy_(self.bias[e])
-            twin.bias_hh_l0.copy_(self.recurrent_bias()[e])
+            twin.get_parameter("weight_ih_l0").copy_(self.w_ih[e].T)
+            twin.get_parameter("weight_hh_l0").copy_(self.w_hh[e].T)
+            twin.get_parameter("bias_ih_l0").copy_(self.bias[e])
+            twin.get_parameter("bias_hh_l0").copy_(self.recurrent_bias()[e])
         return twin
 
     def input_projection(self, x: Tensor) -> Tensor:
@@ -130,7 +134,7 @@ class RecurrentModel(EnsembleModel):
     def set_fused(self, fused: bool) -> None:
         """Switch every layer between the fused time loop (hand-written backward) and the
         autograd reference loop; parameters and results are the same either way."""
-        for layer in self.layers:
+        for layer in modules_as(self.layers, RecurrentLayer):
             layer.fused = bool(fused)
 
 
@@ -163,14 +167,19 @@ def match_rnn(model_class: type[RecurrentModel], shape: TaskShape, target: int, 
               tolerance: float = 0.01) -> RNNConfig:
     """The RNNConfig of `n_layer` layers within tolerance of target: d_model, then d_embed."""
     positive_int("n_layer", n_layer)
-    make = lambda d, de: RNNConfig(n_layer=n_layer, d_model=d, d_embed=de)  # noqa: E731
+
+    def make(d: int, de: int | None) -> RNNConfig:  # de None: d_embed = d_model
+        return RNNConfig(n_layer=n_layer, d_model=d, d_embed=de)
+
     d, de = match_widths(lambda d, de: meta_params(lambda: model_class(shape, make(d, de))), target,
                          default_fine=lambda d: d, tolerance=tolerance, what=model_class.__name__)
     return make(d, None if de == d else de)
 
 
-def build_rnn(model_class: type[RecurrentModel], shape: TaskShape, ensemble: int,
-              match_params: int | None, cfg: dict) -> RecurrentModel:
+R = TypeVar("R", bound="RecurrentModel")
+
+
+def build_rnn(model_class: type[R], shape: TaskShape, ensemble: int, match_params: int | None, cfg: dict) -> R:
     """Shared builder: RNNConfig(**cfg), or match_params=N (with optional n_layer) to fit widths."""
     if match_params is None:
         return model_class(shape, RNNConfig(**cfg), ensemble)

@@ -69,7 +69,10 @@ class ToyAttention(EnsembleModel):
 def match_toy_attention(shape: TaskShape, target: int, *, tolerance: float = 0.01,
                         init_std: float = 0.1) -> ToyAttentionConfig:
     """A toy config within tolerance of target: d_model (with d_head = d_model), then d_head."""
-    make = lambda d, dk: ToyAttentionConfig(d_model=d, d_head=dk, init_std=init_std)  # noqa: E731
+
+    def make(d: int, dk: int | None) -> ToyAttentionConfig:  # dk None: d_head = d_model
+        return ToyAttentionConfig(d_model=d, d_head=dk, init_std=init_std)
+
     d, dk = match_widths(lambda d, dk: meta_params(lambda: ToyAttention(shape, make(d, dk))), target,
                          default_fine=lambda d: d, tolerance=tolerance, what="toy attention")
     return make(d, None if dk == d else dk)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -29,8 +30,11 @@ from torch import Tensor, nn
 
 from ..checks import SettingError, boolean, number_in, one_of, positive_int
 from .attention import softmax_attention
-from .base import ResidualStack, TaskShape
+from .base import ResidualStack, TaskShape, modules_as
 from .layers import EnsembleLayerNorm, EnsembleLinear, residual_std
+
+if TYPE_CHECKING:  # bayesbench.kernels is imported lazily, where a probed backend runs
+    from ..kernels.probe import AttentionProbe
 from .pointer import POINTER_MODES, apply_pointer, check_pointer_shape
 from .registry import register_model
 
@@ -123,7 +127,7 @@ class CausalSelfAttention(nn.Module):
         self.rope = cfg.position == "rope"
         self.qkv = EnsembleLinear(E, cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
         self.proj = EnsembleLinear(E, cfg.d_model, cfg.d_model, bias=cfg.bias, init_std=residual_std(2 * cfg.n_layer))
-        self.probe = None
+        self.probe: AttentionProbe | None = None
 
     def forward(self, x: Tensor) -> Tensor:
         E, B, T, d = x.shape
@@ -171,7 +175,7 @@ class Block(nn.Module):
         self.mlp = FeedForward(E, cfg)
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.attn is not None:
+        if self.attn is not None and self.ln_1 is not None:  # both or neither
             x = x + self.attn(self.ln_1(x))
         return x + self.mlp(self.ln_2(x))
 
@@ -193,22 +197,28 @@ class Transformer(ResidualStack):
         hidden = self.features(tokens, header)
         return apply_pointer(self.head(hidden), hidden, tokens, self.cfg.pointer)
 
+    def typed_blocks(self) -> list[Block]:
+        """The blocks as `Block`s (nn.ModuleList types its items as plain modules), for code that
+        reads a block's attention or feed-forward."""
+        return modules_as(self.blocks, Block)
+
     def set_attention(self, backend: str) -> None:
         """Switch every layer's attention backend (e.g. to 'eager' for a reference check)."""
         if backend not in ATTENTION_BACKENDS:
             raise ValueError(f"backend must be one of {ATTENTION_BACKENDS}, got {backend!r}")
         check_backend_dropout(backend, self.cfg.dropout)
-        for layer, block in enumerate(self.blocks):
+        blocks = self.typed_blocks()
+        for layer, block in enumerate(blocks):
             if block.attn is not None:
                 _check_probe_backend(layer, backend, block.attn.probe)
-        for block in self.blocks:
+        for block in blocks:
             if block.attn is not None:
                 block.attn.backend = backend
 
     def set_probe(self, probe, layer: int) -> None:
         """Attach an attention probe to one layer (filled by the 'triton', 'reference' or 'eager'
         backward); None detaches it."""
-        attn = self.blocks[layer].attn
+        attn = self.typed_blocks()[layer].attn
         if attn is None:
             raise ValueError(f"layer {layer} has no attention (attn_off_top={self.cfg.attn_off_top})")
         _check_probe_backend(layer, attn.backend, probe)

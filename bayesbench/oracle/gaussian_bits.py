@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import Literal, overload
 
 import numpy as np
 import torch
@@ -75,6 +76,14 @@ def check_weights(name: str, w: Tensor) -> Tensor:
 
 #: Relative asymmetry |S - S'| / (1 + max |S|) allowed in a covariance.
 SYMMETRY_RTOL = 1e-9
+
+
+@overload
+def check_covariance(name: str, S: Tensor, definite: Literal[True], meaning: str = ...) -> Tensor: ...
+
+
+@overload
+def check_covariance(name: str, S: Tensor, definite: bool, meaning: str = ...) -> Tensor | None: ...
 
 
 def check_covariance(name: str, S: Tensor, definite: bool, meaning: str = "a covariance") -> Tensor | None:
@@ -198,7 +207,10 @@ def mixture_entropy_bits(weights, means, variances, *, nodes: int = GH_NODES) ->
     """Differential entropy in bits of sum_j w_j N(m_j, v_j) (mixture [..., J] -> [...]):
     -sum_j w_j E_j[log2 p(Y)], each expectation by Gauss-Hermite with `nodes` nodes."""
     w, m, v = _mixture("", weights, means, variances)
-    logp = lambda y: mixture_logpdf(y, *(a.unsqueeze(-2).unsqueeze(-2) for a in (w, m, v)))  # noqa: E731
+
+    def logp(y: Tensor) -> Tensor:
+        return mixture_logpdf(y, *(a.unsqueeze(-2).unsqueeze(-2) for a in (w, m, v)))
+
     return -_expect_under_components(logp, w, m, v, nodes) / LN2
 
 
@@ -213,6 +225,9 @@ def mixture_kl_bits(p_weights, p_means, p_variances, q_weights, q_means, q_varia
     if qw.shape[-1] == 1:  # E_p[log N(Y; mq, vq)] = sum_j w_j (-(log 2 pi vq) / 2 - ((m_j - mq)^2 + v_j) / (2 vq))
         cross = (pw * normal_logpdf(pm, qm, qv) - pw * pv / (2 * qv)).sum(-1)
     else:
-        logq = lambda y: mixture_logpdf(y, *(a.unsqueeze(-2).unsqueeze(-2) for a in (qw, qm, qv)))  # noqa: E731
+
+        def logq(y: Tensor) -> Tensor:
+            return mixture_logpdf(y, *(a.unsqueeze(-2).unsqueeze(-2) for a in (qw, qm, qv)))
+
         cross = _expect_under_components(logq, pw, pm, pv, nodes)
     return (-entropy - cross) / LN2

@@ -7,12 +7,29 @@ log-likelihood is the sum of the log normalisers.
 
 from __future__ import annotations
 
+from typing import Literal, overload
+
 import torch
 from torch import Tensor
 
 from .. import ops
 from .backend import use_native
 from .validate import check_hmm_inputs, raise_if_impossible
+
+
+@overload
+def hmm_filter(trans: Tensor, emit: Tensor, obs: Tensor, init: Tensor | None = ..., *, backend: str = ...,
+               return_loglik: Literal[False] = ..., check: bool = ...) -> Tensor: ...
+
+
+@overload
+def hmm_filter(trans: Tensor, emit: Tensor, obs: Tensor, init: Tensor | None = ..., *, backend: str = ...,
+               return_loglik: Literal[True], check: bool = ...) -> tuple[Tensor, Tensor]: ...
+
+
+@overload
+def hmm_filter(trans: Tensor, emit: Tensor, obs: Tensor, init: Tensor | None = ..., *, backend: str = ...,
+               return_loglik: bool, check: bool = ...) -> Tensor | tuple[Tensor, Tensor]: ...
 
 
 def hmm_filter(

@@ -71,10 +71,11 @@ class Reach:
 def reach(curves: list[LearningCurve | None], metric: str, threshold: float, stops: list[int | None],
           batch_size: int | None) -> Reach | None:
     """Steps to `threshold` on `metric` of each seed's curve (None when a seed has no curve)."""
-    if not curves or any(c is None for c in curves):
+    present = [c for c in curves if c is not None]
+    if not curves or len(present) != len(curves):
         return None
     per_seed, budgets = [], []
-    for c, stop in zip(curves, stops):
+    for c, stop in zip(present, stops):
         steps, values = trained_part(c, metric, stop)
         per_seed.append(stays_from(steps, values, threshold))
         budgets.append(steps[-1] if steps else 0)

@@ -26,7 +26,7 @@ import re
 
 from .. import metric_table
 from ..figures import count, heading, mean_and_range, pyplot, save, subplots, unique_legend
-from ..store.records import EvalResult, PositionCurves, RunRecord
+from ..store.records import EvalResult, LearningCurve, PositionCurves, RunRecord
 from .rows import DEFAULT_THRESHOLD, check_metric, check_threshold, eval_length, short
 from .selection import latest_runs, select_rows
 
@@ -184,8 +184,9 @@ def _length_generalisation(records: list[RunRecord], out_dir: str) -> list[str]:
                       [log2c - h for h in ref.curves[longest].bayes_entropy], **FLOOR_STYLE, label=floor)
             floors = [next((r.evals[n].floors or {}).get("uniform", {}).get("entropy_mae") for r in group
                            if n in r.evals) for n in names]
-            if all(f is not None for f in floors):
-                ax_k.plot(ks, [f.mean for f in floors], marker="s", ms=4, **FLOOR_STYLE, label=floor)
+            present = [f for f in floors if f is not None]
+            if len(present) == len(floors):
+                ax_k.plot(ks, [f.mean for f in present], marker="s", ms=4, **FLOOR_STYLE, label=floor)
         if trained is not None:
             ax_p.axvline(trained, color="k", ls=":", lw=1.2, label=f"trained length K={trained}")
             ax_k.axvline(trained, color="k", ls=":", lw=1.2, label=f"trained length K={trained}")
@@ -205,9 +206,16 @@ def _length_generalisation(records: list[RunRecord], out_dir: str) -> list[str]:
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
+def _curve(record: RunRecord) -> LearningCurve:
+    """The record's learning curve, where the caller kept only records that have one."""
+    if record.learning_curve is None:
+        raise ValueError(f"run {record.run_id} ({record.arch}) has no learning curve")
+    return record.learning_curve
+
+
 def _band(records: list[RunRecord], metric: str) -> tuple[list[int], list[float], list[float], list[float]]:
     """(steps, mean, low, high) over the seeds' curves at the steps they all measured."""
-    curves = [r.learning_curve for r in records]
+    curves = [_curve(r) for r in records]
     steps = sorted(set.intersection(*(set(c.step) for c in curves)))
     return steps, *mean_and_range([[c.metric(metric)[c.step.index(s)] for s in steps] for c in curves])
 
@@ -235,7 +243,7 @@ def plot_learning_curves(db: str | None = None, out_dir: str = "results/plots", 
                            if r.learning_curve is not None and metric in r.learning_curve.values])
     by_task: dict[tuple[str, str], list[RunRecord]] = {}
     for r in records:
-        by_task.setdefault((r.task_label, r.learning_curve.eval or r.primary), []).append(r)
+        by_task.setdefault((r.task_label, _curve(r).eval or r.primary), []).append(r)
     paths = []
     for (label, name), group in sorted(by_task.items()):
         file_name = f"{_slug(label)}_curves_{_slug(metric)}.png"  # kl:repeated -> kl_repeated
@@ -257,7 +265,7 @@ def _curve_figure(label: str, name: str, group: list[RunRecord], metric: str, th
         ax.plot(steps, mean, color=color, lw=1.6, marker=MARKERS[i % len(MARKERS)], ms=4, mfc="none",
                 label=_arch_label(arch, members, steps_differ))  # open markers: overlapping curves stay visible
         top = max([top, *(v for v in hi if math.isfinite(v))])
-    curve = group[0].learning_curve
+    curve = _curve(group[0])
     floor = curve.uniform.get(metric, math.nan)
     if math.isfinite(floor):
         ax.axhline(floor, **FLOOR_STYLE, label=f"uniform predictor (floor), {floor:.3f} bits")
@@ -286,14 +294,14 @@ def learning_curves_figure(records: list[RunRecord], path: str, metric: str = "e
     group = [r for r in records if r.learning_curve is not None and metric in r.learning_curve.values]
     if not group:
         return None
-    return _curve_figure(group[0].task_label, group[0].learning_curve.eval or group[0].primary, group,
+    return _curve_figure(group[0].task_label, _curve(group[0]).eval or group[0].primary, group,
                          check_metric(metric, metric_table.curve_metrics()), check_threshold(threshold), path)
 
 
 def _curve_setting(group: list[RunRecord], name: str, seed_counts: list[int], per: str = "architecture") -> str:
     """The learning curves' setting in words: the fixed curve set, the training steps, the seeds
     (`seed_counts`: of each architecture, or each `per`)."""
-    curve = group[0].learning_curve
+    curve = _curve(group[0])
     ev = group[0].evals.get(name)
     where = f", scored at {ev.positions}" if ev is not None else ""
     seeds = "/".join(map(str, sorted(set(seed_counts))))
@@ -317,7 +325,7 @@ def plot_comparison(a: list[RunRecord], b: list[RunRecord], comparison, path: st
     if comparison.significant_from is not None:
         ax.axvline(comparison.significant_from, color="k", ls="--", lw=1,
                    label=f"significant from step {comparison.significant_from} on")
-    c = a[0].learning_curve
+    c = _curve(a[0])
     floor = c.uniform.get(metric, math.nan)
     if math.isfinite(floor):
         ax.axhline(floor, **FLOOR_STYLE, label=f"uniform predictor (floor), {floor:.3f} bits")

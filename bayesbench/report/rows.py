@@ -216,7 +216,7 @@ def _curve_stats(groups: list[Row], metric: str, threshold: float) -> None:
         row.reach = reach(curves, metric, threshold, stops, batch)
         row.improving = [None if c is None else still_improving(*trained_part(c, metric, stop))
                           for c, stop in zip(curves, stops)]
-    blocks: dict[tuple, list[dict]] = {}
+    blocks: dict[tuple, list[Row]] = {}
     for row in groups:
         blocks.setdefault(block_key(row), []).append(row)
     for block in blocks.values():

@@ -25,8 +25,8 @@ def plot_tuning(db: str | None = None, out_dir: str = "results/plots", *, task: 
         groups.setdefault((r.task_label, _search_key(tuning)), []).append(r)
     paths = []
     for i, ((label, search), rows) in enumerate(sorted(groups.items(), key=lambda kv: kv[0][0])):
-        chosen = {f.arch: tuning_of(f)["chosen"]["lr"] for f in finals
-                  if f.task_label == label and _search_key(tuning_of(f)) == search}
+        tunings = [(f, t) for f in finals if (t := tuning_of(f)) is not None]  # (all tuned: finals keeps those)
+        chosen = {f.arch: t["chosen"]["lr"] for f, t in tunings if f.task_label == label and _search_key(t) == search}
         suffix = "" if sum(1 for (lb, _) in groups if lb == label) == 1 else f"_{i}"
         name = "".join(c if c.isalnum() else "_" for c in label).strip("_") + f"_tuning{suffix}.png"
         paths.append(_tuning_figure(label, rows, chosen, os.path.join(out_dir, name)))

@@ -99,7 +99,8 @@ def exit_now(code: int) -> None:
     with contextlib.suppress(Exception):
         from multiprocessing import util
 
-        util._run_finalizers(0)  # what multiprocessing's atexit hook runs for these
+        # what multiprocessing's atexit hook runs for these (private: typeshed leaves it out)
+        util._run_finalizers(0)  # type: ignore[attr-defined]
     os._exit(code)
 
 

@@ -94,7 +94,7 @@ def _worker_main(conn, fn: Callable, initializer: Callable | None, initargs: tup
         try:
             with interrupt.job():
                 reply = (index, True, fn(item, slot))
-        except BaseException as err:  # noqa: BLE001 - every outcome goes back to the parent
+        except BaseException as err:  # every outcome goes back to the parent
             reply = (index, False, _portable(err))
         try:
             conn.send(reply)
@@ -210,6 +210,7 @@ def run_parallel(fn: Callable[[Any, int], Any], items: list, *, workers: int, or
             for slot in busy:
                 answer = _collect(slot, on_event)
                 index = slot.index
+                assert index is not None  # a busy slot holds its job until it is handed out again below
                 if answer is None:
                     if slot.process.is_alive():
                         continue
@@ -231,9 +232,9 @@ def run_parallel(fn: Callable[[Any, int], Any], items: list, *, workers: int, or
                 if ok:
                     results[index] = value
                 hand_out(slot)
-                if not ok:
+                if not ok and on_error is not None:  # (without on_error the error was raised above)
                     on_error(index, value)
-                elif on_result is not None:
+                elif ok and on_result is not None:
                     on_result(index, value)
             interrupt.check()  # a stop request that arrived while a message was read
     except KeyboardInterrupt as err:
@@ -270,17 +271,17 @@ def _stop(slots: list[_Slot], items: list, describe, results: dict, pending: deq
             wait([s.conn for s in running.values() if s.index is not None]
                  + [s.process.sentinel for s in running.values()], timeout=max(0.0, deadline - time.monotonic()))
             for number, slot in list(running.items()):
-                answer = _collect(slot) if slot.index is not None else None
-                if answer is not None:
+                index = slot.index
+                answer = _collect(slot) if index is not None else None
+                if index is not None and answer is not None:
                     ok, value = answer
-                    answered.add(slot.index)
+                    answered.add(index)
                     if ok:
-                        results[slot.index] = value
+                        results[index] = value
                         if on_result is not None:
-                            on_result(slot.index, value)
+                            on_result(index, value)
                     elif isinstance(value, interrupt.Interrupted):
-                        stop.stopped.extend(value.stopped or [{"run": describe(items[slot.index]),
-                                                               "phase": "setup"}])
+                        stop.stopped.extend(value.stopped or [{"run": describe(items[index]), "phase": "setup"}])
                     slot.index = None
                 elif not slot.process.is_alive():
                     del running[number]

@@ -79,7 +79,8 @@ def provenance() -> dict:
     """{"bayesbench": version, "git_commit", "git_dirty", "commit_source": "checkout" | "build" | None}."""
     global _CACHE
     if _CACHE is None:
-        commit, source = checkout_commit(os.path.dirname(PACKAGE_DIR)), "checkout"
+        source: str | None = "checkout"
+        commit = checkout_commit(os.path.dirname(PACKAGE_DIR))
         if commit is None:
             commit, source = build_commit(), "build"
         if commit is None:

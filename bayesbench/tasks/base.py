@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -54,11 +55,12 @@ class Batch:
     def soft_targets(self) -> bool:
         return self.targets.dim() == 3
 
-    def map(self, fn) -> "Batch":
+    def map(self, fn: Callable[[Tensor], Tensor]) -> "Batch":
         """A batch with `fn` applied to every tensor (latents and header included)."""
-        f = lambda x: None if x is None else fn(x)  # noqa: E731
-        return Batch(f(self.tokens), f(self.mask), f(self.targets), f(self.posterior),
-                     {k: f(v) for k, v in self.latents.items()}, f(self.header))
+        # (a latent an outside tunnel left None stays None)
+        latents = {k: v if v is None else fn(v) for k, v in self.latents.items()}
+        return Batch(fn(self.tokens), fn(self.mask), fn(self.targets), fn(self.posterior), latents,
+                     None if self.header is None else fn(self.header))
 
     def to(self, device: torch.device | str) -> "Batch":
         return self.map(lambda x: x.to(device))
@@ -74,6 +76,10 @@ class Task(ABC):
     Subclasses are frozen dataclasses whose fields are the task's configuration; `config()`
     returns them as a dict for the results store.
     """
+
+    # Every task is a dataclass (the subclasses): said here so that dataclasses.asdict and replace
+    # type-check on a Task. An annotation only: it creates no attribute.
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
     name: str = "task"
     CASES: tuple[str, ...] = ()  # the cases `case_masks` splits the scored positions into (none by default)
@@ -144,14 +150,14 @@ class Task(ABC):
                              f"and latents), above the limit of {format_bytes(MAX_SEQUENCE_BYTES)} per sequence")
 
     def config(self) -> dict:
-        return {"task": self.name, **dataclasses.asdict(self)}  # type: ignore[arg-type]
+        return {"task": self.name, **dataclasses.asdict(self)}
 
     def code(self) -> dict:
         """The code behind this tunnel's sequences and posteriors (`bayesbench.versions`): its version."""
         return {"version": self.version}
 
     def describe(self) -> str:
-        fields = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(self).items())  # type: ignore[arg-type]
+        fields = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(self).items())
         return f"{self.name}({fields})"
 
 

@@ -33,7 +33,7 @@ from .base import IGNORE_INDEX, Batch, Task, batch_device, check_batch_size, che
 from .case_masks import CASES, bijection_case_masks
 from .registry import register_task
 
-VARIANTS = {
+VARIANTS: dict[str, dict[str, object]] = {
     "paper": {"L": None, "keys": "permutation", "query": False, "supervise": "values"},
     "code": {"L": 19, "keys": "replacement", "query": True, "supervise": "both"},
 }
@@ -66,7 +66,7 @@ class BijectionTask(Task):
         positive_int("L", self.L, "number of pairs")
         one_of("keys", self.keys, ("permutation", "replacement"))
         boolean("query", self.query)
-        if self.keys == "permutation" and self.L > self.V:
+        if self.keys == "permutation" and self.pairs > self.V:
             raise SettingError(f"L must be <= V when keys='permutation' (no repeats), got L={self.L}, V={self.V}",
                                ("L", "V", "keys"))
         one_of("supervise", self.supervise, SUPERVISE)
@@ -83,6 +83,13 @@ class BijectionTask(Task):
         return dataclasses.replace(self, supervise="both") if self.supervise == "authors" else self
 
     @property
+    def pairs(self) -> int:
+        """L, as __post_init__ resolved it (the field is None only until then)."""
+        if self.L is None:
+            raise TypeError("BijectionTask.L is unset: __post_init__ resolves it from the variant")
+        return self.L
+
+    @property
     def vocab_size(self) -> int:
         return 2 * self.V
 
@@ -92,10 +99,10 @@ class BijectionTask(Task):
 
     @property
     def seq_len(self) -> int:
-        return 2 * self.L + int(self.query)
+        return 2 * self.pairs + int(bool(self.query))
 
     def sample(self, batch_size, generator=None, *, device=None, dtype=torch.float32) -> Batch:
-        B, V, L = check_batch_size(batch_size), self.V, self.L
+        B, V, L = check_batch_size(batch_size), self.V, self.pairs
         dev = batch_device(generator, device)
         check_fits(self, B, dev, dtype)
         perm = permutations(B, V, generator, dev)  # pi: key -> value index

@@ -105,7 +105,7 @@ def _same(a: Batch, b: Batch) -> bool:
     pairs = [(a.tokens, b.tokens), (a.mask, b.mask), (a.targets, b.targets), (a.posterior, b.posterior)]
     if (a.header is None) != (b.header is None):
         return False
-    if a.header is not None:
+    if a.header is not None and b.header is not None:  # both or neither, by the test above
         pairs.append((a.header, b.header))
     return all(x.shape == y.shape and bool(torch.equal(x, y)) for x, y in pairs)
 
@@ -151,7 +151,7 @@ def check_task(task: Task, *, sequences: int = SEQUENCES, seed: int = 0) -> list
         other = task.sample(sequences, torch.Generator().manual_seed(seed + 1))
     except ValueError:
         raise
-    except Exception as err:  # noqa: BLE001  (the user's sampler failing is the user's error)
+    except Exception as err:  # the user's sampler failing is the user's error
         raise ValueError(f"task {task.describe()}: sample() raised {type(err).__name__}: {err}") from err
     check_batch(task, batch, sequences, torch.device("cpu"))
     lines.append(f"batch of {sequences}: shapes, types, token and class ranges; posterior"
@@ -184,8 +184,8 @@ def check_task(task: Task, *, sequences: int = SEQUENCES, seed: int = 0) -> list
         small = batch.slice(0, min(64, sequences))
         ref = brute(small)
         atol = 1e-6 if small.posterior.dtype == torch.float64 else 1e-4
-        err = (ref.double() - small.posterior.double())[small.mask].abs().max().item()
-        if not err <= atol:
-            _fail(task, f"the posterior disagrees with brute_force_posterior by {err:.3g} (allowed {atol:g})")
-        lines.append(f"posterior = brute-force enumeration on {small.batch_size} sequences (max error {err:.1e})")
+        max_err = (ref.double() - small.posterior.double())[small.mask].abs().max().item()
+        if not max_err <= atol:
+            _fail(task, f"the posterior disagrees with brute_force_posterior by {max_err:.3g} (allowed {atol:g})")
+        lines.append(f"posterior = brute-force enumeration on {small.batch_size} sequences (max error {max_err:.1e})")
     return lines

@@ -247,7 +247,10 @@ class HMMTask(Task):
             tokens[:, : 2 * S] = V + torch.arange(2 * S, device=dev)
         else:
             sp = self._specials
-            to_tok = lambda m: (m * 100.0).round().long() - MIN_HUNDREDTHS + self._prob0  # noqa: E731
+
+            def to_tok(m: Tensor) -> Tensor:
+                return (m * 100.0).round().long() - MIN_HUNDREDTHS + self._prob0
+
             tokens[:, 0] = sp["TRANS"]
             tokens[:, 1 : 1 + S * S] = to_tok(trans.double()).reshape(B, S * S)
             tokens[:, 1 + S * S] = sp["EMIT"]

@@ -64,7 +64,7 @@ class OutsideTask(Task):
                 inner = factory(**dict(self.options))
         except ValueError:
             raise
-        except Exception as err:  # noqa: BLE001  (the user's factory failing is the user's error)
+        except Exception as err:  # the user's factory failing is the user's error
             raise ValueError(f"task {spec!r}: the factory raised {type(err).__name__}: {err}") from err
         if not isinstance(inner, Task) or isinstance(inner, OutsideTask):
             raise ValueError(f"task {spec!r}: the factory must return a bayesbench.tasks.Task (a frozen dataclass "
@@ -81,10 +81,10 @@ class OutsideTask(Task):
 
     @property
     def inner(self) -> Task:
-        return self._inner  # type: ignore[attr-defined]
+        return self._inner
 
     @property
-    def name(self) -> str:  # type: ignore[override]
+    def name(self) -> str:  # type: ignore[override]  # Task.name is a class attribute; here the inner task's
         return self.inner.name
 
     @property
@@ -113,7 +113,7 @@ class OutsideTask(Task):
             # without a generator it draws from torch's own, which must then move on as for any task
             with outside_code.guarded(keep=() if generator is not None else ("torch RNG", "CUDA RNG")):
                 return self.inner.sample(batch_size, generator, device=device, dtype=dtype)
-        except Exception as err:  # noqa: BLE001  (the user's sampler failing, e.g. mid-training, is the user's error)
+        except Exception as err:  # the user's sampler failing, e.g. mid-training, is the user's error
             raise ValueError(f"task {self.spec!r}: sample({batch_size}) raised {type(err).__name__}: {err} (an error "
                              "in the tunnel's own code)") from err
 
@@ -125,7 +125,7 @@ class OutsideTask(Task):
 
     def code(self) -> dict:
         """The contents of the tunnel's file and its own-folder imports, as imported (see the module doc)."""
-        return dict(self._code)  # type: ignore[attr-defined]
+        return dict(self._code)
 
     def describe(self) -> str:
         return self.inner.describe()

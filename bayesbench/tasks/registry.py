@@ -35,7 +35,7 @@ def get_task(name: str, /, **config) -> Task:
     import dataclasses
     import difflib
 
-    settings = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+    settings = [f.name for f in dataclasses.fields(cls) if f.init]
     for key in config:
         if key not in settings:  # e.g. `name`: a class attribute, not a setting
             close = difflib.get_close_matches(key, settings, n=1)

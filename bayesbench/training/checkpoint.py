@@ -123,7 +123,7 @@ def load_checkpoint(path: str, map_location=None, *, required: tuple[str, ...] =
         raise DamagedFile(f"{what} {path} does not exist") from None
     except PermissionError as err:
         raise DamagedFile(f"{what} {path} cannot be read: {err.strerror}") from None
-    except Exception as err:  # noqa: BLE001 - any failure to parse the file is damage
+    except Exception as err:  # any failure to parse the file is damage
         raise DamagedFile(f"{what} {path} is damaged: {_damage(path, err)}; it was left as it is "
                           "(move it away to start over, or restore a copy)") from err
     if not isinstance(state, dict):

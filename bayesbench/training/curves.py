@@ -30,7 +30,7 @@ import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any, Iterator
 
 import torch
 from torch import Tensor
@@ -43,7 +43,8 @@ from .seeds import eval_seed
 
 CURVE_PER_DECADE = 8  # log-spaced default cadence: 8 points per factor of 10 in steps
 LOG2 = math.log(2.0)
-_sets: dict[tuple[str, int, int], Batch] = {}
+# (task, n, seed) for curve sets, (task, n, seed, "selection", eval_n) for selection sets
+_sets: dict[tuple[str, int, int] | tuple[str, int, int, str, int], Batch] = {}
 
 
 def curve_steps(steps: int, every: int = 0) -> list[int]:
@@ -90,14 +91,14 @@ def selection_batch(task: Task, n: int, eval_sequences: int | None = None) -> Ba
         have = 0
         for _ in range(100):
             draw = task.sample(max(n - have, 16) * 2, generator)
-            keep = []
+            keep: list[int] = []
             for i, k in enumerate(_sequence_keys(draw, as_list=True)):
                 if k not in taken and have + len(keep) < n:
                     taken.add(k)
                     keep.append(i)
             if keep:
                 index = torch.tensor(keep, dtype=torch.long)
-                kept.append(draw.map(lambda x, index=index: x.index_select(0, index) if torch.is_tensor(x)
+                kept.append(draw.map(lambda x: x.index_select(0, index) if torch.is_tensor(x)  # (called at once)
                                      and x.dim() > 0 and x.shape[0] == draw.batch_size else x))
                 have += len(keep)
             if have >= n:
@@ -123,7 +124,7 @@ def _concat(batches: list[Batch]) -> Batch:
     if len(batches) == 1:
         return batches[0]
     first = batches[0]
-    out = {}
+    out: dict[str, Any] = {}
     for f in dataclasses.fields(first):
         values = [getattr(b, f.name) for b in batches]
         if f.name == "latents":

@@ -179,7 +179,7 @@ def attach_logger(kind: str, trainer, run_dir: str, *, name: str, config: dict) 
                              id="".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:120],
                              config=config, resume="allow", reinit="create_new", group=config.get("group_id"),
                              project=os.environ.get("WANDB_PROJECT") or DEFAULT_PROJECT)
-        except Exception as err:  # noqa: BLE001  (W&B's own errors: no API key online, a bad project name, ...)
+        except Exception as err:  # W&B's own errors: no API key online, a bad project name, ...
             first = str(err).strip().splitlines()[0] if str(err).strip() else ""
             raise ValueError(f"--log wandb: W&B could not start a run ({type(err).__name__}: {first}); log in "
                              "(`wandb login` or WANDB_API_KEY) or log offline (WANDB_MODE=offline, the "

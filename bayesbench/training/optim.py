@@ -40,13 +40,14 @@ Decayed parameters come first in the buffer, so weight decay is one op on a pref
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Callable
 
 import torch
 from torch import Tensor, nn
 
 
-def _segments(params: list[Tensor], ensemble: int) -> list[int]:
+def _segments(params: Sequence[Tensor], ensemble: int) -> list[int]:
     return [p.numel() // ensemble for p in params for _ in range(ensemble)]
 
 

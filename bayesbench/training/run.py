@@ -43,7 +43,7 @@ def open_trainer(task: Task, arch: str, seeds: list[int], cfg: TrainConfig, *, m
         trainer = Trainer(task, arch, seeds, cfg, model_cfg=model_cfg, max_len=max_len, device=device,
                           run_dir=run_dir, run_id=run_id, meta=meta, spec=spec)
         path = trainer.checkpoint_path()
-        if resume and path is not None and os.path.exists(path):
+        if resume and path is not None and os.path.exists(path):  # (resume needs run_dir: a path)
             trainer.load(path)
             if say is not None:
                 done = " (training had finished)" if trainer.step >= cfg.steps else ""

@@ -31,17 +31,19 @@ class MemberStream:
         self._chunk: Batch | None = None
         self._offset = 0
 
-    def _refill(self) -> None:
+    def _refill(self) -> Batch:
         self._chunk_state = self.generator.get_state()
         self._chunk = self.task.sample(self.batch_size * self.prefetch, self.generator)
         self._offset = 0
+        return self._chunk
 
     def next(self) -> Batch:
-        if self._chunk is None or self._offset == self.prefetch:
-            self._refill()
+        chunk = self._chunk
+        if chunk is None or self._offset == self.prefetch:
+            chunk = self._refill()
         b, i = self.batch_size, self._offset
         self._offset += 1
-        return self._chunk.slice(i * b, (i + 1) * b)
+        return chunk.slice(i * b, (i + 1) * b)
 
     def state_dict(self) -> dict:
         """Enough to replay exactly: the generator state before the current chunk, the offset."""
@@ -62,6 +64,9 @@ def stack_members(batches: list[Batch]) -> tuple[Tensor, Tensor | None, Tensor, 
         b = batches[0]
         header = None if b.header is None else b.header.unsqueeze(0)
         return b.tokens.unsqueeze(0), header, b.targets.unsqueeze(0), b.mask.unsqueeze(0)
-    header = None if batches[0].header is None else torch.stack([b.header for b in batches])
+    headers = [b.header for b in batches if b.header is not None]
+    if headers and len(headers) != len(batches):
+        raise ValueError(f"the members' batches must all have a header or none, got {len(headers)} of {len(batches)}")
+    header = torch.stack(headers) if headers else None
     return (torch.stack([b.tokens for b in batches]), header,
             torch.stack([b.targets for b in batches]), torch.stack([b.mask for b in batches]))

@@ -45,7 +45,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ...models.attention import attention_weights
-from ...models.transformer import Transformer
+from ...models.layers import EnsembleLayerNorm
+from ...models.transformer import CausalSelfAttention, Transformer
 from ...scoring.metrics import entropy_bits, score
 from ..qkv import head_qkv
 
@@ -72,6 +73,14 @@ def check_transformer(model) -> Transformer:
     return model
 
 
+def _attention(model: Transformer, layer: int) -> tuple[CausalSelfAttention, EnsembleLayerNorm]:
+    """Block `layer`'s attention and the LayerNorm before it; an error when the block has none."""
+    block = model.typed_blocks()[layer]
+    if block.attn is None or block.ln_1 is None:
+        raise ValueError(f"layer {layer} has no attention (attn_off_top={model.cfg.attn_off_top})")
+    return block.attn, block.ln_1
+
+
 @torch.no_grad()
 def instrumented_forward(model: Transformer, tokens: Tensor, header: Tensor | None = None, *,
                          zero_heads: tuple[tuple[int, int], ...] = (), skip_layers: tuple[int, ...] = (),
@@ -86,10 +95,10 @@ def instrumented_forward(model: Transformer, tokens: Tensor, header: Tensor | No
     E, B, L = tokens.shape
     trace = Trace(logits=torch.empty(0))
     x = model.embed(tokens, header)
-    for i, block in enumerate(model.blocks):
+    for i, block in enumerate(model.typed_blocks()):
         if i in skip_layers:
             continue
-        if block.attn is not None:
+        if block.attn is not None and block.ln_1 is not None:  # both or neither
             att = block.attn
             d = att.d_model
             q, k, v = head_qkv(att, block.ln_1(x))  # [E, B, H, L, Dh]
@@ -143,7 +152,7 @@ def token_keys(trace: Trace, tokens: Tensor, hyp: list[int], layer: int = 0) -> 
 def static_keys(model: Transformer, hyp: list[int], layer: int = 0) -> Tensor:
     """Layer-`layer` keys of the token embeddings alone (no position, no context): [E, H, n, Dh].
     Only defined for the first block, which reads the embeddings directly."""
-    att, ln = model.blocks[layer].attn, model.blocks[layer].ln_1
+    att, ln = _attention(model, layer)
     E, H, d = model.ensemble, att.n_head, att.d_model
     emb = model.embed.tok.weight[:, hyp].unsqueeze(1)  # [E, 1, n, d]
     k = att.qkv(ln(emb))[..., d:2 * d]  # [E, 1, n, d]
@@ -354,7 +363,7 @@ def measure(model: Transformer, batch, task, init_model: Transformer | None = No
     trace = instrumented_forward(model, tokens, header)
     attn_layers = sorted(trace.alpha)
     first = attn_layers[0]
-    att = model.blocks[first].attn
+    att, _ = _attention(model, first)
     frames = _key_frames(model, init_model, trace, tokens, header, task, first)
     ent, ratio, qk, contrast = {}, {}, {}, {}
     prior = prior_positions(task, tokens.shape[-1])
@@ -382,7 +391,7 @@ def measure(model: Transformer, batch, task, init_model: Transformer | None = No
     intact, intact_halves = errors(trace.logits)
     heads, head_halves = {}, {}
     for i in attn_layers:
-        for h in range(model.blocks[i].attn.n_head):
+        for h in range(_attention(model, i)[0].n_head):
             heads[(i, h)], head_halves[(i, h)] = errors(
                 instrumented_forward(model, tokens, header, zero_heads=((i, h),), keep=False).logits)
     layers = {i: ablation_errors(instrumented_forward(model, tokens, header, skip_layers=(i,), keep=False).logits,

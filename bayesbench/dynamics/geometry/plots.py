@@ -72,6 +72,8 @@ def entropy_by_layer(path: str, g: Geometry, setting: str = "", g0: Geometry | N
 
 def value_manifold(path: str, g: Geometry, setting: str = "") -> str:
     """PC1 of the last attention layer's outputs against the exact posterior entropy (first seed)."""
+    if g.value_points is None:
+        raise ValueError("the value manifold needs the measurement's value_points (PC1 and posterior entropy)")
     pc1, h = g.value_points
     last = max(g.value_spearman)
     fig, ax = subplots(figsize=(6.4, 4.8))

@@ -64,15 +64,16 @@ def run_geometry(cfg: GeometryConfig) -> dict:
     run, sequences, db = cfg.run, cfg.sequences, cfg.db
     result = _load(run, db)
     ident = result.identity
-    check_transformer(result.model)
+    model = check_transformer(result.model)
     if len(result.seeds) < cfg.min_seeds:
         raise FieldError("min_seeds", f"is {cfg.min_seeds} and the run has {len(result.seeds)} seeds {result.seeds}: "
                                       f"the geometry's intervals over seeds need at least that many (train more "
                                       f"seeds, or lower the minimum)")
     task = task_of(result)
-    init = get_model(ident["arch"], task, seeds=ident["seeds"], max_len=ident["max_len"], **ident["model"])
+    init = check_transformer(get_model(ident["arch"], task, seeds=ident["seeds"], max_len=ident["max_len"],
+                                       **ident["model"]))
     batch = eval_set(task, sequences)
-    g = measure(result.model, batch, task, init_model=init)
+    g = measure(model, batch, task, init_model=init)
     g0 = measure(init, batch, task)
     study_id = f"geometry-{result.run_id}"
     config = {"run": os.path.abspath(run) if os.path.exists(run) else run, "checkpoint": result.checkpoint,
@@ -125,8 +126,11 @@ def _ranked_heads(g: Geometry, m: int) -> dict:
 
 def _cross_values(g: Geometry, layer: int, m: int = 0) -> list[float]:
     """Per seed, the cross-validated top / second damage quotient of `layer` (`_ranked_heads`)."""
+    if g.head_halves is None or g.intact_halves is None:
+        raise ValueError("the cross-validated quotient needs the measurement's halves (head_halves, intact_halves)")
+    head_halves, intact_halves = g.head_halves, g.intact_halves
     keys = [k for k in g.head_mae if k[0] == layer]
-    halves = torch.stack([g.head_halves[k][:, m] / g.intact_halves[:, m] for k in keys])  # [H, 2, E]
+    halves = torch.stack([head_halves[k][:, m] / intact_halves[:, m] for k in keys])  # [H, 2, E]
     logq = []
     for rank_on, measure_on in ((0, 1), (1, 0)):
         order = halves[:, rank_on].argsort(0, descending=True)
@@ -211,7 +215,7 @@ def summarize(g: Geometry, task: str, sequences: int, g0: Geometry | None = None
                      "init": logit_interval(_per_seed(k.init)),
                      "init_centred": logit_interval(_per_seed(k.init_centred)),
                      "per_head": k.offdiag.mean(0).tolist()} for k in g.keys}
-    ablation = {}
+    ablation: dict[str, dict] = {}
     for m, metric in enumerate(ERRORS):
         intact = g.intact_mae[m]
         heads = {f"L{i}H{h}": _ablated(v[m], intact) for (i, h), v in g.head_mae.items()}
@@ -224,7 +228,7 @@ def summarize(g: Geometry, task: str, sequences: int, g0: Geometry | None = None
         if g0 is not None:
             ablation[metric]["intact_init"] = log_interval(g0.intact_mae[m].tolist())
             ablation[metric]["ranked_init"] = _ranked_heads(g0, m)
-    out = {
+    out: dict[str, object] = {
         "task": task, "sequences": sequences, "seeds": g.seeds, "d_head": g.d_head,
         "random_abs_cos": random_abs_cos(g.d_head), "keys": keys, "quantities": quantities,
         **{name: {i: quantities[f"{name}/{i}"]["trained"] for i in layers}
@@ -234,8 +238,9 @@ def summarize(g: Geometry, task: str, sequences: int, g0: Geometry | None = None
                         "value_pc1_partial_null")},
         "ablation": ablation,
     }
-    out["verdicts"] = geometry_verdicts(g, out, g0 is not None)
-    out["headline"] = [f"{v['verdict']}: {v['claim']} ({v['number']})" for v in out["verdicts"]
+    verdicts = geometry_verdicts(g, out, g0 is not None)
+    out["verdicts"] = verdicts
+    out["headline"] = [f"{v['verdict']}: {v['claim']} ({v['number']})" for v in verdicts
                        if v["family"] == "primary"]
     return out
 

@@ -40,8 +40,8 @@ def partial_corr(x: list[float], y: list[float], *controls: list[float]) -> floa
     z = np.column_stack([np.ones(len(x)), *[np.asarray(c, dtype=float) for c in controls]])
 
     def resid(a: list[float]):
-        a = np.asarray(a, dtype=float)
-        return a - z @ np.linalg.lstsq(z, a, rcond=None)[0]
+        v = np.asarray(a, dtype=float)
+        return v - z @ np.linalg.lstsq(z, v, rcond=None)[0]
 
     rx, ry = resid(x), resid(y)
     sx, sy = float(np.sqrt(rx @ rx)), float(np.sqrt(ry @ ry))
@@ -95,7 +95,7 @@ def crosslag_summary(records, lr_at=None) -> dict:
             V = [s["value_dv_norm"][t] for t in steps]
             for direction, (cause, effect) in zip(DIRECTIONS, ((V, R), (R, V))):
                 per_seed[seed][direction].append(lagged_with_null(cause, effect))
-        row = {"seeds": len(per_seed)}
+        row: dict[str, object] = {"seeds": len(per_seed)}
         for direction in DIRECTIONS:
             real, null = [], []
             for by_dir in per_seed.values():

@@ -46,7 +46,7 @@ def _progress(values: list[float], rising: bool, late: int = LATE) -> list[float
 
 def _argmax_step(series: dict[int, float]) -> float | None:
     fin = {s: v for s, v in series.items() if math.isfinite(v)}
-    return float(max(fin, key=fin.get)) if fin else None
+    return float(max(fin, key=fin.__getitem__)) if fin else None
 
 
 def head_timing(records) -> dict:

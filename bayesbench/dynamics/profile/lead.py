@@ -39,6 +39,7 @@ censored, its sign known).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from ...stats import (
     first_reaching,
@@ -91,7 +92,7 @@ def progress_of(systematic: list[float]) -> list[float]:
     return [1 - s / s0 for s in systematic]
 
 
-def crossing(x: list[float], progress: list[float], level: float = LEVEL) -> float | None:
+def crossing(x: Sequence[float], progress: Sequence[float], level: float = LEVEL) -> float | None:
     """The first x at which progress reaches `level`, interpolated linearly from the checkpoint
     before; None if it never does (or progress is NaN before it does)."""
     if len(x) != len(progress) or not x:
@@ -104,7 +105,7 @@ def crossing(x: list[float], progress: list[float], level: float = LEVEL) -> flo
 SMOOTH = 3  # checkpoints in the running mean of a progress curve before its t90 is read
 
 
-def settled(x: list[float], progress: list[float], level: float = LEVEL, cut: int | None = None,
+def settled(x: Sequence[float], progress: Sequence[float], level: float = LEVEL, cut: int | None = None,
             smooth: int = SMOOTH) -> float | None:
     """The first x from which the progress curve, as a centred running mean over `smooth` points,
     stays at or above `level` over the points before index `cut` (all: None), interpolated from
@@ -140,7 +141,8 @@ def lead_summary(steps: list[int], budget: list[float], frame: dict[int, list[fl
         if seed not in frame:
             continue
         row = {}
-        for axis, x in (("steps", steps), ("budget", budget)):
+        axes: tuple[tuple[str, Sequence[float]], ...] = (("steps", steps), ("budget", budget))
+        for axis, x in axes:
             if stays:
                 tf, tp = settled(x, frame[seed], cut=cut), settled(x, precision[seed], cut=cut)
             else:

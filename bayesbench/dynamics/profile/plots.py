@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...figures import count, heading, save, subplots, unique_legend
@@ -26,7 +27,7 @@ class Curve:
     """Per-seed values ys[seed][k] at x[k], drawn as the seed mean with an interval."""
 
     label: str
-    x: list[float]
+    x: Sequence[float]  # steps (int) or shares of the learning-rate budget
     ys: list[list[float]]
     color: str | None = None
     right: bool = False  # on the panel's right-hand axis
@@ -90,7 +91,7 @@ INTERVAL_WORDS = {"ci95": "95% t-interval over seeds", "range": "range over seed
 
 def per_layer_figure(path: str, panels: dict[int, list[Curve]], *, title: str, xlabel: str, ylabel: str,
                      ylabel_right: str | None = None, marks: dict[int, list[tuple[float, str]]] | None = None,
-                     interval: str = "ci95", setting: str = "", refs: list[tuple[float, str]] = ()) -> str:
+                     interval: str = "ci95", setting: str = "", refs: Sequence[tuple[float, str]] = ()) -> str:
     """One panel per layer (sorted), curves with seed intervals, optional vertical marks
     (x, label) per layer and horizontal reference lines (y, label) on every panel, all in one
     legend under the panels; `setting` (what was measured) under the title. Writes the PNG and

@@ -26,16 +26,28 @@ from bayesbench.models.transformer import PROBE_BACKENDS, Transformer
 PROBE_NAMES = ("attn_entropy", "adv_abs_mean", "adv_abs_max", "ds_norm", "value_update_mean", "value_update_max")
 
 
-def attention_layers(model) -> list[int]:
-    """Indices of the blocks that have softmax attention; ValueError for any other model."""
+def profiled_transformer(model) -> Transformer:
+    """`model` itself, checked to be a softmax-attention transformer; ValueError for any other model."""
     if not isinstance(model, Transformer):
         raise ValueError(f"profiling needs a softmax-attention transformer (arch 'transformer' or "
                          f"'transformer-no-late-attention'); got a {type(model).__name__}, which has no "
                          f"attention probe to record")
-    layers = [i for i, b in enumerate(model.blocks) if b.attn is not None]
+    return model
+
+
+def attention_layers(model) -> list[int]:
+    """Indices of the blocks that have softmax attention; ValueError for any other model."""
+    layers = [i for i, b in enumerate(profiled_transformer(model).typed_blocks()) if b.attn is not None]
     if not layers:
         raise ValueError("this transformer has attention in no layer (attn_off_top = n_layer): nothing to profile")
     return layers
+
+
+def _recorded(value: Tensor | None, name: str) -> Tensor:
+    """A field of a filled probe: an error naming it when the backward did not record it."""
+    if value is None:
+        raise ValueError(f"probe.{name} is empty: the backward pass did not record it")
+    return value
 
 
 def summarize_probe(probe: AttentionProbe, ensemble: int) -> Tensor:
@@ -44,12 +56,15 @@ def summarize_probe(probe: AttentionProbe, ensemble: int) -> Tensor:
     if not probe.filled:
         raise ValueError("probe is empty: no backward pass has filled it")
 
-    def split(x: Tensor) -> Tensor:  # [E*B, H, T] -> [E, B, H, T]
+    def split(value: Tensor | None, name: str) -> Tensor:  # probe.<name> [E*B, H, T] -> [E, B, H, T]
+        x = _recorded(value, name)
         x = x.reshape(ensemble, -1, *x.shape[1:])
         return x if x.dtype == torch.float64 else x.float()
 
-    ent, mean_a, max_a = split(probe.entropy), split(probe.mean_abs_advantage), split(probe.max_abs_advantage)
-    dsn, vn = split(probe.ds_norm), split(probe.value_update_norm)
+    ent = split(probe.entropy, "entropy")
+    mean_a = split(probe.mean_abs_advantage, "mean_abs_advantage")
+    max_a = split(probe.max_abs_advantage, "max_abs_advantage")
+    dsn, vn = split(probe.ds_norm, "ds_norm"), split(probe.value_update_norm, "value_update_norm")
     return torch.stack([
         ent.mean((1, 3)), mean_a.mean((1, 3)), max_a.amax((1, 3)),
         dsn.pow(2).sum((1, 3)).sqrt(), vn.mean((1, 3)), vn.amax((1, 3)),
@@ -69,7 +84,9 @@ class ProbeSet:
             raise ValueError(f"attention must be one of {PROBE_BACKENDS} to profile, got {backend!r}")
         self.model, self.backend = model, backend
         self.layers = attention_layers(model)
-        self.original = model.blocks[self.layers[0]].attn.backend
+        first = model.typed_blocks()[self.layers[0]].attn
+        assert first is not None  # attention_layers lists the blocks that have attention
+        self.original = first.backend
         self.probes: list[AttentionProbe] = []
 
     def attach(self, mode: str = "stats") -> None:
@@ -97,7 +114,8 @@ class ProbeSet:
         E = self.model.ensemble
         if not all(p.full for p in self.probes):
             raise ValueError("advantages need probes of mode 'full'")
-        return torch.stack([p.advantage.reshape(E, -1, *p.advantage.shape[1:]) for p in self.probes])
+        advantages = [_recorded(p.advantage, "advantage") for p in self.probes]
+        return torch.stack([a.reshape(E, -1, *a.shape[1:]) for a in advantages])
 
     def upstream(self) -> Tensor:
         """[L, E, B, H, T, Dh] u_i = dL/dg_i of every layer, the head outputs' gradient (mode 'full'):
@@ -105,7 +123,8 @@ class ProbeSet:
         E = self.model.ensemble
         if not all(p.full for p in self.probes):
             raise ValueError("upstream gradients need probes of mode 'full'")
-        return torch.stack([p.u.reshape(E, -1, *p.u.shape[1:]) for p in self.probes])
+        upstream = [_recorded(p.u, "u") for p in self.probes]
+        return torch.stack([u.reshape(E, -1, *u.shape[1:]) for u in upstream])
 
     def detach(self) -> None:
         if not self.probes:

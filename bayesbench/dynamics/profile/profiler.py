@@ -110,6 +110,18 @@ def replica_data_seed(seed: int, step: int, replica: int) -> int:
     return data_seed(zlib.crc32(f"replica:{seed}:{step}:{replica}".encode()) + 2**32)
 
 
+@dataclass(frozen=True)
+class _PendingLaw:
+    """What a law step records before its update (the probed advantage and upstream gradients, the
+    parameters, the label control) for the check after it."""
+
+    step: int
+    advantage: Tensor
+    upstream: Tensor
+    params0: list[Tensor]
+    control: Tensor | None  # only when the task has relevant keys (Profiler.relevance)
+
+
 class Profiler:
     """Attach to a Trainer (`trainer.hooks.append(profiler)`), call `start()` before `fit` and
     `finish()` after it."""
@@ -121,11 +133,7 @@ class Profiler:
         self.layers = self.probes.layers
         self.probe_batch, self.eval_batch = probe_batch, eval_batch
         self._rows: list[tuple[int, str, tuple[str, ...], Tensor]] = []  # (step, kind, names, [n, E, L, H])
-        self._law_step: int | None = None
-        self._advantage: Tensor | None = None
-        self._upstream: Tensor | None = None
-        self._control: Tensor | None = None
-        self._params0: list[Tensor] | None = None
+        self._pending: _PendingLaw | None = None  # set before a law step's update, checked after it
         self.maps: dict[int, Tensor] = {}  # checkpoint step -> [L, E, B, H, T, T] (device)
         self.calibration: dict[int, Tensor] = {}  # checkpoint step -> [2, E] (entropy MAE, KL; host)
         self.ablation: dict[int, Tensor] = {}  # checkpoint step -> [L, H, E] entropy MAE, head zeroed (host)
@@ -166,21 +174,20 @@ class Profiler:
             self.profiled_steps += 1
             if self._law(step):
                 n = self.cfg.law_sequences
-                self._advantage = self.probes.advantages()
-                self._upstream = self.probes.upstream()[:, :, :n]
-                self._params0 = [p.detach().clone() for p in trainer.params]
-                self._law_step = step
-                if self.relevance:
-                    self._control = self._label_control(trainer, tokens[:, :n],
-                                                        None if header is None else header[:, :n])
+                advantage = self.probes.advantages()
+                upstream = self.probes.upstream()[:, :, :n]
+                params0 = [p.detach().clone() for p in trainer.params]
+                control = (self._label_control(trainer, tokens[:, :n], None if header is None else header[:, :n])
+                           if self.relevance else None)
+                self._pending = _PendingLaw(step, advantage, upstream, params0, control)
         self.probes.detach()
         self.hook_s += time.perf_counter() - t0
 
     def after_update(self, trainer, tokens: Tensor, header: Tensor | None) -> None:
         t0 = time.perf_counter()
         step = trainer.step
-        if self._law_step == step:
-            self._check_law(trainer, tokens, header)
+        if self._pending is not None and self._pending.step == step:
+            self._check_law(trainer, self._pending, tokens, header)
         done = step + 1
         if done in self.cfg.checkpoints:
             self.checkpoint(done)
@@ -192,17 +199,18 @@ class Profiler:
         self.hook_s += time.perf_counter() - t0
 
     # -- the pieces
-    def _check_law(self, trainer, tokens: Tensor, header: Tensor | None) -> None:
+    def _check_law(self, trainer, pending: _PendingLaw, tokens: Tensor, header: Tensor | None) -> None:
         model = trainer.model
         n = self.cfg.law_sequences
         tokens = tokens[:, :n]
         header = None if header is None else header[:, :n]
-        advantage = self._advantage[:, :, :n]
-        delta = [p.detach() - p0 for p, p0 in zip(trainer.params, self._params0)]
-        s0, predicted = predicted_change(model, self._params0, delta, tokens, header)
+        advantage = pending.advantage[:, :, :n]
+        delta = [p.detach() - p0 for p, p0 in zip(trainer.params, pending.params0)]
+        s0, predicted = predicted_change(model, pending.params0, delta, tokens, header)
         own = torch.empty_like(predicted)
         for li, layer in enumerate(self.layers):  # the JVP along each layer's own W_Q / W_K rows
-            own[li] = predicted_change(model, self._params0, own_qk_tangent(model, delta, layer), tokens, header)[1][li]
+            own[li] = predicted_change(model, pending.params0, own_qk_tangent(model, delta, layer), tokens,
+                                       header)[1][li]
         was_training = model.training
         model.eval()
         with torch.no_grad():
@@ -210,23 +218,23 @@ class Profiler:
         model.train(was_training)
         alpha = masked_softmax(s0)
         advantage = advantage.to(s0.dtype)
-        lr = trainer.cfg.lr_at(self._law_step)
+        step = pending.step
+        lr = trainer.cfg.lr_at(step)
         stats = law_statistics(s1 - s0, predicted, own, advantage, alpha, lr)  # [names, L, E, H]
-        self._rows.append((self._law_step, "law", LAW_NAMES, stats.transpose(1, 2)))
+        self._rows.append((step, "law", LAW_NAMES, stats.transpose(1, 2)))
         with torch.no_grad():
             v1 = transformer_values(model, tokens, header)
-        v0 = values_at(model, self._params0, tokens, header)
-        value = value_statistics(v1 - v0, alpha, self._upstream, lr)
-        self._rows.append((self._law_step, "value", VALUE_NAMES, value.transpose(1, 2)))
-        if self.relevance:
+        v0 = values_at(model, pending.params0, tokens, header)
+        value = value_statistics(v1 - v0, alpha, pending.upstream, lr)
+        self._rows.append((step, "value", VALUE_NAMES, value.transpose(1, 2)))
+        if pending.control is not None:  # self.relevance
             rel = relevance_statistics(advantage, alpha, relevant_keys(trainer.task, tokens))
-            self._rows.append((self._law_step, "relevance", RELEVANCE_NAMES, rel.transpose(1, 2)))
+            self._rows.append((step, "relevance", RELEVANCE_NAMES, rel.transpose(1, 2)))
             labels = label_keys(trainer.task, tokens, label_targets(trainer.task, tokens, permute=True))
-            ctrl = control_statistics(self._control.to(alpha.dtype), alpha, labels)
-            self._rows.append((self._law_step, "control", CONTROL_NAMES, ctrl.transpose(1, 2)))
+            ctrl = control_statistics(pending.control.to(alpha.dtype), alpha, labels)
+            self._rows.append((step, "control", CONTROL_NAMES, ctrl.transpose(1, 2)))
         self.law_steps += 1
-        self._law_step, self._advantage, self._params0 = None, None, None
-        self._upstream, self._control = None, None
+        self._pending = None
 
     def _label_control(self, trainer, tokens: Tensor, header: Tensor | None) -> Tensor:
         """[L, E, B, H, T, T] the advantage of the law sequences against permuted targets
@@ -404,11 +412,12 @@ class Profiler:
                             records.append((seed, step, layer, -1, name, float(values[c, li, e].mean())))
         self.records_written += write_dynamics(self.study_id, records, self.db)
 
-    def map_drift(self) -> tuple[list[int], Tensor, Tensor, Tensor] | None:
+    def map_drift(self) -> tuple[list[int], Tensor, Tensor, Tensor, Tensor, Tensor] | None:
         """(checkpoint steps, drift [C, L, E, H] to the final maps, drift [C, L, E, H] to the mean
-        of the last `late_maps` checkpoints' maps, velocity [C - 1, L, E, H]): mean TV distances of
-        each head's rows over the probe batch's sequences and queries (the velocity: to the
-        previous checkpoint's maps, per step between them)."""
+        of the last `late_maps` checkpoints' maps, velocity [C - 1, L, E, H], and the squared
+        distances to the late mean [C, L, E, H] and between consecutive checkpoints [C - 1, L, E, H]):
+        mean TV distances of each head's rows over the probe batch's sequences and queries (the
+        velocity: to the previous checkpoint's maps, per step between them)."""
         if len(self.maps) < 2:
             return None
         from .frames import sq_consecutive, sq_to_late, tv_consecutive, tv_to_final, tv_to_late

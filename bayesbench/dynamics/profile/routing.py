@@ -94,7 +94,8 @@ def predicted_change(model, params0: list[Tensor], delta: list[Tensor], tokens: 
     was_training = model.training
     model.eval()
     try:
-        s0, ds = jvp(f, tuple(p.detach() for p in params0), tuple(d.detach() for d in delta))
+        out = jvp(f, tuple(p.detach() for p in params0), tuple(d.detach() for d in delta))
+        s0, ds = out[0], out[1]  # (output, JVP); a third item only with has_aux
     finally:
         model.train(was_training)
     return s0, ds

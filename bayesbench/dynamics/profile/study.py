@@ -114,7 +114,7 @@ def build(cfg: ProfileStudyConfig, study_id: str, hold: contextlib.ExitStack):
 
     from ...sweep.jobs import make_jobs, resolve_device
     from ..runs import find_checkpoint
-    from .probes import attention_layers
+    from .probes import attention_layers, profiled_transformer
     from .resume import load_run_state, open_from_state, select_seeds
 
     run_dir = os.path.join(cfg.runs_dir, "profile", study_id)
@@ -147,9 +147,10 @@ def build(cfg: ProfileStudyConfig, study_id: str, hold: contextlib.ExitStack):
         if not triton_available():
             raise FieldError("attention", "triton needs the triton package and a CUDA GPU (or TRITON_INTERPRET=1); "
                                           "use eager or reference on CPU")
-    if trainer.model.cfg.dropout > 0:
+    dropout = profiled_transformer(trainer.model).cfg.dropout
+    if dropout > 0:
         raise ValueError(f"profiling needs dropout 0 (the probed backwards have no attention dropout); "
-                         f"this model has dropout {trainer.model.cfg.dropout}")
+                         f"this model has dropout {dropout}")
     if cfg.lr is not None:
         trainer.cfg = dataclasses.replace(trainer.cfg, lr=cfg.lr)
     if cfg.schedule is not None and cfg.schedule != trainer.cfg.schedule:

@@ -199,7 +199,8 @@ def frame_summary(records: list[Measurement], config: dict | None = None, fracti
                               "movement_ratio": ratio, "jitter_sq": j}
         leads = {metric: lead_summary(steps, budget, frame_new, precision[metric], cut=cut)
                  for metric in PRECISION_METRICS}
-        old = lead_summary(steps, budget, frame_old, {s: precision_progress(maes[s]) for s in seeds}, stays=False)
+        first_version = lead_summary(steps, budget, frame_old, {s: precision_progress(maes[s]) for s in seeds},
+                                     stays=False)
         for seed, row in per_seed.items():  # the MAE still gained after the frame settled (first checkpoint past t90)
             t90 = leads["entropy_mae"]["per_seed"][seed]["t90_frame_steps"]
             at = next((s for s in steps if t90 is not None and s >= t90), None)
@@ -209,7 +210,7 @@ def frame_summary(records: list[Measurement], config: dict | None = None, fracti
         last = [math.exp(sum(math.log(x) for x in r[-3:]) / len(r[-3:])) for r in ratios.values()
                 if r and all(x > 0 and math.isfinite(x) for x in r[-3:])]
         beyond_chance = log_interval(last, null=1.0)
-        out[layer] = {"lead": leads["entropy_mae"], "lead_kl": leads["kl"], "lead_first_version": old,
+        out[layer] = {"lead": leads["entropy_mae"], "lead_kl": leads["kl"], "lead_first_version": first_version,
                       "replicas": has_replicas, "late_maps": late,
                       "remaining": logit_interval([v["remaining"] for v in per_seed.values()], null=FREEZE_LEFT),
                       "remaining_at": steps[cut - 1], "freeze_left": FREEZE_LEFT,
@@ -286,11 +287,12 @@ def summarize_profile(study_id: str, db: str | None = None) -> dict:
     records = read_dynamics(study_id, path=db)
     study = read_study(study_id, db)
     config = study["config"] if study else None
-    summary = {"law": law_summary(records), "frames": frame_summary(records, config),
+    summary: dict[str, object] = {"law": law_summary(records), "frames": frame_summary(records, config),
                "crosslag": crosslag_summary(records, _lr_at(config)),
                "probe": probe_summary(records, PROBE_NAMES), "calibration": calibration_summary(records),
                "relevance": relevance_summary(records), "heads": head_summary(records)}
-    summary["verdicts"] = profile_verdicts(summary)
-    summary["headline"] = [f"{v['verdict']}: {v['claim']} ({v['number']})" for v in summary["verdicts"]
+    verdicts = profile_verdicts(summary)
+    summary["verdicts"] = verdicts
+    summary["headline"] = [f"{v['verdict']}: {v['claim']} ({v['number']})" for v in verdicts
                            if v["family"] == "primary"]
     return summary
