@@ -108,7 +108,7 @@ class Trainer:
                                   eval_sequences=self.spec.eval_sequences) if cfg.curves else None
         self._curve_at = set(curve_steps(cfg.steps, cfg.curve_every)) if cfg.curves else set()
         self.curve = self._new_curve() if cfg.curves else None
-        if cfg.until is not None and cfg.until_metric not in self.curve.values_kept():
+        if cfg.until is not None and self.curve is not None and cfg.until_metric not in self.curve.values_kept():
             raise ValueError(f"until_metric {cfg.until_metric!r} has no positions in {self.curve.task}; use one of "
                              f"{', '.join(self.curve.values_kept())}")
         self._curve_pending: list[tuple[int, float, Tensor]] = []
@@ -136,6 +136,7 @@ class Trainer:
         return curve_task(self.task, self.spec.eval_scored)
 
     def _new_curve(self) -> EnsembleCurve:
+        assert self.curve_set is not None, "a curve is made only when cfg.curves (the set exists)"
         return EnsembleCurve.empty(self.curve_set, self.cfg.curve_every, self.cfg.batch_size, self.task.seq_len)
 
     def _go_mask(self) -> Tensor:
@@ -204,6 +205,7 @@ class Trainer:
     def curve_point(self) -> None:
         """Score every member on the curve set after step `self.step`; the values stay on the
         device until the next sync (no host read)."""
+        assert self.curve_set is not None, "curve points are taken only when cfg.curves"
         values = self.curve_set.score(self.model)
         self._curve_pending.append((self.step, time.perf_counter() - self._start, values))
 
@@ -239,6 +241,7 @@ class Trainer:
                 note(f"bayesbench: {self.diverged[e]}")
         self.losses.extend(rows.unbind(0))
         for (step, wall, _), values in zip(self._curve_pending, curve):
+            assert self.curve is not None, "curve points are pending only when cfg.curves"
             self.curve.append(step, wall, values.tolist())
         self._curve_pending = []
         if not any(self.alive):  # the run ended when the last member diverged
@@ -248,10 +251,10 @@ class Trainer:
             if self.curve is not None:
                 self.curve.truncate(last)
         elif self.cfg.until is not None and self.curve is not None:
-            self._apply_until()
+            self._apply_until(self.curve)
         self._call_hooks("after_sync")  # what was read is on the host now (e.g. training/loggers.py)
 
-    def _apply_until(self) -> None:
+    def _apply_until(self, curve: EnsembleCurve) -> None:
         """Stop each training member whose curve meets cfg.until at its newest point: from the
         next step on the optimiser leaves it (parameters and moments) exactly as it is."""
         metric = self.cfg.until_metric
@@ -259,9 +262,9 @@ class Trainer:
         for e in range(self.ensemble):
             if not self.alive[e] or e in self.stopped:
                 continue
-            why = stop_reason(self.cfg.until, metric, self.curve.steps, self.curve.member(e, metric), self.cfg.steps)
+            why = stop_reason(self.cfg.until, metric, curve.steps, curve.member(e, metric), self.cfg.steps)
             if why is not None:
-                self.stopped[e] = (self.curve.steps[-1], *why)
+                self.stopped[e] = (curve.steps[-1], *why)
                 changed = True
         if changed:
             self._go = self._go_mask()
