@@ -25,6 +25,7 @@ import sys
 import torch
 from torch import Tensor
 
+from ..metric_table import METRICS, final_metrics
 from ..models import EnsembleModel
 from ..oracle import hmm_filter
 from ..store.records import EvalResult, MemberEvaluation, PermutationCheck, PositionCurves
@@ -112,27 +113,49 @@ def _predict(model: EnsembleModel, batch: Batch, chunk: int) -> Tensor:
 
 @dataclasses.dataclass(frozen=True)
 class MemberScore:
-    """One member's errors on one evaluation set (all bits, on the task's scored positions)."""
+    """One member's errors on one evaluation set (all bits, on the task's scored positions):
+    every final metric of the table (`metrics`, as `metrics.Score` has them)."""
 
-    entropy_mae: Summary
-    kl: Summary
-    entropy_mae_positional: Summary
+    metrics: dict[str, Summary]
     errors: Tensor  # [N, L] |H(q) - H(p)|, for paired comparisons
     curves: PositionCurves
 
+    @property
+    def entropy_mae(self) -> Summary:
+        return self.metrics["entropy_mae"]
 
-def evaluate_members(model: EnsembleModel, batch: Batch) -> list[MemberScore]:
-    """The three metrics of each member against batch.posterior, with curves. A diverged member
-    (non-finite predictions) gets NaN scores; its siblings keep theirs."""
+    @property
+    def kl(self) -> Summary:
+        return self.metrics["kl"]
+
+    @property
+    def entropy_mae_positional(self) -> Summary:
+        return self.metrics["entropy_mae_positional"]
+
+
+def final_cases(task: Task | None, batch: Batch) -> dict[str, Tensor]:
+    """The case masks of `batch` some final metric of the table is restricted to (none: no
+    task given, a task without cases, or no final metric restricted to a case)."""
+    wanted = {METRICS[name].case for name in final_metrics()} - {None}
+    if task is None or not task.CASES or not wanted:
+        return {}
+    return {c: m for c, m in task.case_masks(batch).items() if c in wanted}
+
+
+def evaluate_members(model: EnsembleModel, batch: Batch, task: Task | None = None) -> list[MemberScore]:
+    """Every final metric of each member against batch.posterior, with curves; `task` (the
+    batch's) decides which metrics apply (`metric_table.applies`; None: all those over every
+    position). A diverged member (non-finite predictions) gets NaN scores; its siblings keep theirs."""
     log_q = predict(model, batch)
     p, mask = batch.posterior.double(), batch.mask
+    cases = final_cases(task, batch)
     positions = mask.any(0).nonzero().flatten()
     scores = []
     for e in range(model.ensemble):
-        s = score(p, mask, log_q=log_q[e], nonfinite="nan")
+        s = score(p, mask, log_q=log_q[e], nonfinite="nan", task=None if task is None else task.name, cases=cases)
         curve = lambda c: [float(x) for x in c[positions]]  # noqa: E731
         scores.append(MemberScore(
-            s.entropy_mae, s.kl, s.entropy_mae_positional, s.entropy_error,
+            s.metrics, s.entropy_error,
             PositionCurves(position=positions.tolist(), entropy_mae=curve(s.entropy_mae_curve), kl=curve(s.kl_curve),
                            model_entropy=curve(s.model_entropy_curve), bayes_entropy=curve(s.bayes_entropy_curve))))
     return scores
@@ -228,20 +251,19 @@ def evaluate(model: EnsembleModel, task: Task, *, lengths: tuple[int, ...] = (),
     curves: list[dict[str, PositionCurves]] = [{} for _ in range(model.ensemble)]
     for name, t in tasks.items():
         batch = eval_set(t, n_sequences, cache_dir=cache_dir)
-        scores = evaluate_members(model, batch)
+        scores = evaluate_members(model, batch, t)
         floors = floor_scores(batch, eval_set(t, MARGINAL_SEQUENCES, seed=eval_seed(t, "marginal"),
-                                              cache_dir=cache_dir))
+                                              cache_dir=cache_dir), task=t)
         if name == primary:
             plain, plain_batch = scores, batch
         for e, s in enumerate(scores):
-            evals[e][name] = EvalResult(task=t.describe(), positions=scored_positions(t), entropy_mae=s.entropy_mae,
-                                        kl=s.kl, entropy_mae_positional=s.entropy_mae_positional, floors=floors,
-                                        set_id=eval_set_id(t, n_sequences))
+            evals[e][name] = EvalResult(task=t.describe(), positions=scored_positions(t), scores=dict(s.metrics),
+                                        floors=floors, set_id=eval_set_id(t, n_sequences))
             curves[e][name] = s.curves
     checks: list[PermutationCheck | None] = [None] * model.ensemble
     if permutation_check:
         seed = eval_seed(task, "permute")
-        perm = evaluate_members(model, permute_hmm_labels(task, plain_batch, torch.Generator().manual_seed(seed)))
+        perm = evaluate_members(model, permute_hmm_labels(task, plain_batch, torch.Generator().manual_seed(seed)), task)
         for e in range(model.ensemble):
             diff = summarize(plain[e].errors - perm[e].errors, plain_batch.mask, nonfinite="nan")
             checks[e] = PermutationCheck(eval=primary, entropy_mae=plain[e].entropy_mae.mean,

@@ -22,8 +22,10 @@ def _summary(mean: float) -> Summary:
 
 
 def _record(seed: int, mae: float = 0.25, **kw) -> RunRecord:
-    evals = {"K=6": EvalResult("hmm(K=6)", "the K = 6 observation positions", _summary(mae), _summary(2 * mae)),
-             "K=9": EvalResult("hmm(K=9)", "the K = 9 observation positions", _summary(3 * mae), _summary(NAN))}
+    evals = {"K=6": EvalResult("hmm(K=6)", "the K = 6 observation positions",
+                               {"entropy_mae": _summary(mae), "kl": _summary(2 * mae)}),
+             "K=9": EvalResult("hmm(K=9)", "the K = 9 observation positions",
+                               {"entropy_mae": _summary(3 * mae), "kl": _summary(NAN)})}
     curves = {name: PositionCurves([1, 2], [mae, NAN], [0.5, 0.25], [1.0, 0.75], [0.9, 0.7]) for name in evals}
     perm = PermutationCheck("K=6", mae, mae + 1e-3, Summary(-1e-3, -2e-3, 0.0, 64, 512))
     fields = dict(run_id="r1", seed=seed, member=seed, group_id="g", preset="quick", task="hmm",
