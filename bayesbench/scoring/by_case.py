@@ -33,12 +33,14 @@ them into the names a learning curve stores ("kl:repeated", "entropy_mae:new", .
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import Tensor
 
 from ..metric_table import kl_terms_bits, scored_per_case
 from ..tasks import Batch, Task
+from ..tasks.bijection import BijectionTask
 from ..tasks.case_masks import CASES, DETAILS  # noqa: F401 (the case names, re-exported beside their scores)
 from .metrics import LOG2, Summary, Values, final_scores, kl_bits, summarize
 
@@ -171,17 +173,18 @@ def pairs_used(task: Task, batch: Batch, log_q: Tensor) -> PairsUsed:
     log-probabilities log_q [N, T, C], over the scored value positions and query."""
     _check_log_q(batch, log_q)
     masks = case_masks(task, batch)
-    L = task.L
+    bijection = cast(BijectionTask, task)  # the one task with cases (`case_masks` refuses the others)
+    L = bijection.L
     keys, values = batch.latents["keys"], batch.latents["values"]
     pos = torch.arange(0, 2 * L, 2, device=keys.device)
-    if task.query:
+    if bijection.query:
         pos = torch.cat([pos, torch.tensor([2 * L], device=keys.device)])
     scored = torch.zeros_like(batch.mask)
-    for m in masks.values():
-        scored |= m
+    for case in masks.values():
+        scored |= case
     lq, mask = log_q[:, pos].double(), scored[:, pos]
     kl = {}
     for m in range(L + 1 if "query" in masks else L):  # at the values alone, m = L - 1 already sees every pair
-        kl[m] = summarize(kl_bits(prefix_posterior(keys, values, task.V, m), log_q=lq), mask, nonfinite="nan")
+        kl[m] = summarize(kl_bits(prefix_posterior(keys, values, bijection.V, m), log_q=lq), mask, nonfinite="nan")
     best = min(kl, key=lambda m: kl[m].mean if kl[m].mean == kl[m].mean else float("inf"))
     return PairsUsed(kl, best)

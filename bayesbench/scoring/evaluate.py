@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import sys
+from typing import cast
 
 import torch
 from torch import Tensor
@@ -30,7 +31,8 @@ from ..models import EnsembleModel
 from ..oracle import hmm_filter
 from ..store.records import EvalResult, MemberEvaluation, PermutationCheck, PositionCurves
 from ..tasks import Batch, Task
-from ..tasks.bijection import SCORED_SETS
+from ..tasks.bijection import SCORED_SETS, BijectionTask
+from ..tasks.hmm import HMMTask
 from ..training.checkpoint import DamagedFile, load_checkpoint, save_atomic
 from ..training.curves import exact_float32
 from ..training.seeds import eval_seed
@@ -178,20 +180,21 @@ def permute_hmm_labels(task: Task, batch: Batch, generator: torch.Generator) -> 
     init_p = init.gather(1, inv)
     states_p = sigma.gather(1, states)
     post = hmm_filter(trans_p, emit_p, obs, init_p)
-    return task.assemble(trans_p, emit_p, init_p, states_p, obs, post)
+    return cast(HMMTask, task).assemble(trans_p, emit_p, init_p, states_p, obs, post)
 
 
 def scored_positions(task: Task) -> str:
     """Which positions a task's numbers average over, in words."""
     if task.name == "bijection":
+        bijection = cast(BijectionTask, task)
         parts = []
-        if task.supervise in ("values", "both"):
-            parts.append(f"the {task.L} value predictions (pi(x_k) at each key x_k, k = 1..{task.L})")
-        if task.supervise in ("query", "both"):
+        if bijection.supervise in ("values", "both"):
+            parts.append(f"the {bijection.L} value predictions (pi(x_k) at each key x_k, k = 1..{bijection.L})")
+        if bijection.supervise in ("query", "both"):
             parts.append("the final query (a retrieval: point-mass posterior)")
         return " and ".join(parts)
     if task.name == "hmm":
-        return f"the K = {task.K} observation positions (filtering posterior p(s_t | o_1..t))"
+        return f"the K = {cast(HMMTask, task).K} observation positions (filtering posterior p(s_t | o_1..t))"
     return "every supervised position"
 
 
@@ -213,12 +216,13 @@ def evaluation_tasks(task: Task, lengths: tuple[int, ...] = (), scored: tuple[st
         unknown = [s for s in scored if s not in SCORED_SETS]
         if unknown:
             raise ValueError(f"scored sets must be among {tuple(SCORED_SETS)}, got {unknown}")
-        return {name: dataclasses.replace(task, supervise=SCORED_SETS[name]) for name in scored}
+        return {name: dataclasses.replace(cast(BijectionTask, task), supervise=SCORED_SETS[name]) for name in scored}
     if not lengths:
         return {"standard": task.scoring_task()}
     if task.name != "hmm":
         raise ValueError(f"eval lengths apply to the hmm task only, got task {task.name!r}")
-    return {f"K={task.K}": task, **{f"K={k}": dataclasses.replace(task, K=int(k)) for k in lengths}}
+    hmm = cast(HMMTask, task)
+    return {f"K={hmm.K}": task, **{f"K={k}": dataclasses.replace(hmm, K=int(k)) for k in lengths}}
 
 
 def max_eval_len(task: Task, lengths: tuple[int, ...] = (), scored: tuple[str, ...] = ()) -> int:

@@ -70,6 +70,7 @@ def kl_bits(p: Tensor, q: Tensor | None = None, *, log_q: Tensor | None = None) 
         raise ValueError("kl_bits needs exactly one of q or log_q")
     p = p.double()
     if log_q is None:
+        assert q is not None  # exactly one was given (checked above)
         log_q = torch.log(q.double())
     return kl_terms_bits(p, log_q.double())  # the table's one definition, in float64
 
@@ -297,10 +298,12 @@ def _check_predictive(mask: Tensor, q: Tensor | None, log_q: Tensor | None, nonf
     when it is "nan" (a diverged member scores NaN), an error otherwise."""
     from ..oracle.validate import ROW_SUM_ATOL, require_distribution_rows
 
-    if mask.shape != (q if q is not None else log_q).shape[:-1] or mask.dtype != torch.bool:
+    given = q if q is not None else log_q
+    assert given is not None  # `score` passes one of the two
+    if mask.shape != given.shape[:-1] or mask.dtype != torch.bool:
         return  # summarize names the mask's problem
     name = "q (the model's predictive)" if q is not None else "log_q (the model's log-predictive)"
-    rows = (q if q is not None else log_q)[mask]
+    rows = given[mask]
     finite = torch.isfinite(rows).all(-1) if q is not None else ~torch.isnan(rows).any(-1)
     if nonfinite == "nan":
         rows = rows[finite]

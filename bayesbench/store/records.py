@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from dataclasses import dataclass, field
 
 from ..metric_table import record_metrics
@@ -144,8 +145,9 @@ class EvalResult:
     @classmethod
     def from_json(cls, d: dict) -> EvalResult:
         """`to_json` read back; a metric the table lacks is left out, one it has but `d` lacks is None."""
-        floors = None if d.get("floors") is None else {
-            name: {m: _summary_from_json(v) for m, v in scores.items()} for name, scores in d["floors"].items()}
+        floors = None if d.get("floors") is None else {  # a floor's Summary is never null (NaN numbers are)
+            name: {m: typing.cast(Summary, _summary_from_json(v)) for m, v in scores.items()}
+            for name, scores in d["floors"].items()}
         return cls(task=d["task"], positions=d["positions"],
                    scores={name: _summary_from_json(d.get(name)) for name in record_metrics()},
                    floors=floors, set_id=d.get("set_id"))
