@@ -175,6 +175,7 @@ def pairs_used(task: Task, batch: Batch, log_q: Tensor) -> PairsUsed:
     masks = case_masks(task, batch)
     bijection = cast(BijectionTask, task)  # the one task with cases (`case_masks` refuses the others)
     L = bijection.L
+    assert L is not None  # the variant's default fills it at construction
     keys, values = batch.latents["keys"], batch.latents["values"]
     pos = torch.arange(0, 2 * L, 2, device=keys.device)
     if bijection.query:
