@@ -1,4 +1,4 @@
-"""Computed baselines ("floors") for every evaluation set, scored with the same three metrics as
+"""Computed baselines ("floors") for every evaluation set, scored with the same metrics as
 the models (docs/science.md, "Floors").
 
 - `uniform`: the predictor that outputs 1/C for every class at every scored position. It knows
