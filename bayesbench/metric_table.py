@@ -14,11 +14,17 @@ lists metrics is generated from this table:
   `training.config` checks `--until-metric` against);
 - the per-case scores (`scoring.by_case.CASE_METRICS`);
 - the command line's `--until-metric`, `--curve-metric` and `--metric` choices (`cli/`);
-- each metric's definition version in every job key (`METRIC_VERSIONS`).
+- each metric's definition version in every job key (`metric_versions`).
 
-Adding a metric is one `register(Metric(...))` here and its test (tests/test_metric_table.py
-shows a made-up one reaching the curves, the command line and the leaderboard). A final metric
-also needs its place in the scored record (`store.records.EvalResult`, `scoring.metrics.Score`).
+- the final scores themselves: `scoring.metrics.score` computes each final metric from its
+  `values` and `over_sequences` into `Score.metrics`, and the evaluation (`scoring.evaluate`),
+  the floors, the per-case scores, the scored record (`store.records.EvalResult.scores`, in
+  `record_metrics` order), the store's row and the leaderboard's JSON read that dict.
+
+Adding a metric, final or not, is one `register(Metric(...))` here (or in your own module, before
+the run) and its test: tests/test_metric_table.py shows a made-up curve metric reaching the
+curves, the command line and the leaderboard, tests/scoring/test_new_metric.py a made-up final
+metric reaching the stored rows and the JSON of `bayesbench run` and `bayesbench.run`.
 
 The table imports nothing of bayesbench and no torch (the command line builds its parser from
 it without loading torch); its functions take tensors and use only their methods.
@@ -27,8 +33,9 @@ it without loading torch); its functions take tensors and use only their methods
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Collection, Iterator
 
 LOG2 = math.log(2.0)
 
@@ -75,11 +82,17 @@ def _entropy_difference(p, plogp, h_p, log_q, h_q):
     return h_q - h_p
 
 
+def kl_terms_bits(p, log_q):
+    """KL(p || q) in bits over the last dim: the one definition of KL in the suite (the `kl`
+    metrics here, `scoring.metrics.kl_bits`, `scoring.by_case.case_means`). Summed per class,
+    sum_c [p_c log p_c - p_c log q_c], with 0 log 0 = 0 and the terms where p_c = 0 left out (so
+    a zero-probability class of q where p > 0 gives +inf, an honest infinite penalty). p and
+    log_q broadcast ([N, L, C] against [E, N, L, C]); no cast: the caller picks the dtype."""
+    return (p.xlogy(p) - (p * log_q).where(p > 0, 0.0)).sum(-1) / LOG2
+
+
 def _kl(p, plogp, h_p, log_q, h_q):
-    """KL(p || q) in bits: sum p log p - sum_{p > 0} p log q (a zero-probability class of q
-    where p > 0 gives +inf)."""
-    cross = (p * log_q).where(p > 0, 0.0).sum(-1)
-    return (plogp - cross) / LOG2
+    return kl_terms_bits(p, log_q)
 
 
 METRICS: dict[str, Metric] = {}
@@ -98,6 +111,17 @@ def unregister(name: str) -> None:
     METRICS.pop(name, None)
 
 
+@contextmanager
+def registered(metric: Metric) -> Iterator[Metric]:
+    """`register(metric)` for the body of a `with` only, undone however it ends (a test's
+    throwaway metric, which must not leak into the next test)."""
+    register(metric)
+    try:
+        yield metric
+    finally:
+        unregister(metric.name)
+
+
 register(Metric("entropy_mae", "entropy MAE per (sequence, position): mean |H(model) - H(Bayes)|", "entropy MAE",
                 _entropy_error))
 register(Metric("entropy_mae_positional", "entropy MAE of per-position means: mean over positions of "
@@ -114,6 +138,13 @@ register(Metric("kl:new", "KL(Bayes || model) at the bijection's new keys, where
 def final_metrics() -> tuple[str, ...]:
     """The final scores, in table order: stored per evaluation and ranked by the leaderboard."""
     return tuple(name for name, m in METRICS.items() if m.final)
+
+
+def applies(metric: Metric, task: str | None, cases: Collection[str] = ()) -> bool:
+    """Whether `metric` has positions on a set of `task` (None: any task) whose case masks are
+    `cases`: its tasks include the task, and its case, if it has one, is among them."""
+    return (metric.tasks is None or task is None or task in metric.tasks) and (metric.case is None
+                                                                               or metric.case in cases)
 
 
 def curve_metrics() -> tuple[str, ...]:
@@ -136,10 +167,16 @@ def curve_cases() -> tuple[str, ...]:
 STORED = ("entropy_mae", "kl", "entropy_mae_positional")
 
 
+def record_metrics() -> tuple[str, ...]:
+    """The final metrics in the order a scored record holds them (`store.records.EvalResult`, the
+    store's columns and row JSON, the leaderboard's JSON and CSV): the built-in STORED first, as
+    every store has them, then the others in table order."""
+    return (*STORED, *(m for m in final_metrics() if m not in STORED))
+
+
 def stored_columns() -> list[str]:
     """The results store's metric columns: mean and interval of each stored final metric."""
-    return [f"{name}_{part}" for name in (*STORED, *(m for m in final_metrics() if m not in STORED))
-            for part in ("bits", "ci_low", "ci_high")]
+    return [f"{name}_{part}" for name in record_metrics() for part in ("bits", "ci_low", "ci_high")]
 
 
 def metric_versions() -> dict[str, int]:

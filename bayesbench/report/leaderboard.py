@@ -104,6 +104,26 @@ def member_aucs(records: list[RunRecord], curve_metric: str) -> dict[tuple[str, 
     return out
 
 
+#: The final metrics a run's flat JSON record gives first, each with its interval (`<name>_bits`,
+#: `<name>_ci`), where the schema's first version put them; every other final metric of the table
+#: follows "status" as `<name>_bits` (its interval is in the record's "evals").
+FLAT_WITH_CI = ("entropy_mae", "kl")
+
+
+def _flat_metrics(head: EvalResult, with_ci: bool) -> dict:
+    """The headline's `<name>_bits` (and with `with_ci` its `<name>_ci`) of the final metrics in
+    FLAT_WITH_CI (`with_ci`) or of the others, in the record's order; null where not scored."""
+    out: dict = {}
+    for name in EvalResult.metric_names():
+        if (name in FLAT_WITH_CI) != with_ci:
+            continue
+        s = head.scores.get(name)
+        out[f"{name}_bits"] = _num(None if s is None else s.mean)
+        if with_ci:
+            out[f"{name}_ci"] = [_num(None if s is None else s.ci_low), _num(None if s is None else s.ci_high)]
+    return out
+
+
 def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
               curve_metric: str = "entropy_mae", metric: str = "entropy_mae") -> dict:
     """{"runs": [...]}: one flat record per (run, seed), for --json; with its learning curve, why
@@ -125,11 +145,9 @@ def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
         runs[-1].update({
             "run_id": r.run_id, "seed": r.seed, "task": r.task, "task_label": r.task_label,
             "arch": r.arch, "params": r.params, "steps": r.steps, "final_loss": _num(r.final_loss),
-            "entropy_mae_bits": _num(head.entropy_mae.mean),
-            "entropy_mae_ci": [_num(head.entropy_mae.ci_low), _num(head.entropy_mae.ci_high)],
-            "kl_bits": _num(head.kl.mean), "kl_ci": [_num(head.kl.ci_low), _num(head.kl.ci_high)],
+            **_flat_metrics(head, with_ci=True),
             "wall_s": measured_wall(r), "steps_per_s": r.steps_per_s, "status": r.status,
-            "entropy_mae_positional_bits": _num(r.entropy_mae_positional_bits),
+            **_flat_metrics(head, with_ci=False),
             "preset": r.preset, "group_id": r.group_id, "eval": r.primary,
             "evals": {name: _json_eval(ev) for name, ev in r.evals.items()},
             "permutation": json_safe(r.permutation.to_json()) if r.permutation is not None else None,

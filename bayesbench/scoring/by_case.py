@@ -24,7 +24,8 @@ a plateau is (nearly) one of them (docs/reproducing.md, "The quick bijection's p
 
 `case_masks(task, batch)` gives the [N, T] masks (within `batch.mask`), computed from the task's
 latents (the keys), not from the posterior; `case_scores` scores a model's log-probabilities on
-each case with the three metrics of `metrics.score` and their intervals; `case_metrics` flattens
+each case with the final metrics of `metrics.score` (those over every position,
+`metric_table.scored_per_case`) and their intervals; `case_metrics` flattens
 them into the names a learning curve stores ("kl:repeated", "entropy_mae:new", ...);
 `case_means` computes the per-case means on the device for E members at once, with no host read.
 """
@@ -32,16 +33,19 @@ them into the names a learning curve stores ("kl:repeated", "entropy_mae:new", .
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import Tensor
 
-from ..metric_table import scored_per_case
+from ..metric_table import kl_terms_bits, scored_per_case
 from ..tasks import Batch, Task
+from ..tasks.bijection import BijectionTask
 from ..tasks.case_masks import CASES, DETAILS  # noqa: F401 (the case names, re-exported beside their scores)
-from .metrics import LOG2, Summary, entropy_bits, entropy_bits_from_log_probs, kl_bits, positional_mae, summarize
+from .metrics import LOG2, Summary, Values, final_scores, kl_bits, summarize
 
-#: The metrics scored per case (`case_means`): the final metrics of the table over every position.
+#: The metrics scored per case when this module was imported (`case_metrics` reads the table
+#: itself, `scored_per_case`, so a metric registered later is scored per case too).
 CASE_METRICS = scored_per_case()
 
 
@@ -63,11 +67,21 @@ class CaseScore:
 
     n_positions: int
     n_sequences: int
-    entropy_mae: Summary
-    kl: Summary
-    entropy_mae_positional: Summary
+    metrics: dict[str, Summary]  # {final metric over every position: Summary} (`metrics.final_scores`)
     model_entropy: float  # mean H(model) over the case's positions
     bayes_entropy: float  # mean H(Bayes) over the case's positions
+
+    @property
+    def entropy_mae(self) -> Summary:
+        return self.metrics["entropy_mae"]
+
+    @property
+    def kl(self) -> Summary:
+        return self.metrics["kl"]
+
+    @property
+    def entropy_mae_positional(self) -> Summary:
+        return self.metrics["entropy_mae_positional"]
 
 
 def _check_log_q(batch: Batch, log_q: Tensor) -> None:
@@ -79,26 +93,26 @@ def _check_log_q(batch: Batch, log_q: Tensor) -> None:
 def case_scores(task: Task, batch: Batch, log_q: Tensor, detail: tuple[str, ...] = ()) -> dict[str, CaseScore]:
     """Score one member's log-probabilities log_q [N, T, C] on each case of `case_masks`."""
     _check_log_q(batch, log_q)
-    p = batch.posterior.double()
-    h_q, h_p = entropy_bits_from_log_probs(log_q), entropy_bits(p)
-    err, kl = (h_q - h_p).abs(), kl_bits(p, log_q=log_q)
+    values = Values.of(batch.posterior, log_q)
+    h_q, h_p = values.h_q, values.h_p
     out = {}
     for name, m in case_masks(task, batch, detail).items():
         out[name] = CaseScore(
             n_positions=int(m.sum()), n_sequences=int(m.any(1).sum()),
-            entropy_mae=summarize(err, m, nonfinite="nan"), kl=summarize(kl, m, nonfinite="nan"),
-            entropy_mae_positional=positional_mae(h_q, h_p, m, nonfinite="nan"),
+            metrics=final_scores(values, m, task=task.name, nonfinite="nan"),
             model_entropy=float(h_q[m].mean()), bayes_entropy=float(h_p[m].mean()))
     return out
 
 
 def case_metrics(task: Task, batch: Batch, log_q: Tensor, detail: tuple[str, ...] = ()) -> dict[str, float]:
-    """{"<metric>:<case>": mean} for the metrics of CASE_METRICS, e.g. {"kl:repeated": 0.01, ...},
-    plus "positions:<case>" (how many positions the case has on this evaluation set)."""
+    """{"<metric>:<case>": mean} for the final metrics over every position (`scored_per_case`),
+    e.g. {"kl:repeated": 0.01, ...}, plus "positions:<case>" (how many positions the case has on
+    this evaluation set)."""
     out: dict[str, float] = {}
     for name, s in case_scores(task, batch, log_q, detail).items():
-        for metric in CASE_METRICS:
-            out[f"{metric}:{name}"] = getattr(s, metric).mean
+        for metric in scored_per_case():
+            if metric in s.metrics:  # a metric of other tasks has no score here
+                out[f"{metric}:{name}"] = s.metrics[metric].mean
         out[f"positions:{name}"] = float(s.n_positions)
     return out
 
@@ -112,7 +126,7 @@ def case_means(masks: dict[str, Tensor], posterior: Tensor, log_q: Tensor) -> di
     p = posterior.to(log_q.dtype)
     h_p = -torch.special.xlogy(p, p).sum(-1) / LOG2
     h_q = -(log_q.exp() * log_q).sum(-1) / LOG2  # [E, N, T]
-    kl = (torch.special.xlogy(p, p) - torch.where(p > 0, p * log_q, torch.zeros_like(log_q))).sum(-1) / LOG2
+    kl = kl_terms_bits(p, log_q)  # [E, N, T], in log_q's dtype
     err = (h_q - h_p).abs()
     out = {}
     for name, m in masks.items():
@@ -159,17 +173,19 @@ def pairs_used(task: Task, batch: Batch, log_q: Tensor) -> PairsUsed:
     log-probabilities log_q [N, T, C], over the scored value positions and query."""
     _check_log_q(batch, log_q)
     masks = case_masks(task, batch)
-    L = task.L
+    bijection = cast(BijectionTask, task)  # the one task with cases (`case_masks` refuses the others)
+    L = bijection.L
+    assert L is not None  # the variant's default fills it at construction
     keys, values = batch.latents["keys"], batch.latents["values"]
     pos = torch.arange(0, 2 * L, 2, device=keys.device)
-    if task.query:
+    if bijection.query:
         pos = torch.cat([pos, torch.tensor([2 * L], device=keys.device)])
     scored = torch.zeros_like(batch.mask)
-    for m in masks.values():
-        scored |= m
+    for case in masks.values():
+        scored |= case
     lq, mask = log_q[:, pos].double(), scored[:, pos]
     kl = {}
     for m in range(L + 1 if "query" in masks else L):  # at the values alone, m = L - 1 already sees every pair
-        kl[m] = summarize(kl_bits(prefix_posterior(keys, values, task.V, m), log_q=lq), mask, nonfinite="nan")
+        kl[m] = summarize(kl_bits(prefix_posterior(keys, values, bijection.V, m), log_q=lq), mask, nonfinite="nan")
     best = min(kl, key=lambda m: kl[m].mean if kl[m].mean == kl[m].mean else float("inf"))
     return PairsUsed(kl, best)

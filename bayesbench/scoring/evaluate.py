@@ -21,15 +21,18 @@ import hashlib
 import json
 import os
 import sys
+from typing import cast
 
 import torch
 from torch import Tensor
 
+from ..metric_table import METRICS, final_metrics
 from ..models import EnsembleModel
 from ..oracle import hmm_filter
 from ..store.records import EvalResult, MemberEvaluation, PermutationCheck, PositionCurves
 from ..tasks import Batch, Task
-from ..tasks.bijection import SCORED_SETS
+from ..tasks.bijection import SCORED_SETS, BijectionTask
+from ..tasks.hmm import HMMTask
 from ..training.checkpoint import DamagedFile, load_checkpoint, save_atomic
 from ..training.curves import exact_float32
 from ..training.seeds import eval_seed
@@ -112,27 +115,49 @@ def _predict(model: EnsembleModel, batch: Batch, chunk: int) -> Tensor:
 
 @dataclasses.dataclass(frozen=True)
 class MemberScore:
-    """One member's errors on one evaluation set (all bits, on the task's scored positions)."""
+    """One member's errors on one evaluation set (all bits, on the task's scored positions):
+    every final metric of the table (`metrics`, as `metrics.Score` has them)."""
 
-    entropy_mae: Summary
-    kl: Summary
-    entropy_mae_positional: Summary
+    metrics: dict[str, Summary]
     errors: Tensor  # [N, L] |H(q) - H(p)|, for paired comparisons
     curves: PositionCurves
 
+    @property
+    def entropy_mae(self) -> Summary:
+        return self.metrics["entropy_mae"]
 
-def evaluate_members(model: EnsembleModel, batch: Batch) -> list[MemberScore]:
-    """The three metrics of each member against batch.posterior, with curves. A diverged member
-    (non-finite predictions) gets NaN scores; its siblings keep theirs."""
+    @property
+    def kl(self) -> Summary:
+        return self.metrics["kl"]
+
+    @property
+    def entropy_mae_positional(self) -> Summary:
+        return self.metrics["entropy_mae_positional"]
+
+
+def final_cases(task: Task | None, batch: Batch) -> dict[str, Tensor]:
+    """The case masks of `batch` some final metric of the table is restricted to (none: no
+    task given, a task without cases, or no final metric restricted to a case)."""
+    wanted = {METRICS[name].case for name in final_metrics()} - {None}
+    if task is None or not task.CASES or not wanted:
+        return {}
+    return {c: m for c, m in task.case_masks(batch).items() if c in wanted}
+
+
+def evaluate_members(model: EnsembleModel, batch: Batch, task: Task | None = None) -> list[MemberScore]:
+    """Every final metric of each member against batch.posterior, with curves; `task` (the
+    batch's) decides which metrics apply (`metric_table.applies`; None: all those over every
+    position). A diverged member (non-finite predictions) gets NaN scores; its siblings keep theirs."""
     log_q = predict(model, batch)
     p, mask = batch.posterior.double(), batch.mask
+    cases = final_cases(task, batch)
     positions = mask.any(0).nonzero().flatten()
     scores = []
     for e in range(model.ensemble):
-        s = score(p, mask, log_q=log_q[e], nonfinite="nan")
+        s = score(p, mask, log_q=log_q[e], nonfinite="nan", task=None if task is None else task.name, cases=cases)
         curve = lambda c: [float(x) for x in c[positions]]  # noqa: E731
         scores.append(MemberScore(
-            s.entropy_mae, s.kl, s.entropy_mae_positional, s.entropy_error,
+            s.metrics, s.entropy_error,
             PositionCurves(position=positions.tolist(), entropy_mae=curve(s.entropy_mae_curve), kl=curve(s.kl_curve),
                            model_entropy=curve(s.model_entropy_curve), bayes_entropy=curve(s.bayes_entropy_curve))))
     return scores
@@ -154,21 +179,22 @@ def permute_hmm_labels(task: Task, batch: Batch, generator: torch.Generator) -> 
     emit_p = emit.gather(1, rows.expand(B, S, emit.shape[2]))
     init_p = init.gather(1, inv)
     states_p = sigma.gather(1, states)
-    post = hmm_filter(trans_p, emit_p, obs, init_p)
-    return task.assemble(trans_p, emit_p, init_p, states_p, obs, post)
+    post = cast(Tensor, hmm_filter(trans_p, emit_p, obs, init_p))  # without return_loglik: the posteriors only
+    return cast(HMMTask, task).assemble(trans_p, emit_p, init_p, states_p, obs, post)
 
 
 def scored_positions(task: Task) -> str:
     """Which positions a task's numbers average over, in words."""
     if task.name == "bijection":
+        bijection = cast(BijectionTask, task)
         parts = []
-        if task.supervise in ("values", "both"):
-            parts.append(f"the {task.L} value predictions (pi(x_k) at each key x_k, k = 1..{task.L})")
-        if task.supervise in ("query", "both"):
+        if bijection.supervise in ("values", "both"):
+            parts.append(f"the {bijection.L} value predictions (pi(x_k) at each key x_k, k = 1..{bijection.L})")
+        if bijection.supervise in ("query", "both"):
             parts.append("the final query (a retrieval: point-mass posterior)")
         return " and ".join(parts)
     if task.name == "hmm":
-        return f"the K = {task.K} observation positions (filtering posterior p(s_t | o_1..t))"
+        return f"the K = {cast(HMMTask, task).K} observation positions (filtering posterior p(s_t | o_1..t))"
     return "every supervised position"
 
 
@@ -190,12 +216,13 @@ def evaluation_tasks(task: Task, lengths: tuple[int, ...] = (), scored: tuple[st
         unknown = [s for s in scored if s not in SCORED_SETS]
         if unknown:
             raise ValueError(f"scored sets must be among {tuple(SCORED_SETS)}, got {unknown}")
-        return {name: dataclasses.replace(task, supervise=SCORED_SETS[name]) for name in scored}
+        return {name: dataclasses.replace(cast(BijectionTask, task), supervise=SCORED_SETS[name]) for name in scored}
     if not lengths:
         return {"standard": task.scoring_task()}
     if task.name != "hmm":
         raise ValueError(f"eval lengths apply to the hmm task only, got task {task.name!r}")
-    return {f"K={task.K}": task, **{f"K={k}": dataclasses.replace(task, K=int(k)) for k in lengths}}
+    hmm = cast(HMMTask, task)
+    return {f"K={hmm.K}": task, **{f"K={k}": dataclasses.replace(hmm, K=int(k)) for k in lengths}}
 
 
 def max_eval_len(task: Task, lengths: tuple[int, ...] = (), scored: tuple[str, ...] = ()) -> int:
@@ -228,20 +255,19 @@ def evaluate(model: EnsembleModel, task: Task, *, lengths: tuple[int, ...] = (),
     curves: list[dict[str, PositionCurves]] = [{} for _ in range(model.ensemble)]
     for name, t in tasks.items():
         batch = eval_set(t, n_sequences, cache_dir=cache_dir)
-        scores = evaluate_members(model, batch)
+        scores = evaluate_members(model, batch, t)
         floors = floor_scores(batch, eval_set(t, MARGINAL_SEQUENCES, seed=eval_seed(t, "marginal"),
-                                              cache_dir=cache_dir))
+                                              cache_dir=cache_dir), task=t)
         if name == primary:
             plain, plain_batch = scores, batch
         for e, s in enumerate(scores):
-            evals[e][name] = EvalResult(task=t.describe(), positions=scored_positions(t), entropy_mae=s.entropy_mae,
-                                        kl=s.kl, entropy_mae_positional=s.entropy_mae_positional, floors=floors,
-                                        set_id=eval_set_id(t, n_sequences))
+            evals[e][name] = EvalResult(task=t.describe(), positions=scored_positions(t), scores=dict(s.metrics),
+                                        floors=floors, set_id=eval_set_id(t, n_sequences))
             curves[e][name] = s.curves
     checks: list[PermutationCheck | None] = [None] * model.ensemble
     if permutation_check:
         seed = eval_seed(task, "permute")
-        perm = evaluate_members(model, permute_hmm_labels(task, plain_batch, torch.Generator().manual_seed(seed)))
+        perm = evaluate_members(model, permute_hmm_labels(task, plain_batch, torch.Generator().manual_seed(seed)), task)
         for e in range(model.ensemble):
             diff = summarize(plain[e].errors - perm[e].errors, plain_batch.mask, nonfinite="nan")
             checks[e] = PermutationCheck(eval=primary, entropy_mae=plain[e].entropy_mae.mean,

@@ -1,4 +1,4 @@
-"""Computed baselines ("floors") for every evaluation set, scored with the same three metrics as
+"""Computed baselines ("floors") for every evaluation set, scored with the same metrics as
 the models (docs/science.md, "Floors").
 
 - `uniform`: the predictor that outputs 1/C for every class at every scored position. It knows
@@ -19,8 +19,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..metric_table import final_metrics
-from ..tasks import Batch
+from ..tasks import Batch, Task
 from .metrics import Summary, score
 
 FLOORS = ("uniform", "marginal")
@@ -51,12 +50,15 @@ def marginal_log_q(batch: Batch, reference: Batch) -> Tensor:
     return torch.log(mean).unsqueeze(0).expand(batch.posterior.shape)
 
 
-def floor_scores(batch: Batch, reference: Batch) -> dict[str, dict[str, Summary]]:
-    """{"uniform": {metric: Summary}, "marginal": {...}}: the three metrics of each floor on the
-    batch's scored positions (the marginal estimated from `reference`)."""
+def floor_scores(batch: Batch, reference: Batch, *, task: Task | None = None) -> dict[str, dict[str, Summary]]:
+    """{"uniform": {metric: Summary}, "marginal": {...}}: every final metric of the table (in its
+    order; those that apply to `task`, the batch's, as for the models) of each floor on the batch's
+    scored positions (the marginal estimated from `reference`)."""
+    from .evaluate import final_cases
+
     p, mask = batch.posterior.double(), batch.mask
+    cases = final_cases(task, batch)
     out = {}
     for name, log_q in (("uniform", uniform_log_q(batch)), ("marginal", marginal_log_q(batch, reference))):
-        s = score(p, mask, log_q=log_q)
-        out[name] = {metric: getattr(s, metric) for metric in final_metrics()}
+        out[name] = score(p, mask, log_q=log_q, task=None if task is None else task.name, cases=cases).metrics
     return out

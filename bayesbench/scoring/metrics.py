@@ -17,23 +17,28 @@ ignored. Three averages, always named:
   jackknife over sequences.
 - `kl`: mean over scored pairs of KL(p || q) (the authors' HMM error, which their code labels
   "MAE"); interval as `entropy_mae`.
+
+These are the built-in final metrics of the metric table (`bayesbench.metric_table`): `score`
+computes every final metric of the table from its per-(sequence, position) values, averaged
+as its `over_sequences` says (`summarize` or `positional_mean`), so a metric registered there
+is scored, stored and shown with no edit here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from ..metric_table import METRICS, Metric, applies, final_metrics, kl_terms_bits
 from ..stats import t_quantile  # the one home of the t quantile (scipy.special: no scipy.stats import)
 from ..store.records import Summary  # the type a metric's mean and interval are stored as
 
 LOG2 = math.log(2.0)
-#: Each metric's definition version, raised whenever a change alters the numbers it gives (its
-#: formula, averaging or interval): part of every job key and stored row (`bayesbench.versions`).
-METRIC_VERSIONS = {"entropy_mae": 1, "entropy_mae_positional": 1, "kl": 1}
 
 
 def entropy_bits(p: Tensor) -> Tensor:
@@ -65,10 +70,9 @@ def kl_bits(p: Tensor, q: Tensor | None = None, *, log_q: Tensor | None = None) 
         raise ValueError("kl_bits needs exactly one of q or log_q")
     p = p.double()
     if log_q is None:
+        assert q is not None  # exactly one was given (checked above)
         log_q = torch.log(q.double())
-    log_q = log_q.double()
-    terms = torch.special.xlogy(p, p) - torch.where(p > 0, p * log_q, torch.zeros_like(p))
-    return terms.sum(-1) / LOG2
+    return kl_terms_bits(p, log_q.double())  # the table's one definition, in float64
 
 
 def _check_mask(values: Tensor, mask: Tensor | None) -> Tensor:
@@ -144,16 +148,24 @@ def positional_mae(h_q: Tensor, h_p: Tensor, mask: Tensor | None = None, level: 
     so it is biased upwards by noise when the true per-position difference is near 0; the
     interval describes its sampling spread, not that bias.
     """
-    if nonfinite not in NONFINITE:
-        raise ValueError(f"nonfinite must be one of {NONFINITE}, got {nonfinite!r}")
     if h_q.shape != h_p.shape:
         raise ValueError(f"h_q and h_p must have the same shape, got {list(h_q.shape)} and {list(h_p.shape)}")
-    mask = _check_mask(h_q, mask)
+    return positional_mean(h_q.double() - h_p.double(), mask, level, nonfinite=nonfinite, lower=0.0)
+
+
+def positional_mean(d: Tensor, mask: Tensor | None = None, level: float = 0.95, *, nonfinite: str = "raise",
+                    lower: float | None = None) -> Summary:
+    """mean_t |mean_n d[n, t]| over positions t scored in any sequence, with the jackknife
+    `level` interval over sequences of `positional_mae` (which calls it with d = h_q - h_p):
+    the average of a metric whose `over_sequences` is "positions". `lower` as in `summarize`."""
+    if nonfinite not in NONFINITE:
+        raise ValueError(f"nonfinite must be one of {NONFINITE}, got {nonfinite!r}")
+    mask = _check_mask(d, mask)
     keep = mask.any(1)
     n, n_pos = int(keep.sum()), int(mask.sum())
     if n == 0:
         raise ValueError("mask selects no position: nothing to average")
-    d = h_q.double() - h_p.double()
+    d = d.double()
     if nonfinite == "nan" and not bool(torch.isfinite(d[mask]).all()):
         return Summary(math.nan, math.nan, math.nan, n, n_pos)
     if bool(torch.isnan(d[mask]).any()):
@@ -171,22 +183,83 @@ def positional_mae(h_q: Tensor, h_p: Tensor, mask: Tensor | None = None, level: 
     loo = loo_diff.sum(1) / loo_ok.sum(1).clamp(min=1)  # [n] statistic without sequence i
     se = math.sqrt(float((n - 1) / n * ((loo - loo.mean()) ** 2).sum()))
     half = t_quantile(n - 1, level) * se
-    return Summary(mean, max(0.0, mean - half), mean + half, n, n_pos)  # an absolute value: never below 0
+    return Summary(mean, mean - half if lower is None else max(lower, mean - half), mean + half, n, n_pos)
+
+
+def average(metric: Metric, values: Tensor, mask: Tensor, *, nonfinite: str = "raise") -> Summary:
+    """One metric's values [N, L] per (sequence, position) as one number with its interval, over
+    the positions `mask` selects: as its `over_sequences` says, clipped at its `lower`."""
+    if metric.over_sequences == "pairs":
+        return summarize(values, mask, nonfinite=nonfinite, lower=metric.lower)
+    return positional_mean(values, mask, nonfinite=nonfinite, lower=metric.lower)
+
+
+@dataclass(frozen=True)
+class Values:
+    """What every metric's function takes (`metric_table.Metric.values`), float64, computed
+    once per scoring: p [N, L, C], its sum p log p and entropy (bits) [N, L], the model's
+    log-predictive [N, L, C] and its entropy (bits) [N, L]."""
+
+    p: Tensor
+    plogp: Tensor
+    h_p: Tensor
+    log_q: Tensor
+    h_q: Tensor
+
+    @classmethod
+    def of(cls, p: Tensor, log_q: Tensor) -> Values:
+        p, log_q = p.double(), log_q.double()
+        plogp = torch.special.xlogy(p, p).sum(-1)
+        return cls(p, plogp, entropy_bits(p), log_q, entropy_bits_from_log_probs(log_q))
+
+    def of_metric(self, metric: Metric) -> Tensor:
+        """`metric`'s values [N, L] per (sequence, position)."""
+        return metric.values(self.p, self.plogp, self.h_p, self.log_q, self.h_q)
+
+
+def final_scores(values: Values, mask: Tensor, *, task: str | None = None,
+                 cases: Mapping[str, Tensor] | None = None, nonfinite: str = "raise") -> dict[str, Summary]:
+    """{name: Summary} of every final metric of the table (`metric_table.final_metrics`, in its
+    order) that applies to `task` (None: any) and the `cases` masks given ({case: [N, L] mask
+    within `mask`}: a metric restricted to a case is averaged over its positions); the others are
+    left out."""
+    cases = cases or {}
+    out = {}
+    for name in final_metrics():
+        metric = METRICS[name]
+        if applies(metric, task, cases):
+            out[name] = average(metric, values.of_metric(metric), mask if metric.case is None else cases[metric.case],
+                                nonfinite=nonfinite)
+    return out
 
 
 @dataclass(frozen=True)
 class Score:
-    """The three errors of a model against the exact posterior (docs/science.md, "Metrics"),
-    averaged and per position."""
+    """A model's errors against the exact posterior (docs/science.md, "Metrics"): every final
+    metric of the table averaged (`metrics`, the truth; `entropy_mae`, `kl` and
+    `entropy_mae_positional` read it), and the per-position curves of the built-in ones."""
 
-    entropy_mae: Summary  # mean_{n,t} |H(q) - H(p)|
-    kl: Summary  # mean_{n,t} KL(p || q)
-    entropy_mae_positional: Summary  # mean_t |mean_n H(q) - mean_n H(p)|
+    metrics: dict[str, Summary]  # {final metric: Summary}, table order (`final_scores`)
     entropy_error: Tensor  # [N, L] |H(q) - H(p)| bits, for paired comparisons of two models
     entropy_mae_curve: Tensor  # [L] bits
     kl_curve: Tensor  # [L] bits
     model_entropy_curve: Tensor  # [L] bits
     bayes_entropy_curve: Tensor  # [L] bits
+
+    @property
+    def entropy_mae(self) -> Summary:
+        """mean_{n,t} |H(q) - H(p)|"""
+        return self.metrics["entropy_mae"]
+
+    @property
+    def kl(self) -> Summary:
+        """mean_{n,t} KL(p || q)"""
+        return self.metrics["kl"]
+
+    @property
+    def entropy_mae_positional(self) -> Summary:
+        """mean_t |mean_n H(q) - mean_n H(p)|"""
+        return self.metrics["entropy_mae_positional"]
 
 
 #: |logsumexp(log_q) - 0| allowed for a row of log-probabilities (float64 rows; others get
@@ -225,10 +298,12 @@ def _check_predictive(mask: Tensor, q: Tensor | None, log_q: Tensor | None, nonf
     when it is "nan" (a diverged member scores NaN), an error otherwise."""
     from ..oracle.validate import ROW_SUM_ATOL, require_distribution_rows
 
-    if mask.shape != (q if q is not None else log_q).shape[:-1] or mask.dtype != torch.bool:
+    given = q if q is not None else log_q
+    assert given is not None  # `score` passes one of the two
+    if mask.shape != given.shape[:-1] or mask.dtype != torch.bool:
         return  # summarize names the mask's problem
     name = "q (the model's predictive)" if q is not None else "log_q (the model's log-predictive)"
-    rows = (q if q is not None else log_q)[mask]
+    rows = given[mask]
     finite = torch.isfinite(rows).all(-1) if q is not None else ~torch.isnan(rows).any(-1)
     if nonfinite == "nan":
         rows = rows[finite]
@@ -251,9 +326,11 @@ def _check_predictive(mask: Tensor, q: Tensor | None, log_q: Tensor | None, nonf
 
 
 def score(p: Tensor, mask: Tensor, *, q: Tensor | None = None, logits: Tensor | None = None,
-          log_q: Tensor | None = None, nonfinite: str = "raise") -> Score:
+          log_q: Tensor | None = None, nonfinite: str = "raise", task: str | None = None,
+          cases: Mapping[str, Tensor] | None = None) -> Score:
     """Score a model's predictive (probabilities q, logits or log-probabilities log_q, all
-    [N, L, C]) against posteriors p; `nonfinite` as in `summarize`.
+    [N, L, C]) against posteriors p with every final metric of the table; `nonfinite` as in
+    `summarize`; `task` and `cases` (its case masks) as in `final_scores`.
 
     q must be a distribution at every scored position (finite, non-negative, each row summing
     to 1 within the oracle's tolerance `oracle.validate.ROW_SUM_ATOL`), and log_q its logarithm
@@ -280,18 +357,17 @@ def score(p: Tensor, mask: Tensor, *, q: Tensor | None = None, logits: Tensor | 
         _check_logits(mask, logits, nonfinite)
     if q is not None:
         log_q = torch.log(q.double())
-        h_q = entropy_bits(q)
-    else:
-        if logits is not None:
-            log_q = torch.log_softmax(logits.double(), -1)
-        h_q = entropy_bits_from_log_probs(log_q)
-    h_p = entropy_bits(p)
-    err = (h_q - h_p).abs()
-    kl = kl_bits(p, log_q=log_q)
+    elif logits is not None:
+        log_q = torch.log_softmax(logits.double(), -1)
+    assert log_q is not None  # one of the three was given (checked above)
+    values = Values.of(p, log_q)
+    if q is not None:  # q's own entropy (its zero classes exactly 0), not one through log q
+        values = dataclasses.replace(values, h_q=entropy_bits(q))
+    h_q, h_p = values.h_q, values.h_p
+    err = values.of_metric(METRICS["entropy_mae"])
+    kl = values.of_metric(METRICS["kl"])
     return Score(
-        entropy_mae=summarize(err, mask, nonfinite=nonfinite, lower=0.0),
-        kl=summarize(kl, mask, nonfinite=nonfinite, lower=0.0),
-        entropy_mae_positional=positional_mae(h_q, h_p, mask, nonfinite=nonfinite),
+        metrics=final_scores(values, mask, task=task, cases=cases, nonfinite=nonfinite),
         entropy_error=err,
         entropy_mae_curve=per_position(err, mask),
         kl_curve=per_position(kl, mask),

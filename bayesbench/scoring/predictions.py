@@ -61,4 +61,4 @@ def _same_sequences(a: Batch, b: Batch) -> bool:
         return False
     if (a.header is None) != (b.header is None):
         return False
-    return a.header is None or torch.equal(a.header, b.header)
+    return a.header is None or b.header is None or torch.equal(a.header, b.header)

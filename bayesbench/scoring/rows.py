@@ -116,7 +116,8 @@ def score_run(result: TrainResult, *, db: str | None = None, device: str = "cpu"
     scored = tuple(meta.get("eval_scored", ()))
     scores = evaluate(model, task, lengths=lengths, scored=scored,
                       n_sequences=meta.get("eval_sequences", DEFAULT_SEQUENCES), cache_dir=cache_dir)
-    model_cfg = dataclasses.asdict(model.cfg) if dataclasses.is_dataclass(getattr(model, "cfg", None)) else {}
+    cfg = getattr(model, "cfg", None)
+    model_cfg = dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type) else {}
     attention = model_cfg.get("attention")
     env = environment(device, attention)
     final = result.final_loss()

@@ -7,12 +7,12 @@ fields (`record.evals["K=30"].entropy_mae.mean`, not nested dict paths).
 Scores are per evaluation set: `evals[name]` is an `EvalResult` (for the HMM the names are
 "K=20", "K=30", ...; for the bijection "values" and "values+query"; otherwise "standard"), and
 `primary` names the one that is the training task itself (the headline numbers). Each holds the
-three metrics (docs/science.md#metrics) and the floors (uniform and context-ignoring predictors
-scored on the same sequences, `bayesbench.scoring.floors`). An `EvalResult`'s metrics are its fields typed `Summary`
-(`Summary`: mean with a 95% interval over sequences, all in bits): adding a metric is
-adding a field typed `Summary | None = None` here and computing it in `evaluate.evaluate`;
-`metric_names()`, the JSON (de)serialisation and the leaderboard's JSON and CSV pick it up, and
-records stored before it existed read back with None.
+final metrics (docs/science.md#metrics) and the floors (uniform and context-ignoring predictors
+scored on the same sequences, `bayesbench.scoring.floors`). An `EvalResult`'s metrics are its
+`scores`, {name: `Summary`} (mean with a 95% interval over sequences, all in bits) of every final
+metric of the metric table (`bayesbench.metric_table`, in `record_metrics` order): a metric
+registered there is scored, stored, read back and shown with no edit here, and records stored
+before it existed read back with None for it.
 
 A member's `LearningCurve` is its metrics on a fixed set of sequences after each measured training
 step (`bayesbench.training.curves`); the store keeps it in its own table, one row per (run, seed,
@@ -25,6 +25,8 @@ import dataclasses
 import math
 import typing
 from dataclasses import dataclass, field
+
+from ..metric_table import record_metrics
 
 
 def json_safe(value):
@@ -70,46 +72,85 @@ def _summary_from_json(d: dict | None) -> Summary | None:
 
 @dataclass(frozen=True)
 class EvalResult:
-    """One member's scores on one evaluation set (bits, over the task's scored positions)."""
+    """One member's scores on one evaluation set (bits, over the task's scored positions).
+
+    `scores` holds every final metric of the metric table in `record_metrics` order, None where
+    the set has none (a metric that does not apply to the task, a record stored before the metric
+    existed); a score of a name the table lacks is an error. `ev.entropy_mae`, `ev.kl`, ... (any
+    final metric's name) read it."""
 
     task: str  # the evaluated task, described (e.g. "hmm(S=5, V=5, K=30, ...)")
     positions: str  # which positions the numbers average over, in words
-    entropy_mae: Summary  # mean over (sequence, position) of |H(model) - H(Bayes)|
-    kl: Summary  # mean KL(Bayes || model)
-    entropy_mae_positional: Summary | None = None  # mean over positions of |mean H(model) - mean H(Bayes)|
+    scores: dict[str, Summary | None]  # {final metric: Summary}: mean, 95% interval over sequences
     # {"uniform" | "marginal": {metric name: Summary}}: the floors on the same sequences
     floors: dict[str, dict[str, Summary]] | None = None
     # the evaluation set's identity (`scoring.evaluate.eval_set_id`: tunnel configuration and code,
     # size, seed); None in rows stored before it was kept
     set_id: str | None = None
 
+    def __post_init__(self) -> None:
+        order = record_metrics()
+        unknown = [name for name in self.scores if name not in order]
+        if unknown:
+            raise ValueError(f"scores must be final metrics of the metric table {order}, got {unknown} (rule: a "
+                             "metric is registered in bayesbench.metric_table before it is scored)")
+        object.__setattr__(self, "scores", {name: self.scores.get(name) for name in order})
+
+    def __getattr__(self, name: str) -> Summary | None:
+        """A final metric's Summary by its name (None: not scored on this set)."""
+        scores = self.__dict__.get("scores")  # absent while the object is being unpickled or copied
+        if scores is not None and name in scores:
+            return scores[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _required(self, name: str) -> Summary:
+        summary = self.scores.get(name)
+        if summary is None:
+            raise ValueError(f"this evaluation has no {name} score (every stored evaluation has one)")
+        return summary
+
+    @property
+    def entropy_mae(self) -> Summary:
+        """mean over (sequence, position) of |H(model) - H(Bayes)|"""
+        return self._required("entropy_mae")
+
+    @property
+    def kl(self) -> Summary:
+        """mean KL(Bayes || model)"""
+        return self._required("kl")
+
+    @property
+    def entropy_mae_positional(self) -> Summary | None:
+        """mean over positions of |mean H(model) - mean H(Bayes)| (None: stored before it existed)"""
+        return self.scores.get("entropy_mae_positional")
+
     @classmethod
     def metric_names(cls) -> tuple[str, ...]:
-        """The fields that are metrics (typed Summary), in declaration order."""
-        hints = typing.get_type_hints(cls)
-        return tuple(f.name for f in dataclasses.fields(cls)
-                     if Summary in (hints[f.name], *typing.get_args(hints[f.name])))
+        """The metrics a result holds, in its order (`metric_table.record_metrics`)."""
+        return record_metrics()
 
     def metrics(self) -> dict[str, Summary]:
-        """{metric name: Summary} of the metrics this result has (absent optional ones left out)."""
-        return {name: getattr(self, name) for name in self.metric_names() if getattr(self, name) is not None}
+        """{metric name: Summary} of the metrics this result has (absent ones left out)."""
+        return {name: s for name, s in self.scores.items() if s is not None}
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        """The stored JSON: task, positions, one key per metric (its Summary, or None), floors, set_id."""
+        summary = lambda s: None if s is None else dataclasses.asdict(s)  # noqa: E731
+        return {"task": self.task, "positions": self.positions,
+                **{name: summary(s) for name, s in self.scores.items()},
+                "floors": None if self.floors is None else {
+                    name: {m: summary(s) for m, s in scores.items()} for name, scores in self.floors.items()},
+                "set_id": self.set_id}
 
     @classmethod
     def from_json(cls, d: dict) -> EvalResult:
-        metrics = set(cls.metric_names())
-        args: dict[str, typing.Any] = {}
-        for f in dataclasses.fields(cls):
-            if f.name in metrics:
-                args[f.name] = _summary_from_json(d.get(f.name))
-            elif f.name == "floors":
-                args[f.name] = None if d.get("floors") is None else {
-                    name: {m: _summary_from_json(v) for m, v in scores.items()} for name, scores in d["floors"].items()}
-            elif f.name in d:
-                args[f.name] = d[f.name]
-        return cls(**args)
+        """`to_json` read back; a metric the table lacks is left out, one it has but `d` lacks is None."""
+        floors = None if d.get("floors") is None else {  # a floor's Summary is never null (NaN numbers are)
+            name: {m: typing.cast(Summary, _summary_from_json(v)) for m, v in scores.items()}
+            for name, scores in d["floors"].items()}
+        return cls(task=d["task"], positions=d["positions"],
+                   scores={name: _summary_from_json(d.get(name)) for name in record_metrics()},
+                   floors=floors, set_id=d.get("set_id"))
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ FLOORS = {"uniform": {"entropy_mae": _summary(1.85), "entropy_mae_positional": _
 
 
 def _record(arch: str, seed: int, mae: float, pos: float, kl: float) -> RunRecord:
-    ev = EvalResult("bijection(V=8)", "the value positions", _summary(mae), _summary(kl), _summary(pos), FLOORS)
+    ev = EvalResult("bijection(V=8)", "the value positions",
+                    {"entropy_mae": _summary(mae), "kl": _summary(kl), "entropy_mae_positional": _summary(pos)}, FLOORS)
     curves = {"values": PositionCurves([0, 2], [mae, mae], [kl, kl], [1.0, 0.5], [1.0, 0.5])}
     return RunRecord(run_id=f"run-{arch}", seed=seed, member=seed, group_id="g", preset="quick", task="bijection",
                      task_label="bijection V=8", task_config={"task": "bijection", "V": 8}, arch=arch, config={},
@@ -112,7 +113,8 @@ def test_each_evaluation_is_one_block_followed_by_its_floors():
     """Two evaluations of one task whose means interleave (A's second eval below B's first) still
     print as two blocks, each ranked and followed by its floor rows once."""
     def rec(arch: str, values: float, with_query: float) -> RunRecord:
-        evs = {name: EvalResult("bijection(V=8)", name, _summary(m), _summary(m), _summary(m), FLOORS)
+        evs = {name: EvalResult("bijection(V=8)", name, {metric: _summary(m) for metric in
+                                                         ("entropy_mae", "kl", "entropy_mae_positional")}, FLOORS)
                for name, m in (("values", values), ("values+query", with_query))}
         curves = {name: PositionCurves([0], [m], [m], [1.0], [1.0]) for name, m in (("values", values),
                                                                                        ("values+query", with_query))}

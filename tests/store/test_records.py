@@ -9,6 +9,7 @@ import sqlite3
 
 import pytest
 
+from bayesbench.metric_table import Metric, registered
 from bayesbench.report.leaderboard import json_runs, markdown, to_csv
 from bayesbench.scoring.metrics import Summary
 from bayesbench.store.database import read_records, read_rows, write_records
@@ -23,8 +24,10 @@ def _summary(mean: float) -> Summary:
 
 
 def _record(seed: int, mae: float = 0.25, **kw) -> RunRecord:
-    evals = {"K=6": EvalResult("hmm(K=6)", "the K = 6 observation positions", _summary(mae), _summary(2 * mae)),
-             "K=9": EvalResult("hmm(K=9)", "the K = 9 observation positions", _summary(3 * mae), _summary(NAN))}
+    evals = {"K=6": EvalResult("hmm(K=6)", "the K = 6 observation positions",
+                               {"entropy_mae": _summary(mae), "kl": _summary(2 * mae)}),
+             "K=9": EvalResult("hmm(K=9)", "the K = 9 observation positions",
+                               {"entropy_mae": _summary(3 * mae), "kl": _summary(NAN)})}
     curves = {name: PositionCurves([1, 2], [mae, NAN], [0.5, 0.25], [1.0, 0.75], [0.9, 0.7]) for name in evals}
     perm = PermutationCheck("K=6", mae, mae + 1e-3, Summary(-1e-3, -2e-3, 0.0, 64, 512))
     fields = dict(run_id="r1", seed=seed, member=seed, group_id="g", preset="quick", task="hmm",
@@ -81,22 +84,23 @@ def test_leaderboard_outputs_read_the_typed_fields(tmp_path):
     assert "| hmm S=5 K=6 | K=6 (trained) | transformer (1 of 2 diverged) |" in markdown(records)
 
 
-def test_a_new_metric_is_one_field():
-    """A metric added later (a field typed Summary | None) is listed, serialised, and reads back
-    as None from records stored before it existed."""
-
-    @dataclasses.dataclass(frozen=True)
-    class Extended(EvalResult):
-        entropy_mae_late: Summary | None = None
-
+def test_a_new_metric_is_one_registration():
+    """A final metric registered in the metric table (and nowhere else) is listed, serialised,
+    and reads back as None from records stored before it existed."""
     assert EvalResult.metric_names() == ("entropy_mae", "kl", "entropy_mae_positional")
-    assert Extended.metric_names() == ("entropy_mae", "kl", "entropy_mae_positional", "entropy_mae_late")
     old = _record(0).evals["K=6"].to_json()
-    ext = Extended.from_json(old)
-    # _record's evaluations have no positional metric either (None): metrics() leaves it out
-    assert ext.entropy_mae_late is None and list(ext.metrics()) == ["entropy_mae", "kl"]
-    new = dataclasses.replace(ext, entropy_mae_late=_summary(0.125))
-    assert Extended.from_json(new.to_json()).metrics()["entropy_mae_late"] == _summary(0.125)
+    late = Metric("entropy_mae_late", "a made-up final metric", "late", lambda p, plogp, h_p, log_q, h_q: h_q)
+    with registered(late):
+        assert EvalResult.metric_names() == ("entropy_mae", "kl", "entropy_mae_positional", "entropy_mae_late")
+        ext = EvalResult.from_json(old)
+        # _record's evaluations have no positional metric either (None): metrics() leaves it out
+        assert ext.entropy_mae_late is None and list(ext.metrics()) == ["entropy_mae", "kl"]
+        new = dataclasses.replace(ext, scores={**ext.scores, "entropy_mae_late": _summary(0.125)})
+        assert list(new.to_json())[-3:] == ["entropy_mae_late", "floors", "set_id"]
+        assert EvalResult.from_json(new.to_json()).metrics()["entropy_mae_late"] == _summary(0.125)
+    assert "entropy_mae_late" not in EvalResult.from_json(new.to_json()).scores  # unregistered: not read
+    with pytest.raises(ValueError, match="final metrics of the metric table"):
+        EvalResult("hmm(K=6)", "x", {"entropy_mae_late": _summary(0.125)})
 
 
 def test_stores_this_version_cannot_read_are_refused_clearly(tmp_path):
