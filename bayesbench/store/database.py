@@ -44,7 +44,7 @@ from .records import (
     RunRecord,
     json_safe,
 )
-from .schema import COLUMNS, CURVE_COLUMNS, JSON_COLUMNS, OPTIONAL_COLUMNS, SCHEMA, SCHEMA_VERSION
+from .schema import CURVE_COLUMNS, JSON_COLUMNS, SCHEMA_VERSION, columns, optional_columns, schema
 
 DEFAULT_DB = os.path.join("results", "bayesbench.sqlite")
 BUSY_TIMEOUT_MS = 60_000
@@ -121,7 +121,7 @@ def connect(path: str | None = None, *, read_only: bool = False) -> sqlite3.Conn
             _retry(lambda: add_missing_columns(conn))  # so every store has the columns rows are written with
         _retry(lambda: _check_schema(conn, path))  # before anything writes: a foreign file stays as it was
         _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
-        _retry(lambda: conn.executescript(SCHEMA))
+        _retry(lambda: conn.executescript(schema()))
         if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
             for migrate in ROW_MIGRATIONS:
                 _retry(functools.partial(migrate, conn))
@@ -176,7 +176,7 @@ def _check_schema(conn: sqlite3.Connection, path: str, *, read_only: bool = Fals
         raise StoreError(f"results store {path} is another program's SQLite database (its tables: {shown}); "
                          "bayesbench writes only to an empty file or its own store: choose another --db")
     have = {r[1] for r in conn.execute("PRAGMA table_info(runs)").fetchall()}
-    missing = [c for c in COLUMNS if c not in have and not (read_only and c in OPTIONAL_COLUMNS)]
+    missing = [c for c in columns() if c not in have and not (read_only and c in optional_columns())]
     if have and missing:
         raise StoreError(f"results store {path} has a 'runs' table without the columns {missing} "
                          "(written by another program or an incompatible bayesbench); use another --db")
@@ -353,18 +353,19 @@ def write_rows(rows: list[dict], path: str | None = None, *, curves: dict[tuple,
         if missing:
             raise ValueError(f"rows must have {sorted(missing)}")
         file_id("run_id", row["run_id"])  # pages and files are named by it (`report/site.py`)
+    names = columns()  # the metrics registered now (a metric registered after import included)
     values = []
     for row in rows:
         row = {"created_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **row}
-        unknown = set(row) - set(COLUMNS)
+        unknown = set(row) - set(names)
         if unknown:
-            raise ValueError(f"unknown result columns {sorted(unknown)}; known: {', '.join(COLUMNS)}")
+            raise ValueError(f"unknown result columns {sorted(unknown)}; known: {', '.join(names)}")
         values.append(tuple(json.dumps(json_safe(row.get(c)), allow_nan=False) if c in JSON_COLUMNS
-                            else json_safe(row.get(c)) for c in COLUMNS))
+                            else json_safe(row.get(c)) for c in names))
     keep = ("run_id", "seed", "created_at", "environment")
-    sql = (f"INSERT INTO runs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
+    sql = (f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
            f"ON CONFLICT (run_id, seed) DO UPDATE SET "
-           + ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c not in keep))
+           + ", ".join(f"{c} = excluded.{c}" for c in names if c not in keep))
     insert_points = (f"INSERT INTO learning_curves ({', '.join(CURVE_COLUMNS)}) "
                      f"VALUES ({', '.join('?' * len(CURVE_COLUMNS))})")
     conn = connect(path)
@@ -437,7 +438,7 @@ def read_rows(path: str | None = None, *, where: str = "", params: tuple = ()) -
         conn.close()
     out = []
     for r in rows:
-        d = {**{c: None for c in OPTIONAL_COLUMNS}, **dict(r)}  # a store without them read as it is: empty
+        d = {**{c: None for c in optional_columns()}, **dict(r)}  # a store without them read as it is: empty
         try:
             for c in JSON_COLUMNS:
                 d[c] = json.loads(d[c]) if d[c] is not None else None

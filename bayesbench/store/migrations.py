@@ -27,16 +27,17 @@ from collections.abc import Callable
 from .. import versions
 from ..identity import RunSpec, identity_key
 from ..presets import RESOLVED_TASKS, labelled, options_label
-from .schema import COLUMNS, OPTIONAL_COLUMNS
+from .schema import columns, optional_columns
 
 
 def add_missing_columns(conn: sqlite3.Connection) -> None:
-    """Give an existing `runs` table the OPTIONAL_COLUMNS it lacks, so rows of every store are
-    written and read with one set of columns."""
+    """Give an existing `runs` table the optional columns it lacks (`schema.optional_columns`, a
+    metric registered since the store was made among them), so rows of every store are written and
+    read with one set of columns."""
     have = {r[1] for r in conn.execute("PRAGMA table_info(runs)").fetchall()}
-    if not have or not set(COLUMNS) - set(OPTIONAL_COLUMNS) <= have:
+    if not have or not set(columns()) - set(optional_columns()) <= have:
         return  # no table yet, or not a bayesbench table (the schema check names it; nothing is altered)
-    for name, kind in OPTIONAL_COLUMNS.items():
+    for name, kind in optional_columns().items():
         if name not in have:
             try:
                 conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")

@@ -15,7 +15,7 @@ from bayesbench.report.selection import select_rows
 from bayesbench.scoring.metrics import Summary
 from bayesbench.store.database import read_records, read_rows, write_records
 from bayesbench.store.records import EvalResult, MemberEvaluation, PositionCurves, RunRecord
-from bayesbench.store.schema import SCHEMA
+from bayesbench.store.schema import schema
 
 
 def _summary(mean: float) -> Summary:
@@ -97,7 +97,7 @@ def test_store_csv_and_json_carry_the_positional_metric_and_floors(db):
 
 def test_an_older_store_gains_the_new_columns(tmp_path):
     path = str(tmp_path / "old.sqlite")
-    old = SCHEMA
+    old = schema()
     for col in ("entropy_mae_positional_bits", "entropy_mae_positional_ci_low", "entropy_mae_positional_ci_high"):
         old = old.replace(f"    {col} REAL,\n", "")
     assert "positional" not in old
