@@ -17,6 +17,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 
+from .events import Failed, Finished, JobEvent, Retried, Started
 from .expand import SweepJob, gpu_share
 from .one_job import train_and_score
 from .sweep_file import Resources
@@ -54,8 +55,8 @@ def import_ray():
     return ray
 
 
-def _ray_job(sweep_job: SweepJob, runs_dir: str, threads: int, events) -> dict:
-    def send(event: dict) -> None:
+def _ray_job(sweep_job: SweepJob, runs_dir: str, threads: int, events) -> Finished:
+    def send(event: JobEvent) -> None:
         events.put(event)
 
     return train_and_score(sweep_job, runs_dir, threads, send)
@@ -106,10 +107,10 @@ class RayExecutor:
         if self.started:
             self.ray.shutdown()
 
-    def run(self, jobs: list[SweepJob], runs_dir: str, on_event: Callable[[dict], None],
+    def run(self, jobs: list[SweepJob], runs_dir: str, on_event: Callable[[JobEvent], None],
             cache_dir: str | None = None) -> None:
-        """Run every job as a Ray task; events as LocalExecutor.run (a second "start" of a job
-        means Ray retried it: reported as "retry"). Evaluation sets are cached under the shared
+        """Run every job as a Ray task; events as LocalExecutor.run (a second `Started` of a job
+        means Ray retried it: reported as `Retried`). Evaluation sets are cached under the shared
         `runs_dir` (`cache_dir`, beside the driver's store, may not exist on other nodes)."""
         ray = self.ray
         from ray.util.queue import Empty, Queue
@@ -131,11 +132,10 @@ class RayExecutor:
                     event = events.get_nowait()
                 except Empty:
                     return
-                if event["kind"] == "start":
-                    starts[event["key"]] = starts.get(event["key"], 0) + 1
-                    if starts[event["key"]] > 1:
-                        on_event({"kind": "retry", "key": event["key"], "attempt": starts[event["key"]],
-                                  "why": "Ray restarted it after its worker died"})
+                if isinstance(event, Started):
+                    starts[event.key] = starts.get(event.key, 0) + 1
+                    if starts[event.key] > 1:
+                        on_event(Retried(event.key, starts[event.key], "Ray restarted it after its worker died"))
                 on_event(event)
 
         try:
@@ -148,13 +148,12 @@ class RayExecutor:
                         out = ray.get(ref)
                     except ray.exceptions.RayTaskError as err:  # the job raised
                         cause = err.cause if getattr(err, "cause", None) is not None else err
-                        on_event({"kind": "failed", "key": sweep_job.key, "error": f"{type(cause).__name__}: {cause}",
-                                  "exception": cause if isinstance(cause, Exception) else None})
+                        on_event(Failed(sweep_job.key, f"{type(cause).__name__}: {cause}",
+                                        cause if isinstance(cause, Exception) else None))
                     except ray.exceptions.RayError as err:  # worker or node lost, retries spent
-                        on_event({"kind": "failed", "key": sweep_job.key,
-                                  "error": f"{type(err).__name__} after {self.max_retries} retries: {err}"})
+                        on_event(Failed(sweep_job.key, f"{type(err).__name__} after {self.max_retries} retries: {err}"))
                     else:
-                        on_event({"kind": "done", "key": sweep_job.key, **out})
+                        on_event(out)
             drain()
         finally:
             for ref in refs:
