@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from ..running import interrupt
 from ..store.database import cache_dir_for, connect, db_path, prepare_store, write_records
 from ..training.checkpoint import CHECKPOINT_NAME
-from .events import Event, Failed, Finished, JobDone, JobEvent, Retried,
-                     Say, Started, Stepped, line
+from .events import Event, Failed, Finished, JobDone, JobEvent, Retried, Say, Started, Stepped, line
 from .expand import SweepJob
 
 

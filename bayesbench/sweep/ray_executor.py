@@ -161,15 +161,22 @@ class RayExecutor:
             ray.kill(events.actor)
 
 
+def connect(address: str, resources: Resources, max_retries: int) -> tuple[RayExecutor, Callable[[str], str]]:
+    """(executor, place): a Ray executor on the cluster at `address`, and where a job's device goes
+    there: 'auto' to the cluster's GPUs when it has any, else the CPU."""
+    executor = RayExecutor(address, resources, max_retries)
+    gpus = executor.gpus()
+    return executor, lambda d: ("cuda" if gpus > 0 else "cpu") if d == "auto" else d
+
+
 def on_ray(address: str, resources: Resources, max_retries: int,
            select: Callable[[Callable[[str], str]], list]) -> tuple[RayExecutor, list]:
     """(executor, jobs): a Ray executor on the cluster at `address`, and the jobs `select(place)`
     makes, where `place` sends device 'auto' to the cluster's GPUs when it has any (the executor
     is closed again if selecting fails)."""
-    executor = RayExecutor(address, resources, max_retries)
-    gpus = executor.gpus()
+    executor, place = connect(address, resources, max_retries)
     try:
-        return executor, select(lambda d: ("cuda" if gpus > 0 else "cpu") if d == "auto" else d)
+        return executor, select(place)
     except BaseException:
         executor.close()
         raise
