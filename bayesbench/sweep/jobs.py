@@ -348,10 +348,10 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
     (`check_ensemble_fits`, `check_sets_fit`)."""
     p = get_preset(preset)
     keys = list(tasks or p.tasks)
-    for name, names in (("tasks", keys), ("archs", archs or [])):
+    for selection, names in (("tasks", keys), ("archs", archs or [])):
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
-            raise FieldError(name, f"{{{name}}} names {', '.join(map(repr, twice))} twice: each job is trained and "
+            raise FieldError(selection, f"{{{selection}}} names {', '.join(map(repr, twice))} twice: each job is trained and "
                              "stored once")
     for k in keys:
         if k not in p.tasks and not is_outside_task(k):

@@ -189,12 +189,12 @@ def test_replay_of_your_own_model(tmp_path, capsys, monkeypatch):
 
 def test_an_empty_replay_is_refused_not_the_whole_preset(monkeypatch, capsys):
     """probe2 R7: `--replay ''` (an unset shell variable) ran the whole quick preset (13 jobs)."""
-    from bayesbench.cli import run as run_command
+    from bayesbench.sweep import engine
 
     def would_run(*_args, **_kwargs):
         raise AssertionError("--replay '' started the preset's jobs")
 
-    monkeypatch.setattr(run_command, "run_preset", would_run)
+    monkeypatch.setattr(engine, "run", would_run)
     assert main(["run", "--replay", ""]) == 2
     assert "--replay is empty: give a stored run's run.json or its run directory" in capsys.readouterr().err
 
