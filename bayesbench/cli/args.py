@@ -64,10 +64,13 @@ def until(text: str) -> float | str:
     from ..training.until import parse_until
 
     try:
-        return parse_until(text)
+        value = parse_until(text)
     except ValueError:
+        value = None
+    if value is None:  # (only None gives None)
         raise argparse.ArgumentTypeError(f"must be a threshold in bits (a positive number, e.g. 0.1) or 'plateau', "
-                                         f"got {text!r}") from None
+                                         f"got {text!r}")
+    return value
 
 
 def split_list(values: list[str] | None) -> list[str] | None:

@@ -139,7 +139,7 @@ def resume_command(argv: list[str]) -> str:
     return shlex.join(["bayesbench", *(a for a in argv if a != "--debug")])
 
 
-def interrupt_line(stop: Interrupted, args: argparse.Namespace, argv: list[str]) -> str:
+def interrupt_line(stop: Interrupted, args: object, argv: list[str]) -> str:
     """What a stop request cut short, where its checkpoints are, and how to continue."""
     parts = []
     for s in stop.stopped:

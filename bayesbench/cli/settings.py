@@ -20,7 +20,8 @@ import argparse
 import difflib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .args import seed_list
 
@@ -67,7 +68,8 @@ def check_value(action: argparse.Action, value, where: str):
             from .args import as_dict  # KEY=VALUE items, as the command line takes them: read as it reads them
 
             try:
-                value = as_dict(where, [action.type(v) for v in value])
+                parse: Callable = action.type  # type: ignore[assignment]  # `args.key_values`' parser
+                value = as_dict(where, [parse(v) for v in value])
             except argparse.ArgumentTypeError as err:
                 raise ValueError(f"{where} {err}") from None
         if not isinstance(value, dict):
@@ -111,7 +113,7 @@ def check_value(action: argparse.Action, value, where: str):
         value = os.fspath(value)
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise ValueError(f"{where} must be {'a number' if action.type else 'a string'}, got {value!r}")
-    if action.type is not None:
+    if callable(action.type):
         try:
             value = action.type(str(value))
         except argparse.ArgumentTypeError as err:
@@ -197,7 +199,7 @@ def toml_key(key) -> str:
     return key if key and all(c.isalnum() or c in "_-" for c in key) and key.isascii() else json.dumps(key)
 
 
-def to_toml(settings: dict, comments: list[str] = ()) -> str:
+def to_toml(settings: dict, comments: Sequence[str] = ()) -> str:
     """`settings` (dest -> value as the parser holds it) as TOML that `read_toml` reads back to
     the same values: scalars first, then one table per KEY=VALUE option; `comments` above."""
     lines = [f"# {c}" if c else "#" for c in comments]
@@ -363,7 +365,7 @@ def replay_settings(doc: dict, path: str) -> dict:
 
     ident = doc["config"]["identity"]
     try:
-        preset = get_preset(doc.get("preset"))
+        preset = get_preset(str(doc.get("preset")))
     except ValueError as err:
         raise FieldError("replay", f"{{replay}} {path}: {err}") from None
     task = dict(ident["task"])
@@ -393,7 +395,7 @@ def replay_settings(doc: dict, path: str) -> dict:
     if not is_outside(arch) and arch not in list_models():
         raise FieldError("replay", f"{{replay}} {path}: its architecture {arch!r} is not one of this bayesbench's "
                          f"({', '.join(sorted(list_models()))})")
-    settings = {"preset": preset.name, "tasks": [key]}
+    settings: dict[str, Any] = {"preset": preset.name, "tasks": [key]}
     if is_outside(arch):
         settings.update(model=arch, name=doc.get("arch"))
     else:

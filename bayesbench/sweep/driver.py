@@ -198,9 +198,9 @@ def report_stop(stop: interrupt.Interrupted, running: list[SweepJob], jobs: list
             stop.stopped.append({"run": sweep_job.label, "phase": "killed", "why": "cancelled"})
     by_label = {sweep_job.label: sweep_job for sweep_job in jobs}
     for s in stop.stopped:
-        sweep_job = by_label.get(s.get("run"))
-        if not s.get("checkpoint") and sweep_job is not None:
-            path = os.path.join(sweep_job.run_dir(runs_dir), CHECKPOINT_NAME)
+        cut = by_label.get(str(s.get("run")))
+        if not s.get("checkpoint") and cut is not None:
+            path = os.path.join(cut.run_dir(runs_dir), CHECKPOINT_NAME)
             s["checkpoint"] = path if os.path.exists(path) else None
         phase, ckpt = s.get("phase"), s.get("checkpoint")
         where = {"training": f"at step {s.get('step')} of {s.get('steps')}",

@@ -128,6 +128,7 @@ def outside_jobs(request: RunRequest, place: Place | None, sink: Sink) -> list:
     from ..scoring.trained_elsewhere import check_name
     from .jobs import make_jobs, trial_forward
 
+    assert request.model is not None  # (plan's condition)
     spec = normalise(request.model)
     load_factory(spec)  # an unimportable model fails here, before anything runs
     try:

@@ -25,6 +25,7 @@ import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -50,7 +51,8 @@ from .request import FieldError, field_error
 #: several: a capacity-matched model follows the transformer it matches); `device` None: the
 #: preset's; `size`: a sweep's name of the model size (`SweepJob.size`); `name`: an outside
 #: model's leaderboard name; `threads`: torch threads it trains with.
-POINT = {"preset": "quick", "task": None, "arch": None, "seeds": None, "lr": None, "steps": None, "train": {},
+POINT: dict[str, Any] = {
+    "preset": "quick", "task": None, "arch": None, "seeds": None, "lr": None, "steps": None, "train": {},
          "task_options": {}, "models": {}, "device": None, "attention": None, "compile": False, "precision": None,
          "checkpoint_every": None, "eval_sequences": None, "size": None, "name": None, "threads": 1}
 
@@ -351,8 +353,8 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
     for selection, names in (("tasks", keys), ("archs", archs or [])):
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
-            raise FieldError(selection, f"{{{selection}}} names {', '.join(map(repr, twice))} twice: each job is trained and "
-                             "stored once")
+            raise FieldError(selection, f"{{{selection}}} names {', '.join(map(repr, twice))} twice: each job is "
+                             "trained and stored once")
     for k in keys:
         if k not in p.tasks and not is_outside_task(k):
             raise FieldError("tasks", f"task {k!r} is not in preset {preset!r}; available: {', '.join(p.tasks)} (or "

@@ -108,7 +108,8 @@ def train_and_score(sweep_job: SweepJob, runs_dir: str, threads: int, report: Re
             if logger is not None:
                 logger.log_result(records)  # the final metrics with their intervals, as the tracker's summary
     except interrupt.Interrupted as stop:
-        if where["phase"] == "training":  # stopped outside the trainer's own stop (e.g. in a chunk's last save):
+        # stopped outside the trainer's own stop (e.g. in a chunk's last save):
+        if where["phase"] == "training" and trainer is not None:
             # the step a rerun resumes from is the last checkpoint's, not the last chunk's
             where = ({**where, "step": trainer.saved_step, "checkpoint": trainer.checkpoint_path()}
                      if trainer.saved_step is not None else {"phase": "setup"})

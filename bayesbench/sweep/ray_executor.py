@@ -20,9 +20,10 @@ from collections.abc import Callable
 from .events import Failed, Finished, JobEvent, Retried, Started
 from .expand import SweepJob, gpu_share
 from .one_job import train_and_score
+from .request import FieldError
 from .sweep_file import Resources
 
-MISSING = ("--ray needs Ray, which is not installed: pip install 'bayesbench[ray]' (or pip install ray) "
+MISSING = ("{ray} needs Ray, which is not installed: pip install 'bayesbench[ray]' (or pip install ray) "
            "on the driver and on every node of the cluster")
 NO_TOKEN = ("the Ray cluster at {address} uses token authentication and this process has no valid token: copy "
             "the head node's ~/.ray/auth_token to this machine (or set RAY_AUTH_TOKEN, with RAY_AUTH_MODE=token) "
@@ -47,11 +48,11 @@ def _stderr_captured():
 
 
 def import_ray():
-    """The `ray` module, or a ValueError saying how to install it."""
+    """The `ray` module, or a FieldError (about the `ray` setting) saying how to install it."""
     try:
         import ray
     except ImportError:
-        raise ValueError(MISSING) from None
+        raise FieldError("ray", MISSING) from None
     return ray
 
 
@@ -88,8 +89,8 @@ class RayExecutor:
                 log = said()
             if error is not None:
                 if "InvalidAuthToken" in log or "InvalidAuthToken" in str(error):
-                    raise ValueError(f"--ray {address}: " + NO_TOKEN.format(address=address)) from None
-                raise ValueError(f"--ray {address}: cannot connect to a Ray cluster ({error}); start one with "
+                    raise FieldError("ray", f"{{ray}} {address}: " + NO_TOKEN.format(address=address)) from None
+                raise FieldError("ray", f"{{ray}} {address}: cannot connect to a Ray cluster ({error}); start one with "
                                  "`ray start --head` (docs/sweeps.md) or use --ray local") from None
             sys.stderr.write(log)  # a connection that worked: Ray's own notes, as it printed them
             self.started = True

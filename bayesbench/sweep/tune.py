@@ -185,26 +185,38 @@ class TuneSpec:
 
 # ---------------------------------------------------------------- jobs
 
-def spec_for(job: Job, given: dict | None = None, where: str = "--tune-args") -> TuneSpec:
+def _refused(where: str, text: str) -> ValueError:
+    """A search's error: about the request's `tuning` (`request.FieldError`) when `where` is its
+    placeholder, else a ValueError naming a sweep file's `tune`."""
+    if where.startswith("{"):
+        from .request import FieldError
+
+        return FieldError("tuning", text)
+    return ValueError(text)
+
+
+def spec_for(job: Job, given: dict | None = None, where: str = "{tune_args}") -> TuneSpec:
     """The search of `job`: its task's default in the preset (`TaskSetup.tune`) with `given` over
-    it; a task without a default needs `lrs` given."""
+    it; a task without a default needs `lrs` given. `where` names the settings in its errors
+    (the engine's `{tune_args}` placeholder, `request.FieldError`, or a sweep file's `tune`)."""
     default = dict(job.setup.tune or {})
     given = dict(given or {})
     if not default and "lrs" not in given:
-        raise ValueError(f"{where.rstrip(':')}: {job.setup.label} has no default learning-rate grid in preset "
-                         f"{job.preset!r}; give one: --tune-args lrs=[1e-4,3e-4,1e-3,3e-3,1e-2]")
+        raise _refused(where, f"{where.rstrip(':')}: {job.setup.label} has no default learning-rate grid in preset "
+                         f"{job.preset!r}; give one: {where.rstrip(':') + ' ' if where.startswith('{') else ''}"
+                         "lrs=[1e-4,3e-4,1e-3,3e-3,1e-2]")
     spec = TuneSpec.of({**default, **given}, where)
     check_reported_seeds(job, spec, where)
     _check_metric(job, spec, where)
     return spec
 
 
-def check_reported_seeds(job: Job, spec: TuneSpec, where: str = "--tune-args") -> None:
+def check_reported_seeds(job: Job, spec: TuneSpec, where: str = "{tune_args}") -> None:
     """The reported seeds of `job` share none with its search's selection seeds (checked when the
     search is made, before anything trains): a lucky seed must not pick its own rate."""
     overlap = set(job.seeds) & {s for i in range(len(spec.lrs)) for s in spec.seeds_of(i)}
     if overlap:
-        raise ValueError(f"{where.rstrip(':')}: seeds {sorted(overlap)} of {job.setup.label} / {job.arch} are "
+        raise _refused(where, f"{where.rstrip(':')}: seeds {sorted(overlap)} of {job.setup.label} / {job.arch} are "
                          f"selection seeds of its search (from {SELECTION_SEED_BASE:,}): the reported run must be "
                          "trained on seeds the selection does not use; give seeds below it")
 
@@ -228,8 +240,8 @@ def _check_metric(job: Job, spec: TuneSpec, where: str) -> None:
     if spec.metric not in kept:
         why = (f"it applies to {', '.join(metric.tasks)} only" if metric.tasks is not None and task.name not in
                metric.tasks else f"its selection set has no {metric.case!r} positions")
-        raise ValueError(f"{where.rstrip(':')} metric={spec.metric}: {job.setup.label} cannot be scored by it ({why}) "
-                         f"(rule: the selection metric is one the task has; its metrics: {', '.join(kept)})")
+        raise _refused(where, f"{where.rstrip(':')} metric={spec.metric}: {job.setup.label} cannot be scored by it "
+                       f"({why}) (rule: the selection metric is one the task has; its metrics: {', '.join(kept)})")
 
 
 def selection_jobs(job: Job, spec: TuneSpec) -> list[Job]:
