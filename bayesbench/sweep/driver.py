@@ -63,6 +63,18 @@ def stored_keys(jobs: list[SweepJob], db: str | None) -> set[str]:
     return {sweep_job.key for sweep_job in jobs if set(sweep_job.job.seeds) <= have.get(sweep_job.key, set())}
 
 
+def stored_records(db: str | None, keys: list[str], *, selection: bool = False) -> list:
+    """The stored records of the runs `keys` (a tuning's selection rows with `selection`, else
+    the others), as stored: what the engine reads back (a search's choice, a replay's run)."""
+    from ..store.database import read_records
+    from ..store.tuning import is_selection
+
+    if not keys:
+        return []
+    records = read_records(db, where=f"run_id IN ({', '.join('?' * len(keys))})", params=tuple(keys))
+    return [r for r in records if is_selection(r) == selection]
+
+
 def job_state(sweep_job: SweepJob, stored: set[str], runs_dir: str) -> str:
     """"stored", "checkpoint" (interrupted: will resume) or "new"."""
     if sweep_job.key in stored:

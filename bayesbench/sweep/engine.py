@@ -285,7 +285,7 @@ def tune_phases(base: list[SweepJob], given: dict, *, group: str, db: str | None
     (untuned; `run_phase(jobs)` runs them), the choice read from the store, the chosen
     candidates; returns the final sweep jobs. `given`: the search over each task's default
     (`sweep.tune.spec_for`); `group`: the rows' group; `log`: the jobs' logger."""
-    from ..report.selection import select_rows
+    from .driver import stored_records
     from .tune import choose, final_job, selection_jobs
 
     planned = searches(base, given, sink, where)
@@ -297,7 +297,7 @@ def tune_phases(base: list[SweepJob], given: dict, *, group: str, db: str | None
     for sweep_job, spec in planned:
         job = sweep_job.job
         keys = [SweepJob.of(j, group_id=group).key for j in selection_jobs(job, spec)]
-        outcome = choose(select_rows(db, run_ids=keys, selection=True), spec)
+        outcome = choose(stored_records(db, keys, selection=True), spec)
         sink(Say(f"tuning: {sweep_job.label.split(' lr ')[0]}: {_outcome_line(spec, outcome)}"))
         finals.append(SweepJob.of(final_job(job, spec, outcome), group_id=group, size=sweep_job.size))
     finals = with_log(log, finals)

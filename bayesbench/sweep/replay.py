@@ -123,13 +123,11 @@ def _commit(env: dict) -> str:
 
 def already_stored(db: str | None, key: str) -> bool:
     """Whether the store at `db` holds rows of the run `key` (a missing store holds none)."""
-    from ..report.selection import select_rows
-    from ..store.database import db_path
+    from .driver import stored_records
 
     if not os.path.exists(db_path(db)):
         return False
-
-    return bool(select_rows(db, run_ids=[key]))
+    return bool(stored_records(db, [key]))
 
 
 def compare(replay: Replay, records: list) -> list[str]:
