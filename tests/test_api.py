@@ -292,7 +292,7 @@ def test_run_with_tune_returns_tuned_rows(tmp_path, tune_args):
 
 
 def test_run_with_tune_refuses_a_fixed_rate_naming_the_keyword(tmp_path):
-    with pytest.raises(ValueError, match=r"^bayesbench.run: train_args lr=\.\.\.: tune chooses the learning rate, a "
-                                         r"fixed one would be dropped \(rule"):
+    with pytest.raises(ValueError, match=r"^bayesbench.run\(train_args=\.\.\.\) lr=\.\.\.: tune chooses the learning "
+                                         r"rate, a fixed one would be dropped \(rule"):
         bayesbench.run(tasks="sticky", archs="mlp", steps=2, seeds=1, tune=True, train_args={"lr": 1e-3},
                        db=str(tmp_path / "t.sqlite"), runs_dir=str(tmp_path / "runs"), quiet=True)

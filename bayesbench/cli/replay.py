@@ -15,8 +15,8 @@ configuration and code) gives its stored rows without training: give another `--
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from ..sweep.replay import Replay
 from .settings import (
     ConfigAction,
     checked,
@@ -26,6 +26,9 @@ from .settings import (
     replay_settings,
     to_toml,
 )
+
+if TYPE_CHECKING:
+    from ..sweep.replay import Replay
 
 
 def add_config_options(p: argparse.ArgumentParser) -> None:
@@ -53,6 +56,8 @@ def start_replay(args: argparse.Namespace) -> Replay:
         raise ValueError(f"--replay runs exactly what the stored run ran, and {flag} would change it; for a variant, "
                          f"write its settings (--replay {args.replay} --print-config > run.toml), edit them and run "
                          "--config run.toml")
+    from ..sweep.replay import Replay
+
     doc = read_run_file(args.replay)
     settings = replay_settings(doc, args.replay)
     for dest, value in checked(parser, settings, lambda key: f"--replay {args.replay}: {key}",

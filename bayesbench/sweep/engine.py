@@ -99,7 +99,8 @@ def plan(request: RunRequest, place: Place | None, sink: Sink) -> list[SweepJob]
         jobs = outside_jobs(request, place, sink)
     else:
         jobs = make_jobs(request.preset, tasks=_list(request.tasks), archs=_list(request.archs),
-                         seeds=_list(request.seeds), place=place, **_common(request))
+                         seeds=_list(request.seeds), place=place, model_args=request.model_args or None,
+                         **_common(request))
     planned = with_log(request.log, [SweepJob.of(job, group_id=request.group) for job in jobs])
     if request.replay is None:
         return planned
