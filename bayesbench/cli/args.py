@@ -169,10 +169,8 @@ def check_train_args(values: dict) -> dict:
 
     try:
         return check(values)
-    except FieldError as err:
-        from .errors import flag_of
-
-        raise ValueError(err.phrase(flag_of("run"))) from None
+    except FieldError as err:  # its fields are options of their own: --steps, --train-args
+        raise ValueError(err.phrase(lambda name: "--" + name.replace("_", "-"))) from None
 
 
 def progress(args: argparse.Namespace) -> bool:

@@ -300,7 +300,11 @@ def tune_phases(base: list[SweepJob], given: dict, *, group: str, db: str | None
         keys = [SweepJob.of(j, group_id=group).key for j in selection_jobs(job, spec)]
         outcome = choose(stored_records(db, keys, selection=True), spec)
         sink(Say(f"tuning: {sweep_job.label.split(' lr ')[0]}: {_outcome_line(spec, outcome)}"))
-        finals.append(SweepJob.of(final_job(job, spec, outcome), group_id=group, size=sweep_job.size))
+        try:
+            final = final_job(job, spec, outcome)
+        except ValueError as err:
+            raise (field_error(err, "tuning") if where == "{tune_args}" else err) from None
+        finals.append(SweepJob.of(final, group_id=group, size=sweep_job.size))
     finals = with_log(log, finals)
     run_phase(finals)
     return finals

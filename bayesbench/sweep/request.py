@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 
 DEFAULT_THREADS = 1  # torch threads per training process: numbers differ between counts, so not the machine's
 
+#: The settings of a learning-rate search (`sweep.tune.TuneSpec`), which `tune_args` may give.
+TUNE_FIELDS = ("lrs", "selection_seeds", "rule", "metric", "selection_sequences", "axes", "packed", "prune")
+
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 
@@ -257,11 +260,9 @@ def _table(name: str, value) -> dict:
     if name == "train_args":
         check_train_args(value)
     if name == "tune_args":
-        from .tune import TuneSpec
-
-        unknown = sorted(set(value) - set(TuneSpec.FIELDS))
+        unknown = sorted(set(value) - set(TUNE_FIELDS))
         if unknown:
-            raise FieldError(name, f"{{{name}}}: unknown setting(s) {unknown}; settings: {', '.join(TuneSpec.FIELDS)}")
+            raise FieldError(name, f"{{{name}}}: unknown setting(s) {unknown}; settings: {', '.join(TUNE_FIELDS)}")
     return value
 
 

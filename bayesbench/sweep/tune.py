@@ -41,6 +41,7 @@ from ..metric_table import AT_FLOOR, curve_metrics
 from ..store.tuning import candidate_score, member_lr, member_setting, rates_text, stopped_early
 from ..training.config import TrainConfig
 from .jobs import Job
+from .request import TUNE_FIELDS
 
 #: Selection seeds start here: far from every reported seed (a preset's 0..N-1), so a lucky seed
 #: never picks its own rate. Candidate i of a grid of R, selection seed j: SELECTION_SEED_BASE + j * R + i.
@@ -75,7 +76,7 @@ class TuneSpec:
     packed: bool = True
     prune: str = "none"
 
-    FIELDS = ("lrs", "selection_seeds", "rule", "metric", "selection_sequences", "axes", "packed", "prune")
+    FIELDS = TUNE_FIELDS
 
     def __post_init__(self) -> None:
         lrs = self.lrs
@@ -185,16 +186,6 @@ class TuneSpec:
 
 # ---------------------------------------------------------------- jobs
 
-def _refused(where: str, text: str) -> ValueError:
-    """A search's error: about the request's `tuning` (`request.FieldError`) when `where` is its
-    placeholder, else a ValueError naming a sweep file's `tune`."""
-    if where.startswith("{"):
-        from .request import FieldError
-
-        return FieldError("tuning", text)
-    return ValueError(text)
-
-
 def spec_for(job: Job, given: dict | None = None, where: str = "{tune_args}") -> TuneSpec:
     """The search of `job`: its task's default in the preset (`TaskSetup.tune`) with `given` over
     it; a task without a default needs `lrs` given. `where` names the settings in its errors
@@ -202,7 +193,7 @@ def spec_for(job: Job, given: dict | None = None, where: str = "{tune_args}") ->
     default = dict(job.setup.tune or {})
     given = dict(given or {})
     if not default and "lrs" not in given:
-        raise _refused(where, f"{where.rstrip(':')}: {job.setup.label} has no default learning-rate grid in preset "
+        raise ValueError(f"{where.rstrip(':')}: {job.setup.label} has no default learning-rate grid in preset "
                          f"{job.preset!r}; give one: {where.rstrip(':') + ' ' if where.startswith('{') else ''}"
                          "lrs=[1e-4,3e-4,1e-3,3e-3,1e-2]")
     spec = TuneSpec.of({**default, **given}, where)
@@ -216,7 +207,7 @@ def check_reported_seeds(job: Job, spec: TuneSpec, where: str = "{tune_args}") -
     search is made, before anything trains): a lucky seed must not pick its own rate."""
     overlap = set(job.seeds) & {s for i in range(len(spec.lrs)) for s in spec.seeds_of(i)}
     if overlap:
-        raise _refused(where, f"{where.rstrip(':')}: seeds {sorted(overlap)} of {job.setup.label} / {job.arch} are "
+        raise ValueError(f"{where.rstrip(':')}: seeds {sorted(overlap)} of {job.setup.label} / {job.arch} are "
                          f"selection seeds of its search (from {SELECTION_SEED_BASE:,}): the reported run must be "
                          "trained on seeds the selection does not use; give seeds below it")
 
@@ -240,7 +231,7 @@ def _check_metric(job: Job, spec: TuneSpec, where: str) -> None:
     if spec.metric not in kept:
         why = (f"it applies to {', '.join(metric.tasks)} only" if metric.tasks is not None and task.name not in
                metric.tasks else f"its selection set has no {metric.case!r} positions")
-        raise _refused(where, f"{where.rstrip(':')} metric={spec.metric}: {job.setup.label} cannot be scored by it "
+        raise ValueError(f"{where.rstrip(':')} metric={spec.metric}: {job.setup.label} cannot be scored by it "
                        f"({why}) (rule: the selection metric is one the task has; its metrics: {', '.join(kept)})")
 
 
