@@ -217,6 +217,6 @@ def report_stop(stop: interrupt.Interrupted, running: list[SweepJob], jobs: list
         phase, ckpt = s.get("phase"), s.get("checkpoint")
         where = {"training": f"at step {s.get('step')} of {s.get('steps')}",
                  "evaluation": "while evaluating (its training had finished)",
-                 "killed": f"({s.get('why')}; its last periodic checkpoint stays)"}.get(phase, "before training")
+                 "killed": f"({s.get('why')}; its last periodic checkpoint stays)"}.get(str(phase), "before training")
         say(f"stopped {s.get('run')} {where}: " + (f"checkpoint {ckpt}, a rerun resumes from it" if ckpt else
                                                    "no checkpoint yet, a rerun starts it from step 0"))

@@ -91,7 +91,7 @@ class RayExecutor:
                 if "InvalidAuthToken" in log or "InvalidAuthToken" in str(error):
                     raise FieldError("ray", f"{{ray}} {address}: " + NO_TOKEN.format(address=address)) from None
                 raise FieldError("ray", f"{{ray}} {address}: cannot connect to a Ray cluster ({error}); start one with "
-                                 "`ray start --head` (docs/sweeps.md) or use --ray local") from None
+                                 "`ray start --head` (docs/sweeps.md) or use {ray} local") from None
             sys.stderr.write(log)  # a connection that worked: Ray's own notes, as it printed them
             self.started = True
 
