@@ -365,7 +365,8 @@ def replay_settings(doc: dict, path: str) -> dict:
 
     ident = doc["config"]["identity"]
     try:
-        preset = get_preset(str(doc.get("preset")))
+        named: Any = doc.get("preset")  # checked by get_preset, whose error shows it as the file has it
+        preset = get_preset(named)
     except ValueError as err:
         raise FieldError("replay", f"{{replay}} {path}: {err}") from None
     task = dict(ident["task"])
