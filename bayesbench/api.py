@@ -27,7 +27,6 @@ installed (and an error saying how to install it when it is not).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import os
@@ -80,76 +79,128 @@ class Rows(list):
 
 # ---------------------------------------------------------------- arguments
 
-def _namespace(command: str, caller: str, settings: dict, config: str | os.PathLike | None = None,
-               own: tuple[str, ...] = ()):
-    """The parsed command line `bayesbench COMMAND` would have for these settings: the options'
-    defaults, then the TOML file `config`'s settings, then `settings` (None: not given), each
-    checked by its option's rule; errors name the keyword argument. `own`: the function's keywords
-    that are not options (`quiet`), offered with the options when a keyword is unknown."""
-    from .cli.settings import checked, command_parser, defaults, read_toml, setting_actions, unknown_key
+# The settings a replay accepts beside it: where it is stored and how it is driven, no number.
+_PLACEMENT = frozenset({"db", "runs_dir", "no_progress", "jobs", "ray", "max_retries", "resume", "log"})
+# The run settings `train` does not take (its one task and arch are its own arguments).
+_NOT_TRAIN = frozenset({"tasks", "archs", "jobs", "ray", "max_retries", "tune", "tune_args"})
 
-    parser = command_parser(command)
-    args = defaults(parser)
-    args.command = command
-    given = {k: v for k, v in settings.items() if v is not None}
-    actions = setting_actions(parser)
-    for key in given:  # the nearest of every keyword the function takes, its own ones too
-        if str(key).replace("-", "_") not in actions:
-            raise unknown_key(str(key), [*actions, *own], caller)
-    if config is not None:
-        try:
-            file_settings = read_toml(os.fspath(config), parser)
-        except ValueError as err:
-            raise ValueError(f"{caller}(config=...): {str(err).removeprefix('--config ')}") from None
-        for dest, value in file_settings.items():
-            setattr(args, dest, value)
+
+def _keyword(command: str):
+    """How a keyword caller names a request's field: its keyword (`train`'s one task and arch)."""
+    def name(field: str) -> str:
+        if command == "train" and field in ("tasks", "archs"):
+            return field[:-1]
+        return "tune" if field == "tuning" else field
+    return name
+
+
+def _phrased(err: ValueError, caller: str, command: str) -> ValueError:
+    """An error of the request or the engine as the caller's: `caller(field=...) rule` when the
+    rule is about the one field it starts with, else `caller: rule`, fields said as keywords."""
+    from .sweep.request import FieldError
+
+    if not isinstance(err, FieldError):
+        return ValueError(f"{caller}: {err}")
+    name = _keyword(command)
+    text = err.phrase(name)
+    if err.leads():
+        return ValueError(f"{caller}({name(err.field)}=...){text[len(name(err.field)):]}")
+    return ValueError(f"{caller}: {text}")
+
+
+def _request(settings: dict, command: str, caller: str, own: tuple[str, ...]):
+    """The `RunRequest` of keyword settings (None: not given), each checked by its field's rule."""
+    from .sweep.request import SETTINGS, FieldError, RunRequest
+
+    if command == "train":
+        for key in settings:
+            if key in _NOT_TRAIN and key not in ("tasks", "archs"):
+                known = [k for k in SETTINGS if k not in _NOT_TRAIN]
+                raise ValueError(f"{caller}: {key!r} is not a setting of {caller}; settings: "
+                                 f"{', '.join(sorted([*known, *own]))}")
     try:
-        values = checked(parser, given, lambda key: f"{caller}({key}=...)", caller)
-    except ValueError as err:  # a rule's words may name other options ('--tune-args lrs'): said as keywords
-        raise ValueError(_keywords(str(err), parser)) from None
-    for dest, value in values.items():
-        setattr(args, dest, value)
-    return args, parser
+        return RunRequest.of(settings, command=command, own=own)
+    except FieldError as err:
+        raise _phrased(err, caller, command) from None
 
 
-def _keywords(message: str, parser) -> str:
-    """A command's error with its flags said as keyword arguments ('--train-args lr' -> 'train_args lr')."""
-    import re
+def _config_settings(config: str | os.PathLike, caller: str) -> dict:
+    """The settings of a TOML file (`bayesbench run --config`'s reader, `cli/settings.py`)."""
+    from .cli.settings import file_settings
 
-    from .cli.settings import setting_actions
-
-    dests = {*setting_actions(parser), "config", "replay"}
-    return re.sub(r"--([a-z][a-z-]*)", lambda m: m.group(1).replace("-", "_") if m.group(1).replace("-", "_") in dests
-                  else m.group(0), message)
-
-
-def _say(quiet: bool):
-    return (lambda message: None) if quiet else (lambda message: print(message, flush=True))
+    try:
+        return file_settings(os.fspath(config), "run")
+    except ValueError as err:
+        raise ValueError(f"{caller}(config=...): {err}") from None
 
 
-def _run_jobs(args, parser, select, quiet: bool, caller: str) -> list:
-    """The command's jobs run on the sweep engine (`cli.run.run_preset`), errors in keyword terms."""
-    from .cli.errors import CommandFailed, interrupt_line
-    from .cli.run import run_preset
+def _replay_settings(replay: str | os.PathLike, settings: dict, caller: str):
+    """(the stored run, its settings with the placement ones given here): only settings that change
+    no number may be given beside `replay`."""
+    from .cli.settings import read_run_file, replay_settings
+    from .sweep.replay import Replay
+
+    path = os.fspath(replay)
+    changes = [k for k, v in settings.items()
+               if v is not None and k not in _PLACEMENT and not (k == "preset" and v == "quick")]
+    if changes:
+        raise ValueError(f"{caller}(replay=...) runs exactly what the stored run ran, and {changes[0]}=... would "
+                         f"change it; for a variant, write its settings (bayesbench run --replay {path} --print-config "
+                         "> run.toml), edit them and give config='run.toml'")
+    try:
+        doc = read_run_file(path)
+        stored = replay_settings(doc, path)
+    except ValueError as err:
+        raise _phrased(err, caller, "run") from None
+    placed = {k: v for k, v in settings.items() if k in _PLACEMENT and v is not None}
+    return Replay(path, doc), {**stored, **placed}
+
+
+def _sink(quiet: bool):
+    """The engine's lines (`sweep/events.py`) printed, unless `quiet`."""
+    from .sweep.events import line
+
+    def sink(event) -> None:
+        text = line(event)
+        if text is not None and not quiet:
+            print(text, flush=True)
+    return sink
+
+
+def _shown(request, quiet: bool, no_progress: bool | None):
+    """The request with progress as the command shows it: a bar on a terminal, else a line per
+    checkpoint; neither when `quiet` or `no_progress`."""
+    import sys
+
+    shown = not quiet and not no_progress
+    return dataclasses.replace(request, progress=shown and sys.stderr.isatty(),
+                               lines=shown and not sys.stderr.isatty())
+
+
+def _engine_run(request, quiet: bool, caller: str, command: str):
+    """The request run on the engine (`sweep.engine.run`), its errors in keyword terms."""
+    from types import SimpleNamespace
+
+    from .cli.errors import interrupt_line
     from .running.interrupt import Interrupted
+    from .sweep import engine
 
     _refuse_in_starting_worker(caller)
-    args.no_progress = args.no_progress or quiet
     try:
-        return run_preset(args, select, _say(quiet))
+        return engine.run(request, _sink(quiet))
     except ValueError as err:
-        raise ValueError(f"{caller}: {_keywords(str(err), parser)}") from None
+        raise _phrased(err, caller, command) from None
     except Interrupted as stop:  # still a KeyboardInterrupt, now saying what was kept and how to go on
-        line = interrupt_line(stop, argparse.Namespace(), [])
+        line = interrupt_line(stop, SimpleNamespace(), [])
         line = line.replace("; rerun the command to do it again", f"; call {caller} again to continue (stored jobs "
                             "are skipped, stopped ones resume from their checkpoints)")
         stop.args = (f"{caller}: {line}",)
         raise
-    except CommandFailed as err:
+    except engine.RunFailed as err:
         if "worker process died" in str(err) and _main_is_a_script():
-            raise CommandFailed(f"{caller}: {err}. The worker processes run your script {_main_file()} again as "
-                                f"they start: put the call to {caller} under `if __name__ == \"__main__\":` "
-                                "(docs/api.md#scripts)") from None
+            raise engine.RunFailed(f"{caller}: {err}. The worker processes run your script {_main_file()} again as "
+                                   f"they start: put the call to {caller} under `if __name__ == \"__main__\":` "
+                                   "(docs/api.md#scripts)") from None
         raise
 
 
@@ -225,52 +276,39 @@ def run(preset: str = "quick", *, tasks: str | list[str] | None = None, archs: s
 
 def _run(preset, tasks, archs, seeds, steps, train_args, task_args, model_args, db, runs_dir, config, replay, quiet,
          options) -> Rows:
-    args, parser = _namespace("run", "bayesbench.run", {
-        "preset": preset, "tasks": tasks, "archs": archs, "seeds": seeds, "steps": steps, "train_args": train_args,
-        "task_args": task_args, "model_args": model_args, "db": db, "runs_dir": runs_dir, **options}, config,
-        own=("config", "replay", "quiet"))
-    from .cli.replay import check_choice, check_jobs, compare, start_replay
-    from .cli.run import jobs_of
-    from .cli.tune import run_tuned, tune_given
+    caller = "bayesbench.run"
+    request = _run_request(preset, tasks, archs, seeds, steps, train_args, task_args, model_args, db, runs_dir,
+                           config, replay, quiet, options)
+    result = _engine_run(request, quiet, caller, "run")
+    recs = _board().select_rows(request.db, run_ids=result.keys)
+    if request.replay is not None:
+        from .sweep.replay import compare
 
+        for line in compare(request.replay, recs):  # the replay's result, not progress: said even when quiet
+            print(line, flush=True)
+    return _json_rows(recs)
+
+
+def _run_request(preset, tasks, archs, seeds, steps, train_args, task_args, model_args, db, runs_dir, config, replay,
+                 quiet, options):
+    """The `RunRequest` of `run`'s arguments: the keywords, over a config file's settings, or a
+    stored run's settings (`replay`) with the placement keywords given here."""
+    caller = "bayesbench.run"
+    own = ("config", "replay", "quiet", "trust_code")
+    settings = {"preset": preset, "tasks": tasks, "archs": archs, "seeds": seeds, "steps": steps,
+                "train_args": train_args, "task_args": task_args, "model_args": model_args, "db": db,
+                "runs_dir": runs_dir, **options}
+    _request({k: v for k, v in settings.items() if v is not None}, "run", caller, own)  # each keyword checked first
     stored_run = None
     if replay is not None:
         if config is not None:
-            raise ValueError("bayesbench.run: give one of config and replay (replay runs the stored run's settings)")
-        from .cli.settings import given
-
-        changes = given(args, parser, placement=False)
-        if changes:
-            raise ValueError(f"bayesbench.run(replay=...) runs exactly what the stored run ran, and "
-                             f"{next(iter(changes))}=... would change it; for a variant, write its settings "
-                             f"(bayesbench run --replay {os.fspath(replay)} --print-config > run.toml), edit them and "
-                             "give config='run.toml'")
-        args.replay = os.fspath(replay)
-        try:
-            stored_run = start_replay(args)
-        except ValueError as err:
-            raise ValueError(f"bayesbench.run: {_keywords(str(err), parser)}") from None
-
-    def select(place):
-        jobs = jobs_of(args, place)
-        return jobs if stored_run is None else check_jobs(stored_run, jobs, _say(quiet), args.db, args.runs_dir)
-
-    try:
-        tuning = tune_given(args)  # (it refuses a fixed rate beside the search)
-    except ValueError as err:
-        raise ValueError(f"bayesbench.run: {_keywords(str(err), parser)}") from None
-    if tuning is not None:  # tune=True / tune_args: `bayesbench run --tune`
-        jobs = run_tuned(args, select, _say(quiet),
-                         lambda args, phase, _say: _run_jobs(args, parser, phase, quiet, "bayesbench.run"))
-        if stored_run is not None:
-            check_choice(stored_run, jobs, _say(quiet))
-    else:
-        jobs = _run_jobs(args, parser, select, quiet, "bayesbench.run")
-    recs = _board().select_rows(args.db, run_ids=[sweep_job.key for sweep_job in jobs])
-    if stored_run is not None:
-        for line in compare(stored_run, recs):  # the replay's result, not progress: said even when quiet
-            print(line, flush=True)
-    return _json_rows(recs)
+            raise ValueError(f"{caller}: give one of config and replay (replay runs the stored run's settings)")
+        stored_run, settings = _replay_settings(replay, settings, caller)
+    elif config is not None:  # the file's settings, under the arguments given here
+        settings = {**_config_settings(config, caller), **{k: v for k, v in settings.items() if v is not None}}
+    no_progress = settings.pop("no_progress", None)
+    request = _request({k: v for k, v in settings.items() if v is not None}, "run", caller, own)
+    return dataclasses.replace(_shown(request, quiet, no_progress), replay=stored_run)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -361,7 +399,7 @@ class TrainedRun:
         try:  # a device this machine lacks is that, not a damaged checkpoint
             resolve_device(device)
         except ValueError as err:
-            raise ValueError(f"TrainedRun.load(device=...): {str(err).removeprefix('--device ')}") from None
+            raise ValueError(f"TrainedRun.load(device=...): {str(err).removeprefix('device ')}") from None
         path = (self.records[0].config or {}).get("checkpoint") or os.path.join(self.run_dir, "checkpoint.pt")
         return load_result(path, device)
 
@@ -397,18 +435,16 @@ def train(task: str, arch: str | None = None, *, preset: str = "quick", seeds: I
     if isinstance(seeds, int) and not isinstance(seeds, bool):
         raise ValueError(f"bayesbench.train(seeds=...) must be a list of seeds, e.g. [0, 1, 2], got {seeds!r} "
                          "(bayesbench.run takes a count)")
-    args, parser = _namespace("train", "bayesbench.train", {
-        "task": task, "arch": arch, "preset": preset, "seeds": list(seeds) if seeds is not None else None,
-        "steps": steps, "train_args": train_args, "task_args": task_args, "model_args": model_args, "db": db,
-        "runs_dir": runs_dir, **options}, own=("quiet",))
-    from .cli.train import jobs_of
-
-    if (args.arch is None) == (args.model is None):
-        raise ValueError("bayesbench.train: give exactly one of arch (a built-in architecture) and model (your own, "
-                         "'./mine.py:build')")
-    (sweep_job,) = _run_jobs(args, parser, lambda place: jobs_of(args, place), quiet, "bayesbench.train")
-    recs = _board().select_rows(args.db, run_ids=[sweep_job.key])
-    return TrainedRun(sweep_job.key, sweep_job.run_dir(args.runs_dir), tuple(recs))
+    caller = "bayesbench.train"
+    settings = {"tasks": [task], "archs": [arch] if arch is not None else None, "preset": preset,
+                "seeds": list(seeds) if seeds is not None else None, "steps": steps, "train_args": train_args,
+                "task_args": task_args, "model_args": model_args, "db": db, "runs_dir": runs_dir, **options}
+    settings = {k: v for k, v in settings.items() if v is not None}
+    no_progress = settings.pop("no_progress", None)
+    request = _shown(_request(settings, "train", caller, ("task", "arch", "quiet")), quiet, no_progress)
+    (sweep_job,) = _engine_run(request, quiet, caller, "train").jobs
+    recs = _board().select_rows(request.db, run_ids=[sweep_job.key])
+    return TrainedRun(sweep_job.key, sweep_job.run_dir(request.runs_dir), tuple(recs))
 
 
 # ---------------------------------------------------------------- stored results

@@ -120,7 +120,7 @@ def test_rows_to_pandas_says_how_to_get_pandas(monkeypatch):
 
 
 @pytest.mark.parametrize("call,message", [
-    (lambda: bayesbench.run(steps=0), r"bayesbench.run\(steps=...\) must be a positive integer, got '0'"),
+    (lambda: bayesbench.run(steps=0), r"bayesbench.run\(steps=...\) must be a positive integer, got 0"),
     (lambda: bayesbench.run(stepz=3), r"bayesbench.run: unknown setting 'stepz' \(did you mean 'steps'\?\)"),
     (lambda: bayesbench.run(preset="huge"), r"bayesbench.run\(preset=...\) must be one of paper, quick"),
     (lambda: bayesbench.run(seeds=[0, 0]), r"bayesbench.run\(seeds=...\) must list distinct"),
@@ -129,7 +129,7 @@ def test_rows_to_pandas_says_how_to_get_pandas(monkeypatch):
     (lambda: bayesbench.run(compile="yes"), r"bayesbench.run\(compile=...\) must be true or false"),
     (lambda: bayesbench.run(archs="nope", quiet=True), r"bayesbench.run: unknown arch 'nope'"),
     (lambda: bayesbench.run(tasks="bijection", archs="mlp", task_args={"L": -1}, quiet=True),
-     r"bayesbench.run: task_args for task 'bijection': L must be a positive integer"),
+     r"bayesbench.run\(task_args=...\) for task 'bijection': L must be a positive integer"),
     (lambda: bayesbench.train("bijection", "mlp", seeds=3), r"bayesbench.train\(seeds=...\) must be a list of seeds"),
     (lambda: bayesbench.train("bijection"), r"bayesbench.train: give exactly one of arch .* and model"),
     (lambda: bayesbench.records(db="no-such.sqlite"),
@@ -143,7 +143,7 @@ def test_rows_to_pandas_says_how_to_get_pandas(monkeypatch):
     (lambda: bayesbench.run(seeds=True), r"bayesbench.run\(seeds=...\) must be a count or a list of integer seeds"),
     (lambda: bayesbench.run(config="none.toml"), r"bayesbench.run\(config=...\): none.toml: no such file"),
     (lambda: bayesbench.run(config="."), r"bayesbench.run\(config=...\): . is a folder"),
-    (lambda: bayesbench.run(replay=""), r"bayesbench.run: replay is empty"),
+    (lambda: bayesbench.run(replay=""), r"bayesbench.run\(replay=...\) is empty"),
     (lambda: bayesbench.leaderboard(curve_metric="mse"), r"bayesbench.leaderboard\(curve_metric=...\): "),
     (lambda: bayesbench.records(latest="no"), r"bayesbench.records\(latest=...\) must be True or False, got 'no'"),
     (lambda: bayesbench.leaderboard(db="."), r"bayesbench.leaderboard\(db='.'\) is a folder"),
@@ -160,8 +160,8 @@ def test_a_bad_argument_is_one_value_error_naming_it(call, message, tmp_path, mo
 def test_a_config_file_gives_the_settings_the_arguments_override(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text('preset = "quick"\nsteps = 7\nseeds = [2]\n[train_args]\nlr = 0.004\n')
-    args, _ = api._namespace("run", "bayesbench.run", {"steps": 9}, path)
-    assert (args.steps, args.seeds, args.train_args) == (9, [2], [("lr", 0.004)])
+    request = api._run_request("quick", None, None, None, 9, None, None, None, None, "runs", path, None, True, {})
+    assert (request.steps, request.seeds, request.train_args) == (9, (2,), {"lr": 0.004})
 
 
 def _example(function) -> str:
@@ -196,8 +196,7 @@ def test_run_replays_a_stored_run(store, tmp_path, capsys):
 
 def test_seeds_may_be_a_range(tmp_path):
     """probe2 A7: range(2) was refused as 'must be a number'."""
-    args, _ = api._namespace("run", "bayesbench.run", {"seeds": range(2)})
-    assert args.seeds == [0, 1]
+    assert api._request({"seeds": range(2)}, "run", "bayesbench.run", ()).seeds == (0, 1)
 
 
 def test_a_task_or_arch_that_matches_nothing_stored_is_an_error_as_in_the_command(store):
@@ -221,8 +220,8 @@ def test_loading_on_a_missing_device_says_so_not_damaged(store):
 
 def test_an_interrupted_run_says_what_was_kept_and_how_to_go_on(monkeypatch, tmp_path):
     """probe2 A50: Ctrl-C during bayesbench.run raised Interrupted('SIGINT') and said nothing more."""
-    from bayesbench.cli import run as run_command
     from bayesbench.running.interrupt import Interrupted
+    from bayesbench.sweep import engine
 
     def stopped(*_args, **_kwargs):
         stop = Interrupted("SIGINT")
@@ -230,7 +229,7 @@ def test_an_interrupted_run_says_what_was_kept_and_how_to_go_on(monkeypatch, tmp
                              "checkpoint": str(tmp_path / "runs" / "x" / "checkpoint.pt")})
         raise stop
 
-    monkeypatch.setattr(run_command, "run_preset", stopped)
+    monkeypatch.setattr(engine, "run", stopped)
     with pytest.raises(KeyboardInterrupt) as err:
         bayesbench.run(seeds=1, db=str(tmp_path / "a.sqlite"), runs_dir=str(tmp_path / "runs"), **TINY)
     assert isinstance(err.value, Interrupted)
@@ -293,7 +292,7 @@ def test_run_with_tune_returns_tuned_rows(tmp_path, tune_args):
 
 
 def test_run_with_tune_refuses_a_fixed_rate_naming_the_keyword(tmp_path):
-    with pytest.raises(ValueError, match=r"^bayesbench.run: train_args lr=\.\.\.: tune chooses the learning rate, a "
-                                         r"fixed one would be dropped \(rule"):
+    with pytest.raises(ValueError, match=r"^bayesbench.run\(train_args=\.\.\.\) lr=\.\.\.: tune chooses the learning "
+                                         r"rate, a fixed one would be dropped \(rule"):
         bayesbench.run(tasks="sticky", archs="mlp", steps=2, seeds=1, tune=True, train_args={"lr": 1e-3},
                        db=str(tmp_path / "t.sqlite"), runs_dir=str(tmp_path / "runs"), quiet=True)

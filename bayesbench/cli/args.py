@@ -64,10 +64,13 @@ def until(text: str) -> float | str:
     from ..training.until import parse_until
 
     try:
-        return parse_until(text)
+        value = parse_until(text)
     except ValueError:
+        value = None
+    if value is None:  # (only None gives None)
         raise argparse.ArgumentTypeError(f"must be a threshold in bits (a positive number, e.g. 0.1) or 'plateau', "
-                                         f"got {text!r}") from None
+                                         f"got {text!r}")
+    return value
 
 
 def split_list(values: list[str] | None) -> list[str] | None:
@@ -158,106 +161,16 @@ def add_log(p: argparse.ArgumentParser) -> None:
                         "bayesbench[log]")
 
 
-def with_log(args: argparse.Namespace, jobs: list) -> list:
-    """The sweep jobs with --log's logger (its package checked before anything trains)."""
-    kind = getattr(args, "log", None)
-    if not kind:
-        return jobs
-    import dataclasses
-
-    from ..training.loggers import check_logger
-
-    check_logger(kind)
-    return [dataclasses.replace(sweep_job, log=kind) for sweep_job in jobs]
-
-
-def train_overrides(args: argparse.Namespace) -> dict:
-    """TrainConfig fields the learning-curve options of `run` and `train` set (none: the preset's)."""
-    out = {}
-    if getattr(args, "no_curves", False):
-        if args.until is not None:
-            raise ValueError("--until reads the learning curves: it cannot be combined with --no-curves")
-        out["curves"] = False
-    for option, name in (("until", "until"), ("until_metric", "until_metric"), ("curve_every", "curve_every"),
-                         ("curve_sequences", "curve_sequences")):
-        if getattr(args, option, None) is not None:
-            out[name] = getattr(args, option)
-    if "until_metric" in out and "until" not in out:
-        raise ValueError("--until-metric names the metric --until reads: give --until too")
-    given = check_train_args(as_dict("--train-args", getattr(args, "train_args", None)))
-    for key in set(given) & set(out):
-        raise ValueError(f"--train-args {key}=...: its own option sets it ({'--' + key.replace('_', '-')})")
-    merged = {**out, **given}
-    _check_settings(merged, lambda f: f"--train-args {f}" if f in given else _OPTION_OF.get(f, f"--{f}"))
-    return merged
-
-
-# The option that sets each TrainConfig field `train_overrides` fills from its own options.
-_OPTION_OF = {"curves": "--no-curves", "until": "--until", "until_metric": "--until-metric",
-              "curve_every": "--curve-every", "curve_sequences": "--curve-sequences"}
-
-
-def _check_settings(settings: dict, source) -> None:
-    """TrainConfig's own rules on `settings` (`TrainConfig.check_settings`), its error prefixed with
-    where each setting involved came from (`source(field)`, e.g. '--train-args beta1'): a rule
-    about one setting reads "--train-args beta1 must be ...", one between settings names them all."""
-    from ..checks import SettingError
-    from ..training.config import TrainConfig
-
-    try:
-        TrainConfig.check_settings(settings)
-    except SettingError as err:
-        fields = [f for f in err.fields if f in settings] or list(err.fields)
-        first = str(err).split(" ", 1)
-        if len(fields) == 1 and first[0] == fields[0]:  # "beta1 must be ..." -> "--train-args beta1 must be ..."
-            raise ValueError(f"{source(fields[0])} {first[1]}") from None
-        raise ValueError(f"{' with '.join(source(f) for f in fields)}: {err}") from None
-
-
-# The TrainConfig fields --train-args may set: every one but those with an option of their own.
-_OWN_OPTION = {"steps": "--steps", "checkpoint_every": "--checkpoint-every", "compile": "--compile",
-               "precision": "--precision"}
-
-
 def check_train_args(values: dict) -> dict:
-    """--train-args against TrainConfig's fields and rules: an unknown field (with the nearest
-    name), a field with its own option, or a value the field's rule refuses (its type or range,
-    `TrainConfig.__post_init__`) is one error naming the flag: "--train-args beta1 must be a
-    number in [0, 1), got 1.5"."""
-    import dataclasses
-    import difflib
+    """--train-args against TrainConfig's fields and rules (`sweep.request.check_train_args`), its
+    error naming the flag: "--train-args beta1 must be a number in [0, 1), got 1.5"."""
+    from ..sweep.request import FieldError
+    from ..sweep.request import check_train_args as check
 
-    from ..training.config import TrainConfig
-
-    fields = {f.name: f.type for f in dataclasses.fields(TrainConfig)}
-    out = {}
-    for key, value in values.items():
-        if key in _OWN_OPTION:
-            raise ValueError(f"--train-args: {key} has its own option, {_OWN_OPTION[key]}")
-        if key not in fields:
-            close = difflib.get_close_matches(key, list(fields), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ValueError(f"--train-args: unknown training setting {key!r}{hint}; settings: "
-                             f"{', '.join(k for k in fields if k not in _OWN_OPTION)}")
-        if str(fields[key]) == "float" and not isinstance(value, bool):
-            value = _as_float(value)  # 'inf', 'nan' (text) and 1 (an int) as numbers: the range rule judges them
-        out[key] = value
-    _check_settings(out, lambda f: f"--train-args {f}")
-    return out
-
-
-def _as_float(value):
-    """A number (or the text of one, e.g. 'inf') as a float; anything else unchanged."""
     try:
-        return float(value) if isinstance(value, (int, float, str)) else value
-    except ValueError:
-        return value
-
-
-def task_and_model_args(args: argparse.Namespace) -> dict:
-    """make_jobs' task_args and model_args from --task-args and --model-args."""
-    return {"task_args": as_dict("--task-args", getattr(args, "task_args", None)) or None,
-            "model_args": as_dict("--model-args", getattr(args, "model_args", None)) or None}
+        return check(values)
+    except FieldError as err:  # its fields are options of their own: --steps, --train-args
+        raise ValueError(err.phrase(lambda name: "--" + name.replace("_", "-"))) from None
 
 
 def progress(args: argparse.Namespace) -> bool:
@@ -274,6 +187,19 @@ def line_printer(args: argparse.Namespace):
     """Progress lines: to stderr when stdout carries --json, else to stdout."""
     stream = sys.stderr if getattr(args, "json", False) else sys.stdout
     return lambda m: print(m, file=stream, flush=True)
+
+
+def event_printer(args: argparse.Namespace):
+    """The engine's events (`sweep/events.py`) as lines, where `line_printer` puts them."""
+    from ..sweep.events import line
+
+    say = line_printer(args)
+
+    def sink(event) -> None:
+        text = line(event)
+        if text is not None:
+            say(text)
+    return sink
 
 
 def db_name(db: str | None) -> str:
@@ -313,12 +239,10 @@ def as_dict(option: str, items: list[tuple[str, object]] | None) -> dict:
 
 def check_folder(option: str, path: str) -> str:
     """A folder option (--runs-dir, --out): a folder, or a path where one can be made."""
-    import os
+    from ..sweep.request import FieldError
+    from ..sweep.request import check_folder as check
 
-    probe = path
-    while probe and not os.path.exists(probe):
-        probe = os.path.dirname(probe)
-    if probe and not os.path.isdir(probe):
-        what = "is a file" if probe == path else f"lies under the file {probe}"
-        raise ValueError(f"{option} {path} {what}; give a folder (it is created if missing)")
-    return path
+    try:
+        return check("runs_dir", path)
+    except FieldError as err:
+        raise ValueError(err.phrase(lambda name: option)) from None

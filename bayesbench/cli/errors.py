@@ -33,6 +33,23 @@ class CommandFailed(Exception):
     """A command could not do all it was asked and says why in its message (exit 1)."""
 
 
+def flag_of(command: str | None) -> Callable[[str], str]:
+    """How the command line names a request's field (`sweep.request.FieldError`): its option,
+    '--train-args' for train_args; `train`'s one task and arch are --task and --arch."""
+    def flag(field: str) -> str:
+        if command == "train" and field in ("tasks", "archs"):
+            field = field[:-1]
+        return "--tune" if field == "tuning" else "--" + field.replace("_", "-")
+    return flag
+
+
+def phrased(err: BaseException, command: str | None) -> str:
+    """An error's message, a request's field named as the command line's option."""
+    from ..sweep.request import FieldError
+
+    return err.phrase(flag_of(command)) if isinstance(err, FieldError) else str(err)
+
+
 def add_debug_flag(parser: argparse.ArgumentParser, subparsers: argparse._SubParsersAction) -> None:
     """--debug before or after the command name."""
     text = f"show the full traceback of an error (same as {DEBUG_ENV}=1)"
@@ -87,8 +104,10 @@ def explain(err: BaseException, args: argparse.Namespace, argv: list[str]) -> tu
     if isinstance(err, ValueError):
         from .settings import in_file_terms
 
-        return EXIT_USAGE, _one_line(in_file_terms(str(err), args))
-    if isinstance(err, (OSError, CommandFailed)):
+        return EXIT_USAGE, _one_line(in_file_terms(phrased(err, getattr(args, "command", None)), args))
+    from ..sweep.engine import RunFailed
+
+    if isinstance(err, (OSError, CommandFailed, RunFailed)):
         return EXIT_FAILURE, _one_line(str(err))
     if isinstance(err, MemoryError):
         return EXIT_FAILURE, f"out of memory ({memory_advice(args)})"
@@ -120,7 +139,7 @@ def resume_command(argv: list[str]) -> str:
     return shlex.join(["bayesbench", *(a for a in argv if a != "--debug")])
 
 
-def interrupt_line(stop: Interrupted, args: argparse.Namespace, argv: list[str]) -> str:
+def interrupt_line(stop: Interrupted, args: object, argv: list[str]) -> str:
     """What a stop request cut short, where its checkpoints are, and how to continue."""
     parts = []
     for s in stop.stopped:

@@ -20,7 +20,8 @@ import argparse
 import difflib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .args import seed_list
 
@@ -67,7 +68,8 @@ def check_value(action: argparse.Action, value, where: str):
             from .args import as_dict  # KEY=VALUE items, as the command line takes them: read as it reads them
 
             try:
-                value = as_dict(where, [action.type(v) for v in value])
+                parse: Callable = action.type  # type: ignore[assignment]  # `args.key_values`' parser
+                value = as_dict(where, [parse(v) for v in value])
             except argparse.ArgumentTypeError as err:
                 raise ValueError(f"{where} {err}") from None
         if not isinstance(value, dict):
@@ -111,7 +113,7 @@ def check_value(action: argparse.Action, value, where: str):
         value = os.fspath(value)
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise ValueError(f"{where} must be {'a number' if action.type else 'a string'}, got {value!r}")
-    if action.type is not None:
+    if callable(action.type):
         try:
             value = action.type(str(value))
         except argparse.ArgumentTypeError as err:
@@ -145,20 +147,29 @@ def checked(parser: argparse.ArgumentParser, settings: dict, where: Callable[[st
 
 # ---------------------------------------------------------------- TOML
 
-def read_toml(path: str, parser: argparse.ArgumentParser) -> dict:
+def read_toml(path: str, parser: argparse.ArgumentParser, option: str = "--config ") -> dict:
     """The settings of a TOML file (top-level keys, tables for the KEY=VALUE options), checked:
-    dest -> value. An unreadable file, bad TOML or an unknown key is one error naming the file."""
+    dest -> value. An unreadable file, bad TOML or an unknown key is one error naming the file
+    (after `option`, how the caller names the file's setting)."""
     from ..checks import read_toml as read_toml_file
 
     try:
         data = read_toml_file(path)
     except FileNotFoundError:
-        raise ValueError(f"--config {path}: no such file") from None
+        raise ValueError(f"{option}{path}: no such file") from None
     except IsADirectoryError:
-        raise ValueError(f"--config {path} is a folder; give a TOML file") from None
+        raise ValueError(f"{option}{path} is a folder; give a TOML file") from None
     except ValueError as err:
-        raise ValueError(f"--config {path} {err}") from None
-    return checked(parser, data, lambda key: f"{path}: {key}", f"--config {path}")
+        raise ValueError(f"{option}{path} {err}") from None
+    return checked(parser, data, lambda key: f"{path}: {key}", f"{option}{path}")
+
+
+def file_settings(path: str, command: str, option: str = "") -> dict:
+    """The settings of a TOML file for `bayesbench COMMAND` as plain data (name -> value; the
+    KEY=VALUE options as dicts), checked by the command's options: what `bayesbench.run(config=...)`
+    makes its `RunRequest` of (`api.py`)."""
+    values = read_toml(path, command_parser(command), option)
+    return {k: dict(v) if k in TABLES else v for k, v in values.items()}
 
 
 def toml_value(value, where: str) -> str:
@@ -188,7 +199,7 @@ def toml_key(key) -> str:
     return key if key and all(c.isalnum() or c in "_-" for c in key) and key.isascii() else json.dumps(key)
 
 
-def to_toml(settings: dict, comments: list[str] = ()) -> str:
+def to_toml(settings: dict, comments: Sequence[str] = ()) -> str:
     """`settings` (dest -> value as the parser holds it) as TOML that `read_toml` reads back to
     the same values: scalars first, then one table per KEY=VALUE option; `comments` above."""
     lines = [f"# {c}" if c else "#" for c in comments]
@@ -262,23 +273,28 @@ def in_file_terms(message: str, args: argparse.Namespace) -> str:
 def read_run_file(path: str) -> dict:
     """A run.json document (`store/run_file.py`); a run directory stands for its run.json."""
     from ..store.run_file import RUN_FILE
+    from ..sweep.request import FieldError
 
     if not str(path).strip():  # an unset shell variable: never the whole preset instead
-        raise ValueError(f"--replay is empty: give a stored run's {RUN_FILE} or its run directory")
+        raise FieldError("replay", f"{{replay}} is empty: give a stored run's {RUN_FILE} or its run directory")
     if os.path.isdir(path):
         path = os.path.join(path, RUN_FILE)
     try:
         with open(path) as f:
             doc = json.load(f)
     except FileNotFoundError:
-        raise ValueError(f"--replay {path}: no such file (give a run directory or its {RUN_FILE})") from None
+        raise FieldError("replay", f"{{replay}} {path}: no such file (give a run directory or its "
+                         f"{RUN_FILE})") from None
     except (ValueError, UnicodeDecodeError) as err:
-        raise ValueError(f"--replay {path} is not a run file (JSON): {err}") from None
+        raise FieldError("replay", f"{{replay}} {path} is not a run file (JSON): {err}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict) \
             or not isinstance(doc["config"].get("identity"), dict):
-        raise ValueError(f"--replay {path}: not a run.json with the run's identity (written by bayesbench run, "
-                         "train or sweep from version 0.1.0)")
-    check_run_document(doc, f"--replay {path}")
+        raise FieldError("replay", f"{{replay}} {path}: not a run.json with the run's identity (written by bayesbench "
+                         "run, train or sweep from version 0.1.0)")
+    try:
+        check_run_document(doc, f"{{replay}} {path}")
+    except ValueError as err:
+        raise FieldError("replay", str(err)) from None
     return doc
 
 
@@ -344,13 +360,15 @@ def replay_settings(doc: dict, path: str) -> dict:
     of its identity, evaluation set size, device type and threads. `cli/run.py` checks that they
     resolve to the stored identity before anything runs."""
     from ..presets import get_preset, labelled, options_label
+    from ..sweep.request import FieldError
     from ..tasks import task_from_config
 
     ident = doc["config"]["identity"]
     try:
-        preset = get_preset(doc.get("preset"))
+        named: Any = doc.get("preset")  # checked by get_preset, whose error shows it as the file has it
+        preset = get_preset(named)
     except ValueError as err:
-        raise ValueError(f"--replay {path}: {err}") from None
+        raise FieldError("replay", f"{{replay}} {path}: {err}") from None
     task = dict(ident["task"])
     key, options = None, {}
     for name, setup in preset.tasks.items():
@@ -365,19 +383,20 @@ def replay_settings(doc: dict, path: str) -> dict:
             key, options = name, diff
             break
     if key is None:
-        raise ValueError(f"--replay {path}: its task {ident['label']!r} is none of preset {preset.name!r}'s tasks "
-                         "(an outside tunnel, or a preset changed since): run it with --task and the options it "
-                         "records")
+        raise FieldError("replay", f"{{replay}} {path}: its task {ident['label']!r} is none of preset "
+                         f"{preset.name!r}'s tasks (an outside tunnel, or a preset changed since): run it with "
+                         "{task} and the options it records")
     train = dict(ident.get("train") or {})
     if not train:
-        raise ValueError(f"--replay {path}: the run was scored here, not trained here (no training settings)")
+        raise FieldError("replay", f"{{replay}} {path}: the run was scored here, not trained here (no training "
+                         "settings)")
     from ..models.registry import is_outside, list_models
 
     arch = ident["arch"]
     if not is_outside(arch) and arch not in list_models():
-        raise ValueError(f"--replay {path}: its architecture {arch!r} is not one of this bayesbench's "
+        raise FieldError("replay", f"{{replay}} {path}: its architecture {arch!r} is not one of this bayesbench's "
                          f"({', '.join(sorted(list_models()))})")
-    settings = {"preset": preset.name, "tasks": [key]}
+    settings: dict[str, Any] = {"preset": preset.name, "tasks": [key]}
     if is_outside(arch):
         settings.update(model=arch, name=doc.get("arch"))
     else:
@@ -391,16 +410,20 @@ def replay_settings(doc: dict, path: str) -> dict:
     tuning = ident.get("tuning")
     if tuning:  # a tuned run: its search again (`run --tune`), which must choose what it chose
         if tuning.get("role") != "final":
-            raise ValueError(f"--replay {path}: a selection job of a tuning (config.identity.tuning.role = "
+            raise FieldError("replay", f"{{replay}} {path}: a selection job of a tuning (config.identity.tuning.role = "
                              f"{tuning.get('role')!r}), not a reported run: replay the tuned run it chose for")
         chosen = tuning.get("chosen")
         if not isinstance(chosen, dict) or not isinstance(chosen.get("lr"), (int, float)):
-            raise ValueError(f"--replay {path}: config.identity.tuning.chosen must be the candidate the search chose, "
-                             f"a table with its lr, got {chosen!r}")
+            raise FieldError("replay", f"{{replay}} {path}: config.identity.tuning.chosen must be the candidate "
+                             f"the search chose, a table with its lr, got {chosen!r}")
         from ..sweep.tune import TuneSpec
 
         settings["tune"] = True
-        settings["tune_args"] = TuneSpec.of_identity(tuning, f"--replay {path}: config.identity.tuning").identity()
+        try:
+            where = f"{{replay}} {path}: config.identity.tuning"
+            settings["tune_args"] = TuneSpec.of_identity(tuning, where).identity()
+        except ValueError as err:
+            raise FieldError("replay", str(err)) from None
         for name in tuning["chosen"]:  # what the search chooses, not a setting of the run
             train.pop(name, None)
     settings["train_args"] = train

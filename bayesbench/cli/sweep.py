@@ -11,8 +11,9 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from .args import add_db, add_log, check_folder, progress, progress_lines, with_log
-from .engine import add_executor_options, drive
+from .args import add_db, add_log, check_folder, progress, progress_lines
+from .engine import add_executor_options
+from .errors import flag_of
 
 if TYPE_CHECKING:
     from ..sweep.expand import SweepJob
@@ -132,33 +133,32 @@ def _try_outside(jobs: list[SweepJob], path: str, say) -> None:
             f"forward: {forward}")
 
 
-def _tuned(spec, args, say):
-    """A sweep with `tune`: its points tuned on the sweep's engine (`cli/tune.py` `tune_phases`);
-    returns the final jobs and the final pass's outcome."""
-    from ..sweep.expand import expand
-    from ..sweep.jobs import resolve_device
-    from .tune import tune_phases
+def _executor(spec, args, jobs: list[SweepJob], ray):
+    """The Ray executor (`ray`, connected) or the local pool for `jobs` (`in_process=False`: a
+    worker that dies is retried)."""
+    if ray is not None:
+        return ray
+    from ..sweep.local import local_executor
+
+    return local_executor(jobs, workers=args.jobs, threads=spec.resources.cpus, max_retries=args.max_retries,
+                          in_process=False)
+
+
+def _tuned(spec, args, jobs: list[SweepJob], ray, sink):
+    """A sweep with `tune`: its points tuned on the engine (`sweep.engine.tune_phases`); returns the
+    final jobs and the final pass's outcome."""
+    from ..sweep import engine
 
     outcomes = []
 
-    def run_phase(select):
-        if args.ray:
-            from ..sweep.ray_executor import on_ray
+    def run_phase(phase: list[SweepJob]):
+        outcomes.append(engine.drive(phase, _executor(spec, args, phase, ray), db=args.db, runs_dir=args.runs_dir,
+                                     progress=progress(args), sink=sink, lines=progress_lines(args)))
+        return outcomes[-1]
 
-            executor, jobs = on_ray(args.ray, spec.resources, args.max_retries, select)
-        else:
-            from ..sweep.local import local_executor
-
-            jobs = select(resolve_device)
-            executor = local_executor(jobs, workers=args.jobs, threads=spec.resources.cpus,
-                                      max_retries=args.max_retries, in_process=False)
-        outcomes.append(drive(jobs, executor, db=args.db, runs_dir=args.runs_dir, progress=progress(args), say=say,
-                              lines=progress_lines(args)))
-        return jobs
-
-    base = lambda place: expand(spec, device=place)  # noqa: E731
-    jobs = tune_phases(base, spec.tune, group=f"sweep-{spec.name}", db=args.db, run_phase=run_phase, args=args,
-                       say=say, where=f"sweep file {spec.path}: tune:")
+    sink(engine.SELECTING)
+    jobs = engine.tune_phases(jobs, spec.tune, group=f"sweep-{spec.name}", db=args.db, run_phase=run_phase, sink=sink,
+                              log=args.log, where=f"sweep file {spec.path}: tune:")
     return jobs, outcomes[-1]
 
 
@@ -171,11 +171,7 @@ def cmd_sweep(args) -> int:
 
 
 def _cmd_sweep(args) -> int:
-    from ..report.leaderboard import json_runs
-    from ..report.selection import select_rows
-    from ..store.database import db_path
     from ..sweep.expand import expand
-    from ..sweep.jobs import resolve_device
     from ..sweep.sweep_file import load_sweep
 
     stream = sys.stderr if args.json else sys.stdout
@@ -191,23 +187,56 @@ def _cmd_sweep(args) -> int:
     _try_outside(jobs, spec.path, say)  # the dry run checks what the run checks
     if args.dry_run:
         return _dry_run(spec, jobs, args, say)
+    from ..sweep.request import FieldError
+
+    try:
+        jobs, ray = _placed(spec, args)
+        try:
+            return _drive(spec, args, jobs, ray, say)
+        finally:
+            if ray is not None:
+                ray.close()
+    except FieldError as err:
+        raise ValueError(err.phrase(flag_of("sweep"))) from None
+
+
+def _placed(spec, args):
+    """(the sweep's jobs for where they run, the Ray executor or None)."""
+    from ..sweep.engine import with_log
+    from ..sweep.expand import expand
+    from ..sweep.jobs import resolve_device
+
     if args.ray:
-        from ..sweep.ray_executor import on_ray
+        from ..sweep.ray_executor import connect
 
-        executor, jobs = on_ray(args.ray, spec.resources, args.max_retries, lambda place: expand(spec, device=place))
-    else:
-        from ..sweep.local import local_executor
+        ray, place = connect(args.ray, spec.resources, args.max_retries)
+        try:
+            return with_log(args.log, expand(spec, device=place)), ray
+        except BaseException:
+            ray.close()
+            raise
+    return with_log(args.log, expand(spec, device=resolve_device)), None
 
-        jobs = with_log(args, expand(spec, device=resolve_device))
-        executor = local_executor(jobs, workers=args.jobs, threads=spec.resources.cpus, max_retries=args.max_retries,
-                                  in_process=False)
+
+def _drive(spec, args, jobs: list[SweepJob], ray, say) -> int:
+    from ..report.leaderboard import json_runs
+    from ..report.selection import select_rows
+    from ..store.database import db_path
+    from ..sweep import engine
+    from ..sweep.events import line
+
+    def sink(event) -> None:
+        text = line(event)
+        if text is not None:
+            say(text)
+
     say(f"bayesbench sweep {spec.name!r} ({spec.path}) -> store {db_path(args.db)}, run directories under "
         f"{args.runs_dir}")
     if spec.tune is not None:  # each point at its best learning rate, chosen on held-out data
-        jobs, outcome = _tuned(spec, args, say)
+        jobs, outcome = _tuned(spec, args, jobs, ray, sink)
     else:
-        outcome = drive(jobs, executor, db=args.db, runs_dir=args.runs_dir, progress=progress(args), say=say,
-                        lines=progress_lines(args))
+        outcome = engine.drive(jobs, _executor(spec, args, jobs, ray), db=args.db, runs_dir=args.runs_dir,
+                               progress=progress(args), sink=sink, lines=progress_lines(args))
     states = {sweep_job.key: "skipped (stored)" for sweep_job in jobs if sweep_job.key in outcome.skipped}
     for key in outcome.trained:
         states[key] = "trained" + (f" (resumed at step {outcome.resumed[key]})" if key in outcome.resumed else "") \

@@ -3,18 +3,17 @@
     bayesbench train --task bijection --arch transformer --preset quick --seeds 0,1,2 --steps 500
     bayesbench train --model ./mine.py:build --task hmm --seeds 0,1,2
 
-A one-job `bayesbench run`, on the same engine (`cli/engine.py`), in this process: a job already
+A one-job `bayesbench run`, on the same engine (`sweep/engine.py`), in this process: a job already
 stored is not trained again, a stopped one continues from its checkpoint.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
-from .args import add_training, line_printer, seed_list
+from .args import add_training, event_printer, seed_list
 from .model_option import add_model_options
-from .run import preset_jobs, run_preset
+from .run import jobs_of, request_of
 
 
 def add_parser(sub) -> None:
@@ -30,18 +29,15 @@ def add_parser(sub) -> None:
     p.set_defaults(handler=cmd_train, rerun_resumes=True)  # a stopped job continues by running it again
 
 
-def jobs_of(args, place: Callable[[str], str] | None = None) -> list:
-    """The one sweep job of a parsed `bayesbench train` command line."""
-    if (args.arch is None) == (args.model is None):
-        raise ValueError("give exactly one of --arch (a built-in architecture) and --model (your own)")
-    return preset_jobs(args, tasks=[args.task], archs=[args.arch] if args.arch else None, seeds=args.seeds,
-                       place=place)
+__all__ = ["add_parser", "cmd_train", "jobs_of"]  # jobs_of: `run`'s, which reads --task and --arch here
 
 
 def cmd_train(args) -> int:
     from ..report.leaderboard import json_runs, markdown
     from ..report.selection import select_rows
-    (sweep_job,) = run_preset(args, lambda place: jobs_of(args, place), line_printer(args))
+    from ..sweep import engine
+
+    (sweep_job,) = engine.run(request_of(args), event_printer(args)).jobs
     if args.json:
         print(json.dumps(json_runs(select_rows(args.db, run_ids=[sweep_job.key])), indent=2))
     else:

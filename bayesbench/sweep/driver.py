@@ -10,7 +10,8 @@ The driver is the store's only writer. Jobs that were interrupted resume from th
 
 Executors (`sweep/local.py`, `sweep/ray_executor.py`) have `describe()` and
 `run(jobs, runs_dir, on_event, cache_dir)`, which runs every job through the worker body
-(`sweep/one_job.py`) and reports "start", "step", "retry", "done" and "failed" events.
+(`sweep/one_job.py`) and reports its typed events (`sweep/events.py`: `Started`, `Stepped`,
+`Retried`, `Finished`, `Failed`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from ..running import interrupt
 from ..store.database import cache_dir_for, connect, db_path, prepare_store, write_records
 from ..training.checkpoint import CHECKPOINT_NAME
+from .events import Event, Failed, Finished, JobDone, JobEvent, Retried, Say, Started, Stepped, line
 from .expand import SweepJob
 
 
@@ -61,6 +63,18 @@ def stored_keys(jobs: list[SweepJob], db: str | None) -> set[str]:
     return {sweep_job.key for sweep_job in jobs if set(sweep_job.job.seeds) <= have.get(sweep_job.key, set())}
 
 
+def stored_records(db: str | None, keys: list[str], *, selection: bool = False) -> list:
+    """The stored records of the runs `keys` (a tuning's selection rows with `selection`, else
+    the others), as stored: what the engine reads back (a search's choice, a replay's run)."""
+    from ..store.database import read_records
+    from ..store.tuning import is_selection
+
+    if not keys:
+        return []
+    records = read_records(db, where=f"run_id IN ({', '.join('?' * len(keys))})", params=tuple(keys))
+    return [r for r in records if is_selection(r) == selection]
+
+
 def job_state(sweep_job: SweepJob, stored: set[str], runs_dir: str) -> str:
     """"stored", "checkpoint" (interrupted: will resume) or "new"."""
     if sweep_job.key in stored:
@@ -69,19 +83,23 @@ def job_state(sweep_job: SweepJob, stored: set[str], runs_dir: str) -> str:
 
 
 def run_sweep(jobs: list[SweepJob], executor, *, db: str | None, runs_dir: str, progress: bool = True,
-              say: Callable[[str], None] | None = None, on_event: Callable[[dict], None] | None = None,
+              sink: Callable[[Event], None] | None = None, on_event: Callable[[JobEvent], None] | None = None,
               lines: bool = False) -> SweepOutcome:
     """Run the jobs not yet stored on `executor`, writing each job's rows as it finishes.
 
     `progress`: a progress bar (a terminal); `lines`: instead, one line per job each time it
     reports a checkpoint (a tenth of its steps), for logs and terminals that show no bar.
+    `sink(event)` gets what happened as typed events (`sweep/events.py`: `Say` lines, `JobDone`);
+    without one, the lines go to the terminal above the bar.
 
     The store and its evaluation cache are opened, created and checked first, before any
-    training (`store.database.prepare_store`). `on_event(event)` sees every event (tests use it
-    to kill a worker mid-job)."""
+    training (`store.database.prepare_store`). `on_event(event)` sees every event of the
+    executor (tests use it to kill a worker mid-job)."""
     from tqdm.auto import tqdm
 
-    say = say or tqdm.write
+    if sink is None:
+        sink = _terminal
+    say = lambda text: sink(Say(text))  # noqa: E731
     runs_dir = os.path.abspath(runs_dir)  # workers may start elsewhere (Ray): one absolute path for all
     start = time.perf_counter()
     out = SweepOutcome(jobs)
@@ -113,44 +131,45 @@ def run_sweep(jobs: list[SweepJob], executor, *, db: str | None, runs_dir: str, 
             bar.update(step - steps.get(key, 0))
             steps[key] = step
 
-    def handle(event: dict) -> None:
-        key, kind = event["key"], event["kind"]
+    def handle(event: JobEvent) -> None:
+        key = event.key
         sweep_job = by_key[key]
-        if kind == "start" and key not in finished:
+        if isinstance(event, Started) and key not in finished:
             running.add(key)
-            if event["step"] > 0:
-                out.resumed[key] = max(out.resumed.get(key, 0), event["step"])
-                say(f"resuming {sweep_job.label} from its checkpoint at step {event['step']}")
-            advance(key, event["step"])
-        elif kind == "step" and key not in finished:
-            advance(key, event["step"])
+            if event.step > 0:
+                out.resumed[key] = max(out.resumed.get(key, 0), event.step)
+                say(f"resuming {sweep_job.label} from its checkpoint at step {event.step}")
+            advance(key, event.step)
+        elif isinstance(event, Stepped) and key not in finished:
+            advance(key, event.step)
             if lines:
                 total = sweep_job.job.train.steps
-                say(f"  {sweep_job.label}: step {event['step']:,} of {total:,} ({100 * event['step'] / total:.0f}%), "
+                say(f"  {sweep_job.label}: step {event.step:,} of {total:,} ({100 * event.step / total:.0f}%), "
                     f"{time.perf_counter() - start:.0f} s since the start")
-        elif kind == "retry":
+        elif isinstance(event, Retried):
             out.retried[key] = out.retried.get(key, 0) + 1
             running.discard(key)
-            say(f"retrying {sweep_job.label} (attempt {event['attempt']}): {event['why']}")
-        elif kind == "done":
-            write_records(event["records"], db)
+            say(f"retrying {sweep_job.label} (attempt {event.attempt}): {event.why}")
+        elif isinstance(event, Finished):
+            write_records(event.records, db)
             finished.add(key)
             running.discard(key)
             out.trained.append(key)
             advance(key, sweep_job.job.train.steps)
-            r0, maes = event["records"][0], " ".join(r.shown(r.entropy_mae_bits) for r in event["records"])
+            r0, maes = event.records[0], " ".join(r.shown(r.entropy_mae_bits) for r in event.records)
             say(f"done: {sweep_job.label} ({r0.wall_s:.1f} s training, {r0.steps_per_s:.1f} steps/s); entropy MAE "
                 f"(bits) per seed: {maes}")
-            for r in event["records"]:
+            for r in event.records:
                 if r.status != "ok":
                     say(f"      WARNING: {r.status}")
-        elif kind == "failed":
+            sink(JobDone(key, sweep_job.label, event.records))
+        elif isinstance(event, Failed):
             finished.add(key)
             running.discard(key)
-            out.failed[key] = event["error"]
-            if event.get("exception") is not None:
-                out.errors[key] = event["exception"]
-            say(f"FAILED: {sweep_job.label}: {event['error']}")
+            out.failed[key] = event.error
+            if event.exception is not None:
+                out.errors[key] = event.exception
+            say(f"FAILED: {sweep_job.label}: {event.error}")
         bar.set_postfix(done=len(out.trained), running=len(running), failed=len(out.failed), refresh=False)
         bar.refresh()
         if on_event is not None:
@@ -171,6 +190,15 @@ def run_sweep(jobs: list[SweepJob], executor, *, db: str | None, runs_dir: str, 
     return out
 
 
+def _terminal(event: Event) -> None:
+    """The default sink: each line above the progress bar."""
+    from tqdm.auto import tqdm
+
+    text = line(event)
+    if text is not None:
+        tqdm.write(text)
+
+
 def report_stop(stop: interrupt.Interrupted, running: list[SweepJob], jobs: list[SweepJob], runs_dir: str,
                 say: Callable[[str], None]) -> None:
     """One line per job a stop request cut short: where it stopped and the checkpoint a rerun
@@ -182,13 +210,13 @@ def report_stop(stop: interrupt.Interrupted, running: list[SweepJob], jobs: list
             stop.stopped.append({"run": sweep_job.label, "phase": "killed", "why": "cancelled"})
     by_label = {sweep_job.label: sweep_job for sweep_job in jobs}
     for s in stop.stopped:
-        sweep_job = by_label.get(s.get("run"))
-        if not s.get("checkpoint") and sweep_job is not None:
-            path = os.path.join(sweep_job.run_dir(runs_dir), CHECKPOINT_NAME)
+        cut = by_label.get(str(s.get("run")))
+        if not s.get("checkpoint") and cut is not None:
+            path = os.path.join(cut.run_dir(runs_dir), CHECKPOINT_NAME)
             s["checkpoint"] = path if os.path.exists(path) else None
         phase, ckpt = s.get("phase"), s.get("checkpoint")
         where = {"training": f"at step {s.get('step')} of {s.get('steps')}",
                  "evaluation": "while evaluating (its training had finished)",
-                 "killed": f"({s.get('why')}; its last periodic checkpoint stays)"}.get(phase, "before training")
+                 "killed": f"({s.get('why')}; its last periodic checkpoint stays)"}.get(str(phase), "before training")
         say(f"stopped {s.get('run')} {where}: " + (f"checkpoint {ckpt}, a rerun resumes from it" if ckpt else
                                                    "no checkpoint yet, a rerun starts it from step 0"))

@@ -25,6 +25,7 @@ import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -42,6 +43,7 @@ from ..tasks.check import check_task
 from ..training.checkpoint import run_code
 from ..training.config import TrainConfig
 from ..training.run import open_trainer
+from .request import FieldError, field_error
 
 #: A point: one job's settings (None or empty: the preset's). `seeds` None: the task's seeds
 #: 0..N-1; `lr`, `steps`: over the preset's training; `train`: other TrainConfig fields over it;
@@ -49,7 +51,8 @@ from ..training.run import open_trainer
 #: several: a capacity-matched model follows the transformer it matches); `device` None: the
 #: preset's; `size`: a sweep's name of the model size (`SweepJob.size`); `name`: an outside
 #: model's leaderboard name; `threads`: torch threads it trains with.
-POINT = {"preset": "quick", "task": None, "arch": None, "seeds": None, "lr": None, "steps": None, "train": {},
+POINT: dict[str, Any] = {
+    "preset": "quick", "task": None, "arch": None, "seeds": None, "lr": None, "steps": None, "train": {},
          "task_options": {}, "models": {}, "device": None, "attention": None, "compile": False, "precision": None,
          "checkpoint_every": None, "eval_sequences": None, "size": None, "name": None, "threads": 1}
 
@@ -69,9 +72,9 @@ def resolve_device(device: str | None) -> str:
     try:
         kind = torch.device(device).type
     except RuntimeError:
-        raise ValueError(f"--device must be cpu, cuda, cuda:N or auto, got {device!r}") from None
+        raise FieldError("device", f"{{device}} must be cpu, cuda, cuda:N or auto, got {device!r}") from None
     if kind == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {device}: no CUDA device is available here (use cpu or auto)")
+        raise FieldError("device", f"{{device}} {device}: no CUDA device is available here (use cpu or auto)")
     return device
 
 
@@ -83,11 +86,12 @@ def check_triton(device: str) -> None:
     from ..kernels.config import interpreting
 
     if importlib.util.find_spec("triton") is None:
-        raise ValueError("--attention triton needs the triton package (pip install 'bayesbench[kernels]'); "
-                         "use --attention sdpa or eager")
+        raise FieldError("attention", "{attention} triton needs the triton package (pip install "
+                         "'bayesbench[kernels]'); use {attention} sdpa or eager")
     if torch.device(device).type != "cuda" and not interpreting():
-        raise ValueError(f"--attention triton needs a CUDA device, and this run is on {device}; use --attention "
-                         "sdpa or eager (or set TRITON_INTERPRET=1 for Triton's slow interpreter on the CPU)")
+        raise FieldError("attention", f"{{attention}} triton needs a CUDA device, and this run is on {device}; use "
+                         "{attention} sdpa or eager (or set TRITON_INTERPRET=1 for Triton's slow interpreter on the "
+                         "CPU)")
 
 
 def make_task(setup: TaskSetup) -> Task:
@@ -353,30 +357,31 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
     (`check_ensemble_fits`, `check_sets_fit`)."""
     p = get_preset(preset)
     keys = list(tasks or p.tasks)
-    for flag, names in (("--tasks", keys), ("--archs", archs or [])):
+    for selection, names in (("tasks", keys), ("archs", archs or [])):
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
-            raise ValueError(f"{flag} names {', '.join(map(repr, twice))} twice: each job is trained and stored once")
+            raise FieldError(selection, f"{{{selection}}} names {', '.join(map(repr, twice))} twice: each job is "
+                             "trained and stored once")
     for k in keys:
         if k not in p.tasks and not is_outside_task(k):
-            raise ValueError(f"task {k!r} is not in preset {preset!r}; available: {', '.join(p.tasks)} (or your own "
-                             "tunnel: 'pkg.mod:build', './file.py:build')")
+            raise FieldError("tasks", f"task {k!r} is not in preset {preset!r}; available: {', '.join(p.tasks)} (or "
+                             "your own tunnel: 'pkg.mod:build', './file.py:build')")
     known = list_models()
     for a in archs or ():
         if a not in known and not is_outside(a):
-            raise ValueError(f"unknown arch {a!r}; available: {', '.join(known)}")
+            raise FieldError("archs", f"unknown arch {a!r}; available: {', '.join(known)}")
     place = place or resolve_device
     if attention == "triton":
         check_triton(place(device or p.device))
     if model_args and len(archs or []) != 1:
-        raise ValueError("--model-args are one architecture's options: name exactly one arch (--archs A, --arch A, "
-                         "or --model)")
+        raise FieldError("model_args", "{model_args} are one architecture's options: name exactly one arch "
+                         "({archs} A or {model})")
     if task_args and "task" in task_args:
         for k in keys:
             if k in p.tasks:
                 fields = ", ".join(f.name for f in dataclasses.fields(task_from_config(p.tasks[k].task)) if f.init)
-                raise ValueError(f"--task-args for task {k!r}: 'task' is not a setting of task "
-                                 f"{p.tasks[k].task['task']!r} (the task is --task's); its settings: {fields}")
+                raise FieldError("task_args", f"{{task_args}} for task {k!r}: 'task' is not a setting of task "
+                                 f"{p.tasks[k].task['task']!r} (the task is {{task}}'s); its settings: {fields}")
     common = dict(preset=preset, seeds=seeds, steps=steps, train=dict(train or {}), task_options=dict(task_args or {}),
                   device=device, attention=attention, compile=compile, precision=precision,
                   checkpoint_every=checkpoint_every, eval_sequences=eval_sequences, name=name, threads=threads)
@@ -387,26 +392,27 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
             try:
                 job = resolve(selected, place, setups)
             except SettingError as err:
-                raise ValueError(_flag_message(err, selected)) from None
+                raise _field_error(err, selected) from None
             check_ensemble_fits(job)
             check_sets_fit(job)
             jobs.append(job)
     return jobs
 
 
-def _flag_message(err: SettingError, selected: dict) -> str:
-    """A resolver's error with the flag that gave the setting in front (none for the preset's own)."""
+def _field_error(err: SettingError, selected: dict) -> ValueError:
+    """A resolver's error as a `FieldError` about the request's field that gave the setting, named
+    in front (a plain ValueError for the preset's own settings)."""
     setting = err.fields[0] if err.fields else None
     if setting == "task_options" and selected["task_options"]:
-        return f"--task-args for task {selected['task']!r}: {err}"
+        return field_error(err, "task_args", f"{{task_args}} for task {selected['task']!r}: ")
     given = selected["models"].get(selected["arch"])
     if setting == "models" and given:
         if is_outside(selected["arch"]):
-            return f"--model-args {' '.join(f'{k}={v}' for k, v in given.items())}: {err}"
-        return f"--model-args for {selected['arch']}: {err}"
+            return field_error(err, "model_args", f"{{model_args}} {' '.join(f'{k}={v}' for k, v in given.items())}: ")
+        return field_error(err, "model_args", f"{{model_args}} for {selected['arch']}: ")
     if setting == "train":
-        return f"training settings: {err}"
-    return str(err)
+        return field_error(err, "train_args", "training settings: ")
+    return ValueError(str(err))
 
 
 def check_ensemble_fits(job: Job) -> None:
@@ -420,26 +426,27 @@ def check_ensemble_fits(job: Job) -> None:
     state = "for its weights, gradients and optimiser state"
     if one > free:
         given = " ".join(f"{k}={v}" for k, v in (job.overrides.get("model") or {}).items())
-        cause = (f"the model (--model-args {given}) is too large for this device; make it smaller" if given else
-                 "the model is too large for this device; make it smaller (--model-args, e.g. d_model)")
-        raise ValueError(f"{job.describe()}: one member of {job.params:,} parameters needs at least "
+        cause = (f"the model ({{model_args}} {given}) is too large for this device; make it smaller" if given else
+                 "the model is too large for this device; make it smaller ({model_args}, e.g. d_model)")
+        raise FieldError("model_args", f"{job.describe()}: one member of {job.params:,} parameters needs at least "
                          f"{format_bytes(one)} {state}, and {job.device} has {format_bytes(free)} free: {cause}")
-    raise ValueError(f"{job.describe()}: an ensemble of {len(job.seeds):,} members of {job.params:,} parameters "
-                     f"needs at least {format_bytes(one * len(job.seeds))} {state}, and {job.device} has "
-                     f"{format_bytes(free)} free; at most {free // one:,} members fit: use fewer seeds (--seeds)")
+    raise FieldError("seeds", f"{job.describe()}: an ensemble of {len(job.seeds):,} members of {job.params:,} "
+                     f"parameters needs at least {format_bytes(one * len(job.seeds))} {state}, and {job.device} has "
+                     f"{format_bytes(free)} free; at most {free // one:,} members fit: use fewer seeds ({{seeds}})")
 
 
 def check_sets_fit(job: Job) -> None:
     """Refuse, before a run directory is made, an evaluation or learning-curve set too large to
     sample on the job's device, naming the setting that sizes it."""
-    sets = [("the evaluation set", "eval_sequences (--eval-sequences)", job.setup.eval_sequences)]
+    sets = [("the evaluation set", "eval_sequences", job.setup.eval_sequences)]
     if job.train.curves:
-        sets.append(("the learning-curve set", "curve_sequences (--curve-sequences)", job.train.curve_sequences))
-    for what, option, n in sets:
+        sets.append(("the learning-curve set", "curve_sequences", job.train.curve_sequences))
+    for what, name, n in sets:
         try:
             check_fits(job.task, n, torch.device(job.device))
         except ValueError as err:
-            raise ValueError(f"{job.describe()}: {what} of {n:,} sequences, {option}, is too large: {err}") from None
+            raise field_error(err, name, f"{job.describe()}: {what} of {n:,} sequences, {name} ({{{name}}}), is "
+                              "too large: ") from None
 
 
 def trial_forward(job) -> str:

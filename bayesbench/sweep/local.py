@@ -25,6 +25,7 @@ import sys
 from collections.abc import Callable
 
 from ..running.pool import report, run_parallel
+from .events import Failed, Finished, JobEvent, Retried
 from .expand import SweepJob
 from .one_job import train_and_score
 
@@ -48,13 +49,13 @@ def _init_worker(parent: int) -> None:
         os._exit(1)
 
 
-def _run(item: tuple[SweepJob, str, int, str | None], slot: int) -> dict:
+def _run(item: tuple[SweepJob, str, int, str | None], slot: int) -> Finished:
     sweep_job, runs_dir, threads, cache_dir = item
     return train_and_score(sweep_job, runs_dir, threads, report, cache_dir)
 
 
-def _failed(sweep_job: SweepJob, err: BaseException) -> dict:
-    return {"kind": "failed", "key": sweep_job.key, "error": f"{type(err).__name__}: {err}", "exception": err}
+def _failed(sweep_job: SweepJob, err: BaseException) -> Failed:
+    return Failed(sweep_job.key, f"{type(err).__name__}: {err}", err)
 
 
 class LocalExecutor:
@@ -71,10 +72,10 @@ class LocalExecutor:
     def describe(self) -> str:
         return f"{self.workers} local processes x {self.threads} torch threads"
 
-    def run(self, jobs: list[SweepJob], runs_dir: str, on_event: Callable[[dict], None],
+    def run(self, jobs: list[SweepJob], runs_dir: str, on_event: Callable[[JobEvent], None],
             cache_dir: str | None = None) -> None:
-        """Run every job; report "start"/"step" (from the workers), "done" (with the worker's
-        result), "retry" and "failed" events to `on_event`, in this process. A stop request
+        """Run every job; report `Started`/`Stepped` (from the workers), `Finished` (the worker's
+        result), `Retried` and `Failed` events (`sweep/events.py`) to `on_event`, in this process. A stop request
         raises `interrupt.Interrupted` naming the stopped jobs by their labels. `cache_dir`:
         where the workers cache evaluation sets (default: under `runs_dir`)."""
         attempts = {sweep_job.key: 1 for sweep_job in jobs}
@@ -82,18 +83,16 @@ class LocalExecutor:
         def died(i: int, why: str) -> bool:
             key = jobs[i].key
             if attempts[key] > self.max_retries:
-                on_event({"kind": "failed", "key": key,
-                          "error": f"a worker process died {attempts[key]} times running it (last: {why})"})
+                on_event(Failed(key, f"a worker process died {attempts[key]} times running it (last: {why})"))
                 return False
             attempts[key] += 1
-            on_event({"kind": "retry", "key": key, "attempt": attempts[key],
-                      "why": f"its worker process died ({why})"})
+            on_event(Retried(key, attempts[key], f"its worker process died ({why})"))
             return True
 
         run_parallel(_run, [(sweep_job, runs_dir, self.threads, cache_dir) for sweep_job in jobs], workers=self.workers,
                      order=sorted(range(len(jobs)), key=lambda i: -jobs[i].flops),
                      initializer=_init_worker, initargs=(os.getpid(),), describe=lambda item: item[0].label,
-                     on_result=lambda i, out: on_event({"kind": "done", "key": jobs[i].key, **out}),
+                     on_result=lambda i, out: on_event(out),
                      on_event=lambda i, event: on_event(event),
                      on_error=lambda i, err: on_event(_failed(jobs[i], err)), on_died=died)
 
@@ -111,7 +110,7 @@ class InProcessExecutor:
     def describe(self) -> str:
         return f"this process, {self.threads} torch thread{'s' if self.threads > 1 else ''}"
 
-    def run(self, jobs: list[SweepJob], runs_dir: str, on_event: Callable[[dict], None],
+    def run(self, jobs: list[SweepJob], runs_dir: str, on_event: Callable[[JobEvent], None],
             cache_dir: str | None = None) -> None:
         """As `LocalExecutor.run`, in this process and in the given order; a stop request raises
         `interrupt.Interrupted` naming the job it stopped and counting those finished and not started."""
@@ -132,7 +131,7 @@ class InProcessExecutor:
                     on_event(_failed(sweep_job, err))
                     continue
                 finished += 1
-                on_event({"kind": "done", "key": sweep_job.key, **out})
+                on_event(out)
         finally:
             torch.set_num_threads(before)
 

@@ -5,7 +5,7 @@ The job checkpoints into its run directory under the shared runs directory every
 `checkpoint_every` steps, holding the directory's lock while it trains and evaluates
 (`Job.open_trainer`); a worker that finds a checkpoint there (an earlier attempt that died,
 or an interrupted sweep) continues from it, and the resumed run is exactly the uninterrupted
-one (see bayesbench/training/trainer.py). Progress goes back as small event dicts through `report`.
+one (see bayesbench/training/trainer.py). Progress goes back as small typed events through `report`.
 The finished job leaves `run.json` in its run directory (store/run_file.py), and, with `--log`,
 its curves in TensorBoard or W&B files there (training/loggers.py).
 """
@@ -19,9 +19,10 @@ import socket
 from collections.abc import Callable
 
 from ..store.run_file import RUN_FILE, write_run_file
+from .events import Finished, JobEvent, Started, Stepped
 from .expand import SweepJob
 
-Report = Callable[[dict], None]
+Report = Callable[[JobEvent], None]
 
 
 @contextlib.contextmanager
@@ -58,14 +59,14 @@ def check_still_keyed(sweep_job: SweepJob) -> None:
 
 
 def train_and_score(sweep_job: SweepJob, runs_dir: str, threads: int, report: Report | None = None,
-                    cache_dir: str | None = None) -> dict:
-    """Train (or finish) the job and evaluate it; returns {"key", "records", "resumed_from", ...}.
+                    cache_dir: str | None = None) -> Finished:
+    """Train (or finish) the job and evaluate it; returns its `Finished` event (its records).
 
     `threads`: torch threads for the job (0: leave as they are); `cache_dir`: where evaluation
     sets are cached (default `<runs_dir>/cache`, which every worker of a cluster sees).
 
-    Events sent through `report`: {"kind": "start", "key", "pid", "host", "step"} once the
-    checkpoint (if any) is loaded, then {"kind": "step", "key", "step"} after each checkpoint.
+    Events sent through `report` (`sweep/events.py`): `Started` once the checkpoint (if any) is
+    loaded, then `Stepped` after each checkpoint.
     A stop request (`bayesbench.running.interrupt`) checkpoints the step training had reached and raises
     `Interrupted` naming the job (its label), where it stopped and its checkpoint.
     """
@@ -89,13 +90,12 @@ def train_and_score(sweep_job: SweepJob, runs_dir: str, threads: int, report: Re
                               spec=job.spec) as trainer, _logged(sweep_job, trainer, run_dir, meta) as logger:
             pruning = _pruning(sweep_job, trainer, runs_dir)
             resumed_from = trainer.step
-            send({"kind": "start", "key": sweep_job.key, "pid": os.getpid(), "host": socket.gethostname(),
-                  "step": resumed_from})
+            send(Started(sweep_job.key, resumed_from, os.getpid(), socket.gethostname()))
             where = {"phase": "training", "steps": job.train.steps}  # its step: the last checkpoint's (below)
             while True:
                 result = trainer.fit(progress=False,
                                      stop_at=min(trainer.step + sweep_job.checkpoint_every, job.train.steps))
-                send({"kind": "step", "key": sweep_job.key, "step": trainer.step})
+                send(Stepped(sweep_job.key, trainer.step))
                 if trainer.finished:  # every step done, or no member left training (diverged or stopped by `until`)
                     break
             if pruning is not None:
@@ -108,7 +108,8 @@ def train_and_score(sweep_job: SweepJob, runs_dir: str, threads: int, report: Re
             if logger is not None:
                 logger.log_result(records)  # the final metrics with their intervals, as the tracker's summary
     except interrupt.Interrupted as stop:
-        if where["phase"] == "training":  # stopped outside the trainer's own stop (e.g. in a chunk's last save):
+        # stopped outside the trainer's own stop (e.g. in a chunk's last save):
+        if where["phase"] == "training" and trainer is not None:
             # the step a rerun resumes from is the last checkpoint's, not the last chunk's
             where = ({**where, "step": trainer.saved_step, "checkpoint": trainer.checkpoint_path()}
                      if trainer.saved_step is not None else {"phase": "setup"})
@@ -118,8 +119,7 @@ def train_and_score(sweep_job: SweepJob, runs_dir: str, threads: int, report: Re
     except BaseException:
         _remove_if_empty(run_dir, made_here)
         raise
-    return {"key": sweep_job.key, "records": records, "resumed_from": resumed_from, "pid": os.getpid(),
-            "host": socket.gethostname()}
+    return Finished(sweep_job.key, records, resumed_from, os.getpid(), socket.gethostname())
 
 
 def _pruning(sweep_job: SweepJob, trainer, runs_dir: str):

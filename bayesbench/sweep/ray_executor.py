@@ -17,11 +17,13 @@ import sys
 import tempfile
 from collections.abc import Callable
 
+from .events import Failed, Finished, JobEvent, Retried, Started
 from .expand import SweepJob, gpu_share
 from .one_job import train_and_score
+from .request import FieldError
 from .sweep_file import Resources
 
-MISSING = ("--ray needs Ray, which is not installed: pip install 'bayesbench[ray]' (or pip install ray) "
+MISSING = ("{ray} needs Ray, which is not installed: pip install 'bayesbench[ray]' (or pip install ray) "
            "on the driver and on every node of the cluster")
 NO_TOKEN = ("the Ray cluster at {address} uses token authentication and this process has no valid token: copy "
             "the head node's ~/.ray/auth_token to this machine (or set RAY_AUTH_TOKEN, with RAY_AUTH_MODE=token) "
@@ -46,16 +48,16 @@ def _stderr_captured():
 
 
 def import_ray():
-    """The `ray` module, or a ValueError saying how to install it."""
+    """The `ray` module, or a FieldError (about the `ray` setting) saying how to install it."""
     try:
         import ray
     except ImportError:
-        raise ValueError(MISSING) from None
+        raise FieldError("ray", MISSING) from None
     return ray
 
 
-def _ray_job(sweep_job: SweepJob, runs_dir: str, threads: int, events) -> dict:
-    def send(event: dict) -> None:
+def _ray_job(sweep_job: SweepJob, runs_dir: str, threads: int, events) -> Finished:
+    def send(event: JobEvent) -> None:
         events.put(event)
 
     return train_and_score(sweep_job, runs_dir, threads, send)
@@ -87,9 +89,9 @@ class RayExecutor:
                 log = said()
             if error is not None:
                 if "InvalidAuthToken" in log or "InvalidAuthToken" in str(error):
-                    raise ValueError(f"--ray {address}: " + NO_TOKEN.format(address=address)) from None
-                raise ValueError(f"--ray {address}: cannot connect to a Ray cluster ({error}); start one with "
-                                 "`ray start --head` (docs/sweeps.md) or use --ray local") from None
+                    raise FieldError("ray", f"{{ray}} {address}: " + NO_TOKEN.format(address=address)) from None
+                raise FieldError("ray", f"{{ray}} {address}: cannot connect to a Ray cluster ({error}); start one with "
+                                 "`ray start --head` (docs/sweeps.md) or use {ray} local") from None
             sys.stderr.write(log)  # a connection that worked: Ray's own notes, as it printed them
             self.started = True
 
@@ -106,10 +108,10 @@ class RayExecutor:
         if self.started:
             self.ray.shutdown()
 
-    def run(self, jobs: list[SweepJob], runs_dir: str, on_event: Callable[[dict], None],
+    def run(self, jobs: list[SweepJob], runs_dir: str, on_event: Callable[[JobEvent], None],
             cache_dir: str | None = None) -> None:
-        """Run every job as a Ray task; events as LocalExecutor.run (a second "start" of a job
-        means Ray retried it: reported as "retry"). Evaluation sets are cached under the shared
+        """Run every job as a Ray task; events as LocalExecutor.run (a second `Started` of a job
+        means Ray retried it: reported as `Retried`). Evaluation sets are cached under the shared
         `runs_dir` (`cache_dir`, beside the driver's store, may not exist on other nodes)."""
         ray = self.ray
         from ray.util.queue import Empty, Queue
@@ -131,11 +133,10 @@ class RayExecutor:
                     event = events.get_nowait()
                 except Empty:
                     return
-                if event["kind"] == "start":
-                    starts[event["key"]] = starts.get(event["key"], 0) + 1
-                    if starts[event["key"]] > 1:
-                        on_event({"kind": "retry", "key": event["key"], "attempt": starts[event["key"]],
-                                  "why": "Ray restarted it after its worker died"})
+                if isinstance(event, Started):
+                    starts[event.key] = starts.get(event.key, 0) + 1
+                    if starts[event.key] > 1:
+                        on_event(Retried(event.key, starts[event.key], "Ray restarted it after its worker died"))
                 on_event(event)
 
         try:
@@ -148,13 +149,12 @@ class RayExecutor:
                         out = ray.get(ref)
                     except ray.exceptions.RayTaskError as err:  # the job raised
                         cause = err.cause if getattr(err, "cause", None) is not None else err
-                        on_event({"kind": "failed", "key": sweep_job.key, "error": f"{type(cause).__name__}: {cause}",
-                                  "exception": cause if isinstance(cause, Exception) else None})
+                        on_event(Failed(sweep_job.key, f"{type(cause).__name__}: {cause}",
+                                        cause if isinstance(cause, Exception) else None))
                     except ray.exceptions.RayError as err:  # worker or node lost, retries spent
-                        on_event({"kind": "failed", "key": sweep_job.key,
-                                  "error": f"{type(err).__name__} after {self.max_retries} retries: {err}"})
+                        on_event(Failed(sweep_job.key, f"{type(err).__name__} after {self.max_retries} retries: {err}"))
                     else:
-                        on_event({"kind": "done", "key": sweep_job.key, **out})
+                        on_event(out)
             drain()
         finally:
             for ref in refs:
@@ -162,15 +162,22 @@ class RayExecutor:
             ray.kill(events.actor)
 
 
+def connect(address: str, resources: Resources, max_retries: int) -> tuple[RayExecutor, Callable[[str], str]]:
+    """(executor, place): a Ray executor on the cluster at `address`, and where a job's device goes
+    there: 'auto' to the cluster's GPUs when it has any, else the CPU."""
+    executor = RayExecutor(address, resources, max_retries)
+    gpus = executor.gpus()
+    return executor, lambda d: ("cuda" if gpus > 0 else "cpu") if d == "auto" else d
+
+
 def on_ray(address: str, resources: Resources, max_retries: int,
            select: Callable[[Callable[[str], str]], list]) -> tuple[RayExecutor, list]:
     """(executor, jobs): a Ray executor on the cluster at `address`, and the jobs `select(place)`
     makes, where `place` sends device 'auto' to the cluster's GPUs when it has any (the executor
     is closed again if selecting fails)."""
-    executor = RayExecutor(address, resources, max_retries)
-    gpus = executor.gpus()
+    executor, place = connect(address, resources, max_retries)
     try:
-        return executor, select(lambda d: ("cuda" if gpus > 0 else "cpu") if d == "auto" else d)
+        return executor, select(place)
     except BaseException:
         executor.close()
         raise

@@ -41,6 +41,7 @@ from ..metric_table import AT_FLOOR, curve_metrics
 from ..store.tuning import candidate_score, member_lr, member_setting, rates_text, stopped_early
 from ..training.config import TrainConfig
 from .jobs import Job
+from .request import TUNE_FIELDS
 
 #: Selection seeds start here: far from every reported seed (a preset's 0..N-1), so a lucky seed
 #: never picks its own rate. Candidate i of a grid of R, selection seed j: SELECTION_SEED_BASE + j * R + i.
@@ -75,7 +76,7 @@ class TuneSpec:
     packed: bool = True
     prune: str = "none"
 
-    FIELDS = ("lrs", "selection_seeds", "rule", "metric", "selection_sequences", "axes", "packed", "prune")
+    FIELDS = TUNE_FIELDS
 
     def __post_init__(self) -> None:
         lrs = self.lrs
@@ -185,21 +186,23 @@ class TuneSpec:
 
 # ---------------------------------------------------------------- jobs
 
-def spec_for(job: Job, given: dict | None = None, where: str = "--tune-args") -> TuneSpec:
+def spec_for(job: Job, given: dict | None = None, where: str = "{tune_args}") -> TuneSpec:
     """The search of `job`: its task's default in the preset (`TaskSetup.tune`) with `given` over
-    it; a task without a default needs `lrs` given."""
+    it; a task without a default needs `lrs` given. `where` names the settings in its errors
+    (the engine's `{tune_args}` placeholder, `request.FieldError`, or a sweep file's `tune`)."""
     default = dict(job.setup.tune or {})
     given = dict(given or {})
     if not default and "lrs" not in given:
         raise ValueError(f"{where.rstrip(':')}: {job.setup.label} has no default learning-rate grid in preset "
-                         f"{job.preset!r}; give one: --tune-args lrs=[1e-4,3e-4,1e-3,3e-3,1e-2]")
+                         f"{job.preset!r}; give one: {where.rstrip(':') + ' ' if where.startswith('{') else ''}"
+                         "lrs=[1e-4,3e-4,1e-3,3e-3,1e-2]")
     spec = TuneSpec.of({**default, **given}, where)
     check_reported_seeds(job, spec, where)
     _check_metric(job, spec, where)
     return spec
 
 
-def check_reported_seeds(job: Job, spec: TuneSpec, where: str = "--tune-args") -> None:
+def check_reported_seeds(job: Job, spec: TuneSpec, where: str = "{tune_args}") -> None:
     """The reported seeds of `job` share none with its search's selection seeds (checked when the
     search is made, before anything trains): a lucky seed must not pick its own rate."""
     overlap = set(job.seeds) & {s for i in range(len(spec.lrs)) for s in spec.seeds_of(i)}
@@ -228,8 +231,8 @@ def _check_metric(job: Job, spec: TuneSpec, where: str) -> None:
     if spec.metric not in kept:
         why = (f"it applies to {', '.join(metric.tasks)} only" if metric.tasks is not None and task.name not in
                metric.tasks else f"its selection set has no {metric.case!r} positions")
-        raise ValueError(f"{where.rstrip(':')} metric={spec.metric}: {job.setup.label} cannot be scored by it ({why}) "
-                         f"(rule: the selection metric is one the task has; its metrics: {', '.join(kept)})")
+        raise ValueError(f"{where.rstrip(':')} metric={spec.metric}: {job.setup.label} cannot be scored by it "
+                       f"({why}) (rule: the selection metric is one the task has; its metrics: {', '.join(kept)})")
 
 
 def selection_jobs(job: Job, spec: TuneSpec) -> list[Job]:

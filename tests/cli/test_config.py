@@ -189,12 +189,12 @@ def test_replay_of_your_own_model(tmp_path, capsys, monkeypatch):
 
 def test_an_empty_replay_is_refused_not_the_whole_preset(monkeypatch, capsys):
     """probe2 R7: `--replay ''` (an unset shell variable) ran the whole quick preset (13 jobs)."""
-    from bayesbench.cli import run as run_command
+    from bayesbench.sweep import engine
 
     def would_run(*_args, **_kwargs):
         raise AssertionError("--replay '' started the preset's jobs")
 
-    monkeypatch.setattr(run_command, "run_preset", would_run)
+    monkeypatch.setattr(engine, "run", would_run)
     assert main(["run", "--replay", ""]) == 2
     assert "--replay is empty: give a stored run's run.json or its run directory" in capsys.readouterr().err
 
@@ -400,12 +400,12 @@ def test_a_tuned_run_replays_to_the_last_digit(tuned_run, tmp_path, capsys):
 def test_reported_seeds_that_are_selection_seeds_are_refused_before_any_training(tmp_path, capsys, monkeypatch):
     """issue 39: seeds overlapping the search's selection seeds were refused only once the whole search had
     trained."""
-    from bayesbench.cli import run as run_command
+    from bayesbench.sweep import engine
 
     def would_run(*_args, **_kwargs):
         raise AssertionError("training started")
 
-    monkeypatch.setattr(run_command, "drive", would_run)
+    monkeypatch.setattr(engine, "drive", would_run)
     path = tmp_path / "c.toml"
     path.write_text('tasks = ["bijection"]\narchs = ["mlp"]\nsteps = 20\nseeds = [0, 1000001]\n'
                     '[tune_args]\nlrs = [1e-3, 3e-3]\nselection_seeds = 1\n')

@@ -7,6 +7,7 @@ import pytest
 
 from bayesbench.models import count_params
 from bayesbench.sweep.jobs import make_jobs
+from bayesbench.sweep.request import FieldError
 
 
 def test_a_warm_up_the_user_sets_is_kept_with_fewer_steps():
@@ -47,9 +48,10 @@ def test_model_args_without_a_size_keep_the_match():
 def test_an_unknown_model_option_is_named_with_the_options_there_are(arch, option, words):
     """Probe cases 35 and 40: 'match_mlp() got an unexpected keyword argument' (a function's name,
     no options listed)."""
-    with pytest.raises(ValueError, match=r"--model-args for " + arch) as err:
+    with pytest.raises(FieldError, match=r"^model_args for " + arch) as err:  # the field; a front end names it
         make_jobs("quick", tasks=["sticky"], archs=[arch], model_args={option: 3})
-    assert words in str(err.value)
+    assert words in str(err.value) and err.value.field == "model_args"
+    assert err.value.phrase(lambda name: "--" + name.replace("_", "-")).startswith(f"--model-args for {arch}")
 
 
 def test_task_args_making_a_bijection_without_a_query_score_it_on_its_values():
@@ -130,7 +132,7 @@ def test_a_resolver_error_names_the_setting_and_each_caller_its_source(tmp_path)
     with pytest.raises(SettingError) as err:
         resolve(point(task="bijection", arch="mlp", task_options={"supervise": "all"}), lambda d: "cpu")
     assert err.value.fields == ("task_options",) and str(err.value).startswith("supervise must be one of")
-    with pytest.raises(ValueError, match=r"^--task-args for task 'bijection': supervise must be one of"):
+    with pytest.raises(FieldError, match=r"^task_args for task 'bijection': supervise must be one of"):
         make_jobs("quick", tasks=["bijection"], archs=["mlp"], task_args={"supervise": "all"})
     path = tmp_path / "s.toml"
     path.write_text('tasks = ["bijection"]\narchs = ["mlp"]\nseeds = [0]\ntask_options = {supervise = "all"}\n')

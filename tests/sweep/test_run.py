@@ -24,6 +24,7 @@ from procs import any_alive
 from bayesbench.cli import main
 from bayesbench.store.database import read_rows
 from bayesbench.sweep import LocalExecutor, expand, load_sweep, run_sweep
+from bayesbench.sweep.events import Started, Stepped, line
 from bayesbench.training.checkpoint import CHECKPOINT_NAME
 
 NUMBERS = ("entropy_mae_bits", "kl_bits", "final_loss", "entropy_mae_ci_low", "entropy_mae_ci_high", "params",
@@ -87,11 +88,11 @@ def _kill_once(target):
     pids, killed = {}, []
 
     def kill_once(event):
-        if event["kind"] == "start":
-            pids[event["key"]] = event["pid"]
-        if event["kind"] == "step" and event["key"] == target.key and event["step"] >= 10 and not killed:
+        if isinstance(event, Started):
+            pids[event.key] = event.pid
+        if isinstance(event, Stepped) and event.key == target.key and event.step >= 10 and not killed:
             os.kill(pids[target.key], signal.SIGKILL)
-            killed.append(event["step"])
+            killed.append(event.step)
 
     return kill_once, killed
 
@@ -140,7 +141,7 @@ def test_a_killed_pool_worker_is_retried_and_resumes_from_its_checkpoint(referen
     kill_once, killed = _kill_once(target)
     db = tmp_path / "r.sqlite"
     out = run_sweep(jobs, LocalExecutor(2, 1, max_retries=2), db=str(db), runs_dir=str(tmp_path / "runs"),
-                    progress=False, say=lambda m: None, on_event=kill_once)
+                    progress=False, sink=lambda event: None, on_event=kill_once)
     assert killed and not out.failed and sorted(out.trained) == sorted(sj.key for sj in jobs)
     assert out.retried == {target.key: 1}  # only the killed job, once (the other worker went on)
     assert out.resumed[target.key] >= 10  # from a checkpoint, not from step 0
@@ -157,7 +158,7 @@ def test_a_job_that_raises_fails_alone_and_is_not_retried(reference, tmp_path, c
     db = tmp_path / "r.sqlite"
     lines = []
     out = run_sweep(jobs, LocalExecutor(2, 1, max_retries=2), db=str(db), runs_dir=str(tmp_path / "runs"),
-                    progress=True, say=lines.append)  # with the progress bar on (to stderr)
+                    progress=True, sink=lambda event: lines.append(line(event) or ""))  # with the bar on (to stderr)
     assert list(out.failed) == [bad.key] and bad.key not in out.retried
     assert f"FAILED: {bad.label}: DamagedFile" in "\n".join(lines)
     assert f"done: {jobs[1].label}" in "\n".join(lines)
@@ -187,7 +188,7 @@ def test_driver_killed_then_rerun_loses_and_duplicates_nothing(reference, tmp_pa
     partial = {sj.key for sj in jobs if sj.key not in done_keys
                and os.path.exists(os.path.join(sj.run_dir(str(runs)), CHECKPOINT_NAME))}
     assert 1 <= len(done_keys) < 4 and partial
-    out = run_sweep(jobs, LocalExecutor(2, 1), db=str(db), runs_dir=str(runs), progress=False, say=lambda m: None)
+    out = run_sweep(jobs, LocalExecutor(2, 1), db=str(db), runs_dir=str(runs), progress=False, sink=lambda event: None)
     assert sorted(out.skipped) == sorted(done_keys)
     assert sorted(out.trained) == sorted(sj.key for sj in jobs if sj.key not in done_keys) and not out.failed
     assert partial <= set(out.resumed) and all(step >= 10 for step in out.resumed.values())
@@ -273,7 +274,7 @@ def test_ray_worker_killed_mid_job_is_retried_and_numbers_match_the_local_pool(r
     kill_once, killed = _kill_once(target)  # the Ray worker process running the job
     db = tmp_path / "r.sqlite"
     out = run_sweep(jobs, _ray_executor(), db=str(db), runs_dir=str(tmp_path / "runs"), progress=False,
-                    say=lambda m: None, on_event=kill_once)
+                    sink=lambda event: None, on_event=kill_once)
     assert killed and not out.failed and sorted(out.trained) == sorted(sj.key for sj in jobs)
     assert out.retried == {target.key: 1}  # only the killed job, once
     assert out.resumed[target.key] >= 10  # from its checkpoint, not from step 0
@@ -312,7 +313,7 @@ def test_ray_driver_killed_then_rerun_loses_and_duplicates_nothing(reference, ra
     partial = {sj.key for sj in jobs if sj.key not in done_keys
                and os.path.exists(os.path.join(sj.run_dir(str(runs)), CHECKPOINT_NAME))}
     assert 1 <= len(done_keys) < 4 and partial
-    out = run_sweep(jobs, _ray_executor(), db=str(db), runs_dir=str(runs), progress=False, say=lambda m: None)
+    out = run_sweep(jobs, _ray_executor(), db=str(db), runs_dir=str(runs), progress=False, sink=lambda event: None)
     assert sorted(out.skipped) == sorted(done_keys) and not out.failed
     assert sorted(out.trained) == sorted(sj.key for sj in jobs if sj.key not in done_keys)
     assert partial <= set(out.resumed) and all(step >= 10 for step in out.resumed.values())

@@ -367,7 +367,7 @@ def test_a_ray_cluster_that_wants_a_token_is_named_not_twenty_lines_of_retries(m
 
     fake = types.SimpleNamespace(is_initialized=lambda: False, init=refuse)
     monkeypatch.setattr(ray_executor, "import_ray", lambda: fake)
-    with pytest.raises(ValueError, match=r"--ray auto: the Ray cluster at auto uses token authentication"):
+    with pytest.raises(ValueError, match=r"^ray auto: the Ray cluster at auto uses token authentication"):
         ray_executor.RayExecutor("auto", Resources())
     assert "InvalidAuthToken" not in capfd.readouterr().err
 

@@ -275,12 +275,12 @@ def test_pruning_stops_hopeless_candidates_through_optuna(tmp_path):
 def test_a_sweep_whose_seeds_are_selection_seeds_is_refused_before_any_training(tmp_path, capsys, monkeypatch):
     """issue 39: a reported seed among the search's selection seeds was refused only once the whole search
     had trained."""
-    from bayesbench.cli import sweep as sweep_command
+    from bayesbench.sweep import engine
 
     def would_run(*_args, **_kwargs):
         raise AssertionError("training started")
 
-    monkeypatch.setattr(sweep_command, "drive", would_run)
+    monkeypatch.setattr(engine, "drive", would_run)
     path = tmp_path / "s.toml"
     path.write_text(f'tasks = ["bijection"]\narchs = ["mlp"]\nseeds = [0, {SELECTION_SEED_BASE}]\nsteps = 5\n'
                     "[tune]\nlrs = [1e-3, 3e-3]\nselection_seeds = 1\n")

@@ -36,4 +36,4 @@ def test_a_worker_ends_a_job_whose_members_all_stopped(tmp_path):
     checkpointed fits (every 5 steps) ends there instead of waiting for step 40."""
     (sj,) = expand(load_sweep(_sweep(tmp_path, "train = {until = 1.5, curve_sequences = 32}\n")))
     out = train_and_score(sj, str(tmp_path / "runs"), threads=1)
-    assert [(r.stop_step, r.stop_kind, r.steps) for r in out["records"]] == [(1, "threshold", 1)] * 2
+    assert [(r.stop_step, r.stop_kind, r.steps) for r in out.records] == [(1, "threshold", 1)] * 2
