@@ -15,12 +15,21 @@ tokens, a third of the sequence length.
 
 Architectures named here get the model config given; an entry with `match` (the MLPs, LSTM,
 GRU, Mamba) gets its widths chosen so its parameter count is within 1% of the named model's on
-the same task (each architecture's `match_params`).
+the same task (each architecture's `match_params`). Every other registered architecture runs on
+every task of every preset by name (not by default) as `{"match": MATCHED_TO}`
+(`TaskSetup.model`): capacity-matched to that task's transformer, at its builder's defaults
+otherwise. Every registered tunnel a preset does not name runs by name too (`Preset.setup`):
+the task at its own defaults, trained and scored as the preset's outside tunnels are.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+#: The architecture every other is capacity-matched to where a preset names no config for it
+#: (`TaskSetup.model`); every task of every preset names its config.
+MATCHED_TO = "transformer"
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,16 @@ class TaskSetup:
     # `--tune`'s search on this task (`sweep/tune.py` `TuneSpec.of`): a log-spaced grid of at least
     # 5 rates over at least 30x, the selection seeds; None: not tunable here
     tune: dict | None = None
+
+    def model(self, arch: str) -> dict:
+        """The model config of architecture `arch` on this task: the one named here, else the
+        capacity match to this task's transformer, `{"match": MATCHED_TO}` (a new architecture
+        runs on every task of every preset with no entry here)."""
+        if arch in self.models:
+            return dict(self.models[arch])
+        if arch == MATCHED_TO:
+            raise ValueError(f"task {self.label!r} names no {MATCHED_TO} config: the other architectures match it")
+        return {"match": MATCHED_TO}
 
 
 def log_rates(low: float, high: float, n: int = 5) -> tuple[float, ...]:
@@ -67,6 +86,30 @@ class Preset:
     # how an outside tunnel (`--task ./mine.py:build`) is trained and scored in this preset: its
     # label and task are filled in by `outside_setup`
     outside: TaskSetup | None = None
+
+    def setup(self, key: str) -> TaskSetup:
+        """The setup of task `key`: the one this preset names, else (a registered tunnel it does
+        not name, e.g. a new tunnel file) the task at its own defaults with this preset's settings
+        for tunnels it does not name (`outside`, `registered_setup`)."""
+        if key in self.tasks:
+            return self.tasks[key]
+        from .tasks.registry import get_task, list_tasks
+
+        if key not in list_tasks():
+            raise ValueError(f"task {key!r} is not in preset {self.name!r}; available: {', '.join(self.task_names())} "
+                             "(or your own tunnel: 'pkg.mod:build', './file.py:build')")
+        try:
+            task = get_task(key)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"task {key!r} is not in preset {self.name!r}, and its defaults make no task: {err}") \
+                from None
+        return registered_setup(self, task)
+
+    def task_names(self) -> list[str]:
+        """Every task this preset can run: its own (run by default), then every other registered tunnel."""
+        from .tasks.registry import list_tasks
+
+        return [*self.tasks, *(name for name in list_tasks() if name not in self.tasks)]
 
 
 _QUICK_TRANSFORMER = {"n_layer": 2, "n_head": 2, "d_model": 64, "d_ffn": 128}
@@ -225,6 +268,18 @@ def outside_setup(preset: Preset, task) -> TaskSetup:
     if preset.outside is None:
         raise ValueError(f"preset {preset.name!r} has no settings for outside tunnels")
     return replace(preset.outside, label=task.describe(), task=task.config())
+
+
+def registered_setup(preset: Preset, task) -> TaskSetup:
+    """The TaskSetup a registered tunnel that `preset` does not name gets: the preset's `outside`
+    template with the task's config, labelled by its name and settings ('coin V=2 L=12', so that
+    `labelled` says changed settings as for the preset's own tasks)."""
+    from dataclasses import asdict, replace
+
+    if preset.outside is None:
+        raise ValueError(f"preset {preset.name!r} has no settings for tunnels it does not name")
+    label = " ".join([task.name, *(f"{k}={v}" for k, v in asdict(task).items())])
+    return replace(preset.outside, label=label, task=task.config())
 
 
 # Words of a preset's task label that stand for a task setting not written as name=value: where

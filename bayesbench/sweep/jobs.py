@@ -33,7 +33,7 @@ from ..identity import run_identity
 from ..metric_table import metric_versions
 from ..models import TaskShape, count_params, list_models
 from ..models.outside import preset_options
-from ..models.registry import is_outside
+from ..models.registry import is_outside, model_options
 from ..presets import Preset, TaskSetup, get_preset, labelled, outside_setup
 from ..scoring.evaluate import evaluation_tasks, max_eval_len
 from ..tasks import Task, is_outside_task, outside_task, task_from_config
@@ -103,13 +103,13 @@ def resolve_model(setup: TaskSetup, arch: str, task: Task, max_len: int, attenti
     table (a sweep's `models`) gives it)."""
     if is_outside(arch):
         return preset_options(arch, setup.models)
-    if arch not in setup.models:
-        known = ", ".join(sorted(setup.models))
-        raise ValueError(f"arch {arch!r} has no configuration for task {setup.label!r} in this preset; "
-                         f"configured: {known}")
-    cfg = dict(setup.models[arch])
+    cfg = setup.model(arch)  # the preset's config, else the capacity match to the task's transformer
     if "match" in cfg:
         ref = cfg.pop("match")
+        if "match_params" not in model_options(arch):
+            raise ValueError(f"arch {arch!r} cannot be capacity-matched to the {ref} on task {setup.label!r} (its "
+                             f"builder takes no match_params), and this preset names no config for it: give its "
+                             f"size (model options: {', '.join(model_options(arch))})")
         ref_cfg = resolve_model(setup, ref, task, max_len, attention)
         cfg["match_params"] = count_params(ref, TaskShape.from_task(task, max_len), **ref_cfg)
     if attention is not None and arch == "transformer":
@@ -210,7 +210,8 @@ def resolve(settings: dict, place: Callable[[str], str], setups: dict | None = N
     setup = cache[cache_key]
     if settings["models"]:
         setup = dataclasses.replace(setup, models={**setup.models, **{
-            name: with_model_args(setup.models.get(name, {}), given) for name, given in settings["models"].items()}})
+            name: with_model_args(setup.models.get(name, {}) if is_outside(name) else setup.model(name), given)
+            for name, given in settings["models"].items()}})
     if settings["eval_sequences"] is not None:
         setup = dataclasses.replace(setup, eval_sequences=settings["eval_sequences"])
     task = make_task(setup)
@@ -284,7 +285,7 @@ def task_setup(preset: Preset, key: str, options: dict | None = None) -> TaskSet
         task = outside_task(key, options)
         check_task(task)  # shapes, normalisation, determinism, the posterior against its sampler (and brute force)
         return outside_setup(preset, task)
-    setup = preset.tasks[key]
+    setup = preset.setup(key)  # the preset's, else a registered tunnel's at its defaults
     if not options:
         return setup
     if "task" in options:  # it would silently make another task, with this one's settings
@@ -319,7 +320,8 @@ def _can_score(task: Task, name: str) -> bool:
 # ---------------------------------------------------------------- the command line's jobs
 
 def default_archs(preset: Preset, key: str) -> tuple[str, ...]:
-    """The architectures a task runs when none are named: its own defaults, else the preset's."""
+    """The architectures a task runs when none are named: its own defaults, else the preset's (a
+    tunnel the preset does not name, registered or outside: the preset's `outside` defaults)."""
     setup = preset.tasks.get(key) or preset.outside
     return (setup.archs if setup is not None else None) or preset.archs
 
@@ -351,9 +353,8 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
         if twice:
             raise ValueError(f"{flag} names {', '.join(map(repr, twice))} twice: each job is trained and stored once")
     for k in keys:
-        if k not in p.tasks and not is_outside_task(k):
-            raise ValueError(f"task {k!r} is not in preset {preset!r}; available: {', '.join(p.tasks)} (or your own "
-                             "tunnel: 'pkg.mod:build', './file.py:build')")
+        if not is_outside_task(k):
+            p.setup(k)  # a task the preset names or any registered tunnel; else the error names them
     known = list_models()
     for a in archs or ():
         if a not in known and not is_outside(a):
