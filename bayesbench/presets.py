@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 #: The architecture every other is capacity-matched to where a preset names no config for it
 #: (`TaskSetup.model`); every task of every preset names its config.
 MATCHED_TO = "transformer"
