@@ -117,7 +117,7 @@ _QUICK_TRANSFORMER = {"n_layer": 2, "n_head": 2, "d_model": 64, "d_ffn": 128}
 # same function as the cumulative-sum form and faster for these short sequences. Mamba keeps two
 # blocks and d_state 8 (paper: 16) to fit the CPU budget: its pure-PyTorch scan materialises the
 # [B, L, d_inner, d_state] state.
-_QUICK_MODELS = {
+_QUICK_MODELS: dict[str, dict] = {
     "transformer": _QUICK_TRANSFORMER,
     "mlp": {"match": "transformer", "depth": 4},
     "mlp-prefix": {"match": "transformer", "depth": 4, "prefix_dim": 16},
@@ -137,7 +137,7 @@ ZOO = ("transformer", "mlp", "mlp-prefix", "lstm", "gru", "mamba", "linear-atten
 # `make run`'s budget on 2 cores. The LSTM is the papers' contrast run by default; the matched MLP
 # (which stays at the uniform floor, 2 x 2000 steps in 250 s) runs by name: --archs mlp.
 _QUICK_HMM_TRANSFORMER = {"n_layer": 2, "n_head": 2, "d_model": 64, "d_ffn": 256, "dropout": 0.1}
-_QUICK_HMM_MODELS = {
+_QUICK_HMM_MODELS: dict[str, dict] = {
     "transformer": _QUICK_HMM_TRANSFORMER,
     "lstm": {"match": "transformer", "n_layer": 2},
     "mlp": {"match": "transformer", "depth": 4},
@@ -208,7 +208,8 @@ QUICK = Preset(
                       models=_QUICK_MODELS, seeds=3, archs=("transformer", "lstm", "mlp")),
 )
 
-_PAPER_RECURRENT = {"lstm": {"match": "transformer", "n_layer": 2}, "gru": {"match": "transformer", "n_layer": 2}}
+_PAPER_RECURRENT: dict[str, dict] = {"lstm": {"match": "transformer", "n_layer": 2},
+                                     "gru": {"match": "transformer", "n_layer": 2}}
 
 PAPER = Preset(
     name="paper",

@@ -89,6 +89,8 @@ def register_outside(build: Builder) -> Builder:
 def _outside_builder() -> Builder:
     if _outside is None:
         importlib.import_module(f"{__package__}.{OUTSIDE_HOME}")  # it registers its builder
+    if _outside is None:
+        raise RuntimeError(f"bayesbench.models.{OUTSIDE_HOME} registered no builder of outside models")
     return _outside
 
 

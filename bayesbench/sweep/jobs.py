@@ -39,6 +39,7 @@ from ..scoring.evaluate import evaluation_tasks, max_eval_len
 from ..tasks import Task, is_outside_task, outside_task, task_from_config
 from ..tasks.base import available_bytes, check_fits, format_bytes
 from ..tasks.check import check_task
+from ..tasks.registry import task_settings
 from ..training.checkpoint import run_code
 from ..training.config import TrainConfig
 from ..training.run import open_trainer
@@ -281,6 +282,7 @@ def task_setup(preset: Preset, key: str, options: dict | None = None) -> TaskSet
     scored position sets the new task lacks left out; or an outside tunnel ('pkg.mod:build',
     './file.py:build'), imported and checked (`tasks.check.check_task`) and trained with the
     preset's settings for outside tunnels (`presets.outside_setup`), `options` its factory's."""
+    task: Task
     if is_outside_task(key):
         task = outside_task(key, options)
         check_task(task)  # shapes, normalisation, determinism, the posterior against its sampler (and brute force)
@@ -289,7 +291,7 @@ def task_setup(preset: Preset, key: str, options: dict | None = None) -> TaskSet
     if not options:
         return setup
     if "task" in options:  # it would silently make another task, with this one's settings
-        fields = ", ".join(f.name for f in dataclasses.fields(task_from_config(setup.task)) if f.init)
+        fields = ", ".join(task_settings(task_from_config(setup.task)))
         raise SettingError(f"'task' is not a setting of task {setup.task['task']!r} (it names the task, not one of "
                            f"its settings); its settings: {fields}", ("task_options",))
     config = {**setup.task, **options}
@@ -368,7 +370,7 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
     if task_args and "task" in task_args:
         for k in keys:
             if k in p.tasks:
-                fields = ", ".join(f.name for f in dataclasses.fields(task_from_config(p.tasks[k].task)) if f.init)
+                fields = ", ".join(task_settings(task_from_config(p.tasks[k].task)))
                 raise ValueError(f"--task-args for task {k!r}: 'task' is not a setting of task "
                                  f"{p.tasks[k].task['task']!r} (the task is --task's); its settings: {fields}")
     common = dict(preset=preset, seeds=seeds, steps=steps, train=dict(train or {}), task_options=dict(task_args or {}),

@@ -83,13 +83,18 @@ def get_task(name: str, /, **config) -> Task:
         raise ValueError(f"unknown task {name!r}; available: {', '.join(list_tasks())} (or your own: "
                          "'pkg.mod:build', './file.py:build')")
     cls = _TASKS[name]
-    settings = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+    settings = task_settings(cls)
     for key in config:
         if key not in settings:  # e.g. `name`: a class attribute, not a setting
             close = difflib.get_close_matches(key, settings, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ValueError(f"{key!r} is not a setting of task {name!r}{hint}; its settings: {', '.join(settings)}")
     return cls(**config)
+
+
+def task_settings(task: Task | type[Task]) -> list[str]:
+    """The settings of a task (or task class): its dataclass fields set at construction, in order."""
+    return [f.name for f in dataclasses.fields(task) if f.init]  # type: ignore[arg-type]  # every Task is a dataclass
 
 
 def task_from_config(config: dict) -> Task:
