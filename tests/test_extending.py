@@ -142,5 +142,10 @@ def test_a_new_architecture_and_tunnel_run_end_to_end_with_no_other_edit(extensi
     params = {(r["task_label"], r["arch"]): r["params"] for r in records}
     for label in ("sticky V=8 L=32", f"{tunnel} V=2 L=8"):
         assert abs(params[(label, arch)] - params[(label, "transformer")]) <= 0.01 * params[(label, "transformer")]
+    # a run of them replays (`--replay RUN`: the same job, served from the store)
+    run_dir = next(str(path.parent) for path in (tmp_path / "runs").rglob("run.json")
+                   if f"{tunnel}-{arch}" in path.parent.name)
+    assert main(["run", "--replay", run_dir, "--db", db, "--runs-dir", runs]) == 0
+    assert len(bayesbench.records(db)) == len(records)
     for name in metrics:  # a throwaway final metric: a value on every row
         assert all(r.get(name) is not None for r in records), name

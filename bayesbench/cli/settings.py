@@ -353,7 +353,8 @@ def replay_settings(doc: dict, path: str) -> dict:
         raise ValueError(f"--replay {path}: {err}") from None
     task = dict(ident["task"])
     key, options = None, {}
-    for name, setup in preset.tasks.items():
+    for name in preset.task_names():  # its own tasks, then every registered tunnel at its defaults
+        setup = preset.setup(name)
         if setup.task.get("task") != task.get("task"):
             continue
         base = task_from_config(setup.task).config()
