@@ -18,7 +18,7 @@ GRU, Mamba) gets its widths chosen so its parameter count is within 1% of the na
 the same task (each architecture's `match_params`). Every other registered architecture runs on
 every task of every preset by name (not by default) as `{"match": MATCHED_TO}`
 (`TaskSetup.model`): capacity-matched to that task's transformer, at its builder's defaults
-otherwise. Every registered tunnel a preset does not name runs by name too (`Preset.setup`):
+otherwise. Every registered tunnel a preset does not name runs by name too (`registered_setup`):
 the task at its own defaults, trained and scored as the preset's outside tunnels are.
 """
 
@@ -82,33 +82,10 @@ class Preset:
     archs: tuple[str, ...]  # run by default
     device: str = "auto"
     checkpoint_every: int = 0
-    # how an outside tunnel (`--task ./mine.py:build`) is trained and scored in this preset: its
-    # label and task are filled in by `outside_setup`
+    # how an outside tunnel (`--task ./mine.py:build`), or a registered tunnel not in `tasks`, is
+    # trained and scored in this preset: its label and task are filled in by `outside_setup`
+    # (`registered_setup`)
     outside: TaskSetup | None = None
-
-    def setup(self, key: str) -> TaskSetup:
-        """The setup of task `key`: the one this preset names, else (a registered tunnel it does
-        not name, e.g. a new tunnel file) the task at its own defaults with this preset's settings
-        for tunnels it does not name (`outside`, `registered_setup`)."""
-        if key in self.tasks:
-            return self.tasks[key]
-        from .tasks.registry import get_task, list_tasks
-
-        if key not in list_tasks():
-            raise ValueError(f"task {key!r} is not in preset {self.name!r}; available: {', '.join(self.task_names())} "
-                             "(or your own tunnel: 'pkg.mod:build', './file.py:build')")
-        try:
-            task = get_task(key)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"task {key!r} is not in preset {self.name!r}, and its defaults make no task: {err}") \
-                from None
-        return registered_setup(self, task)
-
-    def task_names(self) -> list[str]:
-        """Every task this preset can run: its own (run by default), then every other registered tunnel."""
-        from .tasks.registry import list_tasks
-
-        return [*self.tasks, *(name for name in list_tasks() if name not in self.tasks)]
 
 
 _QUICK_TRANSFORMER = {"n_layer": 2, "n_head": 2, "d_model": 64, "d_ffn": 128}
@@ -271,9 +248,10 @@ def outside_setup(preset: Preset, task) -> TaskSetup:
 
 
 def registered_setup(preset: Preset, task) -> TaskSetup:
-    """The TaskSetup a registered tunnel that `preset` does not name gets: the preset's `outside`
-    template with the task's config, labelled by its name and settings ('coin V=2 L=12', so that
-    `labelled` says changed settings as for the preset's own tasks)."""
+    """The TaskSetup a registered tunnel that `preset` does not name gets (`sweep.jobs.preset_setup`
+    looks it up): the preset's `outside` template with the task's config (at its own defaults),
+    labelled by its name and settings ('coin V=2 L=12', so that `labelled` says changed settings
+    as for the preset's own tasks)."""
     from dataclasses import asdict, replace
 
     if preset.outside is None:

@@ -344,6 +344,7 @@ def replay_settings(doc: dict, path: str) -> dict:
     of its identity, evaluation set size, device type and threads. `cli/run.py` checks that they
     resolve to the stored identity before anything runs."""
     from ..presets import get_preset, labelled, options_label
+    from ..sweep.jobs import preset_setup, preset_task_names
     from ..tasks import task_from_config
 
     ident = doc["config"]["identity"]
@@ -353,8 +354,8 @@ def replay_settings(doc: dict, path: str) -> dict:
         raise ValueError(f"--replay {path}: {err}") from None
     task = dict(ident["task"])
     key, options = None, {}
-    for name in preset.task_names():  # its own tasks, then every registered tunnel at its defaults
-        setup = preset.setup(name)
+    for name in preset_task_names(preset):  # its own tasks, then every registered tunnel at its defaults
+        setup = preset_setup(preset, name)
         if setup.task.get("task") != task.get("task"):
             continue
         base = task_from_config(setup.task).config()

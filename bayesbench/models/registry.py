@@ -64,15 +64,17 @@ _outside: Builder | None = None
 
 
 def register_model(name: str, description: str = "", *, config: type | None = None,
-                   version: int = 1) -> Callable[[Builder], Builder]:
+                   version: int = 1, module: str | None = None) -> Callable[[Builder], Builder]:
     """Decorator adding a builder under `name` (one name, one builder); `config`: the dataclass
     its **cfg go to (for `model_options`); `version`: the architecture's code version
-    (`ModelEntry.version`)."""
+    (`ModelEntry.version`); `module`: where the architecture is defined (default: the builder's
+    module; `adapter.register_module` gives its factory's)."""
 
     def add(build: Builder) -> Builder:
         if name in _MODELS and _MODELS[name].build is not build:
             raise ValueError(f"model name {name!r} is already registered")
-        _MODELS[name] = ModelEntry(name, description, build, config, version, getattr(build, "__module__", ""))
+        home = module if module is not None else getattr(build, "__module__", "")
+        _MODELS[name] = ModelEntry(name, description, build, config, version, home)
         return build
 
     return add

@@ -34,12 +34,12 @@ from ..metric_table import metric_versions
 from ..models import TaskShape, count_params, list_models
 from ..models.outside import preset_options
 from ..models.registry import is_outside, model_options
-from ..presets import Preset, TaskSetup, get_preset, labelled, outside_setup
+from ..presets import Preset, TaskSetup, get_preset, labelled, outside_setup, registered_setup
 from ..scoring.evaluate import evaluation_tasks, max_eval_len
 from ..tasks import Task, is_outside_task, outside_task, task_from_config
 from ..tasks.base import available_bytes, check_fits, format_bytes
 from ..tasks.check import check_task
-from ..tasks.registry import task_settings
+from ..tasks.registry import get_task, list_tasks, task_settings
 from ..training.checkpoint import run_code
 from ..training.config import TrainConfig
 from ..training.run import open_trainer
@@ -275,6 +275,29 @@ def with_model_args(preset_cfg: dict, model_args: dict) -> dict:
     return cfg
 
 
+def preset_setup(preset: Preset, key: str) -> TaskSetup:
+    """The setup of task `key` in `preset`: the one the preset names, else (a registered tunnel it
+    does not name, e.g. a new tunnel file) the task at its own defaults with the preset's settings
+    for tunnels it does not name (`presets.registered_setup`)."""
+    if key in preset.tasks:
+        return preset.tasks[key]
+    if key not in list_tasks():
+        raise ValueError(f"task {key!r} is not in preset {preset.name!r}; available: "
+                         f"{', '.join(preset_task_names(preset))} (or your own tunnel: 'pkg.mod:build', "
+                         "'./file.py:build')")
+    try:
+        task = get_task(key)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"task {key!r} is not in preset {preset.name!r}, and its defaults make no task: {err}") \
+            from None
+    return registered_setup(preset, task)
+
+
+def preset_task_names(preset: Preset) -> list[str]:
+    """Every task `preset` can run by name: its own (run by default), then every other registered tunnel."""
+    return [*preset.tasks, *(name for name in list_tasks() if name not in preset.tasks)]
+
+
 def task_setup(preset: Preset, key: str, options: dict | None = None) -> TaskSetup:
     """The TaskSetup of task `key` of `preset` with `options` applied: the preset's task fields
     replaced, said in its label (`presets.labelled`: the settings that ran; its rows are another
@@ -287,7 +310,7 @@ def task_setup(preset: Preset, key: str, options: dict | None = None) -> TaskSet
         task = outside_task(key, options)
         check_task(task)  # shapes, normalisation, determinism, the posterior against its sampler (and brute force)
         return outside_setup(preset, task)
-    setup = preset.setup(key)  # the preset's, else a registered tunnel's at its defaults
+    setup = preset_setup(preset, key)  # the preset's, else a registered tunnel's at its defaults
     if not options:
         return setup
     if "task" in options:  # it would silently make another task, with this one's settings
@@ -356,7 +379,7 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
             raise ValueError(f"{flag} names {', '.join(map(repr, twice))} twice: each job is trained and stored once")
     for k in keys:
         if not is_outside_task(k):
-            p.setup(k)  # a task the preset names or any registered tunnel; else the error names them
+            preset_setup(p, k)  # a task the preset names or any registered tunnel; else the error names them
     known = list_models()
     for a in archs or ():
         if a not in known and not is_outside(a):
