@@ -501,10 +501,10 @@ def _check_flags(caller: str, **flags) -> None:
 def _matching(recs: list, db: str | None, caller: str, task: str | None, arch: str | None) -> list:
     """`recs`; or, when a selection matched nothing and names no built-in task or architecture
     (a typo, not a task with nothing stored yet), the error `bayesbench leaderboard --task` gives."""
-    from .models.registry import HOMES
+    from .models.registry import known_model
     from .tasks.registry import list_tasks
 
-    known = (task is None or task in list_tasks()) and (arch is None or arch in HOMES)
+    known = (task is None or task in list_tasks()) and (arch is None or known_model(arch))
     if recs or known:
         return recs
     from .cli.errors import no_rows_message

@@ -15,12 +15,20 @@ tokens, a third of the sequence length.
 
 Architectures named here get the model config given; an entry with `match` (the MLPs, LSTM,
 GRU, Mamba) gets its widths chosen so its parameter count is within 1% of the named model's on
-the same task (each architecture's `match_params`).
+the same task (each architecture's `match_params`). Every other registered architecture runs on
+every task of every preset by name (not by default) as `{"match": MATCHED_TO}`
+(`TaskSetup.model`): capacity-matched to that task's transformer, at its builder's defaults
+otherwise. Every registered tunnel a preset does not name runs by name too (`registered_setup`):
+the task at its own defaults, trained and scored as the preset's outside tunnels are.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+#: The architecture every other is capacity-matched to where a preset names no config for it
+#: (`TaskSetup.model`); every task of every preset names its config.
+MATCHED_TO = "transformer"
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,16 @@ class TaskSetup:
     # `--tune`'s search on this task (`sweep/tune.py` `TuneSpec.of`): a log-spaced grid of at least
     # 5 rates over at least 30x, the selection seeds; None: not tunable here
     tune: dict | None = None
+
+    def model(self, arch: str) -> dict:
+        """The model config of architecture `arch` on this task: the one named here, else the
+        capacity match to this task's transformer, `{"match": MATCHED_TO}` (a new architecture
+        runs on every task of every preset with no entry here)."""
+        if arch in self.models:
+            return dict(self.models[arch])
+        if arch == MATCHED_TO:
+            raise ValueError(f"task {self.label!r} names no {MATCHED_TO} config: the other architectures match it")
+        return {"match": MATCHED_TO}
 
 
 def log_rates(low: float, high: float, n: int = 5) -> tuple[float, ...]:
@@ -64,8 +82,9 @@ class Preset:
     archs: tuple[str, ...]  # run by default
     device: str = "auto"
     checkpoint_every: int = 0
-    # how an outside tunnel (`--task ./mine.py:build`) is trained and scored in this preset: its
-    # label and task are filled in by `outside_setup`
+    # how an outside tunnel (`--task ./mine.py:build`), or a registered tunnel not in `tasks`, is
+    # trained and scored in this preset: its label and task are filled in by `outside_setup`
+    # (`registered_setup`)
     outside: TaskSetup | None = None
 
 
@@ -75,7 +94,7 @@ _QUICK_TRANSFORMER = {"n_layer": 2, "n_head": 2, "d_model": 64, "d_ffn": 128}
 # same function as the cumulative-sum form and faster for these short sequences. Mamba keeps two
 # blocks and d_state 8 (paper: 16) to fit the CPU budget: its pure-PyTorch scan materialises the
 # [B, L, d_inner, d_state] state.
-_QUICK_MODELS = {
+_QUICK_MODELS: dict[str, dict] = {
     "transformer": _QUICK_TRANSFORMER,
     "mlp": {"match": "transformer", "depth": 4},
     "mlp-prefix": {"match": "transformer", "depth": 4, "prefix_dim": 16},
@@ -95,7 +114,7 @@ ZOO = ("transformer", "mlp", "mlp-prefix", "lstm", "gru", "mamba", "linear-atten
 # `make run`'s budget on 2 cores. The LSTM is the papers' contrast run by default; the matched MLP
 # (which stays at the uniform floor, 2 x 2000 steps in 250 s) runs by name: --archs mlp.
 _QUICK_HMM_TRANSFORMER = {"n_layer": 2, "n_head": 2, "d_model": 64, "d_ffn": 256, "dropout": 0.1}
-_QUICK_HMM_MODELS = {
+_QUICK_HMM_MODELS: dict[str, dict] = {
     "transformer": _QUICK_HMM_TRANSFORMER,
     "lstm": {"match": "transformer", "n_layer": 2},
     "mlp": {"match": "transformer", "depth": 4},
@@ -166,7 +185,8 @@ QUICK = Preset(
                       models=_QUICK_MODELS, seeds=3, archs=("transformer", "lstm", "mlp")),
 )
 
-_PAPER_RECURRENT = {"lstm": {"match": "transformer", "n_layer": 2}, "gru": {"match": "transformer", "n_layer": 2}}
+_PAPER_RECURRENT: dict[str, dict] = {"lstm": {"match": "transformer", "n_layer": 2},
+                                     "gru": {"match": "transformer", "n_layer": 2}}
 
 PAPER = Preset(
     name="paper",
@@ -225,6 +245,19 @@ def outside_setup(preset: Preset, task) -> TaskSetup:
     if preset.outside is None:
         raise ValueError(f"preset {preset.name!r} has no settings for outside tunnels")
     return replace(preset.outside, label=task.describe(), task=task.config())
+
+
+def registered_setup(preset: Preset, task) -> TaskSetup:
+    """The TaskSetup a registered tunnel that `preset` does not name gets (`sweep.jobs.preset_setup`
+    looks it up): the preset's `outside` template with the task's config (at its own defaults),
+    labelled by its name and settings ('coin V=2 L=12', so that `labelled` says changed settings
+    as for the preset's own tasks)."""
+    from dataclasses import asdict, replace
+
+    if preset.outside is None:
+        raise ValueError(f"preset {preset.name!r} has no settings for tunnels it does not name")
+    label = " ".join([task.name, *(f"{k}={v}" for k, v in asdict(task).items())])
+    return replace(preset.outside, label=label, task=task.config())
 
 
 # Words of a preset's task label that stand for a task setting not written as name=value: where

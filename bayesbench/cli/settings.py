@@ -360,6 +360,7 @@ def replay_settings(doc: dict, path: str) -> dict:
     of its identity, evaluation set size, device type and threads. `cli/run.py` checks that they
     resolve to the stored identity before anything runs."""
     from ..presets import get_preset, labelled, options_label
+    from ..sweep.jobs import preset_setup, preset_task_names
     from ..sweep.request import FieldError
     from ..tasks import task_from_config
 
@@ -371,7 +372,8 @@ def replay_settings(doc: dict, path: str) -> dict:
         raise FieldError("replay", f"{{replay}} {path}: {err}") from None
     task = dict(ident["task"])
     key, options = None, {}
-    for name, setup in preset.tasks.items():
+    for name in preset_task_names(preset):  # its own tasks, then every registered tunnel at its defaults
+        setup = preset_setup(preset, name)
         if setup.task.get("task") != task.get("task"):
             continue
         base = task_from_config(setup.task).config()

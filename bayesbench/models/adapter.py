@@ -435,6 +435,7 @@ def register_module(name: str, factory: Factory, description: str = "") -> str:
     def build(shape: TaskShape, ensemble: int, **options) -> AdaptedModel:
         return AdaptedModel(shape, ensemble, factory, spec=spec, options=options)
 
-    register_model(name, description or f"your module {spec} (adapted: parameters stacked per seed)")(build)
+    register_model(name, description or f"your module {spec} (adapted: parameters stacked per seed)",
+                   module=getattr(factory, "__module__", None) or "")(build)  # its home: the factory's
     _REGISTERED[name] = factory
     return name

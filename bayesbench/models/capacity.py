@@ -50,11 +50,15 @@ def match_widths(count: Callable[[int, int], int], target: int, *, default_fine:
     positive_int("target", target)
     if not 0 < tolerance < 1:
         raise ValueError(f"tolerance must be in (0, 1), got {tolerance!r}")
+    def fitted_fine(c: int) -> int:
+        """The fine width closest to target at coarse width c."""
+        return fit_width(lambda f: count(c, f), target, step=fine_step)
+
     coarse = fit_width(lambda c: count(c, default_fine(c)), target, step=coarse_step)
     candidates = []
     for c in (coarse - coarse_step, coarse, coarse + coarse_step):
         if c >= coarse_step:
-            for f in (default_fine(c), fit_width(lambda f, c=c: count(c, f), target, step=fine_step)):
+            for f in (default_fine(c), fitted_fine(c)):
                 candidates.append((abs(count(c, f) - target) / target, c, f))
     ok = [cand for cand in candidates if cand[0] <= tolerance]
     if ok:

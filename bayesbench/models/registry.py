@@ -11,7 +11,9 @@ by the builder that `bayesbench.models.outside` registers (`register_outside`).
 
 The registry imports no model module by statement: it loads them by name (`importlib`) when a
 name is looked up, and they import the registry to register, so the models package has no
-import cycle.
+import cycle. Looking up a name imports the file named after it alone (`home_candidates`:
+'mlp-prefix' is looked for in mlp_prefix.py, then mlp.py), and every file only when that file
+does not register it; where each architecture lives is what registration records (`homes`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import os
 import pkgutil
 import re
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
@@ -50,6 +54,7 @@ class ModelEntry:
     # raised whenever a change to the architecture's code changes what a seed trains to: part of
     # every job key (`bayesbench.versions`)
     version: int = 1
+    module: str = ""  # the module its builder lives in (where registration found it: `homes`)
 
 
 _MODELS: dict[str, ModelEntry] = {}
@@ -59,15 +64,17 @@ _outside: Builder | None = None
 
 
 def register_model(name: str, description: str = "", *, config: type | None = None,
-                   version: int = 1) -> Callable[[Builder], Builder]:
+                   version: int = 1, module: str | None = None) -> Callable[[Builder], Builder]:
     """Decorator adding a builder under `name` (one name, one builder); `config`: the dataclass
     its **cfg go to (for `model_options`); `version`: the architecture's code version
-    (`ModelEntry.version`)."""
+    (`ModelEntry.version`); `module`: where the architecture is defined (default: the builder's
+    module; `adapter.register_module` gives its factory's)."""
 
     def add(build: Builder) -> Builder:
         if name in _MODELS and _MODELS[name].build is not build:
             raise ValueError(f"model name {name!r} is already registered")
-        _MODELS[name] = ModelEntry(name, description, build, config, version)
+        home = module if module is not None else getattr(build, "__module__", "")
+        _MODELS[name] = ModelEntry(name, description, build, config, version, home)
         return build
 
     return add
@@ -84,6 +91,8 @@ def register_outside(build: Builder) -> Builder:
 def _outside_builder() -> Builder:
     if _outside is None:
         importlib.import_module(f"{__package__}.{OUTSIDE_HOME}")  # it registers its builder
+    if _outside is None:
+        raise RuntimeError(f"bayesbench.models.{OUTSIDE_HOME} registered no builder of outside models")
     return _outside
 
 
@@ -98,37 +107,80 @@ def model_code(name: str) -> dict:
     return {"version": _MODELS[name].version}
 
 
-# Where each built-in architecture is registered: building one imports its file alone (not every
-# model file, and not what they import). tests/models/test_registry.py checks this map against discovery.
-HOMES = {"transformer": "transformer", "transformer-no-late-attention": "transformer", "mlp": "mlp",
-         "mlp-prefix": "mlp", "lstm": "lstm", "gru": "gru", "mamba": "mamba", "linear-attention": "linear_attention",
-         "toy-attention": "toy_attention"}
+def unregister_model(name: str) -> None:
+    """Remove architecture `name` from the registry (a test's or a session's own architecture,
+    undone: `registered_models`); an unknown name is a ValueError."""
+    if name not in _MODELS:
+        raise ValueError(f"unknown model {name!r}: nothing to unregister")
+    del _MODELS[name]
+
+
+@contextmanager
+def registered_models() -> Iterator[None]:
+    """Undo, on leaving, every architecture registered inside (`register_model`, `register_module`,
+    importing a module that registers): the registry is as it was (tests that add their own)."""
+    before = dict(_MODELS)
+    try:
+        yield
+    finally:
+        for name in set(_MODELS) - set(before):
+            unregister_model(name)
+        _MODELS.update(before)
+
+
+def _package_modules() -> list[str]:
+    """The module names of the files of this package (no import)."""
+    return [info.name for info in pkgutil.iter_modules([os.path.dirname(os.path.abspath(__file__))])]
+
+
+def home_candidates(name: str) -> list[str]:
+    """The model files that may register architecture `name`, most specific first: its name with
+    '-' as '_', then each shorter '-' prefix ('mlp-prefix': mlp_prefix, mlp), among the files
+    there are. Looking a name up imports these alone (not every model file, and not what they
+    import); tests/models/test_registry.py checks every built-in architecture is found so."""
+    parts = name.split("-")
+    present = set(_package_modules())
+    return [mod for mod in ("_".join(parts[:n]) for n in range(len(parts), 0, -1)) if mod in present]
+
+
+def homes() -> dict[str, str]:
+    """{architecture: the file of this package that registers it} for every built-in
+    architecture, as registration recorded it (`ModelEntry.module`); discovers every file."""
+    _discover()
+    return {name: entry.module.rsplit(".", 1)[1] for name, entry in sorted(_MODELS.items())
+            if entry.module.rsplit(".", 1)[0] == __package__}
 
 
 def _load(name: str) -> None:
-    """Make `name` registered: import its home file if it has one, else discover every file."""
+    """Make `name` registered: import the files named after it (`home_candidates`), else every file."""
     if name in _MODELS:
         return
-    if name in HOMES:
-        importlib.import_module(f"{__package__}.{HOMES[name]}")
+    for module in home_candidates(name):
+        importlib.import_module(f"{__package__}.{module}")
         if name in _MODELS:
             return
     _discover()
+
+
+def known_model(name: str) -> bool:
+    """Whether `name` is a registered architecture (its file imported if it is not yet)."""
+    _load(name)
+    return name in _MODELS
 
 
 def _discover() -> None:
     global _discovered
     if _discovered:
         return
-    for info in pkgutil.iter_modules([os.path.dirname(os.path.abspath(__file__))]):
+    for module in _package_modules():
         try:
-            importlib.import_module(f"{__package__}.{info.name}")
+            importlib.import_module(f"{__package__}.{module}")
         except ModuleNotFoundError as err:
             # a model needing an optional package that is not installed is skipped, by name; a
             # broken model file (any other error, or a missing bayesbench module) is a bug and raises
             if err.name is None or err.name.split(".")[0] == "bayesbench":
                 raise
-            warnings.warn(f"bayesbench.models.{info.name} needs the optional package {err.name!r}, which is "
+            warnings.warn(f"bayesbench.models.{module} needs the optional package {err.name!r}, which is "
                           "not installed: its architectures are not available", RuntimeWarning, stacklevel=3)
     _discovered = True
 

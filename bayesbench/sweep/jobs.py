@@ -34,12 +34,13 @@ from ..identity import RunSpec
 from ..metric_table import metric_versions
 from ..models import TaskShape, count_params, list_models
 from ..models.outside import preset_options
-from ..models.registry import is_outside
-from ..presets import Preset, TaskSetup, get_preset, labelled, outside_setup
+from ..models.registry import is_outside, model_options
+from ..presets import Preset, TaskSetup, get_preset, labelled, outside_setup, registered_setup
 from ..scoring.evaluate import evaluation_tasks, max_eval_len
 from ..tasks import Task, is_outside_task, outside_task, task_from_config
 from ..tasks.base import available_bytes, check_fits, format_bytes
 from ..tasks.check import check_task
+from ..tasks.registry import get_task, list_tasks, task_settings
 from ..training.checkpoint import run_code
 from ..training.config import TrainConfig
 from ..training.run import open_trainer
@@ -107,13 +108,13 @@ def resolve_model(setup: TaskSetup, arch: str, task: Task, max_len: int, attenti
     table (a sweep's `models`) gives it)."""
     if is_outside(arch):
         return preset_options(arch, setup.models)
-    if arch not in setup.models:
-        known = ", ".join(sorted(setup.models))
-        raise ValueError(f"arch {arch!r} has no configuration for task {setup.label!r} in this preset; "
-                         f"configured: {known}")
-    cfg = dict(setup.models[arch])
+    cfg = setup.model(arch)  # the preset's config, else the capacity match to the task's transformer
     if "match" in cfg:
         ref = cfg.pop("match")
+        if "match_params" not in model_options(arch):
+            raise ValueError(f"arch {arch!r} cannot be capacity-matched to the {ref} on task {setup.label!r} (its "
+                             f"builder takes no match_params), and this preset names no config for it: give its "
+                             f"size (model options: {', '.join(model_options(arch))})")
         ref_cfg = resolve_model(setup, ref, task, max_len, attention)
         cfg["match_params"] = count_params(ref, TaskShape.from_task(task, max_len), **ref_cfg)
     if attention is not None and arch == "transformer":
@@ -221,7 +222,8 @@ def resolve(settings: dict, place: Callable[[str], str], setups: dict | None = N
     setup = cache[cache_key]
     if settings["models"]:
         setup = dataclasses.replace(setup, models={**setup.models, **{
-            name: with_model_args(setup.models.get(name, {}), given) for name, given in settings["models"].items()}})
+            name: with_model_args(setup.models.get(name, {}) if is_outside(name) else setup.model(name), given)
+            for name, given in settings["models"].items()}})
     if settings["eval_sequences"] is not None:
         setup = dataclasses.replace(setup, eval_sequences=settings["eval_sequences"])
     task = make_task(setup)
@@ -284,6 +286,29 @@ def with_model_args(preset_cfg: dict, model_args: dict) -> dict:
     return cfg
 
 
+def preset_setup(preset: Preset, key: str) -> TaskSetup:
+    """The setup of task `key` in `preset`: the one the preset names, else (a registered tunnel it
+    does not name, e.g. a new tunnel file) the task at its own defaults with the preset's settings
+    for tunnels it does not name (`presets.registered_setup`)."""
+    if key in preset.tasks:
+        return preset.tasks[key]
+    if key not in list_tasks():
+        raise ValueError(f"task {key!r} is not in preset {preset.name!r}; available: "
+                         f"{', '.join(preset_task_names(preset))} (or your own tunnel: 'pkg.mod:build', "
+                         "'./file.py:build')")
+    try:
+        task = get_task(key)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"task {key!r} is not in preset {preset.name!r}, and its defaults make no task: {err}") \
+            from None
+    return registered_setup(preset, task)
+
+
+def preset_task_names(preset: Preset) -> list[str]:
+    """Every task `preset` can run by name: its own (run by default), then every other registered tunnel."""
+    return [*preset.tasks, *(name for name in list_tasks() if name not in preset.tasks)]
+
+
 def task_setup(preset: Preset, key: str, options: dict | None = None) -> TaskSetup:
     """The TaskSetup of task `key` of `preset` with `options` applied: the preset's task fields
     replaced, said in its label (`presets.labelled`: the settings that ran; its rows are another
@@ -291,15 +316,16 @@ def task_setup(preset: Preset, key: str, options: dict | None = None) -> TaskSet
     scored position sets the new task lacks left out; or an outside tunnel ('pkg.mod:build',
     './file.py:build'), imported and checked (`tasks.check.check_task`) and trained with the
     preset's settings for outside tunnels (`presets.outside_setup`), `options` its factory's."""
+    task: Task
     if is_outside_task(key):
         task = outside_task(key, options)
         check_task(task)  # shapes, normalisation, determinism, the posterior against its sampler (and brute force)
         return outside_setup(preset, task)
-    setup = preset.tasks[key]
+    setup = preset_setup(preset, key)  # the preset's, else a registered tunnel's at its defaults
     if not options:
         return setup
     if "task" in options:  # it would silently make another task, with this one's settings
-        fields = ", ".join(f.name for f in dataclasses.fields(task_from_config(setup.task)) if f.init)
+        fields = ", ".join(task_settings(task_from_config(setup.task)))
         raise SettingError(f"'task' is not a setting of task {setup.task['task']!r} (it names the task, not one of "
                            f"its settings); its settings: {fields}", ("task_options",))
     config = {**setup.task, **options}
@@ -330,7 +356,8 @@ def _can_score(task: Task, name: str) -> bool:
 # ---------------------------------------------------------------- the command line's jobs
 
 def default_archs(preset: Preset, key: str) -> tuple[str, ...]:
-    """The architectures a task runs when none are named: its own defaults, else the preset's."""
+    """The architectures a task runs when none are named: its own defaults, else the preset's (a
+    tunnel the preset does not name, registered or outside: the preset's `outside` defaults)."""
     setup = preset.tasks.get(key) or preset.outside
     return (setup.archs if setup is not None else None) or preset.archs
 
@@ -363,9 +390,11 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
             raise FieldError(selection, f"{{{selection}}} names {', '.join(map(repr, twice))} twice: each job is "
                              "trained and stored once")
     for k in keys:
-        if k not in p.tasks and not is_outside_task(k):
-            raise FieldError("tasks", f"task {k!r} is not in preset {preset!r}; available: {', '.join(p.tasks)} (or "
-                             "your own tunnel: 'pkg.mod:build', './file.py:build')")
+        if not is_outside_task(k):
+            try:
+                preset_setup(p, k)  # a task the preset names or any registered tunnel; else the error names them
+            except ValueError as err:
+                raise field_error(err, "tasks") from None
     known = list_models()
     for a in archs or ():
         if a not in known and not is_outside(a):
@@ -379,7 +408,7 @@ def make_jobs(preset: str, *, tasks: list[str] | None = None, archs: list[str] |
     if task_args and "task" in task_args:
         for k in keys:
             if k in p.tasks:
-                fields = ", ".join(f.name for f in dataclasses.fields(task_from_config(p.tasks[k].task)) if f.init)
+                fields = ", ".join(task_settings(task_from_config(p.tasks[k].task)))
                 raise FieldError("task_args", f"{{task_args}} for task {k!r}: 'task' is not a setting of task "
                                  f"{p.tasks[k].task['task']!r} (the task is {{task}}'s); its settings: {fields}")
     common = dict(preset=preset, seeds=seeds, steps=steps, train=dict(train or {}), task_options=dict(task_args or {}),

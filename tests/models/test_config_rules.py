@@ -12,7 +12,7 @@ import pytest
 
 from bayesbench.checks import SettingError
 from bayesbench.models import count_params
-from bayesbench.models.registry import _MODELS, HOMES, model_options
+from bayesbench.models.registry import _MODELS, homes, model_options
 from bayesbench.tasks import get_task
 
 NAN, INF = math.nan, math.inf
@@ -44,8 +44,12 @@ RULES = {  # arch -> (base config, {setting: values its rule refuses})
 MATCH_PARAMS = [0, -5, 1.5, True, "3000", NAN, INF]
 
 
-def test_the_rules_cover_every_setting_of_every_architecture():
-    assert set(RULES) == set(HOMES)  # the built-in architectures (tests may register more)
+BUILTIN = sorted(homes())  # every architecture the package's model files register (tests may register more)
+NOT_A_VALUE = "not a value of any setting"
+
+
+def test_the_rules_cover_every_setting_of_every_architecture_they_name():
+    assert set(RULES) <= set(BUILTIN), set(RULES) - set(BUILTIN)  # a rule for an architecture that is gone
     for arch, (_, rules) in RULES.items():
         options = set(model_options(arch)) - {"match_params"}
         assert set(rules) == options, (arch, options ^ set(rules))
@@ -67,7 +71,20 @@ def test_every_setting_refuses_values_outside_its_rule_naming_it(arch):
             assert first in err.value.fields and setting in err.value.fields, (arch, setting, value, str(err.value))
 
 
-@pytest.mark.parametrize("arch", sorted(a for a in RULES if "match_params" in model_options(a)))
+@pytest.mark.parametrize("arch", BUILTIN)
+def test_every_setting_of_every_architecture_refuses_a_value_of_no_type_naming_it(arch):
+    """The check every architecture gets, whether RULES names it or not (a new model file is checked
+    with no edit here): each of its settings refuses a value of no setting's type, as a SettingError
+    naming it, over its small base in RULES, else over the builder's defaults."""
+    base = RULES[arch][0] if arch in RULES else {}
+    count_params(arch, TASK, **base)  # the base is valid
+    for setting in set(model_options(arch)) - {"match_params"}:
+        with pytest.raises(SettingError) as err:
+            count_params(arch, TASK, **{**base, setting: NOT_A_VALUE})
+        assert setting in err.value.fields, (arch, setting, str(err.value))
+
+
+@pytest.mark.parametrize("arch", sorted(a for a in BUILTIN if "match_params" in model_options(a)))
 def test_match_params_must_be_a_positive_integer(arch):
     for value in MATCH_PARAMS:  # int() truncated 1.5 and True, took '3000', and raised OverflowError for inf
         with pytest.raises(SettingError, match="^match_params must be a positive integer"):

@@ -20,14 +20,26 @@ from bayesbench.models import (
     mlp_param_count,
 )
 from bayesbench.models.mlp import MLPConfig
+from bayesbench.models.registry import homes, model_options
 from bayesbench.tasks import get_task
 
 TINY = {
     "transformer": dict(n_layer=2, n_head=2, d_model=16, d_ffn=24),
     "mlp": dict(depth=3, width=20),
     "mlp-prefix": dict(depth=3, width=20, prefix_dim=6),
+    "transformer-no-late-attention": dict(n_layer=3, n_head=2, d_model=16, d_ffn=24, attn_off_top=1),
 }
-ARCHS = sorted(TINY)
+# Every architecture the package's model files register is tested here (a new model file with no
+# edit): at its TINY config, else capacity-matched to SMALL_COUNT parameters (`match_params`, the
+# way presets size every architecture they name no config for), else at its builder's defaults.
+ARCHS = sorted(homes())
+SMALL_COUNT = 20_000
+
+
+def tiny(arch: str) -> dict:
+    if arch in TINY:
+        return TINY[arch]
+    return {"match_params": SMALL_COUNT} if "match_params" in model_options(arch) else {}
 
 
 @pytest.fixture(scope="module")
@@ -82,12 +94,12 @@ def test_ensemble_embedding_and_layernorm_per_member():
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_shapes_and_finite(arch, bij, hmm):
-    model = get_model(arch, bij, seeds=[0, 1], **TINY[arch])
+    model = get_model(arch, bij, seeds=[0, 1], **tiny(arch))
     out = model(_tokens(bij, 2, 3))
     assert out.shape == (2, 3, bij.seq_len, bij.num_classes)
     assert torch.isfinite(out).all()
     assert model(_tokens(bij, 2, 3, L=4)).shape == (2, 3, 4, bij.num_classes)  # shorter sequences work
-    model = get_model(arch, hmm, seeds=[0, 1, 2], **TINY[arch])
+    model = get_model(arch, hmm, seeds=[0, 1, 2], **tiny(arch))
     batch = hmm.sample(4, torch.Generator().manual_seed(0))
     tokens = batch.tokens.expand(3, -1, -1)
     header = batch.header.expand(3, -1, -1, -1)
@@ -99,7 +111,7 @@ def test_shapes_and_finite(arch, bij, hmm):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_causal(arch, bij):
     """The output at position t does not depend on tokens after t."""
-    model = get_model(arch, bij, seeds=[0, 1], **TINY[arch])
+    model = get_model(arch, bij, seeds=[0, 1], **tiny(arch))
     base = _tokens(bij, 2, 4)
     ref = model(base)
     for t in (0, 5, bij.seq_len - 2):
@@ -113,15 +125,15 @@ def test_causal(arch, bij):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_member_equals_solo_model(arch, hmm):
     """Member e of an ensemble built with seeds [..] is a solo model built with seed s_e."""
-    ens = get_model(arch, hmm, seeds=[3, 5, 7], **TINY[arch])
-    solo = get_model(arch, hmm, seeds=[5], **TINY[arch])
+    ens = get_model(arch, hmm, seeds=[3, 5, 7], **tiny(arch))
+    solo = get_model(arch, hmm, seeds=[5], **tiny(arch))
     member = ens.member_state(1)
     for k, v in solo.state_dict().items():
         assert torch.equal(member[k], v), k
     batch = hmm.sample(4, torch.Generator().manual_seed(1))
     out = ens(batch.tokens.expand(3, -1, -1), batch.header.expand(3, -1, -1, -1))
     torch.testing.assert_close(out[1:2], solo(batch.tokens[None], batch.header[None]), rtol=1e-5, atol=1e-6)
-    other = get_model(arch, hmm, seeds=[4], **TINY[arch])
+    other = get_model(arch, hmm, seeds=[4], **tiny(arch))
     assert not torch.equal(other.state_dict()[next(iter(member))], member[next(iter(member))])
 
 

@@ -42,15 +42,30 @@ def test_a_broken_model_file_raises(monkeypatch, error):
     assert not registry._discovered
 
 
-def test_homes_name_every_builtin_architecture_where_discovery_finds_it():
-    """registry.HOMES (build one architecture by importing its file alone) matches full discovery."""
-    from bayesbench.models import list_models, registry
+def test_every_builtin_architecture_is_found_in_the_file_named_after_it():
+    """Looking an architecture up imports the file named after it (`registry.home_candidates`)
+    alone; for every architecture the package's files register (`registry.homes`, what
+    registration recorded), that file is the first candidate, so no lookup imports every file."""
+    from bayesbench.models import registry
 
-    homes = set(registry.HOMES.values())
-    found = {name: module.rsplit(".", 1)[1] for name in list_models()
-             if (module := registry._MODELS[name].build.__module__).rsplit(".", 1)[0] == "bayesbench.models"
-             and module.rsplit(".", 1)[1] in homes}  # what the built-in model files register (not test models)
-    assert found == registry.HOMES
+    homes = registry.homes()
+    assert {"transformer", "mlp", "lstm"} <= set(homes)
+    misplaced = {name: (home, registry.home_candidates(name)) for name, home in homes.items()
+                 if registry.home_candidates(name)[:1] != [home]}
+    assert not misplaced, ("name each architecture's file after it ('mlp-prefix' in mlp_prefix.py or mlp.py), "
+                           f"else looking it up imports every model file: {misplaced}")
+
+
+def test_a_registered_architecture_can_be_unregistered_and_registering_is_undone():
+    from bayesbench.models import list_models
+
+    before = list_models()
+    with registry.registered_models():
+        registry.register_model("throwaway", "a test's")(lambda shape, ensemble: None)
+        assert "throwaway" in list_models()
+    assert list_models() == before
+    with pytest.raises(ValueError, match="unknown model 'throwaway': nothing to unregister"):
+        registry.unregister_model("throwaway")
 
 
 def test_building_one_model_imports_only_its_file():

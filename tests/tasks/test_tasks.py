@@ -15,6 +15,7 @@ from bayesbench.scoring.metrics import entropy_bits
 from bayesbench.tasks import IGNORE_INDEX, get_task, list_tasks
 from bayesbench.tasks._random import beta, dirichlet, gamma
 from bayesbench.tasks.hmm import discretise_rows
+from bayesbench.tasks.registry import _TASKS, registered_tasks, unregister_task
 
 CONFIGS = [
     ("bijection", {"V": 6}),
@@ -27,15 +28,20 @@ CONFIGS = [
     ("sticky", {"V": 5, "L": 20, "a": 2.0, "b": 1.0}),
     ("markov", {"V": 3, "L": 20, "alpha": 0.5}),
 ]
+# Every tunnel the package's files register (BUILTIN) is tested here with no edit: at the
+# configurations above, and at its defaults where none is above.
+BUILTIN = sorted(name for name in list_tasks() if _TASKS[name].__module__.rsplit(".", 1)[0] == "bayesbench.tasks")
+CONFIGS += [(name, {}) for name in BUILTIN if name not in {n for n, _ in CONFIGS}]
 IDS = [f"{n}-{'-'.join(f'{k}{v}' for k, v in c.items())}" for n, c in CONFIGS]
 # soft targets equal the posterior by construction (checked in test_batch_structure)
 HARD = [(c, i) for c, i in zip(CONFIGS, IDS) if c[1].get("target") != "posterior"]
 
 
 def test_registry():
-    assert list_tasks() == ["bijection", "hmm", "markov", "sticky"]
+    assert {"bijection", "hmm", "markov", "sticky"} <= set(list_tasks())  # every tunnel file of the package
+    assert "outside" not in list_tasks()  # the wrapper of outside tunnels is no tunnel of its own
     assert get_task("hmm", K=30).K == 30
-    with pytest.raises(ValueError, match="unknown task 'hmmm'; available: bijection, hmm"):
+    with pytest.raises(ValueError, match="unknown task 'hmmm'; available: bijection, (.*, )?hmm"):
         get_task("hmmm")
     with pytest.raises(ValueError, match="'states' is not a setting of task 'hmm'; its settings: S, V, K"):
         get_task("hmm", states=4)
@@ -87,7 +93,13 @@ def recompute_posterior(task, batch):
     seq = batch.tokens.cpu()
     if task.name == "sticky":
         return sticky_predictive(seq, task.V, task.a, task.b, dtype=torch.float64)[:, :-1]
-    return markov_predictive(seq, task.V, task.alpha, dtype=torch.float64)[:, :-1]
+    if task.name == "markov":
+        return markov_predictive(seq, task.V, task.alpha, dtype=torch.float64)[:, :-1]
+    brute_force = getattr(task, "brute_force_posterior", None)  # a tunnel's own enumeration (tasks/check.py)
+    if brute_force is None:
+        pytest.fail(f"no exact posterior to recompute for tunnel {task.name!r}: give it a brute_force_posterior "
+                    "(tasks/check.py) or add its oracle here")
+    return brute_force(batch.to("cpu")).double()[batch.mask.cpu()].reshape(len(seq), -1, task.num_classes)
 
 
 @pytest.mark.parametrize("name,config", CONFIGS, ids=IDS)
@@ -230,11 +242,44 @@ FIELD_RULES = {
 }
 
 
-def test_the_field_rules_cover_every_field_of_every_tunnel():
-    from bayesbench.tasks.registry import _TASKS
-
+def test_the_field_rules_cover_every_field_of_every_tunnel_they_name():
+    assert set(FIELD_RULES) <= set(BUILTIN), set(FIELD_RULES) - set(BUILTIN)  # rules for a tunnel that is gone
     for name, rules in FIELD_RULES.items():
         assert set(rules) == {f.name for f in dataclasses.fields(_TASKS[name])}, name
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_every_field_of_every_tunnel_refuses_a_value_of_no_type_naming_it(name):
+    """The check every tunnel gets, whether FIELD_RULES names it or not (a new tunnel file is
+    checked with no edit here): each field refuses a value of no field's type, naming it."""
+    from bayesbench.checks import SettingError
+
+    for field in dataclasses.fields(_TASKS[name]):
+        if field.init:
+            with pytest.raises(SettingError) as err:
+                get_task(name, **{field.name: "not a value of any setting"})
+            assert field.name in err.value.fields, (name, field.name, str(err.value))
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_every_tunnel_passes_the_checks_of_an_outside_one(name):
+    """What `bayesbench run --task ./mine.py:build` checks before training (tasks/check.py): sizes,
+    normalisation, determinism, the posterior against the sampler; every built-in tunnel at its defaults."""
+    from bayesbench.tasks.check import check_task
+
+    assert check_task(get_task(name))
+
+
+def test_a_registered_tunnel_can_be_unregistered_and_registering_is_undone():
+    from bayesbench.tasks import register_task
+
+    before = list_tasks()
+    with registered_tasks():
+        register_task("throwaway")(type(get_task("sticky")))
+        assert "throwaway" in list_tasks()
+    assert list_tasks() == before
+    with pytest.raises(ValueError, match="unknown task 'throwaway': nothing to unregister"):
+        unregister_task("throwaway")
 
 
 @pytest.mark.parametrize("name", sorted(FIELD_RULES))
