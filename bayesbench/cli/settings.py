@@ -244,7 +244,7 @@ class ConfigAction(argparse.Action):
                 setattr(namespace, dest, value)
                 from_file[dest] = (values, value)
             elif dest in TABLES:  # a KEY=VALUE flag before it: its keys over the file's
-                setattr(namespace, dest, list({**dict(value), **dict(before)}.items()))
+                setattr(namespace, dest, list({**dict(value), **dict(before or {})}.items()))
         setattr(namespace, self.dest, values)
         namespace.config_values = from_file  # dest -> (file, value): `in_file_terms` names the file
 

@@ -27,6 +27,7 @@ import dataclasses
 import io
 import json
 import math
+from typing import Any
 
 from .. import versions
 from ..stats import stays_from
@@ -67,7 +68,7 @@ def _num(x: float | None) -> float | None:
 def _json_eval(ev: EvalResult) -> dict:
     """An evaluation's means in bits (one `<metric>_bits` key per metric) with their 95% intervals
     over sequences (`<metric>_ci`), its scored positions and the set: its size and id."""
-    out = {f"{name}_bits": _num(s.mean) for name, s in ev.metrics().items()}
+    out: dict[str, Any] = {f"{name}_bits": _num(s.mean) for name, s in ev.metrics().items()}
     out.update({f"{name}_ci": [_num(s.ci_low), _num(s.ci_high)] for name, s in ev.metrics().items()})
     out["positions"] = ev.positions
     out.update({"n_sequences": ev.entropy_mae.n_sequences, "n_positions": ev.entropy_mae.n_positions,

@@ -179,7 +179,7 @@ def permute_hmm_labels(task: Task, batch: Batch, generator: torch.Generator) -> 
     emit_p = emit.gather(1, rows.expand(B, S, emit.shape[2]))
     init_p = init.gather(1, inv)
     states_p = sigma.gather(1, states)
-    post = cast(Tensor, hmm_filter(trans_p, emit_p, obs, init_p))  # without return_loglik: the posteriors only
+    post = hmm_filter(trans_p, emit_p, obs, init_p)  # without return_loglik: the posteriors only
     return cast(HMMTask, task).assemble(trans_p, emit_p, init_p, states_p, obs, post)
 
 

@@ -168,8 +168,10 @@ class PositionCurves:
 
     @classmethod
     def from_json(cls, d: dict) -> PositionCurves:
-        return cls(**{f.name: [math.nan if v is None else v for v in d[f.name]] if f.name != "position"
-                      else d[f.name] for f in dataclasses.fields(cls)})
+        values: dict[str, typing.Any] = {
+            f.name: [math.nan if v is None else v for v in d[f.name]] if f.name != "position" else d[f.name]
+            for f in dataclasses.fields(cls)}
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -190,8 +192,10 @@ class PermutationCheck:
         if d is None:
             return None
         nan = lambda x: math.nan if x is None else x  # noqa: E731
-        return cls(d["eval"], nan(d["entropy_mae"]), nan(d["entropy_mae_permuted"]),
-                   _summary_from_json(d["difference"]))
+        difference = _summary_from_json(d["difference"])
+        if difference is None:
+            raise ValueError("a stored permutation check has no difference (null): the row is damaged")
+        return cls(d["eval"], nan(d["entropy_mae"]), nan(d["entropy_mae_permuted"]), difference)
 
 
 @dataclass(frozen=True)

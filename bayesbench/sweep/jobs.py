@@ -492,10 +492,11 @@ def trial_forward(job) -> str:
         warnings.simplefilter("ignore", RuntimeWarning)  # the fallback is reported in the line instead
         model = get_model(job.arch, job.task, seeds=[0, 1], max_len=job.max_len, **job.model)
     n = len(job.seeds)
+    fallback = getattr(model, "cfg").fallback  # each architecture's config (nn.Module's attributes are untyped)
     if model.path == "vmap":
         return f"vmap over its {n} member{'s' if n != 1 else ''} (one batched call)"
     if n == 1:
-        return f"one forward call for its 1 member (vmap over members fails: {model.cfg.fallback})"
-    return f"a loop over its {n} members, one call each (vmap failed: {model.cfg.fallback})"
+        return f"one forward call for its 1 member (vmap over members fails: {fallback})"
+    return f"a loop over its {n} members, one call each (vmap failed: {fallback})"
 
 

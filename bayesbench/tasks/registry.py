@@ -94,7 +94,7 @@ def get_task(name: str, /, **config) -> Task:
 
 def task_settings(task: Task | type[Task]) -> list[str]:
     """The settings of a task (or task class): its dataclass fields set at construction, in order."""
-    return [f.name for f in dataclasses.fields(task) if f.init]  # type: ignore[arg-type]  # every Task is a dataclass
+    return [f.name for f in dataclasses.fields(task) if f.init]
 
 
 def task_from_config(config: dict) -> Task:
