@@ -122,6 +122,18 @@ def registered(metric: Metric) -> Iterator[Metric]:
         unregister(metric.name)
 
 
+@contextmanager
+def registered_metrics() -> Iterator[None]:
+    """The table as it is now, restored when the body ends however it ends: every metric a module
+    imported in the body registers is taken out again (a test's throwaway extension module)."""
+    before = dict(METRICS)
+    try:
+        yield
+    finally:
+        METRICS.clear()
+        METRICS.update(before)
+
+
 register(Metric("entropy_mae", "entropy MAE per (sequence, position): mean |H(model) - H(Bayes)|", "entropy MAE",
                 _entropy_error))
 register(Metric("entropy_mae_positional", "entropy MAE of per-position means: mean over positions of "

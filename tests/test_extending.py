@@ -1,8 +1,7 @@
-"""Extending bayesbench is adding one module: a throwaway architecture and a throwaway tunnel,
+"""Extending bayesbench is adding one module: a throwaway architecture, tunnel and final metric,
 written to a temporary file and imported, run through `bayesbench run` and `bayesbench.run` end
 to end with no other edit (no preset entry, no table in the registry, no test to extend), and
-are gone from every registry afterwards (docs/layout.md, "Adding an architecture", "Adding a
-tunnel")."""
+are gone from every registry afterwards (docs/layout.md, "Where each kind of change goes")."""
 
 from __future__ import annotations
 
@@ -16,17 +15,18 @@ import pytest
 
 import bayesbench
 from bayesbench.cli import main
+from bayesbench.metric_table import METRICS, final_metrics, registered_metrics
 from bayesbench.models import list_models
 from bayesbench.models.registry import registered_models
 from bayesbench.tasks import list_tasks
 from bayesbench.tasks.registry import registered_tasks
 
 MODULE = "bayesbench_throwaway_extension"  # imported from tmp_path; no other test uses the name
-ARCH, TUNNEL = "bow", "coin-laplace"
+ARCH, TUNNEL, METRIC = "bow", "coin-laplace", "entropy_bias_extension"
 
 # One module, as a user writes it: an architecture (a bag of embeddings, capacity-matchable through
 # `match_params` like every built-in one) and a tunnel with an exact posterior (a coin of uniform bias:
-# Laplace's rule of succession is the exact predictive).
+# Laplace's rule of succession is the exact predictive), and a final metric (the signed entropy error).
 SOURCE = '''
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ from torch import Tensor
 from bayesbench.models.base import EnsembleModel, TaskShape
 from bayesbench.models.capacity import fit_width, meta_params
 from bayesbench.models.layers import EnsembleEmbedding, EnsembleLinear
+from bayesbench.metric_table import Metric, register
 from bayesbench.models.registry import register_model
 from bayesbench.tasks.base import Batch, batch_device, check_batch_size
 from bayesbench.tasks.next_symbol import NextSymbolTask, next_symbol_batch
@@ -84,39 +85,40 @@ class CoinTask(NextSymbolTask):
         heads = (1 + x.cumsum(1)) / (2 + t)
         predictive = torch.stack([1 - heads, heads], -1).to(dtype)
         return next_symbol_batch(x, predictive, {"p": p.squeeze(1).to(dtype)})
+
+
+def _entropy_bias(p, plogp, h_p, log_q, h_q):
+    return h_q - h_p  # signed: above 0 a model too unsure, below 0 too sure
+
+
+register(Metric("entropy_bias_extension", "mean H(model) - H(Bayes) per (sequence, position), signed",
+                "entropy bias", _entropy_bias, lower=None))
 '''
-
-
-@contextlib.contextmanager
-def throwaway_metrics():
-    """Where a throwaway final metric is registered (and unregistered) beside the architecture and
-    the tunnel, once metrics are registrable in one place (`bayesbench.metric_table`): yields the
-    names of the metrics added, whose columns the rows and the leaderboard must then show."""
-    yield []
 
 
 @pytest.fixture
 def extension(tmp_path):
     """The throwaway module imported from tmp_path: (arch, tunnel, metrics) registered for the test
     and unregistered after it, with the module and its path gone (no state leaks into other tests)."""
-    assert ARCH not in list_models() and TUNNEL not in list_tasks()
+    assert ARCH not in list_models() and TUNNEL not in list_tasks() and METRIC not in METRICS
     (tmp_path / f"{MODULE}.py").write_text(textwrap.dedent(SOURCE))
     sys.path.insert(0, str(tmp_path))
     try:
-        with registered_models(), registered_tasks(), throwaway_metrics() as metrics:
+        with registered_models(), registered_tasks(), registered_metrics():
             importlib.import_module(MODULE)
-            yield ARCH, TUNNEL, metrics
+            assert final_metrics()[-1] == METRIC
+            yield ARCH, TUNNEL, METRIC
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop(MODULE, None)
-    assert ARCH not in list_models() and TUNNEL not in list_tasks()
+    assert ARCH not in list_models() and TUNNEL not in list_tasks() and METRIC not in METRICS
 
 
 TINY = ["--steps", "3", "--seeds", "1", "--eval-sequences", "64", "--curve-sequences", "32", "--jobs", "1"]
 
 
-def test_a_new_architecture_and_tunnel_run_end_to_end_with_no_other_edit(extension, tmp_path, capsys):
-    arch, tunnel, metrics = extension
+def test_a_new_architecture_tunnel_and_metric_run_end_to_end_with_no_other_edit(extension, tmp_path, capsys):
+    arch, tunnel, metric = extension
     db, runs = str(tmp_path / "x.sqlite"), str(tmp_path / "runs")
     # the command line: the new architecture on a preset task and on the new tunnel, against the transformer
     assert main(["run", "--tasks", "sticky", tunnel, "--archs", "transformer", arch, *TINY,
@@ -147,5 +149,10 @@ def test_a_new_architecture_and_tunnel_run_end_to_end_with_no_other_edit(extensi
                    if f"{tunnel}-{arch}" in path.parent.name)
     assert main(["run", "--replay", run_dir, "--db", db, "--runs-dir", runs]) == 0
     assert len(bayesbench.records(db)) == len(records)
-    for name in metrics:  # a throwaway final metric: a value on every row
-        assert all(r.get(name) is not None for r in records), name
+    # the new final metric: a value on every stored row, in the rows bayesbench.run returns and in
+    # every run and evaluation of leaderboard --json
+    assert all(r.get(f"{metric}_bits") is not None for r in records)
+    assert all(r.get(f"{metric}_bits") is not None for r in rows)
+    for run in board["runs"]:
+        assert run[f"{metric}_bits"] is not None
+        assert all(f"{metric}_bits" in ev for ev in run["evals"].values())

@@ -5,8 +5,7 @@ stored in the rows (its columns and the row JSON) and shown in the JSON of `baye
 in the table the next test sees.
 
 The end-to-end runs go in a fresh interpreter that imports the module first, as a user's script
-does: the store's columns are fixed when `bayesbench.store.database` is imported (its SCHEMA and
-COLUMNS), which in this test session has already happened.
+does (tests/test_extending.py registers one in this process, beside an architecture and a tunnel).
 """
 
 from __future__ import annotations
