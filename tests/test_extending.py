@@ -5,7 +5,6 @@ are gone from every registry afterwards (docs/layout.md, "Where each kind of cha
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import sys
