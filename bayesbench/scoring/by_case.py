@@ -42,7 +42,7 @@ from ..metric_table import kl_terms_bits, scored_per_case
 from ..tasks import Batch, Task
 from ..tasks.bijection import BijectionTask
 from ..tasks.case_masks import CASES, DETAILS  # noqa: F401 (the case names, re-exported beside their scores)
-from .metrics import LOG2, Summary, Values, final_scores, kl_bits, summarize
+from .metrics import LOG2, BuiltInScores, Summary, Values, final_scores, kl_bits, summarize
 
 #: The metrics scored per case when this module was imported (`case_metrics` reads the table
 #: itself, `scored_per_case`, so a metric registered later is scored per case too).
@@ -61,7 +61,7 @@ def case_masks(task: Task, batch: Batch, detail: tuple[str, ...] = ()) -> dict[s
 
 
 @dataclass(frozen=True)
-class CaseScore:
+class CaseScore(BuiltInScores):
     """One case's errors (bits) with 95% intervals over sequences, and its mean entropies: the
     model's against Bayes' tells whether it is too confident or too uncertain there."""
 
@@ -70,18 +70,6 @@ class CaseScore:
     metrics: dict[str, Summary]  # {final metric over every position: Summary} (`metrics.final_scores`)
     model_entropy: float  # mean H(model) over the case's positions
     bayes_entropy: float  # mean H(Bayes) over the case's positions
-
-    @property
-    def entropy_mae(self) -> Summary:
-        return self.metrics["entropy_mae"]
-
-    @property
-    def kl(self) -> Summary:
-        return self.metrics["kl"]
-
-    @property
-    def entropy_mae_positional(self) -> Summary:
-        return self.metrics["entropy_mae_positional"]
 
 
 def _check_log_q(batch: Batch, log_q: Tensor) -> None:

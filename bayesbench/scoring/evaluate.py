@@ -36,7 +36,7 @@ from ..tasks.hmm import HMMTask
 from ..training.checkpoint import DamagedFile, load_checkpoint, save_atomic
 from ..training.curves import exact_float32
 from ..training.seeds import eval_seed
-from .metrics import Summary, score, summarize
+from .metrics import BuiltInScores, Summary, score, summarize
 
 DEFAULT_SEQUENCES = 4096
 # Part of every evaluation set's identity: raise it when the way sets are drawn changes (a
@@ -114,25 +114,13 @@ def _predict(model: EnsembleModel, batch: Batch, chunk: int) -> Tensor:
 
 
 @dataclasses.dataclass(frozen=True)
-class MemberScore:
+class MemberScore(BuiltInScores):
     """One member's errors on one evaluation set (all bits, on the task's scored positions):
     every final metric of the table (`metrics`, as `metrics.Score` has them)."""
 
     metrics: dict[str, Summary]
     errors: Tensor  # [N, L] |H(q) - H(p)|, for paired comparisons
     curves: PositionCurves
-
-    @property
-    def entropy_mae(self) -> Summary:
-        return self.metrics["entropy_mae"]
-
-    @property
-    def kl(self) -> Summary:
-        return self.metrics["kl"]
-
-    @property
-    def entropy_mae_positional(self) -> Summary:
-        return self.metrics["entropy_mae_positional"]
 
 
 def final_cases(task: Task | None, batch: Batch) -> dict[str, Tensor]:

@@ -233,18 +233,12 @@ def final_scores(values: Values, mask: Tensor, *, task: str | None = None,
     return out
 
 
-@dataclass(frozen=True)
-class Score:
-    """A model's errors against the exact posterior (docs/science.md, "Metrics"): every final
-    metric of the table averaged (`metrics`, the truth; `entropy_mae`, `kl` and
-    `entropy_mae_positional` read it), and the per-position curves of the built-in ones."""
+class BuiltInScores:
+    """The built-in final metrics as attributes, read from `metrics` (every final metric of the
+    table by name, `final_scores`): what `Score`, `evaluate.MemberScore` and `by_case.CaseScore`
+    share, so code reads `score.kl` while a registered metric needs no field."""
 
-    metrics: dict[str, Summary]  # {final metric: Summary}, table order (`final_scores`)
-    entropy_error: Tensor  # [N, L] |H(q) - H(p)| bits, for paired comparisons of two models
-    entropy_mae_curve: Tensor  # [L] bits
-    kl_curve: Tensor  # [L] bits
-    model_entropy_curve: Tensor  # [L] bits
-    bayes_entropy_curve: Tensor  # [L] bits
+    metrics: dict[str, Summary]
 
     @property
     def entropy_mae(self) -> Summary:
@@ -260,6 +254,20 @@ class Score:
     def entropy_mae_positional(self) -> Summary:
         """mean_t |mean_n H(q) - mean_n H(p)|"""
         return self.metrics["entropy_mae_positional"]
+
+
+@dataclass(frozen=True)
+class Score(BuiltInScores):
+    """A model's errors against the exact posterior (docs/science.md, "Metrics"): every final
+    metric of the table averaged (`metrics`, the truth; `entropy_mae`, `kl` and
+    `entropy_mae_positional` read it), and the per-position curves of the built-in ones."""
+
+    metrics: dict[str, Summary]  # {final metric: Summary}, table order (`final_scores`)
+    entropy_error: Tensor  # [N, L] |H(q) - H(p)| bits, for paired comparisons of two models
+    entropy_mae_curve: Tensor  # [L] bits
+    kl_curve: Tensor  # [L] bits
+    model_entropy_curve: Tensor  # [L] bits
+    bayes_entropy_curve: Tensor  # [L] bits
 
 
 #: |logsumexp(log_q) - 0| allowed for a row of log-probabilities (float64 rows; others get
