@@ -68,7 +68,7 @@ class _TorchFirst:
 
     def find_spec(self, fullname: str, path, target=None):
         if fullname == f"{__name__}._C":
-            import torch  # noqa: F401
+            import torch  # noqa: F401  (imported for its side effect: libtorch loaded before the extension)
 
         return None
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 from ..running import interrupt as _interrupt
 
 _interrupt.guard_startup()  # a signal during the imports below: one line, exit 130 (`run_command` hands it back)
+# The imports below come after the guard on purpose (E402 on each).
 
 import argparse  # noqa: E402
 import sys  # noqa: E402

@@ -204,7 +204,8 @@ def reach_cell(r: Reach | None) -> str:
     """Steps to the threshold over seeds, how many reached it, and the sequences it took."""
     if r is None:
         return "-"
-    seq = lambda steps: f"; {steps * r.batch_size:,.0f} seq" if r.batch_size else ""  # noqa: E731
+    def seq(steps: float) -> str:
+        return f"; {steps * r.batch_size:,.0f} seq" if r.batch_size else ""
     geo = r.geometric()
     if geo is not None and len(set(r.per_seed)) == 1 and r.n > 1:  # no spread to show at this resolution
         return f"{geo[0]:,.0f}, every seed at that measured step ({r.reached}/{r.n}{seq(geo[0])})"
@@ -428,7 +429,8 @@ def _floor_lines(agg: list[Row], key: tuple, metric: str, others: list[str], *, 
         scores = floors.get(name)
         if not scores:
             continue
-        val = lambda m: scores[m].mean if m in scores else None  # noqa: E731
+        def val(m: str) -> float | None:
+            return scores[m].mean if m in scores else None
         out.append(f"| {key[0]} | {key[1]} | *{name} (floor)* |{' - |' if settings else ''} - | - |"
                    f"{' - | - |' if flops else ''} - | - | "
                    f"{fmt_bits(val(metric)) if metric in final_metrics() else '-'} | - | "

@@ -143,7 +143,8 @@ def evaluate_members(model: EnsembleModel, batch: Batch, task: Task | None = Non
     scores = []
     for e in range(model.ensemble):
         s = score(p, mask, log_q=log_q[e], nonfinite="nan", task=None if task is None else task.name, cases=cases)
-        curve = lambda c: [float(x) for x in c[positions]]  # noqa: E731
+        def curve(c: Tensor) -> list[float]:
+            return [float(x) for x in c[positions]]
         scores.append(MemberScore(
             s.metrics, s.entropy_error,
             PositionCurves(position=positions.tolist(), entropy_mae=curve(s.entropy_mae_curve), kl=curve(s.kl_curve),

@@ -81,7 +81,7 @@ def check_ensemble_output(model: EnsembleModel, task: Task, *, source: str = "mo
             out = model(tokens, header)
     except ValueError:
         raise
-    except Exception as err:  # noqa: BLE001  (the user's model failing is the user's error)
+    except Exception as err:  # any error: the user's model failing is the user's error
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else ''
         raise ValueError(f"model: forward failed on tokens {list(tokens.shape)} of {task.describe()}: "
                          f"{type(err).__name__}: {first_line}") from err
@@ -185,7 +185,7 @@ def _read_checkpoint(path: str, device: str):
         raise ValueError(f"--checkpoint: no such file {path}")
     try:
         return torch.load(path, map_location=device, weights_only=True)
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:  # any error of torch.load: the file is not what it must be, said in one line
         from ..training.checkpoint import load_failure
 
         raise ValueError(f"--checkpoint {path} is not a checkpoint or a state dict ({load_failure(path, err)})") \

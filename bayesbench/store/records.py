@@ -62,12 +62,16 @@ class Summary:
         return f"{self.mean:.4g} ± {self.half_width:.2g} (95% CI, {self.n_sequences} seq)"
 
 
+def _nan(x: float | None) -> float:
+    """A number the store wrote as null (not finite: a diverged member's) as NaN again."""
+    return math.nan if x is None else x
+
+
 def _summary_from_json(d: dict | None) -> Summary | None:
     """A Summary back from JSON, where the store wrote non-finite numbers (a diverged member) as null."""
     if d is None:
         return None
-    nan = lambda x: math.nan if x is None else x  # noqa: E731
-    return Summary(nan(d["mean"]), nan(d["ci_low"]), nan(d["ci_high"]), d["n_sequences"], d["n_positions"])
+    return Summary(_nan(d["mean"]), _nan(d["ci_low"]), _nan(d["ci_high"]), d["n_sequences"], d["n_positions"])
 
 
 @dataclass(frozen=True)
@@ -135,7 +139,9 @@ class EvalResult:
 
     def to_json(self) -> dict:
         """The stored JSON: task, positions, one key per metric (its Summary, or None), floors, set_id."""
-        summary = lambda s: None if s is None else dataclasses.asdict(s)  # noqa: E731
+        def summary(s: Summary | None) -> dict | None:
+            return None if s is None else dataclasses.asdict(s)
+
         return {"task": self.task, "positions": self.positions,
                 **{name: summary(s) for name, s in self.scores.items()},
                 "floors": None if self.floors is None else {
@@ -191,11 +197,10 @@ class PermutationCheck:
     def from_json(cls, d: dict | None) -> PermutationCheck | None:
         if d is None:
             return None
-        nan = lambda x: math.nan if x is None else x  # noqa: E731
         difference = _summary_from_json(d["difference"])
         if difference is None:
             raise ValueError("a stored permutation check has no difference (null): the row is damaged")
-        return cls(d["eval"], nan(d["entropy_mae"]), nan(d["entropy_mae_permuted"]), difference)
+        return cls(d["eval"], _nan(d["entropy_mae"]), _nan(d["entropy_mae_permuted"]), difference)
 
 
 @dataclass(frozen=True)

@@ -99,7 +99,8 @@ def run_sweep(jobs: list[SweepJob], executor, *, db: str | None, runs_dir: str, 
 
     if sink is None:
         sink = _terminal
-    say = lambda text: sink(Say(text))  # noqa: E731
+    def say(text: str) -> None:
+        sink(Say(text))
     runs_dir = os.path.abspath(runs_dir)  # workers may start elsewhere (Ray): one absolute path for all
     start = time.perf_counter()
     out = SweepOutcome(jobs)

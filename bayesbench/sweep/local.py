@@ -127,7 +127,7 @@ class InProcessExecutor:
                 except interrupt.Interrupted as stop:
                     stop.finished, stop.not_started = finished, len(jobs) - i - 1
                     raise
-                except Exception as err:  # noqa: BLE001 - reported as the job's failure; the others go on
+                except Exception as err:  # any error: reported as the job's failure; the others go on
                     on_event(_failed(sweep_job, err))
                     continue
                 finished += 1

@@ -319,7 +319,8 @@ def choose(records: list, spec: TuneSpec) -> dict:
 
 def _json_candidate(c: dict) -> dict:
     """A candidate's entry as stored (JSON has no infinity: a diverged or pruned score is None)."""
-    safe = lambda x: x if isinstance(x, (int, float)) and math.isfinite(x) else None  # noqa: E731
+    def safe(x):
+        return x if isinstance(x, (int, float)) and math.isfinite(x) else None
     return {**{k: v for k, v in c.items() if k not in ("mean", "values", "min", "max", "pruned")},
             **({"pruned": True} if c["pruned"] else {}), "mean": safe(c["mean"]),
             "min": safe(c["min"]), "max": safe(c["max"]), "values": [safe(v) for v in c["values"]]}
