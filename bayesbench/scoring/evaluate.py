@@ -26,7 +26,6 @@ from typing import cast
 import torch
 from torch import Tensor
 
-from ..metric_table import METRICS, final_metrics
 from ..models import EnsembleModel
 from ..oracle import hmm_filter
 from ..store.records import EvalResult, MemberEvaluation, PermutationCheck, PositionCurves
@@ -36,7 +35,7 @@ from ..tasks.hmm import HMMTask
 from ..training.checkpoint import DamagedFile, load_checkpoint, save_atomic
 from ..training.curves import exact_float32
 from ..training.seeds import eval_seed
-from .metrics import BuiltInScores, Summary, score, summarize
+from .metrics import BuiltInScores, Summary, final_cases, score, summarize
 
 DEFAULT_SEQUENCES = 4096
 # Part of every evaluation set's identity: raise it when the way sets are drawn changes (a
@@ -121,15 +120,6 @@ class MemberScore(BuiltInScores):
     metrics: dict[str, Summary]
     errors: Tensor  # [N, L] |H(q) - H(p)|, for paired comparisons
     curves: PositionCurves
-
-
-def final_cases(task: Task | None, batch: Batch) -> dict[str, Tensor]:
-    """The case masks of `batch` some final metric of the table is restricted to (none: no
-    task given, a task without cases, or no final metric restricted to a case)."""
-    wanted = {METRICS[name].case for name in final_metrics()} - {None}
-    if task is None or not task.CASES or not wanted:
-        return {}
-    return {c: m for c, m in task.case_masks(batch).items() if c in wanted}
 
 
 def evaluate_members(model: EnsembleModel, batch: Batch, task: Task | None = None) -> list[MemberScore]:

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from ..tasks import Batch, Task
-from .metrics import Summary, score
+from .metrics import Summary, final_cases, score
 
 FLOORS = ("uniform", "marginal")
 MARGINAL_SEQUENCES = 4096
@@ -54,7 +54,6 @@ def floor_scores(batch: Batch, reference: Batch, *, task: Task | None = None) ->
     """{"uniform": {metric: Summary}, "marginal": {...}}: every final metric of the table (in its
     order; those that apply to `task`, the batch's, as for the models) of each floor on the batch's
     scored positions (the marginal estimated from `reference`)."""
-    from .evaluate import final_cases
 
     p, mask = batch.posterior.double(), batch.mask
     cases = final_cases(task, batch)

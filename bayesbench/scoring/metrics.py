@@ -30,6 +30,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -37,6 +38,9 @@ from torch import Tensor
 from ..metric_table import METRICS, Metric, applies, final_metrics, kl_terms_bits
 from ..stats import t_quantile  # the one home of the t quantile (scipy.special: no scipy.stats import)
 from ..store.records import Summary  # the type a metric's mean and interval are stored as
+
+if TYPE_CHECKING:
+    from ..tasks.base import Batch, Task
 
 LOG2 = math.log(2.0)
 
@@ -382,3 +386,12 @@ def score(p: Tensor, mask: Tensor, *, q: Tensor | None = None, logits: Tensor | 
         model_entropy_curve=per_position(h_q, mask),
         bayes_entropy_curve=per_position(h_p, mask),
     )
+
+
+def final_cases(task: Task | None, batch: Batch) -> dict[str, Tensor]:
+    """The case masks of `batch` some final metric of the table is restricted to (none: no
+    task given, a task without cases, or no final metric restricted to a case)."""
+    wanted = {METRICS[name].case for name in final_metrics()} - {None}
+    if task is None or not task.CASES or not wanted:
+        return {}
+    return {c: m for c, m in task.case_masks(batch).items() if c in wanted}

@@ -151,7 +151,7 @@ def test_errors_are_clear(capsys, store):
     assert main(["train", "--task", "bijection", "--arch", "nope", "--steps", "1", "--db", store["db"],
                  "--runs-dir", store["runs"], "--no-progress"]) == 2
     assert "unknown arch 'nope'" in capsys.readouterr().err
-    assert main(["run", "--tasks", "markov", "--db", store["db"]]) == 2
+    assert main(["run", "--tasks", "nope", "--db", store["db"]]) == 2  # neither the preset's nor a registered tunnel
     assert "not in preset" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["train", "--task", "bijection", "--arch", "mlp", "--seeds", "0,0"])
