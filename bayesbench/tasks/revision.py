@@ -42,9 +42,9 @@ SPECIALS = ("INTRO", "FILLER", "PRONOUN", "CUE", "QUERY")
 MAX_ENUMERATION = 200_000
 
 
-@register_task("belief_revision")
+@register_task("revision")
 @dataclass(frozen=True)
-class BeliefRevisionTask(Task):
+class RevisionTask(Task):
     """N candidates with ids from n_ids, m_filler fillers after each, k_filler before the cue."""
 
     n_candidates: int = 2
@@ -53,7 +53,7 @@ class BeliefRevisionTask(Task):
     k_filler: int = 4
     supervise: str = "ids"
 
-    name = "belief_revision"
+    name = "revision"
 
     def __post_init__(self) -> None:
         int_at_least("n_candidates", self.n_candidates, 2, "candidate antecedents")

@@ -57,9 +57,9 @@ def emission_matrix(N: int, alpha: float, boost: float, seed: int) -> Tensor:
     return torch.tensor(_emission(N, alpha, boost, seed), dtype=torch.float64)
 
 
-@register_task("belief_revision_hard")
+@register_task("revision_hard")
 @dataclass(frozen=True)
-class BeliefRevisionHardTask(Task):
+class RevisionHardTask(Task):
     """N candidates, K evidence symbols from a fixed Dirichlet(alpha) + boost emission matrix."""
 
     n_candidates: int = 16
@@ -70,7 +70,7 @@ class BeliefRevisionHardTask(Task):
     emission_seed: int = 42
     supervise: str = "all"
 
-    name = "belief_revision_hard"
+    name = "revision_hard"
 
     def __post_init__(self) -> None:
         int_at_least("n_candidates", self.n_candidates, 2, "candidate referents")

@@ -1,4 +1,4 @@
-"""The two belief-revision tunnels (tasks/belief_revision.py, tasks/belief_revision_hard.py,
+"""The two belief-revision tunnels (tasks/revision.py, tasks/revision_hard.py,
 oracle/revision.py): against the authors' own generators (a saved fixture; their code is not
 needed here), against enumeration, and the soft-evidence beliefs against hmmlearn's filter."""
 
@@ -17,7 +17,7 @@ from bayesbench.tasks import get_task
 
 # The authors' src/data/belief_revision.py and belief_revision_hard.py (vishalmisra/bayesian-wind-tunnel
 # @ 670c6d6), run by a scratch script at their settings; the fixture says the commit and the layout.
-AUTHORS = json.loads((Path(__file__).parent / "data" / "belief_revision_authors.json").read_text())
+AUTHORS = json.loads((Path(__file__).parent / "data" / "revision_authors.json").read_text())
 
 
 def test_fixture_is_the_authors_at_a_named_commit():
@@ -26,7 +26,7 @@ def test_fixture_is_the_authors_at_a_named_commit():
 
 
 def test_emission_matrix_is_the_authors_number_for_number():
-    task = get_task("belief_revision_hard", m_filler=4)
+    task = get_task("revision_hard", m_filler=4)
     torch.testing.assert_close(task.emission, torch.tensor(AUTHORS["hard"]["emission"], dtype=torch.float64),
                                atol=0, rtol=0)
 
@@ -34,7 +34,7 @@ def test_emission_matrix_is_the_authors_number_for_number():
 def test_soft_evidence_posterior_equals_the_authors():
     """Their float32 posterior at the query (to float32 rounding) and their float64 entropy (to
     their +1e-10 inside the logarithms)."""
-    task = get_task("belief_revision_hard", m_filler=4)
+    task = get_task("revision_hard", m_filler=4)
     eps = AUTHORS["hard"]["episodes"]
     evidence = torch.tensor([e["evidence"] for e in eps])
     # their token sequence is ours up to the token ids: check the layout through the ids
@@ -53,7 +53,7 @@ def test_soft_evidence_posterior_equals_the_authors():
 
 
 def test_delayed_disambiguation_answer_equals_the_authors():
-    task = get_task("belief_revision", n_ids=100, m_filler=8, k_filler=8)
+    task = get_task("revision", n_ids=100, m_filler=8, k_filler=8)
     eps = AUTHORS["version_a"]["episodes"]
     ids = torch.tensor([e["ids"] for e in eps])
     cue = torch.tensor([e["tokens"][-2] - 10 for e in eps])
@@ -88,7 +88,7 @@ def hmmlearn_beliefs(evidence: np.ndarray, emission: np.ndarray) -> tuple[np.nda
 
 
 def test_soft_evidence_predictives_equal_hmmlearn():
-    task = get_task("belief_revision_hard", n_candidates=5, n_evidence=4, alpha=0.5, emission_seed=3)
+    task = get_task("revision_hard", n_candidates=5, n_evidence=4, alpha=0.5, emission_seed=3)
     batch = task.sample(6, torch.Generator().manual_seed(0), dtype=torch.float64)
     E = task.emission.numpy()
     pos = task.scored_positions()
@@ -105,7 +105,7 @@ def test_soft_evidence_predictives_equal_hmmlearn():
     {"n_candidates": 2, "n_ids": 4, "supervise": "query"},
 ])
 def test_delayed_disambiguation_equals_enumeration(config):
-    task = get_task("belief_revision", **config)
+    task = get_task("revision", **config)
     batch = task.sample(12, torch.Generator().manual_seed(5), dtype=torch.float64)
     torch.testing.assert_close(task.brute_force_posterior(batch), batch.posterior, atol=1e-12, rtol=0)
 
@@ -116,13 +116,13 @@ def test_delayed_disambiguation_equals_enumeration(config):
     {"supervise": "query"},
 ])
 def test_soft_evidence_equals_the_sum_over_the_referent(config):
-    task = get_task("belief_revision_hard", **config)
+    task = get_task("revision_hard", **config)
     batch = task.sample(10, torch.Generator().manual_seed(2), dtype=torch.float64)
     torch.testing.assert_close(task.brute_force_posterior(batch), batch.posterior, atol=1e-12, rtol=0)
 
 
 def test_the_cue_carries_the_prior_and_the_query_the_revised_belief():
-    task = get_task("belief_revision", n_candidates=3, n_ids=10)
+    task = get_task("revision", n_candidates=3, n_ids=10)
     batch = task.sample(50, torch.Generator().manual_seed(0), dtype=torch.float64)
     where = task.positions()
     first = batch.posterior[:, int(where["intro"][0])]
@@ -135,29 +135,29 @@ def test_the_cue_carries_the_prior_and_the_query_the_revised_belief():
 
 
 def test_soft_evidence_first_scored_position_is_the_prior_predictive():
-    task = get_task("belief_revision_hard")
+    task = get_task("revision_hard")
     batch = task.sample(20, torch.Generator().manual_seed(0), dtype=torch.float64)
     first = batch.posterior[:, task.evidence_start]
     torch.testing.assert_close(first, task.emission.mean(0).expand(20, -1))
 
 
 def test_enumeration_refuses_a_size_it_cannot_do():
-    task = get_task("belief_revision", n_candidates=4, n_ids=100)
+    task = get_task("revision", n_candidates=4, n_ids=100)
     batch = task.sample(1, torch.Generator().manual_seed(0))
     with pytest.raises(ValueError, match="brute force would enumerate 376437600 latents"):
         task.brute_force_posterior(batch)
 
 
 @pytest.mark.parametrize("name,config,message", [
-    ("belief_revision", {"n_candidates": 1}, "n_candidates must be an integer >= 2"),
-    ("belief_revision", {"n_ids": 3, "n_candidates": 4}, "n_ids must be >= n_candidates"),
-    ("belief_revision", {"m_filler": -1}, "m_filler must be an integer >= 0"),
-    ("belief_revision", {"supervise": "all"}, r"supervise must be one of \('ids', 'query'\)"),
-    ("belief_revision_hard", {"alpha": 0.0}, "alpha must be a positive finite number"),
-    ("belief_revision_hard", {"boost": -1.0}, "boost must be a finite number >= 0"),
-    ("belief_revision_hard", {"n_evidence": 0}, "n_evidence must be a positive integer"),
-    ("belief_revision_hard", {"emission_seed": -1}, "emission_seed must be an integer >= 0"),
-    ("belief_revision_hard", {"supervise": "ids"}, r"supervise must be one of \('all', 'query'\)"),
+    ("revision", {"n_candidates": 1}, "n_candidates must be an integer >= 2"),
+    ("revision", {"n_ids": 3, "n_candidates": 4}, "n_ids must be >= n_candidates"),
+    ("revision", {"m_filler": -1}, "m_filler must be an integer >= 0"),
+    ("revision", {"supervise": "all"}, r"supervise must be one of \('ids', 'query'\)"),
+    ("revision_hard", {"alpha": 0.0}, "alpha must be a positive finite number"),
+    ("revision_hard", {"boost": -1.0}, "boost must be a finite number >= 0"),
+    ("revision_hard", {"n_evidence": 0}, "n_evidence must be a positive integer"),
+    ("revision_hard", {"emission_seed": -1}, "emission_seed must be an integer >= 0"),
+    ("revision_hard", {"supervise": "ids"}, r"supervise must be one of \('all', 'query'\)"),
 ])
 def test_bad_settings_are_refused_naming_the_setting(name, config, message):
     from bayesbench.checks import SettingError
