@@ -1,7 +1,7 @@
 """Exact posterior of the modular-recurrence mixture (docs/science.md#modular-recurrence-mixture;
-the authors' "pi experiment", Misra et al., public code `vishalmisra/bayesian-wind-tunnel`,
-experiments/construction_boundary; the series' Paper III, "Geometric Scaling of Bayesian
-Inference in LLMs", arXiv 2512.23752).
+the authors' "pi experiment", public code `vishalmisra/bayesian-wind-tunnel`,
+experiments/construction_boundary/recurrence_bwt.py: their "construction boundary" experiments,
+which their README lists beside Papers I-III, not in Paper III, arXiv 2512.23752).
 
 A sequence x_0, x_1, ... over Z_p (p prime) comes from one of two hypotheses:
 

@@ -1,7 +1,7 @@
 """Exact posteriors of the two belief-revision tunnels (docs/science.md#belief-revision; the
 authors' public code `vishalmisra/bayesian-wind-tunnel`, src/data/belief_revision.py and
-belief_revision_hard.py, released with the series' Paper III, "Geometric Scaling of Bayesian
-Inference in LLMs", arXiv 2512.23752).
+belief_revision_hard.py; no script of that repository uses them and no paper of the series
+reports on them).
 
 Delayed disambiguation (`antecedent_predictive`). N distinct entity ids are drawn without
 replacement from n, then the antecedent Z ~ Uniform{0..N-1}; a cue later names id_Z. The

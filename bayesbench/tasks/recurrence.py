@@ -1,7 +1,7 @@
 """Modular-recurrence mixture (docs/science.md#modular-recurrence-mixture): the authors' "pi
 experiment" (public code `vishalmisra/bayesian-wind-tunnel`, experiments/construction_boundary/
-recurrence_bwt.py; the series' Paper III, "Geometric Scaling of Bayesian Inference in LLMs",
-arXiv 2512.23752).
+recurrence_bwt.py: their "construction boundary" experiments, which their README lists beside
+Papers I-III, not in Paper III, "Geometric Scaling of Bayesian Inference in LLMs", arXiv 2512.23752).
 
 Each sequence is, with probability pi, a modular linear recurrence x_{t+1} = a x_t + b (mod p)
 with (a, b, x_0) uniform, and otherwise L i.i.d. uniform symbols. Position t predicts x_{t+1}

@@ -1,7 +1,6 @@
 """Belief revision with delayed disambiguation (docs/science.md#belief-revision): the authors'
 "Version A" task (public code `vishalmisra/bayesian-wind-tunnel`, src/data/belief_revision.py;
-released with the series' Paper III, "Geometric Scaling of Bayesian Inference in LLMs",
-arXiv 2512.23752).
+no script of that repository uses it and no paper of the series reports on it).
 
 N candidate entities with fresh ids (drawn without replacement from n_ids) are introduced, a
 pronoun refers to one of them (Z ~ Uniform), and only after k_filler fillers a cue names it:

@@ -1,7 +1,6 @@
 """Belief revision from soft evidence (docs/science.md#belief-revision): the authors' "hard"
-task (public code `vishalmisra/bayesian-wind-tunnel`, src/data/belief_revision_hard.py;
-released with the series' Paper III, "Geometric Scaling of Bayesian Inference in LLMs",
-arXiv 2512.23752).
+task (public code `vishalmisra/bayesian-wind-tunnel`, src/data/belief_revision_hard.py; no
+script of that repository uses it and no paper of the series reports on it).
 
 N candidates are introduced in a fixed order, a pronoun refers to one of them (Z ~ Uniform), and
 K evidence symbols follow, each e_j ~ E[Z, :] independently given Z, then a query and the answer:
