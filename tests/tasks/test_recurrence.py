@@ -1,6 +1,6 @@
-"""The modular-recurrence mixture (tasks/recurrence.py, oracle/recurrence.py): the closed form
-against the authors' own functions (a saved fixture, their code is not needed here), against the
-mixture summed over every program (a, b), and the sampler against both."""
+"""The modular-recurrence tunnel (tasks/recurrence.py): its posterior against the authors' own
+functions (a saved fixture; their code is not needed here), its sampler against the recurrence and
+against the sum over every program, its settings. The oracle's own checks: tests/oracle/test_recurrence.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from bayesbench.oracle.recurrence import (
-    recurrence_brute_force,
     recurrence_class_posterior,
     recurrence_predictive,
 )
@@ -60,45 +59,6 @@ def test_predictive_equals_the_authors(case):
     torch.testing.assert_close(ours, theirs, atol=1e-12, rtol=0)
 
 
-def sequences(p: int, L: int, seed: int) -> torch.Tensor:
-    """Random sequences, recurrences (a = 0, a = 1 and any), constant prefixes, and a recurrence
-    broken after a fixed point: every branch of the closed form."""
-    g = torch.Generator().manual_seed(seed)
-    rows = [torch.randint(0, p, (L,), generator=g).tolist() for _ in range(6)]
-    for _ in range(6):
-        a, b, x0 = (int(v) for v in torch.randint(0, p, (3,), generator=g))
-        rows.append(program(a, b, x0, p, L))
-    rows += [program(0, 1 % p, 0, p, L), program(1, 1 % p, 0, p, L), [1 % p] * L,
-             ([1 % p] * 3 + [0] * L)[:L], program(1, 0, 0, p, L)]
-    return torch.tensor(rows)
-
-
-@pytest.mark.parametrize("p", [2, 3, 5, 7])
-@pytest.mark.parametrize("pi", [0.0, 0.3, 0.5, 0.999])
-@pytest.mark.parametrize("L", [1, 2, 3, 9])
-def test_closed_form_equals_the_sum_over_every_program(p, pi, L):
-    x = sequences(p, L, seed=p * 100 + L)
-    torch.testing.assert_close(recurrence_predictive(x, p, pi, dtype=torch.float64),
-                               recurrence_brute_force(x, p, pi), atol=1e-12, rtol=0)
-
-
-def test_pi_one_keeps_only_recurrences():
-    x = torch.tensor([program(3, 2, 1, 5, 8), [2] * 8])
-    pred = recurrence_predictive(x, 5, 1.0, dtype=torch.float64)
-    torch.testing.assert_close(pred, recurrence_brute_force(x, 5, 1.0), atol=1e-12, rtol=0)
-    assert (pred[:, 2:].max(-1).values == 1).all()  # from three symbols on, a point mass
-
-
-def test_bayes_factor_is_one_three_times_then_grows_by_p():
-    """Their "pi moment": BF = 1, 1, 1, p, p^2, ... on a generic recurrence (x_0 != x_1)."""
-    p, pi = 17, 0.5
-    x = torch.tensor([program(3, 7, 2, p, 8)])
-    w = recurrence_class_posterior(x, p, pi)[0]
-    bf = w / (1 - w)
-    want = torch.tensor([1, 1, 1, p, p**2, p**3, p**4, p**5], dtype=torch.float64)
-    torch.testing.assert_close(bf, want, rtol=1e-9, atol=0)
-
-
 @pytest.mark.parametrize("tokens", ["integer", "opaque"])
 def test_sampler_makes_recurrences_and_uniform_sequences(tokens):
     task = get_task("recurrence", p=5, L=12, pi=0.5, tokens=tokens)  # L > p + 1: see the next test
@@ -132,19 +92,6 @@ def test_sequences_longer_than_p_plus_one_are_whole():
     assert (batch.posterior[:, 2:9].max(-1).values == 1).all()
 
 
-def test_entropy_curve_at_the_authors_setting():
-    """pi = 1/2, p = 17: H = log2 p until three symbols are seen (x_0 != x_1), then the mixture of a
-    point mass with weight p^(k-3) / (p^(k-3) + 1) and the uniform."""
-    x = torch.tensor([program(3, 7, 2, 17, 6)])
-    pred = recurrence_predictive(x, 17, 0.5, dtype=torch.float64)[0]
-    h = -(pred * pred.log2()).sum(-1)
-    assert abs(h[0] - math.log2(17)) < 1e-12 and abs(h[1] - math.log2(17)) < 1e-12
-    w = 17 / 18
-    top = w + (1 - w) / 17
-    want = -(top * math.log2(top) + 16 * ((1 - w) / 17) * math.log2((1 - w) / 17))
-    assert abs(h[3] - want) < 1e-12
-
-
 @pytest.mark.parametrize("config,message", [
     ({"p": 15}, "p must be a prime"),
     ({"p": 1}, "p must be an integer >= 2"),
@@ -161,12 +108,3 @@ def test_bad_settings_are_refused_naming_the_setting(config, message):
     with pytest.raises(SettingError, match=f"^{message}") as err:
         get_task("recurrence", **config)
     assert next(iter(config)) in err.value.fields
-
-
-def test_bad_oracle_inputs_are_refused():
-    with pytest.raises(ValueError, match="p must be a prime"):
-        recurrence_predictive(torch.zeros((1, 3), dtype=torch.long), 9, 0.5)
-    with pytest.raises(ValueError, match=r"seq must lie in \[0, 4\]"):
-        recurrence_predictive(torch.tensor([[0, 5]]), 5, 0.5)
-    with pytest.raises(ValueError, match="pi must be a number"):
-        recurrence_brute_force(torch.zeros((1, 3), dtype=torch.long), 5, 2.0)

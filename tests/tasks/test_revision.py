@@ -5,10 +5,8 @@ needed here), against enumeration, and the soft-evidence beliefs against hmmlear
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -65,38 +63,6 @@ def test_delayed_disambiguation_answer_equals_the_authors():
     assert torch.equal(ours[:, :-1], theirs)
     answer = antecedent_predictive(ids, cue, 100, dtype=torch.float64)[:, -1]
     assert torch.equal(answer, torch.tensor([e["target"] for e in eps], dtype=torch.float64))
-
-
-def hmmlearn_beliefs(evidence: np.ndarray, emission: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(predictive of each e_j given e_<j [K, N], belief after all K [N]) from hmmlearn's forward
-    pass (its compiled `forward_log`, as tests/oracle/test_hmm.py uses it): an HMM whose state
-    never moves (transition matrix I) is the static referent; the predictive of v is the ratio
-    of the likelihoods of e_<j v and e_<j."""
-    from hmmlearn import _hmmc
-
-    N = emission.shape[0]
-    init, trans = np.full(N, 1.0 / N), np.eye(N)
-
-    def loglik(obs: np.ndarray) -> float:
-        return _hmmc.forward_log(init, trans, np.log(emission[:, obs].T))[0] if len(obs) else 0.0
-
-    pred = [[math.exp(loglik(np.append(evidence[:j], v)) - loglik(evidence[:j])) for v in range(N)]
-            for j in range(len(evidence))]
-    fwd = _hmmc.forward_log(init, trans, np.log(emission[:, evidence].T))[1][-1]
-    belief = np.exp(fwd - fwd.max())
-    return np.array(pred), belief / belief.sum()
-
-
-def test_soft_evidence_predictives_equal_hmmlearn():
-    task = get_task("revision_hard", n_candidates=5, n_evidence=4, alpha=0.5, emission_seed=3)
-    batch = task.sample(6, torch.Generator().manual_seed(0), dtype=torch.float64)
-    E = task.emission.numpy()
-    pos = task.scored_positions()
-    for i in range(6):
-        pred, belief = hmmlearn_beliefs(batch.latents["evidence"][i].numpy(), E)
-        got = batch.posterior[i, pos].numpy()
-        np.testing.assert_allclose(got[:-1], pred, atol=1e-10)
-        np.testing.assert_allclose(got[-1], belief, atol=1e-10)
 
 
 @pytest.mark.parametrize("config", [
@@ -165,12 +131,3 @@ def test_bad_settings_are_refused_naming_the_setting(name, config, message):
     with pytest.raises(SettingError, match=f"^{message}") as err:
         get_task(name, **config)
     assert next(iter(config)) in err.value.fields
-
-
-def test_bad_oracle_inputs_are_refused():
-    with pytest.raises(ValueError, match="emission must be square"):
-        evidence_predictive(torch.zeros((1, 2), dtype=torch.long), torch.full((2, 3), 1 / 3))
-    with pytest.raises(ValueError, match="every row of emission"):
-        evidence_predictive(torch.zeros((1, 2), dtype=torch.long), torch.full((2, 2), 0.4))
-    with pytest.raises(ValueError, match=r"ids must lie in \[0, 3\]"):
-        antecedent_predictive(torch.tensor([[0, 4]]), torch.tensor([0]), 4)
