@@ -147,7 +147,8 @@ class RevisionTask(Task):
         out = torch.zeros((B, T, n), dtype=torch.float64)
         for i in range(B):
             agree = (every == tokens[i]).long().cumprod(1).double()  # [M, T]: prefix 0..t agrees
-            nxt = torch.nn.functional.one_hot(every[:, 1:], self.vocab_size)[..., :n].double()  # [M, T-1, n]
-            mass = torch.einsum("mt,mtv->tv", agree[:, :-1], nxt)
+            mass = torch.zeros((T - 1, self.vocab_size), dtype=torch.float64)  # [t, v]: latents agreeing, next v
+            mass.scatter_add_(1, every[:, 1:].t(), agree[:, :-1].t())
+            mass = mass[:, :n]
             out[i, :-1] = mass / mass.sum(-1, keepdim=True).clamp(min=1e-300)
         return (out * batch.mask.cpu().unsqueeze(-1)).to(batch.tokens.device)
