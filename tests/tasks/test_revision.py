@@ -69,10 +69,11 @@ def test_delayed_disambiguation_answer_equals_the_authors():
     {"n_candidates": 2, "n_ids": 2, "m_filler": 0, "k_filler": 0},
     {"n_candidates": 3, "n_ids": 5, "m_filler": 1, "k_filler": 2},
     {"n_candidates": 2, "n_ids": 4, "supervise": "query"},
+    {"n_ids": 100, "m_filler": 8, "k_filler": 8},  # the authors' setting: 19,800 latents
 ])
 def test_delayed_disambiguation_equals_enumeration(config):
     task = get_task("revision", **config)
-    batch = task.sample(12, torch.Generator().manual_seed(5), dtype=torch.float64)
+    batch = task.sample(6, torch.Generator().manual_seed(5), dtype=torch.float64)
     torch.testing.assert_close(task.brute_force_posterior(batch), batch.posterior, atol=1e-12, rtol=0)
 
 
