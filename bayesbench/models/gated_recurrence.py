@@ -13,11 +13,11 @@ arXiv 2312.06635, Sec. 4), a data-dependent scalar per head (Mamba-2's SSD: Dao 
 `gated_recurrence_step` is the recurrent reference (one position, the truth, a few lines);
 `gated_recurrence_chunked` the training path: the sequence cut into chunks of C positions, the
 intra-chunk part in its parallel (masked, quadratic in C) form and the state carried from chunk to
-chunk (GLA Sec. 4.2, Mamba-2 Sec. 6, RetNet Sec. 2.3). Every decay factor is formed as
-exp(b_t - b_s) with s <= t from the within-chunk cumulative log decay b, so each exponent is <= 0:
-no exp(+b) / exp(-b) factorisation that overflows when the decay is strong (GLA's Sec. 4.2 works
-around that by secondary chunking in half precision; here the [C, C, Dk] tensor is formed
-directly, which costs memory C times that of the scalar case, fine at the zoo's sizes).
+chunk (GLA Sec. 4.2, Mamba-2 Sec. 6, RetNet Sec. 2.3). A scalar decay's factors exp(b_t - b_s)
+(b: the within-chunk cumulative log decay, s <= t) are formed directly, each exponent <= 0. A
+vector decay's intra-chunk scores are the matmul (q exp(b)) (k exp(-b))^T (GLA Sec. 4.2) while
+the chunk's total decay stays within `FACTOR_LIMIT` (no overflow), else the exact [C, C, Dk] form
+with every exponent <= 0 (where GLA's paper uses secondary chunking): the same numbers either way.
 
 The module also holds what the five zoo architectures of issue 43 share: a per-head norm with a
 per-member affine, the causal short convolution's one-step form, and the pre-norm block
@@ -38,6 +38,10 @@ from .capacity import match_widths, meta_params
 from .layers import EnsembleLayerNorm, EnsembleLinear, residual_std
 
 State = dict[str, Tensor]
+# A chunk whose vector decay sums to more than this (in log) is computed in the exact form, not as
+# (q exp(b)) (k exp(-b))^T: exp(30) ~ 1e13 leaves float32 far from overflow, and each product keeps
+# its relative precision (no cancellation: the factors multiply, they are not subtracted)
+FACTOR_LIMIT = {torch.float64: 300.0, torch.float32: 30.0}
 
 
 def gated_recurrence_step(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor,
@@ -85,9 +89,12 @@ def gated_recurrence_chunked(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor,
     if scalar:
         diff = (b[..., :, None, 0] - b[..., None, :, 0]).masked_fill(~causal, -math.inf)
         scores = (qc @ kc.transpose(-1, -2)) * torch.exp(diff)  # [..., n, C, C]
-    else:
+    elif bool((b[..., -1, :] > -FACTOR_LIMIT.get(q.dtype, 5.0)).all()):  # (one host read)
+        # exp(b_t - b_s) = exp(b_t) exp(-b_s): a matmul; exp(-b_s) <= exp(-b_C) is far from overflow
+        scores = ((qc * torch.exp(b)) @ (kc * torch.exp(-b)).transpose(-1, -2)).masked_fill(~causal, 0.0)
+    else:  # a decay too strong to factorise: every factor exp(b_t - b_s) <= 1 formed, [..., n, C, C, Dk]
         diff = (b.unsqueeze(-2) - b.unsqueeze(-3)).masked_fill(~causal.unsqueeze(-1), -math.inf)
-        scores = torch.einsum("...td,...sd,...tsd->...ts", qc, kc, torch.exp(diff))
+        scores = (qc.unsqueeze(-2) * kc.unsqueeze(-3) * torch.exp(diff)).sum(-1)
     out = scores @ vc  # the intra-chunk part [..., n, C, Dv]
     n = qc.shape[-3]
     if n > 1:

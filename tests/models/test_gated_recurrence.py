@@ -45,6 +45,18 @@ def test_chunked_equals_the_recurrence_outputs_and_gradients(lead, L, chunk, wid
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
 
 
+def test_the_exact_and_the_factorised_forms_of_a_vector_decay_agree(monkeypatch):
+    """Past FACTOR_LIMIT a vector decay's chunk forms every exp(b_t - b_s) (no exp(-b) factor); within
+    it, the matmul of (q exp(b)) and (k exp(-b)): both equal the recurrence."""
+    import bayesbench.models.gated_recurrence as kernel
+
+    inputs = [t.detach() for t in _inputs((2, 3), 13, 5, seed=4, strength=4.0)]
+    ref = gated_recurrence_ref(*inputs)
+    for limit in ({}, {torch.float64: 1e9}):  # {}: the limit 5 for every dtype, below these chunks' decay
+        monkeypatch.setattr(kernel, "FACTOR_LIMIT", limit)
+        torch.testing.assert_close(gated_recurrence_chunked(*inputs, 8), ref, rtol=1e-10, atol=1e-12)
+
+
 def test_heads_broadcast_from_shared_keys_and_queries():
     """Mamba-2's one group: q, k [.., 1, L, N] read by every head of v [.., H, L, P]."""
     g = torch.Generator().manual_seed(0)
