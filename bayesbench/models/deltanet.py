@@ -2,13 +2,13 @@
 
 Yang, Wang, Zhang, Shen, Kim 2024, "Parallelizing Linear Transformers with the Delta Rule over
 Sequence Length", arXiv 2406.06484. Per head the state S [Dk, Dv] is rewritten, not only added to
-(Sec. 2.2, Widrow-Hoff's rule: S_t = S_{t-1} - beta_t k_t (S_{t-1}^T k_t - v_t)^T):
+(Sec. 2, Widrow-Hoff's rule: S_t = S_{t-1} - beta_t k_t (S_{t-1}^T k_t - v_t)^T):
 
     S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T,     o_t = S_t^T q_t,
 
 with alpha_t = 1 here and the learned gate alpha_t in (0, 1] in Gated DeltaNet
 (`gated_deltanet.py`, which shares this module's kernel). `delta_rule_step` is the recurrent
-reference; `delta_rule_chunked` the training path, the chunkwise form of Sec. 3.2 (the WY / UT
+reference; `delta_rule_chunked` the training path, the chunkwise form of Sec. 3 (the WY / UT
 representation of the products of Householder-like matrices): within a chunk the pseudo-values
 w_t = beta_t (v_t - alpha_t S_{t-1}^T k_t) solve the unit lower-triangular system
 (I + A) W = diag(beta) (V - diag(gamma) K S_0), A_ts = beta_t (gamma_t / gamma_s) k_t . k_s for
@@ -16,9 +16,9 @@ s < t (gamma: the cumulative gate within the chunk), one `solve_triangular` per 
 o_t = gamma_t q_t S_0 + sum_{s<=t} (gamma_t / gamma_s)(q_t . k_s) w_s and S leaves the chunk as
 gamma_C S_0 + sum_s (gamma_C / gamma_s) k_s w_s^T (Gated DeltaNet, arXiv 2412.06464, Sec. 3.3).
 
-The layer (Sec. 3.3 and the experiments of Sec. 4, as flash-linear-attention's DeltaNet runs it):
+The layer (the paper's "DeltaNet Transformer", as flash-linear-attention's DeltaNet runs it):
 q, k, v = SiLU(short causal depthwise conv_4(x W_{q,k,v})); q, k L2-normalised per head (the
-normalisation that keeps the eigenvalues of I - beta k k^T in [-1, 1], Sec. 3.3);
+normalisation that keeps the eigenvalues of I - beta k k^T in [-1, 1]);
 beta_t = sigmoid(x W_beta) per head; o = RMSNorm per head (per-member affine), then W_o.
 Departures (said once for the zoo, `gated_recurrence.py`): pre-norm LayerNorm blocks with the
 transformer's GELU FFN rather than the paper's Llama-style RMSNorm/SwiGLU, and the zoo's N(0, 0.02)
@@ -117,7 +117,7 @@ class DeltaNetConfig:
     n_head: int = 2
     d_model: int = 64
     d_ffn: int = 256
-    d_conv: int = 4  # the short convolution of q, k, v (Sec. 4)
+    d_conv: int = 4  # the short convolution of q, k, v
     chunk: int = 16  # positions per chunk of the chunkwise form
 
     def __post_init__(self) -> None:

@@ -1,7 +1,7 @@
 """Gated DeltaNet: the delta rule with Mamba-2's decay gate, ensemble-native, pure PyTorch.
 
 Yang, Kautz, Hatamizadeh 2024, "Gated Delta Networks: Improving Mamba2 with Delta Rule",
-arXiv 2412.06464. The gated delta rule (Sec. 3.1, Eq. 10):
+arXiv 2412.06464. The gated delta rule (Sec. 3.1):
 
     S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T,     o_t = S_t^T q_t,
 

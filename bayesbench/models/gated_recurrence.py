@@ -13,7 +13,7 @@ arXiv 2312.06635, Sec. 4), a data-dependent scalar per head (Mamba-2's SSD: Dao 
 `gated_recurrence_step` is the recurrent reference (one position, the truth, a few lines);
 `gated_recurrence_chunked` the training path: the sequence cut into chunks of C positions, the
 intra-chunk part in its parallel (masked, quadratic in C) form and the state carried from chunk to
-chunk (GLA Sec. 4.2, Mamba-2 Sec. 6, RetNet Sec. 2.3). A scalar decay's factors exp(b_t - b_s)
+chunk (GLA Sec. 4.2, Mamba-2 Sec. 6, RetNet Sec. 2.1). A scalar decay's factors exp(b_t - b_s)
 (b: the within-chunk cumulative log decay, s <= t) are formed directly, each exponent <= 0. A
 vector decay's intra-chunk scores are the matmul (q exp(b)) (k exp(-b))^T (GLA Sec. 4.2) while
 the chunk's total decay stays within `FACTOR_LIMIT` (no overflow), else the exact [C, C, Dk] form
@@ -150,7 +150,7 @@ def conv_step(weight: Tensor, bias: Tensor, x: Tensor, state: State | None, key:
 
 
 def l2_normalise(x: Tensor, eps: float = 1e-6) -> Tensor:
-    """x / ||x|| over the last dim (DeltaNet's key and query normalisation, arXiv 2406.06484 Sec. 3)."""
+    """x / ||x|| over the last dim (DeltaNet's key and query normalisation, arXiv 2406.06484)."""
     return x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + eps)
 
 

@@ -2,7 +2,7 @@
 
 Yang, Wang, Shen, Panda, Kim 2023, "Gated Linear Attention Transformers with Hardware-Efficient
 Training", arXiv 2312.06635. Per head a matrix state S [Dk, Dv] decays per key channel with a
-gate computed from the input (Sec. 4.1, Eq. for G_t = alpha_t^T 1):
+gate computed from the input (Sec. 4.1):
 
     S_t = diag(alpha_t) S_{t-1} + k_t v_t^T,     o_t = S_t^T q_t,
 

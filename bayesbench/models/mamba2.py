@@ -1,8 +1,8 @@
 """Mamba-2: the SSD layer (state space duality), scalar decay per head, ensemble-native, pure PyTorch.
 
 Dao and Gu 2024, "Transformers are SSMs: Generalized Models and Efficient Algorithms Through
-Structured State Space Duality", arXiv 2405.21060. The SSM of Sec. 3 with A_t a scalar times the
-identity per head (Sec. 3.2, "scalar-identity structure"): per head h, state h_t [N, P],
+Structured State Space Duality", arXiv 2405.21060. The SSM with A_t a scalar times the identity per
+head (the SSD layer: the scalar-identity case the duality is built on): per head h, state h_t [N, P],
 
     h_t = exp(dt_t A_h) h_{t-1} + dt_t B_t x_t^T,     y_t = h_t^T C_t + D_h x_t,
 

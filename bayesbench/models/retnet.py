@@ -6,7 +6,7 @@ Large Language Models", arXiv 2307.08621. Retention (Sec. 2.1) per head is the r
     S_t = gamma S_{t-1} + k_t v_t^T,     o_t = S_t^T q_t,
 
 with a fixed decay per head, gamma_h = 1 - 2^(-5 - h), h = 0..H-1 (multi-scale retention,
-Sec. 2.2), trained in its chunkwise recurrent form (Sec. 2.3; `gated_recurrence_chunked` with a
+Sec. 2.2), trained in its chunkwise recurrent form (Sec. 2.1; `gated_recurrence_chunked` with a
 constant scalar log decay) and checked against its recurrent form (`gated_recurrence_step`).
 
 The layer (Sec. 2.2): Q = X W_Q, K = X W_K (width d_model, K scaled by d_head^-1/2), V = X W_V of
