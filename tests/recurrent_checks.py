@@ -6,6 +6,8 @@ matched to the transformer)."""
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import Tensor, nn
 
@@ -63,13 +65,20 @@ def check_forward_equals_recurrent(mixer: nn.Module, d: int, E: int, B: int, L: 
     return state
 
 
+@functools.lru_cache(maxsize=None)
+def _quick_job(arch: str):
+    """The quick preset's job for `arch` on the bijection (resolved once per test session)."""
+    from bayesbench.sweep.jobs import make_jobs
+
+    (job,) = make_jobs("quick", tasks=["bijection"], archs=[arch])
+    return job
+
+
 def leaderboard_model(arch: str, seeds: list[int]) -> tuple[nn.Module, int]:
     """`arch` built as the quick leaderboard builds it on the bijection: the preset's job (capacity
     matched to the task's transformer, `sweep.jobs.resolve_model`), then the trainer's `get_model`.
     Returns the model and the parameter count it was matched to (the transformer's)."""
-    from bayesbench.sweep.jobs import make_jobs
-
-    (job,) = make_jobs("quick", tasks=["bijection"], archs=[arch])
+    job = _quick_job(arch)
     assert "match_params" in job.model, job.model
     return get_model(job.arch, job.task, seeds=seeds, max_len=job.max_len, **job.model), job.model["match_params"]
 

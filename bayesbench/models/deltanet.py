@@ -41,11 +41,11 @@ from .gated_recurrence import (
     EnsembleHeadNorm,
     MixerBlock,
     State,
-    _chunks,
     conv_step,
     l2_normalise,
     match_d_model_and_ffn,
     meta_params,
+    time_chunks,
 )
 from .layers import EnsembleLinear, residual_std
 from .mamba import CausalDepthwiseConv
@@ -84,9 +84,9 @@ def delta_rule_chunked(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, log_decay:
     writes nothing, log decay 0 keeps the state)."""
     L = q.shape[-2]
     C = max(1, min(chunk, L))
-    qc, kc, vc = (_chunks(x, C) for x in (q, k, v))
-    bc = _chunks(beta.unsqueeze(-1), C)  # [..., n, C, 1]
-    g = torch.zeros_like(bc) if log_decay is None else torch.cumsum(_chunks(log_decay.unsqueeze(-1), C), dim=-2)
+    qc, kc, vc = (time_chunks(x, C) for x in (q, k, v))
+    bc = time_chunks(beta.unsqueeze(-1), C)  # [..., n, C, 1]
+    g = torch.zeros_like(bc) if log_decay is None else torch.cumsum(time_chunks(log_decay.unsqueeze(-1), C), dim=-2)
     causal = torch.ones(C, C, dtype=torch.bool, device=q.device).tril()
     decay = torch.exp((g[..., :, None, 0] - g[..., None, :, 0]).masked_fill(~causal, -math.inf))  # gamma_t / gamma_s
     A = (bc * (kc @ kc.transpose(-1, -2)) * decay).tril(-1)

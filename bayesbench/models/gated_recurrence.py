@@ -64,7 +64,7 @@ def gated_recurrence_ref(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor) -> 
     return torch.stack(out, dim=-2)
 
 
-def _chunks(x: Tensor, C: int) -> Tensor:
+def time_chunks(x: Tensor, C: int) -> Tensor:
     """[..., L, D] -> [..., n, C, D], zero-padded at the end to a multiple of C. Padding is inert:
     a zero key writes nothing, a zero log decay keeps the state, and padded outputs are cut off."""
     L = x.shape[-2]
@@ -83,7 +83,7 @@ def gated_recurrence_chunked(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor,
     L = q.shape[-2]
     C = max(1, min(chunk, L))
     scalar = log_decay.shape[-1] == 1
-    qc, kc, vc, gc = (_chunks(x, C) for x in (q, k, v, log_decay))
+    qc, kc, vc, gc = (time_chunks(x, C) for x in (q, k, v, log_decay))
     b = torch.cumsum(gc, dim=-2)  # [..., n, C, Dk or 1]
     causal = torch.ones(C, C, dtype=torch.bool, device=q.device).tril()
     if scalar:
@@ -183,4 +183,4 @@ def match_d_model_and_ffn(count: Callable[[int, int], int], target: int, *, step
 
 
 __all__ = ["EnsembleHeadNorm", "MixerBlock", "conv_step", "gated_recurrence_chunked", "gated_recurrence_ref",
-           "gated_recurrence_step", "l2_normalise", "match_d_model_and_ffn", "meta_params"]
+           "gated_recurrence_step", "l2_normalise", "match_d_model_and_ffn", "meta_params", "time_chunks"]

@@ -179,19 +179,25 @@ def match_mamba2(shape: TaskShape, target: int, *, n_layer: int = 4, n_head: int
         return Mamba2Config(n_layer=n_layer, n_head=n_head, d_model=d, d_inner=None if di == 2 * d else di,
                             d_state=n, **cfg)
 
+    counts: dict[tuple[int, int, int], int] = {}
+
     def count(d: int, di: int, n: int) -> int:
-        return meta_params(lambda: Mamba2(shape, make(d, di, n)))
+        if (d, di, n) not in counts:
+            counts[d, di, n] = meta_params(lambda: Mamba2(shape, make(d, di, n)))
+        return counts[d, di, n]
 
     coarse = fit_width(lambda d: count(d, 2 * d, d_state), target, step=n_head)
+    pairs = [(d, di) for d in (coarse - n_head, coarse, coarse + n_head) if d >= n_head
+             for di in sorted({2 * d, fit_width(lambda di: count(d, di, d_state), target, step=n_head)})]
     candidates = []
-    for d in (coarse - n_head, coarse, coarse + n_head):
-        if d < n_head:
-            continue
-        for di in {2 * d, fit_width(lambda di: count(d, di, d_state), target, step=n_head)}:
-            for n in {d_state, fit_width(lambda n: count(d, di, n), target)}:
-                gap = abs(count(d, di, n) - target) / target
-                candidates.append((abs(n - d_state), abs(di - 2 * d), gap, d, di, n))
-    ok = [c for c in candidates if c[2] <= tolerance]
+    for fit_state in (False, True):  # d_state is fitted only where no d_inner comes within tolerance
+        for d, di in pairs:
+            n = fit_width(lambda n: count(d, di, n), target) if fit_state else d_state
+            gap = abs(count(d, di, n) - target) / target
+            candidates.append((abs(n - d_state), abs(di - 2 * d), gap, d, di, n))
+        ok = [c for c in candidates if c[2] <= tolerance]
+        if ok:
+            break
     if not ok:
         _, _, gap, d, di, n = min(candidates, key=lambda c: c[2])
         raise ValueError(f"no Mamba-2 within {tolerance:.0%} of {target} parameters (closest: {count(d, di, n)} "
