@@ -77,6 +77,14 @@ def delta_rule_ref(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, log_decay: Ten
     return torch.stack(out, dim=-2)
 
 
+def _unit_lower_solve(A: Tensor, *rhs: Tensor) -> list[Tensor]:
+    """(I + A)^-1 b for each b, A strictly lower triangular: `solve_triangular` with a unit
+    diagonal, in at least float32 (a bf16 forward under autocast solves in float32)."""
+    dtype = torch.promote_types(A.dtype, torch.float32)
+    return [torch.linalg.solve_triangular(A.to(dtype), b.to(dtype), upper=False, unitriangular=True).to(b.dtype)
+            for b in rhs]
+
+
 def delta_rule_chunked(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, log_decay: Tensor | None,
                        chunk: int) -> Tensor:
     """The chunkwise (WY) form of `delta_rule_ref`: q, k [..., L, Dk], v [..., L, Dv], beta and
@@ -90,8 +98,7 @@ def delta_rule_chunked(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, log_decay:
     causal = torch.ones(C, C, dtype=torch.bool, device=q.device).tril()
     decay = torch.exp((g[..., :, None, 0] - g[..., None, :, 0]).masked_fill(~causal, -math.inf))  # gamma_t / gamma_s
     A = (bc * (kc @ kc.transpose(-1, -2)) * decay).tril(-1)
-    U = torch.linalg.solve_triangular(A, bc * vc, upper=False, unitriangular=True)
-    Wk = torch.linalg.solve_triangular(A, bc * torch.exp(g) * kc, upper=False, unitriangular=True)
+    U, Wk = _unit_lower_solve(A, bc * vc, bc * torch.exp(g) * kc)
     qk = (qc @ kc.transpose(-1, -2)) * decay
     n = qc.shape[-3]
     state: Tensor | None = None
