@@ -115,7 +115,8 @@ def test_stationary_distribution_is_stationary_and_known():
     for t in PROCESSES.values():
         pi = stationary_distribution(t)
         torch.testing.assert_close(pi @ t.sum(0), pi)
-    torch.testing.assert_close(stationary_distribution(PROCESSES["mess3"]), torch.full((3,), 1 / 3, dtype=torch.float64))
+    torch.testing.assert_close(stationary_distribution(PROCESSES["mess3"]),
+                               torch.full((3,), 1 / 3, dtype=torch.float64))
     torch.testing.assert_close(stationary_distribution(PROCESSES["rrxor"]),
                                torch.tensor([1 / 3, 1 / 6, 1 / 6, 1 / 6, 1 / 6], dtype=torch.float64))
     p = 0.3  # even process: pi_A = 1 / (2 - p)
@@ -124,7 +125,8 @@ def test_stationary_distribution_is_stationary_and_known():
 
 
 @pytest.mark.parametrize("bad,rule", [
-    ([[[0.5, 0.0], [0.0, 0.5]], [[0.0, 0.6], [0.5, 0.0]]], "must sum over tokens to a stochastic matrix.*row 0 sums to 1.1"),
+    ([[[0.5, 0.0], [0.0, 0.5]], [[0.0, 0.6], [0.5, 0.0]]],
+     "must sum over tokens to a stochastic matrix.*row 0 sums to 1.1"),
     ([[[-0.5, 0.0], [0.0, 0.5]], [[1.0, 0.5], [0.5, 0.0]]], "must hold finite non-negative probabilities, found -0.5"),
     ([[0.5, 0.5], [0.5, 0.5]], r"must have shape \[X, S, S\]"),
     ([[[1.0, 0.0], [0.0, 1.0]]], r"must have shape \[X, S, S\] with X >= 2 tokens"),

@@ -37,7 +37,8 @@ def belief_targets(task: Task, batch: Batch, field: str = "run") -> tuple[Tensor
     if task.name == "hmm":
         return batch.mask.clone(), batch.posterior.double()
     raise FieldError(field, f"is trained on {task.describe()}, which has no belief state to probe (the belief-state "
-                            "processes mess3, rrxor, even, golden_mean, process, the hmm_mixture and the hmm tunnel do)")
+                            "processes mess3, rrxor, even, golden_mean, process, the hmm_mixture and the hmm "
+                            "tunnel do)")
 
 
 def stream_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module, bool]]:

@@ -37,7 +37,8 @@ class BeliefProbeConfig:
         check_int("sequences", self.sequences, 8, "a held-out split needs sequences on both sides")
         tf = self.test_fraction
         if isinstance(tf, bool) or not isinstance(tf, (int, float)) or not 0 < tf < 1:
-            raise FieldError("test_fraction", f"must be a number in (0, 1) (the share of sequences held out), got {tf!r}")
+            raise FieldError("test_fraction", f"must be a number in (0, 1) (the share of sequences held out), "
+                                              f"got {tf!r}")
         check_int("split_seed", self.split_seed, 0)
 
 
