@@ -44,16 +44,20 @@ class BeliefProbeConfig:
 
 def summarize(res: ProbeResult, task: str, sequences: int) -> dict:
     """Per stream: the held-out R^2 and the shuffle control's, each a mean over seeds with its
-    t-interval (bayesbench.stats), and their paired difference tested against 0."""
-    streams = {}
+    t-interval (bayesbench.stats), their paired difference tested against 0, and the paired gain
+    over the `embed` stream (what the current token and position alone explain)."""
+    streams: dict[str, dict] = {}
     for name in res.streams:
         diff = [a - b for a, b in zip(res.r2[name], res.r2_shuffled[name])]
         streams[name] = {"r2": t_interval(res.r2[name]), "r2_shuffled": t_interval(res.r2_shuffled[name]),
                          "excess": t_interval(diff, null=0.0), "per_seed": res.r2[name],
                          "per_seed_shuffled": res.r2_shuffled[name]}
+        if "embed" in res.r2:  # the last-token control: what the current token and its position explain
+            streams[name]["over_embed"] = t_interval([a - b for a, b in zip(res.r2[name], res.r2["embed"])], null=0.0)
     best = max(res.streams, key=lambda s: streams[s]["r2"]["mean"])
-    b = streams[best]
-    head = (f"best stream {best}: held-out R^2 {_fmt(b['r2'])} vs shuffle control {_fmt(b['r2_shuffled'])} "
+    b: dict[str, dict] = streams[best]
+    gain = f", {_fmt(b['over_embed'])} over the embed stream" if "over_embed" in b and best != "embed" else ""
+    head = (f"best stream {best}: held-out R^2 {_fmt(b['r2'])} vs shuffle control {_fmt(b['r2_shuffled'])}{gain} "
             f"({len(res.seeds)} seeds, {sequences} sequences of {task})")
     return {"task": task, "sequences": sequences, "seeds": res.seeds, "streams": streams, "best_stream": best,
             "headline": [head]}
@@ -66,10 +70,13 @@ def _fmt(iv: dict) -> str:
 
 
 def table(summary: dict) -> str:
-    lines = ["| stream | held-out R^2 | shuffle control | R^2 - control (p) |", "|---|---|---|---|"]
+    lines = ["| stream | held-out R^2 | shuffle control | R^2 - control (p) | R^2 - embed stream's (p) |",
+             "|---|---|---|---|---|"]
     for name, s in summary["streams"].items():
+        gain = s.get("over_embed")
         lines.append(f"| {name} | {_fmt(s['r2'])} | {_fmt(s['r2_shuffled'])} | {_fmt(s['excess'])} "
-                     f"({s['excess']['p']:.2g}) |")
+                     f"({s['excess']['p']:.2g}) | "
+                     + ("-" if gain is None or name == "embed" else f"{_fmt(gain)} ({gain['p']:.2g})") + " |")
     return "\n".join(lines)
 
 
