@@ -83,3 +83,67 @@ def test_the_config_refuses_bad_values_naming_the_field():
         BeliefProbeConfig(run="x", test_fraction=1.0)
     with pytest.raises(FieldError, match="^sequences must be an integer >= 8"):
         BeliefProbeConfig(run="x", sequences=4)
+
+
+def test_an_hmm_runs_streams_take_its_header():
+    from bayesbench.models import get_model
+
+    task = get_task("hmm", K=5)
+    model = get_model("transformer", task, seeds=[0])
+    streams = residual_streams(model, task.sample(3, torch.Generator().manual_seed(0)))
+    assert all(v.shape[:3] == (1, 3, task.seq_len) for v in streams.values())
+
+
+@pytest.mark.parametrize("K", [2, 3, 5])
+def test_the_simplex_figure_draws_any_number_of_states(K, tmp_path):
+    from bayesbench.dynamics.belief_probe.plots import simplex_figure, simplex_projection
+
+    beliefs = torch.distributions.Dirichlet(torch.ones(K, dtype=torch.float64)).sample((200,))
+    path = simplex_figure(str(tmp_path / "s.png"), beliefs, beliefs + 0.01, "final", 0.9, 0.0, "test")
+    assert path.endswith("s.png") and (tmp_path / "s.png").stat().st_size > 0
+    axes, origin = simplex_projection(beliefs)
+    assert axes.shape == (K, 2) and origin.shape == (K,)
+
+
+class BeliefModel(torch.nn.Module):
+    """A synthetic ensemble model: `embed` gives noise, its one block writes a fixed random
+    linear image of the exact Mess3 belief (or, with signal=False, more noise), `head` reads it."""
+
+    def __init__(self, signal: bool, ensemble: int = 2, d: int = 12):
+        super().__init__()
+        self.ensemble, self.signal, self.d = ensemble, signal, d
+        g = torch.Generator().manual_seed(7)
+        self.maps = torch.randn((ensemble, 3, d), generator=g, dtype=torch.float64)
+        self.embed = torch.nn.Identity()
+        self.blocks = torch.nn.ModuleList([torch.nn.Identity()])
+        self.head = torch.nn.Linear(d, 3)
+        self.anchor = torch.nn.Parameter(torch.zeros(1))  # a parameter: its device is the model's
+
+    def forward(self, tokens, header=None):
+        from bayesbench.oracle.belief import belief_filter
+        from bayesbench.tasks.belief_process import mess3_matrices
+
+        g = torch.Generator().manual_seed(int(tokens.sum()))
+        noise = torch.randn((*tokens.shape, self.d), generator=g, dtype=torch.float64)
+        x = self.embed(noise)
+        if self.signal:
+            beliefs, _ = belief_filter(mess3_matrices(0.05, 0.85), tokens[0])
+            x = torch.einsum("blk,ekd->ebld", beliefs, self.maps) + 1e-3 * noise
+        else:
+            x = torch.randn(x.shape, generator=g, dtype=torch.float64)
+        x = self.blocks[0](x)
+        return self.head(x.float())
+
+
+@pytest.mark.parametrize("signal", [True, False])
+def test_the_probe_through_hooks_on_a_synthetic_model(signal):
+    task = get_task("mess3", L=8)
+    batch = task.sample(400, torch.Generator().manual_seed(3))
+    positions, beliefs = belief_targets(task, batch)
+    res = probe(residual_streams(BeliefModel(signal), batch), positions, beliefs, [0, 1])
+    assert res.streams == ["embed", "block 0", "final"]
+    for e in range(2):
+        if signal:
+            assert res.r2["block 0"][e] > 0.99 and res.r2_shuffled["block 0"][e] < 0.1
+        else:
+            assert abs(res.r2["block 0"][e] - res.r2_shuffled["block 0"][e]) < 0.1 and res.r2["block 0"][e] < 0.1
