@@ -26,12 +26,17 @@ def simplex_projection(beliefs: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
 
 
 def colours(beliefs: torch.Tensor) -> list:
-    """RGB from the first three belief coordinates (normalised), so a point keeps its colour in both panels."""
-    c = torch.zeros(beliefs.shape[0], 3, dtype=torch.float64)
-    k = min(3, beliefs.shape[1])
-    c[:, :k] = beliefs[:, :k]
-    c = c / c.max(1, keepdim=True).values.clamp(min=1e-12)
-    return c.clamp(0, 1).tolist()
+    """Each state a colour (red, green, blue for three states; evenly spaced hues otherwise) and
+    each point the belief-weighted mix of its states' colours, so a point keeps its colour in
+    both panels and a point near a vertex takes that state's colour."""
+    import colorsys
+
+    K = beliefs.shape[1]
+    if K == 3:
+        palette = torch.eye(3, dtype=torch.float64)
+    else:
+        palette = torch.tensor([colorsys.hsv_to_rgb(k / K, 0.9, 0.9) for k in range(K)], dtype=torch.float64)
+    return (beliefs.double() @ palette).clamp(0, 1).tolist()
 
 
 def simplex_figure(path: str, beliefs: torch.Tensor, predicted: torch.Tensor, stream: str, r2: float,
