@@ -43,7 +43,8 @@ def belief_targets(task: Task, batch: Batch, field: str = "run") -> tuple[Tensor
 
 def stream_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module, bool]]:
     """(name, module, read its input) for each residual stream: `embed` (output), each of
-    `blocks` or `layers` (output), and `head` (input: the final normalised stream)."""
+    `blocks` or `layers` (output), and `head` (input: the final normalised stream; `W_O`'s input,
+    the attention output, for the toy attention)."""
     out: list[tuple[str, torch.nn.Module, bool]] = []
     embed = getattr(model, "embed", None)
     if isinstance(embed, torch.nn.Module):
@@ -53,9 +54,11 @@ def stream_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module, b
         if isinstance(stack, torch.nn.ModuleList):
             out += [(f"{attr[:-1]} {i}", m, False) for i, m in enumerate(stack)]
             break
-    head = getattr(model, "head", None)
-    if isinstance(head, torch.nn.Module):
-        out.append(("final", head, True))
+    for attr in ("head", "W_O"):  # the read-out to logits (W_O: the one-head toy attention, no head)
+        head = getattr(model, attr, None)
+        if isinstance(head, torch.nn.Module):
+            out.append(("final", head, True))
+            break
     if not out:
         raise ValueError(f"{type(model).__name__} has no embed, blocks/layers or head module to read a residual "
                          "stream from")
