@@ -3,7 +3,7 @@
 A process over X tokens and S hidden states is given by its labelled transition matrices
 T^(x)[i, j] = p(x_{t+1} = x, s_{t+1} = j | s_t = i) (an edge-emitting, "Mealy" HMM: Shai et
 al. 2024, "Transformers represent belief state geometry in their residual stream", arXiv
-2405.15943, Sec. 2; the computational-mechanics convention of Crutchfield's epsilon-machines).
+2405.15943; the computational-mechanics convention of Crutchfield's epsilon-machines).
 Their sum T = sum_x T^(x) is row-stochastic. An observer starts from the stationary
 distribution pi = pi T and updates its belief (the "mixed state") after each token:
 

@@ -1,7 +1,7 @@
 """The exact predictive of a finite mixture of HMMs (docs/science.md#mixture-of-hmms-ginc).
 
 Xie et al. 2022, "An Explanation of In-context Learning as Implicit Bayesian Inference" (arXiv
-2111.02080, Sec. 4, the GINC data set): each sequence comes from one of M fixed HMMs
+2111.02080, the GINC data set): each sequence comes from one of M fixed HMMs
 (transition T_z [S, S], emission E_z [S, V], start p_z [S]), drawn with prior w_z. Given
 o_0..o_t the Bayes predictive of o_{t+1} is the mixture of the components' predictives weighted
 by their posteriors:

@@ -12,13 +12,13 @@ and a user's own (`process`) share the sampler, the oracle and the checks; they 
 their matrices T^(x)[i, j] = p(token x, next state j | state i):
 
 - `mess3` (Marzen and Crutchfield 2017, "Nearly maximally predictive features and their
-  dimensions", arXiv 1702.08565; Shai et al. Sec. 3): 3 states, 3 tokens,
+  dimensions", arXiv 1702.08565): 3 states, 3 tokens,
   T^(k)[i, j] = (alpha if j = k else (1 - alpha)/2) * (1 - 2x if i = j else x)
   (`mess3_matrices`). Every token can lead to every state, so the hidden state is never a
   function of the recent tokens; its belief set is a fractal in the 2-simplex. Shai et al.'s
   parameters: x = 0.05, alpha = 0.85.
 - `rrxor` (random-random-XOR; Crutchfield and Feldman 2003, "Regularities unseen, randomness
-  observed", Chaos 13; Shai et al. Sec. 3): two fair random bits, then their XOR, repeated. Its
+  observed", Chaos 13): two fair random bits, then their XOR, repeated. Its
   5-state epsilon-machine (S, 0, 1, T, F): the token never says where in the 3-cycle the
   process is; only a history can (the observer synchronises, or not, over several tokens).
 - `even` (the even process; Crutchfield and Feldman 2003): blocks of 1s of even length between

@@ -1,5 +1,5 @@
 """A mixture of HMMs (docs/science.md#mixture-of-hmms-ginc; Xie et al. 2022, "An Explanation of
-In-context Learning as Implicit Bayesian Inference", arXiv 2111.02080, Sec. 4: GINC).
+In-context Learning as Implicit Bayesian Inference", arXiv 2111.02080: GINC).
 
 The tunnel holds M fixed HMMs (S states, V symbols; transition, emission and start rows drawn
 once from Dirichlet(concentration) by `mixture_seed`, the same for every sequence of a

@@ -59,8 +59,8 @@ def test_mess3_belief_set_is_the_fractal_of_its_stationary_start():
 
 
 def test_rrxor_has_36_belief_states_and_no_token_reveals_its_state():
-    """RRXOR's mixed-state presentation has 36 distinct beliefs (the start included: Shai et al.'s
-    figure of the RRXOR belief simplex); no single token, and no pair, says which state emitted it."""
+    """RRXOR's mixed-state presentation has 36 distinct beliefs (the start included), all reached
+    within 8 tokens; no single token, and no pair, says which state emitted it."""
     t = rrxor_matrices()
     seen = {tuple(stationary_distribution(t).tolist())}
     for k in range(1, 9):

@@ -2,7 +2,7 @@
 exact belief state, fitted on some sequences and scored on others (docs/belief_probe.md).
 
 Shai et al. 2024, "Transformers represent belief state geometry in their residual stream"
-(arXiv 2405.15943, Sec. 4): regress the belief state eta_t (the distribution of the hidden
+(arXiv 2405.15943): regress the belief state eta_t (the distribution of the hidden
 state given x_0..x_t) on the residual stream at position t; R^2 near 1 says the belief simplex
 is linearly embedded. Here, for any architecture of the package: the residual streams are read
 by forward hooks (the embedding's output, each block's or layer's output, and the head's input,

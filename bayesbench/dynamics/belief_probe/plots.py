@@ -1,4 +1,4 @@
-"""The belief-geometry probe's figure (Shai et al. 2024, arXiv 2405.15943, Fig. 1 and 3): the
+"""The belief-geometry probe's figure (as Shai et al. 2024, arXiv 2405.15943, draw it): the
 exact beliefs of the held-out positions on the simplex, beside the probe's linear read-out of
 the residual stream at the same positions, in the same projection and colours."""
 
