@@ -1,0 +1,1 @@
+"""The belief-geometry probe (`bayesbench belief-probe`, docs/belief_probe.md)."""
