@@ -95,36 +95,37 @@ def _ctw_batched(seq: Tensor, V: int, depth: int, alpha: float, q: float) -> Ten
     out = torch.full((B, L, V), 1.0 / V, dtype=torch.float64, device=dev)
     if B == 0 or L == 0:
         return out
-    N = node_count(V, depth)
-    counts = torch.zeros((B, N, V), dtype=torch.float64, device=dev)
-    lpe = torch.zeros((B, N), dtype=torch.float64, device=dev)  # log P_e of each node
-    lcp = torch.zeros((B, N), dtype=torch.float64, device=dev)  # log prod_a P_w(a s) (internal nodes)
+    N, D = node_count(V, depth), depth
+    # Per-node state of every sequence's tree, flat over (sequence, node) so that a step reads
+    # and writes its D + 1 path nodes with index_select / index_add_ (no advanced indexing).
+    counts = torch.zeros(B * N * V, dtype=torch.float64, device=dev)
+    lpe = torch.zeros(B * N, dtype=torch.float64, device=dev)  # log P_e of each node
+    lcp = torch.zeros(B * N, dtype=torch.float64, device=dev)  # log prod_a P_w(a s) (internal nodes)
     log_q = math.log(q) if q > 0 else -math.inf
     log_1q = math.log1p(-q) if q < 1 else -math.inf
-    paths = context_paths(seq, V, depth)
+    nodes = context_paths(seq, V, D) + N * torch.arange(B, device=dev).view(B, 1, 1)  # [B, L, D+1]
     x = seq.long()
-    rows = torch.arange(B, device=dev).unsqueeze(1)
-    for s in range(depth, L + 1):  # x_s is the tree's symbol; its context ends at s - 1
-        if depth > 0:
-            path = paths[:, s - 1]  # [B, D+1]
-        else:
-            path = torch.zeros((B, 1), dtype=torch.long, device=dev)
-        c = counts[rows, path]  # [B, D+1, V]
+    ones = torch.ones(B * (D + 1), dtype=torch.float64, device=dev)
+    for s in range(D, L + 1):  # x_s is the tree's symbol; its context ends at s - 1
+        path = nodes[:, s - 1] if D > 0 else nodes[:, 0]  # [B, D+1]; depth 0: the root only
+        flat = path.reshape(-1)
+        c = (counts.view(B * N, V).index_select(0, flat)).view(B, D + 1, V)
         f = (alpha + c) / (V * alpha + c.sum(-1, keepdim=True))
-        w = torch.sigmoid((log_q + lpe[rows, path[:, :depth]]) - (log_1q + lcp[rows, path[:, :depth]]))  # [B, D]
-        r = [f[:, depth]] * (depth + 1)
-        for d in range(depth - 1, -1, -1):
-            r[d] = w[:, d : d + 1] * f[:, d] + (1 - w[:, d : d + 1]) * r[d + 1]
+        inner = path[:, :D].reshape(-1)
+        w = torch.sigmoid((log_q + lpe.index_select(0, inner)) - (log_1q + lcp.index_select(0, inner))).view(B, D, 1)
+        r = [f[:, D]] * (D + 1)
+        for d in range(D - 1, -1, -1):
+            r[d] = w[:, d] * f[:, d] + (1 - w[:, d]) * r[d + 1]
         if s >= 1:
             out[:, s - 1] = r[0]
         if s == L:
             break
-        y = x[:, s].view(B, 1, 1).expand(B, depth + 1, 1)
-        lpe[rows, path] += torch.log(f.gather(2, y).squeeze(2))
-        if depth > 0:
-            ratios = torch.stack(r[1:], 1)  # [B, D, V]: each child's ratio on the path
-            lcp[rows, path[:, :depth]] += torch.log(ratios.gather(2, y[:, :depth]).squeeze(2))
-        counts[rows, path, x[:, s : s + 1].expand(B, depth + 1)] += 1.0
+        y = x[:, s].view(B, 1, 1)
+        lpe.index_add_(0, flat, torch.log(f.gather(2, y.expand(B, D + 1, 1))).view(-1))
+        if D > 0:
+            ratios = torch.stack(r[1:], 1)  # [B, D, V]: each path child's ratio P_w(new) / P_w(old)
+            lcp.index_add_(0, inner, torch.log(ratios.gather(2, y.expand(B, D, 1))).view(-1))
+        counts.index_add_(0, (path * V + y.view(B, 1)).view(-1), ones)
     return out
 
 

@@ -39,8 +39,9 @@ def context_ids(seq: Tensor, V: int, order: int) -> Tensor:
 def markov_k_predictive(seq: Tensor, V: int, order: int, alpha: float = 1.0, *, backend: str = "auto",
                         dtype: torch.dtype = torch.float32, check: bool = True) -> Tensor:
     """Predictive [B, L, V] of an order-`order` chain with Dirichlet(alpha) rows (module docstring),
-    batched: the counts come from one [L, L] comparison of context ids per sequence and a matrix
-    product, O(L^2 V). check=False skips the symbol-range check of `seq` (the task's sampler)."""
+    batched: a loop over time keeps every sequence's count table [V^k, V] (flat, read and written
+    with index_select / index_add_), O(L V) per sequence. check=False skips the symbol-range check
+    of `seq` (the task's sampler)."""
     if check:
         check_sequence_inputs("seq", seq, V)
     int_at_least("order", order, 1, "the chain's order k")
@@ -48,39 +49,39 @@ def markov_k_predictive(seq: Tensor, V: int, order: int, alpha: float = 1.0, *, 
     require_float_dtype("dtype", dtype)
     use_native("markov_k_predictive", backend, seq.device)  # checks backend; 'native' raises: no compiled op
     B, L = seq.shape
-    pred = torch.full((B, L, V), 1.0 / V, dtype=torch.float64, device=seq.device)
-    k = order
+    k, dev = order, seq.device
+    pred = torch.full((B, L, V), 1.0 / V, dtype=torch.float64, device=dev)
     if L <= k - 1 or B == 0:
         return pred.to(dtype)
-    ids = context_ids(seq, V, k)
-    # counted transitions: context ending at s (k-1 <= s < t) -> x_{s+1}; predicting at t >= k-1
-    s_ok = torch.arange(L - 1, device=seq.device) >= k - 1
-    before = torch.ones(L, L - 1, dtype=torch.bool, device=seq.device).tril(-1) & s_ok
-    same = (ids[:, :-1].unsqueeze(1) == ids.unsqueeze(2)) & before  # [B, L(t), L-1(s)]
-    nxt = torch.nn.functional.one_hot(seq.long()[:, 1:], V).double()  # [B, L-1, V]
-    counts = torch.bmm(same.double(), nxt) if L > 1 else torch.zeros((B, L, V), dtype=torch.float64)
-    full = (alpha + counts) / (V * alpha + counts.sum(-1, keepdim=True))
-    pred[:, k - 1:] = full[:, k - 1:]
+    x = seq.long()
+    rows = torch.arange(B, device=dev) * V**k  # each sequence's first row in the flat table
+    ids = context_ids(seq, V, k) + rows.unsqueeze(1)  # [B, L]
+    table = torch.zeros(B * V**k * V, dtype=torch.float64, device=dev)
+    ones = torch.ones(B, dtype=torch.float64, device=dev)
+    for t in range(k - 1, L):
+        n = table.view(-1, V).index_select(0, ids[:, t])
+        pred[:, t] = (alpha + n) / (V * alpha + n.sum(-1, keepdim=True))
+        if t + 1 < L:
+            table.index_add_(0, ids[:, t] * V + x[:, t + 1], ones)
     return pred.to(dtype)
 
 
 def markov_k_predictive_reference(seq: Tensor, V: int, order: int, alpha: float = 1.0,
                                   dtype: torch.dtype = torch.float64) -> Tensor:
-    """The same predictive by a loop over time that keeps a count table [B, V^k, V] (float64)."""
+    """The same predictive by plain Python counting per sequence (a dictionary of transitions
+    keyed by the k preceding symbols), in float64: the independent reference."""
     check_sequence_inputs("seq", seq, V)
     int_at_least("order", order, 1, "the chain's order k")
     alpha = require_positive("alpha", alpha)
     B, L = seq.shape
-    x = seq.long()
     out = torch.full((B, L, V), 1.0 / V, dtype=torch.float64)
-    table = torch.zeros((B, V**order, V), dtype=torch.float64)
-    rows = torch.arange(B)
-    for t in range(order - 1, L):
-        c = torch.zeros(B, dtype=torch.long)
-        for i in range(order):
-            c += x[:, t - i] * V**i
-        n = table[rows, c]
-        out[:, t] = (alpha + n) / (V * alpha + n.sum(-1, keepdim=True))
-        if t + 1 < L:
-            table[rows, c, x[:, t + 1]] += 1.0
+    for b in range(B):
+        x = [int(v) for v in seq[b].tolist()]
+        seen: dict[tuple[int, ...], list[int]] = {}
+        for t in range(order - 1, L):
+            context = tuple(x[t - order + 1 : t + 1])
+            n = seen.setdefault(context, [0] * V)
+            out[b, t] = torch.tensor([(alpha + n[j]) / (V * alpha + sum(n)) for j in range(V)], dtype=torch.float64)
+            if t + 1 < L:
+                n[x[t + 1]] += 1
     return out.to(dtype)

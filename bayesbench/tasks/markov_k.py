@@ -15,11 +15,26 @@ from dataclasses import dataclass
 import torch
 
 from ..checks import int_at_least, positive_number
-from ..oracle.markov_k import context_ids, markov_k_predictive
+from ..oracle.markov_k import markov_k_predictive, markov_k_predictive_reference
 from ._random import categorical, dirichlet
 from .base import IGNORE_INDEX, Batch, batch_device, check_batch_size, check_fits
 from .next_symbol import NextSymbolTask, next_symbol_batch
 from .registry import register_task
+
+
+def sample_chain(table: torch.Tensor, x: torch.Tensor, k: int, generator: torch.Generator | None) -> None:
+    """Fill x[:, k:] in place with an order-k chain: x_t ~ table[b, sum_{i<k} x_{t-1-i} V^i] (table
+    [B, V^k, V] rows; x[:, :k] given). A loop over time, vectorised over the batch; k = 0 draws
+    every symbol from the single row table[b, 0]."""
+    B, L = x.shape
+    V = table.shape[-1]
+    rows = table.reshape(-1, V)
+    first_row = torch.arange(B, device=x.device) * V**k
+    for t in range(k, L):
+        c = first_row.clone()
+        for i in range(k):
+            c += x[:, t - 1 - i] * V**i
+        x[:, t] = categorical(rows.index_select(0, c), generator)
 
 
 @register_task("markov-k")
@@ -47,6 +62,11 @@ class MarkovKTask(NextSymbolTask):
         """Posterior [L, V], the V^k x V transition table and the oracle's [L, L] comparison (float64)."""
         return super().sequence_bytes(dtype) + (self.V**self.order * self.V + self.L * self.L + self.L * self.V) * 8
 
+    def brute_force_posterior(self, batch: Batch) -> torch.Tensor:
+        """The posterior [B, L, V] recomputed by the oracle's loop over time with a count table
+        (tasks/check.py compares it with the batch's)."""
+        return markov_k_predictive_reference(batch.tokens.cpu(), self.V, self.order, self.alpha)
+
     def sample(self, batch_size, generator=None, *, device=None, dtype=torch.float32) -> Batch:
         B, V, L, k = check_batch_size(batch_size), self.V, self.L, self.order
         dev = batch_device(generator, device)
@@ -54,10 +74,7 @@ class MarkovKTask(NextSymbolTask):
         trans = dirichlet(self.alpha, (B, V**k, V), generator, dev, torch.float64)
         x = torch.empty((B, L), dtype=torch.long, device=dev)
         x[:, :k] = torch.randint(0, V, (B, k), generator=generator, device=dev)
-        rows = torch.arange(B, device=dev)
-        for t in range(k, L):  # loop over time, vectorised over the batch
-            c = context_ids(x[:, t - k : t], V, k)[:, -1]
-            x[:, t] = categorical(trans[rows, c], generator)
+        sample_chain(trans, x, k, generator)
         pred = markov_k_predictive(x, V, k, self.alpha, dtype=dtype, check=False)  # x in range by construction
         batch = next_symbol_batch(x, pred, {"trans": trans.to(dtype)})
         batch.mask[:, : k - 1] = False  # a symbol of the initial context: nothing to infer

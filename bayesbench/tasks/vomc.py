@@ -17,11 +17,25 @@ from dataclasses import dataclass
 import torch
 
 from ..checks import int_at_least
-from ..oracle.ctw import check_ctw_settings, context_paths, ctw_predictive, node_count
-from ._random import categorical, dirichlet
+from ..oracle.ctw import check_ctw_settings, ctw_predictive, ctw_predictive_reference, node_count
+from ._random import dirichlet
 from .base import IGNORE_INDEX, Batch, batch_device, check_batch_size, check_fits
+from .markov_k import sample_chain
 from .next_symbol import NextSymbolTask, next_symbol_batch
 from .registry import register_task
+
+
+def leaf_table(leaf: torch.Tensor, theta: torch.Tensor, V: int, depth: int) -> torch.Tensor:
+    """[B, V^D, V]: for each full context c = sum_{i<D} x_{t-1-i} V^i, the distribution of the
+    leaf it reaches, the shallowest node on its path flagged a leaf (leaf [B, N] bool, theta
+    [B, N, V]); the chain is then an order-D chain with this table."""
+    B = leaf.shape[0]
+    c = torch.arange(V**depth, device=leaf.device)
+    path = torch.stack([node_count(V, d - 1) + c % V**d if d > 0 else torch.zeros_like(c)
+                        for d in range(depth + 1)], 1)  # [V^D, D+1]: the context's node at each depth
+    first = leaf[:, path].long().argmax(-1)  # [B, V^D]: the depth of the shallowest leaf
+    node = path.unsqueeze(0).expand(B, -1, -1).gather(2, first.unsqueeze(-1))  # [B, V^D, 1]
+    return theta.gather(1, node.expand(B, V**depth, V))
 
 
 @register_task("vomc")
@@ -57,6 +71,12 @@ class VariableOrderMarkovTask(NextSymbolTask):
         nodes = node_count(self.V, self.depth)
         return super().sequence_bytes(dtype) + (nodes * (2 * self.V + 3) + self.L * (self.depth + 1 + self.V)) * 8
 
+    def brute_force_posterior(self, batch: Batch) -> torch.Tensor:
+        """The posterior [B, L, V] recomputed from scratch at every position: the root's weighted
+        probability of the prefix followed by each candidate symbol, from counts, in plain float64
+        (`oracle.ctw_predictive_reference`; tasks/check.py compares it with the batch's)."""
+        return ctw_predictive_reference(batch.tokens.cpu(), self.V, self.depth, self.alpha, self.leaf_prob)
+
     def sample(self, batch_size, generator=None, *, device=None, dtype=torch.float32) -> Batch:
         B, V, L, D = check_batch_size(batch_size), self.V, self.L, self.depth
         dev = batch_device(generator, device)
@@ -69,13 +89,7 @@ class VariableOrderMarkovTask(NextSymbolTask):
         theta = dirichlet(self.alpha, (B, N, V), generator, dev, torch.float64)
         x = torch.empty((B, L), dtype=torch.long, device=dev)
         x[:, :D] = torch.randint(0, V, (B, D), generator=generator, device=dev)
-        rows = torch.arange(B, device=dev)
-        for t in range(D, L):  # loop over time, vectorised over the batch
-            path = context_paths(x[:, t - D : t], V, D)[:, -1] if D > 0 else torch.zeros(
-                (B, 1), dtype=torch.long, device=dev)  # [B, D+1]
-            first_leaf = leaf.gather(1, path).long().argmax(1)  # the shallowest leaf on the path
-            node = path.gather(1, first_leaf.unsqueeze(1)).squeeze(1)
-            x[:, t] = categorical(theta[rows, node], generator)
+        sample_chain(leaf_table(leaf, theta, V, D), x, D, generator)
         pred = ctw_predictive(x, V, D, self.alpha, self.leaf_prob, dtype=dtype, check=False)
         batch = next_symbol_batch(x, pred, {"leaf": leaf, "theta": theta.to(dtype)})
         start = max(D, 1) - 1  # the first position with a full context
