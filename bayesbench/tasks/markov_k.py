@@ -55,7 +55,8 @@ class MarkovKTask(NextSymbolTask):
     def __post_init__(self) -> None:
         int_at_least("order", self.order, 1, "the chain's order k")
         positive_number("alpha", self.alpha, "the Dirichlet prior's concentration")
-        int_at_least("L", self.L, self.order + 1, f"order {self.order} needs {self.order + 1} tokens for one prediction")
+        int_at_least("L", self.L, self.order + 1,
+                     f"order {self.order} needs {self.order + 1} tokens for one prediction")
         super().__post_init__()
 
     def sequence_bytes(self, dtype: torch.dtype = torch.float32) -> int:
