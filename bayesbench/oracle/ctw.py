@@ -1,5 +1,5 @@
 """Context-tree weighting: the exact Bayes predictive of a variable-order Markov chain
-(docs/science.md#variable-order-markov-chain-context-tree-weighting).
+(docs/science.md#order-k-and-variable-order-markov-chains).
 
 Prior (Willems, Shtarkov and Tjalkens 1995, "The context-tree weighting method: basic
 properties", IEEE Trans. Inf. Theory 41(3), Sec. III; the variable-order chains of Zhou, Tian and

@@ -1,5 +1,5 @@
 """The exact predictive of an in-context order-k Markov chain
-(docs/science.md#order-k-in-context-markov-chain; Edelman, Edelman, Goel, Malach and Tsilivis
+(docs/science.md#order-k-and-variable-order-markov-chains; Edelman, Edelman, Goel, Malach and Tsilivis
 2024, "The Evolution of Statistical Induction Heads: In-Context Learning Markov Chains",
 arXiv 2402.11004).
 
