@@ -318,6 +318,20 @@ def _frequencies_match(task: Task, p0: torch.Tensor, y0: torch.Tensor, groups: t
     return worst, tested
 
 
+def is_categorical(batch: object) -> bool:
+    """Whether `batch` is a Batch whose posterior is a float [B, L, C] distribution (non-negative,
+    rows summing to 1) at every supervised position: what check_validity can check."""
+    if not isinstance(batch, Batch) or not isinstance(batch.posterior, torch.Tensor):
+        return False
+    post, mask = batch.posterior, batch.mask
+    if post.dim() != 3 or not post.dtype.is_floating_point or not isinstance(mask, torch.Tensor) \
+            or tuple(mask.shape) != tuple(post.shape[:2]) or mask.dtype != torch.bool:
+        return False
+    rows = post[mask].double()
+    atol = 1e-6 if post.dtype == torch.float64 else 1e-4
+    return bool(torch.isfinite(rows).all() and (rows >= 0).all() and ((rows.sum(-1) - 1).abs() <= atol).all())
+
+
 def check_validity(task: Task, *, sequences: int = VALIDITY_SEQUENCES, seed: int = 0) -> list[str]:
     """Check rules (a) and (b) above on `sequences` sampled sequences; returns one line per rule
     passed, raises ValueError naming the task and the rule otherwise."""
@@ -327,11 +341,12 @@ def check_validity(task: Task, *, sequences: int = VALIDITY_SEQUENCES, seed: int
         raise
     except Exception as err:  # the user's sampler failing is the user's error
         raise ValueError(f"task {task.describe()}: sample() raised {type(err).__name__}: {err}") from err
-    post = batch.posterior if isinstance(batch, Batch) else None
-    if not isinstance(post, torch.Tensor) or post.dim() != 3 or not post.dtype.is_floating_point:
+    if not is_categorical(batch):
+        post = batch.posterior if isinstance(batch, Batch) else None
+        shape = type(post).__name__ if not isinstance(post, torch.Tensor) else list(post.shape)
         raise ValueError(f"task {task.describe()}: check_validity applies to tunnels with a categorical posterior "
-                         f"[B, L, C]; this one's is {type(post).__name__ if post is None else list(post.shape)}, "
-                         "so it cannot be checked here")
+                         f"[B, L, C] (a distribution over C classes at every scored position); this one's is {shape} "
+                         "and not such a distribution, so it cannot be checked here")
     check_batch(task, batch, sequences, torch.device("cpu"))
     rule = first_scored_rule(task)
     B = batch.batch_size

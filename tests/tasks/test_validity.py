@@ -11,7 +11,7 @@ import torch
 
 from bayesbench.cli import main
 from bayesbench.tasks import IGNORE_INDEX, Batch, Task, get_task, list_tasks
-from bayesbench.tasks.check import check_task, check_validity, first_scored_rule
+from bayesbench.tasks.check import check_task, check_validity, first_scored_rule, is_categorical
 from bayesbench.tasks.registry import _TASKS
 
 BUILTIN = sorted(name for name in list_tasks() if _TASKS[name].__module__.rsplit(".", 1)[0] == "bayesbench.tasks")
@@ -27,7 +27,14 @@ CONFIGS = [(name, {}) for name in BUILTIN] + [
 
 @pytest.mark.parametrize("name,config", CONFIGS, ids=[f"{n}-{c}" for n, c in CONFIGS])
 def test_every_builtin_tunnel_passes(name, config):
-    lines = check_validity(get_task(name, **config), sequences=1024)
+    """Every tunnel with a categorical posterior passes; one without (a Gaussian predictive) is
+    refused in one line saying the check does not apply, never passed silently."""
+    task = get_task(name, **config)
+    if not is_categorical(task.sample(4, torch.Generator().manual_seed(0))):
+        with pytest.raises(ValueError, match="check_validity applies to tunnels with a categorical posterior"):
+            check_validity(task, sequences=64)
+        return
+    lines = check_validity(task, sequences=1024)
     assert [line[:3] for line in lines] == ["(a)", "(b)"]
 
 
