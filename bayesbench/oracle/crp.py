@@ -34,6 +34,21 @@ def check_crp_settings(V: int, theta: float) -> None:
     positive_number("theta", theta, "the CRP's concentration")
 
 
+def check_opening_order(seq: Tensor) -> None:
+    """Tables are labelled in order of opening: x_0 = 0 and each label at most one above every
+    label before it (ValueError naming the first sequence and position that break it)."""
+    if seq.numel() == 0:
+        return
+    x = seq.long()
+    before = torch.cat([torch.full_like(x[:, :1], -1), x[:, :-1].cummax(1).values], 1)
+    bad = x > before + 1
+    if bool(bad.any()):
+        b, t = (int(i) for i in bad.nonzero()[0])
+        raise ValueError(f"seq must label tables in order of opening (the first 0, each new one the next label): "
+                         f"sequence {b} has label {int(x[b, t])} at position {t} after labels up to "
+                         f"{int(before[b, t])}")
+
+
 def crp_predictive(seq: Tensor, V: int, theta: float = 1.0, *, backend: str = "auto",
                    dtype: torch.dtype = torch.float32, check: bool = True) -> Tensor:
     """Predictive [B, L, V] of the next label (module docstring), batched: cumulative counts.
@@ -41,15 +56,20 @@ def crp_predictive(seq: Tensor, V: int, theta: float = 1.0, *, backend: str = "a
     check=False skips the symbol-range check (a host read)."""
     if check:
         check_sequence_inputs("seq", seq, V)
+        check_opening_order(seq)
     check_crp_settings(V, theta)
     require_float_dtype("dtype", dtype)
     use_native("crp_predictive", backend, seq.device)  # checks backend; 'native' raises: no compiled op
     B, L = seq.shape
-    counts = torch.nn.functional.one_hot(seq.long(), V).double().cumsum(1)  # [B, L, V] through t
+    x = seq.long()
+    counts = torch.zeros((B, L, V), dtype=torch.float64, device=seq.device).scatter_(2, x.unsqueeze(-1), 1.0)
+    counts = counts.cumsum_(1)  # [B, L, V]: label counts through t
+    # Labels open in order, so the labels below V-1 seen through t are 0..max, capped at V-1:
+    # the next new table's label.
+    K = (x.cummax(1).values + 1).clamp_(max=V - 1).unsqueeze(-1)
+    counts.scatter_add_(2, K, torch.full_like(K, float(theta), dtype=torch.float64))
     n = torch.arange(1, L + 1, dtype=torch.float64, device=seq.device).view(1, L, 1)
-    K = (counts[..., : V - 1] > 0).sum(-1, keepdim=True)  # labels below V-1 seen: the next new one's
-    new = torch.zeros_like(counts).scatter_(2, K, float(theta))
-    return ((counts + new) / (n + theta)).to(dtype)
+    return counts.div_(n + theta).to(dtype)
 
 
 def crp_predictive_reference(seq: Tensor, V: int, theta: float = 1.0, dtype: torch.dtype = torch.float64) -> Tensor:

@@ -25,7 +25,7 @@ class CRPTask(NextSymbolTask):
     """Chinese restaurant process labels over a vocabulary capped at V, L customers, concentration theta."""
 
     V: int = 8
-    L: int = 50
+    L: int = 32
     theta: float = 1.0
 
     name = "crp"
@@ -54,12 +54,11 @@ class CRPTask(NextSymbolTask):
         # (table k with probability n_k / (t + theta): the CRP, drawn without its predictive).
         table = torch.zeros((B, L), dtype=torch.long, device=dev)
         opened = torch.ones(B, dtype=torch.long, device=dev)  # customer 0 opened table 0
-        rows = torch.arange(B, device=dev)
         for t in range(1, L):  # loop over time, vectorised over the batch
             u = torch.rand((2, B), generator=generator, device=dev, dtype=torch.float64)
             new = u[0] * (t + self.theta) < self.theta
             earlier = (u[1] * t).long().clamp(max=t - 1)
-            table[:, t] = torch.where(new, opened, table[rows, earlier])
+            table[:, t] = torch.where(new, opened, table.gather(1, earlier.unsqueeze(1)).squeeze(1))
             opened = opened + new.long()
         x = table.clamp(max=V - 1)  # labels in opening order; tables from the V-th on share V - 1
         pred = crp_predictive(x, V, self.theta, dtype=dtype, check=False)

@@ -43,7 +43,7 @@ class MarkovKTask(NextSymbolTask):
     """Order-k in-context Markov chain over V symbols, L tokens, rows ~ Dirichlet(alpha)."""
 
     V: int = 3
-    L: int = 50
+    L: int = 32
     order: int = 2
     alpha: float = 1.0
 

@@ -44,7 +44,7 @@ class VariableOrderMarkovTask(NextSymbolTask):
     """Variable-order Markov chain over V symbols, L tokens, context trees of depth <= `depth`."""
 
     V: int = 2
-    L: int = 50
+    L: int = 32
     depth: int = 2
     alpha: float = 0.5
     leaf_prob: float = 0.5

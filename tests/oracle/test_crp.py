@@ -73,3 +73,10 @@ def test_a_sequence_that_fills_the_cap_gives_the_overflow_the_new_tables_mass():
 def test_bad_settings_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         get_task("crp", **kwargs)
+
+
+def test_labels_out_of_opening_order_are_refused():
+    with pytest.raises(ValueError, match="sequence 1 has label 2 at position 1 after labels up to 0"):
+        crp_predictive(torch.tensor([[0, 1, 0], [0, 2, 1]]), 4)
+    with pytest.raises(ValueError, match="sequence 0 has label 1 at position 0"):
+        crp_predictive(torch.tensor([[1, 0]]), 4)
