@@ -2,6 +2,7 @@
 
     bayesbench tasks                                   # every preset's tunnels: sizes, evaluations, floors
     bayesbench tasks --check ./coin.py:build --task-args L=12   # your own tunnel, checked (docs/tasks.md)
+    bayesbench tasks --check vomc --task-args depth=3             # a registered tunnel, the same checks
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ def add_parser(sub) -> None:
     p = sub.add_parser("tasks", help="the wind tunnels of each preset with their sizes and floors; --check SPEC "
                                      "checks your own tunnel")
     p.add_argument("--preset", choices=sorted(PRESETS), help="only this preset's tunnels (default: every preset)")
-    p.add_argument("--check", metavar="SPEC", help="check an outside tunnel, 'pkg.mod:build' or './file.py:build' "
-                   "(a factory(**options) -> bayesbench.tasks.Task), and print its sizes and floors")
+    p.add_argument("--check", metavar="SPEC", help="check a tunnel: an outside one, 'pkg.mod:build' or "
+                   "'./file.py:build' (a factory(**options) -> bayesbench.tasks.Task), or a registered one by name; "
+                   "runs check_task and the validity check (tasks/check.py) and prints its sizes and floors")
     p.add_argument("--task-args", nargs="+", type=key_values("--task-args"), metavar="KEY=VALUE",
                    help="options passed to the tunnel's factory (with --check)")
     p.add_argument("--sequences", type=positive, default=1024, help="sequences the floors are estimated on "
@@ -58,19 +60,25 @@ def _sizes(task) -> str:
 def cmd_tasks(args) -> int:
     from ..presets import PRESETS, get_preset
     from ..scoring.evaluate import evaluation_tasks
-    from ..tasks import outside_task, task_from_config
-    from ..tasks.check import check_task
+    from ..tasks import Task, get_task, is_outside_task, outside_task, task_from_config
+    from ..tasks.check import check_task, check_validity
 
     if args.task_args and not args.check:
         raise ValueError("--task-args go with --check SPEC (the options of your tunnel's factory)")
     if args.check:
-        outside = outside_task(args.check, as_dict("--task-args", args.task_args))
-        print(f"{outside.describe()} from {outside.spec}: {_sizes(outside)}")
-        for line in check_task(outside):
+        options = as_dict("--task-args", args.task_args)
+        if is_outside_task(args.check):
+            outside = outside_task(args.check, options)
+            print(f"{outside.describe()} from {outside.spec}: {_sizes(outside)}")
+            checked: Task = outside
+        else:
+            checked = get_task(args.check, **options)
+            print(f"{checked.describe()}: {_sizes(checked)}")
+        for line in check_task(checked) + check_validity(checked):
             print(f"  ok: {line}")
-        print(f"  {_floor_line(outside, args.sequences)}")
-        options = [f"{k}={_as_typed(v)}" for k, v in args.task_args or ()]
-        command = ["bayesbench", "train", "--task", args.check, *(["--task-args", *options] if options else []),
+        print(f"  {_floor_line(checked, args.sequences)}")
+        typed = [f"{k}={_as_typed(v)}" for k, v in args.task_args or ()]
+        command = ["bayesbench", "train", "--task", args.check, *(["--task-args", *typed] if typed else []),
                    "--arch", "transformer"]
         print(f"Train it: {shlex.join(command)} (docs/tasks.md)")  # quoted: a path may hold spaces
         return 0

@@ -34,15 +34,18 @@ def cmd_tunnels(args) -> int:
 def tunnel_curves(batch_size: int = 2048, seed: int = 0, *,
                   preset: str | None = None) -> list[tuple[str, list[float]]]:
     """(description, mean Bayes entropy in bits at each supervised position) for each tunnel: the
-    preset's tasks, or without one every tunnel and variant at its default size."""
+    preset's tasks, or without one every tunnel and variant at its default size (DEMO_TASKS, then
+    every other registered tunnel at its defaults, so a new tunnel file is listed with no edit)."""
     import torch
 
     from ..presets import get_preset
     from ..scoring.metrics import entropy_bits, per_position
-    from ..tasks import get_task, task_from_config
+    from ..tasks import get_task, list_tasks, task_from_config
 
     if preset is None:
+        named = {name for name, _ in DEMO_TASKS}
         tasks = [get_task(name, **config) for name, config in DEMO_TASKS]
+        tasks += [get_task(name) for name in list_tasks() if name not in named]
     else:
         tasks = [task_from_config(setup.task) for setup in get_preset(preset).tasks.values()]
     out = []

@@ -30,7 +30,7 @@ import torch
 
 from ..presets import TaskSetup, get_preset
 from ..scoring.evaluate import eval_set, eval_set_id, evaluation_tasks
-from ..tasks import Batch, Task, is_outside_task, task_from_config
+from ..tasks import Batch, Task, is_outside_task, list_tasks, task_from_config
 from ..training.curves import DEFAULT_CURVE_SEQUENCES, curve_batch
 from ..training.seeds import MAX_SEED, data_seed, eval_seed
 from . import SPLITS
@@ -81,12 +81,13 @@ def tunnel_code(task: Task) -> str:
 
 
 def task_setup(task: str, task_args: dict | None = None, preset: str = "quick") -> TaskSetup:
-    """The preset's setup of `task` (a task key or an outside tunnel spec), with `task_args`."""
+    """The preset's setup of `task` (a task key, a registered tunnel the preset does not name, or an
+    outside tunnel spec), with `task_args`."""
     from ..checks import SettingError
     from ..sweep.jobs import task_setup as setup_of
 
     p = get_preset(preset)
-    if task not in p.tasks and not is_outside_task(task):
+    if task not in p.tasks and not is_outside_task(task) and task not in list_tasks():
         raise ValueError(f"task {task!r} is not in preset {preset!r}; available: {', '.join(p.tasks)} (or your own "
                          "tunnel: 'pkg.mod:build', './file.py:build')")
     try:

@@ -26,6 +26,7 @@ Each failure is a ValueError naming the task and the rule; success returns the l
 from __future__ import annotations
 
 import math
+from typing import NoReturn
 
 import torch
 
@@ -35,7 +36,7 @@ SEQUENCES = 512
 Z_LIMIT = 6.0
 
 
-def _fail(task: Task, rule: str) -> None:
+def _fail(task: Task, rule: str) -> NoReturn:
     raise ValueError(f"task {task.describe()}: {rule}")
 
 
@@ -188,4 +189,226 @@ def check_task(task: Task, *, sequences: int = SEQUENCES, seed: int = 0) -> list
         if not max_err <= atol:
             _fail(task, f"the posterior disagrees with brute_force_posterior by {max_err:.3g} (allowed {atol:g})")
         lines.append(f"posterior = brute-force enumeration on {small.batch_size} sequences (max error {max_err:.1e})")
+    return lines
+
+
+# --- The validity check of a tunnel: the latent is not known at the first scored position ---------
+#
+# `check_validity(task)` (docs/tasks.md, "The validity check"; issue 42) verifies on a sampled
+# batch the two properties that make a tunnel a test of in-context inference:
+#
+# (a) at each sequence's first scored position t0, the posterior is the prior predictive given
+#     what the sequence shows up to t0, and nothing more: the latent is not recoverable from one
+#     position. What a tunnel shows there is its own definition, so the rule takes one of three
+#     forms, `first_scored_given` (a tunnel's attribute; the built-ins that predate it are in
+#     `FIRST_SCORED_GIVEN` below):
+#     - "nothing": t0 sees no evidence about the latent (markov, markov-k, vomc at depth >= 1:
+#       only the uniform initial context; the bijection: a key before any pair). The posterior at
+#       t0 must be the same for every sequence (within 1e-6 in float64, 1e-4 in float32), and equal
+#       the frequency of the target at t0 over all sampled sequences (within Z_LIMIT binomial
+#       standard errors per class): the marginal over many sampled sequences.
+#     - "tokens" (the default): t0 conditions on the tokens shown at positions 0..t0 (the state
+#       a chain is in: sticky's x_0; or one position's evidence: a coin's first flip, the urn's
+#       first draw). The posterior at t0 must be a function of those tokens (the same for every
+#       sequence that shows the same ones) and equal, for each such prefix, the frequency of the
+#       target among the sampled sequences that show it (the prior predictive given the prefix,
+#       by Monte Carlo). A sampler that leaks the latent into the tokens while the posterior
+#       ignores the leak fails this (the targets follow the leak); a posterior that reads the
+#       latent itself fails the first part. Only prefixes seen by at least MIN_GROUP sequences
+#       are tested for frequency, and at least half the sequences must fall in such prefixes, or
+#       the task is refused (its first scored position sees too much to group by; give it
+#       `first_scored_prior`).
+#     - "prior": the task gives `first_scored_prior(batch)` -> [B, C], the prior predictive at t0
+#       from what is shown there (a header with continuous entries cannot be grouped by). The
+#       posterior at t0 must equal it. The built-in HMM's is written here (`_hmm_first_prior`):
+#       its header shows T, E and the initial distribution, and t0 is o_1's position, which
+#       predicts s_1 from o_1: p(s_1 | o_1) proportional to init(s_1) E(s_1, o_1), one Bayes step
+#       from the shown prior and nothing from later observations.
+# (b) the posterior changes with the context: its mean total-variation distance from the same
+#     sequence's posterior at t0, over the later scored positions, is at least MIN_CHANGE, and
+#     at some later position two sequences that showed the same prefix through t0 (for "prior":
+#     any two sequences) have different posteriors. A tunnel whose latent is fully shown at t0
+#     (an observable hidden state) has nothing left to infer and fails this.
+#
+# A task whose first scored position is also its last (one scored position per sequence, as the
+# bijection with supervise="query") fails (b): there is no later position. A task without a
+# categorical posterior [B, L, C] (a Gaussian predictive) is refused: this check does not apply.
+
+FIRST_SCORED_GIVEN = {"bijection": "nothing", "markov": "nothing", "sticky": "tokens", "hmm": "prior"}
+RULES = ("nothing", "tokens", "prior")
+VALIDITY_SEQUENCES = 2048
+MIN_GROUP = 16
+MIN_CHANGE = 1e-3
+
+
+def _hmm_first_prior(batch: Batch) -> torch.Tensor:
+    """p(s_1 | o_1) proportional to init(s_1) E(s_1, o_1), from the HMM's shown matrices (latents)."""
+    init, emit, obs = (batch.latents[k].double() if k != "obs" else batch.latents[k] for k in ("init", "emit", "obs"))
+    joint = init * emit.gather(2, obs[:, :1].long().view(-1, 1, 1).expand(-1, emit.shape[1], 1)).squeeze(2)
+    return joint / joint.sum(-1, keepdim=True)
+
+
+BUILTIN_FIRST_PRIORS = {"hmm": _hmm_first_prior}
+
+
+def first_scored_rule(task: Task) -> str:
+    """The form of rule (a) for `task`: its own `first_scored_given`, else the built-in table's, else "tokens"."""
+    rule = getattr(task, "first_scored_given", None)
+    if rule is None:
+        rule = FIRST_SCORED_GIVEN.get(task.name, "tokens")
+    if rule not in RULES:
+        _fail(task, f"first_scored_given must be one of {RULES}, got {rule!r}")
+    return str(rule)
+
+
+def _first_scored(batch: Batch) -> torch.Tensor:
+    """[B] long: each sequence's first scored position."""
+    return batch.mask.long().argmax(1)
+
+
+def _prefix_groups(batch: Batch, t0: torch.Tensor) -> torch.Tensor:
+    """[B] long: one id per distinct (t0, tokens 0..t0) (the header when the task has one, too)."""
+    B, L = batch.tokens.shape
+    upto = torch.arange(L).unsqueeze(0) <= t0.unsqueeze(1)
+    shown = torch.where(upto, batch.tokens, torch.full_like(batch.tokens, -1))
+    key = torch.cat([t0.unsqueeze(1), shown], 1).double()
+    if batch.header is not None:
+        key = torch.cat([key, batch.header.double().reshape(B, -1)], 1)
+    return torch.unique(key, dim=0, return_inverse=True)[1]
+
+
+def _constant_within(task: Task, p0: torch.Tensor, groups: torch.Tensor, what: str) -> None:
+    atol = 1e-6 if p0.dtype == torch.float64 else 1e-4
+    n = int(groups.max()) + 1
+    lo = torch.full((n, p0.shape[1]), math.inf, dtype=torch.float64).scatter_reduce(
+        0, groups.unsqueeze(1).expand_as(p0), p0.double(), "amin")
+    hi = torch.full((n, p0.shape[1]), -math.inf, dtype=torch.float64).scatter_reduce(
+        0, groups.unsqueeze(1).expand_as(p0), p0.double(), "amax")
+    spread = float((hi - lo).max())
+    if spread > atol:
+        _fail(task, f"the posterior at the first scored position differs by {spread:.3g} between sequences that "
+                    f"show {what}: it must be the prior predictive given only that (the latent is not known from "
+                    "one position; tasks/check.py, check_validity)")
+
+
+def _frequencies_match(task: Task, p0: torch.Tensor, y0: torch.Tensor, groups: torch.Tensor) -> tuple[float, int]:
+    """Per group of at least MIN_GROUP sequences, the frequency of each target class against the
+    (constant) posterior there; returns (largest |z|, sequences tested)."""
+    n_groups = int(groups.max()) + 1
+    C = p0.shape[1]
+    size = torch.bincount(groups, minlength=n_groups).double()
+    hits = torch.zeros((n_groups, C), dtype=torch.float64).index_put_(
+        (groups, y0), torch.ones_like(y0, dtype=torch.float64), accumulate=True)
+    mean_p = torch.zeros((n_groups, C), dtype=torch.float64).index_add_(0, groups, p0.double())
+    mean_p = mean_p / size.clamp(min=1)[:, None]
+    big = size >= MIN_GROUP
+    tested = int(size[big].sum())
+    freq = hits / size.clamp(min=1)[:, None]
+    sd = torch.sqrt(mean_p * (1 - mean_p) / size.clamp(min=1)[:, None])
+    gap = (freq - mean_p).abs()
+    z = torch.where(sd > 0, gap / sd.clamp(min=1e-300), torch.where(gap > 1e-9, math.inf, 0.0))
+    z = torch.where(big[:, None], z, torch.zeros_like(z))
+    worst = float(z.max()) if z.numel() else 0.0
+    if worst > Z_LIMIT:
+        g, k = divmod(int(torch.argmax(z)), C)
+        _fail(task, f"at the first scored position the target is class {k} with frequency {float(freq[g, k]):.4f} "
+                    f"among {int(size[g])} sequences showing the same prefix, but the posterior there says "
+                    f"{float(mean_p[g, k]):.4f} (z = {worst:.1f}): the tokens tell more about the target than the "
+                    "posterior admits (a latent leaked into the sequence?)")
+    return worst, tested
+
+
+def is_categorical(batch: object) -> bool:
+    """Whether `batch` is a Batch whose posterior is a float [B, L, C] distribution (non-negative,
+    rows summing to 1) at every supervised position: what check_validity can check."""
+    if not isinstance(batch, Batch) or not isinstance(batch.posterior, torch.Tensor):
+        return False
+    post, mask = batch.posterior, batch.mask
+    if post.dim() != 3 or not post.dtype.is_floating_point or not isinstance(mask, torch.Tensor) \
+            or tuple(mask.shape) != tuple(post.shape[:2]) or mask.dtype != torch.bool:
+        return False
+    rows = post[mask].double()
+    atol = 1e-6 if post.dtype == torch.float64 else 1e-4
+    return bool(torch.isfinite(rows).all() and (rows >= 0).all() and ((rows.sum(-1) - 1).abs() <= atol).all())
+
+
+def check_validity(task: Task, *, sequences: int = VALIDITY_SEQUENCES, seed: int = 0) -> list[str]:
+    """Check rules (a) and (b) above on `sequences` sampled sequences; returns one line per rule
+    passed, raises ValueError naming the task and the rule otherwise."""
+    try:
+        batch = task.sample(sequences, torch.Generator().manual_seed(seed), dtype=torch.float64)
+    except ValueError:
+        raise
+    except Exception as err:  # the user's sampler failing is the user's error
+        raise ValueError(f"task {task.describe()}: sample() raised {type(err).__name__}: {err}") from err
+    if not is_categorical(batch):
+        post = batch.posterior if isinstance(batch, Batch) else None
+        shape = type(post).__name__ if not isinstance(post, torch.Tensor) else list(post.shape)
+        raise ValueError(f"task {task.describe()}: check_validity applies to tunnels with a categorical posterior "
+                         f"[B, L, C] (a distribution over C classes at every scored position); this one's is {shape} "
+                         "and not such a distribution, so it cannot be checked here")
+    check_batch(task, batch, sequences, torch.device("cpu"))
+    rule = first_scored_rule(task)
+    B = batch.batch_size
+    t0 = _first_scored(batch)
+    rows = torch.arange(B)
+    p0 = batch.posterior[rows, t0].double()
+    hard = not batch.soft_targets
+    y0 = batch.targets[rows, t0] if hard else None
+    lines = []
+    if rule == "prior":
+        prior_fn = getattr(task, "first_scored_prior", None) or BUILTIN_FIRST_PRIORS.get(task.name)
+        if prior_fn is None or not callable(prior_fn):
+            _fail(task, "first_scored_given is 'prior' but the task has no first_scored_prior(batch)")
+        want = prior_fn(batch).double()
+        diff = float((want - p0).abs().max())
+        if not diff <= 1e-6:
+            _fail(task, f"the posterior at the first scored position differs by {diff:.3g} from the prior predictive "
+                        "given what is shown there (first_scored_prior): the latent must not be known from one "
+                        "position")
+        lines.append(f"(a) first scored position: posterior = the prior predictive given what is shown there "
+                     f"(max difference {diff:.1e})")
+        groups = torch.zeros(B, dtype=torch.long)
+    else:
+        groups = torch.zeros(B, dtype=torch.long) if rule == "nothing" else _prefix_groups(batch, t0)
+        what = "nothing (every sequence)" if rule == "nothing" else "the same tokens up to it"
+        _constant_within(task, p0, groups, what)
+        n_groups = int(groups.max()) + 1
+        if y0 is not None:
+            worst, tested = _frequencies_match(task, p0, y0, groups)
+            if 2 * tested < B:
+                _fail(task, f"its first scored position shows {n_groups} distinct prefixes in {B} sequences, too many "
+                            f"to estimate the prior predictive given each (fewer than {MIN_GROUP} sequences each): "
+                            "give the task first_scored_prior(batch) and first_scored_given = 'prior'")
+            freq = f"; = the target's frequency there (largest |z| {worst:.1f}, {tested} sequences)"
+        else:
+            freq = " (soft targets: the frequency of the targets is not tested)"
+        lines.append(f"(a) first scored position ({rule!r} shown): posterior the same for every sequence showing "
+                     f"{what} ({n_groups} group{'s' if n_groups > 1 else ''}){freq}")
+    later = batch.mask.clone()
+    later[rows, t0] = False
+    if not bool(later.any()):
+        _fail(task, "has one scored position per sequence: the validity check needs a later one to see the posterior "
+                    "change with the context")
+    tv = 0.5 * (batch.posterior.double() - p0.unsqueeze(1)).abs().sum(-1)
+    moved = float(tv[later].mean())
+    if not moved >= MIN_CHANGE:
+        _fail(task, f"the posterior does not change with the context: its mean total-variation distance from the "
+                    f"first scored position's is {moved:.2g} (at least {MIN_CHANGE:g} needed; is the latent known "
+                    "from the start?)")
+    spread = 0.0
+    for g in torch.unique(groups).tolist():  # a later position where sequences of one group disagree
+        members = (groups == g).nonzero().squeeze(1)
+        if members.numel() < 2:
+            continue
+        sub_mask, sub = later[members], batch.posterior[members].double()
+        both = sub_mask.all(0)
+        if not bool(both.any()):
+            continue
+        spread = max(spread, float((sub[:, both].amax(0) - sub[:, both].amin(0)).max()))
+    if not spread > 1e-6:
+        _fail(task, "the posterior at every later scored position is the same for all sequences that showed the same "
+                    "prefix at the first: it does not depend on the context")
+    lines.append(f"(b) the posterior changes with the context (mean total variation from the first scored position "
+                 f"{moved:.3f}; sequences of one first-position group differ later by up to {spread:.3f})")
     return lines
