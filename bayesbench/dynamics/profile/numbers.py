@@ -1,0 +1,111 @@
+"""The small summary of a profile study that docs/dynamics.md quotes (docs/data/dynamics_*.json).
+
+A number copied by hand from a run stays when the next run changes it; the docs quote these
+files instead, and a test compares each quoted number with its file. `docs_numbers` keeps, from a
+study's full summary (summary.py), the verdicts and the few intervals the page quotes, each
+interval as [mean, low, high], rounded to 4 significant digits.
+
+    python -m bayesbench.dynamics.profile.numbers STUDY --db STORE --out docs/data/dynamics_X.json \
+        [--before BEFORE.json] [--command "..."] [--wall-s S]
+
+`--before` adds the same study's verdicts as the instruments before issue 44 read them (a JSON
+list of verdict dicts, e.g. from the previous version's `summarize_profile` on the same store).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+
+def _r(x) -> float | None:
+    if x is None or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return None
+    return float(f"{x:.4g}")
+
+
+def interval(d: dict | None) -> list | None:
+    """[mean, low, high] of an interval dict (None where absent)."""
+    if not d:
+        return None
+    return [_r(d.get("mean")), _r(d.get("ci_low")), _r(d.get("ci_high"))]
+
+
+def verdict_rows(verdicts: list[dict], family: str = "primary") -> list[dict]:
+    return [{"claim": v["claim"], "number": v["number"], "p": _r(v.get("p")), "p_adj": _r(v.get("p_adj")),
+             "verdict": v["verdict"]} for v in verdicts if v["family"] == family]
+
+
+def _lead(lead: dict | None) -> dict | None:
+    if not lead:
+        return None
+    out = {k: interval(lead.get(k)) for k in ("lead_steps", "t90_frame_steps", "t90_precision_steps")}
+    out.update({k: lead.get(k) for k in ("frame_first_seeds", "precision_first_seeds", "frame_never_seeds",
+                                         "precision_never_seeds", "seeds")})
+    return {**out, "sign_test_p": _r(lead.get("sign_test_p"))}
+
+
+def docs_numbers(summary: dict) -> dict:
+    """The quoted part of a profile summary (module docstring)."""
+    law, held, selfinf = summary.get("law") or {}, summary.get("law_heldout") or {}, summary.get("self_influence") or {}
+    laws = {}
+    for layer in sorted(law, key=int):
+        row = {}
+        for key, name in (("cosine", "routing"), ("value_cosine", "value")):
+            s = (selfinf.get(layer) or selfinf.get(int(layer)) or {}).get(key, {})
+            row[name] = {"in_batch": interval((law[layer].get(key) or {}).get("excess")),
+                         "heldout": interval(((held.get(layer) or held.get(int(layer)) or {}).get(key) or {})
+                                             .get("excess")),
+                         "self_term": interval(s.get("self_term"))}
+        laws[str(layer)] = row
+    frames = {}
+    for layer, f in sorted((summary.get("frames") or {}).items(), key=lambda kv: int(kv[0])):
+        c, d = f.get("freeze") or {}, f.get("dissociation") or {}
+        frames[str(layer)] = {
+            "floor": f.get("floor"), "lead_one_scale": _lead(f.get("lead_one_scale")),
+            "lead_entropy_mae": _lead(f.get("lead")), "lead_entropy_mae_one_interval_floor":
+                _lead(f.get("lead_one_interval_floor")),
+            "freeze": {"below": c.get("below"), "above": c.get("above"), "unreadable": c.get("unreadable"),
+                       "sign_test_p": _r(c.get("sign_test_p")), "mean_clipped": interval(c.get("mean")),
+                       "at_bound": c.get("at_bound"), "at_step": f.get("remaining_at")},
+            "freeze_logit_first_form": interval(f.get("remaining")),
+            "dissociation": {"gained_after_bits": interval(d.get("gained_after")),
+                             "budget_left": interval(d.get("budget_left")), "settled_seeds": d.get("settled_seeds"),
+                             "seeds": d.get("seeds")}}
+    cal = summary.get("calibration") or {}
+    return {"verdicts": verdict_rows(summary.get("verdicts") or []), "laws": laws, "frames": frames,
+            "calibration": {k: {"first": _r(v.get("first")), "last": _r(v.get("last"))} for k, v in cal.items()},
+            "timing": {k: _r(v) for k, v in (summary.get("timing") or {}).items()
+                       if k in ("wall_s", "cpu_s", "replicas_cpu_s", "replica_steps", "steps")}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..store import read_study
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("study")
+    p.add_argument("--db", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--before", help="a JSON list of the same study's verdicts under the previous instruments")
+    p.add_argument("--command", default="")
+    p.add_argument("--wall-s", type=float)
+    args = p.parse_args(argv)
+    study = read_study(args.study, args.db)
+    if study is None or not study.get("summary"):
+        raise SystemExit(f"study {args.study!r}: no stored summary in {args.db}")
+    out = {"study_id": args.study, "command": args.command, "seeds": study["config"]["seeds"],
+           **docs_numbers(study["summary"])}
+    if args.wall_s is not None:
+        out["timing"]["wall_s_measured"] = _r(args.wall_s)
+    if args.before:
+        with open(args.before) as fh:
+            out["verdicts_before"] = verdict_rows(json.load(fh))
+    with open(args.out, "w") as fh:
+        json.dump(out, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
