@@ -309,6 +309,15 @@ def test_profile_command_end_to_end(tmp_path, capsys):
     assert all(v["linearity_r2"]["mean"]["mean"] > 0.95 for v in law.values())  # plain SGD at lr 1e-3
     assert all(v["cosine"]["excess"]["n"] == 2 for v in law.values())  # an interval over the two seeds
     assert out["summary"]["timing"]["profiled_steps"] == 3
+    # issue 44: the laws' primary statistic is the held-out excess, the in-batch one its reference;
+    # without replicas through the late window the frame-precision order is not read
+    primary = [v for v in out["summary"]["verdicts"] if v["family"] == "primary"]
+    laws = [v for v in primary if "law," in v["claim"]]
+    assert len(laws) == 4 and all("on held-out sequences" in v["claim"] for v in laws)
+    assert all("(self-influence reference)" in v["number"] for v in laws)
+    order = [v for v in primary if "settles before the precision" in v["claim"]]
+    assert order and all(v["verdict"] == "cannot tell" and "not measured" in v["control"] for v in order)
+    assert {r.name for r in records} >= {"heldout_law_cosine", "heldout_value_cosine", "pred_drift_sq"}
     assert os.path.exists(out["summary"]["report"])
     text = open(out["summary"]["report"]).read()
     assert "Routing and value laws against their shuffle nulls" in text and "Frame vs precision" in text
