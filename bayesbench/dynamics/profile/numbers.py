@@ -8,6 +8,12 @@ interval as [mean, low, high], rounded to 4 significant digits.
     python -m bayesbench.dynamics.profile.numbers STUDY --db STORE --out docs/data/dynamics_X.json \
         [--before BEFORE.json] [--command "..."] [--wall-s S]
 
+    python -m bayesbench.dynamics.profile.numbers self-term 16=STUDY@STORE 64=STUDY@STORE --out FILE
+
+writes the self-influence (in-batch minus held-out cosine excess) of studies at several batch
+sizes, and the ratio of each to the smallest batch's (the self-term is one of B terms of the
+step: it should fall with B).
+
 `--before` adds the same study's verdicts as the instruments before issue 44 read them (a JSON
 list of verdict dicts, e.g. from the previous version's `summarize_profile` on the same store).
 """
@@ -46,6 +52,25 @@ def _lead(lead: dict | None) -> dict | None:
     return {**out, "sign_test_p": _r(lead.get("sign_test_p"))}
 
 
+def floor_ratios(records, late: int) -> dict:
+    """Per checkpoint with a floor through the late window and per layer (-1: the predictive
+    distributions): [min, max] over seeds of that floor over the one-interval floor J2 (1 + 1/K) / 2
+    at the same checkpoint (how wrong the independence assumption is there)."""
+    by: dict = {}
+    for r in records:
+        by[(r.name, r.seed, r.step, r.layer, r.head)] = r.value
+    out: dict = {}
+    for (name, seed, step, layer, head), v in by.items():
+        if head != -1 or name not in ("map_floor_sq", "pred_floor_sq"):
+            continue
+        one = by.get(("map_jitter_sq" if name == "map_floor_sq" else "pred_jitter_sq", seed, step, layer, -1))
+        if one is None or not one > 0:
+            continue
+        out.setdefault(str(step), {}).setdefault(str(layer), []).append(v / (one * (1 + 1 / late) / 2))
+    return {step: {layer: [_r(min(x)), _r(max(x))] for layer, x in d.items()} for step, d in sorted(
+        out.items(), key=lambda kv: int(kv[0]))}
+
+
 def docs_numbers(summary: dict) -> dict:
     """The quoted part of a profile summary (module docstring)."""
     law, held, selfinf = summary.get("law") or {}, summary.get("law_heldout") or {}, summary.get("self_influence") or {}
@@ -80,8 +105,53 @@ def docs_numbers(summary: dict) -> dict:
                        if k in ("wall_s", "cpu_s", "replicas_cpu_s", "replica_steps", "steps")}}
 
 
+def self_term_numbers(runs: dict[int, tuple[str, str | None]]) -> dict:
+    """Per batch size (-> (study, store)): per layer the in-batch, held-out and self-influence
+    excesses of the routing and value laws (summary.self_influence_summary) as [mean, low, high],
+    and each self-influence mean over the smallest batch's."""
+    from ..store import read_dynamics
+    from .summary import self_influence_summary
+
+    out: dict = {}
+    for batch, (study, db) in sorted(runs.items()):
+        si = self_influence_summary(read_dynamics(study, path=db))
+        out[str(batch)] = {"study_id": study, "layers": {
+            str(layer): {name: {k: interval(v.get(k)) for k in ("in_batch", "heldout", "self_term")}
+                         for name, v in d.items()} for layer, d in si.items()}}
+    first = out[str(min(runs))]["layers"]
+    for batch, row in out.items():
+        row["self_term_over_smallest_batch"] = {
+            layer: {name: _r(v["self_term"][0] / first[layer][name]["self_term"][0])
+                    if v["self_term"][0] is not None and first[layer][name]["self_term"][0] else None
+                    for name, v in d.items()} for layer, d in row["layers"].items()}
+    return out
+
+
+def _self_term_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description="the self-influence at several batch sizes")
+    p.add_argument("runs", nargs="+", help="BATCH=STUDY@STORE")
+    p.add_argument("--out", required=True)
+    p.add_argument("--command", default="")
+    args = p.parse_args(argv)
+    runs = {}
+    for item in args.runs:
+        batch, _, rest = item.partition("=")
+        study, _, db = rest.partition("@")
+        runs[int(batch)] = (study, db or None)
+    with open(args.out, "w") as fh:
+        json.dump({"command": args.command, "batches": self_term_numbers(runs)}, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    import sys
+
     from ..store import read_study
+
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["self-term"]:
+        return _self_term_main(argv[1:])
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("study")
@@ -96,6 +166,12 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"study {args.study!r}: no stored summary in {args.db}")
     out = {"study_id": args.study, "command": args.command, "seeds": study["config"]["seeds"],
            **docs_numbers(study["summary"])}
+    from ..store import read_dynamics
+
+    late = int(study["config"].get("late_maps", 3))
+    ratios = floor_ratios(read_dynamics(args.study, path=args.db), late)
+    if ratios:
+        out["floor_over_one_interval_floor"] = ratios
     if args.wall_s is not None:
         out["timing"]["wall_s_measured"] = _r(args.wall_s)
     if args.before:
