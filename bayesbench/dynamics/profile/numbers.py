@@ -5,14 +5,14 @@ files instead, and a test compares each quoted number with its file. `docs_numbe
 study's full summary (summary.py), the verdicts and the few intervals the page quotes, each
 interval as [mean, low, high], rounded to 4 significant digits.
 
-    python -m bayesbench.dynamics.profile.numbers STUDY --db STORE --out docs/data/dynamics_X.json \
+    python scripts/dynamics_numbers.py STUDY --db STORE --out docs/data/dynamics_X.json \
         [--before BEFORE.json] [--command "..."] [--wall-s S]
 
-    python -m bayesbench.dynamics.profile.numbers self-term 16=STUDY@STORE 64=STUDY@STORE --out FILE
+    python scripts/dynamics_numbers.py self-term 16=STUDY@STORE 64=STUDY@STORE --out FILE
 
-writes the self-influence (in-batch minus held-out cosine excess) of studies at several batch
-sizes, and the ratio of each to the smallest batch's (the self-term is one of B terms of the
-step: it should fall with B).
+(`write_study_numbers`; `write_self_term`: the self-influence, in-batch minus held-out cosine
+excess, of studies at several batch sizes, and the ratio of each to the smallest batch's: the
+self-term is one of B terms of the step, so it should fall with B).
 
 `--before` adds the same study's verdicts as the instruments before issue 44 read them (a JSON
 list of verdict dicts, e.g. from the previous version's `summarize_profile` on the same store).
@@ -20,7 +20,6 @@ list of verdict dicts, e.g. from the previous version's `summarize_profile` on t
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 
@@ -99,7 +98,9 @@ def docs_numbers(summary: dict) -> dict:
                              "budget_left": interval(d.get("budget_left")), "settled_seeds": d.get("settled_seeds"),
                              "seeds": d.get("seeds")}}
     cal = summary.get("calibration") or {}
-    return {"verdicts": verdict_rows(summary.get("verdicts") or []), "laws": laws, "frames": frames,
+    return {"verdicts": verdict_rows(summary.get("verdicts") or []),
+            "verdicts_secondary": verdict_rows(summary.get("verdicts") or [], "secondary"),
+            "laws": laws, "frames": frames,
             "calibration": {k: {"first": _r(v.get("first")), "last": _r(v.get("last"))} for k, v in cal.items()},
             "timing": {k: _r(v) for k, v in (summary.get("timing") or {}).items()
                        if k in ("wall_s", "cpu_s", "replicas_cpu_s", "replica_steps", "steps")}}
@@ -127,61 +128,38 @@ def self_term_numbers(runs: dict[int, tuple[str, str | None]]) -> dict:
     return out
 
 
-def _self_term_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(description="the self-influence at several batch sizes")
-    p.add_argument("runs", nargs="+", help="BATCH=STUDY@STORE")
-    p.add_argument("--out", required=True)
-    p.add_argument("--command", default="")
-    args = p.parse_args(argv)
-    runs = {}
-    for item in args.runs:
-        batch, _, rest = item.partition("=")
-        study, _, db = rest.partition("@")
-        runs[int(batch)] = (study, db or None)
-    with open(args.out, "w") as fh:
-        json.dump({"command": args.command, "batches": self_term_numbers(runs)}, fh, indent=1, sort_keys=True)
-        fh.write("\n")
-    return 0
+def write_self_term(runs: dict[int, tuple[str, str | None]], out: str, command: str = "") -> dict:
+    """Write `self_term_numbers(runs)` with the command that measured them to `out`."""
+    data = {"command": command, "batches": self_term_numbers(runs)}
+    _dump(data, out)
+    return data
 
 
-def main(argv: list[str] | None = None) -> int:
-    import sys
+def write_study_numbers(study_id: str, db: str | None, out: str, *, before: str | None = None, command: str = "",
+                        wall_s: float | None = None) -> dict:
+    """Write a stored profile study's `docs_numbers` (with the floors' ratios from its records,
+    the measured wall time and, from `before`, a JSON list of its verdicts under the previous
+    instruments) to `out`."""
+    from ..store import read_dynamics, read_study
 
-    from ..store import read_study
-
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["self-term"]:
-        return _self_term_main(argv[1:])
-
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("study")
-    p.add_argument("--db", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--before", help="a JSON list of the same study's verdicts under the previous instruments")
-    p.add_argument("--command", default="")
-    p.add_argument("--wall-s", type=float)
-    args = p.parse_args(argv)
-    study = read_study(args.study, args.db)
+    study = read_study(study_id, db)
     if study is None or not study.get("summary"):
-        raise SystemExit(f"study {args.study!r}: no stored summary in {args.db}")
-    out = {"study_id": args.study, "command": args.command, "seeds": study["config"]["seeds"],
-           **docs_numbers(study["summary"])}
-    from ..store import read_dynamics
-
-    late = int(study["config"].get("late_maps", 3))
-    ratios = floor_ratios(read_dynamics(args.study, path=args.db), late)
+        raise ValueError(f"study {study_id!r}: no stored summary in {db}")
+    data = {"study_id": study_id, "command": command, "seeds": study["config"]["seeds"],
+            **docs_numbers(study["summary"])}
+    ratios = floor_ratios(read_dynamics(study_id, path=db), int(study["config"].get("late_maps", 3)))
     if ratios:
-        out["floor_over_one_interval_floor"] = ratios
-    if args.wall_s is not None:
-        out["timing"]["wall_s_measured"] = _r(args.wall_s)
-    if args.before:
-        with open(args.before) as fh:
-            out["verdicts_before"] = verdict_rows(json.load(fh))
-    with open(args.out, "w") as fh:
-        json.dump(out, fh, indent=1, sort_keys=True)
+        data["floor_over_one_interval_floor"] = ratios
+    if wall_s is not None:
+        data["timing"]["wall_s_measured"] = _r(wall_s)
+    if before:
+        with open(before) as fh:
+            data["verdicts_before"] = verdict_rows(json.load(fh))
+    _dump(data, out)
+    return data
+
+
+def _dump(data: dict, out: str) -> None:
+    with open(out, "w") as fh:
+        json.dump(data, fh, indent=1, sort_keys=True)
         fh.write("\n")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
