@@ -47,14 +47,15 @@ def plain_interval(values, scale: str) -> dict:
     """The interval over seeds of a plain statistic on its scale (`PLAIN_SCALE`)."""
     from ...stats import log_interval, logit_interval
 
-    if scale == "logit":
-        return logit_interval(values)
+    fin = _finite(values)
+    if scale == "logit":  # a value outside [0, 1] is counted (`outside`), never dropped silently
+        return {**logit_interval(fin), "outside": sum(1 for x in fin if not 0 <= x <= 1)}
     if scale == "log":
-        return log_interval(values)
-    if scale == "one-minus-log":  # x <= 1: the log-t interval of 1 - x, mapped back
-        d = log_interval([1 - x for x in _finite(values) if x < 1])
+        return {**log_interval(fin), "outside": sum(1 for x in fin if not x > 0)}
+    if scale == "one-minus-log":  # x < 1: the log-t interval of 1 - x, mapped back; x >= 1 counted
+        d = log_interval([1 - x for x in fin if x < 1])
         return {**d, "mean": 1 - d["mean"], "ci_low": 1 - d["ci_high"], "ci_high": 1 - d["ci_low"],
-                "method": "log-t of 1 - x"}
+                "method": "log-t of 1 - x", "outside": sum(1 for x in fin if not x < 1)}
     return t_interval(values)
 
 
