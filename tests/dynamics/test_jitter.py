@@ -273,3 +273,20 @@ def test_the_floor_through_the_late_window_is_the_old_one_for_independent_jitter
 def test_the_floor_refuses_mismatched_shapes():
     with pytest.raises(ValueError, match="need own, own_late"):
         drift_floor_sq(torch.zeros(3, 4), torch.zeros(3, 4), torch.zeros(2, 3, 5), torch.zeros(2, 3, 5))
+
+
+def test_heldout_sequences_need_a_pair_or_none():
+    """The held-out law's shuffle null pairs each sequence with another: 0 (off) or at least 2."""
+    from bayesbench.dynamics.profile.profiler import ProfileConfig
+    from bayesbench.dynamics.profile.study import ProfileStudyConfig
+
+    with pytest.raises(FieldError, match="heldout_sequences"):
+        ProfileStudyConfig(heldout_sequences=1)
+    with pytest.raises(FieldError, match="heldout_sequences"):
+        ProfileStudyConfig(heldout_sequences=-2)
+    with pytest.raises(ValueError, match="heldout_sequences"):
+        ProfileConfig(heldout_sequences=1)
+    assert ProfileStudyConfig(heldout_sequences=0).heldout_sequences == 0
+    assert ProfileConfig(replicas=2, checkpoints=(0, 10, 20, 30), late_maps=2,
+                         replica_to_end=True).replica_stops(0) == [10, 20, 30]
+    assert ProfileConfig(replicas=2, checkpoints=(0, 10, 20, 30), late_maps=2).replica_stops(0) == [10]
