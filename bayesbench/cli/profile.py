@@ -36,6 +36,10 @@ def add_parser(sub) -> None:
                                                             "(default 1: all; 0: never, stats probes only)")
     p.add_argument("--law-sequences", type=positive, default=8, help="sequences of the step's batch per member "
                                                                      "used by the law check (default 8)")
+    p.add_argument("--heldout-sequences", type=int, default=8,
+                   help="the law check also on this many fixed held-out sequences (an evaluation seed no training "
+                        "stream uses): the primary statistic; the in-batch one is the self-influence reference "
+                        "(default 8; 0: off)")
     p.add_argument("--flush-every", type=positive, default=200, help="steps between writes to the store (default 200)")
     p.add_argument("--checkpoints", type=int, default=21, help="checkpoints for maps and calibration (default 21)")
     p.add_argument("--checkpoint-spacing", default="quadratic",
@@ -45,6 +49,9 @@ def add_parser(sub) -> None:
                         "checkpoint with other data orders (default 2; 0: no floor)")
     p.add_argument("--replica-every", type=positive, default=1,
                    help="replicas from every n-th checkpoint only (default 1: all; the floor is interpolated between)")
+    p.add_argument("--replicas-to-end", action="store_true",
+                   help="run the replicas on through the late window: the drift's floor for any jitter process "
+                        "(autocorrelated too); without it the frame-precision order reads 'cannot tell'")
     p.add_argument("--late-maps", type=positive, default=3,
                    help="the last checkpoints whose mean map is the drift's reference and whose mean calibration "
                         "is the endpoint (default 3)")
@@ -85,6 +92,7 @@ def config_from_args(args):
         checkpoints=args.checkpoints, checkpoint_spacing=args.checkpoint_spacing, head_ablation=args.head_ablation,
         probe_sequences=args.probe_sequences, eval_sequences=args.eval_sequences, replicas=args.replicas,
         replica_every=args.replica_every, late_maps=args.late_maps, attention=args.attention,
+        heldout_sequences=args.heldout_sequences, replica_to_end=args.replicas_to_end,
         optimizer=args.optimizer, lr=args.lr, batch_size=args.batch_size, schedule=args.schedule, run=args.run,
         device=args.device, runs_dir=args.runs_dir, threads=args.threads, progress=not args.no_progress,
         as_json=args.json, db=args.db)

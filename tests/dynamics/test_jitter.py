@@ -17,6 +17,7 @@ import torch
 from bayesbench.cli import main
 from bayesbench.dynamics.config import FieldError
 from bayesbench.dynamics.profile.frames import (
+    drift_floor_sq,
     movement_ratio,
     pairwise_sq,
     sq_consecutive,
@@ -131,12 +132,14 @@ BASE = ["profile", "--steps", "12", "--every", "4", "--checkpoints", "4", "--che
 
 
 def test_replicas_leave_the_run_itself_unchanged_and_are_stored(tmp_path, capsys):
-    """The replicas continue each checkpoint's state with other data and restore it: the run's own
-    calibration, maps and routing-law records are those of a run without them, to the bit."""
+    """The replicas continue each checkpoint's state with other data and restore it, and the
+    held-out law check's backward returns its gradients without accumulating them: the run's own
+    calibration, maps and routing-law records are those of a run without either, to the bit."""
     out = {}
     for r in (0, 2):
         db = str(tmp_path / f"s{r}.sqlite")
-        assert main(BASE + ["--replicas", str(r), "--db", db, "--runs-dir", str(tmp_path / f"runs{r}")]) == 0
+        extra = ["--heldout-sequences", "0"] if r == 0 else ["--replicas-to-end"]
+        assert main(BASE + ["--replicas", str(r), "--db", db, "--runs-dir", str(tmp_path / f"runs{r}"), *extra]) == 0
         out[r] = json.loads(capsys.readouterr().out)
         out[r]["records"] = read_dynamics(out[r]["study_id"], path=db)
     own = {"entropy_mae", "kl", "map_drift", "map_drift_sq", "map_step_sq", "law_cosine", "value_cosine"}
@@ -151,8 +154,15 @@ def test_replicas_leave_the_run_itself_unchanged_and_are_stored(tmp_path, capsys
     steps = out[2]["config"]["checkpoint_steps"]
     assert sorted({r.step for r in out[2]["records"] if r.name == "map_jitter_sq"}) == steps[1:]
     assert all(r.value >= 0 for r in out[2]["records"] if r.name == "map_jitter_sq")
+    assert {"map_floor_sq", "pred_floor_sq", "entropy_mae_floor_sq", "pred_drift_sq", "pred_jitter_sq",
+            "heldout_law_cosine", "heldout_law_cosine_null", "heldout_value_cosine"} <= names
+    assert not any(r.name.startswith("heldout_") for r in out[0]["records"])
+    heads = {r.head for r in out[2]["records"] if r.name == "map_jitter_sq"}
+    assert heads == {-1, 0, 1}  # per head (and their mean), not per probe sequence
+    assert out[2]["summary"]["frames"]["0"]["floor"] == "through the late window"
     timing = out[2]["summary"]["timing"]
-    assert timing["replica_steps"] == 2 * 12 and timing["replicas_cpu_s"] > 0
+    steps_to_end = sum(steps[-1] - s for s in steps[:-1])  # from every checkpoint but the last, to the end
+    assert timing["replica_steps"] == 2 * steps_to_end and timing["replicas_cpu_s"] > 0
     reps = torch.load(os.path.join(os.path.dirname(out[2]["summary"]["figures"][0]), "replica_maps.pt"))
     assert reps["steps"] == steps[1:] and reps["maps"].shape[1] == 2
     assert out[2]["summary"]["frames"]["0"]["replicas"] and not out[0]["summary"]["frames"]["0"]["replicas"]
@@ -196,3 +206,87 @@ def test_the_step_schedule():
     assert [cfg.lr_at(s) for s in (0, 49, 50, 74, 75, 99)] == pytest.approx([1, 1, 0.1, 0.1, 0.01, 0.01])
     warm = TrainConfig(steps=100, lr=1.0, schedule="step", warmup_steps=10)
     assert warm.lr_at(0) == pytest.approx(0.1) and warm.lr_at(20) == 1.0 and warm.lr_at(60) == pytest.approx(0.1)
+
+
+# -- autocorrelated jitter (issue 44): a random walk on top of the systematic path
+
+def _walk_on(walk: torch.Tensor, start: int, q: float, gen: torch.Generator) -> torch.Tensor:
+    """`walk` [C, ...] up to checkpoint index `start`, continued from there with independent
+    increments of scale q per interval (a continuation of the state at `start`)."""
+    out = walk.clone()
+    for c in range(start + 1, len(STEPS)):
+        out[c] = out[c - 1] + q * torch.randn(out[c].shape, generator=gen)
+    return out
+
+
+def _walking_run(q: float, gen: torch.Generator, moving: bool, replicas: int = 2):
+    """(drift_sq to the late map, the one-interval floor J2 (1 + 1/K) / 2, the floor from
+    continuations through the late window) of a run whose jitter is a random walk of scale q per
+    interval, with or without the systematic path of `_maps` (as scores, 256 rows of 8)."""
+    g0 = torch.Generator().manual_seed(0)
+    a, b = torch.randn(256, 8, generator=g0) * 2, torch.randn(256, 8, generator=g0) * 2
+    tau = T90 / math.log(10)
+    m = torch.stack([a + ((1 - math.exp(-s / tau)) if moving else 0.0) * (b - a) for s in STEPS])
+    walk = _walk_on(torch.zeros_like(m), 0, q, gen)
+    x = m + walk
+    one, late = [math.nan] * len(STEPS), [math.nan] * len(STEPS)
+    for c in range(1, len(STEPS)):  # R continuations of the state at c - 1, through the end
+        reps = torch.stack([m + _walk_on(walk, c - 1, q, gen) for _ in range(replicas)])
+        one[c] = pairwise_sq(torch.cat([x[c:c + 1], reps[:, c]])).item()
+        late[c] = drift_floor_sq(x[c], x[-LATE:].mean(0), reps[:, c], reps[:, -LATE:].mean(1)).item()
+    one[0], late[0] = one[1], late[1]
+    return sq_to_late(x, LATE).tolist(), jitter_floor(one, LATE), late
+
+
+def test_the_floor_through_the_late_window_is_right_under_a_random_walk_where_the_old_one_is_wrong():
+    """Jitter that accumulates (a random walk: the divergence between continuations grows with the
+    gap, as the sticky chain's does, 0.9-2.0x from 40 to 200 steps) makes the distance to the late
+    map grow with the gap to it; one interval's replicas see one interval of it. The floor from the
+    spread of the continuations' drift vectors sees all of it."""
+    gen = torch.Generator().manual_seed(5)
+    for q in (0.1, 0.2):
+        d2, old, new = _walking_run(q, gen, moving=False)  # nothing systematic: the drift is all chance
+        for c in (1, 5, 10, 15):
+            assert 0.8 < d2[c] / new[c] < 1.25, (q, c, d2[c] / new[c])
+        assert all(d2[c] / old[c] > 2 for c in (1, 5, 10, 15))  # the old floor leaves most of it "systematic"
+        d2, old, new = _walking_run(q, gen, moving=True)
+        cut = len(STEPS) - LATE
+        t_new = settled(STEPS, progress_of(systematic_distance(d2, new)), cut=cut)
+        t_old = settled(STEPS, progress_of(systematic_distance(d2, old)), cut=cut)
+        assert t_new is not None and abs(t_new - T90) <= 40, (q, t_new)  # within a checkpoint interval
+        assert t_old is None or t_old > T90 + 80, (q, t_old)  # the walk read as a frame still settling
+
+
+def test_the_floor_through_the_late_window_is_the_old_one_for_independent_jitter():
+    """With jitter independent between checkpoints both floors agree: J2 (1 + 1/K) / 2."""
+    gen = torch.Generator().manual_seed(6)
+    sigma, rows, keys = 0.3, 256, 8
+    x = sigma * torch.randn(len(STEPS), rows, keys, generator=gen)
+    reps = sigma * torch.randn(2, len(STEPS), rows, keys, generator=gen)
+    c = 4
+    one = jitter_floor([pairwise_sq(torch.cat([x[c:c + 1], reps[:, c]])).item()], LATE)[0]
+    late = drift_floor_sq(x[c], x[-LATE:].mean(0), reps[:, c], reps[:, -LATE:].mean(1)).item()
+    assert late == pytest.approx(one, rel=0.1)
+    assert late == pytest.approx(keys * sigma ** 2 * (1 + 1 / LATE), rel=0.1)
+
+
+def test_the_floor_refuses_mismatched_shapes():
+    with pytest.raises(ValueError, match="need own, own_late"):
+        drift_floor_sq(torch.zeros(3, 4), torch.zeros(3, 4), torch.zeros(2, 3, 5), torch.zeros(2, 3, 5))
+
+
+def test_heldout_sequences_need_a_pair_or_none():
+    """The held-out law's shuffle null pairs each sequence with another: 0 (off) or at least 2."""
+    from bayesbench.dynamics.profile.profiler import ProfileConfig
+    from bayesbench.dynamics.profile.study import ProfileStudyConfig
+
+    with pytest.raises(FieldError, match="heldout_sequences"):
+        ProfileStudyConfig(heldout_sequences=1)
+    with pytest.raises(FieldError, match="heldout_sequences"):
+        ProfileStudyConfig(heldout_sequences=-2)
+    with pytest.raises(ValueError, match="heldout_sequences"):
+        ProfileConfig(heldout_sequences=1)
+    assert ProfileStudyConfig(heldout_sequences=0).heldout_sequences == 0
+    assert ProfileConfig(replicas=2, checkpoints=(0, 10, 20, 30), late_maps=2,
+                         replica_to_end=True).replica_stops(0) == [10, 20, 30]
+    assert ProfileConfig(replicas=2, checkpoints=(0, 10, 20, 30), late_maps=2).replica_stops(0) == [10]

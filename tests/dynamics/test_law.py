@@ -138,3 +138,56 @@ def test_the_bounded_law_checks_keep_their_intervals_in_range():
     assert 0.0 <= shift["ci_low"] <= shift["mean"] <= shift["ci_high"] <= 1.0
     assert r2["ci_high"] <= 1.0
     assert own["ci_low"] < 0.0 and own["method"] == "t"  # unbounded: its t-interval may leave [0, 1]
+
+
+# -- the self-term (issue 44): a step aligns with its own batch's pushes by construction
+
+def _self_term_run(B: int, seed: int = 0, E: int = 8, steps: int = 4, T: int = 6, P: int = 48):
+    """A synthetic model whose law holds only through the self-term: each sequence's scores and
+    values are fixed random linear maps J_b of the parameters, every push (alpha A, -dL/dv) is
+    independent of every map, and one plain gradient step on the mean loss moves the parameters
+    along sum_b J_b^T push_b / B. A training sequence's change then carries J_b J_b^T push_b / B
+    (positive semidefinite: aligned with its own push); a held-out sequence's carries nothing of
+    its own push. Returns per-seed excesses of law_cosine and value_cosine (train, held-out)."""
+    from bayesbench.dynamics.profile.law import VALUE_NAMES, value_push, value_statistics
+
+    gen = torch.Generator().manual_seed(seed)
+    out = {}
+    for split in ("train", "heldout"):
+        alpha = masked_softmax(torch.randn(steps, E, B, 1, T, T, generator=gen, dtype=torch.float64) * 2)
+        adv = _advantage(alpha, gen)
+        u = torch.randn(steps, E, B, 1, T, 4, generator=gen, dtype=torch.float64)
+        out[split] = (alpha, adv, u, torch.randn(steps, E, B, T * T, P, generator=gen, dtype=torch.float64),
+                      torch.randn(steps, E, B, T * 4, P, generator=gen, dtype=torch.float64))
+    alpha, adv, u, js, jv = out["train"]
+    push_s = (alpha * adv).reshape(steps, E, B, -1)
+    push_v = value_push(alpha, u).reshape(steps, E, B, -1)
+    dtheta_s = torch.einsum("seBkp,seBk->sep", js, push_s) / B  # the step's parameter change, scores' part
+    dtheta_v = torch.einsum("seBkp,seBk->sep", jv, push_v) / B
+    excess = {}
+    for split, (alpha, adv, u, js, jv) in out.items():
+        ds = torch.einsum("seBkp,sep->seBk", js, dtheta_s).reshape(alpha.shape)
+        dv = torch.einsum("seBkp,sep->seBk", jv, dtheta_v).reshape(u.shape)
+        law = law_statistics(ds, ds, ds, adv, alpha, 0.1)
+        value = value_statistics(dv, alpha, u, 0.1)
+        v_excess = (value[VALUE_NAMES.index("value_cosine")] - value[VALUE_NAMES.index("value_cosine_null")])
+        excess[split] = (_per_seed_excess(law, "law_cosine"), v_excess.mean((0, 2)).tolist())
+    return excess
+
+
+def test_the_self_term_shows_in_batch_and_not_on_held_out_sequences():
+    """Issue 44's test of the instrument: alignment that is all self-term is 'held' in-batch and
+    at chance on held-out sequences, for the routing law and the value law."""
+    excess = _self_term_run(B=8)
+    for k, law in enumerate(("routing", "value")):
+        inb, held = t_interval(excess["train"][k]), t_interval(excess["heldout"][k])
+        assert inb["ci_low"] > 0.05, (law, inb)  # in-batch: far beyond the shuffle null
+        assert held["ci_low"] < 0 < held["ci_high"] and abs(held["mean"]) < 0.02, (law, held)
+
+
+def test_the_self_term_falls_with_the_batch():
+    """The self-term is one of B terms: the in-batch excess falls as the batch grows (about as
+    1 / sqrt(B) for a cosine once the other sequences' terms dominate the change's norm)."""
+    small, large = (_self_term_run(B=b, seed=1)["train"][0] for b in (4, 16))
+    ratio = (sum(small) / len(small)) / (sum(large) / len(large))
+    assert 1.5 < ratio < 4.5, ratio

@@ -106,3 +106,44 @@ def test_t90_intervals_stay_in_the_runs_steps_and_budget():
     assert 0 <= frame["ci_low"] <= frame["mean"] <= frame["ci_high"] <= 20 and frame["method"] == "logit-t"
     assert 0.0 <= budget["ci_low"] <= budget["ci_high"] <= 1.0
     assert got["lead_steps"]["n"] == 2  # the lead, a difference, keeps its t-interval
+
+
+# -- the freeze (issue 44): counts at a bound, no p-value without spread, nothing dropped
+
+def test_a_share_with_every_seed_at_its_bound_gets_counts_and_no_t_p_value():
+    """Eight seeds with nothing left: the logit-t interval of the first version said
+    "0.001 [0.001, 0.001]" with p = 0; the counts say 8 of 8 below with the sign test's p, and a
+    verdict built on a zero-width interval has no p-value."""
+    from bayesbench.dynamics.profile.summary import freeze_counts
+    from bayesbench.dynamics.profile.verdicts import test as profile_test
+    from bayesbench.stats import logit_interval, sign_test
+
+    old = logit_interval([0.0] * 8, null=0.1)
+    assert old["ci_low"] == old["ci_high"] and old["p"] == 0.0  # the degenerate reading
+    c = freeze_counts([0.0] * 8, 0.1)
+    assert (c["below"], c["above"], c["unreadable"]) == (8, 0, 0) and c["at_bound"]
+    assert c["sign_test_p"] == sign_test(8, 0) == pytest.approx(2 / 2 ** 8)
+    v = profile_test("primary", "claim", old, "control", side=-1, null=0.1)
+    assert math.isnan(v["p"]) and "every seed at" in v["number"]
+
+
+def test_a_share_outside_its_range_is_counted_never_dropped():
+    """The constant-rate sticky chain's layer 0: 6 of 8 seeds never settled (above 0.1), the logit
+    mean of clipped seeds pulled the headline under the threshold; counted, it cannot."""
+    from bayesbench.dynamics.profile.summary import freeze_counts
+
+    c = freeze_counts([-0.05, 0.0, 0.3, 0.5, 0.4, 0.35, math.nan, 1.2], 0.1)
+    assert (c["below"], c["above"], c["unreadable"], c["clipped"]) == (2, 5, 1, 2)
+    assert c["sign_test_p"] > 0.05 and c["seeds"] == 8
+    assert 0.0 <= c["mean"]["ci_low"] <= c["mean"]["mean"] <= c["mean"]["ci_high"] <= 1.0
+
+
+def test_t90_intervals_end_where_a_t90_can_be_read():
+    """A t90 is read before the late checkpoints: its logit interval's upper end is the last
+    checkpoint before them, not the run's end."""
+    steps = list(range(0, 101, 10))
+    budget = [s / 100 for s in steps]
+    frame = {s: [min(1.0, x / (60 + s)) for x in steps] for s in range(4)}
+    out = lead_summary(steps, budget, frame, frame, cut=len(steps) - 3)
+    assert out["t90_readable_until"] == {"steps": 70, "budget": 0.7}
+    assert out["t90_frame_steps"]["ci_high"] <= 70

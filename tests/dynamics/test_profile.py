@@ -309,6 +309,15 @@ def test_profile_command_end_to_end(tmp_path, capsys):
     assert all(v["linearity_r2"]["mean"]["mean"] > 0.95 for v in law.values())  # plain SGD at lr 1e-3
     assert all(v["cosine"]["excess"]["n"] == 2 for v in law.values())  # an interval over the two seeds
     assert out["summary"]["timing"]["profiled_steps"] == 3
+    # issue 44: the laws' primary statistic is the held-out excess, the in-batch one its reference;
+    # without replicas through the late window the frame-precision order is not read
+    primary = [v for v in out["summary"]["verdicts"] if v["family"] == "primary"]
+    laws = [v for v in primary if "law," in v["claim"]]
+    assert len(laws) == 4 and all("on held-out sequences" in v["claim"] for v in laws)
+    assert all("(self-influence reference)" in v["number"] for v in laws)
+    order = [v for v in primary if "settles before the precision" in v["claim"]]
+    assert order and all(v["verdict"] == "cannot tell" and "not measured" in v["control"] for v in order)
+    assert {r.name for r in records} >= {"heldout_law_cosine", "heldout_value_cosine", "pred_drift_sq"}
     assert os.path.exists(out["summary"]["report"])
     text = open(out["summary"]["report"]).read()
     assert "Routing and value laws against their shuffle nulls" in text and "Frame vs precision" in text
@@ -418,3 +427,38 @@ def test_profile_takes_task_args_as_train_does(tmp_path, capsys):
     config = read_study(study["study_id"], path=db)["config"]
     assert config["task_set"] == {"variant": "paper", "L": 4}
     assert config["scored_positions"] == "the 4 value predictions (pi(x_k) at each key x_k, k = 1..4)"
+
+
+def test_the_issue_44_numbers_of_dynamics_md_are_those_of_their_summaries():
+    """Every decimal number of docs/dynamics.md's issue-44 section is one its summary files
+    (docs/data/dynamics_issue44_sticky_{cosine,constant}.json, dynamics_self_term_batch.json) hold, as a
+    value or inside a verdict's number: a re-run refreshed with scripts/dynamics_numbers.py
+    either leaves the page true or fails here."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "dynamics.md").read_text()
+    section = text[text.index("## Issue 44:"):text.index("## What is recorded, in plain words")]
+    held: set[float] = set()
+    number = r"(?<![\w.])[-+]?\d+\.\d+"  # "0.049-0.068" is a range of two, not 0.049 and -0.068
+
+    def walk(x) -> None:
+        if isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+        elif isinstance(x, str):
+            held.update(float(t) for t in re.findall(number, x))
+        elif isinstance(x, (int, float)) and not isinstance(x, bool):
+            held.add(float(x))
+
+    for name in ("dynamics_issue44_sticky_cosine.json", "dynamics_issue44_sticky_constant.json",
+                 "dynamics_self_term_batch.json"):
+        walk(json.loads((root / "docs" / "data" / name).read_text()))
+    quoted = re.findall(number, section)
+    assert len(quoted) > 50
+    missing = sorted({q for q in quoted if float(q) not in held})
+    assert not missing, f"docs/dynamics.md quotes numbers its summaries do not hold: {missing}"

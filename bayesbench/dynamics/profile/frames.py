@@ -88,6 +88,25 @@ def pairwise_sq(maps: Tensor) -> Tensor:
     return torch.stack([(maps[a] - maps[b]).pow(2).sum(-1).mean(-1) for a in range(R) for b in range(a + 1, R)]).mean(0)
 
 
+def drift_floor_sq(own: Tensor, own_late: Tensor, reps: Tensor, reps_late: Tensor) -> Tensor:
+    """The chance part of the squared drift to the late map at one checkpoint c, for any jitter
+    process: own / reps [R, ...] the maps at c of the run and of R continuations of the state at
+    the checkpoint before c with other data orders, run on through the late window; own_late /
+    reps_late [R, ...] their late maps (means of their last K checkpoints' maps). Each continuation
+    r gives a drift vector D_r = X_r(c) - late_r; E ||D||^2 = ||E D||^2 + tr Var D, and half the
+    mean pairwise squared distance of the D_r estimates tr Var D ([...]: summed over the last
+    dim, averaged over the one before it, as `sq_to_late`).
+
+    Independent jitter of pairwise squared difference J2 gives J2 (1 + 1/K) / 2 (lead.jitter_floor,
+    which only holds then); a random walk gives the walk's variance over the gap from c to the
+    late window, which one interval's replicas cannot see (tests/dynamics/test_jitter.py)."""
+    if own.shape != own_late.shape or reps.shape != reps_late.shape or reps.shape[1:] != own.shape:
+        raise ValueError(f"need own, own_late [...] and reps, reps_late [R, ...], got {tuple(own.shape)}, "
+                         f"{tuple(own_late.shape)}, {tuple(reps.shape)}, {tuple(reps_late.shape)}")
+    drifts = torch.cat([(own - own_late).unsqueeze(0), reps - reps_late])
+    return pairwise_sq(drifts) / 2
+
+
 def pairwise_tv(maps: Tensor) -> Tensor:
     """maps [R, ..., T, T] (R >= 2 continuations) -> [...]: the mean over the R(R-1)/2 pairs of the
     TV distance between their rows, averaged over the rows."""

@@ -69,6 +69,11 @@ PLAIN = ("law_linearity_r2", "law_own_share", "law_row_shift_share", "law_ds_nor
 LAW_NAMES = NULLED + tuple(f"{n}_null" for n in NULLED) + PLAIN
 VALUE_NULLED = ("value_cosine", "value_kappa")
 VALUE_NAMES = VALUE_NULLED + tuple(f"{n}_null" for n in VALUE_NULLED) + ("value_dv_norm",)
+# the held-out check (profiler.py, stored with the prefix "heldout_"): the law statistics without the
+# own-W_Q/W_K split (that needs a JVP per layer; the self-term question needs the whole change)
+HELDOUT_NULLED = tuple(n for n in NULLED if n not in ("law_own_cosine", "law_rest_cosine"))
+HELDOUT_LAW = HELDOUT_NULLED + tuple(f"{n}_null" for n in HELDOUT_NULLED) + (
+    "law_linearity_r2", "law_row_shift_share", "law_ds_norm")
 _RED = (-4, -2, -1)  # B, T, T of [..., B, H, T, T]; the head dim -3 stays
 
 

@@ -32,8 +32,9 @@ interval. Without replicas the floor is 0.
 
 Intervals over seeds (bayesbench.stats): the lead a t-interval with its t-test against 0 (seeds
 where both settled); the t90s, a step inside the run and a share of its budget, logit-t
-intervals on that range; seeds where only one settled count in a sign test (its lead is
-censored, its sign known).
+intervals on the range a t90 can be read in (from the first checkpoint to the last before the
+late ones); seeds where only one settled count in a sign test (its lead is censored, its sign
+known).
 """
 
 from __future__ import annotations
@@ -151,7 +152,11 @@ def lead_summary(steps: list[int], budget: list[float], frame: dict[int, list[fl
             row[f"lead_{axis}"] = tp - tf if tf is not None and tp is not None else None
         per_seed[seed] = row
     out = {"per_seed": per_seed, "level": LEVEL}
-    ranges = {"steps": (steps[0], steps[-1]), "budget": (0.0, 1.0)}
+    # a t90 is read at or before the last checkpoint before the cut: its interval's range ends there
+    # (issue 44), not at the run's end, where no t90 can be
+    last = (len(steps) if cut is None else cut) - 1
+    ranges = {"steps": (steps[0], steps[last]), "budget": (budget[0], budget[last])}
+    out["t90_readable_until"] = {"steps": steps[last], "budget": budget[last]}
     for axis in ("steps", "budget"):
         leads = [r[f"lead_{axis}"] for r in per_seed.values() if r[f"lead_{axis}"] is not None]
         out[f"lead_{axis}"] = t_interval(leads, null=0.0)

@@ -22,6 +22,24 @@ law checks the value update is measured beside the routing law (law.value_statis
 the bijection with repeated keys, the label-route control of the relevant-key shares
 (relevance.py).
 
+Held-out law (issue 44): to first order a step aligns with its own batch's gradients (a positive
+semidefinite self-term), so the law measured on the sequences that made the step holds partly
+by construction. With `heldout_sequences` n > 0 every law check also takes, at the parameters
+before the step, the advantage and upstream gradients of a fixed held-out batch (drawn from an
+evaluation seed, a domain no training stream uses; its gradients are computed and discarded,
+never accumulated), and after the step the change of its scores and values and the first-order
+prediction: the same statistics with the prefix `heldout_` (law.HELDOUT_LAW and law.VALUE_NAMES). The in-batch
+numbers stay beside them as the self-influence reference.
+
+One scale for frame and precision (issue 44): at every checkpoint the model's predictive
+distributions on the probe batch's scored positions are kept beside its maps, and measured with
+the maps' machinery (`pred_drift_sq`, `pred_step_sq`, `pred_jitter_sq`). With `replica_to_end`
+the replicas from a checkpoint s run through the late window (measured at the next checkpoint c
+and at the late ones): the spread of the drift vectors X^r(c) - late^r of the R + 1
+continuations is the chance part of the drift at c for any jitter process, independent or
+autocorrelated (`map_floor_sq`, `pred_floor_sq`, `entropy_mae_floor_sq`, `kl_floor_sq`;
+frames.drift_floor_sq).
+
 Record conventions (table `dynamics`): probe and law quantities carry the 0-based index of the
 step whose gradient was probed; checkpoint quantities (entropy_mae, kl, map_drift) carry the
 number of steps done (0 = initialisation); `map_velocity` at checkpoint c is the TV distance
@@ -40,7 +58,7 @@ from ...scoring.evaluate import evaluate_members
 from ...tasks import Batch
 from ..store import write_dynamics
 from .frames import map_entropy, pairwise_sq, pairwise_tv
-from .law import LAW_NAMES, VALUE_NAMES, law_statistics, own_qk_tangent, value_statistics
+from .law import HELDOUT_LAW, LAW_NAMES, VALUE_NAMES, law_statistics, own_qk_tangent, value_statistics
 from .probes import PROBE_NAMES, ProbeSet
 from .relevance import (
     CONTROL_NAMES,
@@ -69,13 +87,17 @@ class ProfileConfig:
     replicas: int = 0  # continuations with other data orders from a checkpoint to the next (the jitter floor)
     replica_every: int = 1  # from every replica_every-th checkpoint (0, k, 2k, ...; never the last)
     late_maps: int = 3  # the drift's reference: the mean map of the last late_maps checkpoints
+    heldout_sequences: int = 0  # the law check also on this many fixed held-out sequences; 0: not
+    replica_to_end: bool = False  # replicas run through the late window (the floor of any jitter process)
 
     def __post_init__(self) -> None:
+        if self.heldout_sequences == 1:
+            raise ValueError("heldout_sequences must be 0 or >= 2 (the shuffle null pairs each sequence with another)")
         for name in ("every", "flush_every", "law_sequences", "replica_every", "late_maps"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-        for name in ("law_every", "replicas"):
+        for name in ("law_every", "replicas", "heldout_sequences"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
@@ -88,6 +110,17 @@ class ProfileConfig:
         if k % self.replica_every or k + 1 >= len(self.checkpoints):
             return None
         return self.checkpoints[k + 1]
+
+    def replica_stops(self, step: int) -> list[int]:
+        """The checkpoints the replicas from `step` are measured at: the next one and, with
+        `replica_to_end`, the late ones (the last `late_maps`) too."""
+        end = self.replica_from(step)
+        if end is None:
+            return []
+        if not self.replica_to_end:
+            return [end]
+        late = [c for c in self.checkpoints[-self.late_maps:] if c > end]
+        return [end, *late]
 
 
 def _expand(batch: Batch, ensemble: int, device) -> tuple[Tensor, Tensor | None]:
@@ -120,6 +153,7 @@ class _PendingLaw:
     upstream: Tensor
     params0: list[Tensor]
     control: Tensor | None  # only when the task has relevant keys (Profiler.relevance)
+    heldout: tuple[Tensor, Tensor] | None = None  # the held-out batch's advantage and upstream at params0
 
 
 class Profiler:
@@ -127,15 +161,24 @@ class Profiler:
     `finish()` after it."""
 
     def __init__(self, trainer, study_id: str, cfg: ProfileConfig, *, probe_batch: Batch, eval_batch: Batch,
-                 db: str | None = None) -> None:
+                 db: str | None = None, heldout_batch: Batch | None = None) -> None:
         self.trainer, self.study_id, self.cfg, self.db = trainer, study_id, cfg, db
         self.probes = ProbeSet(trainer.model, cfg.backend)
         self.layers = self.probes.layers
         self.probe_batch, self.eval_batch = probe_batch, eval_batch
+        if cfg.heldout_sequences and (heldout_batch is None or heldout_batch.batch_size < cfg.heldout_sequences):
+            raise ValueError(f"heldout_sequences={cfg.heldout_sequences} needs a held-out batch of at least that "
+                             f"many sequences")
+        self.heldout_batch = heldout_batch if cfg.heldout_sequences else None
         self._rows: list[tuple[int, str, tuple[str, ...], Tensor]] = []  # (step, kind, names, [n, E, L, H])
         self._pending: _PendingLaw | None = None  # set before a law step's update, checked after it
         self.maps: dict[int, Tensor] = {}  # checkpoint step -> [L, E, B, H, T, T] (device)
         self.calibration: dict[int, Tensor] = {}  # checkpoint step -> [2, E] (entropy MAE, KL; host)
+        self.preds: dict[int, Tensor] = {}  # checkpoint step -> [E, N, C] predictive distributions (probe batch)
+        # replicas through the late window: (start, stop) -> maps [R, L, E, B, H, T, T] (float16),
+        # predictive distributions [R, E, N, C] and calibration [R, 2, E]
+        self.replica_path: dict[tuple[int, int], tuple[Tensor, Tensor, Tensor]] = {}
+        self.replica_preds: dict[int, Tensor] = {}  # stop step -> [R, E, N, C] (the next checkpoint's)
         self.ablation: dict[int, Tensor] = {}  # checkpoint step -> [L, H, E] entropy MAE, head zeroed (host)
         # replicas: checkpoint step -> their maps [R, L, E, B, H, T, T] (float16, kept for the record)
         # and calibration [R, 2, E]; the jitter among them and the run's own map, [L, E, H] per step:
@@ -143,6 +186,7 @@ class Profiler:
         self.replica_maps: dict[int, Tensor] = {}
         self.replica_calibration: dict[int, Tensor] = {}
         self.jitter: dict[int, tuple[Tensor, Tensor]] = {}
+        self.pred_jitter: dict[int, Tensor] = {}  # step -> [E]: the same for the predictive distributions
         self.relevance = applies(trainer.task)  # the bijection with repeated keys: relevant-key ranks
         self.profiled_steps = 0
         self.law_steps = 0
@@ -179,7 +223,8 @@ class Profiler:
                 params0 = [p.detach().clone() for p in trainer.params]
                 control = (self._label_control(trainer, tokens[:, :n], None if header is None else header[:, :n])
                            if self.relevance else None)
-                self._pending = _PendingLaw(step, advantage, upstream, params0, control)
+                heldout = self._heldout_push(trainer) if self.heldout_batch is not None else None
+                self._pending = _PendingLaw(step, advantage, upstream, params0, control, heldout)
         self.probes.detach()
         self.hook_s += time.perf_counter() - t0
 
@@ -227,6 +272,8 @@ class Profiler:
         v0 = values_at(model, pending.params0, tokens, header)
         value = value_statistics(v1 - v0, alpha, pending.upstream, lr)
         self._rows.append((step, "value", VALUE_NAMES, value.transpose(1, 2)))
+        if pending.heldout is not None:
+            self._check_heldout(trainer, pending, lr)
         if pending.control is not None:  # self.relevance
             rel = relevance_statistics(advantage, alpha, relevant_keys(trainer.task, tokens))
             self._rows.append((step, "relevance", RELEVANCE_NAMES, rel.transpose(1, 2)))
@@ -235,6 +282,59 @@ class Profiler:
             self._rows.append((step, "control", CONTROL_NAMES, ctrl.transpose(1, 2)))
         self.law_steps += 1
         self._pending = None
+
+    def _heldout_inputs(self, model) -> tuple[Tensor, Tensor | None, Tensor, Tensor]:
+        """(tokens, header, targets, mask) of the held-out law batch, one copy per member."""
+        from ...training.stream import stack_members
+
+        assert self.heldout_batch is not None
+        n = self.cfg.heldout_sequences
+        b = self.heldout_batch
+        device = next(model.parameters()).device
+        tokens, header = _expand(b, model.ensemble, device)
+        _, _, targets, mask = stack_members([b] * model.ensemble)
+        return tokens[:, :n], None if header is None else header[:, :n], targets[:, :n].to(device), \
+            mask[:, :n].to(device)
+
+    def _heldout_push(self, trainer) -> tuple[Tensor, Tensor]:
+        """([L, E, n, H, T, T] advantage, [L, E, n, H, T, Dh] upstream u) of the held-out sequences at
+        the step's parameters: a forward and backward of their loss whose gradients are returned,
+        never accumulated (the optimiser's step reads .grad next)."""
+        from ...training.numerics import member_losses
+
+        tokens, header, targets, mask = self._heldout_inputs(trainer.model)
+        self.probes.attach("full")
+        try:
+            loss = member_losses(trainer.model(tokens, header), targets, mask)
+            torch.autograd.grad(loss.sum(), [p for p in trainer.params if p.requires_grad])
+            return self.probes.advantages(), self.probes.upstream()
+        finally:
+            self.probes.detach()
+
+    def _check_heldout(self, trainer, pending: _PendingLaw, lr: float) -> None:
+        """The routing and value laws on the held-out sequences: their change over the step, the
+        first-order prediction and the shuffle null (law.HELDOUT_LAW and law.VALUE_NAMES); no own-W_Q/W_K split."""
+        assert pending.heldout is not None
+        model = trainer.model
+        tokens, header, _, _ = self._heldout_inputs(model)
+        advantage, upstream = pending.heldout
+        delta = [p.detach() - p0 for p, p0 in zip(trainer.params, pending.params0)]
+        s0, predicted = predicted_change(model, pending.params0, delta, tokens, header)
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            s1 = transformer_scores(model, tokens, header)
+            v1 = transformer_values(model, tokens, header)
+        model.train(was_training)
+        alpha = masked_softmax(s0)
+        stats = law_statistics(s1 - s0, predicted, predicted, advantage.to(s0.dtype), alpha, lr)
+        keep = [LAW_NAMES.index(n) for n in HELDOUT_LAW]
+        self._rows.append((pending.step, "heldout", tuple(f"heldout_{n}" for n in HELDOUT_LAW),
+                           stats[keep].transpose(1, 2)))
+        v0 = values_at(model, pending.params0, tokens, header)
+        value = value_statistics(v1 - v0, alpha, upstream, lr)
+        self._rows.append((pending.step, "heldout", tuple(f"heldout_{n}" for n in VALUE_NAMES),
+                           value.transpose(1, 2)))
 
     def _label_control(self, trainer, tokens: Tensor, header: Tensor | None) -> Tensor:
         """[L, E, B, H, T, T] the advantage of the law sequences against permuted targets
@@ -252,37 +352,46 @@ class Profiler:
         finally:
             self.probes.detach()
 
-    def _measure(self) -> tuple[Tensor, Tensor]:
+    def _measure(self) -> tuple[Tensor, Tensor, Tensor]:
         """(maps of the probe batch [L, E, B, H, T, T] in float16, calibration [2, E] on the host:
-        entropy MAE and KL in bits on the evaluation set) of the model as it stands."""
+        entropy MAE and KL in bits on the evaluation set, predictive distributions [E, N, C] of
+        the probe batch at its N scored positions) of the model as it stands."""
         model = self.trainer.model
         was_training = model.training
         model.eval()
         tokens, header = _expand(self.probe_batch, model.ensemble, next(model.parameters()).device)
         maps = attention_maps(model, tokens, header).half()
+        with torch.no_grad():
+            probs = torch.softmax(model(tokens, header).float(), -1)  # [E, B, T, C]
+        preds = probs[:, self.probe_batch.mask.to(probs.device)]
         scores = evaluate_members(model, self.eval_batch)
         model.train(was_training)
-        return maps, torch.tensor([[s.entropy_mae.mean for s in scores], [s.kl.mean for s in scores]])
+        return maps, torch.tensor([[s.entropy_mae.mean for s in scores], [s.kl.mean for s in scores]]), preds
 
     def checkpoint(self, step: int) -> None:
         """Maps of the probe batch and calibration on the evaluation set at `step` steps done
         (and the entropy MAE with each head zeroed, with `head_ablation`); the jitter of the
         replicas that ran to this step."""
-        self.maps[step], self.calibration[step] = self._measure()
+        self.maps[step], self.calibration[step], self.preds[step] = self._measure()
         if self.cfg.head_ablation:
             model = self.trainer.model
             was_training = model.training
             model.eval()
             self.ablation[step] = self._head_ablation(model)
             model.train(was_training)
+        preds = self.replica_preds.get(step)
+        if preds is not None:
+            self.pred_jitter[step] = pairwise_sq(torch.cat([self.preds[step].unsqueeze(0).cpu(), preds])).cpu()
         reps = self.replica_maps.get(step)
         if reps is not None:  # all continuations from one state: the run's own and the replicas
             both = torch.cat([self.maps[step].unsqueeze(0), reps.to(self.maps[step].device)]).float()
-            self.jitter[step] = (pairwise_sq(both).mean(3).cpu(), pairwise_tv(both).mean(3).cpu())
+            # [L, E, B, H] -> [L, E, H]: the mean over the probe sequences (dim 2), per head
+            self.jitter[step] = (pairwise_sq(both).mean(2).cpu(), pairwise_tv(both).mean(2).cpu())
 
     def _replicate(self, start: int, end: int) -> None:
-        """R continuations of the state at checkpoint `start` to checkpoint `end` with other data
-        orders (module docstring); the state is restored afterwards, bit for bit."""
+        """R continuations of the state at checkpoint `start` to checkpoint `end` (with
+        `replica_to_end`, on through the late window: `ProfileConfig.replica_stops`) with other
+        data orders (module docstring); the state is restored afterwards, bit for bit."""
         from ...training.numerics import member_losses
         from ...training.stream import MemberStream, stack_members
 
@@ -293,7 +402,8 @@ class Profiler:
         saved_state = {k: v.clone() if isinstance(v, Tensor) else v for k, v in opt.state_dict().items()}
         was_training = model.training
         alive = torch.tensor(trainer.alive, device=saved_param.device)
-        maps, cal = [], []
+        stops = self.cfg.replica_stops(start)
+        measured: dict[int, list[tuple[Tensor, Tensor, Tensor]]] = {c: [] for c in stops}
         try:
             for r in range(self.cfg.replicas):
                 streams = []
@@ -303,16 +413,17 @@ class Profiler:
                     stream.generator.manual_seed(replica_data_seed(seed, start, r))
                     streams.append(stream)
                 model.train()
-                for step in range(start, end):
+                for step in range(start, stops[-1]):
                     tokens, header, targets, mask = stack_members([s.next() for s in streams])
                     loss = member_losses(model(tokens, header), targets, mask)
                     opt.zero_grad()
                     loss.sum().backward()
                     opt.step(trainer.cfg.lr_at(step), alive, loss)
                     self.replica_steps += 1
-                m, c = self._measure()
-                maps.append(m)
-                cal.append(c)
+                    if step + 1 in measured:
+                        m, c, p = self._measure()
+                        measured[step + 1].append((m.cpu(), c, p.cpu()))
+                        model.train()
                 opt.param.copy_(saved_param)
                 opt.load_state_dict(saved_state)
         finally:
@@ -320,8 +431,12 @@ class Profiler:
             opt.load_state_dict(saved_state)
             opt.zero_grad()
             model.train(was_training)
-        self.replica_maps[end] = torch.stack(maps).cpu()
-        self.replica_calibration[end] = torch.stack(cal)
+        for stop, got in measured.items():
+            maps, cal, preds = (torch.stack([g[i] for g in got]) for i in range(3))
+            if stop == end:  # the one-interval jitter at the next checkpoint, as without replica_to_end
+                self.replica_maps[end], self.replica_calibration[end], self.replica_preds[end] = maps, cal, preds
+            if self.cfg.replica_to_end:
+                self.replica_path[(start, stop)] = (maps, cal, preds)
         self.replica_s += time.perf_counter() - t0
         self.replica_cpu_s += time.process_time() - c0
 
@@ -398,6 +513,7 @@ class Profiler:
                 for h in range(abl.shape[1]):
                     records += [(seed, step, layer, h, "entropy_mae_head_zeroed", float(abl[li, h, e]))
                                 for e, seed in enumerate(seeds)]
+        records += self._one_scale_records()
         drift = self.map_drift()
         if drift is not None:
             steps, d, late, v, late_sq, step_sq = drift  # [C, L, E, H] or [C - 1, L, E, H] on the host
@@ -411,6 +527,75 @@ class Profiler:
                                 records.append((seed, step, layer, h, name, float(values[c, li, e, h])))
                             records.append((seed, step, layer, -1, name, float(values[c, li, e].mean())))
         self.records_written += write_dynamics(self.study_id, records, self.db)
+
+    def _late_steps(self) -> list[int]:
+        k = min(self.cfg.late_maps, len(self.maps) - 1)
+        return sorted(self.maps)[-k:] if k >= 1 else []
+
+    def _path(self, start: int, stop: int, which: int) -> Tensor:
+        """Continuation quantity `which` (0 maps, 1 calibration, 2 predictive distributions) of the
+        replicas from `start` at checkpoint `stop`: the run's own where `stop` is not after `start`
+        (the continuations share that past)."""
+        if stop <= start:
+            own = (self.maps, self.calibration, self.preds)[which][stop].cpu()
+            return own.unsqueeze(0).expand(self.cfg.replicas, *own.shape)
+        return self.replica_path[(start, stop)][which]
+
+    def drift_floors(self) -> dict[int, tuple[Tensor, Tensor, Tensor]]:
+        """checkpoint c -> (maps' floor [L, E, H], predictive distributions' floor [E], calibration's
+        floor [2, E]): `frames.drift_floor_sq` from the replicas that ran from the checkpoint before
+        c through the late window (`replica_to_end`)."""
+        from .frames import drift_floor_sq
+
+        late = self._late_steps()
+        out: dict[int, tuple[Tensor, Tensor, Tensor]] = {}
+        if not late:
+            return out
+        for (start, stop) in sorted(self.replica_path):
+            if stop != self.cfg.replica_from(start) or any(
+                    s > start and (start, s) not in self.replica_path for s in late):
+                continue
+            res = []
+            for which, own_all in enumerate((self.maps, self.calibration, self.preds)):
+                own = own_all[stop].cpu().float()
+                own_late = torch.stack([own_all[s].cpu().float() for s in late]).mean(0)
+                reps = self._path(start, stop, which).float()
+                reps_late = torch.stack([self._path(start, s, which).float() for s in late]).mean(0)
+                if which == 1:  # scalars per member: a trailing axis of one, one "row"
+                    own, own_late, reps, reps_late = (x.unsqueeze(-1).unsqueeze(-1) for x in
+                                                      (own, own_late, reps, reps_late))
+                res.append(drift_floor_sq(own, own_late, reps, reps_late))
+            out[stop] = (res[0].mean(2), res[2], res[1])  # maps: [L, E, B, H] -> [L, E, H]
+        return out
+
+    def _one_scale_records(self) -> list[tuple[int, int, int, int, str, float]]:
+        """The predictive distributions' drift, step and jitter (as the maps') and the floors from
+        the replicas through the late window (module docstring)."""
+        from .frames import sq_consecutive, sq_to_late
+
+        seeds, records = self.trainer.seeds, []
+        late = self._late_steps()
+        if late:
+            steps = sorted(self.preds)
+            preds = torch.stack([self.preds[s].cpu() for s in steps])  # [C, E, N, C]
+            drift, moved = sq_to_late(preds, len(late)), sq_consecutive(preds)
+            for c, step in enumerate(steps):
+                for e, seed in enumerate(seeds):
+                    records.append((seed, step, -1, -1, "pred_drift_sq", float(drift[c, e])))
+                    if c:
+                        records.append((seed, step, -1, -1, "pred_step_sq", float(moved[c - 1, e])))
+        for step, jit in sorted(self.pred_jitter.items()):
+            records += [(seed, step, -1, -1, "pred_jitter_sq", float(jit[e])) for e, seed in enumerate(seeds)]
+        for step, (maps, preds, cal) in sorted(self.drift_floors().items()):
+            for e, seed in enumerate(seeds):
+                records.append((seed, step, -1, -1, "pred_floor_sq", float(preds[e])))
+                records.append((seed, step, -1, -1, "entropy_mae_floor_sq", float(cal[0, e])))
+                records.append((seed, step, -1, -1, "kl_floor_sq", float(cal[1, e])))
+                for li, layer in enumerate(self.layers):
+                    records += [(seed, step, layer, h, "map_floor_sq", float(maps[li, e, h]))
+                                for h in range(maps.shape[2])]
+                    records.append((seed, step, layer, -1, "map_floor_sq", float(maps[li, e].mean())))
+        return records
 
     def map_drift(self) -> tuple[list[int], Tensor, Tensor, Tensor, Tensor, Tensor] | None:
         """(checkpoint steps, drift [C, L, E, H] to the final maps, drift [C, L, E, H] to the mean

@@ -96,6 +96,19 @@ def _law(summary: dict) -> str:
                         f"{fmt(d['excess'], f)} | {_f(d['above_null'], '.0%')} | "
                         f"{'n/a' if not math.isfinite(p) else format(p, '.2g')} |")
         r2, share, shift = v.get("linearity_r2", {}), v.get("own_share", {}), v.get("row_shift_share", {})
+        h = (summary.get("law_heldout") or {}).get(layer) or {}
+        si = (summary.get("self_influence") or {}).get(layer) or {}
+        if h:
+            rows += ["", "On the held-out sequences (the primary statistics; the in-batch ones above are the "
+                         "self-influence reference):", "",
+                     "| statistic | value | shuffle null | excess [95% CI] | self-influence (in-batch - held-out) |",
+                     "|---|---|---|---|---|"]
+            for key in ("cosine", "value_cosine", "sign_alpha", "sign_abs", "query_test"):
+                d = h.get(key)
+                if d:
+                    rows.append(f"| {LAW_LABELS[key]} | {_f(d['value'], '.4g')} | {_f(d['null'], '.4g')} | "
+                                f"{fmt(d['excess'], '{:+.4f}')} | "
+                                f"{fmt((si.get(key) or {}).get('self_term'), '{:+.4f}')} |")
         rows += ["", f"Linearity check (R^2 of the row-centred change against its first-order prediction): mean "
                      f"{fmt(r2.get('mean'), '{:.4f}')}, median {_f(r2.get('median'), '.4f')}, minimum "
                      f"{_f(r2.get('min'), '.3g')}. Share of the predicted centred change from the head's own "
@@ -117,7 +130,11 @@ def _frames(summary: dict) -> str:
             "lead (lr budget) | frame first / precision first / frame never / precision never |",
             "|---|---|---|---|---|---|---|---|"]
     for layer, v in sorted(frames.items(), key=lambda kv: int(kv[0])):
-        for metric, ld in (("entropy MAE", v["lead"]), ("KL", v["lead_kl"])):
+        leads = [("predictive distributions (one scale)", v.get("lead_one_scale")), ("entropy MAE", v["lead"]),
+                 ("KL", v["lead_kl"]), ("entropy MAE, one-interval floor", v.get("lead_one_interval_floor"))]
+        for metric, ld in leads:
+            if not ld:
+                continue
             rows.append(f"| {layer} | {metric} | {fmt(ld['t90_frame_steps'], '{:.0f}')} | "
                         f"{fmt(ld['t90_precision_steps'], '{:.0f}')} | {fmt(ld['lead_steps'], '{:+.0f}')} | "
                         f"{_f(ld['lead_steps'].get('p'), '.2g')} | {fmt(ld['lead_budget'], '{:+.3f}')} | "
@@ -130,11 +147,19 @@ def _frames(summary: dict) -> str:
     for layer, v in sorted(frames.items(), key=lambda kv: int(kv[0])):
         old = v["lead_first_version"]
         t90 = [None if r["t90_frame"] is None else round(r["t90_frame"]) for r in v["per_seed"].values()]
-        fr.append(f"| {layer} | {t90} | {fmt(v['remaining'], '{:.3f}')} (step {v['remaining_at']}) | "
+        c = v.get("freeze") or {}
+        left = (f"{c['below']} of {c['seeds']} seeds below {c['threshold']:g} ({c['unreadable']} unreadable); mean "
+                f"{fmt(c['mean'], '{:.3f}')}" if c else fmt(v["remaining"], "{:.3f}"))
+        fr.append(f"| {layer} | {t90} | {left} (step {v['remaining_at']}) | "
                   f"{fmt(v['last_movement_vs_chance'], '{:.2f}')} | {fmt(old['t90_frame_steps'], '{:.0f}')} | "
                   f"{v['velocity_freeze_steps']} | {v['drift_criterion_steps']} |")
-    floor = ("the jitter floor of each checkpoint is the mean pairwise distance between the run's own "
-             "continuation of the previous checkpoint and its replicas" if next(iter(frames.values())).get("replicas")
+    kind = next(iter(frames.values())).get("floor")
+    floor = ("the floor of each checkpoint is half the mean pairwise squared distance between the drift vectors "
+             "(to their own late value) of the run's continuation of the previous checkpoint and its replicas, run "
+             "on through the late window: right for any jitter process" if kind == "through the late window" else
+             "the jitter floor of each checkpoint is the mean pairwise distance between the run's own "
+             "continuation of the previous checkpoint and its replicas, J2 (1 + 1/K) / 2 (right only for jitter "
+             "independent between checkpoints)" if next(iter(frames.values())).get("replicas")
              else "no replicas were run, so the floor is 0")
     return (f"Frame distance: the squared distance of a layer's attention rows to the late map (the mean of the "
             f"last checkpoints' maps); precision distance: the entropy MAE (or KL) minus its mean over the last "
@@ -170,7 +195,7 @@ def _crosslag(summary: dict) -> str | None:
                             f"{_f(d['excess'].get('p'), '.2g')} |")
     return ("Log sizes of the routing update ||Delta s^c|| and of the value update ||Delta v|| at each checked "
             "step; the partial correlation of one at a check with the other at the next check, given the other at "
-            "the first and a quadratic trend in time, against the same with one series shifted in time "
+            "the first and a cubic trend in time, against the same with one series shifted in time "
             "(docs/dynamics.md). Per seed the heads' z-values averaged; intervals over seeds.\n\n" + "\n".join(rows))
 
 

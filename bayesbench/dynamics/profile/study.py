@@ -53,6 +53,8 @@ class ProfileStudyConfig:
     replicas: int = 2  # the jitter floor: continuations of each checkpoint with other data orders
     replica_every: int = 1
     late_maps: int = 3  # the late map (drift reference) and robust endpoint: the last K checkpoints (<= all but 1)
+    heldout_sequences: int = 8  # the law check also on this many fixed held-out sequences (0: off)
+    replica_to_end: bool = False  # replicas run on through the late window (the floor of any jitter process)
     attention: str | None = None  # probe path; default triton on a GPU, eager on CPU
     optimizer: str = "adamw"
     lr: float | None = None
@@ -83,6 +85,10 @@ class ProfileStudyConfig:
         check_int("late_maps", self.late_maps, 1)
         if self.law_every:
             check_int("law_sequences", self.law_sequences, 2, "the shuffle null pairs each sequence with another")
+        check_int("heldout_sequences", self.heldout_sequences, 0)
+        if self.heldout_sequences == 1:
+            raise FieldError("heldout_sequences", "must be 0 (off) or >= 2: the shuffle null pairs each sequence "
+                                                  "with another")
         for name in ("steps", "batch_size", "threads"):
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 1)
@@ -165,6 +171,8 @@ def build(cfg: ProfileStudyConfig, study_id: str, hold: contextlib.ExitStack):
               "layers": layers, "checkpoint_spacing": cfg.checkpoint_spacing, "head_ablation": cfg.head_ablation,
               "probe_sequences": cfg.probe_sequences, "eval_sequences": cfg.eval_sequences,
               "replicas": cfg.replicas, "replica_every": cfg.replica_every, "late_maps": cfg.late_maps,
+              "heldout_sequences": cfg.heldout_sequences if cfg.law_every else 0,
+              "replica_to_end": cfg.replica_to_end,
               "run_dir": run_dir, "threads": torch.get_num_threads()}
     return trainer, config
 
@@ -200,14 +208,20 @@ def _profile(cfg: ProfileStudyConfig, study_id: str, trainer, config: dict) -> i
     pcfg = ProfileConfig(every=cfg.every, law_every=cfg.law_every, flush_every=cfg.flush_every,
                          backend=config["attention"], checkpoints=tuple(checkpoints),
                          law_sequences=cfg.law_sequences, head_ablation=cfg.head_ablation, replicas=cfg.replicas,
-                         replica_every=cfg.replica_every, late_maps=min(cfg.late_maps, len(checkpoints) - 1))
+                         replica_every=cfg.replica_every, late_maps=min(cfg.late_maps, len(checkpoints) - 1),
+                         heldout_sequences=config["heldout_sequences"], replica_to_end=cfg.replica_to_end)
     eval_batch = eval_set(trainer.task, cfg.eval_sequences, cache_dir=cache_dir_for(db))
     probe_batch = eval_set(trainer.task, cfg.probe_sequences, seed=eval_seed(trainer.task, "profile-probe"))
     config.update(checkpoint_steps=checkpoints, scored_positions=scored_positions(trainer.task))
-    profiler = Profiler(trainer, study_id, pcfg, probe_batch=probe_batch, eval_batch=eval_batch, db=db)
+    # the held-out law batch: fixed, from an evaluation seed (a domain no training stream draws from)
+    heldout = (eval_set(trainer.task, pcfg.heldout_sequences, seed=eval_seed(trainer.task, "profile-heldout-law"))
+               if pcfg.heldout_sequences else None)
+    profiler = Profiler(trainer, study_id, pcfg, probe_batch=probe_batch, eval_batch=eval_batch, db=db,
+                        heldout_batch=heldout)
     trainer.hooks.append(profiler)
     register_study(study_id, "profile", config, run_id=trainer.run_id, status="running", path=db)
-    replicas = f", {cfg.replicas} replicas per checkpoint interval" if cfg.replicas else ""
+    replicas = (f", {cfg.replicas} replicas per checkpoint interval"
+                f"{' (on through the late window)' if cfg.replica_to_end else ''}" if cfg.replicas else "")
     say(f"bayesbench profile {study_id}: {trainer.task.describe()} / {trainer.arch}, seeds {trainer.seeds} in one "
         f"ensemble, steps {start_step}..{end_step}, probe every {cfg.every} ({config['attention']}), "
         f"{cfg.optimizer} lr {trainer.cfg.lr:g} ({trainer.cfg.schedule}), {len(checkpoints)} checkpoints{replicas}")

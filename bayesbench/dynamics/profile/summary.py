@@ -15,7 +15,7 @@ from collections import defaultdict
 from ...stats import t_interval
 from ..store import Measurement, read_dynamics
 from .frames import freeze_step, gain_after
-from .law import NULLED, PLAIN, VALUE_NULLED
+from .law import HELDOUT_NULLED, NULLED, PLAIN, VALUE_NULLED
 from .lead import lead_summary, lr_budget
 
 
@@ -47,14 +47,15 @@ def plain_interval(values, scale: str) -> dict:
     """The interval over seeds of a plain statistic on its scale (`PLAIN_SCALE`)."""
     from ...stats import log_interval, logit_interval
 
-    if scale == "logit":
-        return logit_interval(values)
+    fin = _finite(values)
+    if scale == "logit":  # a value outside [0, 1] is counted (`outside`), never dropped silently
+        return {**logit_interval(fin), "outside": sum(1 for x in fin if not 0 <= x <= 1)}
     if scale == "log":
-        return log_interval(values)
-    if scale == "one-minus-log":  # x <= 1: the log-t interval of 1 - x, mapped back
-        d = log_interval([1 - x for x in _finite(values) if x < 1])
+        return {**log_interval(fin), "outside": sum(1 for x in fin if not x > 0)}
+    if scale == "one-minus-log":  # x < 1: the log-t interval of 1 - x, mapped back; x >= 1 counted
+        d = log_interval([1 - x for x in fin if x < 1])
         return {**d, "mean": 1 - d["mean"], "ci_low": 1 - d["ci_high"], "ci_high": 1 - d["ci_low"],
-                "method": "log-t of 1 - x"}
+                "method": "log-t of 1 - x", "outside": sum(1 for x in fin if not x < 1)}
     return t_interval(values)
 
 
@@ -100,6 +101,46 @@ def law_summary(records: list[Measurement], nulled: tuple[str, ...] = NULLED + V
                 "median": statistics.median(fin) if fin else math.nan, "min": min(fin) if fin else math.nan}
         out[layer] = row
     return out
+
+
+HELDOUT = "heldout_"
+HELDOUT_PLAIN = ("law_linearity_r2", "law_row_shift_share", "law_ds_norm", "value_dv_norm")
+
+
+def heldout_records(records: list[Measurement]) -> list[Measurement]:
+    """The held-out law check's records (profiler.py, prefix `heldout_`) under the in-batch names."""
+    from dataclasses import replace
+
+    return [replace(r, name=r.name[len(HELDOUT):]) for r in records if r.name.startswith(HELDOUT)]
+
+
+def per_seed_excess(records: list[Measurement], name: str) -> dict[int, dict[int, float]]:
+    """layer -> seed -> the mean over the seed's checks and heads of `name` - `name`_null."""
+    stat = {(r.layer, r.seed, r.step, r.head): r.value for r in records if r.name == name}
+    null = {(r.layer, r.seed, r.step, r.head): r.value for r in records if r.name == f"{name}_null"}
+    cells: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for k, v in stat.items():
+        if k in null and math.isfinite(v) and math.isfinite(null[k]):
+            cells[k[0]][k[1]].append(v - null[k])
+    return {layer: {seed: sum(v) / len(v) for seed, v in by_seed.items()} for layer, by_seed in cells.items()}
+
+
+def self_influence_summary(records: list[Measurement], names: tuple[str, ...] = ("law_cosine", "value_cosine")
+                           ) -> dict[int, dict]:
+    """Per layer and law: the self-influence, the in-batch excess minus the held-out excess per
+    seed (the part of the in-batch alignment a step owes to its own batch's gradients, a positive
+    semidefinite self-term to first order), with a t-interval over the seeds that have both."""
+    out: dict[int, dict] = defaultdict(dict)
+    held = heldout_records(records)
+    for name in names:
+        inb, ho = per_seed_excess(records, name), per_seed_excess(held, name)
+        for layer in sorted(set(inb) & set(ho)):
+            seeds = sorted(set(inb[layer]) & set(ho[layer]))
+            out[layer][short(name)] = {"in_batch": t_interval([inb[layer][s] for s in seeds], null=0.0),
+                                       "heldout": t_interval([ho[layer][s] for s in seeds], null=0.0),
+                                       "self_term": t_interval([inb[layer][s] - ho[layer][s] for s in seeds],
+                                                               null=0.0)}
+    return dict(out)
 
 
 def _by_seed(records, name: str, layer: int, head: int = -1) -> dict[int, dict[int, float]]:
@@ -155,18 +196,30 @@ def frame_summary(records: list[Measurement], config: dict | None = None, fracti
     late = min(int((config or {}).get("late_maps", 3)), max(1, len(steps) - 1))
     cut = len(steps) - late  # t90s are read before the late checkpoints the references average
     has_replicas = any(r.name == "map_jitter_sq" for r in records)
+    # the floor from replicas run through the late window (any jitter process) where the study has it
+    to_end = any(r.name == "map_floor_sq" for r in records)
+    floor_kind = "through the late window" if to_end else "one interval" if has_replicas else "none"
     zero = [0.0] * len(steps)
     precision: dict[str, dict[int, list[float]]] = {}
+    precision_one: dict[str, dict[int, list[float]]] = {}  # the one-interval floor, for the record
     for metric in PRECISION_METRICS:
         jit = _replica_jitter(records, metric)
-        precision[metric] = {}
+        late_floor = _by_seed(records, f"{metric}_floor_sq", -1)
+        precision[metric], precision_one[metric] = {}, {}
         for seed in seeds:
             m = [cal[metric].get((seed, s), math.nan) for s in steps]
             end = _mean(m[-late:])
             d = [x - end for x in m]
-            floor = jitter_floor(interpolate(steps, jit.get(seed, {})), late) if has_replicas else zero
-            precision[metric][seed] = progress_of(systematic_distance([x * x for x in d], floor,
-                                                                      [1.0 if x >= 0 else -1.0 for x in d]))
+            one = jitter_floor(interpolate(steps, jit.get(seed, {})), late) if has_replicas else zero
+            floor = interpolate(steps, late_floor.get(seed, {})) if to_end else one
+            sign = [1.0 if x >= 0 else -1.0 for x in d]
+            precision[metric][seed] = progress_of(systematic_distance([x * x for x in d], floor, sign))
+            precision_one[metric][seed] = progress_of(systematic_distance([x * x for x in d], one, sign))
+    # the precision on the frame's scale: the predictive distributions of the probe batch
+    pred_drift, pred_floor = _by_seed(records, "pred_drift_sq", -1), _by_seed(records, "pred_floor_sq", -1)
+    predictive = {seed: progress_of(systematic_distance([pred_drift[seed].get(s, math.nan) for s in steps],
+                                                        interpolate(steps, pred_floor.get(seed, {}))))
+                  for seed in seeds if to_end and seed in pred_drift}
     out: dict[int, dict] = {}
     for layer in layers:
         drift = _by_seed(records, "map_drift", layer)
@@ -174,14 +227,19 @@ def frame_summary(records: list[Measurement], config: dict | None = None, fracti
         step_sq = _by_seed(records, "map_step_sq", layer)
         velocity = _by_seed(records, "map_velocity", layer)
         jitter_sq = _by_seed(records, "map_jitter_sq", layer)
-        per_seed, frame_new, frame_old, maes, ratios = {}, {}, {}, {}, {}
+        floor_sq = _by_seed(records, "map_floor_sq", layer)
+        per_seed: dict[int, dict] = {}
+        frame_new, frame_old, frame_one, maes, ratios = {}, {}, {}, {}, {}
         for seed in seeds:
             d = [drift[seed].get(s, math.nan) for s in steps]
             dsq = [drift_sq[seed].get(s, math.nan) for s in steps]
             m = [mae.get((seed, s), math.nan) for s in steps]
             v = [velocity[seed].get(s, math.nan) for s in steps[1:]]
             j = interpolate(steps, jitter_sq.get(seed, {})) if has_replicas else zero
-            frame_new[seed] = progress_of(systematic_distance(dsq, jitter_floor(j, late) if has_replicas else zero))
+            one = jitter_floor(j, late) if has_replicas else zero
+            frame_one[seed] = progress_of(systematic_distance(dsq, one))
+            frame_new[seed] = (progress_of(systematic_distance(dsq, interpolate(steps, floor_sq.get(seed, {}))))
+                               if to_end else frame_one[seed])
             frame_old[seed], maes[seed] = frame_progress(d), m
             moved = [step_sq[seed].get(s, math.nan) for s in steps[1:]]
             ratio = movement_ratio(moved, j[1:]) if has_replicas else [math.nan] * len(moved)
@@ -199,6 +257,8 @@ def frame_summary(records: list[Measurement], config: dict | None = None, fracti
                               "movement_ratio": ratio, "jitter_sq": j}
         leads = {metric: lead_summary(steps, budget, frame_new, precision[metric], cut=cut)
                  for metric in PRECISION_METRICS}
+        one_scale = lead_summary(steps, budget, frame_new, predictive, cut=cut) if predictive else None
+        one_interval = lead_summary(steps, budget, frame_one, precision_one["entropy_mae"], cut=cut)
         first_version = lead_summary(steps, budget, frame_old, {s: precision_progress(maes[s]) for s in seeds},
                                      stays=False)
         for seed, row in per_seed.items():  # the MAE still gained after the frame settled (first checkpoint past t90)
@@ -209,10 +269,13 @@ def frame_summary(records: list[Measurement], config: dict | None = None, fracti
         # with its test against 1 (moves more than chance at the end)
         last = [math.exp(sum(math.log(x) for x in r[-3:]) / len(r[-3:])) for r in ratios.values()
                 if r and all(x > 0 and math.isfinite(x) for x in r[-3:])]
-        beyond_chance = log_interval(last, null=1.0)
+        beyond_chance = {**log_interval(last, null=1.0), "unreadable": len(ratios) - len(last)}  # counted, not dropped
         out[layer] = {"lead": leads["entropy_mae"], "lead_kl": leads["kl"], "lead_first_version": first_version,
+                      "lead_one_scale": one_scale, "lead_one_interval_floor": one_interval, "floor": floor_kind,
                       "replicas": has_replicas, "late_maps": late,
                       "remaining": logit_interval([v["remaining"] for v in per_seed.values()], null=FREEZE_LEFT),
+                      "freeze": freeze_counts([v["remaining"] for v in per_seed.values()], FREEZE_LEFT),
+                      "dissociation": dissociation(per_seed, budget, steps),
                       "remaining_at": steps[cut - 1], "freeze_left": FREEZE_LEFT,
                       "frozen_seeds": sum(1 for v in per_seed.values() if v["t90_frame"] is not None),
                       "last_movement_vs_chance": beyond_chance,
@@ -223,6 +286,54 @@ def frame_summary(records: list[Measurement], config: dict | None = None, fracti
                       "per_seed": per_seed, "fraction": fraction, "steps": steps, "budget": budget,
                       "last_step": steps[-1], "frame_progress": frame_new, "precision_progress": precision}
     return out
+
+
+def freeze_counts(remaining: list[float], threshold: float) -> dict:
+    """The freeze as per-seed counts (issue 44: a share with a point mass at its bound makes a
+    logit-t interval degenerate: eight seeds at 0 give "0.001 [0.001, 0.001]" and p = 0). Per
+    seed the share of the frame's systematic distance still to go: `below` seeds under
+    `threshold` (a share below 0, past the late map, counts as 0 left), `above` the rest, and
+    `unreadable` (no finite share: the frame moved no further than its floor) counted against the
+    claim, never dropped; the sign test of below against above + unreadable; the arithmetic mean
+    of the shares clipped to [0, 1] with its t-interval clipped to [0, 1] (`clipped`: how many
+    were moved onto a bound); `at_bound` True when every readable seed sits at one value (no
+    spread: no p-value of a t-test exists)."""
+    from ...stats import sign_test
+
+    readable = [x for x in remaining if x is not None and math.isfinite(x)]
+    clipped = [min(max(x, 0.0), 1.0) for x in readable]
+    below = sum(1 for x in clipped if x < threshold)
+    above = len(clipped) - below
+    unreadable = len(remaining) - len(readable)
+    mean = t_interval(clipped)
+    mean = {**mean, "ci_low": max(0.0, mean["ci_low"]) if math.isfinite(mean["ci_low"]) else math.nan,
+            "ci_high": min(1.0, mean["ci_high"]) if math.isfinite(mean["ci_high"]) else math.nan,
+            "method": "t, clipped to [0, 1]"}
+    return {"below": below, "above": above, "unreadable": unreadable, "seeds": len(remaining),
+            "clipped": sum(1 for x, c in zip(readable, clipped) if x != c), "mean": mean,
+            "at_bound": len(set(clipped)) == 1 and len(clipped) >= 2, "threshold": threshold,
+            "sign_test_p": sign_test(below, above + unreadable)}
+
+
+def dissociation(per_seed: dict[int, dict], budget: list[float], steps: list[int]) -> dict:
+    """The freeze on the learning-rate axis (issue 44): a frame that stops because the learning
+    rate went to zero stops everything else too; Paper II's freeze (arXiv 2512.22473, section 6)
+    is a frame that stops *while the calibration still improves*. Per seed whose frame settled:
+    the entropy MAE gained after the frame's t90 (bits; t-interval over those seeds, tested
+    against 0) and the share of the learning-rate budget still to be spent then (logit-t); the
+    seeds whose frame never settled are counted."""
+    from ...stats import logit_interval
+
+    gained, left = [], []
+    for row in per_seed.values():
+        t90 = row.get("t90_frame")
+        if t90 is None or not math.isfinite(row.get("gained_after", math.nan)):
+            continue
+        gained.append(row["gained_after"])
+        k = next(i for i, s in enumerate(steps) if s >= t90)
+        left.append(1 - budget[k])
+    return {"gained_after": t_interval(gained, null=0.0), "budget_left": logit_interval(left),
+            "settled_seeds": len(gained), "seeds": len(per_seed)}
 
 
 def _lr_at(config: dict | None):
@@ -287,7 +398,11 @@ def summarize_profile(study_id: str, db: str | None = None) -> dict:
     records = read_dynamics(study_id, path=db)
     study = read_study(study_id, db)
     config = study["config"] if study else None
-    summary: dict[str, object] = {"law": law_summary(records), "frames": frame_summary(records, config),
+    held = heldout_records(records)
+    summary: dict[str, object] = {"law": law_summary(records),
+               "law_heldout": law_summary(held, HELDOUT_NULLED + VALUE_NULLED, HELDOUT_PLAIN) if held else {},
+               "self_influence": self_influence_summary(records),
+               "frames": frame_summary(records, config),
                "crosslag": crosslag_summary(records, _lr_at(config)),
                "probe": probe_summary(records, PROBE_NAMES), "calibration": calibration_summary(records),
                "relevance": relevance_summary(records), "heads": head_summary(records)}
