@@ -55,7 +55,7 @@ def mixers(model: nn.Module) -> list[tuple[str, nn.Module]]:
 
 def fast_form(layer: nn.Module) -> Callable[[Tensor], Tensor]:
     """The mixer's fast form over x [E, B, L, d]: its forward, or `mix` for a model that is one mixer."""
-    return getattr(layer, "mix", layer)
+    return getattr(layer, "mix") if getattr(layer, "recurrent_input", None) else layer
 
 
 def run_steps(layer: nn.Module, x: Tensor, state: State | None = None) -> tuple[Tensor, State | None]:
