@@ -83,7 +83,8 @@ class TaylorLinearAttention(nn.Module):
         return self.proj(y.transpose(2, 3).reshape(E, B, L, d))
 
     def recurrent_step(self, x: Tensor, state: dict[str, Tensor] | None) -> tuple[Tensor, dict[str, Tensor]]:
-        """One position: S += phi(k) v^T [E, B, H, 1 + d' + d'^2, Dh], z += phi(k); y = phi(q)^T S / (phi(q).z + eps)."""
+        """One position: S += phi(k) v^T [E, B, H, 1 + d' + d'^2, Dh], z += phi(k);
+        y = phi(q)^T S / (phi(q).z + eps)."""
         E, B, d = x.shape
         H, Df = self.cfg.n_head, self.cfg.feature_dim
         q, k = self.qk(x).view(E, B, 2, H, Df).unbind(2)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from torch import nn
+
 from ..checks import SettingError, one_of, positive_int
 from .base import ResidualStack, TaskShape
 from .capacity import match_widths, meta_params
@@ -61,7 +63,7 @@ class Hybrid(ResidualStack):
 
     def __init__(self, shape: TaskShape, cfg: HybridConfig, ensemble: int = 1) -> None:
         attention = TransformerConfig(n_layer=cfg.n_layer, n_head=cfg.n_head, d_model=cfg.d_model, d_ffn=cfg.d_ffn)
-        blocks = []
+        blocks: list[nn.Module] = []
         for i in range(cfg.n_layer):
             if cfg.is_attention(i):
                 blocks.append(TransformerBlock(ensemble, attention))

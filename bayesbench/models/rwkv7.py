@@ -130,7 +130,8 @@ class TimeMix(nn.Module):
             self.a0[e].zero_()
             for first, second in ((self.w1, self.w2), (self.a1, self.a2), (self.g1, self.g2)):
                 first[e].zero_()
-                second[e].copy_(semi_orthogonal(*second.shape[1:], 0.1, generator))
+                rows, cols = second.shape[1:]
+                second[e].copy_(semi_orthogonal(rows, cols, 0.1, generator))
             self.k_k[e].fill_(0.85)
             self.k_a[e].fill_(1.0)
             self.r_k[e].zero_()
@@ -172,7 +173,8 @@ class TimeMix(nn.Module):
     def update(S: Tensor, decay: Tensor, kappa: Tensor, a_kappa: Tensor, k: Tensor, v: Tensor) -> Tensor:
         """S (diag(w) - kappa^T (a kappa)) + v^T k~ for S [..., Dv, Dk] and the rest [..., Dh]."""
         removed = torch.einsum("...vk,...k->...v", S, kappa)
-        return S * decay.unsqueeze(-2) - removed.unsqueeze(-1) * a_kappa.unsqueeze(-2) + v.unsqueeze(-1) * k.unsqueeze(-2)
+        return (S * decay.unsqueeze(-2) - removed.unsqueeze(-1) * a_kappa.unsqueeze(-2)
+                + v.unsqueeze(-1) * k.unsqueeze(-2))
 
     def forward(self, x: Tensor) -> Tensor:
         E, B, L, d = x.shape

@@ -7,18 +7,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from recurrent_checks import check_layers_equal_steps, perturbed
 
 from bayesbench.models import get_model
 from bayesbench.models.registry import homes, model_options
-from bayesbench.models.state import (
-    StateUnknown,
-    capture_inputs,
-    fast_form,
-    mixers,
-    run_steps,
-    state_floats,
-    state_record,
-)
+from bayesbench.models.state import StateUnknown, mixers, state_floats, state_record
 from bayesbench.tasks import get_task
 
 ARCHS = sorted(homes())
@@ -32,43 +25,6 @@ def small(arch: str) -> dict:
 @pytest.fixture(scope="module")
 def bij():
     return get_task("bijection", V=6)
-
-
-def perturbed(model, seed: int = 0):
-    """The model in float64 with every parameter nudged, so zero-initialised maps (an output
-    projection, a LoRA's first factor) take part in the comparison."""
-    model = model.double()
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.05 * torch.randn(p.shape, generator=g, dtype=p.dtype))
-    return model
-
-
-def check_layers_equal_steps(model, tokens, header=None) -> int:
-    """Every mixer's forward against its looped recurrent_step, outputs and gradients (of the layer's
-    parameters and its input); returns how many mixers were checked."""
-    model.eval()
-    inputs = capture_inputs(model, tokens, header)
-    checked = 0
-    for name, layer in mixers(model):
-        if name not in inputs:
-            continue
-        x = inputs[name].detach().clone()
-        fast_x, ref_x = x.clone().requires_grad_(), x.clone().requires_grad_()
-        fast = fast_form(layer)(fast_x)
-        ref, _ = run_steps(layer, ref_x)
-        torch.testing.assert_close(fast, ref, rtol=1e-9, atol=1e-10, msg=f"{name}: forward != looped step")
-        w = torch.randn(fast.shape, generator=torch.Generator().manual_seed(1), dtype=fast.dtype)
-        params = [p for p in layer.parameters() if p.requires_grad]
-        g_fast = torch.autograd.grad((fast * w).sum(), [fast_x, *params], allow_unused=True)
-        g_ref = torch.autograd.grad((ref * w).sum(), [ref_x, *params], allow_unused=True)
-        for a, b, wrt in zip(g_fast, g_ref, [x, *params]):  # unused (None): a zero gradient (e.g. a decay at L = 1)
-            a = torch.zeros_like(wrt) if a is None else a
-            b = torch.zeros_like(wrt) if b is None else b
-            torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10, msg=f"{name}: gradients differ")
-        checked += 1
-    return checked
 
 
 @pytest.mark.parametrize("arch", ARCHS)
