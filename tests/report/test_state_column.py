@@ -41,3 +41,25 @@ def test_trained_rows_carry_their_state_and_the_leaderboard_shows_it(tiny_store,
     rows = {r["arch"]: r for r in doc["rows"]}
     assert rows["lstm"]["state_floats"] == lstm.config["state"]["floats"] and rows["mlp"]["state_floats"] == 0
     assert list(rows["lstm"]).index("state_floats") == list(rows["lstm"]).index("params") + 1
+
+
+def test_plot_state_draws_the_gap_against_the_state_per_task(tiny_store, tmp_path, capsys):
+    out = tmp_path / "plots"
+    assert main(["plot", "--state", "--db", tiny_store["db"], "--out", str(out)]) == 0
+    paths = capsys.readouterr().out.split()
+    assert len(paths) == 1 and paths[0].endswith("_state.png") and (out / paths[0].rsplit("/", 1)[1]).stat().st_size
+    from bayesbench.report.rows import aggregate
+    from bayesbench.report.state_plot import state_rows
+
+    groups, lacking = state_rows(aggregate(read_records(tiny_store["db"])))
+    (rows,) = groups.values()
+    assert sorted(r.arch for r in rows) == ["lstm", "mlp"] and not lacking
+    assert main(["plot", "--state", "--metric", "kl", "--db", tiny_store["db"], "--out", str(out)]) == 0
+
+
+def test_plot_state_refuses_what_does_not_go_with_it(tiny_store, tmp_path, capsys):
+    for extra, said in ((["--curves"], "cannot be combined with --curves"),
+                        (["--threshold", "0.2"], "--threshold goes with --curves"),
+                        (["--metric", "kl:new"], "must be a final metric")):
+        assert main(["plot", "--state", *extra, "--db", tiny_store["db"], "--out", str(tmp_path)]) != 0
+        assert said in capsys.readouterr().err
