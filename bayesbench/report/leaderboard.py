@@ -389,9 +389,9 @@ STATE_HEADER = " state (floats) |"
 
 
 def state_cell(row: Row) -> str:
-    """The state column of a row ('4.10e3 | '), '- | ' for a row without a count."""
+    """The state column of a row ('4,096 | '), '- | ' for a row without a count."""
     s = row.state or {}
-    return "- | " if s.get("floats") is None else f"{flops_text(s['floats'])} | "
+    return "- | " if s.get("floats") is None else f"{int(s['floats']):,} | "
 
 
 def flops_cells(row: Row) -> str:

@@ -67,7 +67,6 @@ def _figure(label: str, name: str, group: list[Row], metric: str, lacking: int, 
         err = ([[mean - max(lo, 0.0)], [hi - mean]] if math.isfinite(lo) and math.isfinite(hi) else None)
         ax.errorbar([x], [mean], yerr=err, fmt=MARKERS[i % len(MARKERS)], ms=7, capsize=4, mfc="none",
                     label=f"{row.arch} ({len(row.seeds)} seed{'s' if len(row.seeds) != 1 else ''})")
-        ax.annotate(row.arch, (x, mean), textcoords="offset points", xytext=(6, 4), fontsize=8)
         top = max(top, hi if math.isfinite(hi) else mean)
     floors = next((row.floors for row in group if row.floors), None) or {}
     uniform = floors.get("uniform", {}).get(metric)
@@ -75,7 +74,12 @@ def _figure(label: str, name: str, group: list[Row], metric: str, lacking: int, 
         ax.axhline(uniform.mean, **FLOOR_STYLE, label=f"uniform predictor (floor), {uniform.mean:.3f} bits")
         top = max(top, uniform.mean)
     ax.axhline(0.0, **BAYES_STYLE, label="Bayes (exact posterior): 0")
-    ax.set_xscale("symlog", linthresh=1.0)
+    xs = [float(row.state["floats"]) for row in group if row.state]
+    if min(xs) > 0:
+        ax.set_xscale("log")
+    else:  # a model that carries nothing: linear below one float, log above, nothing left of 0
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlim(-0.5, 3 * max(max(xs), 1.0))
     ax.set_ylim(-0.03 * max(top, 1e-3), 1.1 * max(top, 1e-3))
     length = group[0].state.get("length") if group[0].state else None
     ax.set(xlabel=f"recurrent state per sequence (floats, log scale; 0 = nothing carried)"

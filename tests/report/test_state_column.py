@@ -32,8 +32,7 @@ def test_trained_rows_carry_their_state_and_the_leaderboard_shows_it(tiny_store,
     assert "| params | state (floats) | steps |" in header
     row = next(line for line in table.splitlines() if "| lstm" in line)
     cells = [c.strip() for c in row.split("|")]
-    assert cells[header.split("|").index(" state (floats) ")] == f"{lstm.config['state']['floats']:.2e}".replace(
-        "e+0", "e")
+    assert cells[header.split("|").index(" state (floats) ")] == f"{lstm.config['state']['floats']:,}"
     assert "- state = the floats one member holds" in table
 
     assert main(["leaderboard", "--db", tiny_store["db"], "--json"]) == 0
