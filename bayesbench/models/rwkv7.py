@@ -26,9 +26,8 @@ embedding and the shared learned position table of every bayesbench model (RWKV 
 low-rank widths follow the reference formulas (1.8 sqrt(d) for decay and a, 0.6 d^0.8 for the gate)
 rounded to multiples of 4 with a floor of 4 instead of multiples of 32 with a floor of 32, a floor
 meant for widths of hundreds. The fast `forward` computes every projection at once and runs the
-state update as one batched einsum per position; a chunked (WY) form is not written here, so the
-fast form and the recurrent reference differ in how the projections and shifts are batched, not
-in the update's order.
+state update in chunks of 16 positions (`chunked_delta_rule`: one triangular solve and a few
+matrix products per chunk); the recurrent reference applies the update one position at a time.
 """
 
 from __future__ import annotations
@@ -89,6 +88,52 @@ def member_matmul(x: Tensor, w: Tensor) -> Tensor:
 def shifted(x: Tensor) -> Tensor:
     """x_{t-1} along dim 2 of [E, B, L, d], zero at t = 0 (the token shift)."""
     return F.pad(x, (0, 0, 1, 0))[:, :, :-1]
+
+
+CHUNK = 16  # positions per chunk of the fast form
+
+
+def chunked_delta_rule(q: Tensor, decay: Tensor, kappa: Tensor, b: Tensor, k: Tensor, v: Tensor, *,
+                       chunk: int = CHUNK) -> Tensor:
+    """y_t = S_t q_t for S_t = S_{t-1} (diag(w_t) - kappa_t b_t^T) + v_t k_t^T, S_0 = 0, every input
+    [..., L, Dh], in chunks of `chunk` positions (the fast form of `TimeMix.update` looped).
+
+    Within a chunk, with G_t the decays' product from its start and r_t = S_{t-1} kappa_t (what the
+    removal key reads), S_t = S_0 G_t + sum_{s<=t} (v_s k_s^T - r_s b_s^T) G_t / G_s; so the reads
+    solve one unit lower-triangular system (I + A) r = S_0 (G_{t-1} kappa_t) + K v, with
+    A_ts = (b_s G_{t-1}/G_s) . kappa_t and K_ts = (k_s G_{t-1}/G_s) . kappa_t for s < t (the
+    WY/UT-transform idea of chunked delta-rule kernels, Yang et al. 2024, arXiv 2406.06484, Sec. 3),
+    then the outputs and the chunk's final state are matrix products. Decay ratios are formed
+    as exp of differences of log-decay sums, each at most 1."""
+    L = q.shape[-2]
+    S = q.new_zeros(*q.shape[:-2], v.shape[-1], q.shape[-1])  # [..., Dv, Dk]
+    logw = torch.log(decay)
+    ys = []
+    for start in range(0, L, chunk):
+        sl = slice(start, min(start + chunk, L))
+        qc, kc, vc, bc = q[..., sl, :], k[..., sl, :], v[..., sl, :], b[..., sl, :]
+        kap, lw = kappa[..., sl, :], logw[..., sl, :]
+        C = qc.shape[-2]
+        cum = lw.cumsum(-2)  # log G_t
+        prev = cum - lw  # log G_{t-1}
+        t_idx = torch.arange(C, device=q.device)
+        strict = (t_idx[:, None] > t_idx[None, :]).unsqueeze(-1)  # [C, C, 1]: s < t
+        upto = (t_idx[:, None] >= t_idx[None, :]).unsqueeze(-1)  # s <= t
+        neg_inf = torch.tensor(float("-inf"), dtype=q.dtype, device=q.device)
+        ratio_prev = torch.exp(torch.where(strict, prev.unsqueeze(-2) - cum.unsqueeze(-3), neg_inf))  # [..., t, s, Dk]
+        ratio = torch.exp(torch.where(upto, cum.unsqueeze(-2) - cum.unsqueeze(-3), neg_inf))
+        A = torch.einsum("...tsd,...sd,...td->...ts", ratio_prev, bc, kap)
+        K = torch.einsum("...tsd,...sd,...td->...ts", ratio_prev, kc, kap)
+        rhs = torch.einsum("...vd,...td->...tv", S, torch.exp(prev) * kap) + K @ vc
+        eye = torch.eye(C, dtype=q.dtype, device=q.device)
+        reads = torch.linalg.solve_triangular(eye + A, rhs, upper=False, unitriangular=True)  # r_t [..., C, Dv]
+        Qk = torch.einsum("...tsd,...sd,...td->...ts", ratio, kc, qc)
+        Qb = torch.einsum("...tsd,...sd,...td->...ts", ratio, bc, qc)
+        ys.append(torch.einsum("...vd,...td->...tv", S, torch.exp(cum) * qc) + Qk @ vc - Qb @ reads)
+        last = torch.exp(cum[..., -1:, :] - cum)  # G_C / G_s
+        S = (S * torch.exp(cum[..., -1, :]).unsqueeze(-2) + torch.einsum("...sv,...sd->...vd", vc, kc * last)
+             - torch.einsum("...sv,...sd->...vd", reads, bc * last))
+    return torch.cat(ys, -2)
 
 
 class TimeMix(nn.Module):
@@ -177,15 +222,10 @@ class TimeMix(nn.Module):
                 + v.unsqueeze(-1) * k.unsqueeze(-2))
 
     def forward(self, x: Tensor) -> Tensor:
-        E, B, L, d = x.shape
         r, decay, kappa, a_kappa, k, v, g = self.inputs(x, shifted(x))
-        H, Dh = self.cfg.n_head, d // self.cfg.n_head
-        S = x.new_zeros(E, B, H, Dh, Dh)
-        ys = []
-        for t in range(L):
-            S = self.update(S, decay[:, :, t], kappa[:, :, t], a_kappa[:, :, t], k[:, :, t], v[:, :, t])
-            ys.append(torch.einsum("ebhvk,ebhk->ebhv", S, r[:, :, t]))
-        return self.output(torch.stack(ys, 2), r, k, v, g)
+        heads_first = [t.transpose(2, 3) for t in (r, decay, kappa, a_kappa, k, v)]  # [E, B, H, L, Dh]
+        y = chunked_delta_rule(*heads_first, chunk=CHUNK)
+        return self.output(y.transpose(2, 3), r, k, v, g)
 
     def recurrent_step(self, x: Tensor, state: dict[str, Tensor] | None) -> tuple[Tensor, dict[str, Tensor]]:
         """One position of x [E, B, d]: the shift carries x_{t-1} [E, B, d], the heads' S [E, B, H, Dh, Dh]."""

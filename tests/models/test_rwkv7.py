@@ -62,3 +62,30 @@ def test_bad_settings_are_refused_naming_them(cfg, named):
     with pytest.raises(SettingError, match=f"^{named}\\b") as err:
         count_params("rwkv7", get_task("bijection", V=6), **cfg)
     assert named in err.value.fields
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 16])
+def test_chunked_delta_rule_equals_the_update_looped(chunk):
+    """The fast form's chunks against TimeMix.update one position at a time, float64, with gradients,
+    at lengths below, at and past a chunk's (decays down to the paper's floor exp(-e^-0.5))."""
+    from bayesbench.models.rwkv7 import TimeMix, chunked_delta_rule
+
+    g = torch.Generator().manual_seed(chunk)
+    for L in (1, 7, 20):
+        shape = (2, 3, 2, L, 4)  # [E, B, H, L, Dh]
+        q, k, v = (torch.randn(shape, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
+        decay = (0.545 + 0.45 * torch.rand(shape, generator=g, dtype=torch.float64)).requires_grad_()
+        kappa = torch.nn.functional.normalize(torch.randn(shape, generator=g, dtype=torch.float64), dim=-1)
+        b = (kappa * torch.rand(shape, generator=g, dtype=torch.float64)).requires_grad_()
+        fast = chunked_delta_rule(q, decay, kappa, b, k, v, chunk=chunk)
+        S = torch.zeros(2, 3, 2, 4, 4, dtype=torch.float64)
+        ys = []
+        for t in range(L):
+            S = TimeMix.update(S, decay[..., t, :], kappa[..., t, :], b[..., t, :], k[..., t, :], v[..., t, :])
+            ys.append(torch.einsum("...vk,...k->...v", S, q[..., t, :]))
+        ref = torch.stack(ys, -2)
+        torch.testing.assert_close(fast, ref, rtol=1e-10, atol=1e-11)
+        w = torch.randn(fast.shape, generator=g, dtype=torch.float64)
+        for a, r in zip(torch.autograd.grad((fast * w).sum(), [q, decay, b, k, v]),
+                        torch.autograd.grad((ref * w).sum(), [q, decay, b, k, v])):
+            torch.testing.assert_close(a, r, rtol=1e-9, atol=1e-10)
