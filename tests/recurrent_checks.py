@@ -64,9 +64,9 @@ def check_awkward_shapes(arch: str, base: dict, *, heads: bool = True) -> None:
 
 def leaderboard_model(arch: str, task: str = "bijection"):
     """Member models of `arch` built the way the leaderboard builds them: the quick preset's job
-    (capacity-matched to the task's transformer), its trainer's model."""
+    (capacity-matched to the task's transformer), its trainer's model, its parameters frozen for reading."""
     from bayesbench.sweep.jobs import make_jobs
 
     job = make_jobs("quick", tasks=[task], archs=[arch], seeds=[0, 1], device="cpu")[0]
     with job.open_trainer(None) as trainer:
-        return trainer.model, job
+        return trainer.model.requires_grad_(False), job  # read, never trained here
