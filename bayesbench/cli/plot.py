@@ -3,6 +3,7 @@
     bayesbench plot                       # per task: model vs Bayes entropy per position, error curves
     bayesbench plot --curves --metric kl  # per task: the learning curves of every architecture
     bayesbench plot --dynamics STUDY_ID   # a profile study's figures and report, rebuilt from the store
+    bayesbench plot --state               # per task: the gap to Bayes against the recurrent state size
 """
 
 from __future__ import annotations
@@ -28,9 +29,13 @@ def add_parser(sub) -> None:
                    help="draw the learning-rate searches instead (bayesbench run --tune): per task, each "
                         "architecture's selection score against the rate (mean over selection seeds, range as a "
                         "band), the rate chosen, the uniform floor")
+    p.add_argument("--state", action="store_true",
+                   help="draw the gap to Bayes against the recurrent state size instead: per task, one point per "
+                        "architecture (its mean over seeds and 95%% interval) at the floats it carries per sequence "
+                        "at the scored length, log x (rows stored with a state count)")
     p.add_argument("--metric", choices=curve_metrics(),
-                   help="with --curves: the metric drawn (default entropy_mae; kl:repeated, kl:new: the bijection's "
-                        "KL at repeated and at new keys)")
+                   help="with --curves or --state: the metric drawn (default entropy_mae; kl:repeated, kl:new: the "
+                        "bijection's KL at repeated and at new keys, --curves only)")
     p.add_argument("--threshold", type=bits,
                    help=f"with --curves: the threshold line, bits (default {DEFAULT_THRESHOLD:g})")
     add_db(p)
@@ -51,6 +56,12 @@ def _tuning(args) -> int:
 
 def check_options(args) -> None:
     """Options that go with another one, or exclude it, refused rather than ignored."""
+    state = getattr(args, "state", False)
+    if state and (args.curves or args.dynamics or getattr(args, "tuning", False)):
+        other = "--curves" if args.curves else "--dynamics" if args.dynamics else "--tuning"
+        raise ValueError(f"--state draws the gap against the state size; it cannot be combined with {other}")
+    if state and args.threshold is not None:
+        raise ValueError("--threshold goes with --curves (the learning curves), not --state")
     if getattr(args, "tuning", False) and (args.curves or args.dynamics):
         raise ValueError("--tuning draws the learning-rate searches; it cannot be combined with "
                          + ("--curves" if args.curves else "--dynamics"))
@@ -59,7 +70,7 @@ def check_options(args) -> None:
         given = (["--curves"] if args.curves else []) + (["--task"] if args.task else []) + curve_options
         if given:
             raise ValueError(f"--dynamics draws one study; it cannot be combined with {', '.join(given)}")
-    elif curve_options and not args.curves:
+    elif curve_options and not args.curves and not state:
         verb = "go" if len(curve_options) > 1 else "goes"
         raise ValueError(f"{' and '.join(curve_options)} {verb} with --curves (the learning curves)")
 
@@ -78,6 +89,8 @@ def cmd_plot(args) -> int:
         return _curves(args)
     if getattr(args, "tuning", False):
         return _tuning(args)
+    if getattr(args, "state", False):
+        return _state(args)
     from ..report.plots import plot
 
     paths = plot(args.db, args.out, task=args.task)
@@ -85,6 +98,23 @@ def cmd_plot(args) -> int:
         raise ValueError(no_rows_message(args.db, task=args.task))
     if not paths:
         print("no stored runs to plot: run `bayesbench run --preset quick` first")
+    for p in paths:
+        print(p)
+    return 0
+
+
+def _state(args) -> int:
+    from ..report.rows import final_metrics
+    from ..report.state_plot import plot_state
+
+    metric = args.metric or "entropy_mae"
+    if metric not in final_metrics():
+        raise ValueError(f"--metric {metric} with --state must be a final metric of the leaderboard: "
+                         f"{', '.join(final_metrics())}")
+    paths = plot_state(args.db, args.out, task=args.task, metric=metric)
+    if not paths:
+        raise ValueError("--state: no stored row has a state count" + (f" for task {args.task!r}" if args.task else "")
+                         + " (rows trained before it was counted have none): run `bayesbench run` first")
     for p in paths:
         print(p)
     return 0

@@ -66,6 +66,18 @@ class GRULayer(RecurrentLayer):
             out.append(h_t)
         return torch.stack(out, dim=2)
 
+    def recurrent_step(self, x: Tensor, state: dict[str, Tensor] | None) -> tuple[Tensor, dict[str, Tensor]]:
+        """One position of x [E, B, d_in]: r, z, n from x and h_{t-1}, then h_t, the state carried [E, B, h]."""
+        h = self.d_model
+        h_prev = x.new_zeros(x.shape[0], x.shape[1], h) if state is None else state["h"]
+        xp = torch.baddbmm(self.bias.unsqueeze(1), x, self.w_ih)
+        gh = torch.baddbmm(self.recurrent_bias().unsqueeze(1), h_prev, self.w_hh)
+        rz = torch.sigmoid(xp[..., :2 * h] + gh[..., :2 * h])
+        r, z = rz[..., :h], rz[..., h:]
+        n = torch.tanh(xp[..., 2 * h:] + r * gh[..., 2 * h:])
+        h_t = (1 - z) * n + z * h_prev
+        return h_t, {"h": h_t}
+
 
 class GRUScan(torch.autograd.Function):
     """The GRU layer (input projection and time loop) with a hand-written backward-through-time.

@@ -82,6 +82,22 @@ class LinearSelfAttention(nn.Module):
         y = attend(qkv[0], qkv[1], qkv[2], self.cfg.eps)
         return self.proj(y.transpose(1, 2).reshape(E, B, L, d))
 
+    def recurrent_step(self, x: Tensor, state: dict[str, Tensor] | None) -> tuple[Tensor, dict[str, Tensor]]:
+        """One position: S += phi(k) v^T and z += phi(k) per head ([E, B, H, Dh, Dh] and [E, B, H, Dh],
+        the state carried), out = phi(q)^T S / (phi(q) . z + eps) (Katharopoulos et al. 2020, Sec. 3.4,
+        the RNN form)."""
+        E, B, d = x.shape
+        H = self.cfg.n_head
+        q, k, v = self.qkv(x).view(E, B, 3, H, d // H).unbind(2)
+        fq, fk = feature_map(q), feature_map(k)
+        S = fk.unsqueeze(-1) * v.unsqueeze(-2)
+        z = fk
+        if state is not None:
+            S, z = state["S"] + S, state["z"] + z
+        num = torch.einsum("abhd,abhdv->abhv", fq, S)
+        den = (fq * z).sum(-1, keepdim=True)
+        return self.proj((num / (den + self.cfg.eps)).reshape(E, B, d)), {"S": S, "z": z}
+
 
 class Block(nn.Module):
     def __init__(self, E: int, cfg: LinearAttentionConfig) -> None:

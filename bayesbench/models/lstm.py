@@ -57,6 +57,19 @@ class LSTMLayer(RecurrentLayer):
             out.append(h_t)
         return torch.stack(out, dim=2)  # [E, B, L, h]
 
+    def recurrent_step(self, x: Tensor, state: dict[str, Tensor] | None) -> tuple[Tensor, dict[str, Tensor]]:
+        """One position of x [E, B, d_in]: the gates from x and h_{t-1}, then c_t and h_t, the state
+        carried ([E, B, h] each)."""
+        h = self.d_model
+        h_t = x.new_zeros(x.shape[0], x.shape[1], h) if state is None else state["h"]
+        c_t = torch.zeros_like(h_t) if state is None else state["c"]
+        gates = torch.baddbmm(torch.baddbmm(self.bias.unsqueeze(1), x, self.w_ih), h_t, self.w_hh)
+        sig = torch.sigmoid(gates)
+        i, f, o = sig[..., :h], sig[..., h:2 * h], sig[..., 3 * h:]
+        c_t = f * c_t + i * torch.tanh(gates[..., 2 * h:3 * h])
+        h_t = o * torch.tanh(c_t)
+        return h_t, {"h": h_t, "c": c_t}
+
 
 class LSTMScan(torch.autograd.Function):
     """The LSTM layer (input projection and time loop) with a hand-written backward-through-time.

@@ -95,6 +95,16 @@ class CausalDepthwiseConv(nn.Module):
             y = torch.addcmul(y, xp[:, :, i:i + L], w[:, :, i:i + 1])
         return y
 
+    def recurrent_step(self, x: Tensor, state: dict[str, Tensor] | None) -> tuple[Tensor, dict[str, Tensor]]:
+        """One position of x [E, B, D]: the window of the last k inputs (zeros before the first)
+        dotted with the kernel; the state carried is the last k - 1 inputs [E, B, k - 1, D]."""
+        E, B, D = x.shape
+        k = self.kernel
+        past = x.new_zeros(E, B, k - 1, D) if state is None else state["window"]
+        window = torch.cat([past, x.unsqueeze(2)], 2)  # [E, B, k, D], oldest first
+        y = self.bias[:, None] + (window * self.weight.transpose(1, 2).unsqueeze(1)).sum(2)
+        return y, {"window": window[:, :, 1:]}
+
 
 class SelectiveSSM(nn.Module):
     """The input-dependent parameters (delta, B, C) and the scan: [E, B, L, Di] -> same."""
@@ -132,6 +142,19 @@ class SelectiveSSM(nn.Module):
                            A.repeat_interleave(B, dim=0), Bm.reshape(E * B, L, N), Cm.reshape(E * B, L, N),
                            self.D.repeat_interleave(B, dim=0).unsqueeze(1), method=self.cfg.scan)
         return y.reshape(E, B, L, Di)
+
+    def recurrent_step(self, u: Tensor, state: dict[str, Tensor] | None) -> tuple[Tensor, dict[str, Tensor]]:
+        """One position of u [E, B, Di]: h = exp(delta A) h + delta B u, y = C . h + D u (Gu & Dao 2023,
+        "Mamba", arXiv 2312.00752, Algorithm 2); the state carried is h [E, B, Di, N]."""
+        N, R = self.cfg.d_state, self.cfg.rank
+        dt_low, Bm, Cm = self.x_proj(u).split([R, N, N], dim=-1)
+        delta = F.softplus(torch.baddbmm(self.dt_bias.unsqueeze(1), dt_low, self.dt_weight)).unsqueeze(-1)
+        A = -torch.exp(self.A_log).unsqueeze(1)  # [E, 1, Di, N]
+        h = delta * Bm.unsqueeze(2) * u.unsqueeze(-1)
+        if state is not None:
+            h = torch.exp(delta * A) * state["h"] + h
+        y = (h * Cm.unsqueeze(2)).sum(-1) + self.D.unsqueeze(1) * u
+        return y, {"h": h}
 
 
 class MambaBlock(nn.Module):

@@ -79,9 +79,24 @@ class PrefixProjection(nn.Module):
         per_slot = torch.einsum("ebld,eldw->eblw", x, self.slots[:, :L])
         return self.current(x) + per_slot.cumsum(dim=2)
 
+    def recurrent_step(self, x: Tensor, state: dict[str, Tensor] | None) -> tuple[Tensor, dict[str, Tensor]]:
+        """One position t of x [E, B, d]: the running sum of e_j W_j over j <= t ([E, B, width], the
+        floats carried) plus e_t W_cur + b; the position t is an integer counter ([E, B], not a float)."""
+        E, B, _ = x.shape
+        t = x.new_zeros(E, B, dtype=torch.long) if state is None else state["position"] + 1
+        slot = self.slots[:, int(t.flatten()[0])]  # [E, d, width]: every sequence is at the same position
+        total = torch.bmm(x, slot) if state is None else state["sum"] + torch.bmm(x, slot)
+        return self.current(x) + total, {"sum": total, "position": t}
+
 
 class MLP(EnsembleModel):
     """E independent residual MLPs (position-wise or prefix): tokens [E, B, L] -> logits [E, B, L, C]."""
+
+    @property
+    def mixes_positions(self) -> bool:
+        """Whether an output reads earlier positions (`models.state`): the prefix MLP's projection
+        does; the position-wise MLP holds nothing from one position to the next (0 state floats)."""
+        return self.cfg.prefix
 
     def __init__(self, shape: TaskShape, cfg: MLPConfig, ensemble: int = 1) -> None:
         super().__init__(shape, ensemble)

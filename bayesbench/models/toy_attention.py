@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor
 
 from ..checks import positive_int, positive_number
@@ -64,6 +65,24 @@ class ToyAttention(EnsembleModel):
 
     def forward(self, tokens: Tensor, header: Tensor | None = None) -> Tensor:
         return self.internals(tokens, header)["logits"]
+
+    #: the toy's one mixer is the model itself, from its embedding on (`models.state`): its input is
+    #: the output of this submodule, and `mix` is its fast form over x [E, B, L, d]
+    recurrent_input = "embed"
+
+    def mix(self, x: Tensor) -> Tensor:
+        """The logits from the embeddings x [E, B, L, d] (what `internals` computes after `embed`)."""
+        alpha = attention_weights(self.W_Q(x), self.W_K(x), causal=True, scale=1 / math.sqrt(self.cfg.qk_dim))
+        return self.W_O(alpha @ self.W_V(x))
+
+    def recurrent_step(self, x: Tensor, state: dict[str, Tensor] | None) -> tuple[Tensor, dict[str, Tensor]]:
+        """One position of the embeddings x [E, B, d] against the K and V cache of the positions before
+        it ([E, B, t, d_head] and [E, B, t, d], grown by this one): the logits at that position."""
+        q, k, v = self.W_Q(x).unsqueeze(2), self.W_K(x).unsqueeze(2), self.W_V(x).unsqueeze(2)
+        if state is not None:
+            k, v = torch.cat([state["k"], k], 2), torch.cat([state["v"], v], 2)
+        alpha = torch.softmax((q @ k.transpose(-1, -2)) / math.sqrt(self.cfg.qk_dim), dim=-1)
+        return self.W_O((alpha @ v).squeeze(2)), {"k": k, "v": v}
 
 
 def match_toy_attention(shape: TaskShape, target: int, *, tolerance: float = 0.01,

@@ -21,6 +21,7 @@ property of the architecture rather than of the embedding table (docs/reproducin
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -92,6 +93,17 @@ def rotary(x: Tensor, base: float = ROPE_BASE) -> Tensor:
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
 
 
+def rotary_at(x: Tensor, position: int, base: float = ROPE_BASE) -> Tensor:
+    """`rotary` of x [..., Dh] for the single position `position` (the recurrent reference's one step)."""
+    Dh = x.shape[-1]
+    half = Dh // 2
+    inv_freq = base ** (-torch.arange(half, device=x.device, dtype=torch.float64) / half)
+    angle = float(position) * inv_freq
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
+
+
 def check_backend_dropout(backend: str, dropout: float) -> None:
     """The Triton kernel and the reference have no attention dropout: refuse rather than silently
     train another model."""
@@ -151,6 +163,22 @@ class CausalSelfAttention(nn.Module):
             y = triton_attention(q, k, v, probe=self.probe)
         y = y.transpose(1, 2).reshape(E, B, T, d)
         return F.dropout(self.proj(y), self.dropout, self.training)
+
+    def recurrent_step(self, x: Tensor, state: dict[str, Tensor] | None) -> tuple[Tensor, dict[str, Tensor]]:
+        """One position of x [E, B, d] against the K and V cache of the positions before it
+        ([E, B, H, t, Dh] each, grown by this position's): the inference path (no dropout), the
+        reference `forward` is tested against and what `models.state` counts (grows with t)."""
+        E, B, d = x.shape
+        H = self.n_head
+        q, k, v = self.qkv(x).view(E, B, 3, H, 1, d // H).unbind(2)  # [E, B, H, 1, Dh]
+        t = 0 if state is None else state["k"].shape[3]
+        if self.rope:
+            q, k = rotary_at(q, t), rotary_at(k, t)
+        if state is not None:
+            k, v = torch.cat([state["k"], k], 3), torch.cat([state["v"], v], 3)
+        weights = torch.softmax((q @ k.transpose(-1, -2)) / math.sqrt(d // H), dim=-1)  # [E, B, H, 1, t+1]
+        y = (weights @ v).reshape(E, B, d)
+        return self.proj(y), {"k": k, "v": v}
 
 
 class FeedForward(nn.Module):

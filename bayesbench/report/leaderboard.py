@@ -155,7 +155,10 @@ def json_runs(records: list[RunRecord], *, threshold: float = DEFAULT_THRESHOLD,
             "created_at": r.created_at, "stop_step": r.stop_step, "stop_reason": r.stop_reason,
             "member": r.member, "eval_sequences": r.headline.entropy_mae.n_sequences,
             "settings": json_safe(row_settings(r)), "device": (r.environment or {}).get("device"),
-            "flops": (r.config or {}).get("flops"), "tuning": json_safe(tuning_of(r)),
+            "flops": (r.config or {}).get("flops"),
+            # the recurrent state size (`models.state`), in rows that have one (rows stored before it keep their keys)
+            **({"state": (r.config or {})["state"]} if (r.config or {}).get("state") else {}),
+            "tuning": json_safe(tuning_of(r)),
             "code": json_safe(r.code),
             **_member_curve(r, curve_metric, threshold),
             "learning_curve": None if r.learning_curve is None else json_safe(dataclasses.asdict(r.learning_curve)),
@@ -182,7 +185,9 @@ def board_rows(records: list[RunRecord], metric: str = "entropy_mae", per_run: b
             lo, hi = seed_interval(g.values[m])
             intervals[m] = [None if not math.isfinite(lo) else max(lo, 0.0), _num(hi)]
         out.append({
-            "task": g.task, "eval": g.eval, "arch": g.arch, "params": g.params, "steps": g.steps,
+            "task": g.task, "eval": g.eval, "arch": g.arch, "params": g.params,
+            # floats per sequence and member at the scored length (`models.state`), where the rows have a count
+            **({"state_floats": g.state.get("floats")} if g.state else {}), "steps": g.steps,
             "n_sequences": g.n_sequences, "primary": g.primary, "seeds": list(g.seeds),
             **{f"{m}_bits": _num(v) for m, v in g.means.items()},
             "metric": metric, "per_seed_bits": [_num(v) for v in g.values[metric]],
@@ -283,13 +288,16 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
     others = [m for m in final_metrics() if m != metric]
     differ = differing_settings(agg)  # rows of one arch and evaluation set trained differently: say how
     flops = any(row.flops for row in agg)  # rows trained with a FLOPs count: two columns for it
-    lines = [f"| task | eval | arch |{' settings |' if differ else ''} params | steps |{FLOPS_HEADER if flops else ''}"
+    state = any(row.state for row in agg)  # rows with a state count (`models.state`): a column for it
+    lines = [f"| task | eval | arch |{' settings |' if differ else ''} params |{STATE_HEADER if state else ''} steps |"
+             f"{FLOPS_HEADER if flops else ''}"
              f" wall (s) | seeds | "
              f"**{ranked_label(metric, cm)}** (bits), mean [95% CI over seeds] | per seed | "
              + " | ".join(f"{short(m)} (bits), mean" for m in others)
              + f" | steps to {short(cm)} <= {threshold_bits(threshold)} [95% CI] (seeds reached) | still improving"
              " | x best |",
-             "|---|---|---|" + ("---|" if differ else "") + ("---|---|" if flops else "") + "---|---|---|---|---|---|"
+             "|---|---|---|" + ("---|" if differ else "") + ("---|" if state else "") + ("---|---|" if flops else "")
+             + "---|---|---|---|---|---|"
              + "---|" * len(others) + "---|---|---|"]
     best: dict[tuple, float] = {}
     for row in agg:
@@ -305,15 +313,16 @@ def markdown(records: list[RunRecord], metric: str = "entropy_mae", per_run: boo
         mean = fmt_bits(row.means[metric]) + ci if math.isfinite(row.means[metric]) else "diverged (every seed)"
         settings = f" {differ.get(id(row), '-')} |" if differ else ""
         lines.append(f"| {row.task} | {row.eval}{'' if not row.primary else ' (trained)'}{size} | "
-                     f"{row.arch}{row_marks(row, metric)} |{settings} {params_cell(row)} | {steps_cell(row)} | "
+                     f"{row.arch}{row_marks(row, metric)} |{settings} {params_cell(row)} | "
+                     + (state_cell(row) if state else "") + f"{steps_cell(row)} | "
                      + (flops_cells(row) if flops else "")
                      + f"{wall_cell(row)} | {_seeds(row)} | {mean} | {per_seed_cell(row, metric)} | "
                      + " | ".join(fmt_bits(row.means[m]) for m in others)
                      + f" | {reach_cell(row.reach)} | {improving_cell(row.improving)} | "
                      + (f"{ratio:.1f}x |" if math.isfinite(ratio) else "- |"))
         if i + 1 == len(agg) or block_key(agg[i + 1]) != key:
-            lines += _floor_lines(agg, key, metric, others, settings=bool(differ), flops=flops)
-    notes = table_notes(agg, metric, cm, threshold, flops=flops) + ["- scored positions:"]
+            lines += _floor_lines(agg, key, metric, others, settings=bool(differ), flops=flops, state=state)
+    notes = table_notes(agg, metric, cm, threshold, flops=flops, state=state) + ["- scored positions:"]
     seen = set()
     for row in agg:
         if (row.task, row.eval) not in seen:
@@ -376,6 +385,13 @@ def differing_settings(agg: list[Row]) -> dict[int, str]:
 
 
 FLOPS_HEADER = " FLOPs per step | training FLOPs |"
+STATE_HEADER = " state (floats) |"
+
+
+def state_cell(row: Row) -> str:
+    """The state column of a row ('4,096 | '), '- | ' for a row without a count."""
+    s = row.state or {}
+    return "- | " if s.get("floats") is None else f"{int(s['floats']):,} | "
 
 
 def flops_cells(row: Row) -> str:
@@ -418,9 +434,10 @@ def per_seed_cell(row: Row, metric: str) -> str:
 
 
 def _floor_lines(agg: list[Row], key: tuple, metric: str, others: list[str], *, settings: bool = False,
-                 flops: bool = False) -> list[str]:
+                 flops: bool = False, state: bool = False) -> list[str]:
     """The floor rows of one evaluation set (`block_key`), from the first run that stored them
-    (`settings`, `flops`: the table has the settings column, the FLOPs columns, empty here)."""
+    (`settings`, `flops`, `state`: the table has the settings column, the FLOPs columns, the state
+    column, empty here)."""
     floors = next((row.floors for row in agg if block_key(row) == key and row.floors), None)
     if not floors:
         return []
@@ -431,7 +448,8 @@ def _floor_lines(agg: list[Row], key: tuple, metric: str, others: list[str], *, 
             continue
         def val(m: str) -> float | None:
             return scores[m].mean if m in scores else None
-        out.append(f"| {key[0]} | {key[1]} | *{name} (floor)* |{' - |' if settings else ''} - | - |"
+        out.append(f"| {key[0]} | {key[1]} | *{name} (floor)* |{' - |' if settings else ''} - |"
+                   f"{' - |' if state else ''} - |"
                    f"{' - | - |' if flops else ''} - | - | "
                    f"{fmt_bits(val(metric)) if metric in final_metrics() else '-'} | - | "
                    + " | ".join(fmt_bits(val(m)) for m in others) + " | - | - | - |")

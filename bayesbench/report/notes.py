@@ -31,6 +31,11 @@ FLOPS_NOTE = ("- FLOPs per step = one training step (forward and backward, the r
               "a recurrent scan's gates, and the optimiser, not counted: an undercount for Mamba's scan and the "
               "LSTM's and GRU's gates); training FLOPs = that x the steps one member trained; a tuned row's search "
               "adds its selection runs' FLOPs (its note, 'search ...')")
+STATE_NOTE = ("- state = the floats one member holds per sequence from one position to the next after the scored "
+              "length (the primary evaluation's), counted by running each sequence-mixing layer's recurrent "
+              "reference (models/state.py): an attention layer's K and V cache (it grows with the length), a "
+              "convolution's input history, a recurrent layer's fixed state; parameters and integer counters not "
+              "counted (docs/leaderboard.md#state-size)")
 
 
 def near_floor() -> str:
@@ -53,11 +58,12 @@ def ranked_label(metric: str, curve_metric: str) -> str:
     return short(metric) if metric != AUC else f"AUC of {short(curve_metric)} over log step"
 
 
-def table_notes(agg: list[Row], metric: str, curve_metric: str, threshold: float, *, flops: bool) -> list[str]:
+def table_notes(agg: list[Row], metric: str, curve_metric: str, threshold: float, *, flops: bool,
+                state: bool = False) -> list[str]:
     """The notes under the Markdown table ranked by `metric` (its rows `agg`, the curve columns of
-    `curve_metric` at `threshold`; `flops`: the table has the FLOPs columns): what every column and
-    mark means. The rows' scored positions, label-permutation checks and statuses follow them
-    (`leaderboard.markdown`: they are the rows' data, not definitions)."""
+    `curve_metric` at `threshold`; `flops`, `state`: the table has the FLOPs columns, the state
+    column): what every column and mark means. The rows' scored positions, label-permutation checks
+    and statuses follow them (`leaderboard.markdown`: they are the rows' data, not definitions)."""
     ranked = described(metric) if metric != AUC else (
         f"the area under the learning curve of {short(curve_metric)} against log(step), divided by the log-step "
         "range: the curve's mean over log(step), on the step range every row of the task and eval covers")
@@ -73,6 +79,7 @@ def table_notes(agg: list[Row], metric: str, curve_metric: str, threshold: float
               f"- {TRAINED_NOTE}",
               *curve_notes(agg, curve_metric, threshold),
               *([FLOPS_NOTE] if flops else []),
+              *([STATE_NOTE] if state else []),
               "- rows are ranked only against rows scored on the same evaluation set (task, evaluation, number of "
               "sequences and the tunnel's code: the set is fixed by these) with the same metric definitions; a table "
               "holding several of one evaluation says what sets each apart ('512 seq'; 'tunnel contents 1a2b..', an "

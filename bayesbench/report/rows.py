@@ -71,6 +71,9 @@ class Row:
     ci: tuple[float, float] = (math.nan, math.nan)  # the ranked metric's interval over seeds
     tuning: dict | None = None  # the learning-rate search that chose the row's rate (`store.tuning`), None untuned
     flops: dict | None = None  # {"per_step", "total", ...} measured by torch.utils.flop_counter, None without a count
+    # {"floats", "length", "counted"}: the recurrent state one member holds per sequence at the scored length
+    # (`models.state`), None without a count (a row stored before it, an outside model)
+    state: dict | None = None
 
 
 def check_metric(metric: str, allowed: tuple[str, ...] | None = None) -> str:
@@ -122,6 +125,7 @@ def aggregate(records: list[RunRecord], metric: str = "entropy_mae", per_run: bo
             key = (r.task_label, name, n_seq, r.arch, r.run_id if per_run else config_key(r))
             head = heads.setdefault(key, {"task": tuned_label(r), "eval": name, "arch": r.arch, "set_code": set_code(r),
                                           "tuning": tuning_of(r), "flops": (r.config or {}).get("flops"),
+                                          "state": (r.config or {}).get("state"),
                                           "params": r.params, "steps": r.steps, "positions": ev.positions,
                                           "floors": ev.floors, "n_sequences": n_seq, "primary": name == r.primary})
             runs.setdefault(key, {})[r.run_id] = r.wall_s

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from recurrent_checks import TASK, check_capacity_matched, check_forward_equals_recurrent, leaderboard_model, mixers
+from recurrent_checks import TASK, check_capacity_matched, check_forward_equals_recurrent, mixers_of, preset_model
 
 from bayesbench.checks import SettingError
 from bayesbench.models import count_params
@@ -57,7 +57,7 @@ def test_the_delta_rule_replaces_a_key_value_where_linear_attention_adds():
 @pytest.mark.parametrize("E,B,L,H,chunk", SHAPES)
 def test_chunked_forward_equals_the_recurrent_reference(E, B, L, H, chunk):
     d = 2 * H
-    for mixer in mixers("deltanet", list(range(E)), n_layer=2, n_head=H, d_model=d, d_ffn=8, d_conv=3, chunk=chunk):
+    for mixer in mixers_of("deltanet", list(range(E)), n_layer=2, n_head=H, d_model=d, d_ffn=8, d_conv=3, chunk=chunk):
         state = check_forward_equals_recurrent(mixer, d, E, B, L, seed=L)
         assert state["S"].shape == (E, B, H, 2, 2) and state["conv"].shape == (E, B, 2, 3 * d)
 
@@ -65,7 +65,7 @@ def test_chunked_forward_equals_the_recurrent_reference(E, B, L, H, chunk):
 def test_initialisation_survives_the_leaderboard_build():
     """beta = sigmoid(x W_beta) starts near 1/2 (no bias), the output RMSNorm as the identity
     affine, the short conv at torch's Conv1d default, and members differ."""
-    model, _ = leaderboard_model("deltanet", [0, 1])
+    model, _ = preset_model("deltanet", [0, 1])
     x = torch.randn(2, 3, 5, model.cfg.d_model, generator=torch.Generator().manual_seed(0))
     for block in model.blocks:
         m = block.mixer

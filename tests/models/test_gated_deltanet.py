@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from recurrent_checks import TASK, check_capacity_matched, check_forward_equals_recurrent, leaderboard_model, mixers
+from recurrent_checks import TASK, check_capacity_matched, check_forward_equals_recurrent, mixers_of, preset_model
 
 from bayesbench.checks import SettingError
 from bayesbench.models import count_params
@@ -19,7 +19,7 @@ SHAPES = [(1, 1, 1, 1, 4), (1, 2, 7, 1, 4), (3, 2, 10, 2, 4), (2, 1, 9, 2, 16), 
 @pytest.mark.parametrize("E,B,L,H,chunk", SHAPES)
 def test_chunked_forward_equals_the_recurrent_reference(E, B, L, H, chunk):
     d = 2 * H
-    for mixer in mixers("gated-deltanet", list(range(E)), n_layer=2, n_head=H, d_model=d, d_ffn=8, d_conv=2,
+    for mixer in mixers_of("gated-deltanet", list(range(E)), n_layer=2, n_head=H, d_model=d, d_ffn=8, d_conv=2,
                         chunk=chunk):
         state = check_forward_equals_recurrent(mixer, d, E, B, L, seed=L)
         assert state["S"].shape == (E, B, H, 2, 2) and state["conv"].shape == (E, B, 1, 3 * d)
@@ -28,7 +28,7 @@ def test_chunked_forward_equals_the_recurrent_reference(E, B, L, H, chunk):
 def test_gate_initialisation_survives_the_leaderboard_build():
     """A ~ U(0, 16) (A_log = log A), dt = softplus(dt_bias) in [1e-3, 1e-1]; so the initial decay
     alpha = exp(-A dt) lies in [exp(-1.6), 1); both kept out of weight decay; members differ."""
-    model, _ = leaderboard_model("gated-deltanet", [0, 1])
+    model, _ = preset_model("gated-deltanet", [0, 1])
     x = torch.randn(2, 3, 5, model.cfg.d_model, generator=torch.Generator().manual_seed(0))
     for block in model.blocks:
         m = block.mixer

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from recurrent_checks import TASK, check_capacity_matched, check_forward_equals_recurrent, leaderboard_model, mixers
+from recurrent_checks import TASK, check_capacity_matched, check_forward_equals_recurrent, mixers_of, preset_model
 
 from bayesbench.checks import SettingError
 from bayesbench.models import count_params
@@ -18,14 +18,14 @@ SHAPES = [(1, 1, 1, 1, 4), (1, 2, 7, 1, 4), (3, 2, 10, 2, 4), (2, 1, 9, 2, 16), 
 @pytest.mark.parametrize("E,B,L,H,chunk", SHAPES)
 def test_chunked_forward_equals_the_recurrent_reference(E, B, L, H, chunk):
     d = 4 * H
-    for mixer in mixers("gla", list(range(E)), n_layer=2, n_head=H, d_model=d, d_ffn=8, gate_rank=3, chunk=chunk):
+    for mixer in mixers_of("gla", list(range(E)), n_layer=2, n_head=H, d_model=d, d_ffn=8, gate_rank=3, chunk=chunk):
         state = check_forward_equals_recurrent(mixer, d, E, B, L, seed=L)
         assert set(state) == {"S"} and state["S"].shape == (E, B, H, d // 2 // H, d // H)
 
 
 def test_gate_initialisation_survives_the_leaderboard_build():
     """Slow forgetting at init (Sec. 4.4): alpha = sigmoid(~0)^(1/16) ~ 0.958 for every channel."""
-    model, _ = leaderboard_model("gla", [0, 1, 2])
+    model, _ = preset_model("gla", [0, 1, 2])
     cfg = model.cfg
     assert cfg.gate_temperature == 16.0 and cfg.gate_rank == 16
     x = torch.randn(3, 4, 5, cfg.d_model, generator=torch.Generator().manual_seed(0))

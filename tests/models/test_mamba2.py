@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from recurrent_checks import TASK, check_capacity_matched, check_forward_equals_recurrent, leaderboard_model, mixers
+from recurrent_checks import TASK, check_capacity_matched, check_forward_equals_recurrent, mixers_of, preset_model
 
 from bayesbench.checks import SettingError
 from bayesbench.models import count_params, get_model
@@ -21,7 +21,7 @@ SHAPES = [(1, 1, 1, 1, 4), (1, 2, 7, 1, 4), (3, 2, 10, 2, 4), (2, 1, 9, 2, 16), 
 @pytest.mark.parametrize("E,B,L,H,chunk", SHAPES)
 def test_chunked_forward_equals_the_recurrent_reference(E, B, L, H, chunk):
     d, N = 4, 3
-    for mixer in mixers("mamba2", list(range(E)), n_layer=2, n_head=H, d_model=d, d_inner=2 * H, d_state=N,
+    for mixer in mixers_of("mamba2", list(range(E)), n_layer=2, n_head=H, d_model=d, d_inner=2 * H, d_state=N,
                         d_conv=3, chunk=chunk):
         state = check_forward_equals_recurrent(mixer, d, E, B, L, seed=L)
         assert state["S"].shape == (E, B, H, N, 2) and state["conv"].shape == (E, B, 2, 2 * H + 2 * N)
@@ -30,7 +30,7 @@ def test_chunked_forward_equals_the_recurrent_reference(E, B, L, H, chunk):
 def test_initialisation_survives_the_leaderboard_build():
     """A ~ U(1, 16), dt = softplus(dt_bias) in [1e-3, 1e-1], D = 1, each member its own draws,
     and A_log, D, dt_bias kept out of weight decay."""
-    model, _ = leaderboard_model("mamba2", [0, 1, 2])
+    model, _ = preset_model("mamba2", [0, 1, 2])
     for block in model.blocks:
         m = block.mixer
         A = torch.exp(m.A_log)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from recurrent_checks import TASK, check_capacity_matched, check_forward_equals_recurrent, leaderboard_model, mixers
+from recurrent_checks import TASK, check_capacity_matched, check_forward_equals_recurrent, mixers_of, preset_model
 
 from bayesbench.checks import SettingError
 from bayesbench.models import count_params
@@ -18,7 +18,7 @@ SHAPES = [(1, 1, 1, 1, 4), (1, 2, 7, 1, 4), (3, 2, 10, 2, 4), (2, 1, 9, 2, 16), 
 @pytest.mark.parametrize("E,B,L,H,chunk", SHAPES)
 def test_chunkwise_forward_equals_the_recurrent_form(E, B, L, H, chunk):
     d = 2 * H
-    for mixer in mixers("retnet", list(range(E)), n_layer=2, n_head=H, d_model=d, d_ffn=8, chunk=chunk):
+    for mixer in mixers_of("retnet", list(range(E)), n_layer=2, n_head=H, d_model=d, d_ffn=8, chunk=chunk):
         state = check_forward_equals_recurrent(mixer, d, E, B, L, seed=L)
         assert set(state) == {"S"} and state["S"].shape == (E, B, H, d // H, 2 * d // H)
 
@@ -26,7 +26,7 @@ def test_chunkwise_forward_equals_the_recurrent_form(E, B, L, H, chunk):
 def test_decays_and_group_norm_survive_the_leaderboard_build():
     """gamma_h = 1 - 2^(-5 - h) (Sec. 2.2), not parameters (no optimiser or init touches them); the
     GroupNorm starts as the identity affine."""
-    model, _ = leaderboard_model("retnet", [0, 1])
+    model, _ = preset_model("retnet", [0, 1])
     H = model.cfg.n_head
     expected = torch.tensor([1 - 2.0 ** (-5 - h) for h in range(H)], dtype=torch.float64)
     torch.testing.assert_close(retention_decays(H), expected, rtol=0, atol=0)
