@@ -83,15 +83,16 @@ TASK = get_task("bijection", V=6)
 
 
 def mixers_of(arch: str, seeds: list[int], **cfg) -> list[nn.Module]:
-    """The sequence mixers of a float64 model of `arch` (one per block), every parameter moved off
-    its initial value by N(0, 0.3^2) noise so gates, decays and biases are exercised away from
-    their initial values."""
+    """The sequence mixers of a float64 model of `arch` (one per block: the outermost layers with a
+    `recurrent_step`, `models.state.mixers`; a short convolution inside a mixer is its parent's),
+    every parameter moved off its initial value by N(0, 0.3^2) noise so gates, decays and biases
+    are exercised away from their initial values."""
     model = get_model(arch, TASK, seeds=seeds, **cfg).double()
     g = torch.Generator().manual_seed(sum(seeds) + 17)
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.3 * torch.randn(p.shape, generator=g, dtype=p.dtype))
-    found = [m for m in model.modules() if hasattr(m, "recurrent_step")]
+    found = [m for _, m in mixers(model)]
     assert found, f"{arch} has no layer with a recurrent_step"
     return found
 
