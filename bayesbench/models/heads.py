@@ -113,3 +113,11 @@ def gaussian_layout(mean: Tensor, var: Tensor) -> Tensor:
 def mixture_layout(weights: Tensor, means: Tensor, variances: Tensor) -> Tensor:
     """sum_j weights_j N(means_j, variances_j) ([..., J] each) in the scoring layout [..., 3J]."""
     return torch.cat([weights, means, variances], -1)
+
+
+def read_outputs(raw: Tensor, head: str) -> Tensor:
+    """What scoring reads of raw outputs [..., C]: log-probabilities (categorical, log-softmax)
+    or the continuous predictive in the scoring layout [..., 3M]."""
+    if parse_head(head)[0] == CATEGORICAL:
+        return torch.log_softmax(raw, -1)
+    return predictive(raw, head)

@@ -37,9 +37,9 @@ class KalmanTask(ContinuousTask):
 
     m: int = 2
     K: int = 20
-    rho: float = 0.9
+    rho: float = 0.95
     q: float = 0.5
-    r: float = 0.5
+    r: float = 0.1
     p0: float = 1.0
     components: int = 1
 
@@ -103,7 +103,7 @@ class KalmanTask(ContinuousTask):
 
     def assemble(self, A: Tensor, C: Tensor, y: Tensor, predictive: Tensor, dtype: torch.dtype) -> Batch:
         """The batch of systems (A, C), observations y [B, K] and exact predictives [B, K, 3]."""
-        B, m, K, dev = A.shape[0], self.m, self.K, A.device
+        B, m, dev = A.shape[0], self.m, A.device
         L, pos = self.seq_len, self.obs_positions(dev)
         header = torch.zeros((B, L, m), dtype=dtype, device=dev)
         header[:, :m] = A.to(dtype)

@@ -12,8 +12,8 @@ conjugate ridge posterior (`oracle.linreg.linreg_predictive`).
 Reference predictors (`floor_predictives`), scored beside the models on the same sequences:
 - "prior": the prior predictive N(0, tau^2 |x_k|^2 + sigma^2), which ignores the context;
 - "least_squares": the minimum-norm least-squares fit of the pairs before k (Garg et al.'s
-  baseline), with the noise variance sigma^2 as its predictive variance (the plug-in predictive
-  that ignores the uncertainty of the fit);
+  baseline) with its textbook prediction variance sigma^2 (1 + x_k' (X'X)^+ x_k), blind to the
+  directions not yet seen;
 - "ridge": the Bayes predictive under a wrong prior, tau / RIDGE_TAU_DIVISOR (a ridge regression
   with too strong a penalty, and its own variance).
 """
@@ -132,17 +132,22 @@ class LinRegTask(ContinuousTask):
         ridge_mean, ridge_var = linreg_predictive(x, y, self.tau / RIDGE_TAU_DIVISOR, self.sigma)
         layout = off_mask_layout(x.shape[0], self.seq_len, 1, x.device, torch.float64)
         return {"prior": prior_layout(x, batch, self.tau**2, self.sigma),
-                "least_squares": place(layout, pos, gaussian_layout(least_squares_means(x, y),
-                                                                     torch.full_like(y, self.sigma**2))),
+                "least_squares": place(layout, pos, gaussian_layout(*least_squares(x, y, self.sigma))),
                 "ridge": place(layout, pos, gaussian_layout(ridge_mean, ridge_var))}
 
 
-def least_squares_means(x: Tensor, y: Tensor) -> Tensor:
-    """x_k . w_hat_k [B, n]: w_hat_k the minimum-norm least-squares fit of the pairs before k
-    (zero before any pair), by the pseudo-inverse."""
+def least_squares(x: Tensor, y: Tensor, sigma: float) -> tuple[Tensor, Tensor]:
+    """(mean, var) [B, n] of the least-squares predictive: mean x_k . w_hat_k, w_hat_k the
+    minimum-norm least-squares fit of the pairs before k (0 before any pair), by the
+    pseudo-inverse X^+; var sigma^2 (1 + x_k' (X'X)^+ x_k), the textbook prediction variance
+    with the noise known (it ignores the directions the pairs have not seen: overconfident while
+    k <= d, as least squares is)."""
     B, n, d = x.shape
-    out = torch.zeros((B, n), dtype=torch.float64, device=x.device)
+    mean = torch.zeros((B, n), dtype=torch.float64, device=x.device)
+    var = torch.full((B, n), sigma**2, dtype=torch.float64, device=x.device)
     for k in range(1, n):
-        w_hat = torch.linalg.pinv(x[:, :k]) @ y[:, :k].unsqueeze(-1)  # [B, d, 1]
-        out[:, k] = (x[:, k] * w_hat.squeeze(-1)).sum(-1)
-    return out
+        pinv = torch.linalg.pinv(x[:, :k])  # [B, d, k]
+        w_hat = pinv @ y[:, :k].unsqueeze(-1)  # [B, d, 1]
+        mean[:, k] = (x[:, k] * w_hat.squeeze(-1)).sum(-1)
+        var[:, k] = sigma**2 * (1 + (pinv.transpose(1, 2) @ x[:, k].unsqueeze(-1)).square().sum((1, 2)))
+    return mean, var
