@@ -74,7 +74,8 @@ def test_the_mixture_kl_quadrature_is_within_its_stated_error():
     bw, bm, bv = split_layout(p)
     q = torch.cat([bw.flip(-1) * 0.5 + 0.25, bm + 0.2, bv * 1.5], -1)
     qw, qm, qv = split_layout(q)
-    kl = ContinuousValues.of(p.unsqueeze(0), q.unsqueeze(0), torch.zeros(1, 10), torch.ones(1, 10, dtype=torch.bool)).kl[0]
+    everywhere = torch.ones(1, 10, dtype=torch.bool)
+    kl = ContinuousValues.of(p.unsqueeze(0), q.unsqueeze(0), torch.zeros(1, 10), everywhere).kl[0]
     g = torch.Generator().manual_seed(4)
     n = 200_000
     comp = torch.multinomial(bw, n, replacement=True, generator=g)  # [10, n]
