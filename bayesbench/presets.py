@@ -24,7 +24,7 @@ the task at its own defaults, trained and scored as the preset's outside tunnels
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 #: The architecture every other is capacity-matched to where a preset names no config for it
 #: (`TaskSetup.model`); every task of every preset names its config.
@@ -86,6 +86,10 @@ class Preset:
     # trained and scored in this preset: its label and task are filled in by `outside_setup`
     # (`registered_setup`)
     outside: TaskSetup | None = None
+    # setups of registered tunnels run by name only, never by default (`bayesbench run --tasks
+    # linreg`): `registered_setup` gives them in place of the `outside` template (the continuous
+    # tunnels, issue 41)
+    named: dict[str, TaskSetup] = field(default_factory=dict)
 
 
 _QUICK_TRANSFORMER = {"n_layer": 2, "n_head": 2, "d_model": 64, "d_ffn": 128}
@@ -249,11 +253,15 @@ def outside_setup(preset: Preset, task) -> TaskSetup:
 
 def registered_setup(preset: Preset, task) -> TaskSetup:
     """The TaskSetup a registered tunnel that `preset` does not name gets (`sweep.jobs.preset_setup`
-    looks it up): the preset's `outside` template with the task's config (at its own defaults),
+    looks it up): its setup in `preset.named` (a continuous tunnel's quick or paper setup, at the
+    preset's size), else the preset's `outside`
+    template with the task's config (at its own defaults),
     labelled by its name and settings ('coin V=2 L=12', so that `labelled` says changed settings
     as for the preset's own tasks)."""
     from dataclasses import asdict, replace
 
+    if task.name in preset.named:
+        return preset.named[task.name]
     if preset.outside is None:
         raise ValueError(f"preset {preset.name!r} has no settings for tunnels it does not name")
     label = " ".join([task.name, *(f"{k}={v}" for k, v in asdict(task).items())])

@@ -84,9 +84,10 @@ def task_setup(task: str, task_args: dict | None = None, preset: str = "quick") 
     """The preset's setup of `task` (a task key or an outside tunnel spec), with `task_args`."""
     from ..checks import SettingError
     from ..sweep.jobs import task_setup as setup_of
+    from ..tasks import list_tasks
 
     p = get_preset(preset)
-    if task not in p.tasks and not is_outside_task(task):
+    if task not in p.tasks and not is_outside_task(task) and task not in list_tasks():  # a registered one runs by name
         raise ValueError(f"task {task!r} is not in preset {preset!r}; available: {', '.join(p.tasks)} (or your own "
                          "tunnel: 'pkg.mod:build', './file.py:build')")
     try:

@@ -122,7 +122,8 @@ def entropy_bits(params: Tensor) -> Tensor:
     w, m, v = split_layout(params)
     if w.shape[-1] == 1:
         return gaussian_entropy_bits(v[..., 0])
-    return _mixture_entropy_bits(w, m, v)
+    J = w.shape[-1]
+    return _mixture_entropy_bits(w.reshape(-1, J), m.reshape(-1, J), v.reshape(-1, J)).view(w.shape[:-1])
 
 
 def _rows(b: Tensor, q: Tensor, y: Tensor, dim: int) -> tuple[Tensor, ...]:
