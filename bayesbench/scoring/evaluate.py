@@ -251,8 +251,9 @@ def evaluate(model: EnsembleModel, task: Task, *, lengths: tuple[int, ...] = (),
     for name, t in tasks.items():
         batch = eval_set(t, n_sequences, cache_dir=cache_dir)
         scores = evaluate_members(model, batch, t)
-        floors = floor_scores(batch, eval_set(t, MARGINAL_SEQUENCES, seed=eval_seed(t, "marginal"),
-                                              cache_dir=cache_dir), task=t)
+        reference = batch if is_continuous(t.head) else eval_set(  # a continuous tunnel's floors need none
+            t, MARGINAL_SEQUENCES, seed=eval_seed(t, "marginal"), cache_dir=cache_dir)
+        floors = floor_scores(batch, reference, task=t)
         if name == primary:
             plain, plain_batch = scores, batch
         for e, s in enumerate(scores):
