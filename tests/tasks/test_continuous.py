@@ -139,3 +139,31 @@ def test_bad_settings_are_one_line_errors_naming_the_setting(name, config, field
         get_task(name, **config)
     assert str(err.value).startswith(f"{field} must") and "\n" not in str(err.value)
     assert field in err.value.fields
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_every_continuous_tunnel_passes_the_checks_of_an_outside_one(name):
+    from bayesbench.tasks.check_continuous import check_continuous_task
+
+    lines = check_continuous_task(get_task(name, **TINY[name]), sequences=256)
+    assert len(lines) == 4 and lines[-1].startswith("floors: prior")
+
+
+def test_a_continuous_tunnel_whose_posterior_is_not_the_samplers_is_refused():
+    """A file whose predictive is shifted (or another process's) fails the calibration check."""
+    import dataclasses
+
+    from bayesbench.tasks.check_continuous import check_continuous_task
+    from bayesbench.tasks.linreg import LinRegTask
+
+    @dataclasses.dataclass(frozen=True)
+    class Shifted(LinRegTask):
+        def sample(self, batch_size, generator=None, *, device=None, dtype=torch.float32):
+            b = super().sample(batch_size, generator, device=device, dtype=dtype)
+            b.posterior[..., 1] += 0.5  # the means, off by half a unit
+            return b
+
+    with pytest.raises(ValueError, match="must be as surprising as the posterior says|integral transform"):
+        check_continuous_task(Shifted(d=2, n=4), sequences=512)
+    with pytest.raises(ValueError, match="its head is categorical"):
+        check_continuous_task(get_task("sticky"))
