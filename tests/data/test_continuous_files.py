@@ -1,6 +1,7 @@
 """A continuous tunnel's sets and predictions files (issue 41): the export holds the exact
 predictive's parameters as columns; a "gaussian" or "mixture" predictions file made of them
-scores 0 (named with --task: a tunnel run by name); a bad one is refused in one line naming its rule, with nothing stored."""
+scores 0 (named with --task: a tunnel run by name); a bad one is refused in one line naming its
+rule, with nothing stored."""
 
 from __future__ import annotations
 
