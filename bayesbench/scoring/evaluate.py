@@ -217,7 +217,7 @@ def evaluation_tasks(task: Task, lengths: tuple[int, ...] = (), scored: tuple[st
     if task.name not in LENGTH_TUNNELS:
         raise ValueError(f"eval lengths apply to the {' and '.join(LENGTH_TUNNELS)} tasks only, got task {task.name!r}")
     K = getattr(task, "K")
-    return {f"K={K}": task, **{f"K={k}": dataclasses.replace(task, K=int(k)) for k in lengths}}  # type: ignore[type-var]
+    return {f"K={K}": task, **{f"K={k}": dataclasses.replace(task, K=int(k)) for k in lengths}}
 
 
 def max_eval_len(task: Task, lengths: tuple[int, ...] = (), scored: tuple[str, ...] = ()) -> int:
