@@ -110,3 +110,17 @@ def test_an_outside_module_gets_the_same_head_and_read_in():
     assert out.shape == (2, 3, 8, 2)
     loss = member_losses(out, b.targets.expand(2, 3, -1), b.mask.expand(2, 3, -1))
     assert loss.shape == (2,) and bool(torch.isfinite(loss).all())
+
+
+def test_an_hf_model_gets_the_same_head_and_read_in():
+    """`hf:gpt2` on linreg: the real vectors at every position are read, C = 2 outputs come out."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    pytest.importorskip("transformers")
+    task = get_task("linreg", d=2, n=4)
+    model = get_model("hf:gpt2", task, seeds=[0, 1], n_layer=1, n_head=2, d_model=8, d_ffn=16)
+    b = task.sample(3, torch.Generator().manual_seed(0))
+    tokens, header = b.tokens.expand(2, 3, -1), b.header.expand(2, 3, -1, -1)
+    out = model(tokens, header)
+    assert out.shape == (2, 3, 8, 2) and not torch.allclose(out, model(tokens, header + 1.0))
