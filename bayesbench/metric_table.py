@@ -66,6 +66,10 @@ class Metric:
     lower: float | None = 0.0  # the least value it can take (its intervals are clipped there); None: unbounded
     final: bool = True  # a final score (stored, ranked); False: a learning-curve metric only
     version: int = 1  # raised whenever a change alters its numbers: part of every job key
+    #: its values on a task with a continuous head (issue 41): a function of one
+    #: `scoring.continuous.ContinuousValues` (KL, differential entropies, NLLs of the sampled y,
+    #: excess squared error, each [..., N, L] in bits) -> [..., N, L]; None: it does not apply there
+    continuous: Callable[[Any], Any] | None = None
 
     def __post_init__(self) -> None:
         if self.over_sequences not in OVER_SEQUENCES:
@@ -134,17 +138,58 @@ def registered_metrics() -> Iterator[None]:
         METRICS.update(before)
 
 
+def _continuous_entropy_error(v):
+    return (v.h_model - v.h_bayes).abs()
+
+
+def _continuous_entropy_difference(v):
+    return v.h_model - v.h_bayes
+
+
+def _continuous_kl(v):
+    return v.kl
+
+
+def _nll_regret(v):
+    return v.nll_model - v.nll_bayes
+
+
+def _excess_sq(v):
+    return v.excess_sq
+
+
+def _not_categorical(p, plogp, h_p, log_q, h_q):
+    """A continuous-only metric on a categorical predictive: no value (NaN)."""
+    return h_q * math.nan
+
+
+#: The continuous tunnels (`tasks.continuous.CONTINUOUS_TUNNELS`), named here since the table imports no tunnel.
+CONTINUOUS_TUNNELS = ("linreg", "mixreg", "kalman")
+
+# On a continuous tunnel the three built-in final metrics keep their meaning with densities:
+# KL(Bayes || model) between predictive densities and |h(model) - h(Bayes)| of differential
+# entropies, in bits (scoring.continuous); they are the stored, ranked scores of those tunnels.
 register(Metric("entropy_mae", "entropy MAE per (sequence, position): mean |H(model) - H(Bayes)|", "entropy MAE",
-                _entropy_error))
+                _entropy_error, continuous=_continuous_entropy_error))
 register(Metric("entropy_mae_positional", "entropy MAE of per-position means: mean over positions of "
                 "|mean H(model) - mean H(Bayes)| (the authors' bijection metric, Paper I Table 1)",
-                "positional entropy MAE", _entropy_difference, over_sequences="positions"))
-register(Metric("kl", "KL(Bayes || model), mean over (sequence, position) (the authors' HMM metric)", "KL", _kl))
+                "positional entropy MAE", _entropy_difference, over_sequences="positions",
+                continuous=_continuous_entropy_difference))
+register(Metric("kl", "KL(Bayes || model), mean over (sequence, position) (the authors' HMM metric)", "KL", _kl,
+                continuous=_continuous_kl))
 register(Metric("kl:repeated", "KL(Bayes || model) at the bijection's repeated keys, where the posterior is a point "
                 "mass (a retrieval)", "KL at repeated keys", _kl, tasks=("bijection",), case="repeated",
                 final=False))
 register(Metric("kl:new", "KL(Bayes || model) at the bijection's new keys, where it is uniform over the values not "
                 "yet seen (an elimination)", "KL at new keys", _kl, tasks=("bijection",), case="new", final=False))
+# Continuous-only learning-curve metrics (issue 41). Curve metrics, not final scores: a final
+# metric adds a (null) key to every stored row of the discrete tunnels, which stay byte-identical.
+register(Metric("nll_regret", "NLL regret over Bayes on the sampled y: mean -log2 q(y) + log2 p(y), an unbiased "
+                "estimate of KL(Bayes || model) from predictions alone (continuous tunnels)", "NLL regret",
+                _not_categorical, tasks=CONTINUOUS_TUNNELS, lower=None, final=False, continuous=_nll_regret))
+register(Metric("excess_sq", "Garg et al.'s normalised squared error in excess of Bayes: (mean of the model's "
+                "predictive - the Bayes mean)^2 / d (arXiv 2208.01066; not bits)", "excess sq. error / d",
+                _not_categorical, tasks=CONTINUOUS_TUNNELS, final=False, continuous=_excess_sq))
 
 
 def final_metrics() -> tuple[str, ...]:

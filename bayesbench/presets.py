@@ -24,7 +24,7 @@ the task at its own defaults, trained and scored as the preset's outside tunnels
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 #: The architecture every other is capacity-matched to where a preset names no config for it
 #: (`TaskSetup.model`); every task of every preset names its config.
@@ -86,6 +86,10 @@ class Preset:
     # trained and scored in this preset: its label and task are filled in by `outside_setup`
     # (`registered_setup`)
     outside: TaskSetup | None = None
+    # setups of registered tunnels run by name only, never by default (`bayesbench run --tasks
+    # linreg`): `registered_setup` gives them in place of the `outside` template (the continuous
+    # tunnels, issue 41)
+    named: dict[str, TaskSetup] = field(default_factory=dict)
 
 
 _QUICK_TRANSFORMER = {"n_layer": 2, "n_head": 2, "d_model": 64, "d_ffn": 128}
@@ -131,6 +135,25 @@ _BIJECTION_EVALS = ("values", "values+query")
 _HMM_PAPER_TASK = {"task": "hmm", "K": 20, "encoding": "tokens", "rounding": "authors", "target": "posterior"}
 _HMM_QUICK_TASK = {**_HMM_PAPER_TASK, "encoding": "rows", "rows_rounded": True}
 
+# The continuous tunnels (issue 41; docs/tasks.md, "Continuous tunnels"), run by name only
+# (`bayesbench run --tasks linreg`): never in `make run`'s default list. Quick: d = 2 and 8 pairs
+# (16 positions), the Kalman filter with a 2-dimensional state at K = 20, scored at 30 and 50;
+# the quick transformer against a matched LSTM by default. Paper: Garg et al.'s d = 20 and 40
+# pairs (arXiv 2208.01066) with noise sigma = 0.25 and their 12-layer 256-wide GPT-2 shape, the
+# Kalman filter with a 4-dimensional state at K = 40, scored at 1.5x and 2.5x.
+_QUICK_CONTINUOUS_TRAIN = {"steps": 2000, "batch_size": 64, "lr": 3e-3, "schedule": "cosine", "warmup_steps": 40}
+_QUICK_CONTINUOUS = {
+    "linreg": TaskSetup(label="linreg d=2 n=8", task={"task": "linreg", "d": 2, "n": 8, "tau": 1.0, "sigma": 0.25},
+                        train=_QUICK_CONTINUOUS_TRAIN, models=_QUICK_MODELS, seeds=2, archs=("transformer", "lstm"),
+                        tune=_QUICK_TUNE_SHORT),
+    "mixreg": TaskSetup(label="mixreg d=2 n=8", task={"task": "mixreg", "d": 2, "n": 8, "tau": 1.0, "sigma": 0.25,
+                                                      "dense_weight": 0.5, "sparsity": 1},
+                        train=_QUICK_CONTINUOUS_TRAIN, models=_QUICK_MODELS, seeds=2, archs=("transformer", "lstm"),
+                        tune=_QUICK_TUNE_SHORT),
+    "kalman": TaskSetup(label="kalman m=2 K=20", task={"task": "kalman", "m": 2, "K": 20},
+                        train=_QUICK_CONTINUOUS_TRAIN, models=_QUICK_MODELS, seeds=2, eval_lengths=(20, 30, 50),
+                        archs=("transformer", "lstm"), tune=_QUICK_TUNE_SHORT),
+}
 QUICK = Preset(
     name="quick",
     description="2-core CPU, about 15 minutes: the papers' settings scaled down; a 2-layer d=64 transformer "
@@ -178,6 +201,7 @@ QUICK = Preset(
     },
     archs=ZOO,
     device="cpu",
+    named=_QUICK_CONTINUOUS,
     # an outside tunnel: the sticky chain's training (a short cosine run), the quick models, three
     # seeds, the transformer against a matched LSTM and MLP by default (any arch by name)
     outside=TaskSetup(label="", task={}, train={"steps": 800, "batch_size": 32, "lr": 2e-3, "schedule": "cosine",
@@ -187,6 +211,23 @@ QUICK = Preset(
 
 _PAPER_RECURRENT: dict[str, dict] = {"lstm": {"match": "transformer", "n_layer": 2},
                                      "gru": {"match": "transformer", "n_layer": 2}}
+
+_PAPER_CONTINUOUS_TRAIN = {"steps": 100_000, "batch_size": 64, "lr": 1e-4, "schedule": "cosine", "warmup_steps": 1000}
+_PAPER_CONTINUOUS_MODELS: dict[str, dict] = {
+    "transformer": {"n_layer": 12, "n_head": 8, "d_model": 256, "d_ffn": 1024},  # Garg et al.'s GPT-2 shape
+    "mlp": {"match": "transformer"}, "mlp-prefix": {"match": "transformer"}, **_PAPER_RECURRENT,
+    "mamba": {"match": "transformer", "n_layer": 12},
+    "linear-attention": {"n_layer": 12, "n_head": 8, "d_model": 256, "d_ffn": 1024}}
+_PAPER_CONTINUOUS = {
+    "linreg": TaskSetup(label="linreg d=20 n=40", task={"task": "linreg", "d": 20, "n": 40, "tau": 1.0, "sigma": 0.25},
+                        train=_PAPER_CONTINUOUS_TRAIN, models=_PAPER_CONTINUOUS_MODELS, seeds=3),
+    "mixreg": TaskSetup(label="mixreg d=20 n=40", task={"task": "mixreg", "d": 20, "n": 40, "tau": 1.0, "sigma": 0.25,
+                                                        "dense_weight": 0.5, "sparsity": 4},
+                        train=_PAPER_CONTINUOUS_TRAIN, models=_PAPER_CONTINUOUS_MODELS, seeds=3),
+    "kalman": TaskSetup(label="kalman m=4 K=40", task={"task": "kalman", "m": 4, "K": 40},
+                        train=_PAPER_CONTINUOUS_TRAIN, models=_PAPER_CONTINUOUS_MODELS, seeds=3,
+                        eval_lengths=(40, 60, 100)),
+}
 
 PAPER = Preset(
     name="paper",
@@ -227,6 +268,7 @@ PAPER = Preset(
     archs=ZOO,
     device="auto",
     checkpoint_every=5000,
+    named=_PAPER_CONTINUOUS,
     outside=TaskSetup(label="", task={}, train={"steps": 100_000, "batch_size": 128, "lr": 1e-3,
                                                 "schedule": "constant"},
                       models={"transformer": {"size": "paper-bijection"}, "mlp": {"match": "transformer"},
@@ -249,11 +291,15 @@ def outside_setup(preset: Preset, task) -> TaskSetup:
 
 def registered_setup(preset: Preset, task) -> TaskSetup:
     """The TaskSetup a registered tunnel that `preset` does not name gets (`sweep.jobs.preset_setup`
-    looks it up): the preset's `outside` template with the task's config (at its own defaults),
+    looks it up): its setup in `preset.named` (a continuous tunnel's quick or paper setup, at the
+    preset's size), else the preset's `outside`
+    template with the task's config (at its own defaults),
     labelled by its name and settings ('coin V=2 L=12', so that `labelled` says changed settings
     as for the preset's own tasks)."""
     from dataclasses import asdict, replace
 
+    if task.name in preset.named:
+        return preset.named[task.name]
     if preset.outside is None:
         raise ValueError(f"preset {preset.name!r} has no settings for tunnels it does not name")
     label = " ".join([task.name, *(f"{k}={v}" for k, v in asdict(task).items())])

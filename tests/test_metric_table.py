@@ -38,7 +38,8 @@ def squared():
 
 def test_the_built_in_table_gives_the_names_every_part_used():
     assert final_metrics() == ("entropy_mae", "entropy_mae_positional", "kl")
-    assert curve_metrics() == ("entropy_mae", "entropy_mae_positional", "kl", "kl:repeated", "kl:new")
+    assert curve_metrics() == ("entropy_mae", "entropy_mae_positional", "kl", "kl:repeated", "kl:new", "nll_regret",
+                               "excess_sq")  # the last two: continuous tunnels' only (issue 41)
     assert stored_columns()[:3] == ["entropy_mae_bits", "entropy_mae_ci_low", "entropy_mae_ci_high"]
     assert len(stored_columns()) == 9 and stored_columns()[3] == "kl_bits"
 

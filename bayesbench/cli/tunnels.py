@@ -1,5 +1,7 @@
 """`bayesbench tunnels`: sample every wind tunnel and print its exact posterior entropy curve (no
-training): what a model that computes the Bayes posterior would show at each position."""
+training): what a model that computes the Bayes posterior would show at each position. For a
+continuous tunnel (linreg, mixreg, kalman) it is the differential entropy of the exact predictive
+density, in bits (negative where the predictive is narrower than a unit-width uniform)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ DEMO_TASKS: tuple[tuple[str, dict[str, object]], ...] = (
     ("hmm", {"encoding": "tokens"}),
     ("sticky", {}),
     ("markov", {}),
+    ("linreg", {}),
+    ("mixreg", {}),
+    ("kalman", {}),
 )
 
 
@@ -38,7 +43,9 @@ def tunnel_curves(batch_size: int = 2048, seed: int = 0, *,
     every other registered tunnel at its defaults, so a new tunnel file is listed with no edit)."""
     import torch
 
+    from ..models.heads import is_continuous
     from ..presets import get_preset
+    from ..scoring.continuous import entropy_bits as continuous_entropy_bits
     from ..scoring.metrics import entropy_bits, per_position
     from ..tasks import get_task, list_tasks, task_from_config
 
@@ -51,7 +58,10 @@ def tunnel_curves(batch_size: int = 2048, seed: int = 0, *,
     out = []
     for task in tasks:
         batch = task.sample(batch_size, torch.Generator().manual_seed(seed))
-        curve = per_position(entropy_bits(batch.posterior), batch.mask)
+        if is_continuous(task.head):  # the predictive density's differential entropy (issue 41)
+            curve = per_position(continuous_entropy_bits(batch.posterior.double()), batch.mask)
+        else:
+            curve = per_position(entropy_bits(batch.posterior), batch.mask)
         out.append((task.describe(), [float(c) for c in curve[~torch.isnan(curve)]]))
     return out
 

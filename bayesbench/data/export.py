@@ -58,12 +58,17 @@ def _kind(array: np.ndarray) -> str:
 
 def table(batch: Batch):
     """The set as an arrow table (column order: sequence, tokens, mask, posterior, targets,
-    header, latent_*)."""
+    [posterior_weights, posterior_means, posterior_variances: a continuous tunnel's exact
+    predictive, the mixture of J Gaussians its posterior column holds as [L, 3J]], header, latent_*)."""
     pa, _ = _pyarrow()
     cols = {"sequence": np.arange(batch.batch_size, dtype=np.int64), "tokens": batch.tokens.numpy(),
             "mask": batch.mask.numpy(), "posterior": batch.posterior.numpy()}
     if not batch.soft_targets:
         cols["targets"] = batch.targets.numpy()
+    if batch.targets.is_floating_point() and batch.targets.dim() == 2:  # a continuous tunnel (issue 41)
+        J = batch.posterior.shape[-1] // 3  # the exact predictive, a mixture of J Gaussians, as columns
+        for i, part in enumerate(("weights", "means", "variances")):
+            cols[f"posterior_{part}"] = batch.posterior[..., i * J:(i + 1) * J].numpy()
     if batch.header is not None:
         cols["header"] = batch.header.numpy()
     for name, value in batch.latents.items():

@@ -14,6 +14,12 @@ sequences, the tunnel's name and the tunnel's code (`data.sets.SetSpec.key`, in 
 
 Which of the two a file holds is said, never guessed: the column's name, the JSON's "kind".
 
+A continuous tunnel's file (linreg, mixreg, kalman: issue 41) holds a predictive density of the
+real y at every position instead, kind "gaussian" ([N, L, 2]: mean, variance) or "mixture"
+([N, L, 3M]: the M weights, the M means, the M variances), in the column or JSON "kind" of that
+name. Its rules at every scored position: finite numbers, every variance > 0, every weight >= 0
+and the weights summing to 1 within `NORMALISED_ATOL`.
+
 `check(predictions, batch)` applies the rules a file must meet before it is scored, each
 refusal one line naming its rule: the set's shape; at every scored position finite values
 (a log-probability may be -inf: a probability of 0), probabilities non-negative, each
@@ -36,7 +42,10 @@ from torch import Tensor
 
 from ..tasks import Batch
 
-KINDS = ("log_probs", "probs")
+KINDS = ("log_probs", "probs", "gaussian", "mixture")
+#: The kinds of a continuous tunnel's predictions (issue 41): "gaussian" [N, L, 2] (mean, variance)
+#: or "mixture" [N, L, 3M] (M weights, M means, M variances) at every position.
+CONTINUOUS_KINDS = ("gaussian", "mixture")
 KEY_FIELDS = ("set_id", "n_sequences", "tunnel", "tunnel_code")
 #: How far a predicted distribution may be from normalised: |sum - 1| for probabilities,
 #: |logsumexp| for log-probabilities, at every scored position (float32 softmax outputs pass).
@@ -69,6 +78,10 @@ def write(path: str, values, key: dict, kind: str = "log_probs") -> str:
         raise ValueError(f"key must hold {KEY_FIELDS} (a set's 'key' in the export's bayesbench.json); missing "
                          f"{missing}")
     values = np.asarray(values)
+    if kind in CONTINUOUS_KINDS and (values.ndim != 3 or (values.shape[-1] != 2 if kind == "gaussian"
+                                                          else values.shape[-1] % 3)):
+        raise ValueError(f"values of kind {kind!r} must be [N, L, 2] (mean, variance) for 'gaussian' or [N, L, 3M] "
+                         f"(weights, means, variances) for 'mixture', got shape {list(values.shape)}")
     if values.ndim != 3:
         raise ValueError(f"values must be [N, L, C] (sequences, positions, classes), got shape {list(values.shape)}")
     if path.endswith(".npy"):
@@ -124,8 +137,9 @@ def _read_npy(path: str) -> Predictions:
         raise ValueError(f"predictions {path}: {key_path} must hold a JSON object")
     kind = key.get("kind")
     if kind not in KINDS:
-        raise ValueError(f"predictions {path}: {key_path} must say \"kind\": \"log_probs\" or \"probs\" (rule: what "
-                         f"the numbers are is said, not guessed), got {kind!r}")
+        raise ValueError(f"predictions {path}: {key_path} must say \"kind\": \"log_probs\" or \"probs\" (or "
+                         f"\"gaussian\" or \"mixture\" for a continuous tunnel) (rule: what the numbers are is said, "
+                         f"not guessed), got {kind!r}")
     key = _key(path, key)
     shape = _npy_shape(path)
     if shape[0] != key["n_sequences"]:
@@ -260,6 +274,12 @@ def check(pred: Predictions, batch: Batch, set_id: str | None = None) -> Tensor:
             raise ValueError(f"{where}: its key names set {named} but it {how} {other} (rule: a file's key is the "
                              "key of the set its predictions are of; copy that set's key from the export's "
                              "bayesbench.json)")
+    continuous_set = batch.targets.is_floating_point() and batch.targets.dim() == 2
+    if continuous_set != (pred.kind in CONTINUOUS_KINDS):
+        raise ValueError(f"{where}: kind {pred.kind!r} does not fit this set (rule: a continuous tunnel's set takes "
+                         f"kind 'gaussian' or 'mixture', a discrete tunnel's 'log_probs' or 'probs')")
+    if continuous_set:
+        return check_continuous(pred, batch)
     if tuple(pred.values.shape) != want:
         raise ValueError(f"{where}: shape {list(pred.values.shape)} is not the set's [N, L, C] = {list(want)} (rule: "
                          "one predictive of C classes at each of the L positions of each of the N sequences)")
@@ -317,3 +337,51 @@ def _position(mask: Tensor, bad_rows: Tensor) -> str:
     """'sequence 3, position 6' of the first flagged scored row."""
     index = mask.nonzero()[int(bad_rows.nonzero()[0])]
     return f"sequence {int(index[0])}, position {int(index[1])}"
+
+
+def check_continuous(pred: Predictions, batch: Batch) -> Tensor:
+    """A continuous file's predictive in the scoring layout [N, L, 3M] (`models.heads`: weights,
+    means, variances; float64, weights renormalised) once it meets the rules of the module doc at
+    every scored position; else a one-line ValueError naming the rule. Positions not scored are
+    not read (held at weight 1/M, mean 0, variance 1)."""
+    where = pred.where()
+    N, L = batch.mask.shape
+    shape = tuple(pred.values.shape)
+    c = shape[-1] if len(shape) == 3 else 0
+    fits = len(shape) == 3 and shape[:2] == (N, L) and (c == 2 if pred.kind == "gaussian" else c >= 3 and c % 3 == 0)
+    if not fits:
+        wanted = "[N, L, 2] (mean, variance)" if pred.kind == "gaussian" else "[N, L, 3M] (M weights, means, variances)"
+        raise ValueError(f"{where}: shape {list(shape)} is not {wanted} with N = {N}, L = {L} (rule: one predictive "
+                         "density at each of the L positions of each of the N sequences)")
+    if not np.issubdtype(pred.values.dtype, np.floating):
+        raise ValueError(f"{where}: {pred.kind} must be floating-point numbers, got {pred.values.dtype}")
+    values = torch.from_numpy(np.array(pred.values, dtype=np.float64, order="C"))
+    if pred.kind == "gaussian":
+        values = torch.stack([torch.ones_like(values[..., 0]), values[..., 0], values[..., 1]], -1)
+    M = values.shape[-1] // 3
+    w, var = values[..., :M], values[..., 2 * M:]
+    mask = batch.mask
+    rows = values[mask]
+
+    def at(bad: Tensor) -> str:
+        return _position(mask, bad)
+
+    bad = ~torch.isfinite(rows).all(-1)
+    if bool(bad.any()):
+        raise ValueError(f"{where}: not finite (NaN or inf) at {int(bad.sum())} scored position(s), first at "
+                         f"{at(bad)} (rule: finite means, variances and weights at every scored position)")
+    bad = (var[mask] <= 0).any(-1)
+    if bool(bad.any()):
+        raise ValueError(f"{where}: a variance that is not positive at {at(bad)} (rule: every variance > 0)")
+    bad = (w[mask] < 0).any(-1)
+    if bool(bad.any()):
+        raise ValueError(f"{where}: a negative weight at {at(bad)} (rule: mixture weights are >= 0)")
+    total = w[mask].sum(-1)
+    off = (total - 1).abs() > NORMALISED_ATOL
+    if bool(off.any()):
+        i = int(off.nonzero()[0])
+        raise ValueError(f"{where}: the weights at {at(off)} sum to {float(total[i]):.8g} (rule: at every scored "
+                         f"position the weights sum to 1 within {NORMALISED_ATOL:g})")
+    held = torch.cat([torch.full_like(w, 1.0 / M), torch.zeros_like(w), torch.ones_like(var)], -1)
+    values = torch.where(mask.unsqueeze(-1), values, held)
+    return torch.cat([values[..., :M] / values[..., :M].sum(-1, keepdim=True), values[..., M:]], -1)

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..checks import positive_int
+from .heads import CATEGORICAL
 from .layers import EnsembleEmbedding, EnsembleLayerNorm, EnsembleLinear
 
 M = TypeVar("M", bound=nn.Module)
@@ -60,6 +61,12 @@ class TaskShape:
     will ever see, which for length-generalisation evaluation (HMM trained at K = 20, scored at
     K = 50) is longer than the training sequences. Positions never seen in training keep their
     initial values (shrunk by weight decay): that is the honest length-generalisation setup.
+
+    head: how the model's C = num_classes outputs per position are read (`models.heads`):
+    "categorical" logits, or a continuous "gaussian" (C = 2) or "mixture:M" (C = 3M) predictive.
+    dense_header: the task feeds a real vector at EVERY position (the continuous tunnels'
+    read-in of x_k, y_k or an observation), so the header is as long as the tokens, whatever
+    their length; header_len is then max_len.
     """
 
     vocab_size: int
@@ -67,6 +74,8 @@ class TaskShape:
     max_len: int
     header_len: int = 0
     header_dim: int = 0
+    head: str = CATEGORICAL
+    dense_header: bool = False
 
     @classmethod
     def of(cls, task_or_shape: TaskLike | TaskShape, max_len: int | None = None) -> TaskShape:
@@ -82,7 +91,11 @@ class TaskShape:
         L = task.seq_len if max_len is None else max_len
         if L < task.seq_len:
             raise ValueError(f"max_len must be >= the task's seq_len {task.seq_len}, got {max_len}")
-        return cls(task.vocab_size, task.num_classes, L, task.header_len, task.header_dim)
+        head = getattr(task, "head", CATEGORICAL)  # outside tunnels written before heads: categorical
+        dense = bool(getattr(task, "header_every_position", False))
+        if dense:
+            return cls(task.vocab_size, task.num_classes, L, L, task.header_dim, head, True)
+        return cls(task.vocab_size, task.num_classes, L, task.header_len, task.header_dim, head)
 
 
 class InputEmbedding(nn.Module):
@@ -90,7 +103,10 @@ class InputEmbedding(nn.Module):
 
     For the HMM `rows` encoding the header rows (T then E, zero-padded to D) go through an
     ensemble linear map (no bias: the slot id's token embedding already plays that role) and
-    are added to the embedding of the slot token at the same position.
+    are added to the embedding of the slot token at the same position. The continuous tunnels
+    use the same read-in at every position (`TaskShape.dense_header`: x_k, y_k or an
+    observation as a real vector, the token naming its slot), so every architecture that embeds
+    its input here reads real vectors with no code of its own.
     """
 
     def __init__(self, ensemble: int, shape: TaskShape, dim: int, init_std: float = 0.02,
@@ -196,6 +212,8 @@ class EnsembleModel(nn.Module):
         if self.shape.header_dim == 0:
             raise ValueError("header was given, but this model was built for a task without a continuous header")
         H, D = self.shape.header_len, self.shape.header_dim
+        if self.shape.dense_header:
+            H = tokens.shape[2]  # a real vector at every position, whatever the length
         if header.dim() != 4 or header.shape[:2] != tokens.shape[:2] or tuple(header.shape[2:]) != (H, D):
             raise ValueError(f"header must have shape [E, B, H={H}, D={D}] matching tokens {list(tokens.shape)}, "
                              f"got {list(header.shape)}")

@@ -442,7 +442,8 @@ def _floor_lines(agg: list[Row], key: tuple, metric: str, others: list[str], *, 
     if not floors:
         return []
     out = []
-    for name in ("uniform", "marginal"):
+    # a continuous tunnel's floors have their own names (prior, least_squares, ridge: issue 41)
+    for name in ("uniform", "marginal", *(n for n in floors if n not in ("uniform", "marginal"))):
         scores = floors.get(name)
         if not scores:
             continue

@@ -223,7 +223,8 @@ def _table(rows: list[Row], best: float, differ: dict, caption: str) -> str:
     body = "".join(_row(row, best, differ.get(id(row), "-") if with_settings else None) for row in rows)
     floors = next((row.floors for row in rows if row.floors), None) or {}
     foot = ""
-    for name in ("uniform", "marginal"):
+    # a continuous tunnel's floors have their own names (prior, least_squares, ridge: issue 41)
+    for name in ("uniform", "marginal", *(n for n in floors if n not in ("uniform", "marginal"))):
         scores = floors.get(name)
         if not scores:
             continue

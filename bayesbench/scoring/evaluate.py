@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from ..models import EnsembleModel
+from ..models.heads import CATEGORICAL, is_continuous, read_outputs
 from ..oracle import hmm_filter
 from ..store.records import EvalResult, MemberEvaluation, PermutationCheck, PositionCurves
 from ..tasks import Batch, Task
@@ -35,9 +36,12 @@ from ..tasks.hmm import HMMTask
 from ..training.checkpoint import DamagedFile, load_checkpoint, save_atomic
 from ..training.curves import exact_float32
 from ..training.seeds import eval_seed
+from .continuous import score_continuous
 from .metrics import BuiltInScores, Summary, final_cases, score, summarize
 
 DEFAULT_SEQUENCES = 4096
+#: The tunnels trained at one length K and scored at longer ones (`eval_lengths`).
+LENGTH_TUNNELS = ("hmm", "kalman")
 # Part of every evaluation set's identity: raise it when the way sets are drawn changes (a
 # tunnel's own changes raise its `Task.version`, which the identity holds too).
 EVAL_SET_VERSION = 2
@@ -100,6 +104,7 @@ def _predict(model: EnsembleModel, batch: Batch, chunk: int) -> Tensor:
     model.eval()
     device = next(model.parameters()).device
     E, out = model.ensemble, []
+    head = getattr(model.shape, "head", CATEGORICAL)  # categorical: log-softmax; continuous: the predictive
     for start in range(0, batch.batch_size, chunk):
         tokens = batch.tokens[start : start + chunk].to(device)
         tokens = tokens.unsqueeze(0).expand(E, *tokens.shape)
@@ -107,7 +112,7 @@ def _predict(model: EnsembleModel, batch: Batch, chunk: int) -> Tensor:
         if batch.header is not None:
             header = batch.header[start : start + chunk].to(device)
             header = header.unsqueeze(0).expand(E, *header.shape)
-        out.append(torch.log_softmax(model(tokens, header).double(), -1).cpu())
+        out.append(read_outputs(model(tokens, header).double(), head).cpu())
     model.train(was_training)
     return torch.cat(out, dim=1)
 
@@ -128,11 +133,18 @@ def evaluate_members(model: EnsembleModel, batch: Batch, task: Task | None = Non
     position). A diverged member (non-finite predictions) gets NaN scores; its siblings keep theirs."""
     log_q = predict(model, batch)
     p, mask = batch.posterior.double(), batch.mask
-    cases = final_cases(task, batch)
+    continuous = task is not None and is_continuous(task.head)
+    cases = {} if continuous else final_cases(task, batch)
     positions = mask.any(0).nonzero().flatten()
     scores = []
     for e in range(model.ensemble):
-        s = score(p, mask, log_q=log_q[e], nonfinite="nan", task=None if task is None else task.name, cases=cases)
+        if continuous:  # log_q holds each member's predictive density (`models.heads` layout)
+            assert task is not None
+            s = score_continuous(p, mask, log_q[e], batch.targets, dim=getattr(task, "error_dim", 1),
+                                 task=task.name, nonfinite="nan")
+        else:
+            s = score(p, mask, log_q=log_q[e], nonfinite="nan", task=None if task is None else task.name,
+                      cases=cases)
         def curve(c: Tensor) -> list[float]:
             return [float(x) for x in c[positions]]
         scores.append(MemberScore(
@@ -174,6 +186,10 @@ def scored_positions(task: Task) -> str:
         return " and ".join(parts)
     if task.name == "hmm":
         return f"the K = {cast(HMMTask, task).K} observation positions (filtering posterior p(s_t | o_1..t))"
+    if task.name in ("linreg", "mixreg"):
+        return f"the n = {getattr(task, 'n')} x positions (predictive density of y_k given x_k and the pairs before)"
+    if task.name == "kalman":
+        return f"the K = {getattr(task, 'K')} predictions of y_t from y_1..y_t-1 (the Kalman filter's predictive)"
     return "every supervised position"
 
 
@@ -198,10 +214,10 @@ def evaluation_tasks(task: Task, lengths: tuple[int, ...] = (), scored: tuple[st
         return {name: dataclasses.replace(cast(BijectionTask, task), supervise=SCORED_SETS[name]) for name in scored}
     if not lengths:
         return {"standard": task.scoring_task()}
-    if task.name != "hmm":
-        raise ValueError(f"eval lengths apply to the hmm task only, got task {task.name!r}")
-    hmm = cast(HMMTask, task)
-    return {f"K={hmm.K}": task, **{f"K={k}": dataclasses.replace(hmm, K=int(k)) for k in lengths}}
+    if task.name not in LENGTH_TUNNELS:
+        raise ValueError(f"eval lengths apply to the {' and '.join(LENGTH_TUNNELS)} tasks only, got task {task.name!r}")
+    K = getattr(task, "K")
+    return {f"K={K}": task, **{f"K={k}": dataclasses.replace(task, K=int(k)) for k in lengths}}
 
 
 def max_eval_len(task: Task, lengths: tuple[int, ...] = (), scored: tuple[str, ...] = ()) -> int:
@@ -235,8 +251,9 @@ def evaluate(model: EnsembleModel, task: Task, *, lengths: tuple[int, ...] = (),
     for name, t in tasks.items():
         batch = eval_set(t, n_sequences, cache_dir=cache_dir)
         scores = evaluate_members(model, batch, t)
-        floors = floor_scores(batch, eval_set(t, MARGINAL_SEQUENCES, seed=eval_seed(t, "marginal"),
-                                              cache_dir=cache_dir), task=t)
+        reference = batch if is_continuous(t.head) else eval_set(  # a continuous tunnel's floors need none
+            t, MARGINAL_SEQUENCES, seed=eval_seed(t, "marginal"), cache_dir=cache_dir)
+        floors = floor_scores(batch, reference, task=t)
         if name == primary:
             plain, plain_batch = scores, batch
         for e, s in enumerate(scores):

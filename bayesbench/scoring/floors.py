@@ -1,6 +1,10 @@
 """Computed baselines ("floors") for every evaluation set, scored with the same metrics as
 the models (docs/science.md, "Floors").
 
+On a continuous tunnel (issue 41) the floors are the tunnel's own reference predictors
+(`continuous_floor_scores`): the prior predictive, which ignores the context, and named
+references such as least squares and a ridge with a wrong prior (linreg).
+
 - `uniform`: the predictor that outputs 1/C for every class at every scored position. It knows
   nothing; on the papers' settings it lands where their capacity-matched MLPs do (Paper I, "The
   Bayesian Geometry of Transformer Attention", arXiv 2512.22471, Table 1: MLP 1.85 bits on the
@@ -19,7 +23,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..models.heads import is_continuous
 from ..tasks import Batch, Task
+from .continuous import ContinuousValues, continuous_scores
 from .metrics import Summary, final_cases, score
 
 FLOORS = ("uniform", "marginal")
@@ -55,9 +61,21 @@ def floor_scores(batch: Batch, reference: Batch, *, task: Task | None = None) ->
     order; those that apply to `task`, the batch's, as for the models) of each floor on the batch's
     scored positions (the marginal estimated from `reference`)."""
 
+    if task is not None and is_continuous(task.head):
+        return continuous_floor_scores(batch, task)
     p, mask = batch.posterior.double(), batch.mask
     cases = final_cases(task, batch)
     out = {}
     for name, log_q in (("uniform", uniform_log_q(batch)), ("marginal", marginal_log_q(batch, reference))):
         out[name] = score(p, mask, log_q=log_q, task=None if task is None else task.name, cases=cases).metrics
     return out
+
+
+def continuous_floor_scores(batch: Batch, task: Task) -> dict[str, dict[str, Summary]]:
+    """{name: {metric: Summary}} of a continuous tunnel's reference predictors
+    (`ContinuousTask.floor_predictives`: the prior predictive "prior" first, then e.g. least squares
+    and a ridge with a wrong prior for linreg) on the batch's supervised positions."""
+    refs = getattr(task, "floor_predictives")(batch)
+    p, mask, dim = batch.posterior.double(), batch.mask, getattr(task, "error_dim", 1)
+    return {name: continuous_scores(ContinuousValues.of(p, q, batch.targets, mask, dim), mask, task=task.name)
+            for name, q in refs.items()}

@@ -35,7 +35,11 @@ class GivenPredictions:
     def __init__(self, sets: list[tuple[Batch, Tensor]], *, seed: int = 0, params: int = 0) -> None:
         for batch, log_q in sets:
             want = tuple(batch.posterior.shape)
-            if tuple(log_q.shape) != want:
+            if batch.targets.is_floating_point() and batch.targets.dim() == 2:  # a continuous tunnel (issue 41)
+                if tuple(log_q.shape[:2]) != want[:2] or log_q.dim() != 3 or log_q.shape[-1] % 3:
+                    raise ValueError(f"given predictive densities must have the set's [N, L] {list(want[:2])} and "
+                                     f"3M entries (weights, means, variances), got {list(log_q.shape)}")
+            elif tuple(log_q.shape) != want:
                 raise ValueError(f"given predictions must have the set's shape {list(want)}, got {list(log_q.shape)}")
         self.sets = [(batch, log_q.double()) for batch, log_q in sets]
         self.seeds = [int(seed)]

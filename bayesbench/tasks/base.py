@@ -34,6 +34,12 @@ class Batch:
         tokens 0..t (zeros at unsupervised positions).
     latents: the hidden variables that generated the batch (bijection, HMM matrices, ...).
     header: [B, H, D] continuous vectors fed at positions 0..H-1 (HMM `rows` encoding), or None.
+
+    A continuous tunnel (`Task.head` "gaussian" or "mixture:M", issue 41) fills the same fields
+    so: header [B, L, D] a real vector at every position (`Task.header_every_position`), tokens
+    the slot each vector fills, targets [B, L] float the real y to predict (0 off the mask), and
+    posterior [B, L, 3J] the exact predictive, a mixture of J Gaussians in the layout of
+    `models.heads` (weights, means, variances; weight 1, mean 0, variance 1 off the mask).
     """
 
     tokens: Tensor
@@ -111,6 +117,18 @@ class Task(ABC):
     def header_len(self) -> int:
         """Number H of leading positions fed with continuous vectors (0 when none)."""
         return 0
+
+    @property
+    def head(self) -> str:
+        """How a model's outputs are read (`models.heads`): "categorical" (every discrete tunnel),
+        "gaussian" or "mixture:M" (a continuous tunnel's predictive of a real y)."""
+        return "categorical"
+
+    @property
+    def header_every_position(self) -> bool:
+        """Whether the header carries a real vector at every position (then header_len is the
+        sequence length, whatever it is): the continuous tunnels' read-in."""
+        return False
 
     @abstractmethod
     def sample(self, batch_size: int, generator: torch.Generator | None = None, *,

@@ -5,6 +5,8 @@ The trainer evaluates the whole ensemble on one fixed *curve set* at a schedule 
 docs/science.md#metrics) in bits, for every member. A metric the curve set has no positions for
 (a task it does not apply to; a case of `Task.case_masks` the task does not have, such as the
 bijection's repeated keys) scores NaN, its uniform value too, and the curve does not keep it.
+On a continuous tunnel (issue 41) each metric's `continuous` function scores the model's
+predictive density, and the curve's "uniform" floor is the tunnel's prior predictive.
 
 These are the same numbers `scoring.metrics.score` gives (its means; no intervals), computed
 here on the training device for all members at once and without any read back to the host:
@@ -36,6 +38,8 @@ import torch
 from torch import Tensor
 
 from ..metric_table import METRICS, Metric, curve_cases, curve_metrics
+from ..models.heads import CATEGORICAL, is_continuous, read_outputs
+from ..scoring.continuous import ContinuousValues
 from ..tasks import Batch, Task
 from ..tasks.bijection import SCORED_SETS
 from .config import DEFAULT_CURVE_SEQUENCES
@@ -194,6 +198,12 @@ class CurveSet:
         self.position_counts = batch.mask.sum(0)[positions].double().to(dev)
         masks = task.case_masks(batch)  # host reads here, at construction, never at a curve point
         self.cases = {c: (masks[c].to(dev), float(masks[c].sum())) for c in curve_cases() if c in masks}
+        # a continuous tunnel (issue 41): p is the exact predictive density, the curve reads the
+        # model's predictive from its head and scores it with the table's `continuous` functions
+        self.head = getattr(task, "head", CATEGORICAL)
+        self.continuous = is_continuous(self.head)
+        self.y = batch.targets.double().to(dev) if self.continuous else None
+        self.floor = getattr(task, "floor_predictives")(batch)["prior"].to(dev) if self.continuous else None
 
     def log_probs(self, model) -> Tensor:
         """log-softmax of every member's logits [E, N, L, C] (float64, on the device), computed in
@@ -209,7 +219,7 @@ class CurveSet:
                     header = None if self.header is None else self.header[start:start + self.chunk]
                     tokens = tokens.unsqueeze(0).expand(E, *tokens.shape)
                     header = None if header is None else header.unsqueeze(0).expand(E, *header.shape)
-                    out.append(torch.log_softmax(model(tokens, header).double(), -1))
+                    out.append(read_outputs(model(tokens, header).double(), self.head))
         finally:
             model.train(was_training)
         return torch.cat(out, dim=1)
@@ -220,15 +230,42 @@ class CurveSet:
         return self.score_log_probs(self.log_probs(model))
 
     def score_log_probs(self, log_q: Tensor) -> Tensor:
-        """The metrics of log-predictives `log_q` [E, N, L, C] (or [1, ...], broadcast)."""
+        """The metrics of log-predictives `log_q` [E, N, L, C] (or [1, ...], broadcast); on a
+        continuous tunnel, of predictive densities [E, N, L, 3M] (`models.heads` layout)."""
+        if self.continuous:
+            return self._score_continuous(log_q)
         h_q = -(log_q.exp() * log_q).sum(-1) / LOG2  # [E, N, L], as metrics.entropy_bits_from_log_probs
         values = torch.stack([curve_value(self, METRICS[name], log_q, h_q) for name in curve_metrics()])
+        return torch.where(torch.isfinite(values), values, torch.full_like(values, math.nan))
+
+    def _score_continuous(self, q: Tensor) -> Tensor:
+        """[len(curve_metrics()), E]: each metric's `continuous` function, averaged as `curve_value`
+        averages (NaN for a metric without one or that does not apply)."""
+        assert self.y is not None
+        v = ContinuousValues.of(self.p, q, self.y, self.mask, getattr(self.task, "error_dim", 1))
+        rows = []
+        for name in curve_metrics():
+            metric = METRICS[name]
+            if metric.continuous is None or metric.case is not None or metric.tasks is not None \
+                    and self.task.name not in metric.tasks:
+                rows.append(torch.full(q.shape[:1], math.nan, dtype=torch.float64, device=q.device))
+                continue
+            values = metric.continuous(v)  # [E, N, L]
+            if metric.over_sequences == "pairs":
+                rows.append(_masked_mean(values, self.mask, self.n_scored))
+            else:
+                total = torch.where(self.mask, values, torch.zeros((), dtype=values.dtype, device=values.device)).sum(1)
+                rows.append((total[:, self.positions] / self.position_counts).abs().mean(-1))
+        values = torch.stack(rows)
         return torch.where(torch.isfinite(values), values, torch.full_like(values, math.nan))
 
     def uniform(self) -> dict[str, float]:
         """The metrics of the uniform predictor (1/C everywhere) on this set: the curve's floor.
         Reads back to the host (call it once, not inside a step). A metric without positions on
         this set (a case the task does not have) is left out."""
+        if self.floor is not None:  # a continuous tunnel's floor: its prior predictive
+            values = dict(zip(curve_metrics(), self._score_continuous(self.floor.unsqueeze(0))[:, 0].tolist()))
+            return {name: v for name, v in values.items() if math.isfinite(v)}
         C = self.p.shape[-1]
         log_q = torch.full((1, *self.p.shape), -math.log(C), dtype=torch.float64, device=self.p.device)
         values = dict(zip(curve_metrics(), self.score_log_probs(log_q)[:, 0].tolist()))

@@ -15,9 +15,17 @@ from torch import Tensor, nn
 def member_losses(logits: Tensor, targets: Tensor, mask: Tensor) -> Tensor:
     """Cross-entropy per member, averaged over that member's supervised positions: [E].
 
-    Hard targets [E,B,L] (IGNORE_INDEX off the mask) or soft targets [E,B,L,C].
+    Hard targets [E,B,L] (IGNORE_INDEX off the mask) or soft targets [E,B,L,C]; real targets
+    [E,B,L] (floating point: a continuous tunnel's y) give the negative log-density in nats of
+    the continuous head the outputs' width names (`models.heads.head_of_outputs`: 2 a Gaussian,
+    3M a mixture of M), the predictive's NLL (issue 41).
     """
-    if targets.dim() == 3:
+    if targets.dim() == 3 and targets.is_floating_point():
+        from ..models.heads import head_of_outputs, nll_nats
+
+        y = torch.where(mask, targets.float(), torch.zeros((), device=targets.device))
+        ce = nll_nats(logits.float(), y, head_of_outputs(logits.shape[-1]))
+    elif targets.dim() == 3:
         ce = F.cross_entropy(logits.flatten(0, 2).float(), targets.flatten(), reduction="none")
         ce = ce.view(mask.shape)
     else:

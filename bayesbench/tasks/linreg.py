@@ -1,0 +1,153 @@
+"""In-context Bayesian linear regression (issue 41; docs/tasks.md, "Continuous tunnels"): Garg et
+al. 2022, "What Can Transformers Learn In-Context? A Case Study of Simple Function Classes"
+(arXiv 2208.01066), scored against the exact posterior predictive rather than its mean alone.
+
+Each sequence draws w ~ N(0, tau^2 I_d), inputs x_k ~ N(0, I_d) and y_k = w . x_k + eps_k,
+eps_k ~ N(0, sigma^2), k = 1..n. The model reads (x_1, y_1, ..., x_n, y_n), one real vector per
+position (header [B, 2n, d + 1]: x_k in the first d channels at position 2k - 2, y_k in the last
+at position 2k - 1; the token names the slot, 0 for an x, 1 for a y), and at x_k's position
+predicts y_k. The exact predictive is N(x_k . mu_{k-1}, sigma^2 + x_k' Sigma_{k-1} x_k), the
+conjugate ridge posterior (`oracle.linreg.linreg_predictive`).
+
+Reference predictors (`floor_predictives`), scored beside the models on the same sequences:
+- "prior": the prior predictive N(0, tau^2 |x_k|^2 + sigma^2), which ignores the context;
+- "least_squares": the minimum-norm least-squares fit of the pairs before k (Garg et al.'s
+  baseline) with its textbook prediction variance sigma^2 (1 + x_k' (X'X)^+ x_k), blind to the
+  directions not yet seen;
+- "ridge": the Bayes predictive under a wrong prior, tau / RIDGE_TAU_DIVISOR (a ridge regression
+  with too strong a penalty, and its own variance).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ..checks import positive_int, positive_number
+from ..models.heads import gaussian_layout
+from ..oracle.linreg import linreg_predictive
+from .base import Batch, batch_device, check_batch_size, check_fits
+from .continuous import ContinuousTask, off_mask_layout, place
+from .registry import register_task
+
+#: The ridge reference's prior standard deviation is tau divided by this (a wrong, too tight prior).
+RIDGE_TAU_DIVISOR = 3.0
+
+
+def draw_regression(B: int, n: int, d: int, w: Tensor, sigma: float, generator, dev) -> tuple[Tensor, Tensor]:
+    """x [B, n, d] ~ N(0, I) and y = x w + N(0, sigma^2), float64, for weights w [B, d]."""
+    x = torch.randn((B, n, d), generator=generator, device=dev, dtype=torch.float64)
+    eps = torch.randn((B, n), generator=generator, device=dev, dtype=torch.float64)
+    return x, (x @ w.unsqueeze(-1)).squeeze(-1) + sigma * eps
+
+
+def interleave(x: Tensor, y: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """(tokens [B, 2n], header [B, 2n, d + 1]) of the sequence x_1, y_1, ..., x_n, y_n."""
+    B, n, d = x.shape
+    header = torch.zeros((B, 2 * n, d + 1), dtype=dtype, device=x.device)
+    header[:, 0::2, :d] = x.to(dtype)
+    header[:, 1::2, d] = y.to(dtype)
+    tokens = torch.zeros((B, 2 * n), dtype=torch.long, device=x.device)
+    tokens[:, 1::2] = 1
+    return tokens, header
+
+
+def regression_batch(x: Tensor, y: Tensor, predictive: Tensor, latents: dict[str, Tensor],
+                     dtype: torch.dtype) -> Batch:
+    """The batch of regression sequences (x, y) whose exact predictive at x_k is `predictive`
+    [B, n, 3J]: supervised at the x positions, targets y_k there."""
+    B, n, _ = x.shape
+    tokens, header = interleave(x, y, dtype)
+    pos = torch.arange(n, device=x.device) * 2
+    mask = torch.zeros((B, 2 * n), dtype=torch.bool, device=x.device)
+    mask[:, pos] = True
+    targets = torch.zeros((B, 2 * n), dtype=dtype, device=x.device)
+    targets[:, pos] = y.to(dtype)
+    J = predictive.shape[-1] // 3
+    posterior = place(off_mask_layout(B, 2 * n, J, x.device, dtype), pos, predictive)
+    return Batch(tokens, mask, targets, posterior, latents, header)
+
+
+def prior_layout(x: Tensor, batch: Batch, var_w: Tensor | float, sigma: float, mean_w: Tensor | None = None) -> Tensor:
+    """The prior predictive N(x_k . m, x_k' D x_k + sigma^2) (D = var_w, a number or [d]) at the x
+    positions of `batch`, in the posterior's layout [B, L, 3]."""
+    B, n, _ = x.shape
+    mean = torch.zeros((B, n), dtype=torch.float64, device=x.device) if mean_w is None else x @ mean_w
+    var = (x * x * var_w).sum(-1) + sigma * sigma
+    pos = torch.arange(n, device=x.device) * 2
+    return place(off_mask_layout(B, 2 * n, 1, x.device, torch.float64), pos, gaussian_layout(mean, var))
+
+
+@register_task("linreg")
+@dataclass(frozen=True)
+class LinRegTask(ContinuousTask):
+    """Predict y_k from x_k and the k - 1 pairs before it, w drawn afresh per sequence."""
+
+    d: int = 5
+    n: int = 16
+    tau: float = 1.0
+    sigma: float = 0.25
+    components: int = 1  # the model's head: 1 a Gaussian, M > 1 a mixture of M
+
+    name = "linreg"
+
+    def __post_init__(self) -> None:
+        positive_int("d", self.d, "the dimension of x and w; d < 1 has nothing to regress")
+        positive_int("n", self.n, "pairs per sequence")
+        positive_number("tau", self.tau, "the prior standard deviation of each weight")
+        positive_number("sigma", self.sigma, "the noise standard deviation; sigma <= 0 has no density")
+        positive_int("components", self.components, "Gaussians of the model's predictive head")
+        self.check_size()
+
+    @property
+    def vocab_size(self) -> int:
+        return 2
+
+    @property
+    def seq_len(self) -> int:
+        return 2 * self.n
+
+    @property
+    def header_dim(self) -> int:
+        return self.d + 1
+
+    @property
+    def error_dim(self) -> int:
+        return self.d
+
+    def sample(self, batch_size, generator=None, *, device=None, dtype=torch.float32) -> Batch:
+        B, d = check_batch_size(batch_size), self.d
+        dev = batch_device(generator, device)
+        check_fits(self, B, dev, dtype)
+        w = self.tau * torch.randn((B, d), generator=generator, device=dev, dtype=torch.float64)
+        x, y = draw_regression(B, self.n, d, w, self.sigma, generator, dev)
+        mean, var = linreg_predictive(x, y, self.tau, self.sigma)
+        return regression_batch(x, y, gaussian_layout(mean, var), {"x": x, "y": y, "w": w}, dtype)
+
+    def floor_predictives(self, batch: Batch) -> dict[str, Tensor]:
+        x, y = batch.latents["x"].double(), batch.latents["y"].double()
+        pos = torch.arange(self.n, device=x.device) * 2
+        ridge_mean, ridge_var = linreg_predictive(x, y, self.tau / RIDGE_TAU_DIVISOR, self.sigma)
+        layout = off_mask_layout(x.shape[0], self.seq_len, 1, x.device, torch.float64)
+        return {"prior": prior_layout(x, batch, self.tau**2, self.sigma),
+                "least_squares": place(layout, pos, gaussian_layout(*least_squares(x, y, self.sigma))),
+                "ridge": place(layout, pos, gaussian_layout(ridge_mean, ridge_var))}
+
+
+def least_squares(x: Tensor, y: Tensor, sigma: float) -> tuple[Tensor, Tensor]:
+    """(mean, var) [B, n] of the least-squares predictive: mean x_k . w_hat_k, w_hat_k the
+    minimum-norm least-squares fit of the pairs before k (0 before any pair), by the
+    pseudo-inverse X^+; var sigma^2 (1 + x_k' (X'X)^+ x_k), the textbook prediction variance
+    with the noise known (it ignores the directions the pairs have not seen: overconfident while
+    k <= d, as least squares is)."""
+    B, n, d = x.shape
+    mean = torch.zeros((B, n), dtype=torch.float64, device=x.device)
+    var = torch.full((B, n), sigma**2, dtype=torch.float64, device=x.device)
+    for k in range(1, n):
+        pinv = torch.linalg.pinv(x[:, :k])  # [B, d, k]
+        w_hat = pinv @ y[:, :k].unsqueeze(-1)  # [B, d, 1]
+        mean[:, k] = (x[:, k] * w_hat.squeeze(-1)).sum(-1)
+        var[:, k] = sigma**2 * (1 + (pinv.transpose(1, 2) @ x[:, k].unsqueeze(-1)).square().sum((1, 2)))
+    return mean, var
