@@ -234,10 +234,16 @@ def load_lm(folder: str, device: str = "cpu", dtype: str = "float32"):
     """(model, tokenizer) from `folder`, local files only; one-line refusals for what is missing."""
     torch_dtype = check_device_dtype(device, dtype)
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # the command prints its own progress
 
     if not os.path.isfile(os.path.join(folder, "config.json")):
         raise ValueError(f"--model {folder}: no config.json (rule: a folder save_pretrained wrote: config.json and "
                          "the weights)")
+    if not any(os.path.isfile(os.path.join(folder, f)) for f in TOKENIZER_FILES):
+        raise ValueError(f"--model {folder}: no tokenizer files ({', '.join(TOKENIZER_FILES[:2])}, ...) (rule: the folder "
+                         "holds the tokenizer, as tokenizer.save_pretrained writes it)")
     try:
         tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     except Exception as err:  # any failure of the tokenizer's load: named in one line
@@ -421,8 +427,9 @@ class LMPredictions(GivenPredictions):
                 return log_q.unsqueeze(0)
         n = len(self.sets) + 1
 
-        def tell(done: int, total: int) -> None:
-            if self.progress is not None:
+        def tell(done: int, total: int) -> None:  # about ten lines a set, whatever its size
+            step = max(1, total // 10)
+            if self.progress is not None and (done == total or (done // step) != ((done - self.batch_size) // step)):
                 self.progress(f"set {n}: {done}/{total} prompts")
 
         reading = read_batch(self.lm, self.pieces, self.classes, batch, batch_size=self.batch_size, progress=tell)
@@ -457,34 +464,45 @@ def score_lm(model: str, task="bijection", *, verbaliser: str = "integers", verb
     hash of `lm_identity`, the task's label, the sequences and the name: the same LM, tokenizer,
     verbaliser and prompt format scored again replaces its row."""
     from ..checks import positive_int
-    from ..store.database import read_records, write_records
-    from .rows import score_run
-    from .trained_elsewhere import check_name, resolve_task, scored_result, scored_spec
+    from .trained_elsewhere import check_name, resolve_task
 
     positive_int("--batch-size", batch_size, "prompts per forward pass")
     if sequences is not None:
         positive_int("--sequences", sequences, "evaluation sequences; default: the preset's")
     folder = resolve_folder(model)
-    t, label, lengths, n_seq, scored = resolve_task(task, preset)
-    classes = class_symbols(t)  # refused before the model loads
+    t = resolve_task(task, preset)[0]
+    class_symbols(t)  # refused before the model loads
     verb = make_verbaliser(verbaliser, t.vocab_size, verbaliser_seed)
     name = name or f"lm-{os.path.basename(os.path.normpath(folder))}-{verb.kind}"
     check_name(name)
     lm, tok = load_lm(folder, device, dtype)
     given = LMPredictions(lm, tok, verb, t, batch_size=batch_size, progress=progress)
-    assert given.classes == classes
-    ident = lm_identity(folder, verb, dtype)
+    return score_given(given, task, lm_identity(folder, verb, dtype), name=name, preset=preset,
+                       device=device, sequences=sequences, db=db, store=store,
+                       extra={"folder": os.path.abspath(folder)})
+
+
+def score_given(given: LMPredictions, task, ident: dict, *, name: str, preset: str = "quick", device: str = "cpu",
+                sequences: int | None = None, db: str | None = None, store: bool = True,
+                extra: dict | None = None) -> list:
+    """The row of an LM already wrapped (`score_lm` after loading; a test's fake LM): scored by
+    `rows.score_run` on the task's evaluation sets, keyed by `ident` (`lm_identity`), the outside
+    mass per set in `config["llm"]`; stored unless `store` is False."""
+    from ..store.database import read_records, write_records
+    from .evaluate import max_eval_len
+    from .rows import score_run
+    from .trained_elsewhere import resolve_task, scored_result, scored_spec
+
+    t, label, lengths, n_seq, scored = resolve_task(task, preset)
     n = sequences or n_seq
     run_id = "llm-" + hashlib.sha256(json.dumps([ident, label, n, name], sort_keys=True).encode()).hexdigest()[:12]
     code = {"task": t.code(), "model": {"contents": f"weights {ident['weights']} tokenizer {ident['tokenizer']}"}}
-    from .evaluate import max_eval_len
-
     spec = scored_spec(t, label, lengths, scored, n, arch=name, model=ident, max_len=max_eval_len(t, lengths, scored),
                        device_type=torch.device(device).type, code=code)
-    result = scored_result(spec, run_id, given, [0], 0, preset=preset, name=name)
+    result = scored_result(spec, run_id, given, list(given.seeds), 0, preset=preset, name=name)
     records = score_run(result, db=db, device=device, write=False)
     for r in records:
-        r.config["llm"] = {**ident, "outside_mass": given.outside, "folder": os.path.abspath(folder)}
+        r.config["llm"] = {**ident, "outside_mass": given.outside, **(extra or {})}
     if store:
         write_records(records, db)
         return read_records(db, where="run_id = ?", params=(run_id,))
