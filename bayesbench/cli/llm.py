@@ -32,7 +32,8 @@ def add_parser(sub) -> None:
                         "--verbaliser-seed) or a JSON file of words (default integers)")
     p.add_argument("--verbaliser-seed", type=int, default=0, help="seed of the 'words' verbaliser (default 0)")
     p.add_argument("--name", help="leaderboard name (default lm-<folder>-<verbaliser>)")
-    p.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="whose task and evaluation (default quick)")
+    p.add_argument("--preset", default="quick", choices=sorted(PRESETS),
+                   help="whose task and evaluation (default quick)")
     p.add_argument("--device", default="cpu", help="device the LM runs on (default cpu)")
     p.add_argument("--dtype", default="float32", help="float32, float16 or bfloat16 (default float32)")
     p.add_argument("--batch-size", type=int, default=8, help="prompts per forward pass (default 8)")
@@ -57,7 +58,8 @@ def cmd_llm(args) -> int:
                        batch_size=args.batch_size, sequences=args.sequences, db=args.db, progress=progress)
     llm = records[0].config["llm"]
     for i, s in enumerate(llm["outside_mass"], 1):
-        print(f"set {i}: mass outside the candidates {s['outside_mass_mean']:.4g} mean, {s['outside_mass_max']:.4g} max "
+        print(f"set {i}: mass outside the candidates {s['outside_mass_mean']:.4g} mean, "
+              f"{s['outside_mass_max']:.4g} max "
               f"over {s['scored_positions']} scored positions", file=sys.stderr)
     print(json.dumps(json_runs(records), indent=2) if args.json else markdown(records))
     return 0

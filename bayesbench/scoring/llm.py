@@ -117,7 +117,8 @@ def make_verbaliser(spec: str, vocab_size: int, seed: int = 0) -> Verbaliser:
     else:
         raise ValueError(f"--verbaliser must be one of {', '.join(VERBALISERS)} or a JSON file of words, got {spec!r}")
     if len(v.words) != vocab_size:
-        raise ValueError(f"--verbaliser {spec}: {len(v.words)} words for {vocab_size} symbols (rule: one word per symbol)")
+        raise ValueError(f"--verbaliser {spec}: {len(v.words)} words for {vocab_size} symbols "
+                         "(rule: one word per symbol)")
     for i, w in enumerate(v.words):
         if not isinstance(w, str) or not w or any(c.isspace() for c in w):
             raise ValueError(f"--verbaliser {spec}: symbol {i}'s word {w!r} is empty or holds whitespace (rule: a word "
@@ -147,7 +148,8 @@ def _words_of_file(path: str, vocab_size: int) -> list[str]:
             raise ValueError(f"--verbaliser {path}: no word for symbol(s) {missing[:5]} (rule: an object maps every "
                              f"symbol 0..{vocab_size - 1}, as a string key, to its word)")
         return [data[str(i)] for i in range(vocab_size)]
-    raise ValueError(f"--verbaliser {path}: a list of words or an object {{\"0\": word, ...}}, got {type(data).__name__}")
+    raise ValueError(f"--verbaliser {path}: a list of words or an object {{\"0\": word, ...}}, "
+                     f"got {type(data).__name__}")
 
 
 def class_symbols(task: Task) -> list[int]:
@@ -155,7 +157,8 @@ def class_symbols(task: Task) -> list[int]:
     token V + c; a tunnel whose classes are its tokens (vocab_size == num_classes) reads them
     as they are. Tunnels that feed continuous vectors (the HMM's `rows` header) cannot be text."""
     if task.header_len:
-        raise ValueError(f"--task {task.name}: it feeds {task.header_len} continuous header vectors (rule: only tunnels "
+        raise ValueError(f"--task {task.name}: it feeds {task.header_len} continuous header vectors (rule: only "
+                         "tunnels "
                          "whose input is symbols can be written as text)")
     if task.name == "bijection":
         V = int(getattr(task, "V"))
@@ -174,7 +177,8 @@ def resolve_folder(path: str) -> str:
     if os.path.isdir(path):
         return path
     if os.path.exists(path):
-        raise ValueError(f"--model {path} is a file (rule: a folder holding config.json, the weights and the tokenizer)")
+        raise ValueError(f"--model {path} is a file (rule: a folder holding config.json, the weights and the "
+                         "tokenizer)")
     try:
         from huggingface_hub import snapshot_download
 
@@ -242,7 +246,8 @@ def load_lm(folder: str, device: str = "cpu", dtype: str = "float32"):
         raise ValueError(f"--model {folder}: no config.json (rule: a folder save_pretrained wrote: config.json and "
                          "the weights)")
     if not any(os.path.isfile(os.path.join(folder, f)) for f in TOKENIZER_FILES):
-        raise ValueError(f"--model {folder}: no tokenizer files ({', '.join(TOKENIZER_FILES[:2])}, ...) (rule: the folder "
+        raise ValueError(f"--model {folder}: no tokenizer files ({', '.join(TOKENIZER_FILES[:2])}, ...) (rule: "
+                         "the folder "
                          "holds the tokenizer, as tokenizer.save_pretrained writes it)")
     try:
         tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
@@ -255,8 +260,8 @@ def load_lm(folder: str, device: str = "cpu", dtype: str = "float32"):
     except Exception as err:  # any failure of the model's load: named in one line
         raise ValueError(f"--model {folder}: no causal LM could be loaded ({type(err).__name__}: "
                          f"{str(err).strip().splitlines()[0] if str(err).strip() else ''})") from None
-    lm.to(device).eval()
-    return lm, tok
+    lm.eval()
+    return torch.nn.Module.to(lm, torch.device(device)), tok
 
 
 def context_length(lm) -> int | None:
@@ -298,7 +303,8 @@ def tokenise(tok, verbaliser: Verbaliser, classes: Sequence[int]) -> Pieces:
     for i, p in enumerate(later):
         if tuple(p) in seen:
             j = seen[tuple(p)]
-            raise ValueError(f"{where}: the words {verbaliser.words[j]!r} and {verbaliser.words[i]!r} are the same tokens "
+            raise ValueError(f"{where}: the words {verbaliser.words[j]!r} and {verbaliser.words[i]!r} are the same "
+                             "tokens "
                              f"{p} after tokenisation (rule: two symbols must be two token sequences; pick another "
                              "verbaliser for this tokenizer)")
         seen[tuple(p)] = i
@@ -306,7 +312,8 @@ def tokenise(tok, verbaliser: Verbaliser, classes: Sequence[int]) -> Pieces:
     for a, pa in enumerate(cands):
         for b, pb in enumerate(cands):
             if a != b and len(pa) < len(pb) and pb[: len(pa)] == pa:
-                raise ValueError(f"{where}: the candidate {verbaliser.words[classes[a]]!r} is tokens {pa}, the start of "
+                raise ValueError(f"{where}: the candidate {verbaliser.words[classes[a]]!r} is tokens {pa}, the start "
+                                 "of "
                                  f"{verbaliser.words[classes[b]]!r} {pb} (rule: no candidate's tokens start another's: "
                                  "its probability would hold the other's)")
     bos = [] if tok.bos_token_id is None else [int(tok.bos_token_id)]

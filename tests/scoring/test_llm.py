@@ -12,9 +12,9 @@ import pytest
 import torch
 from torch import nn
 
+from bayesbench.presets import get_preset
 from bayesbench.scoring import llm
 from bayesbench.tasks import task_from_config
-from bayesbench.presets import get_preset
 from tests.scoring.llm_fixtures import tiny_gpt2, word_tokenizer
 
 V = 8  # the quick preset's bijection: V=8, keys with replacement, a final query; 16 symbols
