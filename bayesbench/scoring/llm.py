@@ -514,3 +514,49 @@ def score_given(given: LMPredictions, task, ident: dict, *, name: str, preset: s
         write_records(records, db)
         return read_records(db, where="run_id = ?", params=(run_id,))
     return records
+
+
+# ---------------------------------------------------------------- a bayesbench hf:gpt2 model as a causal LM
+
+def export_gpt2(model, task: Task, folder: str) -> str:
+    """Save an `hf:gpt2` model of bayesbench (`models.hf.HFSequenceModel` on a GPT-2 backbone) as a
+    Hugging Face causal LM in `folder` that `bayesbench llm --verbaliser integers` reads back: the
+    round trip that checks the text path reads the right positions (its score equals the direct one).
+
+    The tokenizer is a WordLevel one whose id i is the word "i" (symbol i), with no BOS, so the
+    prompt's ids are the tunnel's tokens. The LM head's row of class c's symbol (`class_symbols`) is
+    the class head's row c; other rows are zero. GPT-2's LM head has no bias: the class head's bias b
+    is folded into the final LayerNorm's bias beta (logits W(g*n + beta') = W(g*n + beta) + b with
+    beta' = beta + pinv(W) b, exact when W's C rows are independent, C <= width), refused otherwise."""
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    from ..models.hf import HFSequenceModel
+
+    if not isinstance(model, HFSequenceModel) or type(model.backbone).__name__ != "GPT2Model":
+        raise ValueError(f"export: an hf:gpt2 model of bayesbench (models/hf.py), got {type(model).__name__} (rule: "
+                         "the GPT-2 backbone's LM head is what a causal LM has)")
+    if model.header is not None:
+        raise ValueError("export: the model reads a continuous header (rule: only tunnels of symbols become text)")
+    classes = class_symbols(task)
+    W = model.head.weight.detach().double()
+    b = model.head.bias.detach().double()
+    shift = torch.linalg.pinv(W) @ b
+    if not torch.allclose(W @ shift, b, atol=1e-6):
+        raise ValueError("export: the class head's bias cannot be folded into the final LayerNorm (rule: its C rows "
+                         "are independent)")
+    cfg = GPT2Config.from_dict(model.backbone.config.to_dict())
+    cfg.tie_word_embeddings = False
+    lm = GPT2LMHeadModel(cfg)
+    lm.transformer.load_state_dict(model.backbone.state_dict())
+    with torch.no_grad():
+        lm.transformer.ln_f.bias.copy_((lm.transformer.ln_f.bias.double() + shift).float())
+        lm.lm_head.weight.zero_()
+        lm.lm_head.weight[classes] = model.head.weight.detach().float()
+    os.makedirs(folder, exist_ok=True)
+    lm.save_pretrained(folder)
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    core = Tokenizer(models.WordLevel(vocab={str(i): i for i in range(task.vocab_size)}, unk_token="0"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    PreTrainedTokenizerFast(tokenizer_object=core).save_pretrained(folder)
+    return folder

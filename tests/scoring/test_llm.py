@@ -217,3 +217,23 @@ def test_command(tmp_path, folder, capsys):
     assert main(["llm", "--model", str(tmp_path / "none"), "--db", db]) != 0
     err = capsys.readouterr().err
     assert "no such folder" in err and "Traceback" not in err
+
+
+def test_round_trip_equals_the_direct_score(tmp_path, task):
+    """An hf:gpt2 model of bayesbench (random weights and a random class-head bias, not trained)
+    exported as a causal LM and scored through the text path scores as it does directly."""
+    from bayesbench.models.hf import build_gpt2
+    from bayesbench.scoring.trained_elsewhere import evaluate_model, model_spec
+
+    torch.manual_seed(3)
+    model = build_gpt2(model_spec("bijection"), n_layer=1, n_head=2, d_model=16, d_ffn=32)
+    with torch.no_grad():
+        model.head.bias.normal_(0, 1.0)
+    (direct,) = evaluate_model(model, "bijection", name="direct", eval_sequences=16, store=False)
+    folder = llm.export_gpt2(model, task, str(tmp_path / "exported"))
+    (text,) = llm.score_lm(folder, "bijection", sequences=16, store=False, name="text")
+    for set_name, ev in direct.evaluation.evals.items():
+        other = text.evaluation.evals[set_name]
+        for metric in ("entropy_mae", "kl"):
+            assert other.scores[metric].mean == pytest.approx(ev.scores[metric].mean, abs=1e-6), (set_name, metric)
+    assert text.config["llm"]["outside_mass"][0]["outside_mass_mean"] > 0  # the symbols that are not classes
