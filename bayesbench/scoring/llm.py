@@ -480,7 +480,8 @@ def score_lm(model: str, task="bijection", *, verbaliser: str = "integers", verb
     t = resolve_task(task, preset)[0]
     class_symbols(t)  # refused before the model loads
     verb = make_verbaliser(verbaliser, t.vocab_size, verbaliser_seed)
-    name = name or f"lm-{os.path.basename(os.path.normpath(folder))}-{verb.kind}"
+    base = "-".join(os.path.basename(os.path.normpath(folder)).split())  # a leaderboard name has no spaces
+    name = name or f"lm-{base}-{verb.kind}"
     check_name(name)
     lm, tok = load_lm(folder, device, dtype)
     given = LMPredictions(lm, tok, verb, t, batch_size=batch_size, progress=progress)
