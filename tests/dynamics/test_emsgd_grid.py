@@ -52,7 +52,8 @@ def test_the_grid_selects_on_validation_where_training_and_validation_disagree()
     validation[:, :, 0] = math.log(8)
     test = validation + 0.01
     floors = torch.full((E,), 1.6, dtype=torch.float64)
-    got = tuned_grid(losses, validation, test, names, floors, 8)
+    assert tuned_grid(losses, validation, test, names, floors, 8) == {}  # not the whole grid: no tuned families
+    got = tuned_grid(losses, validation, test, names, floors, 8, complete=False)
     train_best = {f: min(ns, key=lambda n: fast[n]) for f, ns in got["families"].items()}
     assert train_best == {"value_faster": "v30-o10", "equal": "sgd30"}  # what training would pick
     assert got["chosen"] == {"value_faster": "em", "equal": "sgd3"}  # what validation picks
@@ -61,7 +62,7 @@ def test_the_grid_selects_on_validation_where_training_and_validation_disagree()
     assert half["n"] == E and 1.1 < half["mean"] < 1.4  # sgd3 / em steps: 50 / 40 = 1.25
     assert got["test_difference"]["mean"] == pytest.approx(2.00 - 2.01, abs=1e-6)
     assert validation_scores(validation, names, ["em"]) == {"em": pytest.approx(2.0)}
-    assert tuned_grid(losses, validation, test, ["sgd", "em"][:1], floors, 8) == {}  # one family absent
+    assert tuned_grid(losses, validation, test, ["sgd"], floors, 8, complete=False) == {}  # one family absent
 
 
 def test_the_deep_variant_cannot_tell_while_most_seeds_are_censored():
@@ -71,3 +72,15 @@ def test_the_deep_variant_cannot_tell_while_most_seeds_are_censored():
     assert v["verdict"] == "cannot tell" and "only 2 of 16 seeds" in v["number"]
     reached = dict(censored, reached=12, value=1.5, ci_low=1.3, ci_high=1.8, p=1e-4)
     assert deep_verdicts({"speedup_per_seed": reached})[0]["verdict"] == "held"
+
+
+def test_a_run_without_the_grid_keeps_its_family_size_and_grid_expands_on_the_command_line():
+    from bayesbench.dynamics.emsgd.study import check_schedules, run_study
+
+    assert set(grid_points()) <= set(check_schedules(["sgd", "em", "grid"]))
+    summary = run_study("paper", [42, 2024], steps=6, length=20, schedules=["sgd", "em"])
+    primary = [v for v in summary["verdicts"] if v["family"] == "primary"]
+    assert len(primary) == 4 and summary["grid"] == {}
+    untestable = [v for v in primary if "grid" in v["control"]]
+    assert len(untestable) == 2 and all(v["verdict"] == "cannot tell" and v["p_adj"] == 1.0 for v in untestable)
+    assert primary[0]["adjustment"] == "Holm over the 3 primary tests (2 untestable, counted as p = 1)"

@@ -123,19 +123,23 @@ def validation_scores(validation: Tensor, names: list[str], candidates: list[str
 
 
 def tuned_grid(losses: Tensor, validation: Tensor, test: Tensor, names: list[str], floors: Tensor,
-               n_classes: int, fractions=FRACTIONS) -> dict:
+               n_classes: int, fractions=FRACTIONS, *, complete: bool = True) -> dict:
     """The 2-D grid's comparison (docs/em_vs_sgd.md): each family's point chosen on the
     validation split alone (`validation_scores`: lowest validation loss), then, on the training
     split, the paired speed-up of the chosen W_V-faster point over the chosen equal-rate point at
     each fraction of the gap (equal-rate steps / W_V-faster steps per seed: above 1, the two
     timescales are faster), and on the test split the difference of their test losses at each
-    one's validation-chosen step. Empty when either family has no point among `names`.
+    one's validation-chosen step. Empty when the grid was not trained: unless `complete` is
+    False, every grid point must be among `names` (a family tuned over fewer points than the
+    grid names is not the family named in advance).
 
     The selection never reads the training or test losses: choosing the fastest point on the
     training curves it then reports on would favour the family with more points (a maximum over
     10 noisy points against one over 5)."""
+    from .toy import grid_points
+
     fam = grid_families(names)
-    if not fam["value_faster"] or not fam["equal"]:
+    if not fam["value_faster"] or not fam["equal"] or (complete and not set(grid_points()) <= set(names)):
         return {}
     n_steps = losses.shape[-1] - 1
     scores = {f: validation_scores(validation, names, fam[f]) for f in GRID_FAMILIES}
