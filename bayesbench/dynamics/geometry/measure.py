@@ -244,9 +244,11 @@ def value_pca(g: Tensor, mask: Tensor, posterior_entropy: Tensor, seed: int = 0)
 
 
 def within_position_pc1(z: Tensor, position: Tensor) -> tuple[Tensor, float]:
-    """PC1 of the within-position residuals of z [n, d] (each position's mean row removed) as
-    coordinates [n], and its share of the residual variance (NaN when nothing varies within a
-    position). Its sign is arbitrary: `within_position` reads |correlation|."""
+    """The direction of PC1 of the within-position residuals of z [n, d] (each position's mean row
+    removed), as the coordinates [n] of z itself along it (the within-position correlation then
+    removes the positions' means of the ranks, `stats.within_group_correlation`), and its share
+    of the residual variance (NaN when nothing varies within a position). Its sign is arbitrary:
+    `within_position` reads |correlation|."""
     pos = position.long()
     n_pos = int(pos.max()) + 1 if pos.numel() else 0
     sums = torch.zeros(n_pos, z.shape[1], dtype=z.dtype).index_add_(0, pos, z)
@@ -256,7 +258,7 @@ def within_position_pc1(z: Tensor, position: Tensor) -> tuple[Tensor, float]:
     total = float(s.pow(2).sum())
     if total <= 1e-20:
         return torch.zeros(z.shape[0], dtype=z.dtype), math.nan
-    return resid @ vh[0], float(s[0].pow(2)) / total
+    return z @ vh[0], float(s[0].pow(2)) / total
 
 
 PARTIAL_NULL_DRAWS = 5
