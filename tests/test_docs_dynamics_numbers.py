@@ -87,6 +87,24 @@ QUOTED: list[Entry] = [
      ' {0[against][wo10][gap_speedup][50%][ci_high]:.2f}]'),
     (_EM, '`nice -n 5`: {} of wall time.', _CONF, ".",
      '{0[cpu_s]:.0f} s of CPU, {0[wall_s]:.0f} s'),
+    (_EM, 'cannot tell the chosen\n`v30-o10` from {}. Against', _CONF, ".",
+     '`{0[grid][ties][value_faster][0]}`, `{0[grid][ties][value_faster][1]}`,'
+     ' `{0[grid][ties][value_faster][2]}` and `{0[grid][ties][value_faster][3]}`'),
+    (_EM, 'those tied points\ngive {}: on one side', _CONF, ".",
+     '{0[grid][against_ties][value_faster][v3-o1][mean]:.2f}x'
+     ' [{0[grid][against_ties][value_faster][v3-o1][ci_low]:.2f},'
+     ' {0[grid][against_ties][value_faster][v3-o1][ci_high]:.2f}] (`v3-o1`),'
+     ' {0[grid][against_ties][value_faster][em][mean]:.2f}x'
+     ' [{0[grid][against_ties][value_faster][em][ci_low]:.2f},'
+     ' {0[grid][against_ties][value_faster][em][ci_high]:.2f}] (`em`),'
+     ' {0[grid][against_ties][value_faster][v10-o3][mean]:.2f}x'
+     ' [{0[grid][against_ties][value_faster][v10-o3][ci_low]:.2f},'
+     ' {0[grid][against_ties][value_faster][v10-o3][ci_high]:.2f}] (`v10-o3`) and'
+     ' {0[grid][against_ties][value_faster][v30-o3][mean]:.2f}x'
+     ' [{0[grid][against_ties][value_faster][v30-o3][ci_low]:.2f},'
+     ' {0[grid][against_ties][value_faster][v30-o3][ci_high]:.2f}] (`v30-o3`)'),
+    (_EM, '(`robust_to_ties`: {}; recomputed', _CONF, ".",
+     '{0[grid][robust_to_ties]}'),
     (_EM, "gives per-seed steps\n{} and the authors' pooled rule", _REPRO, ".",
      '{0[speedup_per_seed][steps][0]}, {0[speedup_per_seed][steps][1]},'
      ' {0[speedup_per_seed][steps][2]}, {0[speedup_per_seed][steps][3]},'

@@ -62,6 +62,18 @@ def test_the_grid_selects_on_validation_where_training_and_validation_disagree()
     assert half["n"] == E and 1.1 < half["mean"] < 1.4  # sgd3 / em steps: 50 / 40 = 1.25
     assert got["test_difference"]["mean"] == pytest.approx(2.00 - 2.01, abs=1e-6)
     assert validation_scores(validation, names, ["em"]) == {"em": pytest.approx(2.0)}
+    assert got["ties"] == {"value_faster": [], "equal": []} and got["robust_to_ties"]  # clear winners, no ties
+    # sgd within the seeds' noise of sgd3: tied; the comparison is then also made against sgd (80 steps: slower
+    # still, so the same side) and, were the tie faster than the W_V-faster point, the sides would differ
+    noisy = validation.clone()
+    noisy[0] = 2.012 + 0.02 * torch.tensor([1.0, -1.0, 0.5, -0.5, 0.2, -0.2]).view(-1, 1)
+    noisy[0, :, 0] = math.log(8)
+    tied = tuned_grid(losses, noisy, test, names, floors, 8, complete=False)
+    assert tied["ties"]["equal"] == ["sgd"] and set(tied["against_ties"]["equal"]) == {"sgd"}
+    assert tied["against_ties"]["equal"]["sgd"]["mean"] > 1.5 and tied["robust_to_ties"]
+    fast_tie = dict(fast, sgd=20)
+    flipped = tuned_grid(_curves(names, fast_tie), noisy, test, names, floors, 8, complete=False)
+    assert flipped["against_ties"]["equal"]["sgd"]["mean"] < 1 and not flipped["robust_to_ties"]
     assert tuned_grid(losses, validation, test, ["sgd"], floors, 8, complete=False) == {}  # one family absent
 
 

@@ -150,7 +150,48 @@ def tuned_grid(losses: Tensor, validation: Tensor, test: Tensor, names: list[str
         j = names.index(chosen[f])
         at = validation[j].argmin(1)
         stopped[f] = test[j].gather(1, at.view(-1, 1)).squeeze(1).double()
-    return {"families": fam, "scores": scores, "chosen": chosen,
+    half = list(fractions).index(0.5) if 0.5 in fractions else 0
+    ties = tied_points(validation, names, fam, chosen)
+    # the comparison at 50% against every point the validation split cannot tell from the chosen one
+    against_ties = {"equal": {n: paired_speedup(fast[half], steps_to_gap(losses[names.index(n)], floors, n_classes,
+                                                                        fractions)[half], n_steps)
+                              for n in ties["equal"]},
+                    "value_faster": {n: paired_speedup(steps_to_gap(losses[names.index(n)], floors, n_classes,
+                                                                    fractions)[half], slow[half], n_steps)
+                                     for n in ties["value_faster"]}}
+    main = paired_speedup(fast[half], slow[half], n_steps)
+    sides = {_side(d) for d in [main, *against_ties["equal"].values(), *against_ties["value_faster"].values()]}
+    return {"families": fam, "scores": scores, "chosen": chosen, "ties": ties, "against_ties": against_ties,
+            "robust_to_ties": len(sides) == 1 and 0 not in sides,
             "criterion": "lowest validation loss (mean over seeds)",
             "speedup": {f"{p:.0%}": paired_speedup(fast[k], slow[k], n_steps) for k, p in enumerate(fractions)},
             "test_difference": t_interval((stopped["value_faster"] - stopped["equal"]).tolist(), null=0.0)}
+
+
+def _side(d: dict) -> int:
+    """+1 / -1: a paired speed-up above / below 1 at p < 0.05 (unadjusted); 0: cannot tell."""
+    if not (d.get("p", math.nan) < 0.05):
+        return 0
+    return 1 if d["mean"] > 1 else -1
+
+
+def tied_points(validation: Tensor, names: list[str], families: dict[str, list[str]],
+                chosen: dict[str, str]) -> dict[str, list[str]]:
+    """Per family, the other points the validation split cannot tell from the chosen one: the
+    per-seed difference of their scores (lowest validation loss) from the chosen point's has a
+    95% t-interval that does not lie above 0. A choice among tied points is the criterion's
+    noise, so the comparison is also reported against each of them (`tuned_grid`)."""
+    def per_seed(n: str) -> Tensor:
+        return validation[names.index(n)].double().min(1).values
+
+    out: dict[str, list[str]] = {}
+    for f, members in families.items():
+        best = per_seed(chosen[f])
+        out[f] = []
+        for n in members:
+            if n == chosen[f] or not bool(torch.isfinite(per_seed(n)).all()):  # a diverged point is no tie
+                continue
+            d = t_interval((per_seed(n) - best).tolist(), null=0.0)
+            if not (d["ci_low"] > 0):
+                out[f].append(n)
+    return out

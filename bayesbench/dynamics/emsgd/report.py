@@ -114,11 +114,17 @@ def grid_section(summary: dict, n_seeds: int) -> str | None:
                     f"{'-' if score is None else f'{score:.4f}'} | {g['median_steps'][k]:.0f} "
                     f"({g['reached'][k]}/{n_seeds}) |")
     sp = "; ".join(f"{p}: {fmt(d, '{:.2f}x')} (n={d['n']})" for p, d in grid["speedup"].items())
+    ties = ", ".join(n for f in ("equal", "value_faster") for n in grid.get("ties", {}).get(f, []))
+    against = "; ".join(f"{'against' if f == 'equal' else 'with'} {n}: {fmt(d, '{:.2f}x')}"
+                        for f in ("equal", "value_faster") for n, d in grid.get("against_ties", {}).get(f, {}).items())
     return (f"Rates W_V x (W_Q, W_K, W_O), each family's point chosen on the validation split alone "
             f"({grid['criterion']}); the training and test splits are not read by the choice. Paired speed-up of the "
             f"tuned W_V-faster point over the tuned equal-rate point (equal-rate steps / W_V-faster steps, geometric "
             f"mean over the seeds where both reached it): {sp}. Test loss at each one's validation-chosen step, "
-            f"W_V-faster - equal-rate: {fmt(grid['test_difference'], '{:+.4f}')} nats.\n\n" + "\n".join(rows))
+            f"W_V-faster - equal-rate: {fmt(grid['test_difference'], '{:+.4f}')} nats. Points the validation split "
+            f"cannot tell from the chosen one (paired t-interval of the score difference not above 0): "
+            f"{ties or 'none'}; the comparison at 50% against each of them: {against or '-'}; the same side "
+            f"against all: {'yes' if grid.get('robust_to_ties') else 'no'}.\n\n" + "\n".join(rows))
 
 
 def toy_sections(variant: str, seeds: list[int], steps: int, length: int, sequences: int, summary: dict,

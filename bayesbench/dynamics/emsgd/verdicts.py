@@ -47,9 +47,13 @@ def toy_verdicts(s: dict) -> list[dict]:
         claim = (f"two timescales beat one at a tuned rate: the W_V-faster point ({ch['value_faster']}) reaches "
                  f"50% of the gap sooner than the equal-rate point ({ch['equal']}), each chosen on validation "
                  f"(paired speed-up)")
+        ties = grid.get("ties", {})
+        tied = ", ".join(ties.get("equal", []) + ties.get("value_faster", [])) or "none"
         out.append(test("primary", claim, half,
                         f"1x ({half['n']} seeds where both reached it; W_V-faster alone {half['only_fast']}, "
-                        f"equal-rate alone {half['only_slow']})", null=1.0, f="{:.2f}x"))
+                        f"equal-rate alone {half['only_slow']}); points validation cannot tell from the chosen: "
+                        f"{tied}; the same side against each: {'yes' if grid.get('robust_to_ties') else 'no'}",
+                        null=1.0, f="{:.2f}x"))
         out.append(test("primary", f"the tuned W_V-faster point learns the chain better: test loss at the "
                                    f"validation-chosen step, {ch['value_faster']} - {ch['equal']}, nats",
                         grid["test_difference"], "0", side=-1, f="{:+.4f}"))
