@@ -12,7 +12,8 @@
 #   attention benchmarks (vs SDPA and eager), E = 8 training step cost, the profiler's Triton
 #   stats-probe overhead (benchmarks/test_dynamics.py, goal <= 1.3x).
 # Opt-in: RUN_LEADERBOARD=1 adds the capped paper-scale leaderboard (up to 15 minutes; report-only
-# for the science: a capped run times the pipeline, its goal is asserted uncapped).
+# for the science: a capped run times the pipeline, its goal is asserted uncapped); RUN_EMSGD=1 the
+# EM-vs-SGD controls at the authors' T = 2000 (below).
 #
 # Expected on one H200 (16 cores), from the sizes of the work (not yet measured on a GPU):
 # env 5 s; install 10 s; build 150 s; import 5 s; oracle tests 60 s (all parallel with the
@@ -57,5 +58,21 @@ step_train_bench
 step_dynamics_bench
 if [ "${RUN_LEADERBOARD:-0}" = 1 ]; then
     step_leaderboard
+fi
+# Opt-in: RUN_EMSGD=1 adds the EM-vs-SGD controls in the authors' full setting (docs/em_vs_sgd.md):
+# T = 2000, 1000 full-batch updates, every schedule and the 2-D grid of rates, on EMSGD_SEEDS seeds
+# (default 16) trained on the GPU, 32 members per pass; its summary in work/emsgd_T2000.json.
+# About 22 x 16 members x 1000 updates: give it GPU_CHECK_BUDGET_S of 900 or more, or run it alone.
+if [ "${RUN_EMSGD:-0}" = 1 ]; then
+    step emsgd 900 env EMSGD_OUT="$WORK/emsgd_T2000.json" EMSGD_DB="$WORK/emsgd.sqlite" \
+        EMSGD_SEEDS="${EMSGD_SEEDS:-16}" "$PYTHON" -c "
+import json, os, time
+from bayesbench.dynamics.emsgd.study import default_seeds, run_study
+t = time.time()
+s = run_study('paper', default_seeds(int(os.environ['EMSGD_SEEDS'])), steps=1000, length=2000, chunk=32,
+              device='cuda', db=os.environ['EMSGD_DB'])
+s['wall_s'] = time.time() - t
+json.dump(s, open(os.environ['EMSGD_OUT'], 'w'), indent=1, default=str)
+print(*s['headline'], sep='\\n')"
 fi
 finish

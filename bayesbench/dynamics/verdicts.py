@@ -11,6 +11,11 @@ its adjusted p is below 0.05 and the estimate lies on the claimed side of its co
     cannot tell   adjusted p >= 0.05 (or no interval: fewer than 2 seeds)
     not tested    the study did not measure it
 
+A family's size does not depend on the data: a member with no p-value (a statistic the run could
+not compute) enters Holm's adjustment as p = 1, so it still counts against the others, and reads
+"cannot tell". The intervals printed beside the verdicts are each 95% on its own (unadjusted);
+`verdict_table` says so in its header, and gives beside each the Holm-adjusted p.
+
 A verdict is a dict: family, claim, number (the statistic with its interval), control (what it
 is compared with), p, p_adj, adjustment (which family, how many tests), verdict.
 """
@@ -66,12 +71,15 @@ def adjust(verdicts: list[dict]) -> list[dict]:
     the same list."""
     for family in FAMILIES:
         members = [v for v in verdicts if v["family"] == family and not v.get("fixed")]
-        adjusted = holm([v["p"] for v in members])
-        m = sum(1 for v in members if math.isfinite(v["p"]))
+        # an untestable member counts as p = 1: the family's size is fixed before the data
+        adjusted = holm([v["p"] if math.isfinite(v["p"]) else 1.0 for v in members])
+        m = len(members)
+        untestable = sum(1 for v in members if not math.isfinite(v["p"]))
         for v, p_adj in zip(members, adjusted):
             v["p_adj"] = p_adj
-            v["adjustment"] = f"Holm over the {m} {family} tests"
-            if not math.isfinite(p_adj):
+            v["adjustment"] = f"Holm over the {m} {family} tests" + (
+                f" ({untestable} untestable, counted as p = 1)" if untestable else "")
+            if not math.isfinite(v["p"]):
                 v["verdict"] = "cannot tell"
             elif p_adj >= ALPHA or v["estimate_side"] == 0:
                 v["verdict"] = "cannot tell"
@@ -86,7 +94,8 @@ def adjust(verdicts: list[dict]) -> list[dict]:
 
 def verdict_table(verdicts: list[dict], family: str) -> str:
     """A Markdown table of one family's verdicts."""
-    rows = ["| claim | measured [95% CI over seeds] | control | p | p (Holm) | verdict |", "|---|---|---|---|---|---|"]
+    rows = ["| claim | measured [95% CI over seeds, unadjusted] | control | p | p (Holm) | verdict |",
+            "|---|---|---|---|---|---|"]
     for v in verdicts:
         if v["family"] != family:
             continue

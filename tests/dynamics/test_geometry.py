@@ -143,6 +143,30 @@ def test_a_value_pca_that_tracks_position_has_no_within_position_correlation():
     assert math.isnan(value_pca(g, mask, rounding)["partial"])
 
 
+def test_the_within_position_test_reads_the_residuals_pc1_not_the_global_one():
+    """Issue 44: position dominates the global PC1, so an entropy coded along another direction,
+    within positions, is invisible to it. The within-position test reads PC1 of the
+    within-position residuals, and finds it; the global PC1 (the authors' number) stays position's."""
+    from bayesbench.dynamics.geometry.measure import within_position, within_position_pc1
+
+    gen = torch.Generator().manual_seed(3)
+    B, L = 150, 10
+    pos = torch.arange(L, dtype=torch.float64).expand(B, L)
+    h = torch.rand(B, L, generator=gen, dtype=torch.float64)
+    coded = torch.tensor([5.0, 3.0, 4.0], dtype=torch.float64)  # position on three features, the entropy on one
+    g = torch.cat([pos.unsqueeze(-1) * coded, h.unsqueeze(-1)], -1) \
+        + 0.02 * torch.randn(B, L, 4, generator=gen, dtype=torch.float64)
+    mask = torch.ones(B, L, dtype=torch.bool)
+    res = value_pca(g, mask, h)
+    position = pos.long()[mask]
+    global_partial, _ = within_position(res["pc1"], h[mask], position)
+    assert res["position"] > 0.99 and global_partial < 0.2  # the global PC1 is the position's axis
+    assert res["partial"] > 0.95 and res["partial_null"] < 0.1  # the residuals' PC1 follows h within positions
+    assert res["var_within"] > 0.5
+    pc1, share = within_position_pc1(torch.zeros(4, 3, dtype=torch.float64), torch.tensor([0, 0, 1, 1]))
+    assert math.isnan(share) and torch.equal(pc1, torch.zeros(4, dtype=torch.float64))
+
+
 def test_an_untrained_transformer_on_the_repeated_key_bijection_reads_position_not_entropy():
     """The quick transformer at initialisation, on the bijection with repeated keys (whose posterior
     entropy varies within a position): PC1 tracks the position and the raw |rho| with the entropy

@@ -94,3 +94,104 @@ def best_on_validation(validation: Tensor, names: list[str], candidates: tuple[s
     if not present:
         return None
     return min(present, key=lambda c: float(validation[names.index(c)].double().min(1).values.mean()))
+
+
+GRID_FAMILIES = ("value_faster", "equal")  # W_V's rate above the others' / every rate equal
+
+
+def grid_families(names: list[str]) -> dict[str, list[str]]:
+    """The grid points among `names` (toy.grid_points), by family: "value_faster" (W_V's rate
+    above the others': the EM-like idea) and "equal" (one rate on every matrix: plain SGD).
+    Points with W_V slower belong to neither."""
+    from .toy import grid_points
+
+    points = grid_points()
+    present = [n for n in points if n in names]
+    return {"value_faster": [n for n in present if points[n][0] > points[n][1]],
+            "equal": [n for n in present if points[n][0] == points[n][1]]}
+
+
+def validation_scores(validation: Tensor, names: list[str], candidates: list[str]) -> dict[str, float]:
+    """Each candidate's tuning score on the validation split: its lowest validation loss over
+    the recorded steps, averaged over seeds (validation [S, E, R]; NaN or inf counts as no score:
+    +inf, never chosen)."""
+    out = {}
+    for c in candidates:
+        v = float(validation[names.index(c)].double().min(1).values.mean())
+        out[c] = v if math.isfinite(v) else math.inf
+    return out
+
+
+def tuned_grid(losses: Tensor, validation: Tensor, test: Tensor, names: list[str], floors: Tensor,
+               n_classes: int, fractions=FRACTIONS, *, complete: bool = True) -> dict:
+    """The 2-D grid's comparison (docs/em_vs_sgd.md): each family's point chosen on the
+    validation split alone (`validation_scores`: lowest validation loss), then, on the training
+    split, the paired speed-up of the chosen W_V-faster point over the chosen equal-rate point at
+    each fraction of the gap (equal-rate steps / W_V-faster steps per seed: above 1, the two
+    timescales are faster), and on the test split the difference of their test losses at each
+    one's validation-chosen step. Empty when the grid was not trained: unless `complete` is
+    False, every grid point must be among `names` (a family tuned over fewer points than the
+    grid names is not the family named in advance).
+
+    The selection never reads the training or test losses: choosing the fastest point on the
+    training curves it then reports on would favour the family with more points (a maximum over
+    10 noisy points against one over 5)."""
+    from .toy import grid_points
+
+    fam = grid_families(names)
+    if not fam["value_faster"] or not fam["equal"] or (complete and not set(grid_points()) <= set(names)):
+        return {}
+    n_steps = losses.shape[-1] - 1
+    scores = {f: validation_scores(validation, names, fam[f]) for f in GRID_FAMILIES}
+    chosen = {f: min(scores[f], key=lambda n: scores[f][n]) for f in GRID_FAMILIES}
+    fast, slow = (steps_to_gap(losses[names.index(chosen[f])], floors, n_classes, fractions) for f in GRID_FAMILIES)
+    stopped = {}
+    for f in GRID_FAMILIES:
+        j = names.index(chosen[f])
+        at = validation[j].argmin(1)
+        stopped[f] = test[j].gather(1, at.view(-1, 1)).squeeze(1).double()
+    half = list(fractions).index(0.5) if 0.5 in fractions else 0
+    ties = tied_points(validation, names, fam, chosen)
+    # the comparison at 50% against every point the validation split cannot tell from the chosen one
+    against_ties = {"equal": {n: paired_speedup(fast[half], steps_to_gap(losses[names.index(n)], floors, n_classes,
+                                                                        fractions)[half], n_steps)
+                              for n in ties["equal"]},
+                    "value_faster": {n: paired_speedup(steps_to_gap(losses[names.index(n)], floors, n_classes,
+                                                                    fractions)[half], slow[half], n_steps)
+                                     for n in ties["value_faster"]}}
+    main = paired_speedup(fast[half], slow[half], n_steps)
+    sides = {_side(d) for d in [main, *against_ties["equal"].values(), *against_ties["value_faster"].values()]}
+    return {"families": fam, "scores": scores, "chosen": chosen, "ties": ties, "against_ties": against_ties,
+            "robust_to_ties": len(sides) == 1 and 0 not in sides,
+            "criterion": "lowest validation loss (mean over seeds)",
+            "speedup": {f"{p:.0%}": paired_speedup(fast[k], slow[k], n_steps) for k, p in enumerate(fractions)},
+            "test_difference": t_interval((stopped["value_faster"] - stopped["equal"]).tolist(), null=0.0)}
+
+
+def _side(d: dict) -> int:
+    """+1 / -1: a paired speed-up above / below 1 at p < 0.05 (unadjusted); 0: cannot tell."""
+    if not (d.get("p", math.nan) < 0.05):
+        return 0
+    return 1 if d["mean"] > 1 else -1
+
+
+def tied_points(validation: Tensor, names: list[str], families: dict[str, list[str]],
+                chosen: dict[str, str]) -> dict[str, list[str]]:
+    """Per family, the other points the validation split cannot tell from the chosen one: the
+    per-seed difference of their scores (lowest validation loss) from the chosen point's has a
+    95% t-interval that does not lie above 0. A choice among tied points is the criterion's
+    noise, so the comparison is also reported against each of them (`tuned_grid`)."""
+    def per_seed(n: str) -> Tensor:
+        return validation[names.index(n)].double().min(1).values
+
+    out: dict[str, list[str]] = {}
+    for f, members in families.items():
+        best = per_seed(chosen[f])
+        out[f] = []
+        for n in members:
+            if n == chosen[f] or not bool(torch.isfinite(per_seed(n)).all()):  # a diverged point is no tie
+                continue
+            d = t_interval((per_seed(n) - best).tolist(), null=0.0)
+            if not (d["ci_low"] > 0):
+                out[f].append(n)
+    return out

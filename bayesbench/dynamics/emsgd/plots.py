@@ -140,11 +140,17 @@ def toy_figures(out_dir: str, run: ToyRun, summary: dict, seeds: list[int], n_cl
     floors, and for SGD and EM-like (the two schedules of Paper II section 7.1's figures) the
     attention heatmaps, attention entropy and value trajectories. Returns the paths and the
     variance fraction of the trajectories' PC1 and PC2."""
-    names, held, ent = run.schedules, summary["held_out"], run.attn_entropy
-    pair = [names.index("sgd"), names.index("em")]
-    figures = [loss_curves(os.path.join(out_dir, "loss.png"), run.losses, names, summary["floors_nats"],
+    from .toy import GRID
+
+    held = summary["held_out"]
+    # the fixed schedules and the grid's two tuned points (the grid's other points: its table in the report)
+    chosen = set((summary.get("grid") or {}).get("chosen", {}).values())
+    shown = [j for j, n in enumerate(run.schedules) if n not in GRID or n in chosen]
+    names, ent = [run.schedules[j] for j in shown], run.attn_entropy[shown]
+    pair = [run.schedules.index("sgd"), run.schedules.index("em")]
+    figures = [loss_curves(os.path.join(out_dir, "loss.png"), run.losses[shown], names, summary["floors_nats"],
                            "training loss of each schedule", setting=setting),
-               loss_curves(os.path.join(out_dir, "held_out_loss.png"), run.split_losses("test"), names,
+               loss_curves(os.path.join(out_dir, "held_out_loss.png"), run.split_losses("test")[shown], names,
                            {"exact filtering floor, test split (mean over seeds)": held["floor_mean"],
                             "chance, ln 8": math.log(n_classes)},
                            f"test-split loss: a held-out sequence per seed (seed + {TEST_SEED_OFFSET}), scored "

@@ -13,7 +13,7 @@ from ..verdicts import fmt, verdict_table
 from .chain import transition_matrix
 from .speedup import SpeedUp, speedup_text
 from .summary import AUTHORS_SPEEDUP
-from .toy import ALL_SCHEDULES, NORM_MATCHED, ToyRun
+from .toy import ALL_SCHEDULES, GRID, NORM_MATCHED, ToyRun
 from .train import TEST_SEED_OFFSET, VALIDATION_SEED_OFFSET
 
 
@@ -35,10 +35,11 @@ def toy_headline(summary: dict, per_seed: SpeedUp, pooled: SpeedUp) -> list[str]
             f"{n}{' (best plain SGD)' if n == best else ''} {speedup_text(a['speedup_per_seed'], detail=False)}"
             for n, a in against.items()))
         lines.append("share of the gap chance -> exact filtering floor covered after the last update: " + ", ".join(
-            f"{n} {g['final_gap_share']['mean']:.2f}" for n, g in summary["gap"].items()))
+            f"{n} {g['final_gap_share']['mean']:.2f}" for n, g in summary["gap"].items() if n not in GRID))
         held = summary["held_out"]
         lines.append(f"test loss at the validation-chosen step (test floor {held['floor_mean']:.4f} nats): "
-                     + ", ".join(f"{n} {held[n]['early_stopped']['mean']:.4f}" for n in summary["schedules"]))
+                     + ", ".join(f"{n} {held[n]['early_stopped']['mean']:.4f}" for n in summary["schedules"]
+                                 if n not in GRID))
     return lines
 
 
@@ -53,6 +54,8 @@ def controls_section(summary: dict, n_seeds: int) -> str:
             f"of the gap | test loss, final | test loss at the validation-chosen step (median step) |",
             "|---|---|---|---|---|" + "---|" * len(fr) + "---|---|---|---|---|"]
     for n, g in gaps.items():
+        if n in GRID:  # the grid's own section
+            continue
         a = against.get(n)
         steps = " | ".join(f"{m:.0f} ({r}/{n_seeds})" for m, r in zip(g["median_steps"], g["reached"]))
         final = summary["final_loss_em"] if n == "em" else a["final_loss"]
@@ -73,7 +76,8 @@ def controls_section(summary: dict, n_seeds: int) -> str:
         rows.append(f"| {label} | {lr} | {b['update_norm']:.4f} | {final['mean']:.4f} | "
                     f"{fmt(g['final_gap_share'], '{:.2f}')} | {steps} | {cmp} | {ho} |")
     lrs = "; ".join(f"{n}: " + (f"the gradient direction at {NORM_MATCHED[n]}'s update norm" if n in NORM_MATCHED
-                                else ", ".join(f"{w} {v:.4g}" for w, v in ALL_SCHEDULES[n].items())) for n in gaps)
+                                else ", ".join(f"{w} {v:.4g}" for w, v in ALL_SCHEDULES[n].items()))
+                    for n in gaps if n not in GRID)
     return ("Every schedule trains the same data, seeds and initial weights. Learning rates: " + lrs + ". Summed lr: "
             "sum over the four matrices of lr x number of entries; the mean update norm is ||Delta theta|| per "
             "update, over updates and seeds. The gap runs from chance (ln 8) to each seed's exact filtering floor; "
@@ -85,6 +89,42 @@ def controls_section(summary: dict, n_seeds: int) -> str:
             f"{VALIDATION_SEED_OFFSET}, seed + {TEST_SEED_OFFSET}); each schedule's stopping step is where its "
             "validation loss is lowest, and the test loss there is reported; the best plain SGD is chosen on "
             f"validation too. Test floor: {held.get('floor_mean', math.nan):.4f} nats.\n\n" + "\n".join(rows))
+
+
+def grid_section(summary: dict, n_seeds: int) -> str | None:
+    """The 2-D grid of rates: each point's validation score, its family and its steps to 50% of the
+    gap; the tuned pair and their comparison."""
+    grid = summary.get("grid") or {}
+    if not grid:
+        return None
+    from .toy import BASE_LR, grid_points
+
+    points, gaps = grid_points(), summary["gap"]
+    k = gaps["em"]["fractions"].index(0.5) if 0.5 in gaps["em"]["fractions"] else 0
+    rows = ["| point | W_V rate | W_Q, W_K, W_O rate | family | validation score (lowest validation loss, mean over "
+            "seeds) | steps to 50% of the gap (median; seeds) |", "|---|---|---|---|---|---|"]
+    for n, (v, o) in points.items():
+        if n not in gaps:
+            continue
+        fam = next((f for f, names in grid["families"].items() if n in names), "W_V slower (neither)")
+        score = grid["scores"].get(fam, {}).get(n)
+        chosen = " (chosen)" if grid["chosen"].get(fam) == n else ""
+        g = gaps[n]
+        rows.append(f"| {n}{chosen} | {v * BASE_LR:g} | {o * BASE_LR:g} | {fam} | "
+                    f"{'-' if score is None else f'{score:.4f}'} | {g['median_steps'][k]:.0f} "
+                    f"({g['reached'][k]}/{n_seeds}) |")
+    sp = "; ".join(f"{p}: {fmt(d, '{:.2f}x')} (n={d['n']})" for p, d in grid["speedup"].items())
+    ties = ", ".join(n for f in ("equal", "value_faster") for n in grid.get("ties", {}).get(f, []))
+    against = "; ".join(f"{'against' if f == 'equal' else 'with'} {n}: {fmt(d, '{:.2f}x')}"
+                        for f in ("equal", "value_faster") for n, d in grid.get("against_ties", {}).get(f, {}).items())
+    return (f"Rates W_V x (W_Q, W_K, W_O), each family's point chosen on the validation split alone "
+            f"({grid['criterion']}); the training and test splits are not read by the choice. Paired speed-up of the "
+            f"tuned W_V-faster point over the tuned equal-rate point (equal-rate steps / W_V-faster steps, geometric "
+            f"mean over the seeds where both reached it): {sp}. Test loss at each one's validation-chosen step, "
+            f"W_V-faster - equal-rate: {fmt(grid['test_difference'], '{:+.4f}')} nats. Points the validation split "
+            f"cannot tell from the chosen one (paired t-interval of the score difference not above 0): "
+            f"{ties or 'none'}; the comparison at 50% against each of them: {against or '-'}; the same side "
+            f"against all: {'yes' if grid.get('robust_to_ties') else 'no'}.\n\n" + "\n".join(rows))
 
 
 def toy_sections(variant: str, seeds: list[int], steps: int, length: int, sequences: int, summary: dict,
@@ -130,6 +170,9 @@ def toy_sections(variant: str, seeds: list[int], steps: int, length: int, sequen
             f"{100 * sum(summary['value_pca_variance_pc1_pc2']):.0f}% of their variance")
     controls = [("EM-like against matched controls", controls_section(summary, len(seeds)))] \
         if len(run.schedules) > 2 else []
+    grid = grid_section(summary, len(seeds))
+    if grid:
+        controls.append(("The 2-D grid of rates, each family tuned on validation", grid))
     return [("Setting", setting), ("Verdicts", verdicts), ("Speed-up (EM-like over SGD)", "\n".join(rows)), *controls,
             ("Bayes floors (training cross-entropy)", floors),
             ("Final training loss per seed (nats)", "\n".join(per)),
@@ -141,6 +184,7 @@ def deep_headline(summary: dict, per_seed: SpeedUp, pooled: SpeedUp) -> list[str
     scores, the floors."""
     return [
         f"adamw-em over adamw, speed-up (per-seed threshold): {speedup_text(per_seed)}; pooled: {speedup_text(pooled)}",
+        *(f"{v['verdict']}: {v['claim']} ({v['number']})" for v in summary.get("verdicts", [])),
         *(f"{n}: held-out loss {d['loss']['mean']:.4f}, entropy {d['entropy']['mean']:.4f} nats "
           f"(gap to H(Y_t|Y_(t-1)) = {d['entropy_gap_to_H']:+.4f}), accuracy {d['accuracy']['mean']:.4f}"
           for n, d in summary["test"].items()),

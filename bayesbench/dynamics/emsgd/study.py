@@ -92,12 +92,13 @@ def run_emsgd(cfg: EmsgdConfig) -> dict:
 
 def run_study(variant: str, seeds: list[int], *, steps: int, length: int, sequences: int = 40,
               chunk: int | None = None, db: str | None = None, progress: bool = False,
-              schedules: list[str] | None = None, means: str = "shared") -> dict:
+              schedules: list[str] | None = None, means: str = "shared", device: str | None = None) -> dict:
     """Run one study end to end; returns its summary (also stored in `studies`).
 
     `schedules` (toy variants): which of `toy.ALL_SCHEDULES` to train, default all of them
     (SGD, EM-like and the controls); "sgd" and "em" are always among them. `means`: "shared"
-    (the authors' symbol means for every seed) or "per-seed"."""
+    (the authors' symbol means for every seed) or "per-seed". `device` (toy variants): where the
+    members train (default the CPU; scripts/gpu_check.sh runs the authors' T = 2000 on a GPU)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     schedules = check_schedules(schedules)
@@ -113,7 +114,7 @@ def run_study(variant: str, seeds: list[int], *, steps: int, length: int, sequen
             summary, records, sections, figures = _deep(seeds, steps, length, out_dir, progress)
         else:
             summary, records, sections, figures = _toy(variant, seeds, steps, length, sequences, chunk, out_dir,
-                                                       progress, schedules, means)
+                                                       progress, schedules, means, device)
         write_dynamics(study_id, records, path=db)
     report = write_report(os.path.join(report_dir(db), f"{study_id}.md"),
                           f"EM-like vs SGD ({variant} variant), study {study_id}", sections, figures)
@@ -138,12 +139,15 @@ def check_length(length: int) -> int:
 
 
 def check_schedules(schedules: list[str] | None) -> list[str]:
-    """The toy schedules to train, in `ALL_SCHEDULES` order; FieldError for an unknown name or a
-    list without both "sgd" and "em" (every comparison is against them)."""
-    from .toy import ALL_SCHEDULES
+    """The toy schedules to train, in `ALL_SCHEDULES` order; "grid" stands for every point of the
+    2-D grid of rates (`toy.grid_points`). FieldError for an unknown name or a list without both
+    "sgd" and "em" (every comparison is against them)."""
+    from .toy import ALL_SCHEDULES, grid_points
 
     if schedules is None:
         return list(ALL_SCHEDULES)
+    if "grid" in schedules:
+        schedules = [s for s in schedules if s != "grid"] + list(grid_points())
     unknown = [s for s in schedules if s not in ALL_SCHEDULES]
     if unknown:
         raise FieldError("schedules", f": unknown {unknown}; choose from {list(ALL_SCHEDULES)}")
@@ -153,7 +157,8 @@ def check_schedules(schedules: list[str] | None) -> list[str]:
 
 
 def _toy(variant: str, seeds: list[int], steps: int, length: int, sequences: int, chunk: int | None, out_dir: str,
-         progress: bool, schedules: list[str], means: str) -> tuple[dict, list, list[tuple[str, str]], list[str]]:
+         progress: bool, schedules: list[str], means: str,
+         device: str | None = None) -> tuple[dict, list, list[tuple[str, str]], list[str]]:
     """A toy study (paper or beta variant): (summary, stored rows, report sections, figures)."""
     from . import plots
     from .report import toy_headline, toy_sections
@@ -162,7 +167,7 @@ def _toy(variant: str, seeds: list[int], steps: int, length: int, sequences: int
     from .verdicts import toy_verdicts
 
     splits = toy_splits(variant, seeds, length=length, sequences=sequences, means=means)
-    run = train_schedules(splits, seeds, schedules, steps=steps, chunk=chunk, progress=progress)
+    run = train_schedules(splits, seeds, schedules, steps=steps, chunk=chunk, progress=progress, device=device)
     summary, per_seed, pooled = toy_summary(variant, seeds, steps, means, run, splits)
     summary["verdicts"] = toy_verdicts(summary)
     records = toy_records(run, seeds, splits, summary, per_seed, pooled)
@@ -181,9 +186,11 @@ def _deep(seeds: list[int], steps: int, length: int, out_dir: str,
     from .report import deep_headline, deep_sections
     from .summary import deep_records, deep_summary
     from .train import deep_run
+    from .verdicts import deep_verdicts
 
     test, run = deep_run(seeds, steps=steps, length=length, progress=progress)
     summary, per_seed, pooled = deep_summary(seeds, steps, run, test)
+    summary["verdicts"] = deep_verdicts(summary)
     records = deep_records(run, seeds)
     figures = deep_figures(out_dir, run, summary, seeds, steps=steps, length=length)
     summary["headline"] = deep_headline(summary, per_seed, pooled)

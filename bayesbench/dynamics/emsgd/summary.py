@@ -15,10 +15,10 @@ import torch
 
 from ...stats import t_interval
 from .chain import ChainData, conditional_entropy, nats_to_bits, transition_matrix
-from .controls import FRACTIONS, best_on_validation, gap_table, paired_speedup
+from .controls import FRACTIONS, best_on_validation, gap_table, paired_speedup, tuned_grid
 from .deep import DeepRun
 from .speedup import SpeedUp, speedup
-from .toy import ALL_SCHEDULES, NORM_MATCHED, SGD_SWEEP, ToyRun, ToyShape, total_rate
+from .toy import ALL_SCHEDULES, GRID, NORM_MATCHED, SGD_SWEEP, ToyRun, ToyShape, total_rate
 from .train import Splits
 
 AUTHORS_SPEEDUP = 2.3  # Paper II section 7.2: 430 vs 1000 steps, 5 seeds
@@ -69,7 +69,7 @@ def toy_summary(variant: str, seeds: list[int], steps: int, means: str, run: Toy
     em_gap = torch.tensor(gaps["em"]["steps"])
     against = {}
     for j, n in enumerate(names):
-        if n == "em":
+        if n == "em" or n in GRID:  # the grid points are compared as tuned families (`grid` below)
             continue
         other = run.losses[j]
         against[n] = {"speedup_per_seed": speedup(em, other, steps).as_dict(),
@@ -87,13 +87,15 @@ def toy_summary(variant: str, seeds: list[int], steps: int, means: str, run: Toy
     i100 = min(range(len(run.record_steps)), key=lambda r: abs(run.record_steps[r] - 100))
     held = held_out_summary(run, [d.floor() for d in splits.test])
     best = best_on_validation(run.split_losses("validation"), names, SGD_SWEEP)
+    grid = tuned_grid(run.losses, run.split_losses("validation"), run.split_losses("test"), names, seed_floors,
+                      n_classes)
     summary = {
         "variant": variant, "seeds": len(seeds), "steps": steps, "schedules": names, "means": means,
         "speedup_per_seed": per_seed.as_dict(), "speedup_pooled": pooled.as_dict(), "authors_speedup": AUTHORS_SPEEDUP,
         "floors_nats": floors, "floors_bits": {k: nats_to_bits(v) for k, v in floors.items()},
         "final_loss_sgd": mean_ci(sgd[:, steps]), "final_loss_em": mean_ci(em[:, steps]),
         "em_ahead_seeds": int((em[:, steps] < sgd[:, steps]).sum()), "budget": budget,
-        "gap": gaps, "against": against, "best_sgd": best, "held_out": held,
+        "gap": gaps, "against": against, "best_sgd": best, "held_out": held, "grid": grid,
         "attention_entropy": {n: {"step0": float(ent[j, :, 0].mean()), f"step{run.record_steps[i100]}":
                                   float(ent[j, :, i100].mean()), "final": float(ent[j, :, -1].mean())}
                               for j, n in enumerate(names)},

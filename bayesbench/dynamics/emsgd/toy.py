@@ -80,8 +80,47 @@ CONTROLS: dict[str, dict[str, float]] = {
 }
 # schedule -> the schedule whose update norm it takes at every step (per seed)
 NORM_MATCHED = {"sgd-emnorm": "em"}
-ALL_SCHEDULES = {**SCHEDULES, **CONTROLS}
 SGD_SWEEP = ("sgd", "sgd3", "sgd10")  # plain SGD at x1, x3, x10: the best of them (on validation) is the fair baseline
+
+# The two-dimensional grid of rates (issue 44, point 4): W_V's rate x the rate of W_Q, W_K and W_O,
+# each a multiple of BASE_LR. A point whose W_V multiple exceeds the others' is "W_V faster" (the
+# EM-like idea: the values on a faster timescale); one where they are equal is plain SGD at one rate.
+# Each family is tuned on the validation split (`controls.grid_families`, `best_on_validation`) and
+# the two tuned points are compared at matched fractions of the gap. The equal-rate family spans
+# the same range as the W_V rates (x0.3 to x30), so neither family is tuned over a narrower range.
+BASE_LR = 0.01
+GRID_VALUE = (1.0, 3.0, 10.0, 30.0)  # W_V's rate / BASE_LR
+GRID_OTHER = (0.3, 1.0, 3.0, 10.0)  # W_Q, W_K, W_O's rate / BASE_LR
+GRID_EQUAL = (0.3, 1.0, 3.0, 10.0, 30.0)  # plain SGD's rate / BASE_LR (the equal-rate family)
+
+
+def grid_rates(value: float, other: float) -> dict[str, float]:
+    """The per-matrix rates of the grid point (W_V at value x BASE_LR, the rest at other x BASE_LR)."""
+    return {"W_Q": other * BASE_LR, "W_K": other * BASE_LR, "W_V": value * BASE_LR, "W_O": other * BASE_LR}
+
+
+def grid_name(value: float, other: float) -> str:
+    """A grid point's schedule: the paper's or a control's name where the rates are the same
+    (`sgd`, `em`, `sgd3`, `sgd10`), else "sgd<rate>" on the equal-rate line (e.g. "sgd30") and
+    "v<value>-o<other>" off it (e.g. "v30-o0.3")."""
+    rates = grid_rates(value, other)
+    for name, sched in {**SCHEDULES, **CONTROLS}.items():
+        if name not in NORM_MATCHED and all(math.isclose(sched[w], rates[w]) for w in WEIGHTS):
+            return name
+    return f"sgd{value:g}" if math.isclose(value, other) else f"v{value:g}-o{other:g}"
+
+
+def grid_points() -> dict[str, tuple[float, float]]:
+    """Every grid point, name -> (W_V multiple, others' multiple): the W_V x others grid and the
+    equal-rate line, in that order, each name once."""
+    out: dict[str, tuple[float, float]] = {}
+    for v, o in [(v, o) for v in GRID_VALUE for o in GRID_OTHER] + [(r, r) for r in GRID_EQUAL]:
+        out.setdefault(grid_name(v, o), (v, o))
+    return out
+
+
+GRID = {n: grid_rates(v, o) for n, (v, o) in grid_points().items() if n not in SCHEDULES and n not in CONTROLS}
+ALL_SCHEDULES = {**SCHEDULES, **CONTROLS, **GRID}
 
 
 def init_weights(seeds: list[int], shape: ToyShape = ToyShape()) -> dict[str, Tensor]:
@@ -165,7 +204,8 @@ def train_toy(data: list[ChainData], seeds: list[int], *, steps: int = 1000, sch
               shape: ToyShape = ToyShape(), means: Tensor | None = None, record_every: int = 10,
               snapshot_steps: tuple[int, ...] = (0, 10, 25, 50, 100), window: int = 48,
               chunk: int | None = None, progress: bool = False, test: list[ChainData] | None = None,
-              validation: list[ChainData] | None = None, norm_targets: Tensor | None = None) -> ToyRun:
+              validation: list[ChainData] | None = None, norm_targets: Tensor | None = None,
+              device: str | torch.device | None = None) -> ToyRun:
     """Train every (schedule, seed) member for `steps` full-batch updates; see the module docstring.
 
     data[e] is seed e's data (all the same shape). `means` [V, d_x] (the symbol means, or
@@ -174,7 +214,8 @@ def train_toy(data: list[ChainData], seeds: list[int], *, steps: int = 1000, sch
     update) at the same steps. A schedule in NORM_MATCHED takes, at update i of seed e, the step
     -norm_targets[e, i] * (w * g) / ||w * g|| (w its per-matrix weights, g the gradient). Members
     are computed `chunk` at a time (default: a memory budget); chunking changes numbers only by
-    float rounding.
+    float rounding. `device` (default the CPU) is where the members train; what is recorded comes
+    back to the CPU.
     """
     if len(data) != len(seeds) or not seeds:
         raise ValueError(f"data must hold one ChainData per seed ({len(seeds)} seeds, got {len(data)})")
@@ -184,14 +225,15 @@ def train_toy(data: list[ChainData], seeds: list[int], *, steps: int = 1000, sch
     positive_int("steps", steps)
     schedules = dict(schedules or SCHEDULES)
     names, E, S = list(schedules), len(seeds), len(schedules)
-    x = torch.stack([d.inputs for d in data])  # [E, B, N, d]
-    y = torch.stack([d.targets for d in data])
+    dev = torch.device(device or "cpu")
+    x = torch.stack([d.inputs for d in data]).to(dev)  # [E, B, N, d]
+    y = torch.stack([d.targets for d in data]).to(dev)
     _, B, N, _ = x.shape
-    w0 = init_weights(seeds, shape)
+    w0 = {w: t.to(dev) for w, t in init_weights(seeds, shape).items()}
     # member m = j * E + e: schedule j, seed e
-    member_seed = torch.arange(S * E) % E
-    lrs = {w: torch.tensor([schedules[n][w] for n in names for _ in range(E)]) for w in WEIGHTS}
-    matched = torch.tensor([n in NORM_MATCHED for n in names for _ in range(E)])
+    member_seed = torch.arange(S * E, device=dev) % E
+    lrs = {w: torch.tensor([schedules[n][w] for n in names for _ in range(E)], device=dev) for w in WEIGHTS}
+    matched = torch.tensor([n in NORM_MATCHED for n in names for _ in range(E)], device=dev)
     if bool(matched.any()) and (norm_targets is None or tuple(norm_targets.shape) != (E, steps)):
         raise ValueError(f"norm-matched schedules {[n for n in names if n in NORM_MATCHED]} need norm_targets of shape "
                          f"[{E}, {steps}], got {None if norm_targets is None else tuple(norm_targets.shape)}")
@@ -203,9 +245,14 @@ def train_toy(data: list[ChainData], seeds: list[int], *, steps: int = 1000, sch
     ent = torch.empty(S * E, len(record_steps))
     splits = {k: v for k, v in (("test", test), ("validation", validation)) if v is not None}
     held = {k: torch.empty(S * E, len(record_steps)) for k in splits}
-    held_xy = {k: (torch.stack([d.inputs for d in v]), torch.stack([d.targets for d in v])) for k, v in splits.items()}
+    held_xy = {k: (torch.stack([d.inputs for d in v]).to(dev), torch.stack([d.targets for d in v]).to(dev))
+               for k, v in splits.items()}
     if means is not None and means.dim() == 2:
         means = means.unsqueeze(0).expand(E, *means.shape)
+    if means is not None:
+        means = means.to(dev)
+    if norm_targets is not None:
+        norm_targets = norm_targets.to(dev)
     V = means.shape[1] if means is not None else 0
     protos = torch.empty(S * E, len(record_steps), V, shape.d_v)
     heat: dict[str, dict[int, Tensor]] = {n: {} for n in names}
@@ -213,7 +260,8 @@ def train_toy(data: list[ChainData], seeds: list[int], *, steps: int = 1000, sch
     chunk = chunk or default_chunk(B, N)
     bar = _bar(steps * math.ceil(S * E / chunk), progress)
     for lo in range(0, S * E, chunk):
-        idx = torch.arange(lo, min(lo + chunk, S * E))
+        idx = torch.arange(lo, min(lo + chunk, S * E), device=dev)
+        out_idx = idx.cpu()
         W = {w: w0[w][member_seed[idx]].clone().requires_grad_(True) for w in WEIGHTS}
         xc, yc = x[member_seed[idx]], y[member_seed[idx]]
         lr = {w: lrs[w][idx].view(-1, 1, 1) for w in WEIGHTS}
@@ -222,19 +270,20 @@ def train_toy(data: list[ChainData], seeds: list[int], *, steps: int = 1000, sch
         for i in range(steps + 1):
             logits, alpha = toy_forward(W, xc)
             loss = member_losses(logits, yc)
-            losses[idx, i] = loss.detach()
+            losses[out_idx, i] = loss.detach().cpu()
             if r < len(record_steps) and record_steps[r] == i:
                 with torch.no_grad():
-                    ent[idx, r] = attention_entropy(alpha, yc)
+                    ent[out_idx, r] = attention_entropy(alpha, yc).cpu()
                     if V and means is not None:
-                        protos[idx, r] = torch.matmul(means[member_seed[idx]], W["W_V"])
+                        protos[out_idx, r] = torch.matmul(means[member_seed[idx]], W["W_V"]).cpu()
                     for k, (xh, yh) in held_xy.items():
-                        held[k][idx, r] = member_losses(toy_forward(W, xh[member_seed[idx]])[0], yh[member_seed[idx]])
+                        held[k][out_idx, r] = member_losses(toy_forward(W, xh[member_seed[idx]])[0],
+                                                            yh[member_seed[idx]]).cpu()
                 r += 1
             if i in snapshot_steps or i == steps:
                 for m in idx.tolist():
                     if m % E == 0:  # the first seed, each schedule
-                        heat[names[m // E]][i] = alpha[m - lo, 0, :window, :window].detach().clone()
+                        heat[names[m // E]][i] = alpha[m - lo, 0, :window, :window].detach().cpu().clone()
             if i == steps:
                 break
             grads = torch.autograd.grad(loss.sum(), [W[w] for w in WEIGHTS])
@@ -246,12 +295,12 @@ def train_toy(data: list[ChainData], seeds: list[int], *, steps: int = 1000, sch
                     target = norm_targets[member_seed[idx], i].to(length.dtype)
                     scale = torch.where(length > 0, target / length.clamp(min=1e-30), torch.zeros_like(length))
                     step = {w: torch.where(match, v * scale.view(-1, 1, 1), v) for w, v in step.items()}
-                norms[idx, i] = torch.stack([v.pow(2).sum((1, 2)) for v in step.values()]).sum(0).sqrt()
+                norms[out_idx, i] = torch.stack([v.pow(2).sum((1, 2)) for v in step.values()]).sum(0).sqrt().cpu()
                 for w in WEIGHTS:
                     W[w].sub_(step[w])
             bar.update(1)
         for w in WEIGHTS:
-            final[w].append(W[w].detach())
+            final[w].append(W[w].detach().cpu())
     bar.close()
     return ToyRun(names, [int(s) for s in seeds], steps, losses.view(S, E, steps + 1), record_steps,
                   ent.view(S, E, -1), protos.view(S, E, len(record_steps), V, shape.d_v), norms.view(S, E, steps),

@@ -49,7 +49,7 @@ def toy_splits(variant: str, seeds: list[int], *, length: int, sequences: int, m
 
 
 def train_schedules(splits: Splits, seeds: list[int], schedules: list[str], *, steps: int, chunk: int | None,
-                    progress: bool) -> ToyRun:
+                    progress: bool, device: str | None = None) -> ToyRun:
     """Every schedule of `schedules` trained on `splits` for `steps` updates, in one run: the
     norm-matched ones (`toy.NORM_MATCHED`) after the others, seed by seed and step by step on the
     update norms of the schedule they match."""
@@ -57,7 +57,7 @@ def train_schedules(splits: Splits, seeds: list[int], schedules: list[str], *, s
     def train(names: list[str], norm_targets: Tensor | None = None) -> ToyRun:
         return train_toy(splits.train, seeds, schedules={n: ALL_SCHEDULES[n] for n in names}, steps=steps,
                          means=splits.means, chunk=chunk, progress=progress, test=splits.test,
-                         validation=splits.validation, norm_targets=norm_targets)
+                         validation=splits.validation, norm_targets=norm_targets, device=device)
 
     run = train([n for n in schedules if n not in NORM_MATCHED])
     for n in (n for n in schedules if n in NORM_MATCHED):

@@ -212,7 +212,14 @@ def value_pca(g: Tensor, mask: Tensor, posterior_entropy: Tensor, seed: int = 0)
     Returns the standardised variance shares of the first 3 PCs ("var"), the unstandardised ones
     ("var_raw"), the aligned PC1 coordinates, the aligned Spearman ("spearman" = |rho|, the
     authors' number), and its chance level "spearman_null": the same aligned |rho| against the
-    posterior entropies in a random order (a sign-aligned correlation is never negative)."""
+    posterior entropies in a random order (a sign-aligned correlation is never negative).
+
+    The within-position test ("partial", "partial_null") does not read the global PC1: where the
+    position moves the outputs most, the global PC1 is the position's axis and what varies within
+    a position is left to the later components (issue 44). It reads PC1 of the *within-position
+    residuals* (each position's mean output removed from the standardised outputs, then a PCA:
+    "pc1_within", its share of the residual variance "var_within"), the direction along which the
+    outputs vary most among the sequences at one position."""
     pts = g[mask].double()
     pts = pts - pts.mean(0)
     _, s_raw, _ = torch.linalg.svd(pts, full_matrices=False)
@@ -228,11 +235,30 @@ def value_pca(g: Tensor, mask: Tensor, posterior_entropy: Tensor, seed: int = 0)
     perm = torch.randperm(h.numel(), generator=torch.Generator().manual_seed(seed))
     null = abs(spearman(pc1, h[perm]))
     position = torch.arange(mask.shape[-1]).expand(mask.shape)[mask]
+    pc1_within, var_within = within_position_pc1(z, position)
     # entropies equal to 1e-9 bits are equal: the oracle's float rounding (1e-16) must not rank them
-    partial, partial_null = within_position(pc1, torch.round(h * 1e9) / 1e9, position, seed)
+    partial, partial_null = within_position(pc1_within, torch.round(h * 1e9) / 1e9, position, seed)
     return {"var": [float(v) for v in var[:3]], "var_raw": [float(v) for v in (s_raw.pow(2) / s_raw.pow(2).sum())[:3]],
             "pc1": pc1, "spearman": rho, "spearman_null": null, "position": abs(spearman(pc1, position)),
-            "partial": partial, "partial_null": partial_null}
+            "partial": partial, "partial_null": partial_null, "pc1_within": pc1_within, "var_within": var_within}
+
+
+def within_position_pc1(z: Tensor, position: Tensor) -> tuple[Tensor, float]:
+    """The direction of PC1 of the within-position residuals of z [n, d] (each position's mean row
+    removed), as the coordinates [n] of z itself along it (the within-position correlation then
+    removes the positions' means of the ranks, `stats.within_group_correlation`), and its share
+    of the residual variance (NaN when nothing varies within a position). Its sign is arbitrary:
+    `within_position` reads |correlation|."""
+    pos = position.long()
+    n_pos = int(pos.max()) + 1 if pos.numel() else 0
+    sums = torch.zeros(n_pos, z.shape[1], dtype=z.dtype).index_add_(0, pos, z)
+    counts = torch.zeros(n_pos, dtype=z.dtype).index_add_(0, pos, torch.ones_like(pos, dtype=z.dtype))
+    resid = z - (sums / counts.clamp(min=1).unsqueeze(1))[pos]
+    _, s, vh = torch.linalg.svd(resid, full_matrices=False)
+    total = float(s.pow(2).sum())
+    if total <= 1e-20:
+        return torch.zeros(z.shape[0], dtype=z.dtype), math.nan
+    return z @ vh[0], float(s[0].pow(2)) / total
 
 
 PARTIAL_NULL_DRAWS = 5

@@ -64,9 +64,8 @@ from .relevance import (
     CONTROL_NAMES,
     RELEVANCE_NAMES,
     applies,
-    control_statistics,
-    label_keys,
     label_targets,
+    paired_statistics,
     relevance_statistics,
     relevant_keys,
 )
@@ -277,8 +276,7 @@ class Profiler:
         if pending.control is not None:  # self.relevance
             rel = relevance_statistics(advantage, alpha, relevant_keys(trainer.task, tokens))
             self._rows.append((step, "relevance", RELEVANCE_NAMES, rel.transpose(1, 2)))
-            labels = label_keys(trainer.task, tokens, label_targets(trainer.task, tokens, permute=True))
-            ctrl = control_statistics(pending.control.to(alpha.dtype), alpha, labels)
+            ctrl = paired_statistics(advantage, pending.control.to(alpha.dtype), alpha, trainer.task, tokens)
             self._rows.append((step, "control", CONTROL_NAMES, ctrl.transpose(1, 2)))
         self.law_steps += 1
         self._pending = None

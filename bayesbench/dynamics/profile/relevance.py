@@ -25,17 +25,26 @@ the target token, and A comes from a loss that knows the target: b_ij = u_i . v_
 v_j raises the target's logit, so "the largest advantage is at a relevant key" may only say "the
 gradient asks to copy the label from where it sits". The control removes what relevance adds to
 that: the advantage recomputed (same parameters, same sequences, a second backward) against
-*permuted* targets, every target class c replaced by c + 1 mod V, whose label sits at positions
-that are not Bayes-relevant for the query. Per (member, layer, head), over the queries whose
-permuted label occurs in their context:
+*permuted* targets. The permutation is of the value tokens, one per sequence (`value_permutation`):
+the sequence's value classes in order of first appearance c_1, c_2, ..., c_m, and c_k -> c_(k-1)
+(c_1 -> c_m). So for a repeated-key query whose value is c_k (k >= 2) the permuted label c_(k-1)
+first appears *before* c_k did, at a value position that belongs to another key: an earlier,
+non-relevant position of the same query. The control and the relevant share are then read on the
+SAME queries (`paired_statistics`): the repeated-key queries whose permuted label sits in their
+context. Per (member, layer, head), over those queries:
 
     label_top1_adv_control     share whose largest permuted-target advantage is at a position
                                holding the permuted label: what copying a label alone gives
     label_adv_rank_control     the normalised rank of the best such position under that advantage
     label_top1_chance_control  mean |R'_i| / n_i for those queries
+    relevant_top1_adv_paired   relevant_top1_adv on the same queries (the true targets' advantage)
+    relevant_adv_rank_paired   relevant_adv_rank on the same queries
 
-The relevant-key share's chance level is the control's share, not |R_i| / n_i: an excess of
-relevant_top1_adv over label_top1_adv_control is what Bayes relevance adds to label copying.
+The excess relevant_top1_adv_paired - label_top1_adv_control is what Bayes relevance adds to label
+copying. It is read (`relevance_summary`) in a window fixed before the outcome is seen: the checks
+before the step at which attention found the relevant key (t_alpha), for a head chosen on the other
+half of the checks; after t_alpha attention already sits on the key, and what the advantage does
+there says nothing about leading it.
 """
 
 from __future__ import annotations
@@ -51,7 +60,8 @@ from ...stats import first_reaching, running_mean, sign_test
 
 RELEVANCE_NAMES = ("relevant_top1_adv", "relevant_top1_alpha", "relevant_top1_chance", "relevant_alpha_mass",
                    "relevant_adv_rank", "relevant_alpha_rank")
-CONTROL_NAMES = ("label_top1_adv_control", "label_adv_rank_control", "label_top1_chance_control")
+CONTROL_NAMES = ("label_top1_adv_control", "label_adv_rank_control", "label_top1_chance_control",
+                 "relevant_top1_adv_paired", "relevant_adv_rank_paired")
 IGNORE = -100
 
 
@@ -76,11 +86,28 @@ def relevant_keys(task, tokens: Tensor) -> Tensor:
     return same & key_pos.view(-1, 1) & value_pos.view(1, -1) & (pos.view(1, -1) < pos.view(-1, 1))
 
 
+def value_permutation(task, tokens: Tensor) -> Tensor:
+    """[..., V] per sequence, the class each value class is sent to by the label-route control:
+    the sequence's value classes in order of first appearance c_1..c_m, c_k -> c_(k-1) and
+    c_1 -> c_m; classes the sequence does not hold stay. A permuted label of a repeated-key query
+    whose value is c_k (k >= 2) therefore first appears before its own value did: an earlier,
+    non-relevant value position of the same query (module docstring)."""
+    V, L = task.V, task.L
+    values = tokens[..., 1:2 * L:2] - V  # [..., L] the value classes in order
+    flat = values.reshape(-1, values.shape[-1]).tolist()
+    out = torch.arange(V).repeat(len(flat), 1)
+    for r, seq in enumerate(flat):
+        order = list(dict.fromkeys(c for c in seq if 0 <= c < V))  # first appearances, in order
+        for k, c in enumerate(order):
+            out[r, c] = order[k - 1]  # k = 0: order[-1], the last to appear
+    return out.view(*values.shape[:-1], V).to(tokens.device)
+
+
 def label_targets(task, tokens: Tensor, permute: bool = False) -> Tensor:
     """[..., T] target classes of the bijection's predictions that the tokens determine (-100
     elsewhere): at key position 2k < 2L the value y_k right after it, at the query position the
     value after an earlier occurrence of the query key (when there is one). `permute`: every
-    class c replaced by c + 1 mod V (the label-route control's targets)."""
+    class sent through its sequence's `value_permutation` (the label-route control's targets)."""
     if not applies(task):
         raise ValueError(f"label targets are defined for the bijection with keys drawn with replacement, got {task!r}")
     V, L = task.V, task.L
@@ -93,7 +120,8 @@ def label_targets(task, tokens: Tensor, permute: bool = False) -> Tensor:
         value = tokens.gather(-1, first).squeeze(-1) - V
         out[..., 2 * L] = torch.where(seen, value, torch.full_like(value, IGNORE))
     if permute:
-        out = torch.where(out >= 0, (out + 1) % V, out)
+        sigma = value_permutation(task, tokens)  # [..., V]
+        out = torch.where(out >= 0, sigma.gather(-1, out.clamp(min=0)), out)
     return out
 
 
@@ -145,11 +173,24 @@ def relevance_statistics(advantage: Tensor, alpha: Tensor, relevant: Tensor) -> 
 
 
 def control_statistics(advantage: Tensor, alpha: Tensor, labels: Tensor) -> Tensor:
-    """[len(CONTROL_NAMES), ..., H]: the label-route control (module docstring) from the advantage
-    against the permuted targets and `labels` = label_keys of those targets; NaN where no query's
-    permuted label occurs in its context."""
+    """[3, ..., H]: the label-route control's shares (the first three CONTROL_NAMES) from the
+    advantage against the permuted targets and `labels` = label_keys of those targets; NaN where
+    no query's permuted label occurs in its context."""
     full = relevance_statistics(advantage, alpha, labels)
     return full[[0, 4, 2]]
+
+
+def paired_statistics(advantage: Tensor, control: Tensor, alpha: Tensor, task, tokens: Tensor) -> Tensor:
+    """[len(CONTROL_NAMES), ..., H]: the label-route control and the true advantage's relevant
+    share on the SAME queries: the repeated-key queries whose permuted label (`label_targets`
+    with permute) sits at an earlier value position. advantage, control (the advantage against
+    the permuted targets), alpha [..., B, H, T, T]; tokens [..., B, T]."""
+    relevant = relevant_keys(task, tokens)
+    labels = label_keys(task, tokens, label_targets(task, tokens, permute=True))
+    paired = (relevant.any(-1) & labels.any(-1)).unsqueeze(-1)  # [..., B, T, 1]
+    ctrl = control_statistics(control, alpha, labels & paired)
+    rel = relevance_statistics(advantage, alpha, relevant & paired)
+    return torch.cat([ctrl, rel[[0, 4]]])
 
 
 def _first_at(steps: list[int], values: list[float], level: float, window: int = 5) -> float | None:
@@ -158,16 +199,29 @@ def _first_at(steps: list[int], values: list[float], level: float, window: int =
     return None if t is None else float(t)
 
 
+def _split_halves(steps: list[int]) -> tuple[list[int], list[int]]:
+    """The checks in two interleaved halves: (selection, evaluation) = (even-indexed, odd-indexed).
+    The head and the window are chosen on the first, the excess is read on the second."""
+    return steps[0::2], steps[1::2]
+
+
 def relevance_summary(records, level: float = 0.5) -> dict:
-    """Per layer: the relevant-key shares over training for each seed's *retrieval head* (the
-    head whose largest attention weight is most often on a relevant key over the last tenth of
-    the checks); when each share first reaches `level` (running mean over 5 checks), and the lead
-    t(alpha) - t(A) with a t-interval over seeds (positive: the advantage points at the relevant
-    key before attention does), with a sign test over the seeds where one of them happened. With
-    the label-route control: the excess of the advantage's relevant share over the control's
-    share (module docstring), per seed, first and last tenth, with a t-interval and test over
-    seeds. Shares get logit-t intervals over seeds (they stay in [0, 1]). Empty when the study
-    recorded no relevant-key ranks."""
+    """Per layer, per seed, the relevant-key shares of one *retrieval head* and the label-route
+    excess in a window fixed before the outcome is read (module docstring).
+
+    The checks are split in two interleaved halves (`_split_halves`). On the selection half only:
+    the head is the one whose largest attention weight is most often on a relevant key (mean
+    relevant_top1_alpha), and t_alpha(selection) is the first check where that head's share, as a
+    running mean over 5 checks, reaches `level`. On the evaluation half: the primary statistic,
+    the mean over the checks before t_alpha(selection) (every check where attention never got
+    there) of relevant_top1_adv_paired - label_top1_adv_control, the excess of the advantage's
+    relevant share over the label route's on the same queries; a t-interval and test over seeds.
+    A seed whose window holds no check (attention found the key by the first check) is
+    untestable and counted ("untestable_seeds"). Described beside it: the lead t(alpha) - t(A) on
+    every check of that head (a t-interval, and a sign test over the seeds where one of them
+    happened), the shares of the first and last tenth (logit-t intervals) and the excess there.
+    Empty when the study recorded no relevant-key ranks; "control" False when it recorded no
+    same-query control (studies before issue 44 recorded the control on other queries)."""
     from collections import defaultdict
 
     from ...stats import logit_interval, t_interval
@@ -181,23 +235,29 @@ def relevance_summary(records, level: float = 0.5) -> dict:
     for layer in sorted({k[0] for k in cells}):
         per_seed = {}
         for seed in sorted({k[1] for k in cells if k[0] == layer}):
-            heads = [k[2] for k in cells if k[0] == layer and k[1] == seed]
+            heads = sorted(k[2] for k in cells if k[0] == layer and k[1] == seed)
+            all_steps = sorted({s for h in heads for s in cells[(layer, seed, h)]["relevant_top1_alpha"]})
+            select, evaluate = _split_halves(all_steps)
 
-            def late(h: int) -> float:
+            def chosen_by(h: int) -> float:
                 series = cells[(layer, seed, h)]["relevant_top1_alpha"]
-                steps = sorted(series)
-                tail = [series[s] for s in steps[-max(1, len(steps) // 10):] if math.isfinite(series[s])]
-                return sum(tail) / len(tail) if tail else -1.0
+                v = [series[s] for s in select if s in series and math.isfinite(series[s])]
+                return sum(v) / len(v) if v else -1.0
 
-            head = max(heads, key=late)
+            head = max(heads, key=chosen_by)
             c = cells[(layer, seed, head)]
             steps = sorted(c["relevant_top1_adv"])
             series = {n: [c[n].get(s, math.nan) for s in steps] for n in names}
             t_adv = _first_at(steps, series["relevant_top1_adv"], level)
             t_alpha = _first_at(steps, series["relevant_top1_alpha"], level)
+            t_sel = _first_at(select, [c["relevant_top1_alpha"].get(s, math.nan) for s in select], level)
+            window = [s for s in evaluate if t_sel is None or s < t_sel]
+            paired = [c["relevant_top1_adv_paired"].get(s, math.nan) - c["label_top1_adv_control"].get(s, math.nan)
+                      for s in window]
             n0 = max(1, len(steps) // 10)
-            excess = [a - b for a, b in zip(series["relevant_top1_adv"], series["label_top1_adv_control"])]
-            per_seed[seed] = {"head": head, "t_adv": t_adv, "t_alpha": t_alpha,
+            excess = [a - b for a, b in zip(series["relevant_top1_adv_paired"], series["label_top1_adv_control"])]
+            per_seed[seed] = {"head": head, "t_adv": t_adv, "t_alpha": t_alpha, "t_alpha_selection": t_sel,
+                              "window_checks": len(window), "excess_before_alpha": _nanmean(paired),
                               "lead": t_alpha - t_adv if t_adv is not None and t_alpha is not None else None,
                               **{f"{n}_first": _nanmean(series[n][:n0]) for n in names},
                               **{f"{n}_last": _nanmean(series[n][-n0:]) for n in names},
@@ -206,11 +266,15 @@ def relevance_summary(records, level: float = 0.5) -> dict:
         leads = [v["lead"] for v in per_seed.values() if v["lead"] is not None]
         adv_first = sum(1 for v in per_seed.values() if _first(v["t_adv"], v["t_alpha"]))
         alpha_first = sum(1 for v in per_seed.values() if _first(v["t_alpha"], v["t_adv"]))
+        before = [v["excess_before_alpha"] for v in per_seed.values()]
         row = {"per_seed": per_seed, "level": level, "lead": t_interval(leads, null=0.0),
                "adv_first_seeds": adv_first, "alpha_first_seeds": alpha_first,
                "alpha_never_seeds": sum(1 for v in per_seed.values() if v["t_alpha"] is None),
                "sign_test_p": sign_test(adv_first, alpha_first), "seeds": len(per_seed),
-               "control": any(math.isfinite(v["label_top1_adv_control_last"]) for v in per_seed.values())}
+               "control": any(math.isfinite(x) for x in before),
+               "excess_before_alpha": t_interval(before, null=0.0),
+               "untestable_seeds": sum(1 for x in before if not math.isfinite(x)),
+               "window": "evaluation-half checks before t_alpha of the selection half (head chosen there too)"}
         for n in names:
             for when in ("first", "last"):
                 row[f"{n}_{when}"] = logit_interval([v[f"{n}_{when}"] for v in per_seed.values()])

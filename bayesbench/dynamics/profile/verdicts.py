@@ -17,7 +17,8 @@ Primary (docs/dynamics.md names them before the numbers), per attention layer:
 - the freeze is a dissociation, not the learning rate going to zero: the entropy MAE still
   gained after the frame's t90 > 0;
 - (bijection with repeated keys) the advantage points at the relevant key beyond the label
-  route: its relevant-key share minus the permuted-label control's share > 0 (last tenth).
+  route: its relevant-key share minus the permuted-label control's share on the same queries
+  > 0, in the checks before attention found the key (relevance.py `relevance_summary`).
 
 Also primary, with no test: the routing law as proportionality, Delta s = eta alpha A (Paper II,
 section 4), which the measured cosine (a few hundredths) and kappa decide on their own.
@@ -59,19 +60,18 @@ def _guarded(verdict: dict, interval: dict | None) -> dict:
 
 
 def _order_verdict(family: str, claim: str, lead: dict, replicas: bool | str) -> dict:
-    """Which settles first, as one statistic: the lead t90(precision) - t90(frame) with its
-    t-test when every seed's two t90s exist; when some never settled (a censored lead), the sign
-    test over the seeds where at least one did, a censored seed counting by its known sign."""
+    """Which settles first, as one statistic fixed in advance: the sign test over the seeds where
+    at least one of the two settled (a censored seed counting by its known sign), whatever the
+    data; the lead t90(precision) - t90(frame) where both settled, with its t-interval, is
+    reported beside it, never switched in (issue 44: a test chosen by the data is not the
+    family's named test)."""
     floor = (f"floor from replicas ({replicas})" if isinstance(replicas, str) and replicas != "none"
              else "jitter floor from replicas" if replicas is True else "no replicas (floor 0)")
     never = (f"frame never settled in {lead['frame_never_seeds']}, precision in {lead['precision_never_seeds']} "
              f"of {lead['seeds']} seeds")
-    if lead["frame_never_seeds"] == 0 and lead["precision_never_seeds"] == 0:
-        return test(family, f"{claim}: t90(precision) - t90(frame), steps", lead["lead_steps"], f"0; {floor}",
-                    f="{:+.0f}")
     d = sign_verdict(family, f"{claim}: seeds where the frame settled first (censored leads by sign)",
                      lead["frame_first_seeds"], lead["precision_first_seeds"], lead["sign_test_p"], f"1/2; {floor}")
-    d["number"] += f"; lead where both settled {fmt(lead['lead_steps'], '{:+.0f}')}; {never}"
+    d["number"] += f"; lead where both settled {fmt(lead['lead_steps'], '{:+.0f}')} (t, reported only); {never}"
     return d
 
 
@@ -143,12 +143,14 @@ def profile_verdicts(summary: dict) -> list[dict]:
                                        f"(entropy MAE gained after the frame's t90, bits)", dis["gained_after"],
                             f"0; frame settled in {dis['settled_seeds']} of {dis['seeds']} seeds; learning-rate "
                             f"budget left at its t90 {fmt(dis['budget_left'], '{:.3f}')}", f="{:+.4f}"))
-    for layer in _layers(rel):
+    for layer in _layers(rel):  # one member per layer whatever the data: untestable counts as p = 1
         r = rel[layer]
-        if r.get("control"):
-            out.append(test("primary", f"layer {layer}: the advantage points at the relevant key beyond the label "
-                                       f"route (relevant share - permuted-label share, last tenth)",
-                            r["excess_over_control_last"], "the permuted-label control's share"))
+        out.append(test("primary", f"layer {layer}: the advantage points at the relevant key beyond the label "
+                                   f"route (relevant share - permuted-label share on the same queries, checks "
+                                   f"before attention found the key, head chosen on the other half)",
+                        r.get("excess_before_alpha") if r.get("control") else None,
+                        f"the same-query permuted-label control's share; {r.get('untestable_seeds', r['seeds'])} of "
+                        f"{r['seeds']} seeds with no check in the window"))
     # secondary
     labels = {"sign_alpha": "sign agreement (alpha)", "sign_abs": "sign agreement (|alpha A|)",
               "query_test": "query test", "kappa": "kappa", "own_cosine": "own W_Q/W_K part, cosine",

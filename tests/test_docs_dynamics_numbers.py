@@ -1,0 +1,169 @@
+"""Every dynamics number the docs quote from a measured study equals the number its study's summary
+keeps in the repository (docs/data/*.json), as tests/test_docs_numbers.py does for the leaderboard.
+
+Issue 44: the dynamics pages quoted numbers from summaries kept only in /tmp stores, so a re-run
+could change a page's number with nothing to notice. Each entry of QUOTED is (doc, template,
+summary file, key path, format): the doc must contain `template` with "{}" replaced by the value at
+`key path` of the summary (keys separated by "/", list indices as integers) formatted by `format`.
+The list is generic: a page, a summary or a number is one more entry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "docs" / "data"
+
+Entry = tuple[str, str, str, str, str]  # (doc, template with "{}", summary under docs/data, key path, format)
+
+_EM = "docs/em_vs_sgd.md"
+_CONF = "emsgd_grid_seeds11-18.json"  # the confirmatory grid run, seeds 11-18
+_REPRO = "emsgd_reproduction.json"  # the authors' five seeds, sgd and em
+
+# The grid table of em_vs_sgd.md: one entry per row (family, validation score, steps to 50% of the
+# gap, test loss at the validation-chosen step), the row's point named in its template.
+_GRID_ROWS = ("sgd0.3", "sgd", "sgd3", "sgd10", "sgd30", "v1-o0.3", "v3-o0.3", "v3-o1", "v10-o0.3", "em", "v10-o3",
+              "v30-o0.3", "v30-o1", "v30-o3", "v30-o10", "v1-o3", "v1-o10", "v3-o10")
+_FAMILY = {"equal": "equal rate", "value_faster": "W_V faster", None: "W_V slower (neither)"}
+
+
+def _grid_rows(summary_file: str) -> list[Entry]:
+    s = json.loads((DATA / summary_file).read_text())
+    family = {n: f for f, names in s["grid"]["families"].items() for n in names}
+    out = []
+    for n in _GRID_ROWS:
+        f = family.get(n)
+        chosen = " (chosen)" if f and s["grid"]["chosen"][f] == n else ""
+        score = f"{{0[grid][scores][{f}][{n}]:.4f}}" if f else "-"
+        out.append((_EM, f"| `{n}`{chosen} | {_FAMILY[f]} | {{}} |", summary_file, ".",
+                    score + f" | {{0[gap][{n}][median_steps][1]:.0f}} ({{0[gap][{n}][reached][1]}}/{{0[seeds]}}) | "
+                            f"{{0[held_out][{n}][early_stopped][mean]:.4f}}"))
+    return out
+
+
+QUOTED: list[Entry] = [
+    (_EM, "| 1. EM-like reaches SGD's final training loss sooner (per-seed speed-up) | {} |", _CONF, ".",
+     '{0[verdicts][0][number]}, {0[speedup_per_seed][reached]}/{0[seeds]} seeds (pooled'
+     ' {0[speedup_pooled][value]:.2f}x); Holm {0[verdicts][0][p_adj]:.2g}:'
+     ' **{0[verdicts][0][verdict]}**'),
+    (_EM, 'paired speed-up at 50% of the gap | {} |', _CONF, ".",
+     '{0[verdicts][1][number]} (`{0[grid][chosen][value_faster]}` over `{0[grid][chosen][equal]}`,'
+     ' {0[grid][speedup][50%][n]} seeds); Holm {0[verdicts][1][p_adj]:.2g}:'
+     ' **{0[verdicts][1][verdict]}** (read below)'),
+    (_EM, "minus the tuned equal-rate point's (nats) | {} |", _CONF, ".",
+     '{0[verdicts][2][number]}; Holm {0[verdicts][2][p_adj]:.2g}: **{0[verdicts][2][verdict]}**'),
+    (_EM, 'three best validation scores are {} (`sgd3`)', _CONF, ".",
+     '{0[grid][scores][equal][sgd3]:.4f}'),
+    (_EM, '(`sgd3`), {} (`sgd10`)', _CONF, ".",
+     '{0[grid][scores][equal][sgd10]:.4f}'),
+    (_EM, '(`sgd10`) and {}\n(`sgd30`)', _CONF, ".",
+     '{0[grid][scores][equal][sgd30]:.4f}'),
+    (_EM, 'two best are\n{} (`v30-o10`)', _CONF, ".",
+     '{0[grid][scores][value_faster][v30-o10]:.4f}'),
+    (_EM, '(`v30-o10`) and {} (`v10-o3`)', _CONF, ".",
+     '{0[grid][scores][value_faster][v10-o3]:.4f}'),
+    (_EM, 'the routing step `wqk10` reaches {} (EM-like', _CONF, ".",
+     '{0[held_out][wqk10][early_stopped][mean]:.4f}'),
+    (_EM, '(EM-like {})', _CONF, ".",
+     '{0[held_out][em][early_stopped][mean]:.4f}'),
+    (_EM, '`sgd-emtotal` at 50% of the gap {}', _CONF, ".",
+     '{0[against][sgd-emtotal][gap_speedup][50%][mean]:.2f}x'
+     ' [{0[against][sgd-emtotal][gap_speedup][50%][ci_low]:.2f},'
+     ' {0[against][sgd-emtotal][gap_speedup][50%][ci_high]:.2f}]'),
+    (_EM, '`sgd-emnorm` {}', _CONF, ".",
+     '{0[against][sgd-emnorm][gap_speedup][50%][mean]:.2f}x'
+     ' [{0[against][sgd-emnorm][gap_speedup][50%][ci_low]:.2f},'
+     ' {0[against][sgd-emnorm][gap_speedup][50%][ci_high]:.2f}]'),
+    (_EM, '`wqk10` {}', _CONF, ".",
+     '{0[against][wqk10][gap_speedup][50%][mean]:.2f}x'
+     ' [{0[against][wqk10][gap_speedup][50%][ci_low]:.2f},'
+     ' {0[against][wqk10][gap_speedup][50%][ci_high]:.2f}]'),
+    (_EM, '`wo10` {}', _CONF, ".",
+     '{0[against][wo10][gap_speedup][50%][mean]:.2f}x'
+     ' [{0[against][wo10][gap_speedup][50%][ci_low]:.2f},'
+     ' {0[against][wo10][gap_speedup][50%][ci_high]:.2f}]'),
+    (_EM, '`nice -n 5`: {} of wall time.', _CONF, ".",
+     '{0[cpu_s]:.0f} s of CPU, {0[wall_s]:.0f} s'),
+    (_EM, 'cannot tell the chosen\n`v30-o10` from {}. Against', _CONF, ".",
+     '`{0[grid][ties][value_faster][0]}`, `{0[grid][ties][value_faster][1]}`,'
+     ' `{0[grid][ties][value_faster][2]}` and `{0[grid][ties][value_faster][3]}`'),
+    (_EM, 'those tied points\ngive {}: on one side', _CONF, ".",
+     '{0[grid][against_ties][value_faster][v3-o1][mean]:.2f}x'
+     ' [{0[grid][against_ties][value_faster][v3-o1][ci_low]:.2f},'
+     ' {0[grid][against_ties][value_faster][v3-o1][ci_high]:.2f}] (`v3-o1`),'
+     ' {0[grid][against_ties][value_faster][em][mean]:.2f}x'
+     ' [{0[grid][against_ties][value_faster][em][ci_low]:.2f},'
+     ' {0[grid][against_ties][value_faster][em][ci_high]:.2f}] (`em`),'
+     ' {0[grid][against_ties][value_faster][v10-o3][mean]:.2f}x'
+     ' [{0[grid][against_ties][value_faster][v10-o3][ci_low]:.2f},'
+     ' {0[grid][against_ties][value_faster][v10-o3][ci_high]:.2f}] (`v10-o3`) and'
+     ' {0[grid][against_ties][value_faster][v30-o3][mean]:.2f}x'
+     ' [{0[grid][against_ties][value_faster][v30-o3][ci_low]:.2f},'
+     ' {0[grid][against_ties][value_faster][v30-o3][ci_high]:.2f}] (`v30-o3`)'),
+    (_EM, '(`robust_to_ties`: {}; recomputed', _CONF, ".",
+     '{0[grid][robust_to_ties]}'),
+    (_EM, "gives per-seed steps\n{} and the authors' pooled rule", _REPRO, ".",
+     '{0[speedup_per_seed][steps][0]}, {0[speedup_per_seed][steps][1]},'
+     ' {0[speedup_per_seed][steps][2]}, {0[speedup_per_seed][steps][3]},'
+     ' {0[speedup_per_seed][steps][4]}'),
+    (_EM, "the authors' pooled rule {} as the authors'", _REPRO, ".",
+     '{0[speedup_pooled][value]:.2f}x,'),
+    (_EM, '`docs/data/emsgd_reproduction.json`, {} of CPU)', _REPRO, ".",
+     '{0[cpu_s]:.0f} s'),
+] + _grid_rows(_CONF)
+
+
+def value_at(summary: dict, path: str):
+    """The value at a "/"-separated key path (an all-digit key indexes a list); "." is the whole
+    summary (for a format that reads several of its numbers, e.g. "{0[a][b]:.2f} [{0[a][c]:.2f}]")."""
+    if path == ".":
+        return summary
+    node = summary
+    for key in path.split("/"):
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    return node
+
+
+def render(entry: Entry) -> str:
+    """The text the doc must hold for `entry`."""
+    _, template, summary, path, fmt = entry
+    value = value_at(json.loads((DATA / summary).read_text()), path)
+    text = fmt.format(*value) if isinstance(value, list) and fmt.count("{") > 1 else fmt.format(value)
+    return template.replace("{}", text)
+
+
+def check(entries: list[Entry], docs: dict[str, str] | None = None) -> list[str]:
+    """The entries whose rendered text is not in their doc (docs: path -> text, read when absent)."""
+    bad = []
+    for entry in entries:
+        text = (docs or {}).get(entry[0]) or (ROOT / entry[0]).read_text()
+        want = render(entry)
+        if want not in text:
+            bad.append(f"{entry[0]}: {want!r} not found ({entry[2]}: {entry[3]})")
+    return bad
+
+
+@pytest.mark.parametrize("entry", QUOTED, ids=lambda e: f"{Path(e[0]).stem}:{e[3]}")
+def test_every_quoted_dynamics_number_is_its_summarys(entry):
+    bad = check([entry])
+    assert not bad, "a dynamics page quotes a number its summary (docs/data/) does not hold:\n" + "\n".join(bad)
+
+
+def test_a_changed_number_is_caught():
+    """Not vacuous: a quoted number moved by one digit in the page fails its entry."""
+    assert QUOTED
+    doc, template, *_ = QUOTED[0]
+    text = (ROOT / doc).read_text()
+    want = render(QUOTED[0])
+    digits = [i for i, c in enumerate(want) if c.isdigit()]
+    i = digits[-1]
+    changed = want[:i] + str((int(want[i]) + 1) % 10) + want[i + 1:]
+    assert check([QUOTED[0]], {doc: text.replace(want, changed)})
+
+
+def test_the_summaries_are_small():
+    for path in DATA.glob("*.json"):
+        assert path.stat().st_size < 200_000, f"{path.name}: keep the quoted summary small"
