@@ -270,9 +270,11 @@ def check_task(task: Task, *, sequences: int = SEQUENCES, seed: int = 0) -> list
 #     KL(posterior || prior) <= CONTINUOUS_ATOL_BITS for every sequence (closed form for
 #     Gaussians, the scoring's quadrature for mixtures, scoring/continuous.py). For linreg and
 #     mixreg t0 shows x_1 and no pair: N(0, tau^2 |x_1|^2 + sigma^2), or the mixture over the
-#     prior's components with the prior's weights. For kalman t0 predicts y_1 and the header
-#     shows the system (A, C, Q, R) and the initial state's prior N(0, p0^2 I): the filter's
-#     first predictive N(0, C P_1 C' + R), P_1 = p0^2 I, before any observation.
+#     prior's components with the prior's weights. For kalman t0 (position m, where C is shown)
+#     predicts y_1 given the header (A's rows and C at positions 0..m) and the settings (Q = q^2 I,
+#     R = r^2, s_1 ~ N(0, p0^2 I)), before any observation: the filter's prior predictive
+#     N(0, C P_1 C' + R) with P_1 = p0^2 I, i.e. N(0, p0^2 |C|^2 + r^2). Later positions' "prior"
+#     there is N(0, C P_t C' + R), P_{t+1} = A P_t A' + Q: the header is shown, the observations not.
 # (b) the posterior changes with the context: the mean of KL(posterior_t || prior_t) over the
 #     later scored positions is at least MIN_CHANGE bits (the prior ignores the context, so a
 #     posterior that never leaves it has learnt nothing from the pairs or observations).

@@ -58,3 +58,25 @@ def test_a_three_step_run_stores_a_row(tmp_path, capsys):
     assert set(ev.floors or {}) == {"prior"}
     out = capsys.readouterr().out
     assert "the floor is the prior predictive, 'prior'" in out  # the leaderboard's floors note (report/notes.py)
+
+
+def test_the_floors_note_and_the_at_floor_mark_use_the_prior_predictive(tmp_path):
+    """report/notes.py: the continuous sentence only where a continuous tunnel's rows are (the
+    discrete tables' notes stay as they were, tests/report golden files); report/rows.py:
+    '(at floor)' against 'prior' where a row has no uniform floor."""
+    import dataclasses
+
+    from bayesbench.report.notes import CONTINUOUS_FLOORS, has_continuous, site_notes
+    from bayesbench.report.rows import aggregate, at_floor
+    from bayesbench.store.database import read_records
+
+    db = str(tmp_path / "r.sqlite")
+    assert main(["run", "--tasks", FILE, "--archs", "mlp", "--steps", "2", "--seeds", "1", "--eval-sequences", "16",
+                 "--no-curves", "--db", db, "--runs-dir", str(tmp_path / "runs"), "--no-progress"]) == 0
+    (row,) = aggregate(read_records(db))
+    assert has_continuous([row]) and not has_continuous([dataclasses.replace(row, floors={"uniform": {}})])
+    prior_kl = row.floors["prior"]["kl"].mean
+    assert at_floor(dataclasses.replace(row, means={**row.means, "kl": prior_kl}), "kl")
+    assert not at_floor(dataclasses.replace(row, means={**row.means, "kl": 0.5 * prior_kl}), "kl")
+    assert any(CONTINUOUS_FLOORS in note for note in site_notes("entropy_mae", 0.1, continuous=True))
+    assert not any(CONTINUOUS_FLOORS in note for note in site_notes("entropy_mae", 0.1))
