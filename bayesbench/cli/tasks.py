@@ -32,10 +32,16 @@ def add_parser(sub) -> None:
 def _floor_line(task, n: int, name: str | None = None) -> str:
     import torch
 
+    from ..models.heads import is_continuous
     from ..scoring.floors import floor_scores
 
     batch = task.sample(n, torch.Generator().manual_seed(0))
     reference = task.sample(n, torch.Generator().manual_seed(1))
+    if is_continuous(task.head):  # its reference predictors: the prior predictive first (floors.py)
+        refs = floor_scores(batch, reference, task=task)
+        return (f"{name}: " if name else "") + "; ".join(
+            f"{ref} floor: entropy MAE {m['entropy_mae'].mean:.4f}, KL {m['kl'].mean:.4f} bits"
+            for ref, m in refs.items()) + f" (on {n} fresh sequences)"
     f = floor_scores(batch, reference)
     return ((f"{name}: " if name else "") + f"uniform floor: entropy MAE {f['uniform']['entropy_mae'].mean:.4f}, "
             f"positional {f['uniform']['entropy_mae_positional'].mean:.4f}, KL {f['uniform']['kl'].mean:.4f} bits; "

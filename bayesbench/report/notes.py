@@ -22,6 +22,14 @@ TRAINED_NOTE = ("'(trained)' after an evaluation's name: the evaluation set of t
                 "models on sets they were not trained for (other lengths K, other scored positions)")
 # the two floors every evaluation set shows below its rows
 FLOORS = "uniform = 1/C for every class; marginal = the best predictor that ignores the context"
+# the floors of a continuous tunnel (issue 41: a Gaussian or mixture predictive, where no 1/C exists),
+# said after FLOORS only where a table (or the site) holds such a tunnel's rows
+CONTINUOUS_FLOORS = ("on a continuous tunnel (a Gaussian or mixture predictive: linreg, mixreg, kalman, a tunnel of "
+                     "your own) the floor is the prior predictive, 'prior' (the predictive that ignores the context: "
+                     "linreg's N(0, tau^2 |x|^2 + sigma^2), mixreg's mixture over its prior's components, kalman's "
+                     "filter before any observation), with the tunnel's named reference predictors beside it "
+                     "(linreg: 'least_squares' and 'ridge', a ridge with too strong a prior); uniform and marginal "
+                     "do not exist there, and '(at floor)' is measured against 'prior'")
 # what a row at a floor means (a "model" in the table, a "row" on the site)
 AT_A_FLOOR = "at a floor has learned nothing usable from the context"
 # the still-improving column, as both name it
@@ -36,6 +44,11 @@ STATE_NOTE = ("- state = the floats one member holds per sequence from one posit
               "reference (models/state.py): an attention layer's K and V cache (it grows with the length), a "
               "convolution's input history, a recurrent layer's fixed state; parameters and integer counters not "
               "counted (docs/leaderboard.md#state-size)")
+
+
+def has_continuous(agg: list[Row]) -> bool:
+    """Whether any row is a continuous tunnel's (its floors are the prior predictive's, not uniform's)."""
+    return any(row.floors and "prior" in row.floors and "uniform" not in row.floors for row in agg)
 
 
 def near_floor() -> str:
@@ -90,7 +103,8 @@ def table_notes(agg: list[Row], metric: str, curve_metric: str, threshold: float
               "'(k of n diverged, at step s)': those members' numbers are not results (shown as 'diverged@s' and "
               "left out of the mean and its interval)",
               f"- floor rows (computed, not trained, on the same sequences): {FLOORS} (the mean posterior at each "
-              f"position, estimated from an independent sample). A model {AT_A_FLOOR}."]
+              f"position, estimated from an independent sample)"
+              + (f"; {CONTINUOUS_FLOORS}" if has_continuous(agg) else "") + f". A model {AT_A_FLOOR}."]
     return notes
 
 
@@ -111,15 +125,17 @@ def curve_notes(agg: list[Row], metric: str, threshold: float) -> list[str]:
             "docs/leaderboard.md); a member stopped by --until counts up to its stop"]
 
 
-def site_notes(metric: str, threshold: float) -> list[str]:
+def site_notes(metric: str, threshold: float, *, continuous: bool = False) -> list[str]:
     """The site's footer notes after its metric definitions, as plain sentences (the site ranks by
     `metric` and counts 'steps to' `threshold` bits of it): how rows pool, the floors and
-    '(at floor)', the curve columns and the tuned tables. `TRAINED_NOTE` closes the footer."""
+    '(at floor)' (`continuous`: the site holds a continuous tunnel's rows, whose floor is the prior
+    predictive), the curve columns and the tuned tables. `TRAINED_NOTE` closes the footer."""
     label = short(metric)
     return ["A row pools every stored seed of one task, evaluation set, architecture and configuration: the mean "
             "over seeds, with its 95% t-interval over seeds in brackets (clipped at 0); 'per seed' lists each seed's "
             f"value of the {label}. Rows are ranked only against rows of the same evaluation set.",
-            f"Floor rows (in italics, under each table) are computed on the same sequences: {FLOORS}. A row "
+            f"Floor rows (in italics, under each table) are computed on the same sequences: {FLOORS}"
+            + (f"; {CONTINUOUS_FLOORS}" if continuous else "") + ". A row "
             f"{AT_A_FLOOR}; '(at floor)' marks a mean {near_floor()} or above it.",
             "'steps to' = the first measured training step from which a seed's learning curve of "
             f"{label} stays at or below {threshold_bits(threshold)} (over seeds: the geometric mean with its 95% "

@@ -201,8 +201,10 @@ def set_marks(agg: list[Row]) -> dict[tuple, str]:
 
 
 def at_floor(row: Row, metric: str) -> bool:
-    """Whether the row's mean of `metric` is within AT_FLOOR of the uniform floor or above it."""
-    floor = ((row.floors or {}).get("uniform") or {}).get(metric)
+    """Whether the row's mean of `metric` is within AT_FLOOR of the uniform floor or above it (on a
+    continuous tunnel, which has no uniform floor, of its prior predictive's, 'prior')."""
+    floors = row.floors or {}
+    floor = (floors.get("uniform") or floors.get("prior") or {}).get(metric)
     mean = row.means.get(metric, math.nan)
     return floor is not None and math.isfinite(mean) and mean >= floor.mean * (1 - AT_FLOOR)
 

@@ -122,7 +122,7 @@ def _metric_names() -> dict:
     return {m: short(m) for m in final_metrics()}
 
 
-def _definitions() -> str:
+def _definitions(continuous: bool = False) -> str:
     """Every page's footer: what the numbers mean (`report.notes`, the same definitions as the
     notes under the terminal table), for the site's ranking (entropy MAE, the default threshold)."""
     from .notes import TRAINED_NOTE, metric_definitions, site_notes
@@ -130,7 +130,7 @@ def _definitions() -> str:
     items = "".join(f"<li><b>{esc(label)}</b> ({esc(m)}) = {esc(what)}</li>" for m, label, what in metric_definitions())
     # the notes are text: <, > and & escaped (quotes need none in an element's text)
     items += "".join(f"<li>{html.escape(note, quote=False)}</li>"
-                     for note in site_notes("entropy_mae", DEFAULT_THRESHOLD))
+                     for note in site_notes("entropy_mae", DEFAULT_THRESHOLD, continuous=continuous))
     return ("<footer><p>Every metric is in bits (log base 2), over the scored positions of the task's fixed "
             "evaluation set (docs/science.md#metrics):</p><ul>" + items +
             f"<li>{esc(TRAINED_NOTE)}.</li></ul><p>bayesbench {esc(__version__)}</p></footer>")
@@ -239,6 +239,7 @@ def _table(rows: list[Row], best: float, differ: dict, caption: str) -> str:
 def _index(agg: list[Row], figures: Figures, db_label: str, n_records: int, studies: list[dict]) -> tuple[str, int]:
     """The leaderboard page and the number of tables on it."""
     from .leaderboard import differing_settings
+    from .notes import has_continuous
     from .plots import learning_curves_figure, per_position_figure
     from .rows import block_key, set_marks
     from .selection import latest_runs
@@ -310,7 +311,7 @@ def _index(agg: list[Row], figures: Figures, db_label: str, n_records: int, stud
             if figs:
                 parts.append('<div class="figures">' + "".join(figs) + "</div>")
         parts.append("</section>")
-    parts.append("</main>" + _definitions())
+    parts.append("</main>" + _definitions(has_continuous(agg)))
     return _page("bayesbench leaderboard", "\n".join(parts)), n_tables
 
 
@@ -388,7 +389,8 @@ def _run_page(records: list, figures: Figures, anchor: str) -> tuple[str, dict]:
             f'<h2>Configuration</h2><p class="note">The run file (<a href="{esc(first.run_id)}.json">run.json</a>): '
             "what was trained, where, by which code, and what came out per seed.</p>",
             f"<pre id=\"configuration\">{esc(json.dumps(doc, indent=1, default=str))}</pre></main>",
-            _definitions()]
+            _definitions(any("prior" in (ev.floors or {}) and "uniform" not in (ev.floors or {})
+                             for r in records for ev in r.evals.values()))]
     return _page(f"{first.arch} on {first.task_label}: run {first.run_id}", "\n".join(body), "../"), doc
 
 

@@ -12,8 +12,12 @@ references such as least squares and a ridge with a wrong prior (linreg).
 - `marginal`: the best predictor that ignores the context. Among predictors that see only the
   position t, mean KL(p || q) is minimised by q_t = E[p_t], the mean posterior at t. It is
   estimated from an independent sample of the same task (its own seed), so it is not fitted to
-  the evaluation set. On label-symmetric tasks (all of today's) it is uniform up to sampling
-  noise; it would differ on a task whose classes are not exchangeable.
+  the evaluation set. On a label-symmetric tunnel (the bijection, hmm, markov, sticky: its prior
+  is unchanged by relabelling the classes) it is uniform up to sampling noise. Not every tunnel
+  is: on `crp` a label names a table in order of opening (the first customer is always label 0,
+  and the last label holds the overflow), so the marginal is far from uniform and is the floor
+  that counts; so it is on the belief-state processes whose symbols are not exchangeable (`even`,
+  `golden_mean`: a 1 is rarer than a 0) and on `hmm_mixture` (a fixed, finite set of HMMs).
 
 A model above these rows has learned nothing from the context that a constant could not give.
 """

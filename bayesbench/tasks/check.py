@@ -14,11 +14,17 @@ Run on every outside task (tasks/outside.py) and usable on any task (`bayesbench
   average exactly as surprising as the posterior's entropy says, E[-log2 p(y)] = E[H(p)]; the
   mean difference over sequences must be within 6 standard errors (or 1e-6 bits) of 0; and for
   each class k, the frequency of y = k matches the mean posterior probability of k (the same
-  test). A posterior of another process, or targets from another distribution, fail these; a
-  posterior that is calibrated but vaguer than the exact one (the uniform, say) passes them:
-  only an enumeration can tell, so a task that can should offer one:
+  test, its standard error the posterior's own: sum_t p_t(k) (1 - p_t(k)) per sequence, the
+  variance of the draws if the posterior is exact). A posterior of another process, or targets
+  from another distribution, fail these; a posterior that is calibrated but vaguer than the
+  exact one (the uniform, say) passes them: only an enumeration can tell, so a task that can
+  should offer one:
 - against brute force, where the task offers it: a method `brute_force_posterior(batch)` (an
   enumeration, for small instances) must agree with `batch.posterior` to 1e-6 (float64) / 1e-4.
+
+A tunnel with a continuous head (Task.head "gaussian" or "mixture:M", issue 41) is checked by
+`check_continuous_task` (tasks/check_continuous.py) instead, and `check_validity` takes its own
+continuous form (below).
 
 Each failure is a ValueError naming the task and the rule; success returns the lines checked.
 """
@@ -30,7 +36,9 @@ from typing import NoReturn
 
 import torch
 
+from ..models.heads import is_continuous
 from .base import IGNORE_INDEX, Batch, Task
+from .check_continuous import check_continuous_batch, check_continuous_task
 
 SEQUENCES = 512
 Z_LIMIT = 6.0
@@ -125,21 +133,41 @@ def surprise_gap(batch: Batch) -> tuple[float, float]:
 
 
 def worst_calibrated_class(batch: Batch) -> tuple[int, float, float]:
-    """(class, mean over sequences of mean_t [1{y_t = k} - p_t(k)], its standard error) for the
-    class whose gap is largest in standard errors (hard targets)."""
+    """(class, mean over sequences of mean_t [1{y_t = k} - p_t(k)], its standard error under the
+    posterior's own predicted probabilities) for the class whose gap is largest in standard
+    errors (hard targets)."""
     p = batch.posterior.double()
     mask = batch.mask
     onehot = torch.nn.functional.one_hot(batch.targets.clamp(min=0), p.shape[-1]).double()
     d = torch.where(mask.unsqueeze(-1), onehot - p, torch.zeros_like(p)).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
+    # The standard error under the null (the posterior is exact): given the past, 1{y_t = k} - p_t(k)
+    # has mean 0 and variance p_t(k) (1 - p_t(k)), and such martingale differences are uncorrelated
+    # across t, so Var(d_i) = E[sum_t p_t(k) (1 - p_t(k))] / m_i^2 for a sequence with m_i scored
+    # positions. The sample's own spread underestimates it for a rare class (a skewed sample rarely
+    # shows the draw of a rare class: revision at n_ids = 100 failed at z = -6.8 with it).
     n = d.shape[0]
-    mean, se = d.mean(0), d.std(0, unbiased=True) / math.sqrt(n) if n > 1 else torch.full_like(d[0], math.inf)
+    m = mask.sum(1, keepdim=True).clamp(min=1).double()
+    var = torch.where(mask.unsqueeze(-1), p * (1 - p), torch.zeros_like(p)).sum(1) / m**2
+    mean, se = d.mean(0), var.sum(0).sqrt() / n
     z = mean.abs() / se.clamp(min=1e-300)
     k = int(torch.argmax(torch.where(mean.abs() > 1e-6, z, torch.zeros_like(z))))
     return k, float(mean[k]), float(se[k])
 
 
+def _continuous(task: Task) -> bool:
+    """Whether `task`'s head predicts a real y (models.heads); a head of no known form is refused."""
+    try:
+        return is_continuous(task.head)
+    except ValueError as err:
+        _fail(task, str(err))
+
+
 def check_task(task: Task, *, sequences: int = SEQUENCES, seed: int = 0) -> list[str]:
-    """Check `task` as the module docstring says; returns one line per check passed."""
+    """Check `task` as the module docstring says; returns one line per check passed. A tunnel with a
+    continuous head (gaussian or mixture: `Task.head`) is checked by
+    `tasks.check_continuous.check_continuous_task` instead."""
+    if _continuous(task):
+        return check_continuous_task(task, sequences=sequences, seed=seed)
     for name in ("vocab_size", "num_classes", "seq_len"):
         value = getattr(task, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < (2 if name == "num_classes" else 1):
@@ -231,14 +259,32 @@ def check_task(task: Task, *, sequences: int = SEQUENCES, seed: int = 0) -> list
 #     (an observable hidden state) has nothing left to infer and fails this.
 #
 # A task whose first scored position is also its last (one scored position per sequence, as the
-# bijection with supervise="query") fails (b): there is no later position. A task without a
-# categorical posterior [B, L, C] (a Gaussian predictive) is refused: this check does not apply.
+# bijection with supervise="query") fails (b): there is no later position. A task with a
+# categorical head whose posterior is not a categorical [B, L, C] distribution is refused.
+#
+# A continuous tunnel (a gaussian or mixture head: linreg, mixreg, kalman, a user's own) takes
+# the same two rules in its own form (`_check_validity_continuous`), against its prior predictive
+# `floor_predictives(batch)["prior"]` (the predictive that ignores the context, at each scored
+# position, given what that position itself shows):
+# (a) at each sequence's first scored position t0, the posterior is that prior predictive:
+#     KL(posterior || prior) <= CONTINUOUS_ATOL_BITS for every sequence (closed form for
+#     Gaussians, the scoring's quadrature for mixtures, scoring/continuous.py). For linreg and
+#     mixreg t0 shows x_1 and no pair: N(0, tau^2 |x_1|^2 + sigma^2), or the mixture over the
+#     prior's components with the prior's weights. For kalman t0 (position m, where C is shown)
+#     predicts y_1 given the header (A's rows and C at positions 0..m) and the settings (Q = q^2 I,
+#     R = r^2, s_1 ~ N(0, p0^2 I)), before any observation: the filter's prior predictive
+#     N(0, C P_1 C' + R) with P_1 = p0^2 I, i.e. N(0, p0^2 |C|^2 + r^2). Later positions' "prior"
+#     there is N(0, C P_t C' + R), P_{t+1} = A P_t A' + Q: the header is shown, the observations not.
+# (b) the posterior changes with the context: the mean of KL(posterior_t || prior_t) over the
+#     later scored positions is at least MIN_CHANGE bits (the prior ignores the context, so a
+#     posterior that never leaves it has learnt nothing from the pairs or observations).
 
 FIRST_SCORED_GIVEN = {"bijection": "nothing", "markov": "nothing", "sticky": "tokens", "hmm": "prior"}
 RULES = ("nothing", "tokens", "prior")
 VALIDITY_SEQUENCES = 2048
 MIN_GROUP = 16
 MIN_CHANGE = 1e-3
+CONTINUOUS_ATOL_BITS = 1e-6
 
 
 def _hmm_first_prior(batch: Batch) -> torch.Tensor:
@@ -341,6 +387,8 @@ def check_validity(task: Task, *, sequences: int = VALIDITY_SEQUENCES, seed: int
         raise
     except Exception as err:  # the user's sampler failing is the user's error
         raise ValueError(f"task {task.describe()}: sample() raised {type(err).__name__}: {err}") from err
+    if _continuous(task):
+        return _check_validity_continuous(task, batch)
     if not is_categorical(batch):
         post = batch.posterior if isinstance(batch, Batch) else None
         shape = type(post).__name__ if not isinstance(post, torch.Tensor) else list(post.shape)
@@ -411,4 +459,47 @@ def check_validity(task: Task, *, sequences: int = VALIDITY_SEQUENCES, seed: int
                     "prefix at the first: it does not depend on the context")
     lines.append(f"(b) the posterior changes with the context (mean total variation from the first scored position "
                  f"{moved:.3f}; sequences of one first-position group differ later by up to {spread:.3f})")
+    return lines
+
+
+def _check_validity_continuous(task: Task, batch: Batch) -> list[str]:
+    """Rules (a) and (b) for a continuous tunnel (see the block above check_validity)."""
+    from ..scoring.continuous import ContinuousValues
+
+    if not isinstance(batch, Batch):
+        _fail(task, f"sample() must return a bayesbench.tasks.Batch, got {type(batch).__name__}")
+    B = batch.batch_size
+    check_continuous_batch(task, batch, B, torch.device("cpu"))
+    floors = getattr(task, "floor_predictives", None)
+    refs = floors(batch) if callable(floors) else {}
+    if "prior" not in refs:
+        _fail(task, "the validity check of a continuous tunnel compares its posterior with its prior predictive: give "
+                    "the task floor_predictives(batch) with a 'prior' entry")
+    prior = refs["prior"].double()
+    if tuple(prior.shape[:2]) != tuple(batch.mask.shape):
+        _fail(task, f"floor_predictives(batch)['prior'] must be [B, L, 3K] with [B, L] = {list(batch.mask.shape)}, "
+                    f"got {list(prior.shape)}")
+    kl = ContinuousValues.of(batch.posterior.double(), prior, batch.targets.double(), batch.mask,
+                             int(getattr(task, "error_dim", 1))).kl
+    rows = torch.arange(B)
+    t0 = _first_scored(batch)
+    first = kl[rows, t0]
+    worst = float(first.abs().max())
+    if not worst <= CONTINUOUS_ATOL_BITS:
+        _fail(task, f"the posterior at the first scored position differs from the prior predictive "
+                    f"(floor_predictives 'prior') by KL = {worst:.3g} bits (allowed {CONTINUOUS_ATOL_BITS:g}): the "
+                    "latent must not be known from one position (tasks/check.py, check_validity)")
+    lines = [f"(a) first scored position: posterior = the prior predictive given what is shown there "
+             f"(max KL {worst:.1e} bits)"]
+    later = batch.mask.clone()
+    later[rows, t0] = False
+    if not bool(later.any()):
+        _fail(task, "has one scored position per sequence: the validity check needs a later one to see the posterior "
+                    "change with the context")
+    moved = float(kl[later].mean())
+    if not moved >= MIN_CHANGE:
+        _fail(task, f"the posterior does not change with the context: its mean KL from the prior predictive over the "
+                    f"later scored positions is {moved:.2g} bits (at least {MIN_CHANGE:g} needed)")
+    lines.append(f"(b) the posterior changes with the context (mean KL from the prior predictive at the later scored "
+                 f"positions {moved:.3f} bits)")
     return lines

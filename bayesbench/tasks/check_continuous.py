@@ -18,8 +18,9 @@ head is "gaussian" or "mixture:M" (a user's own file with a Gaussian or mixture 
   of the same [B, L] at the supervised positions.
 
 Each failure is a ValueError naming the task and the rule; success returns the lines checked.
-(`tasks/check.py` and `bayesbench tasks --check` call `check_task`; this module is the
-continuous case, to be called from there for a task with a continuous head.)
+(`tasks/check.py`'s `check_task`, which `bayesbench tasks --check` and `--task ./file.py:build`
+run, calls this module for a task with a continuous head; `check_validity` there has its own
+continuous form.)
 """
 
 from __future__ import annotations

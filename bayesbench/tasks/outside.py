@@ -6,7 +6,9 @@ returns a `Task`: a frozen dataclass subclass of `bayesbench.tasks.Task` with `v
 posterior (docs/tasks.md, "Your own tunnel"). `OutsideTask` carries the name and options, so a
 run's stored task config (`{"task": "outside", "spec": ..., "options": ...}`) rebuilds it in a
 worker process or a later command, and delegates everything else to the task the factory built.
-`check_task` (tasks/check.py) is run on it before any training.
+`check_task` (tasks/check.py) is run on it before any training. A continuous tunnel (issue 41) is
+wrapped the same way: its `head` and `header_every_position` are passed on, and what the base Task
+lacks (`floor_predictives`, `error_dim`) is read from the inner task.
 
 Its `code()` is the contents of the factory's file and of the modules it imports from its own
 folder (`outside_code.contents`), so an edited tunnel is a new tunnel for every key (jobs, evaluation
@@ -107,6 +109,14 @@ class OutsideTask(Task):
     def header_len(self) -> int:
         return self.inner.header_len
 
+    @property
+    def head(self) -> str:  # a continuous tunnel's "gaussian" / "mixture:M" (issue 41), else "categorical"
+        return self.inner.head
+
+    @property
+    def header_every_position(self) -> bool:
+        return self.inner.header_every_position
+
     def sample(self, batch_size: int, generator: torch.Generator | None = None, *,
                device: torch.device | str | None = None, dtype: torch.dtype = torch.float32) -> Batch:
         try:
@@ -130,7 +140,8 @@ class OutsideTask(Task):
     def describe(self) -> str:
         return self.inner.describe()
 
-    def __getattr__(self, item: str):  # the inner task's own fields (e.g. task.V)
+    def __getattr__(self, item: str):  # the inner task's own fields (e.g. task.V) and methods that the base
+        # Task lacks: a continuous tunnel's floor_predictives and error_dim, brute_force_posterior
         if item.startswith("_"):
             raise AttributeError(item)
         return getattr(self._inner, item)

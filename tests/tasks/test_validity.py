@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from bayesbench.cli import main
+from bayesbench.models.heads import is_continuous, split_layout
 from bayesbench.tasks import IGNORE_INDEX, Batch, Task, get_task, list_tasks
 from bayesbench.tasks.check import check_task, check_validity, first_scored_rule, is_categorical
 from bayesbench.tasks.registry import _TASKS
@@ -27,15 +28,48 @@ CONFIGS = [(name, {}) for name in BUILTIN] + [
 
 @pytest.mark.parametrize("name,config", CONFIGS, ids=[f"{n}-{c}" for n, c in CONFIGS])
 def test_every_builtin_tunnel_passes(name, config):
-    """Every tunnel with a categorical posterior passes; one without (a Gaussian predictive) is
-    refused in one line saying the check does not apply, never passed silently."""
+    """Every built-in tunnel passes: a categorical one in the form of its rule, a continuous one
+    (linreg, mixreg, kalman: a Gaussian or mixture predictive) against its prior predictive."""
     task = get_task(name, **config)
-    if not is_categorical(task.sample(4, torch.Generator().manual_seed(0))):
-        with pytest.raises(ValueError, match="check_validity applies to tunnels with a categorical posterior"):
-            check_validity(task, sequences=64)
-        return
-    lines = check_validity(task, sequences=1024)
+    continuous = is_continuous(task.head)
+    assert continuous or is_categorical(task.sample(4, torch.Generator().manual_seed(0)))
+    lines = check_validity(task, sequences=256 if continuous else 1024)
     assert [line[:3] for line in lines] == ["(a)", "(b)"]
+    if continuous:
+        assert "posterior = the prior predictive given what is shown there" in lines[0]
+
+
+def test_the_continuous_tunnels_are_checked_not_refused():
+    assert {"linreg", "mixreg", "kalman"} <= set(BUILTIN)
+
+
+def test_kalmans_first_prediction_is_the_filters_prior_predictive_given_its_header():
+    """kalman's first scored position predicts y_1 from the C its header shows and the settings'
+    initial state prior N(0, p0^2 I) and R = r^2: N(0, C P_1 C' + R) with P_1 = p0^2 I, written
+    here from the sampled latents, not from the tunnel's floor."""
+    task = get_task("kalman")
+    batch = task.sample(64, torch.Generator().manual_seed(3), dtype=torch.float64)
+    t0 = int(batch.mask.long().argmax(1)[0])
+    assert bool((batch.mask.long().argmax(1) == t0).all())
+    C = batch.latents["C"].double()
+    var = task.p0**2 * (C @ C.transpose(-1, -2)).squeeze(-1).squeeze(-1) + task.r**2
+    _, mean, v = split_layout(batch.posterior[:, t0])
+    torch.testing.assert_close(mean[:, 0], torch.zeros(64, dtype=torch.float64))
+    torch.testing.assert_close(v[:, 0], var)
+
+
+def test_a_continuous_posterior_that_never_leaves_the_prior_fails_the_change_rule():
+    task = get_task("linreg", d=2, n=6)
+
+    @dataclass(frozen=True)
+    class Fixed(type(task)):  # type: ignore[misc]
+        def sample(self, batch_size, generator=None, *, device=None, dtype=torch.float32):
+            b = super().sample(batch_size, generator, dtype=dtype)
+            return Batch(b.tokens, b.mask, b.targets, self.floor_predictives(b)["prior"].to(dtype), b.latents,
+                         b.header)
+
+    with pytest.raises(ValueError, match=r"the posterior does not change with the context: its mean KL"):
+        check_validity(Fixed(d=2, n=6), sequences=128)
 
 
 @dataclass(frozen=True)
