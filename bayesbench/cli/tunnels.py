@@ -44,8 +44,8 @@ def tunnel_curves(batch_size: int = 2048, seed: int = 0, *,
     import torch
 
     from ..models.heads import is_continuous
+    from ..oracle.gaussian_bits import entropy_bits as continuous_entropy_bits
     from ..presets import get_preset
-    from ..scoring.continuous import entropy_bits as continuous_entropy_bits
     from ..scoring.metrics import entropy_bits, per_position
     from ..tasks import get_task, list_tasks, task_from_config
 

@@ -464,7 +464,7 @@ def check_validity(task: Task, *, sequences: int = VALIDITY_SEQUENCES, seed: int
 
 def _check_validity_continuous(task: Task, batch: Batch) -> list[str]:
     """Rules (a) and (b) for a continuous tunnel (see the block above check_validity)."""
-    from ..scoring.continuous import ContinuousValues
+    from ..oracle.gaussian_bits import ContinuousValues
 
     if not isinstance(batch, Batch):
         _fail(task, f"sample() must return a bayesbench.tasks.Batch, got {type(batch).__name__}")

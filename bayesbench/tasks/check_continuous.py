@@ -91,7 +91,7 @@ def check_continuous_batch(task: Task, batch: Batch, n: int, device: torch.devic
 def calibration_gaps(batch: Batch) -> tuple[tuple[float, float], tuple[float, float]]:
     """((mean of -log2 p(y) - h(p), its standard error), (mean PIT - 1/2, its standard error)),
     over sequences (each sequence's mean over its supervised positions)."""
-    from ..scoring.continuous import entropy_bits
+    from ..oracle.gaussian_bits import entropy_bits
 
     p, y, mask = batch.posterior.double(), batch.targets.double(), batch.mask
     w, m, v = split_layout(p)

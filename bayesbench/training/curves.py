@@ -39,7 +39,7 @@ from torch import Tensor
 
 from ..metric_table import METRICS, Metric, curve_cases, curve_metrics
 from ..models.heads import CATEGORICAL, is_continuous, read_outputs
-from ..scoring.continuous import ContinuousValues
+from ..oracle.gaussian_bits import ContinuousValues
 from ..tasks import Batch, Task
 from ..tasks.bijection import SCORED_SETS
 from .config import DEFAULT_CURVE_SEQUENCES
