@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from timing import check_cpu_goal, interleaved
+from timing import oracle_speedup
 
 from bayesbench.oracle.kalman import kalman_predictive, kalman_predictive_reference, random_stable_matrix
 from bayesbench.oracle.linreg import linreg_predictive, linreg_predictive_reference
@@ -45,16 +45,7 @@ def _threads():
 
 
 def _ratio(benchmark, name: str, fast, reference, scale: int, **sizes) -> float:
-    fast_s, ref_slice_s = interleaved(fast, reference, rounds=3, n=1)
-    ratio = ref_slice_s * scale / fast_s
-    status = check_cpu_goal(ratio, 10, f"{name} fast path vs reference")
-    benchmark.extra_info.update(sizes, threads=THREADS, fast_s=fast_s, reference_slice_s=ref_slice_s,
-                                reference_scale=scale, reference_s=ref_slice_s * scale, speedup=ratio,
-                                goal_status=status)
-    print(f"\n{name} B={B} {sizes}: fast {fast_s:.2f} s; reference {ref_slice_s:.2f} s on B/{scale} "
-          f"-> {ref_slice_s * scale:.1f} s scaled: {ratio:.1f}x (goal >= 10x: {status})")
-    benchmark.pedantic(fast, rounds=1, iterations=1)
-    return ratio
+    return oracle_speedup(benchmark, name, fast, reference, scale, threads=THREADS, batch=B, **sizes)
 
 
 def test_linreg_fast_path_vs_reference(benchmark):

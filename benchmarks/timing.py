@@ -60,3 +60,20 @@ def check_cpu_goal(ratio: float, goal: float, what: str, *, at_most: bool = Fals
         assert met, f"goal: {what} {'<=' if at_most else '>='} {goal}x, got {ratio:.2f}x"
         return "met"
     return "met" if met else "missed (reported only; set BAYESBENCH_ASSERT_CPU_GOALS=1 to assert)"
+
+
+def oracle_speedup(benchmark, name: str, fast: Callable[[], object], reference: Callable[[], object], scale: int,
+                   *, threads: int, batch: int, goal: float = 10.0, **sizes) -> float:
+    """An oracle's fast path against its plain reference, the reference timed on 1/`scale` of the
+    batch and scaled (it is linear in the batch), both in alternating rounds (`interleaved`,
+    median of 3); the ratio, its goal's status and the sizes go to extra_info and stdout."""
+    fast_s, ref_slice_s = interleaved(fast, reference, rounds=3, n=1)
+    ratio = ref_slice_s * scale / fast_s
+    status = check_cpu_goal(ratio, goal, f"{name} fast path vs reference")
+    benchmark.extra_info.update(sizes, threads=threads, fast_s=fast_s, reference_slice_s=ref_slice_s,
+                                reference_scale=scale, reference_s=ref_slice_s * scale, speedup=ratio,
+                                goal_status=status)
+    print(f"\n{name} B={batch} {sizes}: fast {fast_s:.2f} s; reference {ref_slice_s:.2f} s on B/{scale} "
+          f"-> {ref_slice_s * scale:.1f} s scaled: {ratio:.1f}x (goal >= {goal:g}x: {status})")
+    benchmark.pedantic(fast, rounds=1, iterations=1)
+    return ratio

@@ -26,14 +26,14 @@ from torch import Tensor
 from ..checks import int_at_least, positive_int, positive_number
 from ..oracle.hmm_mixture import hmm_mixture_predictive, hmm_mixture_reference
 from ._random import categorical, dirichlet
-from .base import Batch, Task, batch_device, check_batch_size, check_fits
-from .next_symbol import next_symbol_batch
+from .base import Batch, batch_device, check_batch_size, check_fits
+from .next_symbol import NextSymbolTask, next_symbol_batch
 from .registry import register_task
 
 
 @register_task("hmm_mixture")
 @dataclass(frozen=True)
-class HMMMixtureTask(Task):
+class HMMMixtureTask(NextSymbolTask):
     """Next-symbol prediction on one of M fixed HMMs per sequence (GINC), with the exact mixture predictive."""
 
     M: int = 4
@@ -55,18 +55,6 @@ class HMMMixtureTask(Task):
         positive_number("concentration", self.concentration, "the Dirichlet prior of the components' rows")
         int_at_least("mixture_seed", self.mixture_seed, 0, "the seed that draws the M HMMs")
         self.check_size()
-
-    @property
-    def vocab_size(self) -> int:
-        return self.V
-
-    @property
-    def num_classes(self) -> int:
-        return self.V
-
-    @property
-    def seq_len(self) -> int:
-        return self.L
 
     def sequence_bytes(self, dtype: torch.dtype = torch.float32) -> int:
         """Posterior [L, V], the oracle's per-component filters and predictives [M, L, S + V] in

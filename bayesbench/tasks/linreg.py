@@ -80,9 +80,35 @@ def prior_layout(x: Tensor, batch: Batch, var_w: Tensor | float, sigma: float, m
     return place(off_mask_layout(B, 2 * n, 1, x.device, torch.float64), pos, gaussian_layout(mean, var))
 
 
+class RegressionTask(ContinuousTask):
+    """What the in-context regression tunnels (linreg, mixreg) share: n pairs (x_k, y_k) in d
+    dimensions read as 2n positions of real vectors [d + 1] (x_k in the first d channels, y_k in
+    the last; the token names the slot), the error of a predictive mean normalised by d (Garg et
+    al.'s)."""
+
+    d: int
+    n: int
+
+    @property
+    def vocab_size(self) -> int:
+        return 2
+
+    @property
+    def seq_len(self) -> int:
+        return 2 * self.n
+
+    @property
+    def header_dim(self) -> int:
+        return self.d + 1
+
+    @property
+    def error_dim(self) -> int:
+        return self.d
+
+
 @register_task("linreg")
 @dataclass(frozen=True)
-class LinRegTask(ContinuousTask):
+class LinRegTask(RegressionTask):
     """Predict y_k from x_k and the k - 1 pairs before it, w drawn afresh per sequence."""
 
     d: int = 5
@@ -100,22 +126,6 @@ class LinRegTask(ContinuousTask):
         positive_number("sigma", self.sigma, "the noise standard deviation; sigma <= 0 has no density")
         positive_int("components", self.components, "Gaussians of the model's predictive head")
         self.check_size()
-
-    @property
-    def vocab_size(self) -> int:
-        return 2
-
-    @property
-    def seq_len(self) -> int:
-        return 2 * self.n
-
-    @property
-    def header_dim(self) -> int:
-        return self.d + 1
-
-    @property
-    def error_dim(self) -> int:
-        return self.d
 
     def sample(self, batch_size, generator=None, *, device=None, dtype=torch.float32) -> Batch:
         B, d = check_batch_size(batch_size), self.d

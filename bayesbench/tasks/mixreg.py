@@ -27,14 +27,14 @@ from ..models.heads import gaussian_layout, mixture_layout
 from ..oracle.linreg import linreg_predictive
 from ..oracle.mixreg import mixreg_predictive
 from .base import Batch, batch_device, check_batch_size, check_fits
-from .continuous import ContinuousTask, off_mask_layout, place
-from .linreg import draw_regression, regression_batch
+from .continuous import off_mask_layout, place
+from .linreg import RegressionTask, draw_regression, regression_batch
 from .registry import register_task
 
 
 @register_task("mixreg")
 @dataclass(frozen=True)
-class MixRegTask(ContinuousTask):
+class MixRegTask(RegressionTask):
     """Predict y_k from x_k and the pairs before it, w from a dense-or-sparse mixture prior."""
 
     d: int = 5
@@ -60,22 +60,6 @@ class MixRegTask(ContinuousTask):
                                f"got {self.sparsity}", ("sparsity", "d"))
         positive_int("components", self.components, "Gaussians of the model's predictive head")
         self.check_size()
-
-    @property
-    def vocab_size(self) -> int:
-        return 2
-
-    @property
-    def seq_len(self) -> int:
-        return 2 * self.n
-
-    @property
-    def header_dim(self) -> int:
-        return self.d + 1
-
-    @property
-    def error_dim(self) -> int:
-        return self.d
 
     @property
     def posterior_components(self) -> int:
