@@ -3,14 +3,14 @@
     python scripts/docs_numbers.py --db results/bayesbench.sqlite --measured 2026-12-03 \\
         --command "make run" --out docs/numbers/quick_2026-12-03.json
 
-The file holds, per ranking metric (entropy MAE, positional entropy MAE), the leaderboard's rows
-as `bayesbench.leaderboard` returns them (the schema of `bayesbench leaderboard --json`'s "rows",
-docs/results.md#the-leaderboard-as-json), cut to the keys the docs quote: the task, evaluation
-and architecture, the parameters, steps and seeds, every metric's mean over seeds, the ranked
-metric's per-seed values and its 95% interval over seeds. tests/test_docs_numbers.py checks that
-every number the tables of docs/leaderboard.md quote equals the file's, so a re-run of the quick
-leaderboard refreshed with this script either leaves the docs true or fails that test, naming
-each number to update.
+The file holds, per ranking metric (entropy MAE, positional entropy MAE), the leaderboard's rows as
+`bayesbench.leaderboard` returns them (the schema of `bayesbench leaderboard --json`'s "rows",
+docs/results.md#the-leaderboard-as-json), cut to the keys the docs quote: the task, evaluation,
+architecture and the settings that set a row apart, the parameters, the state size, steps and seeds,
+every metric's mean over seeds, the ranked metric's per-seed values and its 95% interval over seeds.
+tests/test_docs_numbers.py checks that every number the tables of docs/leaderboard.md quote equals
+the file's, so a re-run of the quick leaderboard refreshed with this script either leaves the docs
+true or fails that test, naming each number to update.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import argparse
 import json
 import sys
 
-KEYS = ("task", "eval", "arch", "params", "steps", "seeds", "entropy_mae_bits", "entropy_mae_positional_bits",
-        "kl_bits", "metric", "per_seed_bits", "ci_bits", "at_floor")
+KEYS = ("task", "eval", "arch", "settings", "params", "state_floats", "steps", "seeds", "entropy_mae_bits",
+        "entropy_mae_positional_bits", "kl_bits", "metric", "per_seed_bits", "ci_bits", "at_floor")
 METRICS = ("entropy_mae", "entropy_mae_positional")
 
 

@@ -113,7 +113,44 @@ def check_quick_preset(text: str) -> list[str]:
     return bad
 
 
-CHECKS = (check_curve_table, check_tuned_against_fixed, check_orderings, check_quick_preset)
+def _untuned(name: str) -> list[dict]:
+    return json.loads((NUMBERS / f"{name}.json").read_text())["boards"]["entropy_mae"]
+
+
+def _layers(row: dict) -> str:
+    return str(row["settings"]["model"].get("n_layer", "-"))
+
+
+def untuned_cells(row: dict) -> list[str]:
+    """What the 2026-12-06 tables quote of a row: params, state, entropy MAE with its interval, per
+    seed, KL, and '(at floor)'."""
+    return [f"{row['params']:,}", f"{row['state_floats']:,}", _interval(row, "entropy_mae"), _seeds(row),
+            fmt_bits(row["kl_bits"]), str(row["at_floor"])]
+
+
+def check_untuned_2026_12_06(text: str) -> list[str]:
+    """The untuned tables of 2026-12-06: every architecture on the sticky chain, and the
+    variable-order chain (docs/numbers/zoo_sticky_2026-12-06.json, vomc_2026-12-06.json)."""
+    bad = []
+    zoo = _untuned("zoo_sticky_2026-12-06")
+    for cells in _table(text, "| arch (sticky chain) | params | state (floats) |"):
+        arch, floor = _arch(cells[0])
+        want = untuned_cells(_row(zoo, "sticky V=8 L=32", "standard", arch))
+        if cells[1:6] + [str(floor)] != want:
+            bad.append(f"untuned sticky table, {arch}: {cells[1:6] + [str(floor)]} != {want}")
+    vomc = _untuned("vomc_2026-12-06")
+    for cells in _table(text, "| arch (vomc, depth 2) | layers | params | state (floats) |"):
+        arch, floor = _arch(cells[0])
+        found = [r for r in vomc if r["arch"] == arch and _layers(r) == cells[1]]
+        assert len(found) == 1, f"vomc {arch} layers {cells[1]}: {len(found)} rows in the summary"
+        want = untuned_cells(found[0])
+        if cells[2:7] + [str(floor)] != want:
+            bad.append(f"untuned vomc table, {arch} {cells[1]}: {cells[2:7] + [str(floor)]} != {want}")
+    return bad
+
+
+CHECKS = (check_curve_table, check_tuned_against_fixed, check_orderings, check_quick_preset,
+          check_untuned_2026_12_06)
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
@@ -132,6 +169,8 @@ def test_a_changed_number_is_caught():
     assert stale != text and any("transformer" in line for line in check_curve_table(stale))
     assert check_quick_preset(text.replace("| 0.0244 [0.0072, 0.0417] |", "| 0.0245 [0.0072, 0.0417] |"))
     assert check_orderings(text.replace("mamba 0.083 ~ gru 0.088", "mamba 0.084 ~ gru 0.088"))
+    mamba = "| mamba | 70,320 | 2,992 | 0.0831"
+    assert check_untuned_2026_12_06(text.replace(mamba, mamba[:-1] + "2"))
 
 
 def test_the_script_writes_the_summary_the_check_reads(tmp_path):
