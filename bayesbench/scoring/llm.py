@@ -250,16 +250,21 @@ def load_lm(folder: str, device: str = "cpu", dtype: str = "float32"):
                          "the folder "
                          "holds the tokenizer, as tokenizer.save_pretrained writes it)")
     try:
-        tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        tok = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
     except Exception as err:  # any failure of the tokenizer's load: named in one line
         raise ValueError(f"--model {folder}: no tokenizer could be loaded ({type(err).__name__}: "
                          f"{str(err).strip().splitlines()[0] if str(err).strip() else ''}) (rule: the folder holds "
                          "the tokenizer's files, as tokenizer.save_pretrained writes them)") from None
     try:
-        lm = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=torch_dtype)
+        # safetensors only: a .bin checkpoint is a pickle, and a handed file never runs code here;
+        # no remote code either (a config naming its own modeling file is refused)
+        lm = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=torch_dtype,
+                                                  use_safetensors=True, trust_remote_code=False)
     except Exception as err:  # any failure of the model's load: named in one line
         raise ValueError(f"--model {folder}: no causal LM could be loaded ({type(err).__name__}: "
-                         f"{str(err).strip().splitlines()[0] if str(err).strip() else ''})") from None
+                         f"{str(err).strip().splitlines()[0] if str(err).strip() else ''}) (rule: weights as "
+                         "safetensors, which save_pretrained writes; a .bin file is a pickle and is never "
+                         "loaded)") from None
     lm.eval()
     return torch.nn.Module.to(lm, torch.device(device)), tok
 

@@ -237,3 +237,21 @@ def test_round_trip_equals_the_direct_score(tmp_path, task):
         for metric in ("entropy_mae", "kl"):
             assert other.scores[metric].mean == pytest.approx(ev.scores[metric].mean, abs=1e-6), (set_name, metric)
     assert text.config["llm"]["outside_mass"][0]["outside_mass_mean"] > 0  # the symbols that are not classes
+
+
+def test_pickled_weights_are_never_loaded(tmp_path, folder):
+    """A folder whose weights are a .bin (a pickle) is refused in one line naming the rule: a handed
+    file never runs code (safetensors only)."""
+    import shutil
+
+    from transformers import GPT2LMHeadModel
+
+    d = tmp_path / "pickled"
+    shutil.copytree(folder, d)
+    lm = GPT2LMHeadModel.from_pretrained(folder, local_files_only=True)
+    (d / "model.safetensors").unlink()
+    torch.save(lm.state_dict(), d / "pytorch_model.bin")  # the pickled format older save_pretrained wrote
+    assert (d / "pytorch_model.bin").is_file() and not (d / "model.safetensors").exists()
+    with pytest.raises(ValueError, match="safetensors") as err:
+        llm.load_lm(str(d))
+    assert "\n" not in str(err.value)
