@@ -325,17 +325,19 @@ def test_profile_command_end_to_end(tmp_path, capsys):
     for f in out["summary"]["figures"]:
         assert os.path.getsize(f) > 1000
     # calibration and drift records against a direct computation from the saved model and maps
-    from bayesbench.scoring.evaluate import eval_set, evaluate_members
+    from bayesbench.dynamics.sets import member_sets
+    from bayesbench.scoring.evaluate import evaluate_members
     from bayesbench.training.checkpoint import load_result
     from bayesbench.training.result import task_of
 
     result = load_result(os.path.join(out["config"]["run_dir"], "checkpoint.pt"))
-    scores = evaluate_members(result.model, eval_set(task_of(result), 32))  # the quick preset's bijection
+    assert out["config"]["sets"] == "per-seed"  # each seed scored on its own evaluation set
+    own = member_sets(task_of(result), 32, "profile-eval", [0, 1])  # the quick preset's bijection
     last = max(r.step for r in records if r.name == "entropy_mae")
     assert last == 12
     for e, seed in enumerate((0, 1)):
         stored = [r.value for r in records if r.name == "entropy_mae" and r.step == last and r.seed == seed]
-        assert stored == [pytest.approx(scores[e].entropy_mae.mean, rel=1e-6)]
+        assert stored == [pytest.approx(evaluate_members(result.model, own[e])[e].entropy_mae.mean, rel=1e-6)]
     saved = torch.load(os.path.join(os.path.dirname(out["summary"]["figures"][0]), "maps.pt"))
     assert saved["steps"] == out["config"]["checkpoint_steps"] == [0, 3, 12]
     tv = tv_to_final(saved["maps"].float())  # [C, L, E, B, H]
