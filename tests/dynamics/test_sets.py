@@ -82,3 +82,16 @@ def test_geometry_measures_each_member_on_its_own_sequences():
         assert math.isclose(g.value_var[0][e][0], alone[e].value_var[0][e][0], rel_tol=1e-9)
     same = measure(model, [own[0], own[0]], task)  # one batch object for both: the shared path, as before
     assert torch.equal(same.intact_mae, alone[0].intact_mae)
+
+
+def test_the_belief_probe_fits_each_member_on_its_own_sequences():
+    from bayesbench.dynamics.belief_probe.measure import belief_targets, member_targets, probe, residual_streams
+
+    task = get_task("mess3")
+    model = get_model("transformer", task, seeds=[0, 1], **TINY)
+    own = member_sets(task, 12, "belief-probe", [0, 1])
+    positions, beliefs = member_targets(task, own)
+    res = probe(residual_streams(model, own), positions, beliefs, [0, 1])
+    for e, b in enumerate(own):
+        alone = probe(residual_streams(model, b), *belief_targets(task, b), [0, 1])  # every member on set e
+        assert all(math.isclose(res.r2[s][e], alone.r2[s][e], rel_tol=1e-9, abs_tol=1e-12) for s in res.streams)
