@@ -394,6 +394,7 @@ def _store_untouched(db):
     (["--run", "x", "--batch-size", "8"], "--batch-size cannot change a stored run's batch"),
     (["--task-args", "nope=1"], "'nope' is not a setting of task 'bijection'; its settings: V, variant"),
     (["--task-args", "L=3", "--task-set", "L=4"], "--task-args/--task-set: L given twice (3 and 4)"),
+    (["--sets", "mixed"], "--sets must be one of ('per-seed', 'shared')"),
 ])
 def test_profile_bad_inputs(tmp_path, capsys, extra, message):
     db = str(tmp_path / "store.sqlite")
