@@ -35,11 +35,6 @@ import math
 import os
 from typing import Any
 
-import torch
-
-from ..metric_table import kl_terms_bits
-from .metrics import entropy_bits
-
 #: The tunnels the shipped task files name (bayesbench_<name>.yaml in lm_eval_tasks/).
 TASKS = ("bijection", "sula")
 #: The lm-evaluation-harness version these task files are tested with (requirements.txt pins it).
@@ -95,6 +90,11 @@ def _log_likelihood(result: Any) -> float:
 def scores(posterior: list[float], log_likelihoods: list[float]) -> dict[str, float]:
     """Per document, in bits: entropy error |H(q) - H(p)| and KL(p || q) with q the choices'
     probabilities renormalised over them, and the mass outside the choices (1 - their sum)."""
+    import torch
+
+    from ..metric_table import kl_terms_bits
+    from .metrics import entropy_bits
+
     p = torch.tensor(posterior, dtype=torch.float64)
     ll = torch.tensor(log_likelihoods, dtype=torch.float64)
     log_q = ll - torch.logsumexp(ll, 0)

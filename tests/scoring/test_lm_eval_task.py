@@ -80,3 +80,14 @@ def test_lm_eval_task_equals_bayesbench_llm(tmp_path, folder_no_bos):
     assert written == ["results", "samples"]
     results_file = next((tmp_path / "out").rglob("results_*.json"))
     assert "kl_bits,none" in json.loads(results_file.read_text())["results"]["bayesbench_bijection"]
+
+
+def test_the_command_prints_the_folder_of_the_task_files(capsys):
+    import os
+
+    from bayesbench.cli import main
+
+    assert main(["lm-eval-tasks"]) == 0
+    printed = capsys.readouterr().out.strip()
+    assert printed == folder()
+    assert {f"bayesbench_{t}.yaml" for t in ("bijection", "sula")} <= set(os.listdir(printed))
