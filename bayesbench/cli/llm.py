@@ -62,8 +62,9 @@ def cmd_llm(args) -> int:
 
     verbaliser = args.verbaliser[0] if len(args.verbaliser) == 1 else args.verbaliser
     records = score_lm(args.model, args.task, verbaliser=verbaliser, verbaliser_seed=args.verbaliser_seed,
-                       prompt_seeds=args.prompt_seeds, name=args.name, preset=args.preset, device=args.device, dtype=args.dtype,
-                       batch_size=args.batch_size, sequences=args.sequences, db=args.db, progress=progress)
+                       prompt_seeds=args.prompt_seeds, name=args.name, preset=args.preset, device=args.device,
+                       dtype=args.dtype, batch_size=args.batch_size, sequences=args.sequences, db=args.db,
+                       progress=progress)
     many = len(records) > 1
     for rec in records:
         if rec.arch.endswith("-pooled") and "units" in rec.config["llm"]:
