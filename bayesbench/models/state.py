@@ -32,6 +32,11 @@ COUNTED = ("floats carried from one position to the next by every sequence-mixin
            "recurrent states; integer counters and parameters not counted")
 
 
+#: what a row scored from predictions made elsewhere (`bayesbench score`) says in place of a count
+NO_MODEL = ("no model: predictions made elsewhere (bayesbench score) come with no layers whose state could be "
+            "counted; no number is given")
+
+
 class StateUnknown(ValueError):
     """The model has no layer with a recurrent reference and does not say it mixes no positions."""
 
@@ -158,6 +163,12 @@ def state_floats(model: nn.Module, length: int) -> int:
     finally:
         model.train(was_training)
     return total
+
+
+def no_model_record(length: int) -> dict:
+    """A row's `config["state"]` for predictions made elsewhere: no count (floats None) and why, so the
+    leaderboard's state column says 'no model' where a number would be made up."""
+    return {"floats": None, "length": int(length), "counted": NO_MODEL, "no_model": True}
 
 
 def state_record(model: nn.Module, length: int) -> dict | None:

@@ -14,6 +14,7 @@ from .. import versions
 from ..identity import identity_key
 from ..metric_table import metric_versions
 from ..models.base import other_float_dtypes
+from ..models.state import no_model_record
 from ..running.provenance import environment
 from ..store.database import cache_dir_for, write_records
 from ..store.records import LearningCurve, RunRecord
@@ -137,7 +138,10 @@ def score_run(result: TrainResult, *, db: str | None = None, device: str = "cpu"
     sequences_per_s = result.steps * batch * len(result.seeds) / result.wall_s if result.wall_s and batch else None
     primary = scores[0].primary
     trained = ident.get("train") is not None  # False: a model trained elsewhere, only scored here
-    primary_task = evaluation_tasks(task, lengths, scored)[primary].describe()
+    primary_eval = evaluation_tasks(task, lengths, scored)[primary]
+    primary_task = primary_eval.describe()
+    if getattr(model, "holds_model", True) is False:  # predictions made elsewhere: say there is no model
+        config["state"] = no_model_record(primary_eval.seq_len)
     records = [RunRecord(
         run_id=result.run_id, seed=seed, member=e, group_id=meta.get("group_id"), preset=meta.get("preset"),
         task=task.name, task_label=meta.get("label", task.describe()), task_config=task.config(),
