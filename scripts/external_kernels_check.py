@@ -18,6 +18,7 @@ and the script exits 0; it exits 1 when a difference exceeds TOLERANCE times the
 from __future__ import annotations
 
 import copy
+import importlib
 import importlib.metadata
 import json
 import sys
@@ -74,6 +75,17 @@ def compare(arch: str, kernel: str, E: int, B: int, L: int, H: int) -> dict:
     return out
 
 
+def installed_version(module: str, dist: str) -> str:
+    """The version of the package behind `module` (fla >= 0.6 ships its ops as fla-core)."""
+    version = getattr(importlib.import_module(module), "__version__", None)
+    if version:
+        return str(version)
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def run() -> dict:
     """Every covered (architecture, kernel) at every shape, or the reason each kernel was skipped."""
     from bayesbench.models import external_kernels as ek
@@ -90,10 +102,7 @@ def run() -> dict:
         if reasons:
             result["skipped"].append({"kernel": kernel, "reason": "; ".join(reasons)})
             continue
-        try:
-            result["installed"][kernel] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            result["installed"][kernel] = "unknown"
+        result["installed"][kernel] = installed_version(module, dist)
         for arch in sorted(a for a, kernels in ek.COVERED.items() if kernel in kernels):
             for E, B, L, H in SHAPES:
                 _check(result, arch, kernel, E, B, L, H)

@@ -11,8 +11,9 @@ The CPU path never needs them: both packages run Triton/CUDA only, so an outside
 tensor, or one whose package is not importable, is a one-line `SettingError` naming `kernel`.
 
 APIs read from source, versions pinned (docs/architectures.md#outside-kernels):
-flash-linear-attention 0.5.2 (fla-org/flash-linear-attention, commit bc3b101) and mamba-ssm
-2.3.2.post1 (state-spaces/mamba, commit e9594ce). Their conventions, and our map onto them:
+flash-linear-attention 0.5.2 (fla-org/flash-linear-attention, commit bc3b101; the five functions'
+signatures are unchanged in 0.6.0, whose `fla.ops` ship in the `fla-core` distribution) and
+mamba-ssm 2.3.2.post1 (state-spaces/mamba, commit e9594ce). Their conventions, and our map onto them:
 
 - layout: theirs [batch, T, heads, D] (`head_first` is gone from fla); ours [E, B, H, L, D] heads
   first. The E members fold into the batch for fla (every fla argument is per sequence, or per
