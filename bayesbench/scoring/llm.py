@@ -434,6 +434,8 @@ class LMPredictions(GivenPredictions):
     (`read_batch`, renormalised over the candidates) when `evaluate` asks, once per set; the
     outside mass of each set is kept in `outside` for the row."""
 
+    holds_model = True  # a model (not predictions made elsewhere), whose state models.state cannot count
+
     def __init__(self, lm, tok, verbaliser: Verbaliser, task: Task, *, seed: int = 0, batch_size: int = 8,
                  progress: Callable[[str], None] | None = None, label: str = "") -> None:
         self.lm, self.tok, self.verbaliser, self.label = lm, tok, verbaliser, label
