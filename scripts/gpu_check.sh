@@ -6,7 +6,8 @@
 #
 # Phase 1, in parallel (CPU-heavy: nvcc and Triton compiles):
 #   oracle track     pure-Python install; bayesbench._C built with CUDA (sm of this GPU only);
-#                    import check; native oracle tests on cpu and cuda
+#                    import check; native oracle tests on cpu and cuda (tests/oracle/test_native.py:
+#                    every compiled op against its PyTorch reference, the CTW kernel included)
 #   attention tests  the Triton kernel tests, natively
 # Phase 2, one at a time (GPU timings): HMM filter benchmark (2^20 HMMs x 50 steps, once),
 #   attention benchmarks (vs SDPA and eager), E = 8 training step cost, the profiler's Triton
