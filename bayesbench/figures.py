@@ -44,7 +44,9 @@ def heading(fig, title: str, *facts: str, fontsize: float = 10) -> None:
 def unique_legend(target, *, where: str | None = None, **kwargs):
     """A legend on `target` (an Axes, or a Figure: the labelled artists of all its axes) with one
     entry per label (seed lines drawn under one label appear once). `where`: a location, for a
-    figure e.g. "outside lower center" (under the panels, in up to `ncols` columns: default 3)."""
+    figure e.g. "outside lower center" (under the panels, in up to `ncols` columns: default 3, or 2
+    where a label is longer than 40 characters, so that a row of three long labels never runs past
+    the canvas)."""
     axes = target.axes if hasattr(target, "legends") else [target]
     handles: dict[str, object] = {}
     for ax in axes:
@@ -56,7 +58,7 @@ def unique_legend(target, *, where: str | None = None, **kwargs):
     if where is not None:
         kwargs["loc"] = where
         if where.startswith("outside lower") or where.startswith("outside upper"):
-            kwargs.setdefault("ncols", min(3, len(handles)))
+            kwargs.setdefault("ncols", min(3 if max(len(k) for k in handles) <= 40 else 2, len(handles)))
     return target.legend(list(handles.values()), list(handles), **kwargs)
 
 
