@@ -80,7 +80,6 @@ from .relevance import (
 )
 from .routing import attention_maps, masked_softmax, predicted_change, transformer_scores, transformer_values, values_at
 
-
 #: The records measured on the predictive distributions over classes (absent on a continuous head).
 PRED_NAMES = ("pred_drift_sq", "pred_step_sq", "pred_jitter_sq", "pred_floor_sq")
 #: What a profile of a continuous tunnel does not measure, and why (one line).
