@@ -51,12 +51,33 @@ def check_xy(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
     return x.double(), y.double()
 
 
+#: Sequences per chunk of the fast path on the CPU: the batched products and Cholesky factors of
+#: a chunk stay in cache (measured at B = 16384, d = 20, n = 40, one thread, under load: 1.5x to
+#: 3x faster than one call on the whole batch, chunks of 64 to 2048 alike; results bit for bit
+#: equal, each sequence's algebra being its own). A GPU takes the batch whole.
+CPU_CHUNK = 128
+
+
 def gaussian_prior_predictive(x: Tensor, y: Tensor, prior_mean: Tensor | None, prior_var: Tensor | float,
                               sigma: float) -> tuple[Tensor, Tensor]:
     """The fast path behind `linreg_predictive` and `mixreg_predictive` (no checks): prior
     w ~ N(prior_mean, diag(prior_var)) with prior_mean, prior_var [B, d] (or broadcastable; a
     zero variance pins that coordinate; a float: isotropic), float64 x [B, n, d], y [B, n]:
-    (mean, var), each [B, n]."""
+    (mean, var), each [B, n]. On the CPU in chunks of CPU_CHUNK sequences."""
+    B = x.shape[0]
+    if x.device.type != "cpu" or B <= CPU_CHUNK:
+        return _gaussian_prior_predictive(x, y, prior_mean, prior_var, sigma)
+
+    def rows(t, i: int):  # a per-sequence prior [B, d] is sliced with the batch; a shared one is not
+        return t[i:i + CPU_CHUNK] if isinstance(t, Tensor) and t.dim() >= 2 and t.shape[0] == B else t
+
+    parts = [_gaussian_prior_predictive(x[i:i + CPU_CHUNK], y[i:i + CPU_CHUNK], rows(prior_mean, i),
+                                        rows(prior_var, i), sigma) for i in range(0, B, CPU_CHUNK)]
+    return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+
+
+def _gaussian_prior_predictive(x: Tensor, y: Tensor, prior_mean: Tensor | None, prior_var: Tensor | float,
+                               sigma: float) -> tuple[Tensor, Tensor]:
     B, n, _ = x.shape
     noise = torch.eye(n, dtype=x.dtype, device=x.device).mul_(sigma * sigma).expand(B, n, n)
     if isinstance(prior_var, Tensor):

@@ -200,3 +200,19 @@ def test_pool_bad_settings(pool, sigma, match):
     x, y = _xy()
     with pytest.raises(ValueError, match=match):
         pool_predictive(x, y, pool, sigma)
+
+
+def test_the_cpu_chunks_change_no_bit(monkeypatch):
+    """The fast path runs on the CPU in chunks of CPU_CHUNK sequences (cache-sized): bit for bit the
+    one-call answer, a per-sequence prior [B, d] sliced with its sequences (mixreg's path)."""
+    from bayesbench.oracle import linreg as oracle
+
+    x, y = regression_data(11, 5, 3, 1.0, 0.5, seed=4)
+    g = torch.Generator().manual_seed(4)
+    prior_mean, prior_var = torch.randn(11, 3, generator=g, dtype=torch.float64), torch.rand(11, 3, generator=g,
+                                                                                            dtype=torch.float64)
+    whole = [oracle.gaussian_prior_predictive(x, y, prior_mean, prior_var, 0.5), linreg_predictive(x, y, 1.0, 0.5)]
+    monkeypatch.setattr(oracle, "CPU_CHUNK", 4)
+    chunked = [oracle.gaussian_prior_predictive(x, y, prior_mean, prior_var, 0.5), linreg_predictive(x, y, 1.0, 0.5)]
+    for a, b in zip(whole, chunked):
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
