@@ -21,6 +21,11 @@ endif
 STAMP := .bayesbench-setup.stamp
 EXT_SOURCES := $(wildcard csrc/*.cpp csrc/*.cu csrc/*.h csrc/*.cuh)
 PYTEST_ARGS ?=
+# `make test` runs the test files on TEST_WORKERS processes (pytest-xdist, one file per process at a
+# time: --dist loadfile keeps each file's module fixtures built once), each with one torch thread
+# (more than one per process oversubscribes a small machine). 2 fits the 2-core CI; TEST_WORKERS=0
+# runs everything in one process, TEST_WORKERS=8 suits a larger machine.
+TEST_WORKERS ?= 2
 
 .PHONY: setup run test lint bench demo dist clean help browser
 
@@ -77,7 +82,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m mypy
-	$(PYTHON) -m pytest tests $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 $(PYTHON) -m pytest tests -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PYTHON) -m ruff check .

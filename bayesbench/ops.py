@@ -27,7 +27,7 @@ from torch import Tensor
 
 # The oracle ops bayesbench._C compiles. Others (the sticky predictive: a cumulative sum,
 # already vectorised in PyTorch) have no compiled kernel by design and use the reference.
-ORACLE_OPS = ("hmm_filter", "bijection_posterior", "markov_predictive")
+ORACLE_OPS = ("hmm_filter", "bijection_posterior", "markov_predictive", "ctw_predictive")
 SCAN_OPS = ("selective_scan_fwd", "selective_scan_bwd")  # CPU kernels only
 OPS = ORACLE_OPS + SCAN_OPS
 
@@ -83,6 +83,13 @@ def markov_predictive(seq: Tensor, V: int, alpha: float, dtype: torch.dtype = to
     return torch.ops.bayesbench.markov_predictive(seq, V, float(alpha), dtype)
 
 
+def ctw_predictive(seq: Tensor, V: int, depth: int, alpha: float, leaf_prob: float,
+                   dtype: torch.dtype = torch.float32) -> Tensor:
+    """Context-tree weighting's predictive of the next symbol (a variable-order chain of depth
+    <= `depth`): [B, L, V] in `dtype`, accumulated in float64 (csrc/ctw.h)."""
+    return torch.ops.bayesbench.ctw_predictive(seq, V, int(depth), float(alpha), float(leaf_prob), dtype)
+
+
 def selective_scan(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor) -> Tensor:
     """Mamba's selective scan without the skip term, y [M, L, D] (CPU, float32 or float64 inputs
     of one dtype); differentiable in every input through the registered autograd formula."""
@@ -109,6 +116,11 @@ def _register() -> None:
 
     @torch.library.register_fake("bayesbench::markov_predictive")
     def _markov_predictive_fake(seq, V, alpha, dtype):
+        B, L = seq.shape
+        return seq.new_empty((B, L, V), dtype=dtype)
+
+    @torch.library.register_fake("bayesbench::ctw_predictive")
+    def _ctw_predictive_fake(seq, V, depth, alpha, leaf_prob, dtype):
         B, L = seq.shape
         return seq.new_empty((B, L, V), dtype=dtype)
 

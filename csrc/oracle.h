@@ -5,6 +5,8 @@
 
 #include <ATen/ATen.h>
 
+#include "ctw.h"
+
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -18,6 +20,8 @@ HmmResult hmm_filter_cpu(const at::Tensor& trans, const at::Tensor& emit, const 
 at::Tensor bijection_posterior_cpu(const at::Tensor& keys, const at::Tensor& values, int64_t V,
                                    at::ScalarType dtype);
 at::Tensor markov_predictive_cpu(const at::Tensor& seq, int64_t V, double alpha, at::ScalarType dtype);
+at::Tensor ctw_predictive_cpu(const at::Tensor& seq, int64_t V, int64_t depth, double alpha, double leaf_prob,
+                              at::ScalarType dtype);
 
 // Fused selective scan (selective_scan.h, selective_scan_cpu.cpp; CPU only): y [M, L, D], and the
 // gradients (dx, ddelta, dA in A's shape, dB, dC) from dy, recomputing the states.
@@ -33,6 +37,8 @@ HmmResult hmm_filter_cuda(const at::Tensor& trans, const at::Tensor& emit, const
 at::Tensor bijection_posterior_cuda(const at::Tensor& keys, const at::Tensor& values, int64_t V,
                                     at::ScalarType dtype);
 at::Tensor markov_predictive_cuda(const at::Tensor& seq, int64_t V, double alpha, at::ScalarType dtype);
+at::Tensor ctw_predictive_cuda(const at::Tensor& seq, int64_t V, int64_t depth, double alpha, double leaf_prob,
+                               at::ScalarType dtype);
 #endif
 
 // Integer symbols as a contiguous int32 or int64 tensor (the two index types the kernels take).
@@ -82,6 +88,28 @@ inline at::Tensor prepare_sequence(const at::Tensor& x, const char* name, int64_
   TORCH_CHECK(x.dim() == 2, name, " must be [B, L], got ", x.sizes());
   TORCH_CHECK(V >= min_V && V <= INT32_MAX, "V must be in [", min_V, ", 2^31 - 1], got ", V);
   return as_index(x, name);
+}
+
+// Checked settings of ctw_predictive (the Python API checks them first, with its own messages) and
+// the working memory of one sequence in doubles, which must stay below 2^27 (1 GiB); 0 when the
+// depth exceeds the length (every position is then uniform and no tree node is touched).
+constexpr int64_t kCtwMaxWorkDoubles = int64_t{1} << 27;
+
+inline int64_t ctw_checked_work(int64_t V, int64_t depth, double alpha, double leaf_prob, int64_t L) {
+  TORCH_CHECK(depth >= 0, "depth must be >= 0, got ", depth);
+  TORCH_CHECK(alpha > 0, "alpha must be > 0, got ", alpha);
+  TORCH_CHECK(leaf_prob >= 0 && leaf_prob <= 1, "leaf_prob must be in [0, 1], got ", leaf_prob);
+  if (depth > L) return 0;
+  int64_t nodes = 0, level = 1;
+  for (int64_t d = 0; d <= depth; ++d) {
+    nodes += level;
+    TORCH_CHECK(nodes * (V + 2) <= kCtwMaxWorkDoubles && (d == depth || level <= kCtwMaxWorkDoubles / V),
+                "ctw_predictive: V^depth is too large (the context tree of V=", V, ", depth=", depth,
+                " needs more than 2^27 doubles of working memory per sequence)");
+    level *= V;
+  }
+  TORCH_CHECK(depth <= kCtwMaxDepth, "ctw_predictive: depth must be <= ", kCtwMaxDepth, ", got ", depth);
+  return nodes * (V + 2) + (depth + 1) * (2 * V + 1);
 }
 
 // Checked keys and values of bijection_posterior, both in the keys' index type.

@@ -16,6 +16,7 @@
 
 #include "bijection.h"
 #include "cpu_loops.h"
+#include "ctw.h"
 #include "hmm_filter.h"
 #include "markov.h"
 #include "oracle.h"
@@ -151,6 +152,28 @@ at::Tensor markov_predictive_cpu(const at::Tensor& seq, int64_t V, double alpha,
         for (int64_t b = begin; b < end; ++b)
           markov_sequence<scalar_t, index_t>(xp + b * L, L, static_cast<int>(V), alpha, work.data(),
                                              op + b * L * V);
+      });
+    });
+  });
+  return out;
+}
+
+at::Tensor ctw_predictive_cpu(const at::Tensor& seq, int64_t V, int64_t depth, double alpha, double leaf_prob,
+                              at::ScalarType dtype) {
+  check_float_dtype(dtype, "dtype");
+  const at::Tensor x = prepare_sequence(seq, "seq", V, 2);
+  const int64_t B = x.size(0), L = x.size(1);
+  const int64_t per = ctw_checked_work(V, depth, alpha, leaf_prob, L);
+  auto out = empty_output({B, L, V}, x.options().dtype(dtype));
+  AT_DISPATCH_FLOATING_TYPES(dtype, "ctw_predictive_cpu", [&] {
+    AT_DISPATCH_INDEX_TYPES(x.scalar_type(), "ctw_predictive_cpu", [&] {
+      const index_t* xp = x.data_ptr<index_t>();
+      scalar_t* op = out.data_ptr<scalar_t>();
+      parallel_for_dynamic(B, grain_for(L * V * (depth + 1)), [&](int64_t begin, int64_t end) {
+        std::vector<double> work(per, 0.0);  // zero on entry; each sequence leaves it zero
+        for (int64_t b = begin; b < end; ++b)
+          ctw_sequence<scalar_t, index_t>(xp + b * L, L, static_cast<int>(V), static_cast<int>(depth), alpha,
+                                          leaf_prob, work.data(), op + b * L * V);
       });
     });
   });

@@ -92,4 +92,29 @@ at::Tensor markov_predictive_cuda(const at::Tensor& seq, int64_t V, double alpha
   return out;
 }
 
+at::Tensor ctw_predictive_cuda(const at::Tensor& seq, int64_t V, int64_t depth, double alpha, double leaf_prob,
+                               at::ScalarType dtype) {
+  check_float_dtype(dtype, "dtype");
+  const at::Tensor x = prepare_sequence(seq, "seq", V, 2);
+  TORCH_CHECK(x.is_cuda(), "ctw_predictive_cuda: tensors must be on a CUDA device");
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t B = x.size(0), L = x.size(1);
+  const int64_t per = ctw_checked_work(V, depth, alpha, leaf_prob, L);
+  auto out = at::empty({B, L, V}, x.options().dtype(dtype));
+  if (B == 0) return out;
+  // the same cap as the int32 work of the other kernels, in bytes (2 ints per double)
+  const int64_t seqs = work_sequences(B, 2 * std::max<int64_t>(1, per));
+  auto work = at::zeros({std::max<int64_t>(1, seqs * per)}, x.options().dtype(at::kDouble));
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES(dtype, "ctw_predictive_cuda", [&] {
+    AT_DISPATCH_INDEX_TYPES(x.scalar_type(), "ctw_predictive_cuda", [&] {
+      const cudaError_t err = gpu::launch_ctw<scalar_t, index_t>(
+          x.data_ptr<index_t>(), B, L, static_cast<int>(V), static_cast<int>(depth), alpha, leaf_prob,
+          work.data_ptr<double>(), per, seqs, out.data_ptr<scalar_t>(), stream);
+      C10_CUDA_CHECK(err);
+    });
+  });
+  return out;
+}
+
 }  // namespace bb

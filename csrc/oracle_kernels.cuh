@@ -10,6 +10,7 @@
 
 #include "bijection.h"
 #include "common.h"
+#include "ctw.h"
 #include "hmm_filter.h"
 #include "markov.h"
 
@@ -184,6 +185,33 @@ cudaError_t launch_markov(const index_t* seq, int64_t B, int64_t L, int V, doubl
     const int64_t n = B - s < work_seqs ? B - s : work_seqs;
     markov_kernel<scalar_t, index_t><<<seq_blocks(n), kSeqThreads, 0, stream>>>(seq + s * L, n, L, V, alpha,
                                                                                  work, out + s * L * V);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+// ---- Context-tree weighting: one thread per sequence, float64 working memory in global memory ----
+
+// work: n * per doubles, zero on entry; each sequence leaves its part zero (ctw_sequence), so
+// batch chunks reuse it without clearing.
+template <typename scalar_t, typename index_t>
+__global__ void ctw_kernel(const index_t* seq, int64_t B, int64_t L, int V, int D, double alpha, double leaf_prob,
+                           double* work, int64_t per, scalar_t* out) {
+  const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (b >= B) return;
+  ctw_sequence<scalar_t, index_t>(seq + b * L, L, V, D, alpha, leaf_prob, work + b * per, out + b * L * V);
+}
+
+// seq: [B, L]; out: [B, L, V]; work holds work_seqs * per doubles (per = ctw_work_size(V, D), or 0
+// when D > L), zeroed once by the caller.
+template <typename scalar_t, typename index_t>
+cudaError_t launch_ctw(const index_t* seq, int64_t B, int64_t L, int V, int D, double alpha, double leaf_prob,
+                       double* work, int64_t per, int64_t work_seqs, scalar_t* out, cudaStream_t stream) {
+  for (int64_t s = 0; s < B; s += work_seqs) {
+    const int64_t n = B - s < work_seqs ? B - s : work_seqs;
+    ctw_kernel<scalar_t, index_t><<<seq_blocks(n), kSeqThreads, 0, stream>>>(seq + s * L, n, L, V, D, alpha,
+                                                                             leaf_prob, work, per, out + s * L * V);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }

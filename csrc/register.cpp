@@ -28,6 +28,8 @@ TORCH_LIBRARY(bayesbench, m) {
   m.def("bijection_posterior(Tensor keys, Tensor values, int V, ScalarType dtype) -> Tensor");
   // In-context Markov chain: predictive of x_{t+1} given x_0..t, [B, L, V].
   m.def("markov_predictive(Tensor seq, int V, float alpha, ScalarType dtype) -> Tensor");
+  // Context-tree weighting (variable-order chain of depth <= depth): predictive of x_{t+1}, [B, L, V].
+  m.def("ctw_predictive(Tensor seq, int V, int depth, float alpha, float leaf_prob, ScalarType dtype) -> Tensor");
   // Mamba's selective scan without the skip term (CPU only): y [M, L, D] from x, delta [M, L, D],
   // A [D, N] or [M, D, N], B, C [M, L, N]; the backward recomputes the states and returns the
   // gradients of x, delta, A (in A's shape), B and C. models/scan.py pairs them in an autograd Function.
@@ -40,6 +42,7 @@ TORCH_LIBRARY_IMPL(bayesbench, CPU, m) {
   m.impl("hmm_filter", &bb::hmm_filter_cpu);
   m.impl("bijection_posterior", &bb::bijection_posterior_cpu);
   m.impl("markov_predictive", &bb::markov_predictive_cpu);
+  m.impl("ctw_predictive", &bb::ctw_predictive_cpu);
   m.impl("selective_scan_fwd", &bb::selective_scan_fwd_cpu);
   m.impl("selective_scan_bwd", &bb::selective_scan_bwd_cpu);
 }
@@ -49,6 +52,7 @@ TORCH_LIBRARY_IMPL(bayesbench, CUDA, m) {
   m.impl("hmm_filter", &bb::hmm_filter_cuda);
   m.impl("bijection_posterior", &bb::bijection_posterior_cuda);
   m.impl("markov_predictive", &bb::markov_predictive_cuda);
+  m.impl("ctw_predictive", &bb::ctw_predictive_cuda);
 }
 #endif
 

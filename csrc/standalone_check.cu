@@ -11,7 +11,9 @@ namespace bb::gpu {
   template cudaError_t launch_bijection<scalar_t, index_t>(const index_t*, const index_t*, int64_t, int64_t,  \
                                                            int, int32_t*, int64_t, scalar_t*, cudaStream_t); \
   template cudaError_t launch_markov<scalar_t, index_t>(const index_t*, int64_t, int64_t, int, double,        \
-                                                        int32_t*, int64_t, scalar_t*, cudaStream_t);
+                                                        int32_t*, int64_t, scalar_t*, cudaStream_t);       \
+  template cudaError_t launch_ctw<scalar_t, index_t>(const index_t*, int64_t, int64_t, int, int, double, double,   \
+                                                     double*, int64_t, int64_t, scalar_t*, cudaStream_t);
 
 BB_INSTANTIATE(float, int32_t)
 BB_INSTANTIATE(float, int64_t)

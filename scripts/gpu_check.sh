@@ -6,11 +6,14 @@
 #
 # Phase 1, in parallel (CPU-heavy: nvcc and Triton compiles):
 #   oracle track     pure-Python install; bayesbench._C built with CUDA (sm of this GPU only);
-#                    import check; native oracle tests on cpu and cuda
+#                    import check; native oracle tests on cpu and cuda (tests/oracle/test_native.py:
+#                    every compiled op against its PyTorch reference, the CTW kernel included)
 #   attention tests  the Triton kernel tests, natively
 # Phase 2, one at a time (GPU timings): HMM filter benchmark (2^20 HMMs x 50 steps, once),
 #   attention benchmarks (vs SDPA and eager), E = 8 training step cost, the profiler's Triton
-#   stats-probe overhead (benchmarks/test_dynamics.py, goal <= 1.3x).
+#   stats-probe overhead (benchmarks/test_dynamics.py, goal <= 1.3x), the outside kernels
+#   (flash-linear-attention, mamba-ssm: scripts/external_kernels_check.py) against our float64
+#   references, skipped with the reason where their packages are not installed.
 # Opt-in: RUN_LEADERBOARD=1 adds the capped paper-scale leaderboard (up to 15 minutes; report-only
 # for the science: a capped run times the pipeline, its goal is asserted uncapped); RUN_EMSGD=1 the
 # EM-vs-SGD controls at the authors' T = 2000 (below).
@@ -56,6 +59,7 @@ fi
 step_attention_bench
 step_train_bench
 step_dynamics_bench
+step_external_kernels
 if [ "${RUN_LEADERBOARD:-0}" = 1 ]; then
     step_leaderboard
 fi

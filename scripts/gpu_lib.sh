@@ -161,6 +161,13 @@ step_dynamics_bench() {
         --benchmark-json="$WORK/dynamics_bench.json"
 }
 
+# The outside kernels (flash-linear-attention, mamba-ssm) against our float64 recurrent references:
+# max differences per layer and shape in work/external_kernels.kernels.json (summary.json's
+# "kernel_checks"); recorded as skipped, with the reason, where a package or the device is missing.
+step_external_kernels() {
+    step external_kernels 240 "$PYTHON" scripts/external_kernels_check.py "$WORK/external_kernels.kernels.json"
+}
+
 step_leaderboard() {
     step leaderboard 900 env BAYESBENCH_LEADERBOARD=paper BAYESBENCH_LEADERBOARD_STEPS="${LEADERBOARD_STEPS:-300}" \
         "$PYTHON" -m pytest benchmarks/test_leaderboard.py -q -rs -p no:cacheprovider \

@@ -67,6 +67,14 @@ def read_benchmarks(path: str) -> list[dict] | None:
     return out
 
 
+def read_kernel_checks(path: str) -> dict:
+    """The outside kernels' comparisons (max differences per layer and shape, what was skipped and why)."""
+    try:
+        return json.load(open(path))
+    except ValueError as err:
+        return {"status": "unreadable", "error": f"unreadable kernel checks JSON: {err}"}
+
+
 def summarize(out_dir: str) -> dict:
     work = os.path.join(out_dir, "work")
     steps = read_steps(work)
@@ -77,6 +85,11 @@ def summarize(out_dir: str) -> dict:
         bench = read_benchmarks(os.path.join(work, f"{s['step']}.json"))
         if bench is not None:
             s["benchmarks"] = bench
+        kernels = os.path.join(work, f"{s['step']}.kernels.json")  # scripts/external_kernels_check.py
+        if os.path.exists(kernels):
+            s["kernel_checks"] = read_kernel_checks(kernels)
+            if s["rc"] == 0 and s["kernel_checks"].get("status") == "skipped":
+                s["status"] = "skipped"
         log = os.path.join(work, f"{s['step']}.log")
         if s["rc"] != 0 and os.path.exists(log):
             s["log_tail"] = open(log, errors="replace").read()[-2000:]
@@ -95,12 +108,25 @@ def text(summary: dict) -> str:
             detail = f"{t['passed']} passed, {t['failures']} failed, {t['errors']} errors, {t['skipped']} skipped"
         elif "benchmarks" in s:
             detail = f"{len(s['benchmarks'])} benchmarks"
+        elif "kernel_checks" in s:
+            k = s["kernel_checks"]
+            detail = (f"{len(k.get('checks', []))} comparisons, {len(k.get('errors', []))} errors, "
+                      f"{len(k.get('skipped', []))} kernels skipped")
         lines.append(f"{s['step']:<17} {s['status']:<22} {s['rc']:>3} {s['seconds']:>8} {s['limit_s']:>6}  {detail}")
     for s in summary["steps"]:
         for b in s.get("benchmarks", []):
             nums = {k: v for k, v in b.items() if isinstance(v, (int, float)) and k not in ("rounds",)}
             lines.append(f"  {s['step']} {b.get('name')}: " + ", ".join(
                 f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in nums.items()))
+    for s in summary["steps"]:
+        k = s.get("kernel_checks", {})
+        for c in k.get("checks", []):
+            lines.append(f"  {s['step']} {c['arch']} kernel={c['kernel']} E,B,L,H={c['E']},{c['B']},{c['L']},{c['H']}: "
+                         f"output diff {c['max_abs_diff_output']:.3g} (of {c['max_abs_output']:.3g}), "
+                         f"grad diff {c['max_abs_diff_grad']:.3g} (of {c['max_abs_grad']:.3g})"
+                         + ("" if c["within_tolerance"] else "  OVER TOLERANCE"))
+        for skipped in k.get("skipped", []):
+            lines.append(f"  {s['step']} skipped {skipped['kernel']}: {skipped['reason']}")
     lines.append(f"worst status: {summary['worst_rc']} ({'all passed' if summary['passed'] else 'FAILED'})")
     return "\n".join(lines)
 

@@ -69,14 +69,24 @@ def check_awkward_shapes(arch: str, base: dict, *, heads: bool = True) -> None:
         assert check_layers_equal_steps(model, tokens) >= 1, (arch, E, B, L, H)
 
 
-def leaderboard_model(arch: str, task: str = "bijection"):
+def leaderboard_model(arch: str, task: str = "bijection", seeds: tuple[int, ...] = (0, 1)):
     """Member models of `arch` built the way the leaderboard builds them: the quick preset's job
-    (capacity-matched to the task's transformer), its trainer's model, its parameters frozen for reading."""
+    (capacity-matched to the task's transformer), its trainer's model, its parameters frozen for reading.
+    The wrapper must not re-initialise it (mad-lab #3, flash-linear-attention #739: a wrapper's init
+    overwrote Mamba's): the trainer's parameters are checked equal to the architecture's own build
+    (`get_model` with the job's settings and seeds), so an init test reading this model tests the
+    architecture's initialisation as the leaderboard trains it."""
     from bayesbench.sweep.jobs import make_jobs
 
-    job = make_jobs("quick", tasks=[task], archs=[arch], seeds=[0, 1], device="cpu")[0]
+    job = make_jobs("quick", tasks=[task], archs=[arch], seeds=list(seeds), device="cpu")[0]
     with job.open_trainer(None) as trainer:
-        return trainer.model.requires_grad_(False), job  # read, never trained here
+        model = trainer.model.requires_grad_(False)  # read, never trained here
+    own = get_model(job.arch, job.task, seeds=list(seeds), max_len=job.max_len, **job.model).state_dict()
+    got = model.state_dict()
+    assert list(got) == list(own), f"{arch}: the trainer's model has other tensors than its own build"
+    for name, value in got.items():
+        assert torch.equal(value.cpu(), own[name]), f"{arch}: {name} changed between its build and the trainer"
+    return model, job
 
 
 TASK = get_task("bijection", V=6)

@@ -44,6 +44,32 @@ def _grid_rows(summary_file: str) -> list[Entry]:
     return out
 
 
+_DYN = "docs/dynamics.md"
+_CONFIRM = "dynamics_confirmatory_sticky_constant_seeds8-15.json"  # seeds 8-15, per-seed sets
+_EXPLORE = "dynamics_issue44_sticky_constant.json"  # the same command on seeds 0-5, one shared set
+# The confirmatory table of dynamics.md: (claim cell, layer cell, index of the primary verdict)
+_CONFIRM_ROWS = (("routing law, held-out alignment", "0", 0), ("", "1", 2), ("value law, held-out alignment", "0", 1),
+                 ("", "1", 3), ("proportionality, Delta s = eta alpha A", "both", 4),
+                 ("the maps freeze (step 125)", "0", 6), ("", "1", 9), ("the freeze is a dissociation", "0", 7),
+                 ("", "1", 10), ("the frame settles before the precision (one-interval floor: not read)", "0", 5),
+                 ("", "1", 8))
+
+
+def _verdict(summary_file: str, i: int) -> str:
+    """The format of primary verdict i as the table writes it: number, verdict, Holm p where tested."""
+    v = json.loads((DATA / summary_file).read_text())["verdicts"][i]
+    holm = f" (Holm p {{0[verdicts][{i}][p_adj]:.4g}})" if v["p_adj"] is not None else ""
+    return f"{{0[verdicts][{i}][number]}}: **{{0[verdicts][{i}][verdict]}}**" + holm
+
+
+def _confirm_rows() -> list[Entry]:
+    out = []
+    for claim, layer, i in _CONFIRM_ROWS:
+        out.append((_DYN, f"| {claim} | {layer} | {{}} |", _EXPLORE, ".", _verdict(_EXPLORE, i)))
+        out.append((_DYN, " | {} |\n", _CONFIRM, ".", _verdict(_CONFIRM, i)))  # the row's last cell
+    return out
+
+
 QUOTED: list[Entry] = [
     (_EM, "| 1. EM-like reaches SGD's final training loss sooner (per-seed speed-up) | {} |", _CONF, ".",
      '{0[verdicts][0][number]}, {0[speedup_per_seed][reached]}/{0[seeds]} seeds (pooled'
@@ -113,7 +139,13 @@ QUOTED: list[Entry] = [
      '{0[speedup_pooled][value]:.2f}x,'),
     (_EM, '`docs/data/emsgd_reproduction.json`, {} of CPU)', _REPRO, ".",
      '{0[cpu_s]:.0f} s'),
-] + _grid_rows(_CONF)
+    (_DYN, "Entropy MAE {} (mean over the 8 seeds)", _CONFIRM, ".",
+     "{0[calibration][entropy_mae][first]} -> {0[calibration][entropy_mae][last]} bits, KL"
+     " {0[calibration][kl][first]} -> {0[calibration][kl][last]}"),
+    (_DYN, "--threads 1 --no-progress --json   # {}", _CONFIRM, ".",
+     "{0[timing][wall_s_measured]} s wall (load average 8-11), {0[timing][cpu_s]} s CPU"
+     " ({0[timing][replicas_cpu_s]} s of it in the replicas)"),
+] + _grid_rows(_CONF) + _confirm_rows()
 
 
 def value_at(summary: dict, path: str):

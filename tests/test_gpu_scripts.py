@@ -16,7 +16,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 PHASES = ["env", "install", "build", "import_ext", "oracle_tests", "attention_tests", "hmm_bench",
-          "attention_bench", "train_bench", "dynamics_bench"]
+          "attention_bench", "train_bench", "dynamics_bench", "external_kernels"]
 
 
 def dry_run(tmp_path, script="gpu_check.sh", **fake_rc):
@@ -99,3 +99,49 @@ def test_require_cuda_fails_without_a_device():
                           text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 4, proc.stdout + proc.stderr  # pytest's usage error
     assert "no CUDA device" in proc.stdout + proc.stderr
+
+
+def _script(name: str):
+    sys.path.insert(0, SCRIPTS)
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(SCRIPTS)
+
+
+def test_outside_kernel_check_skips_with_its_reasons_and_the_summary_says_so(tmp_path, monkeypatch):
+    """scripts/external_kernels_check.py without a device (and, here, without the packages): every
+    kernel recorded as skipped with the reason, exit 0; gpu_summary.py marks the step skipped."""
+    check = _script("external_kernels_check")
+    from bayesbench.models import external_kernels as ek
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(ek, "available", lambda kernel: kernel == "torch")
+    work = tmp_path / "work"
+    work.mkdir()
+    assert check.main([str(work / "external_kernels.kernels.json")]) == 0
+    (work / "steps.tsv").write_text("external_kernels\t0\t3\t240\n")
+    assert _script("gpu_summary").main([str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    (step,) = summary["steps"]
+    assert step["status"] == "skipped" and summary["passed"]
+    skipped = {s["kernel"]: s["reason"] for s in step["kernel_checks"]["skipped"]}
+    assert set(skipped) == {"fla", "mamba-ssm"}
+    assert "flash-linear-attention is not importable" in skipped["fla"] and "no CUDA device" in skipped["fla"]
+    assert "skipped mamba-ssm: mamba-ssm is not importable" in (tmp_path / "summary.txt").read_text()
+
+
+def test_outside_kernel_comparisons_land_in_the_summary(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "steps.tsv").write_text("external_kernels\t1\t30\t240\n")
+    checks = [{"arch": "gla", "kernel": "fla", "E": 3, "B": 2, "L": 13, "H": 2, "max_abs_diff_output": 2e-6,
+               "max_abs_output": 1.5, "max_abs_diff_grad": 0.5, "max_abs_grad": 2.0, "within_tolerance": False}]
+    (work / "external_kernels.kernels.json").write_text(json.dumps({"status": "checked", "checks": checks,
+                                                                     "skipped": [], "errors": []}))
+    assert _script("gpu_summary").main([str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["steps"][0]["kernel_checks"]["checks"][0]["max_abs_diff_grad"] == 0.5
+    assert summary["steps"][0]["status"] == "failed"
+    assert "gla kernel=fla E,B,L,H=3,2,13,2: output diff 2e-06" in (tmp_path / "summary.txt").read_text()
+    assert "OVER TOLERANCE" in (tmp_path / "summary.txt").read_text()

@@ -46,6 +46,7 @@ from . import (  # noqa: E402
     geometry,
     leaderboard,
     llm,
+    lm_eval_tasks,
     models,
     plot,
     profile,
@@ -62,7 +63,7 @@ from .errors import add_debug_flag, run_command  # noqa: E402
 
 # In the order `bayesbench --help` lists them.
 COMMANDS = (run, train, evaluate, cases, leaderboard, compare, export, plot, profile, models, tasks, score, sweep,
-            tunnels, emsgd, geometry, belief, data, site, llm, completion)
+            tunnels, emsgd, geometry, belief, data, site, llm, lm_eval_tasks, completion)
 
 EPILOG = """Results go to an SQLite store (default ./results/bayesbench.sqlite; --db or $BAYESBENCH_DB).
 Metrics are in bits over the scored positions of a fixed evaluation set: entropy MAE = mean |H(model) - H(Bayes)|,

@@ -18,6 +18,9 @@ def add_parser(sub) -> None:
     p.add_argument("--sequences", type=int, default=2048, help="evaluation sequences (default 2048)")
     p.add_argument("--test-fraction", type=float, default=0.25, help="share of the sequences held out (default 0.25)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of the held-out split and the shuffle (default 0)")
+    p.add_argument("--sets", default="per-seed",
+                   help="sequences: per-seed (each seed's own, from an evaluation seed derived from it: the "
+                        "default) or shared (one set for every seed, as before 2026-12-07)")
     add_db(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(handler=cmd_belief_probe)
@@ -31,7 +34,7 @@ def config_from_args(args):
     from ..dynamics.belief_probe.study import BeliefProbeConfig
 
     return BeliefProbeConfig(run=args.run, sequences=args.sequences, test_fraction=args.test_fraction,
-                             split_seed=args.split_seed, db=args.db, as_json=args.json)
+                             split_seed=args.split_seed, sets=args.sets, db=args.db, as_json=args.json)
 
 
 def cmd_belief_probe(args) -> int:

@@ -19,6 +19,9 @@ def add_parser(sub) -> None:
     p.add_argument("--sequences", type=int, default=1024, help="evaluation sequences (default 1024)")
     p.add_argument("--min-seeds", type=int, default=5, help="refuse runs with fewer seeds (default 5: the intervals "
                                                             "are over seeds)")
+    p.add_argument("--sets", default="per-seed",
+                   help="evaluation sequences: per-seed (each seed's own, from an evaluation seed derived from it: "
+                        "the default) or shared (one set for every seed, as before 2026-12-07)")
     add_db(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(handler=cmd_geometry)
@@ -31,7 +34,7 @@ def config_from_args(args):
     """The one place the command line becomes the study's typed config (`GeometryConfig`)."""
     from ..dynamics.geometry.study import GeometryConfig
 
-    return GeometryConfig(run=args.run, sequences=args.sequences, min_seeds=args.min_seeds, db=args.db,
+    return GeometryConfig(run=args.run, sequences=args.sequences, min_seeds=args.min_seeds, sets=args.sets, db=args.db,
                           as_json=args.json)
 
 

@@ -26,11 +26,17 @@ def add_parser(sub) -> None:
     p.add_argument("--model", required=True, metavar="PATH",
                    help="a folder save_pretrained wrote (config, weights, tokenizer), or a model name already in the "
                         "Hugging Face cache; nothing is downloaded")
-    p.add_argument("--task", default="bijection", help="task key of the preset (default bijection)")
-    p.add_argument("--verbaliser", default="integers", metavar="KIND",
+    p.add_argument("--task", default="bijection",
+                   help="task key of the preset, or a registered tunnel's name such as sula (default bijection)")
+    p.add_argument("--verbaliser", nargs="+", default=["integers"], metavar="KIND",
                    help="how symbols become words: integers, letters, words (opaque random words from "
-                        "--verbaliser-seed) or a JSON file of words (default integers)")
+                        "--verbaliser-seed) or a JSON file of words (default integers); several: a row each and a "
+                        "pooled row whose interval is over (verbaliser x prompt seed) units")
     p.add_argument("--verbaliser-seed", type=int, default=0, help="seed of the 'words' verbaliser (default 0)")
+    p.add_argument("--prompt-seeds", nargs="+", type=int, metavar="S",
+                   help="renderings per verbaliser: seed S draws the 'words' verbaliser's words, and gives a fixed "
+                        "verbaliser's words to the symbols in a permutation drawn from S (0: as they are); each "
+                        "verbaliser's row has its interval over them (docs/llm.md)")
     p.add_argument("--name", help="leaderboard name (default lm-<folder>-<verbaliser>)")
     p.add_argument("--preset", default="quick", choices=sorted(PRESETS),
                    help="whose task and evaluation (default quick)")
@@ -47,19 +53,26 @@ def cmd_llm(args) -> int:
     from ..report.leaderboard import json_runs, markdown
     from ..scoring.llm import score_lm
 
-    print(f"bayesbench llm: {args.model} on {args.task} ({args.preset}), verbaliser {args.verbaliser}, "
-          f"{args.device} {args.dtype}, batch {args.batch_size}", file=sys.stderr)
+    seeds = "" if args.prompt_seeds is None else f", prompt seeds {' '.join(map(str, args.prompt_seeds))}"
+    print(f"bayesbench llm: {args.model} on {args.task} ({args.preset}), verbaliser {' '.join(args.verbaliser)}"
+          f"{seeds}, {args.device} {args.dtype}, batch {args.batch_size}", file=sys.stderr)
 
     def progress(line: str) -> None:
         print(f"  {line}", file=sys.stderr)
 
-    records = score_lm(args.model, args.task, verbaliser=args.verbaliser, verbaliser_seed=args.verbaliser_seed,
-                       name=args.name, preset=args.preset, device=args.device, dtype=args.dtype,
-                       batch_size=args.batch_size, sequences=args.sequences, db=args.db, progress=progress)
-    llm = records[0].config["llm"]
-    for i, s in enumerate(llm["outside_mass"], 1):
-        print(f"set {i}: mass outside the candidates {s['outside_mass_mean']:.4g} mean, "
-              f"{s['outside_mass_max']:.4g} max "
-              f"over {s['scored_positions']} scored positions", file=sys.stderr)
+    verbaliser = args.verbaliser[0] if len(args.verbaliser) == 1 else args.verbaliser
+    records = score_lm(args.model, args.task, verbaliser=verbaliser, verbaliser_seed=args.verbaliser_seed,
+                       prompt_seeds=args.prompt_seeds, name=args.name, preset=args.preset, device=args.device,
+                       dtype=args.dtype, batch_size=args.batch_size, sequences=args.sequences, db=args.db,
+                       progress=progress)
+    many = len(records) > 1
+    for rec in records:
+        if rec.arch.endswith("-pooled") and "units" in rec.config["llm"]:
+            continue  # its units' masses are said on their own rows
+        who = f"{rec.arch} seed {rec.seed}: " if many else ""
+        for i, s in enumerate(rec.config["llm"]["outside_mass"], 1):
+            print(f"{who}set {i}: mass outside the candidates {s['outside_mass_mean']:.4g} mean, "
+                  f"{s['outside_mass_max']:.4g} max "
+                  f"over {s['scored_positions']} scored positions", file=sys.stderr)
     print(json.dumps(json_runs(records), indent=2) if args.json else markdown(records))
     return 0

@@ -61,6 +61,9 @@ def add_parser(sub) -> None:
                    help="fixed sequences whose maps are kept (default 16)")
     p.add_argument("--eval-sequences", type=positive, default=512,
                    help="evaluation sequences per checkpoint (default 512)")
+    p.add_argument("--sets", default="per-seed",
+                   help="probe, evaluation and held-out sequences: per-seed (each seed's own, from an evaluation "
+                        "seed derived from it: the default) or shared (one set for every seed, as before 2026-12-07)")
     p.add_argument("--attention", help="probe path: triton (GPU stats kernel), eager (autograd hooks) or reference "
                                        "(default: triton on a GPU, eager on CPU)")
     p.add_argument("--optimizer", default="adamw", help="adamw (the preset's) or sgd (plain: no momentum, no weight "
@@ -92,7 +95,7 @@ def config_from_args(args):
         checkpoints=args.checkpoints, checkpoint_spacing=args.checkpoint_spacing, head_ablation=args.head_ablation,
         probe_sequences=args.probe_sequences, eval_sequences=args.eval_sequences, replicas=args.replicas,
         replica_every=args.replica_every, late_maps=args.late_maps, attention=args.attention,
-        heldout_sequences=args.heldout_sequences, replica_to_end=args.replicas_to_end,
+        heldout_sequences=args.heldout_sequences, replica_to_end=args.replicas_to_end, sets=args.sets,
         optimizer=args.optimizer, lr=args.lr, batch_size=args.batch_size, schedule=args.schedule, run=args.run,
         device=args.device, runs_dir=args.runs_dir, threads=args.threads, progress=not args.no_progress,
         as_json=args.json, db=args.db)

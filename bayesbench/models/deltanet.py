@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..checks import SettingError, positive_int
+from . import external_kernels
 from .base import ResidualStack, TaskShape
 from .gated_recurrence import (
     EnsembleHeadNorm,
@@ -126,11 +127,13 @@ class DeltaNetConfig:
     d_ffn: int = 256
     d_conv: int = 4  # the short convolution of q, k, v
     chunk: int = 16  # positions per chunk of the chunkwise form
+    kernel: str = "torch"  # "torch" (any device) or an outside kernel on CUDA (`external_kernels`)
 
     def __post_init__(self) -> None:
         for f in ("n_layer", "n_head", "d_model", "d_ffn", "d_conv"):
             positive_int(f, getattr(self, f))
         positive_int("chunk", self.chunk, "positions per chunk of the chunkwise form")
+        external_kernels.check_kernel(self.kernel, external_kernels.COVERED["deltanet"])
         if self.d_model % self.n_head:
             raise SettingError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})",
                                ("d_model", "n_head"))
@@ -172,8 +175,13 @@ class DeltaRuleMixer(nn.Module):
         E, B, L, d = x.shape
         q, k, v, beta = self._qkvb(self.conv(self.qkv(x)), x)  # [E, B, L, H, Dh], beta [E, B, L, H]
         g = self.log_decay(x)
-        o = delta_rule_chunked(q.transpose(2, 3), k.transpose(2, 3), v.transpose(2, 3), beta.transpose(2, 3),
-                               None if g is None else g.transpose(2, 3), self.cfg.chunk)
+        heads = (q.transpose(2, 3), k.transpose(2, 3), v.transpose(2, 3), beta.transpose(2, 3),
+                 None if g is None else g.transpose(2, 3))
+        if self.cfg.kernel == "torch":
+            o = delta_rule_chunked(*heads, self.cfg.chunk)
+        else:
+            external_kernels.check_device(self.cfg.kernel, x)
+            o = external_kernels.delta_rule(*heads, kernel=self.cfg.kernel)
         return self._out(o.transpose(2, 3).reshape(E, B, L, d), x)
 
     def recurrent_step(self, x: Tensor, state: State | None) -> tuple[Tensor, State]:

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..checks import SettingError, positive_int, positive_number
+from . import external_kernels
 from .base import ResidualStack, TaskShape
 from .gated_recurrence import (
     EnsembleHeadNorm,
@@ -50,12 +51,14 @@ class GLAConfig:
     gate_rank: int = 16  # the low rank of the gate's projection (Sec. 4.4)
     gate_temperature: float = 16.0  # tau: alpha = sigmoid(.)^(1/tau) (Sec. 4.4)
     chunk: int = 16  # positions per chunk of the chunkwise form
+    kernel: str = "torch"  # "torch" (any device) or an outside kernel on CUDA (`external_kernels`)
 
     def __post_init__(self) -> None:
         for f in ("n_layer", "n_head", "d_model", "d_ffn", "gate_rank"):
             positive_int(f, getattr(self, f))
         positive_number("gate_temperature", self.gate_temperature, "alpha = sigmoid(.)^(1/gate_temperature)")
         positive_int("chunk", self.chunk, "positions per chunk of the chunkwise form")
+        external_kernels.check_kernel(self.kernel, external_kernels.COVERED["gla"])
         if self.d_model % (2 * self.n_head):
             raise SettingError(f"d_model ({self.d_model}) must be divisible by 2 * n_head ({2 * self.n_head}): "
                                "the key width d_model / 2 is split over the heads", ("d_model", "n_head"))
@@ -93,7 +96,11 @@ class GLAMixer(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         E, B, L, _ = x.shape
         q, k, v, g = (t.transpose(2, 3) for t in self._heads(x))  # [E, B, H, L, D]
-        o = gated_recurrence_chunked(q, k, v, g, self.cfg.chunk)
+        if self.cfg.kernel == "torch":
+            o = gated_recurrence_chunked(q, k, v, g, self.cfg.chunk)
+        else:
+            external_kernels.check_device(self.cfg.kernel, x)
+            o = external_kernels.gated_recurrence(q, k, v, g, kernel=self.cfg.kernel)
         return self._out(o.transpose(2, 3).reshape(E, B, L, self.dv), x)
 
     def recurrent_step(self, x: Tensor, state: State | None) -> tuple[Tensor, State]:

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..checks import SettingError, positive_int, positive_number
+from . import external_kernels
 from .base import ResidualStack, TaskShape
 from .capacity import fit_width, meta_params
 from .gated_recurrence import EnsembleHeadNorm, State, conv_step, gated_recurrence_chunked, gated_recurrence_step
@@ -57,6 +58,7 @@ class Mamba2Config:
     dt_min: float = 1e-3
     dt_max: float = 1e-1
     chunk: int = 16  # positions per chunk of the SSD algorithm
+    kernel: str = "torch"  # "torch" (any device) or an outside kernel on CUDA (`external_kernels`)
 
     def __post_init__(self) -> None:
         for f in ("n_layer", "n_head", "d_model", "d_state", "d_conv"):
@@ -69,6 +71,7 @@ class Mamba2Config:
             raise SettingError(f"dt_min must be <= dt_max, got dt_min={self.dt_min}, dt_max={self.dt_max}",
                                ("dt_min", "dt_max"))
         positive_int("chunk", self.chunk, "positions per chunk of the SSD algorithm")
+        external_kernels.check_kernel(self.kernel, external_kernels.COVERED["mamba2"])
         if self.inner % self.n_head:
             raise SettingError(f"d_inner ({self.inner}) must be divisible by n_head ({self.n_head}): "
                                "each head holds d_inner / n_head channels", ("d_inner", "n_head"))
@@ -129,9 +132,13 @@ class SSDMixer(nn.Module):
     def forward(self, u: Tensor) -> Tensor:
         z, xBC, dt = self._split(self.in_proj(u))
         x, Bm, Cm, dt, g = self._ssm_inputs(self.conv(xBC), dt)  # x [E, B, L, H, P], B/C [E, B, L, 1, N]
-        y = gated_recurrence_chunked(Cm.transpose(2, 3), Bm.transpose(2, 3), (x * dt).transpose(2, 3),
-                                     g.transpose(2, 3), self.cfg.chunk)  # [E, B, H, L, P]
-        return self._out(y.transpose(2, 3), x, z)
+        if self.cfg.kernel == "torch":
+            y = gated_recurrence_chunked(Cm.transpose(2, 3), Bm.transpose(2, 3), (x * dt).transpose(2, 3),
+                                         g.transpose(2, 3), self.cfg.chunk).transpose(2, 3)  # [E, B, L, H, P]
+        else:
+            external_kernels.check_device(self.cfg.kernel, u)
+            y = external_kernels.ssd(x, dt, -torch.exp(self.A_log), Bm, Cm, self.cfg.chunk, kernel=self.cfg.kernel)
+        return self._out(y, x, z)
 
     def recurrent_step(self, u: Tensor, state: State | None) -> tuple[Tensor, State]:
         """u [E, B, d] at one position -> (y [E, B, d], {'conv': the conv's last d_conv - 1 inputs

@@ -19,6 +19,12 @@ deterministically.
 
 It applies to sequences of odd length >= 3 (pairs, then a query key), the bijection's layout:
 keys are tokens 0..C-1 and values C..2C-1 for C value classes.
+
+State (issue 43, `models/state.py`): the head is a module, `PointerLookup`, whose recurrent
+reference `recurrent_step` carries what the lookup reads at a query: the final hidden state of
+every key position so far (d floats each) and the value token of every pair (integers, not
+floats held). A pointer transformer's state is therefore its attention layers' K and V caches plus
+ceil(L / 2) x d floats: counted from this reference like every mixer's, not written as a formula.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 POINTER_MODES = ("none", "replace", "add")
 POINTER_EPS = 1e-9  # the authors' log(w + eps)
@@ -76,3 +82,53 @@ def apply_pointer(logits: Tensor, hidden: Tensor, tokens: Tensor, mode: str) -> 
     ptr = pointer_logits(hidden, tokens, logits.shape[-1]).to(logits.dtype)
     last = ptr if mode == "replace" else logits[..., T - 1, :] + ptr
     return torch.cat([logits[..., : T - 1, :], last.unsqueeze(-2)], -2)
+
+
+class PointerLookup(nn.Module):
+    """The pointer head as a module (no parameters): `forward(hidden [E, B, T, d], tokens [E, B, T])`
+    is the pointer's logits at the last position [E, B, C] (`pointer_logits`), None for a sequence
+    it does not apply to (T < 3 or even); `recurrent_step` is its position-by-position reference."""
+
+    def __init__(self, num_classes: int) -> None:
+        super().__init__()
+        self.num_classes = num_classes
+
+    def forward(self, hidden: Tensor, tokens: Tensor) -> Tensor | None:
+        T = tokens.shape[-1]
+        if T < 3 or T % 2 == 0:
+            return None
+        return pointer_logits(hidden, tokens, self.num_classes)
+
+    def recurrent_step(self, h: Tensor, token: Tensor, state: dict[str, Tensor] | None
+                       ) -> tuple[Tensor, dict[str, Tensor]]:
+        """One position: h [E, B, d] (the final hidden state), token [E, B]. At an even position
+        t >= 2 (a query, were the sequence to end here) the output is the pointer's logits [E, B, C]
+        over the pairs so far, else ABSENT_LOGIT everywhere (the head does not apply there). The
+        state: 'keys' [E, B, n, d] the hidden states of the even positions, 'values' [E, B, m] the
+        value classes of the odd ones (long), 't' the position (long)."""
+        E, B, d = h.shape
+        C = self.num_classes
+        t = 0 if state is None else int(state["t"])
+        keys = h.new_zeros(E, B, 0, d) if state is None else state["keys"]
+        values = token.new_zeros(E, B, 0) if state is None else state["values"]
+        out = torch.full((E, B, C), ABSENT_LOGIT, dtype=h.dtype, device=h.device)
+        if t % 2 == 0:
+            if t >= 2:  # a query over the pairs (keys[j], values[j]) so far
+                w = torch.softmax(((keys @ h.unsqueeze(-1)).squeeze(-1) / math.sqrt(d)).float(), -1).to(h.dtype)
+                last, present = last_occurrence(values, C)
+                logw = torch.log(w.gather(-1, last) + POINTER_EPS)
+                out = torch.where(present, logw, out)
+            keys = torch.cat([keys, h.unsqueeze(2)], 2)
+        else:
+            values = torch.cat([values, (token - C).unsqueeze(2)], 2)
+        return out, {"keys": keys, "values": values, "t": torch.tensor(t + 1)}
+
+
+def combine_pointer(logits: Tensor, ptr: Tensor | None, mode: str) -> Tensor:
+    """The head's logits [E, B, T, C] with the last position replaced by (or added to) the pointer's
+    [E, B, C]; unchanged where it does not apply (ptr None). `apply_pointer` in two steps."""
+    if mode == "none" or ptr is None:
+        return logits
+    ptr = ptr.to(logits.dtype)
+    last = ptr if mode == "replace" else logits[..., -1, :] + ptr
+    return torch.cat([logits[..., :-1, :], last.unsqueeze(-2)], -2)

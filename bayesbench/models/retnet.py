@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..checks import SettingError, positive_int
+from . import external_kernels
 from .base import ResidualStack, TaskShape
 from .gated_recurrence import (
     EnsembleHeadNorm,
@@ -51,11 +52,13 @@ class RetNetConfig:
     d_model: int = 64
     d_ffn: int = 256
     chunk: int = 16  # positions per chunk of the chunkwise form
+    kernel: str = "torch"  # "torch" (any device) or an outside kernel on CUDA (`external_kernels`)
 
     def __post_init__(self) -> None:
         for f in ("n_layer", "n_head", "d_model", "d_ffn"):
             positive_int(f, getattr(self, f))
         positive_int("chunk", self.chunk, "positions per chunk of the chunkwise form")
+        external_kernels.check_kernel(self.kernel, external_kernels.COVERED["retnet"])
         if self.d_model % self.n_head:
             raise SettingError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})",
                                ("d_model", "n_head"))
@@ -93,8 +96,12 @@ class MultiScaleRetention(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         E, B, L, d = x.shape
         q, k, v = (t.transpose(2, 3) for t in self._heads(x))  # [E, B, H, L, D]
-        g = self.log_decay(x).unsqueeze(-2).expand(self.H, L, 1)  # [H, L, 1], the same at every position
-        o = gated_recurrence_chunked(q, k, v, g, self.cfg.chunk)
+        if self.cfg.kernel == "torch":
+            g = self.log_decay(x).unsqueeze(-2).expand(self.H, L, 1)  # [H, L, 1], the same at every position
+            o = gated_recurrence_chunked(q, k, v, g, self.cfg.chunk)
+        else:
+            external_kernels.check_device(self.cfg.kernel, x)
+            o = external_kernels.retention(q, k, v, self.log_decay(x).squeeze(-1), kernel=self.cfg.kernel)
         return self._out(o.transpose(2, 3).reshape(E, B, L, 2 * d), x)
 
     def recurrent_step(self, x: Tensor, state: State | None) -> tuple[Tensor, State]:

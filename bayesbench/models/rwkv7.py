@@ -40,6 +40,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..checks import positive_int
+from . import external_kernels
 from .base import ResidualStack, TaskShape
 from .capacity import match_widths, meta_params
 from .initialisers import uniform
@@ -57,11 +58,13 @@ class RWKV7Config:
     n_head: int = 2
     d_model: int = 64
     d_ffn: int = 256  # the channel mix's hidden width (the paper's 4 d_model); the fine matching knob
+    kernel: str = "torch"  # "torch" (any device) or an outside kernel on CUDA (`external_kernels`)
 
     def __post_init__(self) -> None:
         for f in ("n_layer", "n_head", "d_model", "d_ffn"):
             positive_int(f, getattr(self, f))
         check_heads(self.d_model, self.n_head)
+        external_kernels.check_kernel(self.kernel, external_kernels.COVERED["rwkv7"])
 
 
 def lora_rank(d: int, scale: float, power: float) -> int:
@@ -226,7 +229,11 @@ class TimeMix(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         r, decay, kappa, a_kappa, k, v, g = self.inputs(x, shifted(x))
         heads_first = [t.transpose(2, 3) for t in (r, decay, kappa, a_kappa, k, v)]  # [E, B, H, L, Dh]
-        y = chunked_delta_rule(*heads_first, chunk=CHUNK)
+        if self.cfg.kernel == "torch":
+            y = chunked_delta_rule(*heads_first, chunk=CHUNK)
+        else:
+            external_kernels.check_device(self.cfg.kernel, x)
+            y = external_kernels.rwkv7(*heads_first, kernel=self.cfg.kernel)
         return self.output(y.transpose(2, 3), r, k, v, g)
 
     def recurrent_step(self, x: Tensor, state: dict[str, Tensor] | None) -> tuple[Tensor, dict[str, Tensor]]:

@@ -32,6 +32,11 @@ COUNTED = ("floats carried from one position to the next by every sequence-mixin
            "recurrent states; integer counters and parameters not counted")
 
 
+#: what a row scored from predictions made elsewhere (`bayesbench score`) says in place of a count
+NO_MODEL = ("no model: predictions made elsewhere (bayesbench score) come with no layers whose state could be "
+            "counted; no number is given")
+
+
 class StateUnknown(ValueError):
     """The model has no layer with a recurrent reference and does not say it mixes no positions."""
 
@@ -58,19 +63,30 @@ def fast_form(layer: nn.Module) -> Callable[[Tensor], Tensor]:
     return getattr(layer, "mix") if getattr(layer, "recurrent_input", None) else layer
 
 
-def run_steps(layer: nn.Module, x: Tensor, state: State | None = None) -> tuple[Tensor, State | None]:
-    """The layer's recurrent reference looped over x [E, B, L, d]: y [E, B, L, d'] and the final state."""
+def run_steps(layer: nn.Module, x: Tensor, state: State | None = None, *more: Tensor) -> tuple[Tensor, State | None]:
+    """The layer's recurrent reference looped over x [E, B, L, d]: y [E, B, L, d'] and the final state.
+    A layer whose forward takes more per-position inputs (the pointer head: its hidden states and
+    the tokens, `models/pointer.py`) gets each of `more` [E, B, L, ...] at the same position."""
     step: Callable = getattr(layer, "recurrent_step")
     ys = []
     for t in range(x.shape[2]):
-        y, state = step(x[:, :, t], state)
+        y, state = step(x[:, :, t], *(m[:, :, t] for m in more), state)
         ys.append(y)
     return torch.stack(ys, dim=2), state
 
 
 def capture_inputs(model: nn.Module, tokens: Tensor, header: Tensor | None = None) -> dict[str, Tensor]:
-    """{mixer name: its input x [E, B, L, d]} of one forward pass of `model` on tokens (and header)."""
+    """{mixer name: its input x [E, B, L, d]} of one forward pass of `model` on tokens (and header);
+    a mixer whose forward takes several inputs is given its first here (all of them: `capture_all`)."""
+    return capture_all(model, tokens, header)[0]
+
+
+def capture_all(model: nn.Module, tokens: Tensor, header: Tensor | None = None
+                ) -> tuple[dict[str, Tensor], dict[str, tuple[Tensor, ...]]]:
+    """`capture_inputs` and, per mixer, the inputs of its forward after the first (the pointer head's
+    tokens), empty for a mixer of one input."""
     inputs: dict[str, Tensor] = {}
+    more: dict[str, tuple[Tensor, ...]] = {}
     hooks = []
     for name, module in mixers(model):
         if module is model:  # its input is a submodule's output
@@ -82,13 +98,14 @@ def capture_inputs(model: nn.Module, tokens: Tensor, header: Tensor | None = Non
 
         def grab(_module, args, _name=name) -> None:
             inputs[_name] = args[0]
+            more[_name] = tuple(args[1:])
         hooks.append(module.register_forward_pre_hook(grab))
     try:
         model(tokens, header)
     finally:
         for h in hooks:
             h.remove()
-    return inputs
+    return inputs, more
 
 
 def state_numel(state: State | None) -> int:
@@ -99,11 +116,15 @@ def state_numel(state: State | None) -> int:
 
 
 def dummy_batch(model: nn.Module, length: int) -> tuple[Tensor, Tensor | None]:
-    """Token 0 at every position of one sequence per member (and a zero header where the model reads one)."""
+    """Token 0 at every position of one sequence per member (and a zero header where the model reads one);
+    a model whose forward needs a token layout (the pointer head's key, value pairs) says which tokens
+    by its `dummy_tokens(length)` [length]. A state's size does not depend on the tokens' values."""
     shape = getattr(model, "shape")
     E = int(getattr(model, "ensemble"))
     device = next(model.parameters()).device
-    tokens = torch.zeros(E, 1, length, dtype=torch.long, device=device)
+    layout = getattr(model, "dummy_tokens", None)
+    one = layout(length) if callable(layout) else torch.zeros(length, dtype=torch.long)
+    tokens = one.to(device).expand(E, 1, length).contiguous()
     header = (torch.zeros(E, 1, shape.header_len, shape.header_dim, device=device)
               if shape.header_dim > 0 else None)
     return tokens, header
@@ -131,17 +152,23 @@ def state_floats(model: nn.Module, length: int) -> int:
     try:
         with torch.no_grad(), torch.random.fork_rng(devices=[]):
             tokens, header = dummy_batch(model, length)
-            inputs = capture_inputs(model, tokens, header)
+            inputs, more = capture_all(model, tokens, header)
             total = 0
             for name, layer in layers:
                 if name not in inputs:  # a layer the forward does not run (e.g. switched off) holds nothing
                     continue
                 x = inputs[name]
-                _, state = run_steps(layer, x)
+                _, state = run_steps(layer, x, None, *more.get(name, ()))
                 total += state_numel(state) // (E * x.shape[1])
     finally:
         model.train(was_training)
     return total
+
+
+def no_model_record(length: int) -> dict:
+    """A row's `config["state"]` for predictions made elsewhere: no count (floats None) and why, so the
+    leaderboard's state column says 'no model' where a number would be made up."""
+    return {"floats": None, "length": int(length), "counted": NO_MODEL, "no_model": True}
 
 
 def state_record(model: nn.Module, length: int) -> dict | None:

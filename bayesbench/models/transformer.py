@@ -36,7 +36,7 @@ from .layers import EnsembleLayerNorm, EnsembleLinear, residual_std
 
 if TYPE_CHECKING:  # bayesbench.kernels is imported lazily, where a probed backend runs
     from ..kernels.probe import AttentionProbe
-from .pointer import POINTER_MODES, apply_pointer, check_pointer_shape
+from .pointer import POINTER_MODES, PointerLookup, check_pointer_shape, combine_pointer
 from .registry import register_model
 
 ATTENTION_BACKENDS = ("sdpa", "eager", "triton", "reference")
@@ -218,12 +218,26 @@ class Transformer(ResidualStack):
         super().__init__(shape, ensemble, cfg.d_model, blocks, head_bias=cfg.bias, embed_dropout=cfg.dropout,
                          learned_positions=cfg.position == "learned")
         self.cfg = cfg
+        # the pointer head as a module (no parameters): its recurrent reference is counted in the state
+        self.pointer = PointerLookup(shape.num_classes) if cfg.pointer != "none" else None
 
     def forward(self, tokens: Tensor, header: Tensor | None = None) -> Tensor:
-        if self.cfg.pointer == "none":
+        if self.pointer is None:
             return super().forward(tokens, header)
         hidden = self.features(tokens, header)
-        return apply_pointer(self.head(hidden), hidden, tokens, self.cfg.pointer)
+        return combine_pointer(self.head(hidden), self.pointer(hidden, tokens), self.cfg.pointer)
+
+    def dummy_tokens(self, length: int) -> Tensor:
+        """Tokens [length] of the layout the pointer head reads (key 0, value 0, ...; zeros without it),
+        for `models.state`'s dummy batch."""
+        tokens = torch.zeros(length, dtype=torch.long)
+        if self.pointer is not None:
+            tokens[1::2] = self.shape.num_classes  # value classes start at C
+        return tokens
+
+    def param_breakdown(self) -> dict[str, int]:
+        """The base's, without the pointer head (no parameters; a row's breakdown stays as it was)."""
+        return {name: n for name, n in super().param_breakdown().items() if name != "pointer"}
 
     def typed_blocks(self) -> list[Block]:
         """The blocks as `Block`s (nn.ModuleList types its items as plain modules), for code that

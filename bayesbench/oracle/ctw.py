@@ -23,9 +23,12 @@ Sequences: the first D symbols are the initial context (uniform, no evidence abo
 symbols x_D, x_{D+1}, ... are the tree's. Position t predicts x_{t+1}; positions t < D - 1 have
 no full context and get the uniform predictive (what their next symbol is drawn from).
 
-`ctw_predictive` is the batched PyTorch path (a loop over time and depth, vectorised over the
-batch; O(L D V) per sequence): only the D + 1 nodes on the current context's path change at a
-step, and the ratio of the root's weighted probability is the recursion
+`ctw_predictive` runs the compiled op `bayesbench._C` `ctw_predictive` where it is built (csrc/ctw.h:
+the same recursion one sequence at a time, in float64, threads over the batch; a CUDA kernel too),
+else the batched PyTorch path `_ctw_batched` (a loop over time and depth, vectorised over the
+batch; O(L D V) per sequence; `backend` picks, as for the other oracle ops). In both, only the
+D + 1 nodes on the current context's path change at a step, and the ratio of the root's weighted
+probability is the recursion
 
     r_D(j) = f_D(j),   r_d(j) = w_d f_d(j) + (1 - w_d) r_{d+1}(j),   p(j | x) = r_0(j),
 
@@ -42,6 +45,7 @@ import math
 import torch
 from torch import Tensor
 
+from .. import ops
 from ..checks import int_at_least, number_in, positive_number
 from .backend import use_native
 from .validate import check_sequence_inputs, require_float_dtype
@@ -79,13 +83,15 @@ def context_paths(seq: Tensor, V: int, depth: int) -> Tensor:
 
 def ctw_predictive(seq: Tensor, V: int, depth: int, alpha: float = 0.5, leaf_prob: float = 0.5, *,
                    backend: str = "auto", dtype: torch.dtype = torch.float32, check: bool = True) -> Tensor:
-    """Predictive [B, L, V] of the next symbol under the CTW mixture (module docstring).
+    """Predictive [B, L, V] of the next symbol under the CTW mixture (module docstring): the
+    compiled op where built ('auto', 'native'), else the batched PyTorch path ('reference').
     check=False skips the symbol-range check of `seq` (a host read): for the task's own sampler."""
     if check:
         check_sequence_inputs("seq", seq, V)
     check_ctw_settings(V, depth, alpha, leaf_prob)
     require_float_dtype("dtype", dtype)
-    use_native("ctw_predictive", backend, seq.device)  # checks backend; 'native' raises: no compiled op
+    if use_native("ctw_predictive", backend, seq.device):
+        return ops.ctw_predictive(seq, V, depth, float(alpha), float(leaf_prob), dtype)
     return _ctw_batched(seq, V, depth, float(alpha), float(leaf_prob)).to(dtype)
 
 
@@ -93,7 +99,7 @@ def _ctw_batched(seq: Tensor, V: int, depth: int, alpha: float, q: float) -> Ten
     B, L = seq.shape
     dev = seq.device
     out = torch.full((B, L, V), 1.0 / V, dtype=torch.float64, device=dev)
-    if B == 0 or L == 0:
+    if B == 0 or L == 0 or depth > L:  # depth > L: no symbol of the tree's is seen or predicted
         return out
     N, D = node_count(V, depth), depth
     # Per-node state of every sequence's tree, flat over (sequence, node) so that a step reads

@@ -389,8 +389,11 @@ STATE_HEADER = " state (floats) |"
 
 
 def state_cell(row: Row) -> str:
-    """The state column of a row ('4,096 | '), '- | ' for a row without a count."""
+    """The state column of a row ('4,096 | '), 'no model | ' for predictions made elsewhere (`bayesbench
+    score`: nothing to count), '- | ' for a row without a count."""
     s = row.state or {}
+    if s.get("no_model"):
+        return "no model | "
     return "- | " if s.get("floats") is None else f"{int(s['floats']):,} | "
 
 

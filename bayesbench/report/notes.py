@@ -45,6 +45,9 @@ STATE_NOTE = ("- state = the floats one member holds per sequence from one posit
               "convolution's input history, a recurrent layer's fixed state; parameters and integer counters not "
               "counted (docs/leaderboard.md#state-size)")
 
+NO_MODEL_NOTE = ("- state 'no model' = a row scored from predictions made elsewhere (bayesbench score): there are no "
+                 "layers whose state could be counted, so no number is given (--json: state_floats null)")
+
 
 def has_continuous(agg: list[Row]) -> bool:
     """Whether any row is a continuous tunnel's (its floors are the prior predictive's, not uniform's)."""
@@ -93,6 +96,7 @@ def table_notes(agg: list[Row], metric: str, curve_metric: str, threshold: float
               *curve_notes(agg, curve_metric, threshold),
               *([FLOPS_NOTE] if flops else []),
               *([STATE_NOTE] if state else []),
+              *([NO_MODEL_NOTE] if state and any((row.state or {}).get("no_model") for row in agg) else []),
               "- rows are ranked only against rows scored on the same evaluation set (task, evaluation, number of "
               "sequences and the tunnel's code: the set is fixed by these) with the same metric definitions; a table "
               "holding several of one evaluation says what sets each apart ('512 seq'; 'tunnel contents 1a2b..', an "

@@ -90,6 +90,6 @@ def _figure(label: str, name: str, group: list[Row], metric: str, lacking: int, 
              "pools them); state counted from each layer's recurrent reference (models/state.py)"]
     if lacking:
         facts.append(f"{lacking} row{'s' if lacking != 1 else ''} without a state count left out (stored before it, "
-                     "or an outside model)")
+                     "an outside model, or predictions with no model)")
     heading(fig, f"{label}, eval {name}: {short(metric)} against recurrent state size", *facts)
     return save(fig, path, grid=True)

@@ -102,10 +102,15 @@ def random_words(n: int, seed: int) -> list[str]:
     return out
 
 
-def make_verbaliser(spec: str, vocab_size: int, seed: int = 0) -> Verbaliser:
+def make_verbaliser(spec: str, vocab_size: int, seed: int = 0, *, permute: bool = False) -> Verbaliser:
     """`integers`, `letters`, `words` (opaque random words from `seed`) or the path of a JSON file
     (a list of words, or an object {"0": word, ...}) read as data; `vocab_size` words, distinct,
-    non-empty, without whitespace."""
+    non-empty, without whitespace.
+
+    `permute` (a prompt seed of `--prompt-seeds`): a verbaliser whose words are fixed (integers,
+    letters, a file) gives its words to the symbols in the order of a permutation drawn from
+    `seed` (seed 0: the identity), so that several seeds are several renderings of the same
+    sequences; `words` draws its words from `seed` either way."""
     if spec == "integers":
         v = Verbaliser("integers", tuple(str(i) for i in range(vocab_size)))
     elif spec == "letters":
@@ -116,6 +121,11 @@ def make_verbaliser(spec: str, vocab_size: int, seed: int = 0) -> Verbaliser:
         v = Verbaliser("file", tuple(_words_of_file(spec, vocab_size)), os.path.basename(spec))
     else:
         raise ValueError(f"--verbaliser must be one of {', '.join(VERBALISERS)} or a JSON file of words, got {spec!r}")
+    if permute and v.kind != "words" and seed != 0:
+        order = list(range(len(v.words)))
+        random.Random(seed).shuffle(order)
+        source = " ".join(x for x in (v.source, f"permuted by seed {seed}") if x)
+        v = Verbaliser(v.kind, tuple(v.words[j] for j in order), source)
     if len(v.words) != vocab_size:
         raise ValueError(f"--verbaliser {spec}: {len(v.words)} words for {vocab_size} symbols "
                          "(rule: one word per symbol)")
@@ -163,11 +173,14 @@ def class_symbols(task: Task) -> list[int]:
     if task.name == "bijection":
         V = int(getattr(task, "V"))
         return [V + c for c in range(task.num_classes)]
+    tokens = getattr(task, "class_tokens", None)  # a tunnel naming its classes' symbols (sula's two labels)
+    if tokens is not None:
+        return [int(s) for s in tokens]
     if task.vocab_size == task.num_classes:
         return list(range(task.num_classes))
     raise ValueError(f"--task {task.name}: its {task.num_classes} classes are not its {task.vocab_size} symbols "
-                     "(rule: the LM path reads tunnels whose classes are symbols it can write: the bijection, or a "
-                     "tunnel with vocab_size == num_classes)")
+                     "(rule: the LM path reads tunnels whose classes are symbols it can write: the bijection, a "
+                     "tunnel naming them in class_tokens, or one with vocab_size == num_classes)")
 
 
 # ---------------------------------------------------------------- the model and its files
@@ -421,9 +434,11 @@ class LMPredictions(GivenPredictions):
     (`read_batch`, renormalised over the candidates) when `evaluate` asks, once per set; the
     outside mass of each set is kept in `outside` for the row."""
 
+    holds_model = True  # a model (not predictions made elsewhere), whose state models.state cannot count
+
     def __init__(self, lm, tok, verbaliser: Verbaliser, task: Task, *, seed: int = 0, batch_size: int = 8,
-                 progress: Callable[[str], None] | None = None) -> None:
-        self.lm, self.tok, self.verbaliser = lm, tok, verbaliser
+                 progress: Callable[[str], None] | None = None, label: str = "") -> None:
+        self.lm, self.tok, self.verbaliser, self.label = lm, tok, verbaliser, label
         self.classes = class_symbols(task)
         self.pieces = tokenise(tok, verbaliser, self.classes)
         self.batch_size = batch_size
@@ -442,7 +457,7 @@ class LMPredictions(GivenPredictions):
         def tell(done: int, total: int) -> None:  # about ten lines a set, whatever its size
             step = max(1, total // 10)
             if self.progress is not None and (done == total or (done // step) != ((done - self.batch_size) // step)):
-                self.progress(f"set {n}: {done}/{total} prompts")
+                self.progress(f"{self.label}set {n}: {done}/{total} prompts")
 
         reading = read_batch(self.lm, self.pieces, self.classes, batch, batch_size=self.batch_size, progress=tell)
         out = reading.outside[reading.mask]
@@ -467,46 +482,149 @@ def lm_identity(folder: str, verbaliser: Verbaliser, dtype: str) -> dict:
             "prompt_format": dict(PROMPT_FORMAT), "dtype": dtype}
 
 
-def score_lm(model: str, task="bijection", *, verbaliser: str = "integers", verbaliser_seed: int = 0,
-             name: str | None = None, preset: str = "quick", device: str = "cpu", dtype: str = "float32",
-             batch_size: int = 8, sequences: int | None = None, db: str | None = None, store: bool = True,
-             progress: Callable[[str], None] | None = None) -> list:
-    """Score the causal LM in folder `model` on `task` (a preset task key or a Task) through the
-    verbaliser and store its row (module doc); returns the row's records. The row's run id is a
-    hash of `lm_identity`, the task's label, the sequences and the name: the same LM, tokenizer,
-    verbaliser and prompt format scored again replaces its row."""
+class UnitPredictions(GivenPredictions):
+    """Several renderings of the same evaluation sequences, one per (verbaliser, prompt seed)
+    unit, standing as the members of one ensemble: `rows.score_run` writes one record per unit
+    (its `seed` the unit's prompt seed, or its index in a pooled row), and the leaderboard pools
+    a row's records with its interval over them (`report.rows.seed_interval`), as it pools the
+    seeds of a trained model. Each unit's readings are its `LMPredictions`' (read once, shared
+    by the per-verbaliser rows and the pooled one)."""
+
+    def __init__(self, units: Sequence[LMPredictions], seeds: Sequence[int]) -> None:
+        self.units = list(units)
+        self.ensemble = len(self.units)
+        self.seeds = [int(s) for s in seeds]
+        self.params = self.units[0].params
+        self.sets = []
+
+    def log_probs(self, batch: Batch) -> Tensor:
+        return torch.cat([u.log_probs(batch) for u in self.units], 0)
+
+
+def resolve_lm_task(task, preset: str):
+    """`trained_elsewhere.resolve_task`, and a registered tunnel the preset does not name (sula)
+    by name at its defaults, with the preset's setup for such tunnels (`presets.registered_setup`),
+    as `bayesbench run --tasks NAME` runs it."""
+    from ..presets import get_preset, registered_setup
+    from ..tasks import get_task, list_tasks, task_from_config
+    from .trained_elsewhere import resolve_task
+
+    p = get_preset(preset)
+    if isinstance(task, str) and task not in p.tasks and task in list_tasks():
+        setup = registered_setup(p, get_task(task))
+        return (task_from_config(setup.task), setup.label, tuple(setup.eval_lengths), setup.eval_sequences,
+                tuple(setup.eval_scored))
+    return resolve_task(task, preset)
+
+
+def _units_of(specs: Sequence[str], vocab_size: int, verbaliser_seed: int,
+              prompt_seeds: Sequence[int] | None) -> list[list[Verbaliser]]:
+    """Per verbaliser spec, its verbaliser for each prompt seed (`make_verbaliser`; without
+    --prompt-seeds one each, `words` drawn from `verbaliser_seed`)."""
+    if len(set(specs)) != len(specs):
+        raise ValueError(f"--verbaliser {' '.join(specs)}: a verbaliser named twice (rule: each at most once)")
+    if prompt_seeds is not None:
+        if not prompt_seeds or len(set(prompt_seeds)) != len(prompt_seeds) or any(
+                isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in prompt_seeds):
+            raise ValueError(f"--prompt-seeds {list(prompt_seeds)}: distinct integers >= 0 (rule: one rendering "
+                             "per seed)")
+        return [[make_verbaliser(v, vocab_size, s, permute=True) for s in prompt_seeds] for v in specs]
+    return [[make_verbaliser(v, vocab_size, verbaliser_seed)] for v in specs]
+
+
+def _row_names(base: str, name: str | None, specs: Sequence[str], verbs: Sequence[Verbaliser]) -> list[str]:
+    """One leaderboard name per verbaliser: `name` for a single one, else `<name or lm-base>-<kind>`
+    (a file's stem after it where two kinds are equal)."""
+    if len(specs) == 1:
+        return [name or f"lm-{base}-{verbs[0].kind}"]
+    kinds = [v.kind for v in verbs]
+    out = []
+    for spec, v in zip(specs, verbs):
+        kind = v.kind
+        if kinds.count(kind) > 1:
+            kind += "-" + "".join(c if c.isalnum() or c in "-_." else "-" for c in os.path.splitext(
+                os.path.basename(spec))[0])
+        out.append(f"{name or f'lm-{base}'}-{kind}")
+    return out
+
+
+def score_lm(model: str, task="bijection", *, verbaliser: str | Sequence[str] = "integers", verbaliser_seed: int = 0,
+             prompt_seeds: Sequence[int] | None = None, name: str | None = None, preset: str = "quick",
+             device: str = "cpu", dtype: str = "float32", batch_size: int = 8, sequences: int | None = None,
+             db: str | None = None, store: bool = True, progress: Callable[[str], None] | None = None) -> list:
+    """Score the causal LM in folder `model` on `task` (a preset task key, a registered tunnel's
+    name or a Task) through each verbaliser and store its rows (module doc); returns the rows'
+    records. A row's run id is a hash of `lm_identity`, the task's label, the sequences and the
+    name: the same LM, tokenizer, verbaliser and prompt format scored again replaces its row.
+
+    Several verbalisers, or `prompt_seeds` (renderings: `make_verbaliser(permute=True)`), make
+    units (verbaliser x prompt seed): each verbaliser's row has its prompt seeds as its seeds
+    (its interval is over them where there are two or more), and with two verbalisers or more a
+    pooled row `<name>-pooled` has every unit as a seed: its interval is over the units."""
     from ..checks import positive_int
-    from .trained_elsewhere import check_name, resolve_task
+    from .trained_elsewhere import check_name
 
     positive_int("--batch-size", batch_size, "prompts per forward pass")
     if sequences is not None:
         positive_int("--sequences", sequences, "evaluation sequences; default: the preset's")
+    specs = [verbaliser] if isinstance(verbaliser, str) else list(verbaliser)
+    if not specs:
+        raise ValueError("--verbaliser: at least one (rule: integers, letters, words or a JSON file)")
     folder = resolve_folder(model)
-    t = resolve_task(task, preset)[0]
+    t = resolve_lm_task(task, preset)[0]
     class_symbols(t)  # refused before the model loads
-    verb = make_verbaliser(verbaliser, t.vocab_size, verbaliser_seed)
+    units = _units_of(specs, t.vocab_size, verbaliser_seed, prompt_seeds)
     base = "-".join(os.path.basename(os.path.normpath(folder)).split())  # a leaderboard name has no spaces
-    name = name or f"lm-{base}-{verb.kind}"
-    check_name(name)
+    names = _row_names(base, name, specs, [u[0] for u in units])
+    pooled_name = f"{name or f'lm-{base}'}-pooled"
+    for n in names + ([pooled_name] if len(specs) > 1 else []):
+        check_name(n)
     lm, tok = load_lm(folder, device, dtype)
-    given = LMPredictions(lm, tok, verb, t, batch_size=batch_size, progress=progress)
-    return score_given(given, task, lm_identity(folder, verb, dtype), name=name, preset=preset,
-                       device=device, sequences=sequences, db=db, store=store,
-                       extra={"folder": os.path.abspath(folder)})
+    for verbs in units:  # every rendering tokenised (and refused) before anything is read
+        for v in verbs:
+            tokenise(tok, v, class_symbols(t))
+    seeds = list(prompt_seeds) if prompt_seeds is not None else [0]
+    w, k = weights_hash(folder), tokenizer_hash(folder)
+    extra = {"folder": os.path.abspath(folder)}
+    readers: list[list[LMPredictions]] = []
+    records: list = []
+    for verbs, row_name in zip(units, names):
+        many = len(specs) > 1 or len(seeds) > 1
+        given = [LMPredictions(lm, tok, v, t, seed=s, batch_size=batch_size, progress=progress,
+                               label=f"{v.kind} seed {s}: " if many else "") for v, s in zip(verbs, seeds)]
+        readers.append(given)
+        if len(given) == 1:
+            records += score_given(given[0], task, lm_identity(folder, verbs[0], dtype), name=row_name, preset=preset,
+                                   device=device, sequences=sequences, db=db, store=store, extra=extra)
+        else:
+            ident = {"weights": w, "tokenizer": k, "verbalisers": [v.describe() for v in verbs],
+                     "prompt_seeds": seeds, "prompt_format": dict(PROMPT_FORMAT), "dtype": dtype}
+            records += score_given(UnitPredictions(given, seeds), task, ident, name=row_name, preset=preset,
+                                   device=device, sequences=sequences, db=db, store=store, extra=extra)
+    if len(specs) > 1:
+        every = [g for given in readers for g in given]
+        unit_list = [{"verbaliser": g.verbaliser.describe(), "prompt_seed": s} for given in readers
+                     for g, s in zip(given, seeds)]
+        ident = {"weights": w, "tokenizer": k, "units": unit_list, "prompt_format": dict(PROMPT_FORMAT),
+                 "dtype": dtype}
+        records += score_given(UnitPredictions(every, range(len(every))), task, ident, name=pooled_name, preset=preset,
+                               device=device, sequences=sequences, db=db, store=store, extra=extra)
+    return records
 
 
-def score_given(given: LMPredictions, task, ident: dict, *, name: str, preset: str = "quick", device: str = "cpu",
-                sequences: int | None = None, db: str | None = None, store: bool = True,
+def score_given(given: GivenPredictions, task, ident: dict, *, name: str, preset: str = "quick",
+                device: str = "cpu", sequences: int | None = None, db: str | None = None, store: bool = True,
                 extra: dict | None = None) -> list:
     """The row of an LM already wrapped (`score_lm` after loading; a test's fake LM): scored by
     `rows.score_run` on the task's evaluation sets, keyed by `ident` (`lm_identity`), the outside
-    mass per set in `config["llm"]`; stored unless `store` is False."""
+    mass per set in `config["llm"]` (a `UnitPredictions`: each record its own unit's); stored
+    unless `store` is False."""
     from ..store.database import read_records, write_records
     from .evaluate import max_eval_len
     from .rows import score_run
-    from .trained_elsewhere import resolve_task, scored_result, scored_spec
+    from .trained_elsewhere import scored_result, scored_spec
 
-    t, label, lengths, n_seq, scored = resolve_task(task, preset)
+    t, label, lengths, n_seq, scored = resolve_lm_task(task, preset)
     n = sequences or n_seq
     run_id = "llm-" + hashlib.sha256(json.dumps([ident, label, n, name], sort_keys=True).encode()).hexdigest()[:12]
     code = {"task": t.code(), "model": {"contents": f"weights {ident['weights']} tokenizer {ident['tokenizer']}"}}
@@ -514,8 +632,10 @@ def score_given(given: LMPredictions, task, ident: dict, *, name: str, preset: s
                        device_type=torch.device(device).type, code=code)
     result = scored_result(spec, run_id, given, list(given.seeds), 0, preset=preset, name=name)
     records = score_run(result, db=db, device=device, write=False)
-    for r in records:
-        r.config["llm"] = {**ident, "outside_mass": given.outside, **(extra or {})}
+    members = given.units if isinstance(given, UnitPredictions) else [given]
+    # the records may share one config dict: each gets its own, with its own unit's outside mass
+    records = [dataclasses.replace(r, config={**r.config, "llm": {
+        **ident, "outside_mass": getattr(members[r.member], "outside", []), **(extra or {})}}) for r in records]
     if store:
         write_records(records, db)
         return read_records(db, where="run_id = ?", params=(run_id,))

@@ -31,6 +31,7 @@ class GivenPredictions:
 
     ensemble = 1
     cfg = None  # no bayesbench model configuration
+    holds_model = False  # no layers behind the predictions: no state to count (`models.state.no_model_record`)
 
     def __init__(self, sets: list[tuple[Batch, Tensor]], *, seed: int = 0, params: int = 0) -> None:
         for batch, log_q in sets:

@@ -14,6 +14,7 @@ from .. import versions
 from ..identity import identity_key
 from ..metric_table import metric_versions
 from ..models.base import other_float_dtypes
+from ..models.state import no_model_record, state_record
 from ..running.provenance import environment
 from ..store.database import cache_dir_for, write_records
 from ..store.records import LearningCurve, RunRecord
@@ -92,6 +93,20 @@ def stop_reason(result: TrainResult, member: int) -> str:
     return result.stop(member)[1]
 
 
+def scored_state(model, length: int) -> dict | None:
+    """A row's `config["state"]` (`models/state.py`), whatever made the row: the floats one member
+    carries per sequence at the primary evaluation's length, counted from its layers' recurrent
+    references (a model trained here, a checkpoint scored by `bayesbench eval` or `score --model`);
+    'no model' for predictions made elsewhere (`bayesbench score --predictions`: nothing to count,
+    and no number made up); None where it cannot be counted (an outside module with no recurrent
+    reference, a language model read through a verbaliser)."""
+    if getattr(model, "holds_model", True) is False:
+        return no_model_record(length)
+    if not isinstance(model, torch.nn.Module):
+        return None
+    return state_record(model, length)
+
+
 def score_run(result: TrainResult, *, db: str | None = None, device: str = "cpu",
               cache_dir: str | None = None, write: bool = True) -> list[RunRecord]:
     """Evaluate a trained ensemble and write one record per seed (replacing that run's old ones).
@@ -137,7 +152,11 @@ def score_run(result: TrainResult, *, db: str | None = None, device: str = "cpu"
     sequences_per_s = result.steps * batch * len(result.seeds) / result.wall_s if result.wall_s and batch else None
     primary = scores[0].primary
     trained = ident.get("train") is not None  # False: a model trained elsewhere, only scored here
-    primary_task = evaluation_tasks(task, lengths, scored)[primary].describe()
+    primary_eval = evaluation_tasks(task, lengths, scored)[primary]
+    primary_task = primary_eval.describe()
+    state = scored_state(model, primary_eval.seq_len)
+    if state is not None:
+        config["state"] = state
     records = [RunRecord(
         run_id=result.run_id, seed=seed, member=e, group_id=meta.get("group_id"), preset=meta.get("preset"),
         task=task.name, task_label=meta.get("label", task.describe()), task_config=task.config(),

@@ -103,8 +103,7 @@ def train_and_score(sweep_job: SweepJob, runs_dir: str, threads: int, report: Re
             where = {"phase": "evaluation", "checkpoint": result.checkpoint}
             records = score_run(result, device=job.device, cache_dir=cache_dir or os.path.join(runs_dir, "cache"),
                                 write=False)
-            add_flops(records, trainer, job)
-            add_state(records, trainer, job)
+            add_flops(records, trainer, job)  # (the state size: score_run, `scoring.rows.scored_state`)
             write_run_file(os.path.join(run_dir, RUN_FILE), records)
             if logger is not None:
                 logger.log_result(records)  # the final metrics with their intervals, as the tracker's summary
@@ -145,21 +144,6 @@ def add_flops(records: list, trainer, job) -> None:
     for r in records:
         trained = r.stop_step if r.stop_step is not None else r.steps
         r.config["flops"] = flops_record(per_step, trained)
-
-
-def add_state(records: list, trainer, job) -> None:
-    """Each row's recurrent state size (`models/state.py`: floats one member carries per sequence
-    at the primary evaluation's length, counted from its layers' recurrent references), in its
-    config["state"]; nothing for a model whose state cannot be counted (an outside model)."""
-    from ..models.state import state_record
-    from ..scoring.evaluate import evaluation_tasks
-
-    primary = next(iter(evaluation_tasks(job.task, tuple(job.setup.eval_lengths),
-                                         tuple(job.setup.eval_scored)).values()))
-    record = state_record(trainer.model, primary.seq_len)
-    if record is not None:
-        for r in records:
-            r.config["state"] = dict(record)
 
 
 def _remove_if_empty(run_dir: str, made_here: bool) -> None:

@@ -370,10 +370,18 @@ def test_a_predictions_row_shows_the_steps_stated_and_no_measured_looking_zero(t
     assert main(["score", "--predictions", path, "--name", "unstated", "--db", db]) == 0
     capsys.readouterr()
     assert main(["leaderboard", "--db", db]) == 0
-    cells = {line.split(" | ")[2].split(" (")[0]: [c.strip() for c in line.split(" | ")[3:6]]
-             for line in capsys.readouterr().out.splitlines() if " | values (trained) | " in line}
-    assert cells == {"stated": ["-", "3000", "-"], "unstated": ["-", "-", "-"]}, cells  # params, steps, wall
+    table = capsys.readouterr().out
+    cells = {line.split(" | ")[2].split(" (")[0]: [c.strip() for c in line.split(" | ")[3:7]]
+             for line in table.splitlines() if " | values (trained) | " in line}
+    # params, state (issue 43: predictions have no model whose state could be counted: said, not a number), steps, wall
+    assert cells == {"stated": ["-", "no model", "3000", "-"], "unstated": ["-", "no model", "-", "-"]}, cells
+    assert "- state 'no model' = a row scored from predictions made elsewhere" in table
     assert [r.steps for r in sorted(read_records(db), key=lambda r: r.arch)] == [3000, 0]
+    state = read_records(db)[0].config["state"]
+    assert state["floats"] is None and state["no_model"] and state["length"] == length
+    assert main(["leaderboard", "--db", db, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [r["state_floats"] for r in rows] == [None, None]
     assert main(["score", "--predictions", path, "--name", "bad", "--steps", "-5", "--db", db]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--steps must be an integer >= 0" in err, err

@@ -325,17 +325,19 @@ def test_profile_command_end_to_end(tmp_path, capsys):
     for f in out["summary"]["figures"]:
         assert os.path.getsize(f) > 1000
     # calibration and drift records against a direct computation from the saved model and maps
-    from bayesbench.scoring.evaluate import eval_set, evaluate_members
+    from bayesbench.dynamics.sets import member_sets
+    from bayesbench.scoring.evaluate import evaluate_members
     from bayesbench.training.checkpoint import load_result
     from bayesbench.training.result import task_of
 
     result = load_result(os.path.join(out["config"]["run_dir"], "checkpoint.pt"))
-    scores = evaluate_members(result.model, eval_set(task_of(result), 32))  # the quick preset's bijection
+    assert out["config"]["sets"] == "per-seed"  # each seed scored on its own evaluation set
+    own = member_sets(task_of(result), 32, "profile-eval", [0, 1])  # the quick preset's bijection
     last = max(r.step for r in records if r.name == "entropy_mae")
     assert last == 12
     for e, seed in enumerate((0, 1)):
         stored = [r.value for r in records if r.name == "entropy_mae" and r.step == last and r.seed == seed]
-        assert stored == [pytest.approx(scores[e].entropy_mae.mean, rel=1e-6)]
+        assert stored == [pytest.approx(evaluate_members(result.model, own[e])[e].entropy_mae.mean, rel=1e-6)]
     saved = torch.load(os.path.join(os.path.dirname(out["summary"]["figures"][0]), "maps.pt"))
     assert saved["steps"] == out["config"]["checkpoint_steps"] == [0, 3, 12]
     tv = tv_to_final(saved["maps"].float())  # [C, L, E, B, H]
@@ -392,6 +394,7 @@ def _store_untouched(db):
     (["--run", "x", "--batch-size", "8"], "--batch-size cannot change a stored run's batch"),
     (["--task-args", "nope=1"], "'nope' is not a setting of task 'bijection'; its settings: V, variant"),
     (["--task-args", "L=3", "--task-set", "L=4"], "--task-args/--task-set: L given twice (3 and 4)"),
+    (["--sets", "mixed"], "--sets must be one of ('per-seed', 'shared')"),
 ])
 def test_profile_bad_inputs(tmp_path, capsys, extra, message):
     db = str(tmp_path / "store.sqlite")
@@ -431,7 +434,8 @@ def test_profile_takes_task_args_as_train_does(tmp_path, capsys):
 
 def test_the_issue_44_numbers_of_dynamics_md_are_those_of_their_summaries():
     """Every decimal number of docs/dynamics.md's issue-44 section is one its summary files
-    (docs/data/dynamics_issue44_sticky_{cosine,constant}.json, dynamics_self_term_batch.json) hold, as a
+    (docs/data/dynamics_issue44_sticky_{cosine,constant}.json, dynamics_self_term_batch.json, and the
+    confirmatory dynamics_confirmatory_sticky_constant_seeds8-15.json) hold, as a
     value or inside a verdict's number: a re-run refreshed with scripts/dynamics_numbers.py
     either leaves the page true or fails here."""
     import re
@@ -456,7 +460,7 @@ def test_the_issue_44_numbers_of_dynamics_md_are_those_of_their_summaries():
             held.add(float(x))
 
     for name in ("dynamics_issue44_sticky_cosine.json", "dynamics_issue44_sticky_constant.json",
-                 "dynamics_self_term_batch.json"):
+                 "dynamics_self_term_batch.json", "dynamics_confirmatory_sticky_constant_seeds8-15.json"):
         walk(json.loads((root / "docs" / "data" / name).read_text()))
     quoted = re.findall(number, section)
     assert len(quoted) > 50

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from recurrent_checks import TASK, check_capacity_matched, check_forward_equals_recurrent, mixers_of, preset_model
+from recurrent_checks import TASK, check_capacity_matched, check_forward_equals_recurrent, leaderboard_model, mixers_of
 
 from bayesbench.checks import SettingError
 from bayesbench.models import count_params
@@ -65,7 +65,7 @@ def test_chunked_forward_equals_the_recurrent_reference(E, B, L, H, chunk):
 def test_initialisation_survives_the_leaderboard_build():
     """beta = sigmoid(x W_beta) starts near 1/2 (no bias), the output RMSNorm as the identity
     affine, the short conv at torch's Conv1d default, and members differ."""
-    model, _ = preset_model("deltanet", [0, 1])
+    model, _ = leaderboard_model("deltanet", seeds=(0, 1))  # the trainer's model, as the leaderboard builds it
     x = torch.randn(2, 3, 5, model.cfg.d_model, generator=torch.Generator().manual_seed(0))
     for block in model.blocks:
         m = block.mixer

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from recurrent_checks import TASK, check_capacity_matched, check_forward_equals_recurrent, mixers_of, preset_model
+from recurrent_checks import TASK, check_capacity_matched, check_forward_equals_recurrent, leaderboard_model, mixers_of
 
 from bayesbench.checks import SettingError
 from bayesbench.models import count_params
@@ -28,7 +28,7 @@ def test_chunked_forward_equals_the_recurrent_reference(E, B, L, H, chunk):
 def test_gate_initialisation_survives_the_leaderboard_build():
     """A ~ U(0, 16) (A_log = log A), dt = softplus(dt_bias) in [1e-3, 1e-1]; so the initial decay
     alpha = exp(-A dt) lies in [exp(-1.6), 1); both kept out of weight decay; members differ."""
-    model, _ = preset_model("gated-deltanet", [0, 1])
+    model, _ = leaderboard_model("gated-deltanet", seeds=(0, 1))  # the trainer's model, as the leaderboard builds it
     x = torch.randn(2, 3, 5, model.cfg.d_model, generator=torch.Generator().manual_seed(0))
     for block in model.blocks:
         m = block.mixer

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from recurrent_checks import TASK, check_capacity_matched, check_forward_equals_recurrent, mixers_of, preset_model
+from recurrent_checks import TASK, check_capacity_matched, check_forward_equals_recurrent, leaderboard_model, mixers_of
 
 from bayesbench.checks import SettingError
 from bayesbench.models import count_params
@@ -25,7 +25,7 @@ def test_chunked_forward_equals_the_recurrent_reference(E, B, L, H, chunk):
 
 def test_gate_initialisation_survives_the_leaderboard_build():
     """Slow forgetting at init (Sec. 4.4): alpha = sigmoid(~0)^(1/16) ~ 0.958 for every channel."""
-    model, _ = preset_model("gla", [0, 1, 2])
+    model, _ = leaderboard_model("gla", seeds=(0, 1, 2))  # the trainer's model, as the leaderboard builds it
     cfg = model.cfg
     assert cfg.gate_temperature == 16.0 and cfg.gate_rank == 16
     x = torch.randn(3, 4, 5, cfg.d_model, generator=torch.Generator().manual_seed(0))

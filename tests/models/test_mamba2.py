@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from recurrent_checks import TASK, check_capacity_matched, check_forward_equals_recurrent, mixers_of, preset_model
+from recurrent_checks import TASK, check_capacity_matched, check_forward_equals_recurrent, leaderboard_model, mixers_of
 
 from bayesbench.checks import SettingError
 from bayesbench.models import count_params, get_model
@@ -30,7 +30,7 @@ def test_chunked_forward_equals_the_recurrent_reference(E, B, L, H, chunk):
 def test_initialisation_survives_the_leaderboard_build():
     """A ~ U(1, 16), dt = softplus(dt_bias) in [1e-3, 1e-1], D = 1, each member its own draws,
     and A_log, D, dt_bias kept out of weight decay."""
-    model, _ = preset_model("mamba2", [0, 1, 2])
+    model, _ = leaderboard_model("mamba2", seeds=(0, 1, 2))  # the trainer's model, as the leaderboard builds it
     for block in model.blocks:
         m = block.mixer
         A = torch.exp(m.A_log)

@@ -94,3 +94,29 @@ def test_authors_targets_add_copy_positions_that_scoring_leaves_out():
     assert evaluation_tasks(task, scored=("values",))["values"].supervise == "values"
     with pytest.raises(ValueError, match="needs query=True"):
         get_task("bijection", V=5, variant="paper", supervise="authors")
+
+
+def test_the_pointer_heads_recurrent_reference_and_its_state():
+    """The pointer head's `recurrent_step` looped over positions gives, at the last (query) position,
+    the logits the model's forward uses, and at every earlier even position those of the prefix; the
+    state a pointer transformer carries (`models.state`) is its K and V caches plus the d floats of
+    every even position's hidden state, counted from that reference."""
+    from bayesbench.models.state import mixers, run_steps, state_floats
+
+    task = get_task("bijection", **CODE)
+    model = get_model("transformer", task, seeds=[0, 1], pointer="replace", **SMALL).double()
+    tokens = task.sample(3, torch.Generator().manual_seed(1)).tokens.unsqueeze(0).expand(2, -1, -1)
+    hidden = model.features(tokens)
+    ys, state = run_steps(model.pointer, hidden, None, tokens)
+    T = tokens.shape[-1]
+    for t in range(2, T, 2):
+        torch.testing.assert_close(ys[:, :, t], pointer_logits(hidden[..., : t + 1, :], tokens[..., : t + 1], task.V))
+    torch.testing.assert_close(model(tokens)[:, :, -1], ys[:, :, -1].to(torch.float64))
+    assert [name for name, _ in mixers(model)][-1] == "pointer"
+    d = SMALL["d_model"]
+    assert state["keys"].shape == (2, 3, (T + 1) // 2, d) and not state["values"].is_floating_point()
+    plain = get_model("transformer", task, seeds=[0], **SMALL)
+    for L in (1, 4, T):
+        assert state_floats(get_model("transformer", task, seeds=[0], pointer="add", **SMALL), L) \
+            == state_floats(plain, L) + -(-L // 2) * d == 2 * SMALL["n_layer"] * L * d + -(-L // 2) * d
+    assert model.param_breakdown() == plain.param_breakdown()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from recurrent_checks import TASK, check_capacity_matched, check_forward_equals_recurrent, mixers_of, preset_model
+from recurrent_checks import TASK, check_capacity_matched, check_forward_equals_recurrent, leaderboard_model, mixers_of
 
 from bayesbench.checks import SettingError
 from bayesbench.models import count_params
@@ -26,7 +26,7 @@ def test_chunkwise_forward_equals_the_recurrent_form(E, B, L, H, chunk):
 def test_decays_and_group_norm_survive_the_leaderboard_build():
     """gamma_h = 1 - 2^(-5 - h) (Sec. 2.2), not parameters (no optimiser or init touches them); the
     GroupNorm starts as the identity affine."""
-    model, _ = preset_model("retnet", [0, 1])
+    model, _ = leaderboard_model("retnet", seeds=(0, 1))  # the trainer's model, as the leaderboard builds it
     H = model.cfg.n_head
     expected = torch.tensor([1 - 2.0 ** (-5 - h) for h in range(H)], dtype=torch.float64)
     torch.testing.assert_close(retention_decays(H), expected, rtol=0, atol=0)

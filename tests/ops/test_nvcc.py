@@ -33,7 +33,7 @@ def _nvcc(args, tmp_path):
 
 # Device functions that ptxas reports (the kernels, and the selective-scan check).
 KERNELS = ("hmm_filter_tiled_kernel", "hmm_filter_generic_kernel", "bijection_kernel", "markov_kernel",
-           "selective_scan_check")
+           "ctw_kernel", "selective_scan_check")
 
 
 def ptxas_usage(stderr: str) -> list[dict]:

@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 
+from bayesbench import ops
 from bayesbench.checks import SettingError
 from bayesbench.oracle.ctw import ctw_predictive, ctw_predictive_reference
 from bayesbench.oracle.markov_k import markov_k_predictive
@@ -82,14 +83,22 @@ def test_ctw_is_the_mixture_over_every_tree(depth, alpha, q, L):
         torch.testing.assert_close(plain[b], want, atol=1e-12, rtol=1e-10)
 
 
+# 'reference': the batched PyTorch path; 'native': the compiled op (csrc/ctw.h), where built
+BACKENDS = ["reference"] + (["native"] if ops.available("ctw_predictive") else [])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("V,depth,L,q", [(2, 0, 1, 0.5), (3, 0, 6, 0.5), (2, 3, 12, 0.5), (3, 2, 10, 0.3),
-                                         (4, 1, 5, 0.7), (2, 2, 2, 0.5), (2, 1, 1, 0.5), (3, 2, 8, 1.0)])
-def test_batched_path_equals_the_plain_reference(V, depth, L, q, device):
+                                         (4, 1, 5, 0.7), (2, 2, 2, 0.5), (2, 1, 1, 0.5), (3, 2, 8, 1.0),
+                                         (2, 4, 2, 0.5)])
+def test_batched_path_equals_the_plain_reference(V, depth, L, q, backend, device):
     seqs = torch.randint(0, V, (5, L), generator=torch.Generator().manual_seed(V * 100 + depth * 10 + L))
     want = ctw_predictive_reference(seqs, V, depth, 0.5, q)
-    got = ctw_predictive(seqs.to(device), V, depth, 0.5, q, dtype=torch.float64).cpu()
+    if backend == "native" and device.type == "cuda" and not ops.has_cuda():
+        backend = "auto"  # no CUDA kernel in this build: the PyTorch path (tested as 'reference')
+    got = ctw_predictive(seqs.to(device), V, depth, 0.5, q, dtype=torch.float64, backend=backend).cpu()
     torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-10)
-    assert ctw_predictive(seqs, V, depth, 0.5, q).dtype == torch.float32
+    assert ctw_predictive(seqs, V, depth, 0.5, q, backend=backend).dtype == torch.float32
 
 
 def test_a_tree_that_always_splits_is_the_order_k_chain():

@@ -24,6 +24,7 @@ from bayesbench.oracle import (  # noqa: E402
     hmm_filter_reference,
     markov_predictive_reference,
 )
+from bayesbench.oracle.ctw import ctw_predictive, ctw_predictive_reference  # noqa: E402
 
 # On the GPU check (BAYESBENCH_REQUIRE_CUDA=1, see conftest.py) the CUDA cases always run.
 REQUIRE_CUDA = os.environ.get("BAYESBENCH_REQUIRE_CUDA", "") not in ("", "0")
@@ -195,6 +196,66 @@ def test_markov_non_contiguous_and_int_dtypes(dev):
     assert torch.equal(ops.markov_predictive(seq.to(torch.int8), 6, 1.0), want)
 
 
+# ---- ctw_predictive (context-tree weighting, csrc/ctw.h) --------------------------------------
+
+# (B, L, V, depth, leaf_prob): alphabet 2, depth 0, length 1, depth = length, depth > length,
+# leaf_prob at both ends (0: the full tree, the order-D chain; 1: the root alone), B = 0, L = 0.
+CTW_SIZES = [(3, 1, 2, 0, 0.5), (4, 9, 2, 2, 0.5), (5, 12, 3, 3, 0.3), (3, 4, 2, 4, 0.5), (3, 3, 2, 6, 0.5),
+             (4, 10, 4, 1, 0.0), (4, 10, 3, 2, 1.0), (2, 1, 2, 1, 0.5), (0, 5, 2, 1, 0.5), (3, 0, 2, 1, 0.5)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("B,L,V,depth,q", CTW_SIZES)
+def test_ctw_matches_the_float64_reference(dev, B, L, V, depth, q, dtype):
+    """Against the plain float64 reference (P_w of the root recomputed from counts) and the
+    batched PyTorch path, both rounded once to `dtype`."""
+    seq = torch.randint(0, V, (B, L), generator=_gen(B + L + V + depth)).to(dev)
+    got = ops.ctw_predictive(seq, V, depth, 0.5, q, dtype)
+    assert got.dtype == dtype and got.shape == (B, L, V) and got.device == seq.device
+    want = ctw_predictive_reference(seq.cpu(), V, depth, 0.5, q, dtype)
+    torch.testing.assert_close(got.cpu(), want, **TOL[dtype])
+    torch.testing.assert_close(got, ctw_predictive(seq, V, depth, 0.5, q, backend="reference", dtype=dtype),
+                               **TOL[dtype])
+
+
+def test_ctw_long_and_wide_against_the_batched_path(dev):
+    """Many sequences, a long one and a deep tree: the compiled op and the PyTorch path agree."""
+    seq = torch.randint(0, 3, (40, 120), generator=_gen(21)).to(dev)
+    for depth, q in ((3, 0.5), (5, 0.2)):
+        torch.testing.assert_close(ops.ctw_predictive(seq, 3, depth, 0.7, q, torch.float64),
+                                   ctw_predictive(seq, 3, depth, 0.7, q, backend="reference",
+                                                         dtype=torch.float64), atol=1e-12, rtol=1e-10)
+
+
+def test_ctw_non_contiguous_and_int_dtypes(dev):
+    seq = torch.randint(0, 2, (6, 20), generator=_gen(22)).to(dev)
+    want = ops.ctw_predictive(seq, 2, 2, 0.5, 0.5, torch.float64)
+    assert torch.equal(ops.ctw_predictive(seq.t().contiguous().t(), 2, 2, 0.5, 0.5, torch.float64), want)
+    assert torch.equal(ops.ctw_predictive(seq.to(torch.int8), 2, 2, 0.5, 0.5, torch.float64), want)
+    assert torch.equal(ops.ctw_predictive(seq.int(), 2, 2, 0.5, 0.5, torch.float64), want)
+
+
+def test_ctw_backend_auto_uses_native(dev, monkeypatch):
+    calls = []
+    real = ops.ctw_predictive
+    monkeypatch.setattr(ops, "ctw_predictive", lambda *a: calls.append(1) or real(*a))
+    seq = torch.randint(0, 2, (2, 5), generator=_gen(23)).to(dev)
+    ctw_predictive(seq, 2, 1)
+    assert calls == [1]
+    ctw_predictive(seq, 2, 1, backend="reference")
+    assert calls == [1]
+
+
+def test_ctw_op_refuses_a_tree_too_deep_for_its_memory(dev):
+    """The op's own checks (the Python API checks the settings first): a tree of more than 2^27
+    doubles per sequence is refused; deeper than the sequence is long needs no tree at all."""
+    seq = torch.zeros((1, 40), dtype=torch.long, device=dev)
+    with pytest.raises(RuntimeError, match="V\\^depth is too large"):
+        ops.ctw_predictive(seq, 2, 30, 0.5, 0.5, torch.float32)
+    assert torch.equal(ops.ctw_predictive(seq[:, :5], 2, 30, 0.5, 0.5, torch.float32),
+                       torch.full((1, 5, 2), 0.5, device=dev))
+
+
 # ---- identical errors through the public API --------------------------------------------------
 
 def _same_error(fn, *args, **kwargs):
@@ -251,6 +312,10 @@ def test_bijection_and_markov_errors_identical(dev):
     _same_error(oracle.markov_predictive, seq, 3)
     _same_error(oracle.markov_predictive, seq, 4, alpha=0.0)
     _same_error(oracle.markov_predictive, seq, 1)
+    _same_error(ctw_predictive, seq, 3, 1)
+    _same_error(ctw_predictive, seq, 4, -1)
+    _same_error(ctw_predictive, seq, 4, 1, alpha=0.0)
+    _same_error(ctw_predictive, seq, 4, 1, leaf_prob=1.5)
 
 
 # ---- op registration: opcheck, torch.compile, module flags ------------------------------------
@@ -263,6 +328,7 @@ def test_opcheck(dev):
     keys, values = _pairs(4, 9, 6, seed=3, device=dev)
     torch.library.opcheck(ops.bijection_posterior.default, (keys, values, 6, torch.float32))
     torch.library.opcheck(ops.markov_predictive.default, (keys, 6, 0.5, torch.float64))
+    torch.library.opcheck(ops.ctw_predictive.default, (keys, 6, 2, 0.5, 0.5, torch.float32))
 
 
 def test_torch_compile_fullgraph(dev):
@@ -273,7 +339,8 @@ def test_torch_compile_fullgraph(dev):
         post, loglik, _ = ops.hmm_filter(trans, emit, obs, init)
         bij = ops.bijection_posterior(keys, values, 7, torch.float32)
         mk = ops.markov_predictive(keys, 7, 1.0, torch.float32)
-        return post.sum(-1) + loglik[:, None], bij * 2, mk + 1
+        ctw = ops.ctw_predictive(keys, 7, 1, 0.5, 0.5, torch.float32)
+        return post.sum(-1) + loglik[:, None], bij * 2, mk + 1, ctw * 3
 
     compiled = torch.compile(fn, backend="aot_eager", fullgraph=True)
     for got, want in zip(compiled(trans, emit, obs, init, keys, values), fn(trans, emit, obs, init, keys, values)):

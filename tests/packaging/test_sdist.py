@@ -180,6 +180,9 @@ def test_the_sites_stylesheet_and_script_ship_from_a_listed_package(sdist, tmp_p
     (wheel,) = (tmp_path / "pure").glob("bayesbench-*.whl")
     with zipfile.ZipFile(wheel) as z:
         assert {"bayesbench/report/static/site.css", "bayesbench/report/static/site.js"} <= set(z.namelist())
+        # the lm-evaluation-harness task files (`bayesbench lm-eval-tasks` prints their folder)
+        assert {f"bayesbench/scoring/lm_eval_tasks/{f}" for f in ("bayesbench_bijection.yaml", "bayesbench_sula.yaml",
+                                                                   "utils.py")} <= set(z.namelist())
 
 
 # ---------------------------------------------------------------- installed, outside the checkout

@@ -255,3 +255,55 @@ def test_pickled_weights_are_never_loaded(tmp_path, folder):
     with pytest.raises(ValueError, match="safetensors") as err:
         llm.load_lm(str(d))
     assert "\n" not in str(err.value)
+
+
+def test_sula_and_units_over_verbalisers_and_prompt_seeds(tmp_path, folder):
+    """`--task sula` (a registered tunnel the preset does not name) read through two verbalisers
+    and two prompt seeds: a row per verbaliser with its seeds, and a pooled row whose members are
+    the four (verbaliser x prompt seed) units, each unit's numbers the same as in its own row."""
+    from bayesbench.report.rows import aggregate, seed_interval
+
+    words = mapping_file(tmp_path, KEYS[:6])
+    records = llm.score_lm(folder, "sula", verbaliser=["integers", words], prompt_seeds=[0, 1], sequences=6,
+                           store=False, name="tiny")
+    by_arch: dict[str, list] = {}
+    for r in records:
+        by_arch.setdefault(r.arch, []).append(r)
+    assert set(by_arch) == {"tiny-integers", "tiny-file", "tiny-pooled"}
+    assert [r.seed for r in by_arch["tiny-integers"]] == [0, 1] and [r.seed for r in by_arch["tiny-pooled"]] == [0, 1,
+                                                                                                                2, 3]
+    assert records[0].task_config["task"] == "sula"
+
+    def mae(r):
+        return r.evaluation.evals[r.evaluation.primary].scores["entropy_mae"].mean
+
+    units = [mae(r) for r in by_arch["tiny-integers"] + by_arch["tiny-file"]]
+    pooled = [mae(r) for r in by_arch["tiny-pooled"]]
+    assert pooled == pytest.approx(units, abs=1e-12)
+    assert units[0] != units[1]  # seed 1 gives the integers to the symbols in another order
+    (row,) = [r for r in aggregate(records) if r.arch == "tiny-pooled" and r.eval == "standard"]
+    assert row.seeds == [0, 1, 2, 3] and row.ci == pytest.approx(seed_interval(pooled))  # over the four units
+    assert len({r.config["identity_key"] for r in records}) == 3
+    cfg = by_arch["tiny-pooled"][2].config["llm"]
+    assert [u["prompt_seed"] for u in cfg["units"]] == [0, 1, 0, 1] and cfg["outside_mass"]
+    assert by_arch["tiny-integers"][1].config["llm"]["verbalisers"][1]["source"] == "permuted by seed 1"
+
+
+def test_bad_units_and_folders_are_one_line(tmp_path, folder):
+    def refused(match, fn, *a, **k):
+        with pytest.raises(ValueError, match=match) as err:
+            fn(*a, **k)
+        assert "\n" not in str(err.value)
+
+    refused("named twice", llm.score_lm, folder, "bijection", verbaliser=["integers", "integers"], store=False)
+    refused("distinct integers >= 0", llm.score_lm, folder, "bijection", prompt_seeds=[1, 1], store=False)
+    refused("distinct integers >= 0", llm.score_lm, folder, "bijection", prompt_seeds=[-1], store=False)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    refused("no config.json", llm.load_lm, str(empty))  # a folder with no model in it
+    import shutil
+
+    no_weights = tmp_path / "no-weights"
+    shutil.copytree(folder, no_weights)
+    (no_weights / "model.safetensors").unlink()
+    refused("no causal LM could be loaded", llm.load_lm, str(no_weights))

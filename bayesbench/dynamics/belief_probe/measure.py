@@ -65,10 +65,20 @@ def stream_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module, b
     return out
 
 
+def member_targets(task: Task, batches: list[Batch], field: str = "run") -> tuple[Tensor, Tensor]:
+    """`belief_targets` of each member's own batch (per-seed sets, `dynamics.sets`), stacked:
+    (positions [E, B, L], beliefs [E, B, L, K])."""
+    both = [belief_targets(task, b, field) for b in batches]
+    return torch.stack([p for p, _ in both]), torch.stack([b for _, b in both])
+
+
 @torch.no_grad()
-def residual_streams(model, batch: Batch, chunk: int = 256) -> dict[str, Tensor]:
+def residual_streams(model, batch: Batch | list[Batch], chunk: int = 256) -> dict[str, Tensor]:
     """{stream name: [E, B, L, d] float64 CPU} for every stream of `stream_modules`, one forward
-    pass per chunk of sequences with hooks (eval mode, the model's own forward)."""
+    pass per chunk of sequences with hooks (eval mode, the model's own forward). `batch`: one
+    batch every member reads, or a list of one per member (each seed's own, `dynamics.sets`)."""
+    from ..sets import stack_sets
+
     mods = stream_modules(model)
     store: dict[str, list[Tensor]] = {name: [] for name, _, _ in mods}
     handles = []
@@ -85,11 +95,11 @@ def residual_streams(model, batch: Batch, chunk: int = 256) -> dict[str, Tensor]
     device = next(model.parameters()).device
     try:
         E = model.ensemble
-        for start in range(0, batch.batch_size, chunk):
-            tokens = batch.tokens[start : start + chunk].to(device)
-            header = None if batch.header is None else batch.header[start : start + chunk].to(device)
-            model(tokens.unsqueeze(0).expand(E, *tokens.shape),
-                  None if header is None else header.unsqueeze(0).expand(E, *header.shape))
+        sets = stack_sets([batch] * E if isinstance(batch, Batch) else list(batch))
+        for start in range(0, sets.tokens.shape[1], chunk):
+            tokens = sets.tokens[:, start : start + chunk].to(device)
+            header = None if sets.header is None else sets.header[:, start : start + chunk].to(device)
+            model(tokens, header)
     finally:
         for h in handles:
             h.remove()
@@ -147,20 +157,30 @@ class ProbeResult:
 
 def probe(streams: dict[str, Tensor], positions: Tensor, beliefs: Tensor, seeds: list[int], *,
           test_fraction: float = 0.25, seed: int = 0) -> ProbeResult:
-    """Fit and score the probe of every stream and member (see the module doc)."""
-    B = beliefs.shape[0]
+    """Fit and score the probe of every stream and member (see the module doc). positions [B, L]
+    and beliefs [B, L, K] are every member's, or [E, B, L] and [E, B, L, K] each member's own
+    (per-seed sets, `member_targets`); the figure's held-out beliefs are then member 0's."""
+    own = beliefs.dim() == 4
+    B = beliefs.shape[1 if own else 0]
     train, test = split_sequences(B, test_fraction, seed)
-    shuffled = beliefs.clone()
-    shuffled[train] = shuffled_across_sequences(beliefs[train], seed + 1)
-    y_train, y_shuf, y_test = beliefs[train][positions[train]], shuffled[train][positions[train]], \
-        beliefs[test][positions[test]]
+
+    def targets(pos: Tensor, bel: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        shuffled = bel.clone()
+        shuffled[train] = shuffled_across_sequences(bel[train], seed + 1)
+        return bel[train][pos[train]], shuffled[train][pos[train]], bel[test][pos[test]]
+
+    E = next(iter(streams.values())).shape[0] if streams else 0
+    per_member = ([targets(positions[e], beliefs[e]) for e in range(E)] if own
+                  else [targets(positions, beliefs)] * E)
     r2: dict[str, list[float]] = {}
     r2_shuf: dict[str, list[float]] = {}
     preds: dict[str, Tensor] = {}
     for name, acts in streams.items():
         r2[name], r2_shuf[name], member_preds = [], [], []
         for e in range(acts.shape[0]):
-            x_train, x_test = acts[e][train][positions[train]], acts[e][test][positions[test]]
+            pos = positions[e] if own else positions
+            y_train, y_shuf, y_test = per_member[e]
+            x_train, x_test = acts[e][train][pos[train]], acts[e][test][pos[test]]
             mean, sd = x_train.mean(0), x_train.std(0).clamp(min=1e-8)  # standardised: the ridge is scale-free
             x_train, x_test = (x_train - mean) / sd, (x_test - mean) / sd
             pred = predict_linear(fit_linear(x_train, y_train), x_test)
@@ -168,4 +188,5 @@ def probe(streams: dict[str, Tensor], positions: Tensor, beliefs: Tensor, seeds:
             r2_shuf[name].append(r_squared(y_test, predict_linear(fit_linear(x_train, y_shuf), x_test)))
             member_preds.append(pred)
         preds[name] = torch.stack(member_preds)
-    return ProbeResult(list(streams), list(seeds), r2, r2_shuf, y_test, preds)
+    y_first = per_member[0][2] if per_member else beliefs.new_zeros(0, beliefs.shape[-1])
+    return ProbeResult(list(streams), list(seeds), r2, r2_shuf, y_first, preds)

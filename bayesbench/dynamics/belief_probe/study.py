@@ -15,11 +15,11 @@ import os
 from dataclasses import dataclass
 
 from ...stats import t_interval
-from ..config import FieldError, check_int
+from ..config import FieldError, check_choice, check_int
 from ..cut_short import removed_if_stopped
 from ..report import report_dir, write_report
 from ..store import delete_study, register_study, write_dynamics
-from .measure import ProbeResult, belief_targets, probe, residual_streams
+from .measure import ProbeResult, member_targets, probe, residual_streams
 
 
 @dataclass(frozen=True)
@@ -30,10 +30,14 @@ class BeliefProbeConfig:
     sequences: int = 2048
     test_fraction: float = 0.25
     split_seed: int = 0
+    sets: str = "per-seed"  # each seed's own sequences, or "shared" (one set for all: dynamics.sets)
     db: str | None = None
     as_json: bool = False
 
     def __post_init__(self) -> None:
+        from ..sets import SETS
+
+        check_choice("sets", self.sets, SETS)
         check_int("sequences", self.sequences, 8, "a held-out split needs sequences on both sides")
         tf = self.test_fraction
         if isinstance(tf, bool) or not isinstance(tf, (int, float)) or not 0 < tf < 1:
@@ -83,23 +87,25 @@ def table(summary: dict) -> str:
 def run_belief_probe(cfg: BeliefProbeConfig) -> dict:
     """Probe every residual stream of the run `cfg.run` for its tunnel's exact belief state;
     store the R^2 per seed, draw the simplex figure, write the report; returns the summary."""
-    from ...scoring.evaluate import eval_set
     from ...training.checkpoint import load_result
     from ...training.result import task_of
     from ..runs import find_checkpoint
+    from ..sets import member_sets
     from .plots import simplex_figure
 
     result = load_result(find_checkpoint(cfg.run, cfg.db, "run"))
     task = task_of(result)
-    batch = eval_set(task, cfg.sequences)
-    positions, beliefs = belief_targets(task, batch)
-    streams = residual_streams(result.model, batch)
+    # each seed's own sequences (an evaluation seed derived from it), or one set for all (--sets shared)
+    batches = member_sets(task, cfg.sequences, "belief-probe", list(result.seeds), cfg.sets)
+    positions, beliefs = member_targets(task, batches)
+    streams = residual_streams(result.model, batches)
     res = probe(streams, positions, beliefs, result.seeds, test_fraction=cfg.test_fraction, seed=cfg.split_seed)
     ident = result.identity
     study_id = f"belief-probe-{result.run_id}"
     config = {"run": os.path.abspath(cfg.run) if os.path.exists(cfg.run) else cfg.run, "run_id": result.run_id,
               "task": task.describe(), "arch": ident["arch"], "seeds": result.seeds, "steps": result.steps,
-              "sequences": cfg.sequences, "test_fraction": cfg.test_fraction, "split_seed": cfg.split_seed}
+              "sequences": cfg.sequences, "test_fraction": cfg.test_fraction, "split_seed": cfg.split_seed,
+              "sets": cfg.sets}
     delete_study(study_id, path=cfg.db)
     summary = summarize(res, task.describe(), cfg.sequences)
     best = summary["best_stream"]
@@ -117,7 +123,8 @@ def run_belief_probe(cfg: BeliefProbeConfig) -> dict:
         write_dynamics(study_id, rows, path=cfg.db)
     intro = (f"Run {result.run_id}: {ident['arch']} on {task.describe()}, {result.steps} steps, seeds {result.seeds}. "
              f"A linear map (least squares with an intercept, standardised inputs) from each residual stream to the "
-             f"exact belief state, fitted on {1 - cfg.test_fraction:.0%} of {cfg.sequences} sequences and scored on "
+             f"exact belief state, fitted on {1 - cfg.test_fraction:.0%} of {cfg.sequences} sequences "
+             f"({'each seed its own' if cfg.sets == 'per-seed' else 'one set shared by every seed'}) and scored on "
              f"the rest; the shuffle control fits beliefs permuted across the training sequences at each position. "
              f"Every number: the mean over the {len(result.seeds)} seeds with its 95% t-interval (stream index = "
              f"the `layer` of the stored rows).")

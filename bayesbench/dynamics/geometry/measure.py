@@ -159,11 +159,16 @@ def static_keys(model: Transformer, hyp: list[int], layer: int = 0) -> Tensor:
     return k.view(E, len(hyp), H, d // H).permute(0, 2, 1, 3)
 
 
+def _member_mask(mask: Tensor) -> Tensor:
+    """mask [B, L] (every member's) or [E, B, L] (each member's own) -> [E or 1, B, 1, L]."""
+    return (mask.unsqueeze(0) if mask.dim() == 2 else mask).unsqueeze(2)
+
+
 def attention_entropy(alpha: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-    """alpha [E, B, H, L, L], mask [B, L] -> (mean entropy bits [E, H], mean ratio to log2(i+1) [E, H]);
-    position 0 (one visible key, entropy 0 by force) is left out of the ratio."""
+    """alpha [E, B, H, L, L], mask [B, L] or [E, B, L] -> (mean entropy bits [E, H], mean ratio to
+    log2(i+1) [E, H]); position 0 (one visible key, entropy 0 by force) is left out of the ratio."""
     h = entropy_bits(alpha.double())  # [E, B, H, L]
-    m = mask.view(1, mask.shape[0], 1, -1).double()
+    m = _member_mask(mask).double()
     L = alpha.shape[-1]
     cap = torch.log2(torch.arange(1, L + 1, dtype=torch.float64))
     mr = m * (cap > 0)
@@ -175,13 +180,14 @@ def qk_cosine(q: Tensor, k: Tensor, mask: Tensor, prior: Tensor) -> tuple[Tensor
     """The authors' query-key alignment (their `qk_analysis.py qk-align`, Paper I section 5.1):
     cos(q_i, k_j) for each scored query i and each earlier position j marked in `prior` [L]
     (the bijection: the key positions). q, k [E, B, H, L, Dh], mask [B, L] ->
-    (mean cos [E, H], mean over queries of max_j cos - mean_j cos [E, H]: how much one key stands out)."""
+    (mean cos [E, H], mean over queries of max_j cos - mean_j cos [E, H]: how much one key stands out);
+    mask [E, B, L]: each member's own."""
     cos = F.normalize(q.double(), dim=-1) @ F.normalize(k.double(), dim=-1).transpose(-1, -2)  # [E, B, H, L, L]
     L = q.shape[-2]
     pos = torch.arange(L, device=q.device)
     use = (pos.view(1, -1) < pos.view(-1, 1)) & prior.view(1, -1)  # [L, L]: earlier marked positions
     n = use.sum(-1).double()  # [L]
-    rows = mask.view(1, mask.shape[0], 1, L) & (n > 0).view(1, 1, 1, L)  # [1, B, 1, L]
+    rows = _member_mask(mask) & (n > 0).view(1, 1, 1, L)  # [1 or E, B, 1, L]
     mean = torch.where(use, cos, 0.0).sum(-1) / n.clamp(min=1)
     peak = torch.where(use, cos, -math.inf).amax(-1)
     w = rows.double()
@@ -289,10 +295,13 @@ ERRORS = ("entropy_mae", "entropy_mae_positional")
 
 def ablation_errors(logits: Tensor, posterior: Tensor, mask: Tensor) -> Tensor:
     """[2, E]: each member's entropy MAE per sequence and positional entropy MAE (bits;
-    scoring.metrics), against the exact posterior on the scored positions."""
+    scoring.metrics), against the exact posterior on the scored positions. posterior [B, L, C] and
+    mask [B, L] are every member's, or [E, B, L, C] and [E, B, L] each member's own (per-seed sets)."""
+    own = posterior.dim() == logits.dim()
     out = []
     for e in range(logits.shape[0]):
-        sc = score(posterior.double(), mask, logits=logits[e].double(), nonfinite="nan")
+        p, m = (posterior[e], mask[e]) if own else (posterior, mask)
+        sc = score(p.double(), m, logits=logits[e].double(), nonfinite="nan")
         out.append([sc.entropy_mae.mean, sc.entropy_mae_positional.mean])
     return torch.tensor(out, dtype=torch.float64).T
 
@@ -379,13 +388,21 @@ def _key_frames(model, init_model, trace, tokens, header, task, first: int) -> l
 
 
 def measure(model: Transformer, batch, task, init_model: Transformer | None = None) -> Geometry:
-    """All of section 5's quantities for every member of `model` on the evaluation `batch`."""
+    """All of section 5's quantities for every member of `model` on the evaluation `batch`: one
+    batch for every member, or a list of one per member (each seed's own, `dynamics.sets`)."""
+    from ..sets import is_shared, stack_sets
+
     check_transformer(model)
     model.eval()
     E = model.ensemble
-    tokens = batch.tokens.unsqueeze(0).expand(E, *batch.tokens.shape)
-    header = None if batch.header is None else batch.header.unsqueeze(0).expand(E, *batch.header.shape)
-    mask, post = batch.mask, batch.posterior
+    batches = [batch] * E if not isinstance(batch, (list, tuple)) else list(batch)
+    if len(batches) != E:
+        raise ValueError(f"batch must be one batch or one per member ({E}), got {len(batches)}")
+    sets = stack_sets(batches)
+    tokens, header = sets.tokens, sets.header
+    # a shared batch keeps its [B, L] mask (every member's); per-seed sets a [E, B, L] one
+    mask, post = (batches[0].mask, batches[0].posterior) if is_shared(batches) else (sets.mask, sets.posterior)
+    own = not is_shared(batches)
     trace = instrumented_forward(model, tokens, header)
     attn_layers = sorted(trace.alpha)
     first = attn_layers[0]
@@ -400,18 +417,22 @@ def measure(model: Transformer, batch, task, init_model: Transformer | None = No
     var, var_raw, rho, rho_null, points = {}, {}, {}, {}, None
     pos_rho, partial, partial_null = {}, {}, {}
     for i in attn_layers:
-        res = [value_pca(trace.g[i][e], mask, h_post, seed=e) for e in range(E)]
+        res = [value_pca(trace.g[i][e], mask[e] if own else mask, h_post[e] if own else h_post, seed=e)
+               for e in range(E)]
         var[i], var_raw[i] = [r["var"] for r in res], [r["var_raw"] for r in res]
         rho[i], rho_null[i] = [r["spearman"] for r in res], [r["spearman_null"] for r in res]
         pos_rho[i] = [r["position"] for r in res]
         partial[i], partial_null[i] = [r["partial"] for r in res], [r["partial_null"] for r in res]
         if i == attn_layers[-1]:
-            points = (res[0]["pc1"], h_post[mask])
-    half = mask.shape[0] // 2
+            points = (res[0]["pc1"], h_post[0][mask[0]] if own else h_post[mask])
+    half = tokens.shape[1] // 2
+    b = 1 if own else 0  # the sequence axis of mask and post
 
     def errors(logits: Tensor) -> tuple[Tensor, Tensor]:
-        both = torch.stack([ablation_errors(logits[:, :half], post[:half], mask[:half]),
-                            ablation_errors(logits[:, half:], post[half:], mask[half:])])
+        first, second = slice(0, half), slice(half, None)
+        both = torch.stack([ablation_errors(logits[:, first], post.narrow(b, 0, half), mask.narrow(b, 0, half)),
+                            ablation_errors(logits[:, second], post.narrow(b, half, post.shape[b] - half),
+                                            mask.narrow(b, half, mask.shape[b] - half))])
         return ablation_errors(logits, post, mask), both
 
     intact, intact_halves = errors(trace.logits)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from ...stats import fisher_z_interval, log_interval, logit_interval, ratio_interval, t_interval
-from ..config import FieldError, check_int
+from ..config import FieldError, check_choice, check_int
 from ..cut_short import removed_if_stopped
 from ..report import report_dir, write_report
 from ..store import delete_study, register_study, write_dynamics
@@ -37,12 +37,16 @@ class GeometryConfig:
     run: str
     sequences: int = 1024
     min_seeds: int = MIN_SEEDS
+    sets: str = "per-seed"  # each seed's own evaluation sequences, or "shared" (one set for all: dynamics.sets)
     db: str | None = None
     as_json: bool = False
 
     def __post_init__(self) -> None:
+        from ..sets import SETS
+
         check_int("sequences", self.sequences, 2)
         check_int("min_seeds", self.min_seeds, 2, "an interval over seeds needs at least 2")
+        check_choice("sets", self.sets, SETS)
 
 
 def _load(run: str, db: str | None):
@@ -57,8 +61,8 @@ def run_geometry(cfg: GeometryConfig) -> dict:
     initialisation (same seeds); returns the summary. A run with fewer than `cfg.min_seeds` seeds
     is refused (its intervals would say little)."""
     from ...models import get_model
-    from ...scoring.evaluate import eval_set
     from ...training.result import task_of
+    from ..sets import member_sets
     from . import plots as geometry_plots
 
     run, sequences, db = cfg.run, cfg.sequences, cfg.db
@@ -72,13 +76,15 @@ def run_geometry(cfg: GeometryConfig) -> dict:
     task = task_of(result)
     init = check_transformer(get_model(ident["arch"], task, seeds=ident["seeds"], max_len=ident["max_len"],
                                        **ident["model"]))
-    batch = eval_set(task, sequences)
+    # each seed's own sequences (an evaluation seed derived from it), or one set for all (--sets shared)
+    batch = member_sets(task, sequences, "geometry", list(result.seeds), cfg.sets)
     g = measure(model, batch, task, init_model=init)
     g0 = measure(init, batch, task)
     study_id = f"geometry-{result.run_id}"
     config = {"run": os.path.abspath(run) if os.path.exists(run) else run, "checkpoint": result.checkpoint,
               "run_id": result.run_id, "task": task.describe(), "arch": ident["arch"],
-              "model": ident["model"], "seeds": result.seeds, "steps": result.steps, "sequences": sequences}
+              "model": ident["model"], "seeds": result.seeds, "steps": result.steps, "sequences": sequences,
+              "sets": cfg.sets}
     delete_study(study_id, path=db)  # measuring a run again replaces its earlier measurements
     summary = summarize(g, task.describe(), sequences, g0)
     out_dir = os.path.join(report_dir(db), study_id)
@@ -358,15 +364,22 @@ def records(g: Geometry, prefix: str = "") -> list[tuple]:
     return [(a, b, c, d, prefix + n, v) for a, b, c, d, n, v in rows]
 
 
+def _sets(config: dict) -> str:
+    """Whose sequences (dynamics.sets); a study stored before per-seed sets has no "sets": shared."""
+    return ("each seed its own" if config.get("sets", "shared") == "per-seed"
+            else "one set shared by every seed")
+
+
 def sections(g: Geometry, config: dict, s: dict | None = None) -> list[tuple[str, str]]:
     s = s or summarize(g, config["task"], config["sequences"])
     n = len(g.seeds)
     q = s["quantities"]
     setting = (f"Run {config['run_id']}: {config['arch']} {config['model']} on {config['task']}, "
                f"{config['steps']} steps, seeds {config['seeds']}; measured on {config['sequences']} evaluation "
-               f"sequences, and the same seeds at initialisation. Every number: the mean over the {n} seeds with a "
-               f"95% interval that stays in the quantity's range (logit-t for bounded quantities and the "
-               f"sign-aligned |correlations|, log-t for positive quantities and ratios: bayesbench.stats).")
+               f"sequences ({_sets(config)}), and the same seeds at initialisation. Every number: a mean over the "
+               f"{n} seeds on the scale of its 95% interval, transformed back (logit-t for bounded quantities and "
+               f"the sign-aligned |correlations|: the back-transformed mean logit; log-t for positive quantities "
+               f"and ratios: the geometric mean; bayesbench.stats), with that interval.")
     verdicts = ("Primary verdicts (docs/geometry.md names them before the numbers), then the secondary family; "
                 "Holm's adjustment within each.\n\n**Primary**\n\n" + verdict_table(s["verdicts"], "primary")
                 + "\n\n**Secondary**\n\n" + verdict_table(s["verdicts"], "secondary"))

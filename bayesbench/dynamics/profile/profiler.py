@@ -8,8 +8,11 @@ optimiser step, the routing-law statistics are computed (routing.py) on the firs
 `law_sequences` sequences of that step's batch (law.py; relevance.py on the bijection with
 repeated keys). At the checkpoint steps the attention maps of a fixed probe batch and the entropy
 MAE / KL of a fixed evaluation set are taken (frames.py), and with `head_ablation` the entropy MAE
-with each head zeroed. Everything stays on the device until a flush (every `flush_every` steps
-and at the end), which copies it to the host once and writes one batch to the store.
+with each head zeroed. The probe, evaluation and held-out sets are given per member (each seed's
+own, `dynamics.sets`: their sampling variance is then part of every interval over seeds) or as one
+batch shared by every member (the behaviour before; it computes exactly as it did). Everything
+stays on the device until a flush (every `flush_every` steps and at the end), which copies it to
+the host once and writes one batch to the store.
 
 The jitter floor: with `replicas` R > 0, at every `replica_every`-th checkpoint c the run's state
 (parameters and optimiser moments) is continued R more times to the next checkpoint c' with
@@ -65,6 +68,7 @@ from torch import Tensor
 from ...models.heads import is_continuous
 from ...scoring.evaluate import evaluate_members
 from ...tasks import Batch
+from ..sets import calibration, is_shared, scored_rows, stack_sets
 from ..store import write_dynamics
 from .frames import map_entropy, pairwise_sq, pairwise_tv
 from .law import HELDOUT_LAW, LAW_NAMES, VALUE_NAMES, law_statistics, own_qk_tangent, value_statistics
@@ -137,14 +141,20 @@ class ProfileConfig:
         return [end, *late]
 
 
-def _expand(batch: Batch, ensemble: int, device) -> tuple[Tensor, Tensor | None]:
-    tokens = batch.tokens.to(device)
-    tokens = tokens.unsqueeze(0).expand(ensemble, *tokens.shape)
-    header = None
-    if batch.header is not None:
-        header = batch.header.to(device)
-        header = header.unsqueeze(0).expand(ensemble, *header.shape)
-    return tokens, header
+def _per_member(sets: Batch | list[Batch], ensemble: int, what: str) -> list[Batch]:
+    """One batch per member: a list as given (checked to have one per member), or one batch shared
+    by every member (the sets before issue 44's per-seed ones, `dynamics.sets`)."""
+    if isinstance(sets, Batch):
+        return [sets] * ensemble
+    if len(sets) != ensemble:
+        raise ValueError(f"{what} must be one batch or one per member ({ensemble}), got {len(sets)}")
+    return list(sets)
+
+
+def _inputs(batches: list[Batch], device) -> tuple[Tensor, Tensor | None]:
+    """(tokens [E, B, L], header or None) of the members' own batches on `device`."""
+    s = stack_sets(batches, device)
+    return s.tokens, s.header
 
 
 def replica_data_seed(seed: int, step: int, replica: int) -> int:
@@ -174,8 +184,9 @@ class Profiler:
     """Attach to a Trainer (`trainer.hooks.append(profiler)`), call `start()` before `fit` and
     `finish()` after it."""
 
-    def __init__(self, trainer, study_id: str, cfg: ProfileConfig, *, probe_batch: Batch, eval_batch: Batch,
-                 db: str | None = None, heldout_batch: Batch | None = None) -> None:
+    def __init__(self, trainer, study_id: str, cfg: ProfileConfig, *, probe_batch: Batch | list[Batch],
+                 eval_batch: Batch | list[Batch], db: str | None = None,
+                 heldout_batch: Batch | list[Batch] | None = None) -> None:
         self.trainer, self.study_id, self.cfg, self.db = trainer, study_id, cfg, db
         self.continuous = is_continuous(trainer.task.head)
         if self.continuous and cfg.head_ablation:
@@ -184,11 +195,16 @@ class Profiler:
                              f"without --head-ablation")
         self.probes = ProbeSet(trainer.model, cfg.backend)
         self.layers = self.probes.layers
-        self.probe_batch, self.eval_batch = probe_batch, eval_batch
-        if cfg.heldout_sequences and (heldout_batch is None or heldout_batch.batch_size < cfg.heldout_sequences):
+        E = trainer.model.ensemble
+        # one batch per member: each seed's own sets, or one shared by all (dynamics.sets)
+        self.probe_sets = _per_member(probe_batch, E, "probe_batch")
+        self.eval_sets = _per_member(eval_batch, E, "eval_batch")
+        heldout = None if heldout_batch is None else _per_member(heldout_batch, E, "heldout_batch")
+        if cfg.heldout_sequences and (heldout is None or
+                                      min(b.batch_size for b in heldout) < cfg.heldout_sequences):
             raise ValueError(f"heldout_sequences={cfg.heldout_sequences} needs a held-out batch of at least that "
                              f"many sequences")
-        self.heldout_batch = heldout_batch if cfg.heldout_sequences else None
+        self.heldout_sets = heldout if cfg.heldout_sequences else None
         self._rows: list[tuple[int, str, tuple[str, ...], Tensor]] = []  # (step, kind, names, [n, E, L, H])
         self._pending: _PendingLaw | None = None  # set before a law step's update, checked after it
         self.maps: dict[int, Tensor] = {}  # checkpoint step -> [L, E, B, H, T, T] (device)
@@ -242,7 +258,7 @@ class Profiler:
                 params0 = [p.detach().clone() for p in trainer.params]
                 control = (self._label_control(trainer, tokens[:, :n], None if header is None else header[:, :n])
                            if self.relevance else None)
-                heldout = self._heldout_push(trainer) if self.heldout_batch is not None else None
+                heldout = self._heldout_push(trainer) if self.heldout_sets is not None else None
                 self._pending = _PendingLaw(step, advantage, upstream, params0, control, heldout)
         self.probes.detach()
         self.hook_s += time.perf_counter() - t0
@@ -305,12 +321,12 @@ class Profiler:
         """(tokens, header, targets, mask) of the held-out law batch, one copy per member."""
         from ...training.stream import stack_members
 
-        assert self.heldout_batch is not None
+        assert self.heldout_sets is not None
         n = self.cfg.heldout_sequences
-        b = self.heldout_batch
+        sets = self.heldout_sets
         device = next(model.parameters()).device
-        tokens, header = _expand(b, model.ensemble, device)
-        _, _, targets, mask = stack_members([b] * model.ensemble)
+        tokens, header = _inputs(sets, device)
+        _, _, targets, mask = stack_members(sets)
         return tokens[:, :n], None if header is None else header[:, :n], targets[:, :n].to(device), \
             mask[:, :n].to(device)
 
@@ -377,18 +393,30 @@ class Profiler:
         model = self.trainer.model
         was_training = model.training
         model.eval()
-        tokens, header = _expand(self.probe_batch, model.ensemble, next(model.parameters()).device)
+        tokens, header = _inputs(self.probe_sets, next(model.parameters()).device)
         maps = attention_maps(model, tokens, header).half()
         if self.continuous:  # no distribution over classes (CONTINUOUS_NOTE): an empty stand-in, never recorded
             preds = torch.zeros((model.ensemble, 0), device=maps.device)
-            scores = evaluate_members(model, self.eval_batch, self.trainer.task)
+            task = self.trainer.task
+            if is_shared(self.eval_sets):
+                scores = evaluate_members(model, self.eval_sets[0], task)
+            else:  # each member scored on its own set (all members run on each set; only its own is kept)
+                scores = [evaluate_members(model, b, task)[e] for e, b in enumerate(self.eval_sets)]
+            cal = torch.tensor([[s.entropy_mae.mean for s in scores], [s.kl.mean for s in scores]])
         else:
             with torch.no_grad():
                 probs = torch.softmax(model(tokens, header).float(), -1)  # [E, B, T, C]
-            preds = probs[:, self.probe_batch.mask.to(probs.device)]
-            scores = evaluate_members(model, self.eval_batch)
+            if is_shared(self.probe_sets):
+                preds = probs[:, self.probe_sets[0].mask.to(probs.device)]
+            else:  # each member's own scored positions
+                preds = scored_rows(probs, torch.stack([b.mask for b in self.probe_sets]))
+            if is_shared(self.eval_sets):  # as before per-seed sets, to the bit
+                scores = evaluate_members(model, self.eval_sets[0])
+                cal = torch.tensor([[s.entropy_mae.mean for s in scores], [s.kl.mean for s in scores]])
+            else:
+                cal = calibration(model, self.eval_sets)
         model.train(was_training)
-        return maps, torch.tensor([[s.entropy_mae.mean for s in scores], [s.kl.mean for s in scores]]), preds
+        return maps, cal, preds
 
     def checkpoint(self, step: int) -> None:
         """Maps of the probe batch and calibration on the evaluation set at `step` steps done
@@ -467,8 +495,10 @@ class Profiler:
         from ..geometry.measure import entropy_mae, instrumented_forward
 
         device = next(model.parameters()).device
-        tokens, header = _expand(self.eval_batch, model.ensemble, device)
-        post, mask = self.eval_batch.posterior.to(device), self.eval_batch.mask.to(device)
+        s = stack_sets(self.eval_sets, device)
+        tokens, header = s.tokens, s.header
+        post, mask = ((self.eval_sets[0].posterior.to(device), self.eval_sets[0].mask.to(device))
+                      if is_shared(self.eval_sets) else (s.posterior, s.mask))
         H = model.blocks[self.layers[0]].attn.n_head
         return torch.stack([torch.stack([
             entropy_mae(instrumented_forward(model, tokens, header, zero_heads=((layer, h),), keep=False).logits,

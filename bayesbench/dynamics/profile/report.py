@@ -46,7 +46,7 @@ def _setup(config: dict, summary: dict) -> str:
             f"- {len(config['checkpoint_steps'])} checkpoints ({config.get('checkpoint_spacing', 'quadratic')} "
             f"spacing: steps {config['checkpoint_steps']}): attention maps of {config['probe_sequences']} fixed "
             f"sequences; entropy MAE and KL(Bayes || model) in bits on {config['eval_sequences']} fixed evaluation "
-            f"sequences, scored on {config['scored_positions']}"
+            f"sequences, scored on {config['scored_positions']}; {_sets(config)}"
             f"{'; entropy MAE with each head zeroed' if config.get('head_ablation') else ''}\n"
             f"- jitter floor: {_replicas(config)}; late map and robust endpoint: the mean of the last "
             f"{config.get('late_maps', 3)} checkpoints\n"
@@ -55,6 +55,15 @@ def _setup(config: dict, summary: dict) -> str:
             f"({t.get('profiled_steps')} probed steps, {t.get('law_checks')} law checks, {t.get('records')} records), "
             f"{_f(t.get('replicas_cpu_s'), '.0f')} s of CPU in the replicas ({t.get('replica_steps')} member-ensemble "
             f"steps)")
+
+
+def _sets(config: dict) -> str:
+    """Whose probe and evaluation sequences (dynamics.sets): a study stored before they were drawn
+    per seed has no "sets" and shared them."""
+    if config.get("sets", "shared") == "per-seed":
+        return ("each seed its own probe, evaluation and held-out sequences (their sampling variance is in the "
+                "intervals)")
+    return "one set of probe, evaluation and held-out sequences shared by every seed"
 
 
 def _replicas(config: dict) -> str:

@@ -55,6 +55,7 @@ class ProfileStudyConfig:
     late_maps: int = 3  # the late map (drift reference) and robust endpoint: the last K checkpoints (<= all but 1)
     heldout_sequences: int = 8  # the law check also on this many fixed held-out sequences (0: off)
     replica_to_end: bool = False  # replicas run on through the late window (the floor of any jitter process)
+    sets: str = "per-seed"  # probe, evaluation and held-out sets: each seed's own, or "shared" (dynamics.sets)
     attention: str | None = None  # probe path; default triton on a GPU, eager on CPU
     optimizer: str = "adamw"
     lr: float | None = None
@@ -72,6 +73,7 @@ class ProfileStudyConfig:
         from ...models.transformer import PROBE_BACKENDS
         from ...training.config import SCHEDULES
         from ...training.optim import FlatMemberAdamW
+        from ..sets import SETS
         from .frames import SPACINGS
 
         check_int("every", self.every, 1, "probe every k-th step")
@@ -95,6 +97,7 @@ class ProfileStudyConfig:
         if self.lr is not None:
             check_positive_number("lr", self.lr)
         check_choice("checkpoint_spacing", self.checkpoint_spacing, SPACINGS)
+        check_choice("sets", self.sets, SETS)
         check_choice("optimizer", self.optimizer, FlatMemberAdamW.ALGORITHMS)
         if self.schedule is not None:
             check_choice("schedule", self.schedule, SCHEDULES)
@@ -172,7 +175,7 @@ def build(cfg: ProfileStudyConfig, study_id: str, hold: contextlib.ExitStack):
               "probe_sequences": cfg.probe_sequences, "eval_sequences": cfg.eval_sequences,
               "replicas": cfg.replicas, "replica_every": cfg.replica_every, "late_maps": cfg.late_maps,
               "heldout_sequences": cfg.heldout_sequences if cfg.law_every else 0,
-              "replica_to_end": cfg.replica_to_end,
+              "replica_to_end": cfg.replica_to_end, "sets": cfg.sets,
               "run_dir": run_dir, "threads": torch.get_num_threads()}
     return trainer, config
 
@@ -192,10 +195,11 @@ def _profile(cfg: ProfileStudyConfig, study_id: str, trainer, config: dict) -> i
     """Train with the probe, store the dynamics, draw the figures, write the report."""
     import torch
 
-    from ...scoring.evaluate import eval_seed, eval_set, scored_positions
+    from ...scoring.evaluate import eval_seed, scored_positions
     from ...store.database import cache_dir_for
     from ..cut_short import removed_if_stopped
     from ..report import report_dir
+    from ..sets import member_sets
     from ..store import register_study
     from .frames import checkpoint_steps
     from .profiler import ProfileConfig, Profiler
@@ -210,11 +214,16 @@ def _profile(cfg: ProfileStudyConfig, study_id: str, trainer, config: dict) -> i
                          law_sequences=cfg.law_sequences, head_ablation=cfg.head_ablation, replicas=cfg.replicas,
                          replica_every=cfg.replica_every, late_maps=min(cfg.late_maps, len(checkpoints) - 1),
                          heldout_sequences=config["heldout_sequences"], replica_to_end=cfg.replica_to_end)
-    eval_batch = eval_set(trainer.task, cfg.eval_sequences, cache_dir=cache_dir_for(db))
-    probe_batch = eval_set(trainer.task, cfg.probe_sequences, seed=eval_seed(trainer.task, "profile-probe"))
+    # every set from an evaluation seed (a domain no training stream draws from): each seed's own
+    # (dynamics.sets.member_set_seed), or with --sets shared one for all, as before issue 44
+    task, seeds = trainer.task, trainer.seeds
+    eval_batch = member_sets(task, cfg.eval_sequences, "profile-eval", seeds, cfg.sets, cache_dir=cache_dir_for(db))
+    probe_batch = member_sets(task, cfg.probe_sequences, "profile-probe", seeds, cfg.sets,
+                              shared_seed=eval_seed(task, "profile-probe"))
     config.update(checkpoint_steps=checkpoints, scored_positions=scored_positions(trainer.task))
-    # the held-out law batch: fixed, from an evaluation seed (a domain no training stream draws from)
-    heldout = (eval_set(trainer.task, pcfg.heldout_sequences, seed=eval_seed(trainer.task, "profile-heldout-law"))
+    # the held-out law batch: fixed through the run
+    heldout = (member_sets(task, pcfg.heldout_sequences, "profile-heldout-law", seeds, cfg.sets,
+                           shared_seed=eval_seed(task, "profile-heldout-law"))
                if pcfg.heldout_sequences else None)
     profiler = Profiler(trainer, study_id, pcfg, probe_batch=probe_batch, eval_batch=eval_batch, db=db,
                         heldout_batch=heldout)
