@@ -9,8 +9,11 @@ first k - 1 pairs (docs/oracle.md#continuous-oracles-groundwork-for-issue-41s-tu
 - `linreg_predictive`: all positions at once. Marginally y_1..n ~ N(X m, X D X' + sigma^2 I)
   (prior N(m, D), here m = 0, D = tau^2 I); with K = L L' (one batched Cholesky), z = L^-1 (y - X m)
   are independent N(0, 1), so y_k given y_<k is N(x_k . m + sum_{j<k} L_kj z_j, L_kk^2).
-- `pool_predictive`: w drawn uniformly from a fixed pool of M vectors (Raventos et al. 2023): the
-  predictive is the mixture over the pool with the members' posterior probabilities.
+- `pool_predictive`: w drawn uniformly from a fixed pool of M vectors (Raventos et al. 2023,
+  "Pretraining task diversity and the emergence of non-Bayesian in-context learning for
+  regression", arXiv 2306.15063, Sec. 2): the predictive is the mixture over the pool with the
+  members' posterior probabilities, all positions at once (one cumulative sum of the members'
+  log-likelihoods); `pool_predictive_reference` sums each position's log-likelihoods afresh.
 
 Inputs may be float32 or float64; everything is computed and returned in float64.
 """
@@ -48,12 +51,33 @@ def check_xy(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
     return x.double(), y.double()
 
 
+#: Sequences per chunk of the fast path on the CPU: the batched products and Cholesky factors of
+#: a chunk stay in cache (measured at B = 16384, d = 20, n = 40, one thread, under load: 1.5x to
+#: 3x faster than one call on the whole batch, chunks of 64 to 2048 alike; results bit for bit
+#: equal, each sequence's algebra being its own). A GPU takes the batch whole.
+CPU_CHUNK = 128
+
+
 def gaussian_prior_predictive(x: Tensor, y: Tensor, prior_mean: Tensor | None, prior_var: Tensor | float,
                               sigma: float) -> tuple[Tensor, Tensor]:
     """The fast path behind `linreg_predictive` and `mixreg_predictive` (no checks): prior
     w ~ N(prior_mean, diag(prior_var)) with prior_mean, prior_var [B, d] (or broadcastable; a
     zero variance pins that coordinate; a float: isotropic), float64 x [B, n, d], y [B, n]:
-    (mean, var), each [B, n]."""
+    (mean, var), each [B, n]. On the CPU in chunks of CPU_CHUNK sequences."""
+    B = x.shape[0]
+    if x.device.type != "cpu" or B <= CPU_CHUNK:
+        return _gaussian_prior_predictive(x, y, prior_mean, prior_var, sigma)
+
+    def rows(t, i: int):  # a per-sequence prior [B, d] is sliced with the batch; a shared one is not
+        return t[i:i + CPU_CHUNK] if isinstance(t, Tensor) and t.dim() >= 2 and t.shape[0] == B else t
+
+    parts = [_gaussian_prior_predictive(x[i:i + CPU_CHUNK], y[i:i + CPU_CHUNK], rows(prior_mean, i),
+                                        rows(prior_var, i), sigma) for i in range(0, B, CPU_CHUNK)]
+    return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+
+
+def _gaussian_prior_predictive(x: Tensor, y: Tensor, prior_mean: Tensor | None, prior_var: Tensor | float,
+                               sigma: float) -> tuple[Tensor, Tensor]:
     B, n, _ = x.shape
     noise = torch.eye(n, dtype=x.dtype, device=x.device).mul_(sigma * sigma).expand(B, n, n)
     if isinstance(prior_var, Tensor):
@@ -138,3 +162,23 @@ def pool_predictive(x: Tensor, y: Tensor, pool: Tensor, sigma: float) -> tuple[T
     before = torch.cat([torch.zeros_like(loglik[:, :1]), loglik[:, :-1].cumsum(1)], 1)  # log p(pairs before k | w_m)
     return torch.softmax(before, -1), means, var
 
+
+
+def pool_predictive_reference(x: Tensor, y: Tensor, pool: Tensor, sigma: float) -> tuple[Tensor, Tensor, float]:
+    """The plain float64 form of `pool_predictive` (same arguments, checks and returns), one
+    position at a time: log p(pairs before k | w_m) = sum_{j<k} log N(y_j; x_j . w_m, sigma^2)
+    summed afresh for each k, the weights their softmax over the pool (Bayes with the uniform
+    prior over its M members), the means x_k . w_m."""
+    weights, means, var = pool_predictive(x[:, :1], y[:, :1], pool, sigma)  # the checks of the fast path
+    x, y = check_xy(x, y)
+    B, n, d = x.shape
+    members = (pool.unsqueeze(0) if pool.dim() == 2 else pool).double().expand(B, -1, d)  # [B, M, d]
+    weights = torch.empty((B, n, members.shape[1]), dtype=torch.float64, device=x.device)
+    means = torch.empty_like(weights)
+    noise = torch.tensor(var, dtype=torch.float64, device=x.device)
+    for k in range(n):
+        fit = torch.einsum("bjd,bmd->bjm", x[:, :k], members)  # [B, k, M]
+        loglik = normal_logpdf(y[:, :k].unsqueeze(-1), fit, noise).sum(1)  # [B, M]
+        weights[:, k] = torch.softmax(loglik, -1)
+        means[:, k] = torch.einsum("bd,bmd->bm", x[:, k], members)
+    return weights, means, var

@@ -8,11 +8,12 @@ the exact one from the batch (`Batch.posterior`), the model's from its head. Per
 (sequence, position), in bits:
 
 - `kl`: KL(Bayes || model). Closed form when both are Gaussians; otherwise E_Bayes[log2 p - log2 q]
-  by a deterministic quadrature (`oracle.gaussian_bits._under`): Gauss-Hermite with NODES nodes under each component
-  of the equal mixture of Bayes's and the model's components, weighted by p / r, so that each
-  component, however narrow, has nodes at its own scale. Its error against 200,000-draw Monte
-  Carlo on mixreg's predictives is asserted below 4 standard errors + 2e-3 bits
-  (tests/scoring/test_continuous.py).
+  by the package's one deterministic mixture quadrature (`oracle.gaussian_bits._integrate`):
+  composite Gauss-Legendre between breakpoints at every component's scale, Bayes's and the
+  model's, so that each component, however narrow, is resolved. Its error is asserted below 1e-9
+  bits against scipy's adaptive quadrature (tests/oracle/test_gaussian_bits.py) and within 4
+  standard errors of 200,000-draw Monte Carlo on mixreg's predictives
+  (tests/scoring/test_continuous.py), both printed.
 - `h_bayes`, `h_model`: differential entropies (closed form for a Gaussian, the same quadrature
   for a mixture).
 - `nll_bayes`, `nll_model`: -log2 density of the sampled y under each; their difference, the NLL

@@ -65,9 +65,10 @@ def test_the_gaussian_kl_is_the_closed_form_and_the_nll_regret_estimates_it():
 
 def test_the_mixture_kl_quadrature_is_within_its_stated_error():
     """mixreg's exact two-component predictive against a model's two-component mixture: the
-    Gauss-Hermite KL against a Monte Carlo estimate from 200,000 draws per row (its own standard
-    error below 0.01 bits): within 4 standard errors plus 2e-3 bits, where quadrature under the
-    Bayes components alone (`oracle.gaussian_bits.mixture_kl_bits`) was 0.014 bits off on one row."""
+    quadrature's KL (`oracle.gaussian_bits._integrate`) against a Monte Carlo estimate from
+    200,000 draws per row (its own standard error below 0.01 bits): within 4 standard errors,
+    where the two Gauss-Hermite rules it replaced were 0.012 and 0.0016 bits off on these rows
+    (docs/science.md, "The mixture quadrature")."""
     task = get_task("mixreg", d=3, n=6)
     b = task.sample(8, torch.Generator().manual_seed(3))
     p = b.posterior.double()[b.mask][:10]
@@ -85,7 +86,9 @@ def test_the_mixture_kl_quadrature_is_within_its_stated_error():
     d = (lp - lq) / math.log(2)
     se = d.std(1) / n**0.5
     assert bool((se < 0.01).all())
-    assert bool(((kl - d.mean(1)).abs() < 4 * se + 2e-3).all()), (kl, d.mean(1), se)
+    assert bool(((kl - d.mean(1)).abs() < 4 * se).all()), (kl, d.mean(1), se)
+    print(f"mixture KL, quadrature - Monte Carlo: worst {float((kl - d.mean(1)).abs().max()):.1e} bits, "
+          f"Monte Carlo standard error <= {float(se.max()):.1e}")
 
 
 @pytest.mark.parametrize("name", ["linreg", "kalman"])

@@ -43,6 +43,13 @@ continuations is the chance part of the drift at c for any jitter process, indep
 autocorrelated (`map_floor_sq`, `pred_floor_sq`, `entropy_mae_floor_sq`, `kl_floor_sq`;
 frames.drift_floor_sq).
 
+Continuous tunnels (issue 41: linreg, mixreg, kalman; a Gaussian or mixture head): the routing
+and value laws, the probes, the maps, their drift and jitter and the calibration (entropy MAE and
+KL in bits against the exact predictive density, `scoring.continuous`) are measured as for a
+categorical head. The predictive distributions' squared distances (PRED_NAMES) are not: they
+need a distribution over classes, the maps' scale, and a continuous predictive is a density
+(`CONTINUOUS_NOTE`, printed by the study); `head_ablation` (a categorical entropy MAE) is refused.
+
 Record conventions (table `dynamics`): probe and law quantities carry the 0-based index of the
 step whose gradient was probed; checkpoint quantities (entropy_mae, kl, map_drift) carry the
 number of steps done (0 = initialisation); `map_velocity` at checkpoint c is the TV distance
@@ -51,12 +58,14 @@ from the previous checkpoint's maps per step between them.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from ...models.heads import is_continuous
 from ...scoring.evaluate import evaluate_members
 from ...tasks import Batch
 from ..sets import calibration, is_shared, scored_rows, stack_sets
@@ -74,6 +83,12 @@ from .relevance import (
     relevant_keys,
 )
 from .routing import attention_maps, masked_softmax, predicted_change, transformer_scores, transformer_values, values_at
+
+#: The records measured on the predictive distributions over classes (absent on a continuous head).
+PRED_NAMES = ("pred_drift_sq", "pred_step_sq", "pred_jitter_sq", "pred_floor_sq")
+#: What a profile of a continuous tunnel does not measure, and why (one line).
+CONTINUOUS_NOTE = (f"not measured on a continuous head: {', '.join(PRED_NAMES)} (they need a predictive "
+                   f"distribution over classes, on the maps' scale; a Gaussian or mixture predictive is a density)")
 
 
 @dataclass(frozen=True)
@@ -173,6 +188,11 @@ class Profiler:
                  eval_batch: Batch | list[Batch], db: str | None = None,
                  heldout_batch: Batch | list[Batch] | None = None) -> None:
         self.trainer, self.study_id, self.cfg, self.db = trainer, study_id, cfg, db
+        self.continuous = is_continuous(trainer.task.head)
+        if self.continuous and cfg.head_ablation:
+            raise ValueError(f"head_ablation needs a categorical predictive (the entropy MAE over classes with a head "
+                             f"zeroed); {trainer.task.name} has a continuous head ({trainer.task.head}): profile it "
+                             f"without --head-ablation")
         self.probes = ProbeSet(trainer.model, cfg.backend)
         self.layers = self.probes.layers
         E = trainer.model.ensemble
@@ -375,17 +395,26 @@ class Profiler:
         model.eval()
         tokens, header = _inputs(self.probe_sets, next(model.parameters()).device)
         maps = attention_maps(model, tokens, header).half()
-        with torch.no_grad():
-            probs = torch.softmax(model(tokens, header).float(), -1)  # [E, B, T, C]
-        if is_shared(self.probe_sets):
-            preds = probs[:, self.probe_sets[0].mask.to(probs.device)]
-        else:  # each member's own scored positions
-            preds = scored_rows(probs, torch.stack([b.mask for b in self.probe_sets]))
-        if is_shared(self.eval_sets):  # as before per-seed sets, to the bit
-            scores = evaluate_members(model, self.eval_sets[0])
+        if self.continuous:  # no distribution over classes (CONTINUOUS_NOTE): an empty stand-in, never recorded
+            preds = torch.zeros((model.ensemble, 0), device=maps.device)
+            task = self.trainer.task
+            if is_shared(self.eval_sets):
+                scores = evaluate_members(model, self.eval_sets[0], task)
+            else:  # each member scored on its own set (all members run on each set; only its own is kept)
+                scores = [evaluate_members(model, b, task)[e] for e, b in enumerate(self.eval_sets)]
             cal = torch.tensor([[s.entropy_mae.mean for s in scores], [s.kl.mean for s in scores]])
         else:
-            cal = calibration(model, self.eval_sets)
+            with torch.no_grad():
+                probs = torch.softmax(model(tokens, header).float(), -1)  # [E, B, T, C]
+            if is_shared(self.probe_sets):
+                preds = probs[:, self.probe_sets[0].mask.to(probs.device)]
+            else:  # each member's own scored positions
+                preds = scored_rows(probs, torch.stack([b.mask for b in self.probe_sets]))
+            if is_shared(self.eval_sets):  # as before per-seed sets, to the bit
+                scores = evaluate_members(model, self.eval_sets[0])
+                cal = torch.tensor([[s.entropy_mae.mean for s in scores], [s.kl.mean for s in scores]])
+            else:
+                cal = calibration(model, self.eval_sets)
         model.train(was_training)
         return maps, cal, preds
 
@@ -401,7 +430,7 @@ class Profiler:
             self.ablation[step] = self._head_ablation(model)
             model.train(was_training)
         preds = self.replica_preds.get(step)
-        if preds is not None:
+        if preds is not None and not self.continuous:
             self.pred_jitter[step] = pairwise_sq(torch.cat([self.preds[step].unsqueeze(0).cpu(), preds])).cpu()
         reps = self.replica_maps.get(step)
         if reps is not None:  # all continuations from one state: the run's own and the replicas
@@ -580,6 +609,9 @@ class Profiler:
                 continue
             res = []
             for which, own_all in enumerate((self.maps, self.calibration, self.preds)):
+                if which == 2 and self.continuous:  # CONTINUOUS_NOTE: no predictive floor
+                    res.append(torch.full((len(self.trainer.seeds),), math.nan))
+                    continue
                 own = own_all[stop].cpu().float()
                 own_late = torch.stack([own_all[s].cpu().float() for s in late]).mean(0)
                 reps = self._path(start, stop, which).float()
@@ -598,7 +630,7 @@ class Profiler:
 
         seeds, records = self.trainer.seeds, []
         late = self._late_steps()
-        if late:
+        if late and not self.continuous:
             steps = sorted(self.preds)
             preds = torch.stack([self.preds[s].cpu() for s in steps])  # [C, E, N, C]
             drift, moved = sq_to_late(preds, len(late)), sq_consecutive(preds)
@@ -611,7 +643,8 @@ class Profiler:
             records += [(seed, step, -1, -1, "pred_jitter_sq", float(jit[e])) for e, seed in enumerate(seeds)]
         for step, (maps, preds, cal) in sorted(self.drift_floors().items()):
             for e, seed in enumerate(seeds):
-                records.append((seed, step, -1, -1, "pred_floor_sq", float(preds[e])))
+                if not self.continuous:
+                    records.append((seed, step, -1, -1, "pred_floor_sq", float(preds[e])))
                 records.append((seed, step, -1, -1, "entropy_mae_floor_sq", float(cal[0, e])))
                 records.append((seed, step, -1, -1, "kl_floor_sq", float(cal[1, e])))
                 for li, layer in enumerate(self.layers):

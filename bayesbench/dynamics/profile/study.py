@@ -234,6 +234,10 @@ def _profile(cfg: ProfileStudyConfig, study_id: str, trainer, config: dict) -> i
     say(f"bayesbench profile {study_id}: {trainer.task.describe()} / {trainer.arch}, seeds {trainer.seeds} in one "
         f"ensemble, steps {start_step}..{end_step}, probe every {cfg.every} ({config['attention']}), "
         f"{cfg.optimizer} lr {trainer.cfg.lr:g} ({trainer.cfg.schedule}), {len(checkpoints)} checkpoints{replicas}")
+    if profiler.continuous:
+        from .profiler import CONTINUOUS_NOTE
+
+        say(f"bayesbench profile {study_id}: {CONTINUOUS_NOTE}")
     t0, c0 = time.perf_counter(), time.process_time()
     try:
         with removed_if_stopped(study_id, "profile", db):
