@@ -26,7 +26,8 @@ FLOORS = "uniform = 1/C for every class; marginal = the best predictor that igno
 # said after FLOORS only where a table (or the site) holds such a tunnel's rows
 CONTINUOUS_FLOORS = ("on a continuous tunnel (a Gaussian or mixture predictive: linreg, mixreg, kalman, a tunnel of "
                      "your own) the floor is the prior predictive, 'prior' (the predictive that ignores the context: "
-                     "linreg's N(0, tau^2 |x|^2 + sigma^2), or with pool=M the uniform mixture over the pool's M vectors; mixreg's mixture over its prior's components, kalman's "
+                     "linreg's N(0, tau^2 |x|^2 + sigma^2), or with pool=M the uniform mixture over the pool's M "
+                     "vectors; mixreg's mixture over its prior's components, kalman's "
                      "filter before any observation), with the tunnel's named reference predictors beside it "
                      "(linreg: 'least_squares' and 'ridge', a ridge with too strong a prior); uniform and marginal "
                      "do not exist there, and '(at floor)' is measured against 'prior'")
