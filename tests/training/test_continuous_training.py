@@ -53,5 +53,5 @@ def test_evaluation_sets_are_keyed_by_the_continuous_tunnels_configuration_and_c
     assert key == eval_set_id(get_task("linreg", d=2, n=4), 64)
     assert key != eval_set_id(dataclasses.replace(task, sigma=0.5), 64)
     assert key != eval_set_id(get_task("mixreg", d=2, n=4), 64)
-    monkeypatch.setattr(type(task), "version", 2)
+    monkeypatch.setattr(type(task), "version", type(task).version + 1)
     assert key != eval_set_id(task, 64)
