@@ -490,6 +490,8 @@ class UnitPredictions(GivenPredictions):
     seeds of a trained model. Each unit's readings are its `LMPredictions`' (read once, shared
     by the per-verbaliser rows and the pooled one)."""
 
+    holds_model = LMPredictions.holds_model  # a language model's readings: its rows never say 'no model'
+
     def __init__(self, units: Sequence[LMPredictions], seeds: Sequence[int]) -> None:
         self.units = list(units)
         self.ensemble = len(self.units)

@@ -287,6 +287,7 @@ def test_sula_and_units_over_verbalisers_and_prompt_seeds(tmp_path, folder):
     cfg = by_arch["tiny-pooled"][2].config["llm"]
     assert [u["prompt_seed"] for u in cfg["units"]] == [0, 1, 0, 1] and cfg["outside_mass"]
     assert by_arch["tiny-integers"][1].config["llm"]["verbalisers"][1]["source"] == "permuted by seed 1"
+    assert all(r.config.get("state") is None for r in records)  # a language model: no count, never 'no model'
 
 
 def test_bad_units_and_folders_are_one_line(tmp_path, folder):
