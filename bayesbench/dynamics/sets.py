@@ -111,11 +111,13 @@ def scored_rows(probs: Tensor, mask: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def calibration(model, batches: list[Batch], chunk: int = 512) -> Tensor:
+def calibration(model, batches: list[Batch], chunk: int = 512, task: Task | None = None) -> Tensor:
     """[2, E] each member's entropy MAE and KL (bits, means over its sequences) on its own set,
     computed as `scoring.evaluate.evaluate_members` computes them on a shared one (exact float32,
-    the task's scored positions); a diverged member gets NaN."""
-    from ..models.heads import CATEGORICAL, read_outputs
+    the task's scored positions; `task` with a continuous head: against its predictive density, as
+    `scoring.continuous.score_continuous`); a diverged member gets NaN."""
+    from ..models.heads import CATEGORICAL, is_continuous, read_outputs
+    from ..scoring.continuous import score_continuous
     from ..scoring.metrics import score
     from ..training.curves import exact_float32
 
@@ -138,6 +140,10 @@ def calibration(model, batches: list[Batch], chunk: int = 512) -> Tensor:
     log_q = torch.cat(out, dim=1)
     res = []
     for e, b in enumerate(batches):
-        sc = score(b.posterior.double(), b.mask, log_q=log_q[e], nonfinite="nan")
+        if task is not None and is_continuous(task.head):
+            sc = score_continuous(b.posterior.double(), b.mask, log_q[e], b.targets, dim=getattr(task, "error_dim", 1),
+                                  task=task.name, nonfinite="nan")
+        else:
+            sc = score(b.posterior.double(), b.mask, log_q=log_q[e], nonfinite="nan")
         res.append([sc.entropy_mae.mean, sc.kl.mean])
     return torch.tensor(res, dtype=torch.float64).T

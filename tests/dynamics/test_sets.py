@@ -56,6 +56,19 @@ def test_each_member_is_scored_on_its_own_set_and_shared_sets_score_as_before():
         calibration(model, own[:1])
 
 
+def test_a_continuous_member_is_scored_on_its_own_set_against_its_density():
+    """linreg (a Gaussian head): each member's entropy error and KL on its own set are the ones
+    `evaluate_members` gives that member alone on that set, against the predictive density."""
+    task = get_task("linreg", d=2, n=4)
+    model = get_model("transformer", task, seeds=[0, 1], **TINY)
+    own = member_sets(task, 6, "profile-eval", [0, 1])
+    got = calibration(model, own, task=task)
+    for e, b in enumerate(own):
+        alone = evaluate_members(model, b, task)[e]
+        assert math.isclose(got[0, e], alone.entropy_mae.mean, rel_tol=1e-9)
+        assert math.isclose(got[1, e], alone.kl.mean, rel_tol=1e-9)
+
+
 def test_scored_rows_average_over_each_members_own_positions():
     """Unequal scored counts are padded, and scaled so that a mean over rows is the member's own mean."""
     probs = torch.rand(2, 3, 4, 5, generator=torch.Generator().manual_seed(0))

@@ -400,9 +400,9 @@ class Profiler:
             task = self.trainer.task
             if is_shared(self.eval_sets):
                 scores = evaluate_members(model, self.eval_sets[0], task)
-            else:  # each member scored on its own set (all members run on each set; only its own is kept)
-                scores = [evaluate_members(model, b, task)[e] for e, b in enumerate(self.eval_sets)]
-            cal = torch.tensor([[s.entropy_mae.mean for s in scores], [s.kl.mean for s in scores]])
+                cal = torch.tensor([[s.entropy_mae.mean for s in scores], [s.kl.mean for s in scores]])
+            else:  # each member on its own set
+                cal = calibration(model, self.eval_sets, task=task)
         else:
             with torch.no_grad():
                 probs = torch.softmax(model(tokens, header).float(), -1)  # [E, B, T, C]
