@@ -476,10 +476,13 @@ def _same(a: Batch, b: Batch) -> bool:
 
 # ---------------------------------------------------------------- a row
 
-def lm_identity(folder: str, verbaliser: Verbaliser, dtype: str) -> dict:
-    """What an LM row is keyed by: weights, tokenizer, verbaliser (its words), prompt format, dtype."""
-    return {"weights": weights_hash(folder), "tokenizer": tokenizer_hash(folder), "verbaliser": verbaliser.describe(),
-            "prompt_format": dict(PROMPT_FORMAT), "dtype": dtype}
+def lm_identity(weights: str, tokenizer: str, dtype: str, **rendering) -> dict:
+    """What an LM row is keyed by: the weights' and tokenizer's hashes (`weights_hash`,
+    `tokenizer_hash`: read once per call of `score_lm`, whatever the number of rows), the rendering
+    (`verbaliser=` its words; or `verbalisers=` and `prompt_seeds=`; or `units=`), the prompt
+    format and the dtype."""
+    return {"weights": weights, "tokenizer": tokenizer, **rendering, "prompt_format": dict(PROMPT_FORMAT),
+            "dtype": dtype}
 
 
 class UnitPredictions(GivenPredictions):
@@ -590,25 +593,24 @@ def score_lm(model: str, task="bijection", *, verbaliser: str | Sequence[str] = 
     extra = {"folder": os.path.abspath(folder)}
     readers: list[list[LMPredictions]] = []
     records: list = []
+    many = len(specs) > 1 or len(seeds) > 1
     for verbs, row_name in zip(units, names):
-        many = len(specs) > 1 or len(seeds) > 1
         given = [LMPredictions(lm, tok, v, t, seed=s, batch_size=batch_size, progress=progress,
                                label=f"{v.kind} seed {s}: " if many else "") for v, s in zip(verbs, seeds)]
         readers.append(given)
         if len(given) == 1:
-            records += score_given(given[0], task, lm_identity(folder, verbs[0], dtype), name=row_name, preset=preset,
-                                   device=device, sequences=sequences, db=db, store=store, extra=extra)
+            records += score_given(given[0], task, lm_identity(w, k, dtype, verbaliser=verbs[0].describe()),
+                                   name=row_name, preset=preset, device=device, sequences=sequences, db=db,
+                                   store=store, extra=extra)
         else:
-            ident = {"weights": w, "tokenizer": k, "verbalisers": [v.describe() for v in verbs],
-                     "prompt_seeds": seeds, "prompt_format": dict(PROMPT_FORMAT), "dtype": dtype}
+            ident = lm_identity(w, k, dtype, verbalisers=[v.describe() for v in verbs], prompt_seeds=seeds)
             records += score_given(UnitPredictions(given, seeds), task, ident, name=row_name, preset=preset,
                                    device=device, sequences=sequences, db=db, store=store, extra=extra)
     if len(specs) > 1:
         every = [g for given in readers for g in given]
         unit_list = [{"verbaliser": g.verbaliser.describe(), "prompt_seed": s} for given in readers
                      for g, s in zip(given, seeds)]
-        ident = {"weights": w, "tokenizer": k, "units": unit_list, "prompt_format": dict(PROMPT_FORMAT),
-                 "dtype": dtype}
+        ident = lm_identity(w, k, dtype, units=unit_list)
         records += score_given(UnitPredictions(every, range(len(every))), task, ident, name=pooled_name, preset=preset,
                                device=device, sequences=sequences, db=db, store=store, extra=extra)
     return records
