@@ -31,7 +31,6 @@ Pythia's do not). The numbers are equal where the tokenizer adds its BOS itself 
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
@@ -93,14 +92,12 @@ def scores(posterior: list[float], log_likelihoods: list[float]) -> dict[str, fl
     import torch
 
     from ..metric_table import kl_terms_bits
-    from .metrics import entropy_bits
+    from .metrics import entropy_bits, entropy_bits_from_log_probs
 
     p = torch.tensor(posterior, dtype=torch.float64)
     ll = torch.tensor(log_likelihoods, dtype=torch.float64)
     log_q = ll - torch.logsumexp(ll, 0)
-    h_q = float(-(log_q.exp() * log_q).where(log_q > -math.inf, torch.zeros((), dtype=torch.float64)).sum()
-                / math.log(2.0))
-    return {"entropy_error_bits": abs(h_q - float(entropy_bits(p))),
+    return {"entropy_error_bits": abs(float(entropy_bits_from_log_probs(log_q)) - float(entropy_bits(p))),
             "kl_bits": float(kl_terms_bits(p, log_q)),
             "outside_mass": max(0.0, 1.0 - float(ll.exp().sum()))}
 
