@@ -318,17 +318,11 @@ class Profiler:
         self._pending = None
 
     def _heldout_inputs(self, model) -> tuple[Tensor, Tensor | None, Tensor, Tensor]:
-        """(tokens, header, targets, mask) of the held-out law batch, one copy per member."""
-        from ...training.stream import stack_members
-
+        """(tokens, header, targets, mask) of the held-out law batch, one per member."""
         assert self.heldout_sets is not None
         n = self.cfg.heldout_sequences
-        sets = self.heldout_sets
-        device = next(model.parameters()).device
-        tokens, header = _inputs(sets, device)
-        _, _, targets, mask = stack_members(sets)
-        return tokens[:, :n], None if header is None else header[:, :n], targets[:, :n].to(device), \
-            mask[:, :n].to(device)
+        s = stack_sets(self.heldout_sets, next(model.parameters()).device)
+        return s.tokens[:, :n], None if s.header is None else s.header[:, :n], s.targets[:, :n], s.mask[:, :n]
 
     def _heldout_push(self, trainer) -> tuple[Tensor, Tensor]:
         """([L, E, n, H, T, T] advantage, [L, E, n, H, T, Dh] upstream u) of the held-out sequences at
