@@ -125,7 +125,10 @@ def dummy_batch(model: nn.Module, length: int) -> tuple[Tensor, Tensor | None]:
     layout = getattr(model, "dummy_tokens", None)
     one = layout(length) if callable(layout) else torch.zeros(length, dtype=torch.long)
     tokens = one.to(device).expand(E, 1, length).contiguous()
-    header = (torch.zeros(E, 1, shape.header_len, shape.header_dim, device=device)
+    # a dense header (the continuous tunnels: a real vector at every position) is as long as the
+    # tokens; a fixed one (the HMM's rows) keeps its own length
+    header_len = length if getattr(shape, "dense_header", False) else shape.header_len
+    header = (torch.zeros(E, 1, header_len, shape.header_dim, device=device)
               if shape.header_dim > 0 else None)
     return tokens, header
 

@@ -107,3 +107,17 @@ def test_counting_leaves_the_model_as_it_was(bij):
     state_floats(model, 4)
     assert model.training and torch.equal(rng, torch.get_rng_state())
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+@pytest.mark.parametrize("arch", ["transformer", "lstm"])
+def test_a_dense_header_is_sized_to_the_counted_length(arch):
+    """A continuous tunnel scored at longer lengths (kalman K = 20, evaluated at 30 and 50) builds
+    its model for the longest; the state at the trained length is counted with a header of that
+    length (a real vector per position), not the longest: `bayesbench train --task kalman` failed
+    after training with "header must have shape [E, B, H=22, ...] ... got [1, 1, 52, 2]"."""
+    task = get_task("kalman", m=1, K=4)
+    longest = get_task("kalman", m=1, K=10)
+    model = get_model(arch, task, seeds=[0], max_len=longest.seq_len, n_layer=1, d_model=4,
+                      **({"n_head": 1, "d_ffn": 8} if arch == "transformer" else {}))
+    assert state_floats(model, task.seq_len) == state_floats(model, task.seq_len)
+    assert state_floats(model, task.seq_len) <= state_floats(model, longest.seq_len)
