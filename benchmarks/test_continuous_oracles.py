@@ -9,6 +9,10 @@ other jobs ran), which would measure the scheduler rather than the algorithms.
 - `linreg_predictive` at Garg et al.'s size: B = 65536 sequences, d = 20, n = 40, against
   `linreg_predictive_reference`. The reference, one batched solve per position, is linear in B:
   it is timed on the first 4096 sequences and scaled by 16.
+- `mixreg_predictive` at the paper preset's mixreg: B = 65536, d = 20, n = 40, a dense
+  component N(0, I) and a sparse one on the first 4 coordinates, weights 1/2 each, against
+  `mixreg_predictive_reference` (Gaussian conditioning per position and component, a solve and a
+  log-determinant each): timed on the first 1024 sequences and scaled by 64.
 - `kalman_predictive` with a small state: B = 65536, m = 4, p = 2, T = 50, against
   `kalman_predictive_reference`, a plain loop over sequences (linear in B): timed on the first
   128 sequences and scaled by 512.
@@ -30,6 +34,7 @@ from timing import oracle_speedup
 
 from bayesbench.oracle.kalman import kalman_predictive, kalman_predictive_reference, random_stable_matrix
 from bayesbench.oracle.linreg import linreg_predictive, linreg_predictive_reference
+from bayesbench.oracle.mixreg import mixreg_predictive, mixreg_predictive_reference
 
 B = 65536
 THREADS = 1
@@ -75,3 +80,21 @@ def test_kalman_fast_path_vs_reference(benchmark):
     _ratio(benchmark, "kalman_predictive", lambda: kalman_predictive(y, A, C, Q, R, mu0, P0),
            lambda: kalman_predictive_reference(y[:part], A[:part], C[:part], Q, R, mu0, P0), B // part,
            T=T, m=m, p=p)
+
+
+def test_mixreg_fast_path_vs_reference(benchmark):
+    n, d, s, sigma, part = 40, 20, 4, 0.25, 1024
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(B, n, d, generator=g, dtype=F64)
+    weights = torch.tensor([0.5, 0.5], dtype=F64)
+    means = torch.zeros(2, d, dtype=F64)
+    variances = torch.stack([torch.ones(d, dtype=F64), (torch.arange(d) < s).to(F64)])
+    w = torch.randn(B, d, generator=g, dtype=F64) * variances[(torch.rand(B, generator=g) < 0.5).long()].sqrt()
+    y = (x @ w.unsqueeze(-1)).squeeze(-1) + sigma * torch.randn(B, n, generator=g, dtype=F64)
+    fast = mixreg_predictive(x[:part], y[:part], weights, means, variances, sigma)
+    want = mixreg_predictive_reference(x[:part], y[:part], weights, means, variances, sigma)
+    for a, b in zip(fast, want):
+        torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10)
+    _ratio(benchmark, "mixreg_predictive", lambda: mixreg_predictive(x, y, weights, means, variances, sigma),
+           lambda: mixreg_predictive_reference(x[:part], y[:part], weights, means, variances, sigma), B // part,
+           n=n, d=d, components=2)

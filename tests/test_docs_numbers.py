@@ -149,8 +149,29 @@ def check_untuned_2026_12_06(text: str) -> list[str]:
     return bad
 
 
+CONTINUOUS = ROOT / "docs" / "data" / "continuous_quick_2026-12-07.json"
+
+
+def _continuous_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("continuous_answer", ROOT / "scripts" / "continuous_answer.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_continuous(text: str) -> list[str]:
+    """The continuous tunnels' tables (issue 41): each is what scripts/continuous_answer.py renders
+    from the run's summary (docs/data/continuous_quick_2026-12-07.json), line for line."""
+    rendered = _continuous_script().render(json.loads(CONTINUOUS.read_text()))
+    return [f"continuous tables: docs/leaderboard.md lacks the line {line!r}"
+            for line in rendered.splitlines() if line and line not in text.splitlines()]
+
+
 CHECKS = (check_curve_table, check_tuned_against_fixed, check_orderings, check_quick_preset,
-          check_untuned_2026_12_06)
+          check_untuned_2026_12_06, check_continuous)
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
@@ -198,3 +219,40 @@ def test_the_script_writes_the_summary_the_check_reads(tmp_path):
                           str(tmp_path / "none.sqlite"), "--measured", "x", "--out", str(tmp_path / "n.json")],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+
+
+def test_the_continuous_script_recomputes_the_store_from_the_checkpoints(tmp_path):
+    """scripts/continuous_answer.py reloads every reported run of a continuous store from its
+    checkpoint, recomputes the stored KL (it stops if they differ) and writes the summary, the
+    figures and the tables the docs quote: kalman's lengths and mixreg's single-Gaussian bound included."""
+    import subprocess
+    import sys
+
+    from bayesbench.cli import main
+
+    db, runs = str(tmp_path / "c.sqlite"), str(tmp_path / "runs")
+    assert main(["run", "--tasks", "linreg", "mixreg", "kalman", "--archs", "mlp", "--seeds", "2", "--steps", "3",
+                 "--eval-sequences", "24", "--curve-sequences", "8", "--db", db, "--runs-dir", runs,
+                 "--no-progress"]) == 0
+    out = tmp_path / "c.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "continuous_answer.py"), "--db", db, "--runs-dir",
+                           runs, "--measured", "2026-12-07", "--out", str(out), "--figures", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert set(doc["tasks"]) == {"linreg", "mixreg", "kalman"}
+    assert list(doc["tasks"]["kalman"]["evals"]) == ["K=20", "K=30", "K=50"]
+    linreg = doc["tasks"]["linreg"]["evals"]["standard"]
+    assert set(linreg["floors"]) == {"prior", "least_squares", "ridge"} and linreg["archs"]["mlp"]["seeds"] == [0, 1]
+    a = linreg["archs"]["mlp"]
+    for e in range(2):  # a Gaussian head's KL is its mean part plus its variance part
+        assert abs(a["per_seed"]["kl"][e] - a["per_seed"]["kl_mean_part"][e] - a["per_seed"]["kl_variance_part"][e]) < 1e-9
+    mixreg = doc["tasks"]["mixreg"]["evals"]["standard"]
+    assert mixreg["unimodal_bound"]["mean"] > 0 and 0 <= mixreg["archs"]["mlp"]["mean"]["below_unimodal"] <= 1
+    for task in ("linreg", "mixreg", "kalman"):
+        assert (tmp_path / f"continuous_{task}.png").stat().st_size > 0
+    tables = _continuous_script().render(doc)
+    assert "| mlp | " in tables and "KL at K=50" in tables and "best single Gaussian" in tables
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "continuous_answer.py"), "--db", db],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--runs-dir" in bad.stderr
