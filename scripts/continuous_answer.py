@@ -238,6 +238,28 @@ def figure(task: str, entry: dict, path: str) -> str:
     return save(fig, path)
 
 
+PLATEAU_STEPS = (1000, 2000, 5000, 10000, 15000, 20000, 25000)
+
+
+def plateau(db: str) -> list[dict]:
+    """Each stored run's learning curve (KL, excess squared error / d on the curve set) at
+    `PLATEAU_STEPS` (those it measured), with its task, arch, rate, seed and steps."""
+    from bayesbench.report.selection import select_rows
+
+    out = []
+    for r in select_rows(db):
+        lc = r.learning_curve
+        if lc is None:
+            continue
+        at = {s: i for i, s in enumerate(lc.step)}
+        out.append({"task": r.task_label, "arch": r.arch, "lr": r.config.get("train", {}).get("lr"), "seed": r.seed,
+                    "steps": r.steps, "curve_sequences": lc.n_sequences,
+                    "kl": {str(s): lc.values["kl"][at[s]] for s in PLATEAU_STEPS if s in at},
+                    "excess_sq": {str(s): lc.values["excess_sq"][at[s]] for s in PLATEAU_STEPS if s in at},
+                    "prior": {k: lc.uniform.get(k) for k in ("kl", "excess_sq")}})
+    return out
+
+
 FLOOR_NAMES = {"prior": "prior predictive (floor)", "least_squares": "least squares",
                "ridge": "ridge, prior 3x too narrow"}
 
@@ -293,6 +315,15 @@ def render(doc: dict) -> str:
             out.append("| " + " | ".join(["*prior predictive (floor)*"]
                                          + [_bits(entry["evals"][n]["floors"]["prior"]["kl"]) for n in names]) + " |")
             out.append("")
+    for run in doc.get("plateau", []):
+        steps = list(run["kl"])
+        out += [f"**{run['task']}**, {run['arch']} at rate {run['lr']:g}, seed {run['seed']}, {run['steps']:,} steps: "
+                f"the learning curve ({run['curve_sequences']} sequences of the curve set):", "",
+                "| step | " + " | ".join(f"{int(s):,}" for s in steps) + " |", "|" + "---|" * (len(steps) + 1),
+                "| KL (bits) | " + " | ".join(_bits(run["kl"][s]) for s in steps) + " |",
+                "| excess sq. / d | " + " | ".join(_bits(run["excess_sq"][s]) for s in steps) + " |", "",
+                f"The prior predictive on the same sequences: KL {_bits(run['prior']['kl'])} bits, excess sq. / d "
+                f"{_bits(run['prior']['excess_sq'])}.", ""]
     return "\n".join(out)
 
 
@@ -305,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--command", default="bayesbench run --tasks <t> --archs transformer lstm gru mamba "
                    "linear-attention mlp mlp-prefix --tune --tune-args selection_seeds=1 --seeds 3 --jobs 2")
     p.add_argument("--out", help="the JSON summary to write")
+    p.add_argument("--plateau", default="", help="a store of long single runs (the transformer's plateau on linreg): "
+                   "their learning curves are added to the summary")
     p.add_argument("--figures", default="", help="folder for continuous_<task>.png (default: none)")
     args = p.parse_args(argv)
     if args.render:
@@ -326,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
 
     doc = {"measured": args.measured, "command": args.command, "written_by": "scripts/continuous_answer.py",
            "bayesbench": bayesbench.__version__, "tasks": tasks}
+    if args.plateau:
+        doc["plateau"] = plateau(args.plateau)
     with open(args.out, "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
