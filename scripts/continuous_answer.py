@@ -181,8 +181,9 @@ def measure(db: str, runs_dir: str, *, say=print) -> dict:
             for arch in ev["archs"].values():
                 arch["mean"] = {k: sum(v) / len(v) for k, v in arch["per_seed"].items()}
                 arch["ci"] = {k: _interval(v, k in NONNEGATIVE) for k, v in arch["per_seed"].items()}
-                arch["curves"] = {k: [sum(c[i] for c in v) / len(v) for i in range(len(v[0]))]
-                                  for k, v in arch.pop("curves_per_seed").items()}
+                per_seed = arch.pop("curves_per_seed")
+                arch["kl_curve_per_seed"] = per_seed["kl"]
+                arch["curves"] = {k: [sum(c[i] for c in v) / len(v) for i in range(len(v[0]))] for k, v in per_seed.items()}
     return tasks
 
 
@@ -209,11 +210,10 @@ def figure(task: str, entry: dict, path: str) -> str:
         for i, (arch, a) in enumerate(sorted(primary["archs"].items())):
             ax.plot(x, [_shown(v) for v in a["curves"][key]], color=colors[i % len(colors)], lw=1.6,
                     label=f"{arch} ({len(a['seeds'])} seeds, mean)")
-        for fname, style in (("prior", ":"), ("least_squares", "--"), ("ridge", "-.")):
+        for fname, style in (("prior", ":"), ("least_squares", "--"), ("ridge", "-."), ("dense_prior", "-.")):
             if fname in primary["floors"]:
                 ax.plot(x, [_shown(v) for v in primary["floors"][fname]["curves"][key]], color="0.35", ls=style,
-                        lw=1.2, label={"prior": "prior predictive (floor)", "least_squares": "least squares",
-                                       "ridge": "ridge, prior 3x too narrow"}[fname])
+                        lw=1.2, label=FLOOR_NAMES[fname])
         if key == "kl" and "unimodal_bound" in primary:
             ax.plot(x, [_shown(v) for v in primary["unimodal_bound"]["curve"]], color="k", ls="--", lw=1.4,
                     label="best single Gaussian (moment-matched Bayes)")
@@ -261,7 +261,7 @@ def plateau(db: str) -> list[dict]:
 
 
 FLOOR_NAMES = {"prior": "prior predictive (floor)", "least_squares": "least squares",
-               "ridge": "ridge, prior 3x too narrow"}
+               "ridge": "ridge, prior 3x too narrow", "dense_prior": "Bayes under the dense component alone"}
 
 
 def _bits(x) -> str:
@@ -284,7 +284,7 @@ def render(doc: dict) -> str:
         names = list(entry["evals"])
         ev = entry["evals"][names[0]]
         split = task != "mixreg"
-        last = ["KL: mean part", "KL: variance part"] if split else ["share below the best single Gaussian"]
+        last = ["KL: mean part", "KL: variance part"] if split else []
         head = ["arch", "params", "state (floats)", "rate", "KL (bits), mean [95% CI over seeds]", "per seed",
                 "entropy error", "NLL regret", "excess sq. / d"] + last
         out += [f"**{entry['label']}**, eval {names[0]} ({ev['n_sequences']} sequences):", "",
@@ -293,18 +293,29 @@ def render(doc: dict) -> str:
             cells = [arch, f"{a['params']:,}", "-" if a["state_floats"] is None else f"{a['state_floats']:,}",
                      f"{a['lr']:g}", _with_ci(a, "kl"), " ".join(_bits(v) for v in a["per_seed"]["kl"]),
                      _bits(a["mean"]["entropy_error"]), _bits(a["mean"]["nll_regret"]), _bits(a["mean"]["excess_sq"])]
-            cells += ([_bits(a["mean"]["kl_mean_part"]), _bits(a["mean"]["kl_variance_part"])] if split
-                      else [f"{a['mean']['below_unimodal']:.3f}"])
+            cells += [_bits(a["mean"]["kl_mean_part"]), _bits(a["mean"]["kl_variance_part"])] if split else []
             out.append("| " + " | ".join(cells) + " |")
         for fname, f in ev["floors"].items():
             cells = [f"*{FLOOR_NAMES.get(fname, fname)}*", "-", "-", "-", _bits(f["kl"]), "-", _bits(f["entropy_error"]),
                      _bits(f["nll_regret"]), _bits(f["excess_sq"])]
-            cells += ([_bits(f["kl_mean_part"]), _bits(f["kl_variance_part"])] if split else ["-"])
+            cells += [_bits(f["kl_mean_part"]), _bits(f["kl_variance_part"])] if split else []
             out.append("| " + " | ".join(cells) + " |")
         if "unimodal_bound" in ev:
             out.append("| *best single Gaussian (Bayes's mean and variance)* | - | - | - | "
-                       f"{_bits(ev['unimodal_bound']['mean'])} | - | - | - | 0 | - |")
+                       f"{_bits(ev['unimodal_bound']['mean'])} | - | - | - | 0 |")
         out.append("")
+        if "unimodal_bound" in ev:
+            k = len(ev["unimodal_bound"]["curve"])
+            out += [f"**{entry['label']}**, KL (bits) at each scored position (k - 1 pairs seen; mean over sequences, "
+                    "then over seeds) against the best single Gaussian's:", "",
+                    "| k | " + " | ".join(str(i + 1) for i in range(k)) + " |", "|" + "---|" * (k + 1),
+                    "| *best single Gaussian* | " + " | ".join(_bits(v) for v in ev["unimodal_bound"]["curve"]) + " |"]
+            for arch in sorted(ev["archs"], key=lambda a: ev["archs"][a]["mean"]["kl"]):
+                curve = ev["archs"][arch]["curves"]["kl"]
+                bound = ev["unimodal_bound"]["curve"]
+                out.append(f"| {arch} | " + " | ".join(f"**{_bits(v)}**" if v < b else _bits(v)
+                                                       for v, b in zip(curve, bound)) + " |")
+            out += ["", "In bold: below the best single Gaussian at that position.", ""]
         if len(names) > 1:
             head = ["arch"] + [f"KL at {n}" + (" (trained)" if i == 0 else "") for i, n in enumerate(names)]
             out += [f"**{entry['label']}**, KL (bits) by evaluated length, mean [95% CI over seeds]:", "",
