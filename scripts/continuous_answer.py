@@ -115,16 +115,17 @@ def _checkpoints(runs_dir: str) -> list[str]:
 def measure(db: str, runs_dir: str, *, say=print) -> dict:
     """Every reported continuous run's numbers (see the module docstring), checked against the store."""
     from bayesbench.report.selection import select_rows
-    from bayesbench.scoring.evaluate import evaluation_tasks, predict
     from bayesbench.scoring.evaluate import eval_set as make_eval_set
+    from bayesbench.scoring.evaluate import evaluation_tasks, predict
     from bayesbench.training.checkpoint import load_result
 
     records = {(r.run_id, r.seed): r for r in select_rows(db)}  # the reported rows (no selection rows)
     tasks: dict[str, dict] = {}
     for path in _checkpoints(runs_dir):
         res = load_result(path)
-        rows = [records.get((res.run_id, s)) for s in res.seeds]
-        if any(r is None for r in rows):
+        found = [records.get((res.run_id, s)) for s in res.seeds]
+        rows = [r for r in found if r is not None]
+        if len(rows) < len(found):
             say(f"skipped {path}: run {res.run_id} is not a reported run of {db} (unfinished, a tuning's selection, "
                 "or another store)")
             continue
@@ -138,7 +139,7 @@ def measure(db: str, runs_dir: str, *, say=print) -> dict:
         entry = tasks.setdefault(first.task, {"label": first.task_label, "evals": {}})
         res.model.eval()
         for name, t in evaluation_tasks(task, lengths).items():
-            n = first.evals[name].scores["kl"].n_sequences
+            n = first.evals[name].scores["kl"].n_sequences  # type: ignore[union-attr]
             batch = make_eval_set(t, n)
             with torch.no_grad():
                 pred = predict(res.model, batch)
@@ -148,7 +149,7 @@ def measure(db: str, runs_dir: str, *, say=print) -> dict:
             ev["positions"] = positions.tolist()
             if "floors" not in ev:
                 ev["floors"] = {}
-                for fname, q in t.floor_predictives(batch).items():
+                for fname, q in getattr(t, "floor_predictives")(batch).items():
                     vals = _values(t, batch, q)
                     ev["floors"][fname] = {k: _mean(v, mask) for k, v in vals.items()} | {
                         "curves": {k: _position_means(v, mask, positions) for k, v in vals.items()}}
@@ -183,7 +184,8 @@ def measure(db: str, runs_dir: str, *, say=print) -> dict:
                 arch["ci"] = {k: _interval(v, k in NONNEGATIVE) for k, v in arch["per_seed"].items()}
                 per_seed = arch.pop("curves_per_seed")
                 arch["kl_curve_per_seed"] = per_seed["kl"]
-                arch["curves"] = {k: [sum(c[i] for c in v) / len(v) for i in range(len(v[0]))] for k, v in per_seed.items()}
+                arch["curves"] = {k: [sum(c[i] for c in v) / len(v) for i in range(len(v[0]))]
+                                  for k, v in per_seed.items()}
     return tasks
 
 
@@ -203,7 +205,8 @@ def figure(task: str, entry: dict, path: str) -> str:
     panels = [("kl", "KL(Bayes || model) (bits)"), ("entropy_error", "|h(model) - h(Bayes)| (bits)"),
               ("excess_sq", "(mean - Bayes mean)^2 / d (not bits)")]
     longest = names[-1] if len(names) > 1 else None
-    fig, axes = subplots(1, len(panels) + (longest is not None), figsize=(5.2 * (len(panels) + (longest is not None)), 4.6))
+    n_axes = len(panels) + (longest is not None)
+    fig, axes = subplots(1, n_axes, figsize=(5.2 * n_axes, 4.6))
     x = list(range(1, len(primary["positions"]) + 1))
     colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive"]
     for ax, (key, ylabel) in zip(axes, panels):
@@ -280,7 +283,9 @@ def render(doc: dict) -> str:
     renders them again and compares): per tunnel, its primary evaluation ranked by KL; kalman's
     KL at every evaluated length."""
     out = []
-    for task, entry in doc["tasks"].items():
+    order = ("linreg", "mixreg", "kalman")
+    for task in sorted(doc["tasks"], key=lambda t: (order.index(t) if t in order else len(order), t)):
+        entry = doc["tasks"][task]
         names = list(entry["evals"])
         ev = entry["evals"][names[0]]
         split = task != "mixreg"
@@ -296,8 +301,8 @@ def render(doc: dict) -> str:
             cells += [_bits(a["mean"]["kl_mean_part"]), _bits(a["mean"]["kl_variance_part"])] if split else []
             out.append("| " + " | ".join(cells) + " |")
         for fname, f in ev["floors"].items():
-            cells = [f"*{FLOOR_NAMES.get(fname, fname)}*", "-", "-", "-", _bits(f["kl"]), "-", _bits(f["entropy_error"]),
-                     _bits(f["nll_regret"]), _bits(f["excess_sq"])]
+            cells = [f"*{FLOOR_NAMES.get(fname, fname)}*", "-", "-", "-", _bits(f["kl"]), "-",
+                     _bits(f["entropy_error"]), _bits(f["nll_regret"]), _bits(f["excess_sq"])]
             cells += [_bits(f["kl_mean_part"]), _bits(f["kl_variance_part"])] if split else []
             out.append("| " + " | ".join(cells) + " |")
         if "unimodal_bound" in ev:
