@@ -139,9 +139,9 @@ _HMM_QUICK_TASK = {**_HMM_PAPER_TASK, "encoding": "rows", "rows_rounded": True}
 # (`bayesbench run --tasks linreg`): never in `make run`'s default list. Quick: d = 2 and 8 pairs
 # (16 positions), the Kalman filter with a 2-dimensional state at K = 20, scored at 30 and 50;
 # the quick transformer against a matched LSTM by default (in 2000 steps the transformer learns
-# kalman but not linreg's mean; the LSTM learns all three: docs/leaderboard.md). Paper: Garg et al.'s d = 20 and 40
-# pairs (arXiv 2208.01066) with noise sigma = 0.25 and their 12-layer 256-wide GPT-2 shape, the
-# Kalman filter with a 4-dimensional state at K = 40, scored at 1.5x and 2.5x.
+# kalman but not linreg's mean; the LSTM learns all three: docs/leaderboard.md). Paper: Garg et
+# al.'s d = 20 and 40 pairs (arXiv 2208.01066) with noise sigma = 0.25 and their 12-layer 256-wide
+# GPT-2 shape, the Kalman filter with a 4-dimensional state at K = 40, scored at 1.5x and 2.5x.
 _QUICK_CONTINUOUS_TRAIN = {"steps": 2000, "batch_size": 64, "lr": 3e-3, "schedule": "cosine", "warmup_steps": 40}
 _QUICK_CONTINUOUS = {
     "linreg": TaskSetup(label="linreg d=2 n=8", task={"task": "linreg", "d": 2, "n": 8, "tau": 1.0, "sigma": 0.25},
