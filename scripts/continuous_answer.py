@@ -343,6 +343,17 @@ def render(doc: dict) -> str:
     return "\n".join(out)
 
 
+def rounded(x):
+    """`x` with every float to 8 significant digits (the tables show at most 4 decimals)."""
+    if isinstance(x, float):
+        return float(f"{x:.8g}")
+    if isinstance(x, list):
+        return [rounded(v) for v in x]
+    if isinstance(x, dict):
+        return {k: rounded(v) for k, v in x.items()}
+    return x
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--render", default="", help="print the Markdown tables of this summary and stop")
@@ -377,8 +388,8 @@ def main(argv: list[str] | None = None) -> int:
            "bayesbench": bayesbench.__version__, "tasks": tasks}
     if args.plateau:
         doc["plateau"] = plateau(args.plateau)
-    with open(args.out, "w") as f:
-        json.dump(doc, f, indent=1)
+    with open(args.out, "w") as f:  # compact, 8 significant digits: a summary kept under 200 kB
+        json.dump(rounded(doc), f)
         f.write("\n")
     print(f"wrote {args.out}")
     if args.figures:

@@ -249,7 +249,7 @@ def test_the_continuous_script_recomputes_the_store_from_the_checkpoints(tmp_pat
     a = linreg["archs"]["lstm"]
     for e in range(2):  # a Gaussian head's KL is its mean part plus its variance part
         parts = a["per_seed"]["kl_mean_part"][e] + a["per_seed"]["kl_variance_part"][e]
-        assert abs(a["per_seed"]["kl"][e] - parts) < 1e-9
+        assert abs(a["per_seed"]["kl"][e] - parts) <= 1e-7 * a["per_seed"]["kl"][e]  # 8 significant digits kept
     mixreg = doc["tasks"]["mixreg"]["evals"]["standard"]
     assert mixreg["unimodal_bound"]["mean"] > 0 and 0 <= mixreg["archs"]["lstm"]["mean"]["below_unimodal"] <= 1
     for task in ("linreg", "mixreg", "kalman"):
