@@ -119,5 +119,7 @@ def test_a_dense_header_is_sized_to_the_counted_length(arch):
     longest = get_task("kalman", m=1, K=10)
     model = get_model(arch, task, seeds=[0], max_len=longest.seq_len, n_layer=1, d_model=4,
                       **({"n_head": 1, "d_ffn": 8} if arch == "transformer" else {}))
-    assert state_floats(model, task.seq_len) == state_floats(model, task.seq_len)
-    assert state_floats(model, task.seq_len) <= state_floats(model, longest.seq_len)
+    short, long = state_floats(model, task.seq_len), state_floats(model, longest.seq_len)
+    assert short > 0  # counted at the trained length without a shape error
+    # an attention layer's K/V cache grows with the length; a recurrent state does not
+    assert long > short if arch == "transformer" else long == short
