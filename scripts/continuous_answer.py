@@ -46,8 +46,6 @@ import sys
 import torch
 
 LN2 = math.log(2.0)
-METRICS = ("kl", "entropy_error", "nll_regret", "excess_sq")
-SPLIT = ("kl_mean_part", "kl_variance_part")
 NONNEGATIVE = {"kl", "entropy_error", "excess_sq", "kl_mean_part", "kl_variance_part", "unimodal_bound"}
 
 
@@ -96,15 +94,16 @@ def unimodal_bound(task, batch) -> torch.Tensor:
 
 
 def _position_means(values: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> list[float]:
-    m = mask.double()
-    return [float(x) for x in ((values * m).sum(0) / m.sum(0).clamp_min(1))[positions]]
+    from bayesbench.scoring.metrics import per_position
+
+    return [float(x) for x in per_position(values, mask)[positions]]
 
 
 def _mean(values: torch.Tensor, mask: torch.Tensor) -> float:
     """The store's mean: over sequences per position, then over the scored positions."""
-    m = mask.double()
-    per_pos = (values * m).sum(0) / m.sum(0).clamp_min(1)
-    return float(per_pos[mask.any(0)].mean())
+    from bayesbench.scoring.metrics import per_position
+
+    return float(per_position(values, mask)[mask.any(0)].mean())
 
 
 def _checkpoints(runs_dir: str) -> list[str]:
@@ -135,7 +134,7 @@ def measure(db: str, runs_dir: str, *, say=print) -> dict:
         from bayesbench.tasks import task_from_config
 
         task = task_from_config(first.task_config)
-        lengths = tuple(int(n[2:]) for n in first.evals if n.startswith("K=") and n != f"K={getattr(task, 'K', 0)}")
+        lengths = tuple(first.config.get("eval_lengths") or ())  # as the run scored them (kalman: K, 1.5K, 2.5K)
         entry = tasks.setdefault(first.task, {"label": first.task_label, "evals": {}})
         res.model.eval()
         for name, t in evaluation_tasks(task, lengths).items():
@@ -154,8 +153,9 @@ def measure(db: str, runs_dir: str, *, say=print) -> dict:
                     ev["floors"][fname] = {k: _mean(v, mask) for k, v in vals.items()} | {
                         "curves": {k: _position_means(v, mask, positions) for k, v in vals.items()}}
                 if first.task == "mixreg":
-                    b = unimodal_bound(t, batch)
-                    ev["unimodal_bound"] = {"mean": _mean(b, mask), "curve": _position_means(b, mask, positions)}
+                    bound = unimodal_bound(t, batch)  # one per evaluation set, kept for every run's seeds
+                    ev["unimodal_bound"] = {"mean": _mean(bound, mask), "values": bound,
+                                            "curve": _position_means(bound, mask, positions)}
             arch = ev["archs"].setdefault(first.arch, {
                 "params": first.params, "state_floats": (first.config.get("state") or {}).get("floats"),
                 "lr": first.config.get("train", {}).get("lr"), "steps": first.steps, "seeds": [], "per_seed": {},
@@ -169,9 +169,7 @@ def measure(db: str, runs_dir: str, *, say=print) -> dict:
                     raise SystemExit(f"continuous_answer.py: {path} seed {seed} eval {name}: KL recomputed "
                                      f"{mine!r} != stored {stored!r}: the checkpoint and the store disagree")
                 if first.task == "mixreg":
-                    b = unimodal_bound(t, batch)
-                    below = (vals["kl"] < b) & mask
-                    vals["below_unimodal"] = below.double()
+                    vals["below_unimodal"] = ((vals["kl"] < ev["unimodal_bound"]["values"]) & mask).double()
                 arch["seeds"].append(seed)
                 for k, v in vals.items():
                     arch["per_seed"].setdefault(k, []).append(_mean(v, mask))
@@ -179,6 +177,7 @@ def measure(db: str, runs_dir: str, *, say=print) -> dict:
         say(f"{first.task_label} / {first.arch}: seeds {res.seeds} from {path}")
     for entry in tasks.values():
         for ev in entry["evals"].values():
+            ev.get("unimodal_bound", {}).pop("values", None)  # a tensor per (sequence, position): not summarised
             for arch in ev["archs"].values():
                 arch["mean"] = {k: sum(v) / len(v) for k, v in arch["per_seed"].items()}
                 arch["ci"] = {k: _interval(v, k in NONNEGATIVE) for k, v in arch["per_seed"].items()}
@@ -199,6 +198,7 @@ def figure(task: str, entry: dict, path: str) -> str:
     over seeds) beside the reference predictors; mixreg's KL panel adds the unimodal bound,
     kalman a fourth panel, the KL at the longest evaluation with the trained K marked."""
     from bayesbench.figures import heading, save, subplots, unique_legend
+    from bayesbench.report.plots import _colors
 
     names = list(entry["evals"])
     primary = entry["evals"][names[0]]
@@ -208,7 +208,7 @@ def figure(task: str, entry: dict, path: str) -> str:
     n_axes = len(panels) + (longest is not None)
     fig, axes = subplots(1, n_axes, figsize=(5.2 * n_axes, 4.6))
     x = list(range(1, len(primary["positions"]) + 1))
-    colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive"]
+    colors = _colors()  # the package's figures' cycle (bayesbench.report.plots)
     for ax, (key, ylabel) in zip(axes, panels):
         for i, (arch, a) in enumerate(sorted(primary["archs"].items())):
             ax.plot(x, [_shown(v) for v in a["curves"][key]], color=colors[i % len(colors)], lw=1.6,
