@@ -15,6 +15,7 @@ from bayesbench.dynamics.belief_probe.measure import (
     stream_modules,
 )
 from bayesbench.dynamics.config import FieldError
+from bayesbench.models.registry import list_models
 from bayesbench.tasks import get_task
 
 
@@ -63,8 +64,9 @@ def test_the_shuffle_keeps_each_positions_beliefs_and_breaks_the_sequences():
     assert not torch.equal(s, beliefs)
 
 
-@pytest.mark.parametrize("arch", ["transformer", "lstm", "mamba", "mlp", "toy-attention"])
+@pytest.mark.parametrize("arch", sorted(list_models()))
 def test_every_architecture_gives_one_stream_per_layer(arch):
+    """Every registered architecture, the zoo's included: the probe reads any of them."""
     from bayesbench.models import get_model
 
     task = get_task("mess3", L=6)
