@@ -170,8 +170,29 @@ def check_continuous(text: str) -> list[str]:
             for line in rendered.splitlines() if line and line not in text.splitlines()]
 
 
+DISCRETE = ROOT / "docs" / "data" / "discrete_quick_2026-12-07.json"
+
+
+def _discrete_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("discrete_answer", ROOT / "scripts" / "discrete_answer.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_discrete(text: str) -> list[str]:
+    """The discrete tunnels' tables (issue 42): each is what scripts/discrete_answer.py renders
+    from the run's summary (docs/data/discrete_quick_2026-12-07.json), line for line."""
+    rendered = _discrete_script().render(json.loads(DISCRETE.read_text()))
+    return [f"discrete tables: docs/leaderboard.md lacks the line {line!r}"
+            for line in rendered.splitlines() if line and line not in text.splitlines()]
+
+
 CHECKS = (check_curve_table, check_tuned_against_fixed, check_orderings, check_quick_preset,
-          check_untuned_2026_12_06, check_continuous)
+          check_untuned_2026_12_06, check_continuous, check_discrete)
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
@@ -272,3 +293,91 @@ def test_the_continuous_answers_quote_the_summary():
     assert len(quoted) > 20
     missing = sorted({q for q in quoted if q not in rendered})
     assert not missing, f"docs/science.md quotes numbers the continuous summary's tables do not hold: {missing}"
+
+
+def test_the_discrete_script_summarises_the_store_and_probes_the_runs(tmp_path):
+    """scripts/discrete_answer.py reads every reported run of the discrete tunnels from a store,
+    adds the in-context n-gram references, probes the runs of a tunnel with a belief state from
+    their recorded checkpoints, answers the depth question on vomc (a `--model-args` run is its
+    own entry) and writes the summary, the figures and the tables the docs quote."""
+    import subprocess
+    import sys
+
+    from bayesbench.cli import main
+
+    db, runs = str(tmp_path / "d.sqlite"), str(tmp_path / "runs")
+    common = ["--seeds", "2", "--steps", "3", "--eval-sequences", "24", "--curve-sequences", "8", "--db", db,
+              "--runs-dir", runs, "--no-progress"]
+    assert main(["run", "--tasks", "vomc", "mess3", "--archs", "transformer", "lstm", *common]) == 0
+    assert main(["run", "--tasks", "vomc", "--archs", "transformer", "--model-args", "n_layer=1", *common]) == 0
+    long_db = str(tmp_path / "long.sqlite")  # the longer recurrence runs, in a store of their own
+    assert main(["run", "--tasks", "recurrence", "--archs", "mamba", "--seeds", "2", "--steps", "4",
+                 "--eval-sequences", "24", "--curve-sequences", "8", "--db", long_db, "--runs-dir", runs,
+                 "--no-progress"]) == 0
+    zoo_db = str(tmp_path / "zoo.sqlite")  # other architectures, untuned, on a tunnel with a belief state
+    assert main(["run", "--tasks", "mess3", "--archs", "gru", *common[:8], "--db", zoo_db, "--runs-dir", runs,
+                 "--no-progress"]) == 0
+    out = tmp_path / "d.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "discrete_answer.py"), "--db", db, "--measured",
+                           "2026-12-07", "--out", str(out), "--figures", str(tmp_path), "--probe-sequences", "16",
+                           "--long-db", long_db, "--zoo-db", zoo_db], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert set(doc["tasks"]) == {"vomc", "mess3"}
+    vomc = doc["tasks"]["vomc"]
+    assert set(vomc["archs"]) == {"transformer", "lstm", "transformer n_layer=1"}
+    assert set(vomc["references"]) == {"order-0 counts", "order-1 counts", "order-2 counts", "order-3 counts",
+                                       "CTW, depth 1"}
+    assert set(vomc["floors"]) == {"uniform", "marginal"} and vomc["archs"]["lstm"]["seeds"] == [0, 1]
+    d = doc["depth_question"]["minus_two_layer"]["transformer n_layer=1"]
+    assert d["ci"][0] <= d["mean"] <= d["ci"][1]
+    probe = doc["tasks"]["mess3"]["archs"]["lstm"]["probe"]
+    assert len(probe["streams"]["embed"]["r2"]) == 2 and probe["best_stream"] in probe["streams"]
+    assert doc["tasks"]["mess3"]["probe_vs_kl"]["all"]["members"] == 4
+    zoo = doc["zoo"]["mess3"]
+    assert set(zoo["archs"]) == {"gru"} and zoo["probe_vs_kl_every"]["all"]["members"] == 6
+    assert (tmp_path / "discrete_belief_mess3_zoo.png").stat().st_size > 0
+    long = doc["recurrence_long"]["mamba"]
+    assert long["steps"] == 4 and long["seeds"] == [0, 1] and long["curve"]["step"][-1] == 4
+    assert long["kl_ci"][0] <= long["kl_mean"] <= long["kl_ci"][1]
+    for name in ("discrete_curves.png", "discrete_belief_mess3.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    tables = _discrete_script().render(doc)
+    assert "| transformer n_layer=1 | " in tables and "belief probe" in tables and "order-2 counts" in tables
+    assert "belief probe of the other architectures" in tables and "| gru | " in tables
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "discrete_answer.py"), "--db", db],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--measured" in bad.stderr
+
+
+def test_the_discrete_references_score_the_bayes_predictive_at_zero():
+    """The n-gram reference is scored as the store scores a model: on an order-2 chain whose rows
+    are Dirichlet(1/2) (the reference's own prior), the order-2 counts are the Bayes predictive, so
+    their KL is 0 at every position (to the float32 posterior's precision), and the order-1 counts'
+    is not; on a depth-2 context tree no reference is Bayes, CTW at depth 1 included."""
+    import torch
+
+    from bayesbench.tasks import task_from_config
+
+    script = _discrete_script()
+    task = task_from_config({"task": "markov-k", "V": 3, "order": 2, "L": 12, "alpha": 0.5})
+    refs = script.references(task, task.sample(64, torch.Generator().manual_seed(0)))
+    assert refs["order-2 counts"]["kl"] < 1e-6 and max(refs["order-2 counts"]["curve"]) < 1e-6  # a float32 posterior
+    assert refs["order-1 counts"]["kl"] > 1e-3 and len(refs["order-1 counts"]["curve"]) == 10
+    vomc = task_from_config({"task": "vomc", "V": 2, "depth": 2, "L": 12})
+    refs = script.references(vomc, vomc.sample(64, torch.Generator().manual_seed(0)))
+    assert set(refs) > {"CTW, depth 1"} and all(r["kl"] > 1e-4 for r in refs.values())
+
+
+def test_the_discrete_answers_quote_the_summary():
+    """Every four-decimal number of docs/science.md's "What the discrete tunnels measured" is one
+    the tables rendered from the run's summary hold."""
+    text = (ROOT / "docs" / "science.md").read_text()
+    start = text.index("## What the discrete tunnels measured")
+    end = text.find("\n## ", start)
+    section = text[start:end if end > 0 else len(text)]
+    rendered = _discrete_script().render(json.loads(DISCRETE.read_text()))
+    quoted = re.findall(r"\d\.\d{4}\b", section)
+    assert len(quoted) > 10
+    missing = sorted({q for q in quoted if q not in rendered})
+    assert not missing, f"docs/science.md quotes numbers the discrete summary's tables do not hold: {missing}"
