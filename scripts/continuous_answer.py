@@ -45,15 +45,10 @@ import sys
 
 import torch
 
+from bayesbench.report.summary import rounded, seed_ci
+
 LN2 = math.log(2.0)
 NONNEGATIVE = {"kl", "entropy_error", "excess_sq", "kl_mean_part", "kl_variance_part", "unimodal_bound"}
-
-
-def _interval(values: list[float], nonnegative: bool) -> list[float]:
-    from bayesbench.report.rows import seed_interval
-
-    lo, hi = seed_interval(values)
-    return [max(lo, 0.0) if nonnegative and math.isfinite(lo) else lo, hi]
 
 
 def _values(task, batch, params: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -180,7 +175,7 @@ def measure(db: str, runs_dir: str, *, say=print) -> dict:
             ev.get("unimodal_bound", {}).pop("values", None)  # a tensor per (sequence, position): not summarised
             for arch in ev["archs"].values():
                 arch["mean"] = {k: sum(v) / len(v) for k, v in arch["per_seed"].items()}
-                arch["ci"] = {k: _interval(v, k in NONNEGATIVE) for k, v in arch["per_seed"].items()}
+                arch["ci"] = {k: seed_ci(v, k in NONNEGATIVE) for k, v in arch["per_seed"].items()}
                 per_seed = arch.pop("curves_per_seed")
                 arch["kl_curve_per_seed"] = per_seed["kl"]
                 arch["curves"] = {k: [sum(c[i] for c in v) / len(v) for i in range(len(v[0]))]
@@ -341,17 +336,6 @@ def render(doc: dict) -> str:
                 f"The prior predictive on the same sequences: KL {_bits(run['prior']['kl'])} bits, excess sq. / d "
                 f"{_bits(run['prior']['excess_sq'])}.", ""]
     return "\n".join(out)
-
-
-def rounded(x):
-    """`x` with every float to 8 significant digits (the tables show at most 4 decimals)."""
-    if isinstance(x, float):
-        return float(f"{x:.8g}")
-    if isinstance(x, list):
-        return [rounded(v) for v in x]
-    if isinstance(x, dict):
-        return {k: rounded(v) for k, v in x.items()}
-    return x
 
 
 def main(argv: list[str] | None = None) -> int:

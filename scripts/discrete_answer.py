@@ -59,6 +59,8 @@ import sys
 
 import torch
 
+from bayesbench.report.summary import rounded, seed_ci
+
 TASKS = ("vomc", "markov-k", "mess3", "hmm_mixture", "recurrence")
 PROBED = ("mess3", "hmm_mixture")
 NGRAM_ALPHA = 0.5
@@ -67,14 +69,6 @@ NGRAM_ORDERS = (0, 1, 2, 3)
 # 6-layer d_model 192 transformer, 150,000 steps of 64; README and their 4-seed re-evaluation
 AUTHORS_RECURRENCE = {"integer": {"entropy_mae": 0.014, "entropy_mae_reeval": 0.0134, "kl_reeval": 0.00054},
                       "opaque": {"entropy_mae": 0.83, "entropy_mae_reeval": 0.828, "kl_reeval": 0.786}}
-
-
-def _interval(values: list[float], nonnegative: bool = True) -> list[float]:
-    from bayesbench.stats import t_interval
-
-    iv = t_interval(values)
-    lo, hi = iv["ci_low"], iv["ci_high"]
-    return [max(lo, 0.0) if nonnegative and math.isfinite(lo) else lo, hi]
 
 
 def entry_name(row) -> str:
@@ -237,7 +231,7 @@ def measure(db: str, *, probe_sequences: int = 2048, say=print) -> tuple[dict, d
             "kl_curves": [m.evaluation.curves[ev_name].kl for m in members]}
         for k in ("kl", "entropy_mae"):
             a[f"{k}_mean"] = sum(a[k]) / len(a[k])
-            a[f"{k}_ci"] = _interval(a[k])
+            a[f"{k}_ci"] = seed_ci(a[k])
         a["kl_curve"] = [sum(c[i] for c in a["kl_curves"]) / len(a["kl_curves"]) for i in range(len(a["kl_curves"][0]))]
         path = find_checkpoint(run_id, db)  # the row's recorded checkpoint
         batch, preds = sets[first.task]
@@ -324,6 +318,25 @@ def _r2(d: dict) -> str:
         f"{d['mean']:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
+def probe_table(caption: str, e: dict, untuned: bool) -> list[str]:
+    """The belief probe's table of one tunnel's entries `e`, by KL: the tuned ones with the
+    excess over the shuffle control; the untuned ones with their size, state and rate instead."""
+    cols = (["params", "state (floats)"] if untuned else []) + ["KL (bits)", "best stream", "held-out R^2",
+                                                                "shuffle control"]
+    cols += ([] if untuned else ["R^2 - control"]) + ["R^2 - embed stream's"]
+    out = [caption, "", "| arch | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for arch in sorted(e["archs"], key=lambda a: e["archs"][a]["kl_mean"]):
+        a = e["archs"][arch]
+        b = a["probe"]["best"]
+        state = "-" if a["state_floats"] is None else f"{a['state_floats']:,}"
+        cells = ([f"{a['params']:,}", state, f"{_ci(a['kl_mean'], a['kl_ci'])}, lr {a['lr']:g}"] if untuned
+                 else [_bits(a["kl_mean"])])
+        cells += [a["probe"]["best_stream"], _r2(b["r2"]), _r2(b["r2_shuffled"])]
+        cells += ([] if untuned else [_r2(b["excess"])]) + [_r2(b["over_embed"])]
+        out.append(f"| {arch} | " + " | ".join(cells) + " |")
+    return out
+
+
 def render(doc: dict) -> str:
     """The Markdown tables docs/leaderboard.md quotes, from the summary alone (tests/test_docs_numbers.py
     renders them again and compares)."""
@@ -332,15 +345,16 @@ def render(doc: dict) -> str:
     order = [t for t in TASKS if t in tasks]
     archs = sorted({a for t in order for a in tasks[t]["archs"]})
     head = ["arch"] + [tasks[t]["label"] for t in order]
-    out += ["KL(Bayes || model) in bits on each tunnel's primary evaluation, mean [95% CI over seeds]; "
-            "the rate the tuning chose under it:", "",
-            "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for arch in sorted(archs, key=lambda a: (a != "transformer", a)):
-        cells = [arch]
-        for t in order:
-            a = tasks[t]["archs"].get(arch)
-            cells.append("-" if a is None else f"{_ci(a['kl_mean'], a['kl_ci'])}, lr {a['lr']:g}")
-        out.append("| " + " | ".join(cells) + " |")
+
+    def per_arch(caption: str, cell) -> list[str]:  # one row per entry, one column per tunnel
+        lines = [caption, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for arch in sorted(archs, key=lambda a: (a != "transformer", a)):
+            cells = [arch] + ["-" if arch not in tasks[t]["archs"] else cell(tasks[t]["archs"][arch]) for t in order]
+            lines.append("| " + " | ".join(cells) + " |")
+        return lines
+
+    out += per_arch("KL(Bayes || model) in bits on each tunnel's primary evaluation, mean [95% CI over seeds]; "
+                    "the rate the tuning chose under it:", lambda a: f"{_ci(a['kl_mean'], a['kl_ci'])}, lr {a['lr']:g}")
     for f, label in (("uniform", "uniform (floor)"), ("marginal", "context-free (floor)")):
         out.append("| " + " | ".join([f"*{label}*"] + [_bits(tasks[t]["floors"][f]["kl"]) if f in tasks[t]["floors"]
                                                       else "-" for t in order]) + " |")
@@ -348,29 +362,16 @@ def render(doc: dict) -> str:
     for r in refs:
         out.append("| " + " | ".join([f"*{r} (in context)*"] + [
             _bits(tasks[t]["references"][r]["kl"]) if r in tasks[t]["references"] else "-" for t in order]) + " |")
-    out += ["", "Entropy error |H(model) - H(Bayes)| in bits, mean [95% CI over seeds]:", "",
-            "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for arch in sorted(archs, key=lambda a: (a != "transformer", a)):
-        cells = [arch]
-        for t in order:
-            a = tasks[t]["archs"].get(arch)
-            cells.append("-" if a is None else _ci(a["entropy_mae_mean"], a["entropy_mae_ci"]))
-        out.append("| " + " | ".join(cells) + " |")
+    out += [""] + per_arch("Entropy error |H(model) - H(Bayes)| in bits, mean [95% CI over seeds]:",
+                           lambda a: _ci(a["entropy_mae_mean"], a["entropy_mae_ci"]))
     out.append("| " + " | ".join(["*uniform (floor)*"] + [_bits(tasks[t]["floors"]["uniform"]["entropy_mae"])
                                                          if "uniform" in tasks[t]["floors"] else "-"
                                                          for t in order]) + " |")
     out.append("")
-    out += ["Parameters per member, state carried per sequence at the scored length (floats) and training wall "
-            "time of the 3-seed ensemble (s):", "",
-            "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for arch in sorted(archs, key=lambda a: (a != "transformer", a)):
-        cells = [arch]
-        for t in order:
-            a = tasks[t]["archs"].get(arch)
-            cells.append("-" if a is None else f"{a['params']:,} / "
-                         + ("-" if a["state_floats"] is None else f"{a['state_floats']:,}")
-                         + f" / {a['wall_s']:.0f}")
-        out.append("| " + " | ".join(cells) + " |")
+    out += per_arch("Parameters per member, state carried per sequence at the scored length (floats) and training "
+                    "wall time of the 3-seed ensemble (s):",
+                    lambda a: f"{a['params']:,} / " + ("-" if a["state_floats"] is None else f"{a['state_floats']:,}")
+                    + f" / {a['wall_s']:.0f}")
     out.append("")
     dq = doc.get("depth_question")
     if dq:
@@ -423,15 +424,9 @@ def render(doc: dict) -> str:
         if t not in tasks:
             continue
         e = tasks[t]
-        out += [f"{e['label']}: belief probe, best residual stream per architecture ({doc['probe_sequences']} "
-                "sequences per seed, a quarter held out), mean [95% CI over seeds]:", "",
-                "| arch | KL (bits) | best stream | held-out R^2 | shuffle control | R^2 - control | "
-                "R^2 - embed stream's |", "|---|---|---|---|---|---|---|"]
-        for arch in sorted(e["archs"], key=lambda a: e["archs"][a]["kl_mean"]):
-            a = e["archs"][arch]
-            b = a["probe"]["best"]
-            out.append(f"| {arch} | {_bits(a['kl_mean'])} | {a['probe']['best_stream']} | {_r2(b['r2'])} | "
-                       f"{_r2(b['r2_shuffled'])} | {_r2(b['excess'])} | {_r2(b['over_embed'])} |")
+        out += probe_table(f"{e['label']}: belief probe, best residual stream per architecture "
+                           f"({doc['probe_sequences']} sequences per seed, a quarter held out), mean [95% CI over "
+                           "seeds]:", e, untuned=False)
         c, d = e["probe_vs_kl"]["all"], e["probe_vs_kl"]["with_state"]
         out += ["", f"Spearman's rho between the best stream's gain over the embed stream and the member's KL: "
                 f"{c['spearman']:+.2f} across all {c['members']} members (permutation p = {c['p']:.2g}); "
@@ -439,17 +434,9 @@ def render(doc: dict) -> str:
                 f"from one position to the next (p = {d['p']:.2g}; left out: "
                 f"{', '.join(sorted(a for a, v in e['archs'].items() if not v['state_floats'])) or 'none'}).", ""]
     for t, e in doc.get("zoo", {}).items():
-        out += [f"{e['label']}: belief probe of the other architectures of the registry, at the preset's fixed rate "
-                "(untuned), best residual stream per architecture, mean [95% CI over seeds]:", "",
-                "| arch | params | state (floats) | KL (bits) | best stream | held-out R^2 | shuffle control | "
-                "R^2 - embed stream's |", "|---|---|---|---|---|---|---|---|"]
-        for arch in sorted(e["archs"], key=lambda a: e["archs"][a]["kl_mean"]):
-            a = e["archs"][arch]
-            b = a["probe"]["best"]
-            state = "-" if a["state_floats"] is None else f"{a['state_floats']:,}"
-            out.append(f"| {arch} | {a['params']:,} | {state} | {_ci(a['kl_mean'], a['kl_ci'])}, lr {a['lr']:g} | "
-                       f"{a['probe']['best_stream']} | {_r2(b['r2'])} | {_r2(b['r2_shuffled'])} | "
-                       f"{_r2(b['over_embed'])} |")
+        out += probe_table(f"{e['label']}: belief probe of the other architectures of the registry, at the "
+                           "preset's fixed rate (untuned), best residual stream per architecture, mean [95% CI over "
+                           "seeds]:", e, untuned=True)
         c, d = e["probe_vs_kl_every"]["all"], e["probe_vs_kl_every"]["with_state"]
         n = len(e["archs"]) + len(tasks.get(t, {}).get("archs", {}))
         out += ["", f"Spearman's rho between the best stream's gain over the embed stream and the member's KL over "
@@ -603,23 +590,12 @@ def measure_long(db: str) -> dict:
                          "entropy_mae": [m.evaluation.evals[ev].entropy_mae.mean for m in members]}
         for k in ("kl", "entropy_mae"):
             a[f"{k}_mean"] = sum(a[k]) / len(a[k])
-            a[f"{k}_ci"] = _interval(a[k])
+            a[f"{k}_ci"] = seed_ci(a[k])
         curves = [m.learning_curve for m in members if m.learning_curve is not None]
         if curves and all(c.step == curves[0].step for c in curves):
             kl = [c.metric("kl") for c in curves]
             a["curve"] = {"step": curves[0].step, "kl": [sum(v[i] for v in kl) / len(kl) for i in range(len(kl[0]))]}
     return out
-
-
-def rounded(x):
-    """`x` with every float to 8 significant digits (the tables show at most 4 decimals)."""
-    if isinstance(x, float):
-        return float(f"{x:.8g}")
-    if isinstance(x, list):
-        return [rounded(v) for v in x]
-    if isinstance(x, dict):
-        return {k: rounded(v) for k, v in x.items()}
-    return x
 
 
 def main(argv: list[str] | None = None) -> int:

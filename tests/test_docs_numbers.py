@@ -152,43 +152,47 @@ def check_untuned_2026_12_06(text: str) -> list[str]:
 CONTINUOUS = ROOT / "docs" / "data" / "continuous_quick_2026-12-07.json"
 
 
-def _continuous_script():
+def _load_script(name: str):
+    """scripts/<name>.py as a module (the docs summaries' scripts: their `render`, their helpers)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("continuous_answer", ROOT / "scripts" / "continuous_answer.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
+def _continuous_script():
+    return _load_script("continuous_answer")
+
+
+def _rendered_lines_missing(what: str, script, summary: Path, text: str) -> list[str]:
+    """The lines of the tables `script` renders from `summary` that `text` lacks (each must be
+    there, line for line)."""
+    rendered = script.render(json.loads(summary.read_text()))
+    lines = text.splitlines()
+    return [f"{what} tables: docs/leaderboard.md lacks the line {line!r}"
+            for line in rendered.splitlines() if line and line not in lines]
+
+
 def check_continuous(text: str) -> list[str]:
     """The continuous tunnels' tables (issue 41): each is what scripts/continuous_answer.py renders
     from the run's summary (docs/data/continuous_quick_2026-12-07.json), line for line."""
-    rendered = _continuous_script().render(json.loads(CONTINUOUS.read_text()))
-    return [f"continuous tables: docs/leaderboard.md lacks the line {line!r}"
-            for line in rendered.splitlines() if line and line not in text.splitlines()]
+    return _rendered_lines_missing("continuous", _continuous_script(), CONTINUOUS, text)
 
 
 DISCRETE = ROOT / "docs" / "data" / "discrete_quick_2026-12-07.json"
 
 
 def _discrete_script():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("discrete_answer", ROOT / "scripts" / "discrete_answer.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _load_script("discrete_answer")
 
 
 def check_discrete(text: str) -> list[str]:
     """The discrete tunnels' tables (issue 42): each is what scripts/discrete_answer.py renders
     from the run's summary (docs/data/discrete_quick_2026-12-07.json), line for line."""
-    rendered = _discrete_script().render(json.loads(DISCRETE.read_text()))
-    return [f"discrete tables: docs/leaderboard.md lacks the line {line!r}"
-            for line in rendered.splitlines() if line and line not in text.splitlines()]
+    return _rendered_lines_missing("discrete", _discrete_script(), DISCRETE, text)
 
 
 CHECKS = (check_curve_table, check_tuned_against_fixed, check_orderings, check_quick_preset,
