@@ -11,8 +11,10 @@ tunnels, tuned"; docs/science.md, "What the discrete tunnels measured"), from a 
         --tune-args selection_seeds=1 --seeds 3 --jobs 2 --db disc.db --runs-dir runs   # ... at two layers' params
     bayesbench run --tasks recurrence --archs transformer mamba --steps 20000 --train-args lr=0.002 \\
         --seeds 3 --jobs 2 --db long.db --runs-dir runs          # the recurrence, ten times the steps
-    bayesbench run --tasks mess3 --archs mamba2 deltanet gated-deltanet gla retnet rwkv7 hyena based \\
-        sliding-window hybrid gru linear-attention mlp-prefix --seeds 3 --jobs 2 --db zoo.db --runs-dir runs
+    for t in mess3 hmm_mixture; do
+      bayesbench run --tasks $t --archs mamba2 deltanet gated-deltanet gla retnet rwkv7 hyena based \\
+          sliding-window hybrid gru linear-attention mlp-prefix --seeds 3 --jobs 2 --db zoo.db --runs-dir runs
+    done
     PYTHONPATH=. python scripts/discrete_answer.py --db disc.db --long-db long.db --zoo-db zoo.db \\
         --measured 2026-12-07 \\
         --out docs/data/discrete_quick_2026-12-07.json --figures docs/img
@@ -312,9 +314,10 @@ def _ci(mean: float, ci: list[float]) -> str:
     return f"{_bits(mean)} [{_bits(ci[0])}, {_bits(ci[1])}]"
 
 
-def _r2(d: dict) -> str:
+def _r2(d: dict, signed: bool = False) -> str:
+    """mean [low, high] to 3 decimals, signed where one is negative or `signed` (a control near 0)."""
     lo, hi = d["ci"]
-    return f"{d['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}]" if d["mean"] < 0 or lo < 0 else \
+    return f"{d['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}]" if signed or d["mean"] < 0 or lo < 0 else \
         f"{d['mean']:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
@@ -331,7 +334,7 @@ def probe_table(caption: str, e: dict, untuned: bool) -> list[str]:
         state = "-" if a["state_floats"] is None else f"{a['state_floats']:,}"
         cells = ([f"{a['params']:,}", state, f"{_ci(a['kl_mean'], a['kl_ci'])}, lr {a['lr']:g}"] if untuned
                  else [_bits(a["kl_mean"])])
-        cells += [a["probe"]["best_stream"], _r2(b["r2"]), _r2(b["r2_shuffled"])]
+        cells += [a["probe"]["best_stream"], _r2(b["r2"]), _r2(b["r2_shuffled"], signed=True)]
         cells += ([] if untuned else [_r2(b["excess"])]) + [_r2(b["over_embed"])]
         out.append(f"| {arch} | " + " | ".join(cells) + " |")
     return out
