@@ -526,16 +526,18 @@ def figure_belief(entry: dict, probe_sequences: int, points: dict, path: str, wh
     from bayesbench.figures import heading, save, subplots
 
     names = sorted(points, key=lambda a: entry["archs"][a]["kl_mean"])
-    beliefs = points[names[0]][0]
+    n = 3000 if len(names) < 6 else 1500  # points per panel: a many-panel figure stays a small file
+    beliefs = points[names[0]][0][:n]
     proj, origin = simplex_projection(beliefs)
     cols = min(5, len(names) + 1)
     rows = -(-(len(names) + 1) // cols)
-    fig, axes = subplots(rows, cols, figsize=(3.6 * cols, 3.9 * rows), squeeze=False)
+    size = (3.6, 3.9) if rows == 1 else (3.0, 3.2)
+    fig, axes = subplots(rows, cols, figsize=(size[0] * cols, size[1] * rows), squeeze=False)
     flat = list(axes.flat)
     for ax in flat[len(names) + 1:]:
         ax.set_visible(False)
     for ax, name in zip(flat, ["exact"] + names):
-        b, pts = (beliefs, beliefs) if name == "exact" else (points[name][0], points[name][1])
+        b, pts = (beliefs, beliefs) if name == "exact" else (points[name][0][:n], points[name][1][:n])
         xy = (pts.double() - origin) @ proj
         ax.scatter(xy[:, 0].numpy(), xy[:, 1].numpy(), s=2, c=colours(b), alpha=0.6, linewidths=0)
         if b.shape[1] == 3:
