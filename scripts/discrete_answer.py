@@ -193,6 +193,18 @@ def permutation_p(x: list[float], y: list[float], resamples: int = 9999, seed: i
     return (hits + 1) / (resamples + 1)
 
 
+def seed_numbers(members: list, ev: str) -> dict:
+    """The reported seeds of one run (its stored rows) and each one's KL and entropy error on the
+    evaluation `ev`, with their means and 95% intervals over seeds (clipped at 0)."""
+    out: dict = {"seeds": [m.seed for m in members],
+                 "kl": [m.evaluation.evals[ev].kl.mean for m in members],
+                 "entropy_mae": [m.evaluation.evals[ev].entropy_mae.mean for m in members]}
+    for k in ("kl", "entropy_mae"):
+        out[f"{k}_mean"] = sum(out[k]) / len(out[k])
+        out[f"{k}_ci"] = seed_ci(out[k])
+    return out
+
+
 def measure(db: str, *, probe_sequences: int = 2048, say=print) -> tuple[dict, dict]:
     """Every reported discrete run's numbers (module docstring) and the probe figures' points."""
     from bayesbench.dynamics.runs import find_checkpoint
@@ -227,13 +239,7 @@ def measure(db: str, *, probe_sequences: int = 2048, say=print) -> tuple[dict, d
         a = entry["archs"][name] = {
             "run_id": run_id, "params": first.params, "state_floats": (first.config.get("state") or {}).get("floats"),
             "lr": first.config.get("train", {}).get("lr"), "steps": first.steps, "wall_s": first.wall_s,
-            "seeds": [m.seed for m in members],
-            "kl": [m.evaluation.evals[ev_name].kl.mean for m in members],
-            "entropy_mae": [m.evaluation.evals[ev_name].entropy_mae.mean for m in members],
-            "kl_curves": [m.evaluation.curves[ev_name].kl for m in members]}
-        for k in ("kl", "entropy_mae"):
-            a[f"{k}_mean"] = sum(a[k]) / len(a[k])
-            a[f"{k}_ci"] = seed_ci(a[k])
+            **seed_numbers(members, ev_name), "kl_curves": [m.evaluation.curves[ev_name].kl for m in members]}
         a["kl_curve"] = [sum(c[i] for c in a["kl_curves"]) / len(a["kl_curves"]) for i in range(len(a["kl_curves"][0]))]
         path = find_checkpoint(run_id, db)  # the row's recorded checkpoint
         batch, preds = sets[first.task]
@@ -590,12 +596,7 @@ def measure_long(db: str) -> dict:
         ev = first.primary
         a = out[name] = {"run_id": run_id, "label": first.task_label, "params": first.params,
                          "lr": first.config.get("train", {}).get("lr"), "steps": first.steps, "wall_s": first.wall_s,
-                         "seeds": [m.seed for m in members],
-                         "kl": [m.evaluation.evals[ev].kl.mean for m in members],
-                         "entropy_mae": [m.evaluation.evals[ev].entropy_mae.mean for m in members]}
-        for k in ("kl", "entropy_mae"):
-            a[f"{k}_mean"] = sum(a[k]) / len(a[k])
-            a[f"{k}_ci"] = seed_ci(a[k])
+                         **seed_numbers(members, ev)}
         curves = [m.learning_curve for m in members if m.learning_curve is not None]
         if curves and all(c.step == curves[0].step for c in curves):
             kl = [c.metric("kl") for c in curves]
