@@ -61,7 +61,7 @@ import sys
 
 import torch
 
-from bayesbench.report.summary import rounded, seed_ci
+from bayesbench.report.summary import permutation_p, rounded, seed_ci, spearman
 
 TASKS = ("vomc", "markov-k", "mess3", "hmm_mixture", "recurrence")
 PROBED = ("mess3", "hmm_mixture")
@@ -171,26 +171,6 @@ def belief_probe(path: str, sequences: int) -> dict:
     n = min(3000, res.test_beliefs.shape[0])
     out["_figure"] = (res.test_beliefs[:n], res.test_predictions[best][0][:n], res.r2[best][0])
     return out
-
-
-def _spearman(x: list[float], y: list[float]) -> float:
-    from bayesbench.stats import within_group_correlation
-
-    return within_group_correlation(x, y, [0] * len(x), ranks=True)  # one group: Spearman's rho
-
-
-def permutation_p(x: list[float], y: list[float], resamples: int = 9999, seed: int = 0) -> float:
-    """Two-sided permutation p-value of Spearman's rho (y shuffled against x)."""
-    import random
-
-    rho = _spearman(x, y)
-    rng = random.Random(seed)
-    hits = 0
-    yy = list(y)
-    for _ in range(resamples):
-        rng.shuffle(yy)
-        hits += abs(_spearman(x, yy)) >= abs(rho) - 1e-12
-    return (hits + 1) / (resamples + 1)
 
 
 def seed_numbers(members: list, ev: str) -> dict:
@@ -574,7 +554,7 @@ def probe_vs_kl(archs: list[dict]) -> dict:
             if keep(a):
                 gains += a["probe"]["best"]["over_embed_per_seed"]
                 kls += a["kl"]
-        out[which] = {"members": len(gains), "spearman": _spearman(gains, kls), "p": permutation_p(gains, kls)}
+        out[which] = {"members": len(gains), "spearman": spearman(gains, kls), "p": permutation_p(gains, kls)}
     return out
 
 
