@@ -67,6 +67,8 @@ def _figure(label: str, name: str, group: list[Row], metric: str, lacking: int, 
         err = ([[mean - max(lo, 0.0)], [hi - mean]] if math.isfinite(lo) and math.isfinite(hi) else None)
         ax.errorbar([x], [mean], yerr=err, fmt=MARKERS[i % len(MARKERS)], ms=7, capsize=4, mfc="none",
                     label=f"{row.arch} ({len(row.seeds)} seed{'s' if len(row.seeds) != 1 else ''})")
+        if len(group) > len(MARKERS):  # markers and colours repeat: name each point beside it
+            ax.annotate(row.arch, (x, mean), xytext=(5, -3), textcoords="offset points", fontsize=7)
         top = max(top, hi if math.isfinite(hi) else mean)
     floors = next((row.floors for row in group if row.floors), None) or {}
     uniform = floors.get("uniform", {}).get(metric)

@@ -43,14 +43,16 @@ def _search_key(tuning: dict) -> str:
 def _tuning_figure(label: str, rows: list, chosen: dict[str, float], path: str) -> str:
     tuning = rows[0].config["tuning"]
     rule, metric = tuning["rule"], tuning["metric"]
-    fig, ax = subplots(figsize=(8.5, 5.2))
     by_arch: dict[str, list] = {}
     for r in rows:
         by_arch.setdefault(r.arch, []).append(r)
+    many = len(by_arch) > 10  # more lines than the default cycle has colours: 20 colours, the legend beside
+    fig, ax = subplots(figsize=(11.0, 5.6) if many else (8.5, 5.2))
     floor = next((r.learning_curve.uniform.get(metric) for r in rows if r.learning_curve is not None), None)
     import matplotlib
 
-    colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = (list(matplotlib.colormaps["tab20"].colors) if many
+              else matplotlib.rcParams["axes.prop_cycle"].by_key()["color"])
     top = floor or 0.0
     for i, (arch, members) in enumerate(sorted(by_arch.items())):
         color = colors[i % len(colors)]
@@ -82,7 +84,10 @@ def _tuning_figure(label: str, rows: list, chosen: dict[str, float], path: str) 
     what = "last point" if rule == "final" else "mean over log(step)"
     ax.set(xlabel="peak learning rate (log scale)",
            ylabel=f"{short(metric)} on the selection set, {what} (bits)")
-    unique_legend(ax)
+    if many:
+        unique_legend(ax, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    else:
+        unique_legend(ax)
     seeds = tuning["selection_seeds"]
     heading(fig, f"{label}: learning-rate search",
             f"{count(len(tuning['lrs']), 'rate')}, {count(seeds, 'selection seed')} each (seeds "
