@@ -195,8 +195,17 @@ def check_discrete(text: str) -> list[str]:
     return _rendered_lines_missing("discrete", _discrete_script(), DISCRETE, text)
 
 
+ZOO = ROOT / "docs" / "data" / "zoo_quick_2026-12-07.json"
+
+
+def check_zoo(text: str) -> list[str]:
+    """Every architecture tuned (issue 43): the tables scripts/zoo_answer.py renders from the run's
+    summary (docs/data/zoo_quick_2026-12-07.json), line for line."""
+    return _rendered_lines_missing("zoo", _load_script("zoo_answer"), ZOO, text)
+
+
 CHECKS = (check_curve_table, check_tuned_against_fixed, check_orderings, check_quick_preset,
-          check_untuned_2026_12_06, check_continuous, check_discrete)
+          check_untuned_2026_12_06, check_continuous, check_discrete, check_zoo)
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
@@ -385,3 +394,78 @@ def test_the_discrete_answers_quote_the_summary():
     assert len(quoted) > 10
     missing = sorted({q for q in quoted if q not in rendered})
     assert not missing, f"docs/science.md quotes numbers the discrete summary's tables do not hold: {missing}"
+
+
+def test_the_zoo_script_summarises_tuned_rows_with_their_state(tmp_path):
+    """scripts/zoo_answer.py reads a store's tuned rows (the search, the reported seeds, the state
+    counted again from each checkpoint, one position earlier too), pairs them with a fixed-recipe
+    summary seed by seed (a row that kept the fixed rate must reproduce it; another gets its change),
+    and writes the summary, both figures per task and the tables."""
+    import subprocess
+    import sys
+
+    from bayesbench.cli import main
+
+    db, runs = str(tmp_path / "z.sqlite"), str(tmp_path / "runs")
+    common = ["--tasks", "sticky", "--steps", "4", "--seeds", "2", "--eval-sequences", "16", "--curve-sequences",
+              "8", "--runs-dir", runs, "--no-progress"]
+    assert main(["run", *common, "--archs", "gru", "transformer", "mlp", "--db", db, "--tune", "--tune-args",
+                 "lrs=[1e-3,2e-3]", "selection_seeds=1", "selection_sequences=16"]) == 0
+    out = tmp_path / "z.json"
+    script = ROOT / "scripts" / "zoo_answer.py"
+    proc = subprocess.run([sys.executable, str(script), "--db", db, "--measured", "2026-12-07", "--out", str(out),
+                           "--figures", str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    sticky = doc["tasks"]["sticky"]
+    assert set(sticky["archs"]) == {"gru", "transformer", "mlp"}
+    gru, tr, mlp = (sticky["archs"][a] for a in ("gru", "transformer", "mlp"))
+    assert gru["state_floats"] > 0 and gru["state_grows"] is False and gru["lr"] in (1e-3, 2e-3)
+    assert tr["state_grows"] is True and mlp["state_floats"] == 0 and mlp["state_grows"] is False
+    assert [r for r, _ in gru["selection"]] == [1e-3, 2e-3] and gru["seeds"] == [0, 1]
+    assert gru["entropy_mae_ci"][0] <= gru["entropy_mae_mean"] <= gru["entropy_mae_ci"][1]
+    assert [o[0] for o in sticky["ordering"]] == sorted(sticky["archs"], key=lambda a: sticky["archs"][a]
+                                                        ["entropy_mae_mean"])
+    assert sticky["state_question"]["recurrent"]["archs"] == ["gru"]  # one: no rho
+    assert sticky["state_question"]["every"]["archs"] == ["gru", "mlp", "transformer"]
+    for name in ("zoo_state_sticky.png", "zoo_tuning_sticky.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    # the fixed recipe: the GRU at its chosen rate (the same row again), the transformer at the other
+    fixed_db = str(tmp_path / "f.sqlite")
+    other = 2e-3 if tr["lr"] == 1e-3 else 1e-3
+    for arch, lr in (("gru", gru["lr"]), ("transformer", other)):
+        assert main(["run", *common, "--archs", arch, "--db", fixed_db, "--train-args", f"lr={lr}"]) == 0
+    fixed = tmp_path / "fixed.json"
+    assert subprocess.run([sys.executable, str(ROOT / "scripts" / "docs_numbers.py"), "--db", fixed_db,
+                           "--measured", "x", "--out", str(fixed)], capture_output=True).returncode == 0
+    proc = subprocess.run([sys.executable, str(script), "--db", db, "--measured", "2026-12-07", "--out", str(out),
+                           "--fixed", str(fixed)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    archs = json.loads(out.read_text())["tasks"]["sticky"]["archs"]
+    assert archs["gru"]["fixed"]["same_rate"] is True and "change" not in archs["gru"]["fixed"]
+    f = archs["transformer"]["fixed"]
+    assert f["same_rate"] is False and f["holm_family"] == 1 and f["change_ci"][0] <= f["change"] <= f["change_ci"][1]
+    assert "fixed" not in archs["mlp"]
+    tables = _load_script("zoo_answer").render(json.loads(out.read_text()))
+    assert "| gru | " in tables and "no change: the same rate" in tables and "Ordering: " in tables
+    bad = subprocess.run([sys.executable, str(script), "--db", db], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--measured" in bad.stderr
+    bad = subprocess.run([sys.executable, str(script), "--db", str(tmp_path / "none"), "--measured", "x", "--out",
+                          str(out)], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such file" in bad.stderr
+
+
+def test_the_zoo_answers_quote_the_summary():
+    """Every four-decimal number of docs/leaderboard.md's "Every architecture, tuned" is one the
+    tables rendered from the run's summary hold, or (for the seven architectures' earlier bijection
+    search) one of the "Tuned against fixed" table it points to."""
+    text = DOC.read_text()
+    start = text.index("## Every architecture, tuned (2026-12-07)")
+    end = text.find("\n## ", start)
+    section = text[start:end if end > 0 else len(text)]
+    earlier = text[text.index("### Tuned against fixed"):text.index("### The LSTM's answer")]
+    rendered = _load_script("zoo_answer").render(json.loads(ZOO.read_text()))
+    quoted = re.findall(r"\d\.\d{4}\b", section)
+    assert len(quoted) > 50
+    missing = sorted({q for q in quoted if q not in rendered and q not in earlier})
+    assert not missing, f"docs/leaderboard.md quotes numbers the zoo summary's tables do not hold: {missing}"
