@@ -51,8 +51,8 @@ def _tuning_figure(label: str, rows: list, chosen: dict[str, float], path: str) 
     floor = next((r.learning_curve.uniform.get(metric) for r in rows if r.learning_curve is not None), None)
     import matplotlib
 
-    colors = (list(matplotlib.colormaps["tab20"].colors) if many
-              else matplotlib.rcParams["axes.prop_cycle"].by_key()["color"])
+    tab20 = matplotlib.colormaps["tab20"]  # a listed map: an integer picks its i-th colour
+    colors = [tab20(i) for i in range(20)] if many else matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
     top = floor or 0.0
     for i, (arch, members) in enumerate(sorted(by_arch.items())):
         color = colors[i % len(colors)]
