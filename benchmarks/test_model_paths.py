@@ -11,7 +11,6 @@ Report-only: the ratios are recorded (BENCHMARKS.md), no speed goal is stated or
 from __future__ import annotations
 
 import pytest
-import torch
 from timing import interleaved
 
 from bayesbench.models.scan import native_scan_available
@@ -31,14 +30,6 @@ def _trainer(arch: str, **model_cfg) -> Trainer:
     task = get_task("sticky", V=8, L=32)
     cfg = TrainConfig(steps=10**6, batch_size=32)
     return Trainer(task, arch, [0, 1, 2], cfg, model_cfg={"match_params": MATCH, "n_layer": 2, **model_cfg})
-
-
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("arch", ["lstm", "gru"])

@@ -11,8 +11,6 @@ Report-only: the numbers go to extra_info and stdout, no goal is asserted. Run:
 
 from __future__ import annotations
 
-import pytest
-import torch
 from timing import interleaved
 
 from bayesbench.tasks import get_task
@@ -27,14 +25,6 @@ AUTHORS_STEPS = 150_000
 def _trainer(model_cfg: dict, lr: float) -> Trainer:
     task = get_task("recurrence", p=17, L=16, pi=0.5, tokens="integer")
     return Trainer(task, "transformer", [0], TrainConfig(steps=10**6, batch_size=64, lr=lr), model_cfg=model_cfg)
-
-
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_the_authors_recurrence_model_against_the_quick_one(benchmark, one_thread):

@@ -37,14 +37,6 @@ def _trainer(arch: str) -> Trainer:
     return Trainer(task, arch, [0, 1, 2], TrainConfig(steps=10**6, batch_size=32), model_cfg=model_cfg)
 
 
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _mixers_pass(model, inputs: dict, reference: bool) -> None:
     """Forward and backward of every mixer on its captured input, fast form or recurrent reference."""
     for name, layer in mixers(model):
