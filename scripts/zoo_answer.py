@@ -150,7 +150,7 @@ def paired_with_fixed(tasks: dict, fixed_path: str) -> None:
 
     with open(fixed_path) as f:
         fixed = json.load(f)
-    rows = [r for r in fixed["boards"]["entropy_mae"]]
+    rows = fixed["boards"]["entropy_mae"]
     changed = []
     for name, entry in tasks.items():
         for arch, a in entry["archs"].items():
@@ -185,11 +185,9 @@ def paired_with_fixed(tasks: dict, fixed_path: str) -> None:
 # ---------------------------------------------------------------- the tables
 
 def _b(x) -> str:
-    if x is None:
-        return "-"
-    if x == 0:
-        return "0"
-    return f"{x:.4f}" if x >= 1e-3 else f"{x:.2e}"
+    from bayesbench.report.leaderboard import fmt_bits
+
+    return fmt_bits(x)
 
 
 def _ci(mean: float, ci: list) -> str:
