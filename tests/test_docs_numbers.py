@@ -149,6 +149,51 @@ def check_untuned_2026_12_06(text: str) -> list[str]:
     return bad
 
 
+def check_hmm_2026_12_07(text: str) -> list[str]:
+    """Every architecture on the quick HMM at its fixed recipe (docs/numbers/zoo_hmm_2026-12-07.json):
+    the trained length K = 20 as the untuned tables quote a row, and the entropy MAE at K = 50."""
+    bad = []
+    hmm = _untuned("zoo_hmm_2026-12-07")
+    rows = _table(text, "| arch (hmm, K = 20) | params | state (floats) |")
+    assert len(rows) == len({r["arch"] for r in hmm}), "the HMM table leaves out a row of its summary"
+    for cells in rows:
+        arch, floor = _arch(cells[0])
+        want = untuned_cells(_row(hmm, "hmm S=5 K=20 rows", "K=20", arch))
+        want.append(_interval(_row(hmm, "hmm S=5 K=20 rows", "K=50", arch), "entropy_mae"))
+        want[2], want[-1] = _clipped(want[2]), _clipped(want[-1])
+        got = cells[1:6] + [str(floor), cells[6]]
+        if got != want:
+            bad.append(f"HMM table, {arch}: {got} != {want}")
+    return bad + [f"HMM state question: {line!r} is not in the page" for line in hmm_state_lines(hmm)
+                  if line not in text]
+
+
+def _clipped(interval: str) -> str:
+    """An interval of a non-negative metric as the leaderboard prints it: its lower end clipped at 0."""
+    return re.sub(r"\[-[^,]*,", "[0,", interval)
+
+
+def hmm_state_lines(rows: list[dict]) -> list[str]:
+    """Spearman's rho of the state (counted at the trained length) against the entropy MAE at
+    K = 20, over the architectures whose state is fixed and not empty and over all of them. Which
+    state grows is read from the zoo summary's sticky chain (counted from each checkpoint at L = 32
+    and 31; the HMM's sequences are 30 positions long)."""
+    from bayesbench.report.summary import permutation_p, spearman
+
+    grows = {a for a, row in json.loads(ZOO.read_text())["tasks"]["sticky"]["archs"].items() if row["state_grows"]}
+    near = {r["arch"]: r for r in rows if r["task"] == "hmm S=5 K=20 rows" and r["eval"] == "K=20"}
+    lines = []
+    for what, keep in (("fixed-state architectures that carry a state",
+                        lambda a: a not in grows and near[a]["state_floats"] > 0),
+                       ("every architecture", lambda a: True)):
+        names = sorted(a for a in near if keep(a))
+        x = [float(near[a]["state_floats"]) for a in names]
+        y = [near[a]["entropy_mae_bits"] for a in names]
+        lines.append(f"- state against entropy MAE at K = 20, {what} ({len(names)}): Spearman rho "
+                     f"{spearman(x, y):+.2f}, permutation p {permutation_p(x, y):.2g}")
+    return lines
+
+
 CONTINUOUS = ROOT / "docs" / "data" / "continuous_quick_2026-12-07.json"
 
 
@@ -205,7 +250,7 @@ def check_zoo(text: str) -> list[str]:
 
 
 CHECKS = (check_curve_table, check_tuned_against_fixed, check_orderings, check_quick_preset,
-          check_untuned_2026_12_06, check_continuous, check_discrete, check_zoo)
+          check_untuned_2026_12_06, check_hmm_2026_12_07, check_continuous, check_discrete, check_zoo)
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
@@ -226,6 +271,8 @@ def test_a_changed_number_is_caught():
     assert check_orderings(text.replace("mamba 0.083 ~ gru 0.088", "mamba 0.084 ~ gru 0.088"))
     mamba = "| mamba | 70,320 | 2,992 | 0.0831"
     assert check_untuned_2026_12_06(text.replace(mamba, mamba[:-1] + "2"))
+    hmm = "| deltanet | 105,527 | 5,248 | 0.0320 "
+    assert hmm in text and check_hmm_2026_12_07(text.replace(hmm, hmm[:-2] + "1 "))
 
 
 def test_the_script_writes_the_summary_the_check_reads(tmp_path):
