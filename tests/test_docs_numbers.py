@@ -178,20 +178,15 @@ def hmm_state_lines(rows: list[dict]) -> list[str]:
     K = 20, over the architectures whose state is fixed and not empty and over all of them. Which
     state grows is read from the zoo summary's sticky chain (counted from each checkpoint at L = 32
     and 31; the HMM's sequences are 30 positions long)."""
-    from bayesbench.report.summary import permutation_p, spearman
-
     grows = {a for a, row in json.loads(ZOO.read_text())["tasks"]["sticky"]["archs"].items() if row["state_grows"]}
-    near = {r["arch"]: r for r in rows if r["task"] == "hmm S=5 K=20 rows" and r["eval"] == "K=20"}
-    lines = []
-    for what, keep in (("fixed-state architectures that carry a state",
-                        lambda a: a not in grows and near[a]["state_floats"] > 0),
-                       ("every architecture", lambda a: True)):
-        names = sorted(a for a in near if keep(a))
-        x = [float(near[a]["state_floats"]) for a in names]
-        y = [near[a]["entropy_mae_bits"] for a in names]
-        lines.append(f"- state against entropy MAE at K = 20, {what} ({len(names)}): Spearman rho "
-                     f"{spearman(x, y):+.2f}, permutation p {permutation_p(x, y):.2g}")
-    return lines
+    archs = {r["arch"]: {"state_floats": r["state_floats"], "state_grows": r["arch"] in grows,
+                         "entropy_mae_mean": r["entropy_mae_bits"]}
+             for r in rows if r["task"] == "hmm S=5 K=20 rows" and r["eval"] == "K=20"}
+    question = _load_script("zoo_answer").state_question(archs)  # the zoo's own rule and statistics
+    return [f"- state against entropy MAE at K = 20, {what} ({len(s['archs'])}): Spearman rho "
+            f"{s['spearman']:+.2f}, permutation p {s['p']:.2g}"
+            for what, s in (("fixed-state architectures that carry a state", question["recurrent"]),
+                            ("every architecture", question["every"]))]
 
 
 CONTINUOUS = ROOT / "docs" / "data" / "continuous_quick_2026-12-07.json"
