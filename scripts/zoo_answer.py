@@ -4,7 +4,8 @@ sticky chain, with its state size, from one store.
     bayesbench run --preset quick --tune --tune-args selection_seeds=1 --jobs 2 --db zoo.db \\
         --tasks sticky --archs <architectures>          # and --tasks bijection
     python scripts/zoo_answer.py --db zoo.db --fixed docs/numbers/zoo_sticky_2026-12-06.json \\
-        --measured 2026-12-07 --out docs/data/zoo_quick_2026-12-07.json --figures docs/img
+        --measured 2026-12-07 --out docs/data/zoo_quick_2026-12-07.json --figures docs/img \\
+        [--keep docs/data/zoo_quick_2026-12-07.json]
 
 Reads the store's tuned rows through the public leaderboard (`bayesbench.leaderboard`, entropy
 MAE, the primary evaluation: the bijection's value positions, the sticky chain's every position)
@@ -13,7 +14,16 @@ the edge and floor flags), the reported seeds' entropy MAE with its 95% interval
 params, FLOPs per training step, the recurrent state one member carries at the scored length
 (`models/state.py`) and whether it still grows there (counted again one position earlier from the
 run's own checkpoint, so the fixed-state families are told apart from the caches that grow), and
-the re-training's wall time.
+the re-training's wall time, and when and by which version it was measured.
+
+With `--keep` (an earlier summary of this script, made with the same command), the rows of that
+summary for the (task, architecture) pairs the store does not hold are kept as they were written
+(their measured date and version with them), provided each task's evaluation, set size, floors and
+rate grid are the store's; the ordering, the state lines and the pairing with `--fixed` are then
+computed again over every row. A store that was lost need not be run again whole: a new one holds
+what is added, the summary what was measured before. The figures are drawn from the summary (the
+package's own drawing, `report/state_plot.draw_state` and `report/tuning.draw_search`), for the
+tasks the store holds rows of; a task only kept keeps its figures.
 
 With `--fixed` (a `scripts/docs_numbers.py` summary of the same task at the fixed recipe, seeds 0,
 1, 2: the same initialisation and training sequences as the tuned re-training), each tuned row is
@@ -39,9 +49,7 @@ import argparse
 import json
 import math
 import os
-import shutil
 import sys
-import tempfile
 
 import torch
 
@@ -167,7 +175,7 @@ def paired_with_fixed(tasks: dict, fixed_path: str) -> None:
                  "entropy_mae_ci": seed_ci(r["per_seed_bits"]), "state_floats": r.get("state_floats"),
                  "same_rate": abs(lr - a["lr"]) <= 1e-12 * lr}
             if p["same_rate"]:
-                if max(abs(d) for d in diff) > 1e-9:
+                if max(abs(d) for d in diff) > 1e-7:  # both summaries hold 8 significant digits
                     raise SystemExit(f"zoo_answer.py: {arch} on {name} kept the fixed rate {lr:g} but does not "
                                      f"reproduce the fixed row (changes {diff})")
             else:
@@ -271,25 +279,91 @@ def render(doc: dict) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def figures(db: str, doc: dict, out_dir: str) -> list[str]:
-    """The state figure and the search figure of each task (the package's own plots), renamed
-    zoo_state_<task>.png and zoo_tuning_<task>.png."""
-    from bayesbench.report.state_plot import plot_state
-    from bayesbench.report.tuning import plot_tuning
+def keep(tasks: dict, path: str, command: str) -> dict:
+    """Adds to `tasks` (the store's rows) the rows of the earlier summary at `path` for the (task,
+    architecture) pairs `tasks` lacks (module docstring); returns {task: [architectures kept]}."""
+    with open(path) as f:
+        old = json.load(f)
+    where = f"zoo_answer.py: --keep {path}"
+    if old.get("written_by") != "scripts/zoo_answer.py" or not isinstance(old.get("tasks"), dict):
+        raise SystemExit(f"{where}: not a summary this script wrote")
+    if old.get("command") != command:
+        raise SystemExit(f"{where}: made with {old.get('command')!r}, this summary with {command!r}; "
+                         "rows of different recipes are not put in one table")
+    kept: dict[str, list[str]] = {}
+    for name, old_entry in old["tasks"].items():
+        entry = tasks.get(name)
+        if entry is None:
+            entry = tasks[name] = {k: old_entry[k] for k in ("label", "eval", "n_sequences", "floors")}
+            entry["archs"] = {}
+        for k in ("label", "eval", "n_sequences", "floors"):
+            if rounded(entry[k]) != rounded(old_entry[k]):  # the summary holds 8 significant digits
+                raise SystemExit(f"{where}: {name}'s {k} is {old_entry[k]!r} there and {entry[k]!r} in the store")
+        grids = {json.dumps(a["lrs"]) for a in [*entry["archs"].values(), *old_entry["archs"].values()]}
+        if len(grids) > 1:
+            raise SystemExit(f"{where}: {name} was searched over different rate grids ({sorted(grids)})")
+        for arch, row in sorted(old_entry["archs"].items()):
+            if arch in entry["archs"]:
+                continue
+            row = {k: v for k, v in row.items() if k != "fixed"}  # paired again with this run's --fixed
+            row.setdefault("measured", old.get("measured"))
+            row.setdefault("bayesbench", old.get("bayesbench"))
+            entry["archs"][arch] = row
+            kept.setdefault(name, []).append(arch)
+    for entry in tasks.values():
+        entry["ordering"] = ordering(entry["archs"])
+        entry["state_question"] = state_question(entry["archs"])
+    return kept
+
+
+def figures(db: str, doc: dict, out_dir: str, *, say=print) -> list[str]:
+    """The state figure and the search figure of each task the store holds rows of, drawn from the
+    summary (module docstring), as zoo_state_<task>.png and zoo_tuning_<task>.png."""
+    from bayesbench.report.selection import select_rows
+    from bayesbench.report.state_plot import StatePoint, draw_state
+    from bayesbench.report.tuning import draw_search
+    from bayesbench.store.tuning import tuning_of
 
     out = []
     os.makedirs(out_dir, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, entry in doc["tasks"].items():
-            for kind, plot in (("state", plot_state), ("tuning", plot_tuning)):
-                sub = os.path.join(tmp, f"{kind}_{name}")
-                os.makedirs(sub)
-                paths = plot(db, sub, task=name)
-                if len(paths) != 1:
-                    raise SystemExit(f"zoo_answer.py: plot_{kind} drew {len(paths)} figures for {name}, expected one")
-                dest = os.path.join(out_dir, f"zoo_{kind}_{name}.png")
-                shutil.copyfile(paths[0], dest)
-                out.append(dest)
+    for name, entry in doc["tasks"].items():
+        stored = [r for r in select_rows(db, task=name) if tuning_of(r)]
+        if not stored:
+            say(f"{entry['label']}: no row of it in the store; its figures left as they are")
+            continue
+        archs = entry["archs"]
+        nan = float("nan")
+        def ci(a: dict) -> tuple[float, float]:
+            lo, hi = (nan if v is None else float(v) for v in a["entropy_mae_ci"])
+            return lo, hi
+
+        points = [StatePoint(n, a["state_floats"], a["entropy_mae_mean"], ci(a), len(a["seeds"]))
+                  for n, a in archs.items() if a["state_floats"] is not None]
+        length = next((a["state_length"] for a in archs.values() if a["state_length"]), None)
+        lacking = sum(a["state_floats"] is None for a in archs.values())
+        dest = os.path.join(out_dir, f"zoo_state_{name}.png")
+        out.append(draw_state(dest, entry["label"], entry["eval"], points, "entropy_mae",
+                              uniform=entry["floors"].get("uniform"), length=length, lacking=lacking))
+        tuning = tuning_of(stored[0])
+        assert tuning is not None
+        kept = bool(set(archs) - {r.arch for r in stored})  # rows the summary holds and the store does not
+        if kept and tuning["selection_seeds"] != 1:
+            raise SystemExit(f"zoo_answer.py: {name}: a kept row holds each rate's mean only; with "
+                             f"{tuning['selection_seeds']} selection seeds its band cannot be drawn")
+        selection = select_rows(db, task=name, selection=True)
+        seeds = None if kept or not selection else (min(r.seed for r in selection), max(r.seed for r in selection))
+        scores = {n: {lr: [nan if v is None else v] for lr, v in a["selection"]} for n, a in archs.items()}
+        if not kept:  # every selection seed's score, not only their mean
+            from bayesbench.store.tuning import candidate_score, member_lr
+
+            scores = {}
+            for r in selection:
+                scores.setdefault(r.arch, {}).setdefault(member_lr(r), []).append(
+                    candidate_score(r, tuning["rule"], tuning["metric"]))
+        floor = next((a["selection_uniform"] for a in archs.values() if a["selection_uniform"] is not None), None)
+        dest = os.path.join(out_dir, f"zoo_tuning_{name}.png")
+        out.append(draw_search(dest, entry["label"], scores, {n: a["lr"] for n, a in archs.items()}, floor=floor,
+                               tuning=tuning, steps=stored[0].steps, seeds=seeds))
     return out
 
 
@@ -303,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
                    "--jobs 2 --tasks <task> --archs <architectures>")
     p.add_argument("--out", help="the JSON summary to write")
     p.add_argument("--figures", default="", help="folder for zoo_state_<task>.png and zoo_tuning_<task>.png")
+    p.add_argument("--keep", default="", help="an earlier summary: the rows the store lacks are kept (docstring)")
     args = p.parse_args(argv)
     if args.render:
         with open(args.render) as f:
@@ -311,28 +386,35 @@ def main(argv: list[str] | None = None) -> int:
     missing = [f"--{n}" for n in ("db", "measured", "out") if not getattr(args, n)]
     if missing:
         p.error(f"{', '.join(missing)} required (or --render SUMMARY)")
-    for flag, path in (("--db", args.db), ("--fixed", args.fixed)):
+    for flag, path in (("--db", args.db), ("--fixed", args.fixed), ("--keep", args.keep)):
         if path and not os.path.isfile(path):
             print(f"zoo_answer.py: {flag} {path}: no such file", file=sys.stderr)
             return 2
     torch.set_num_threads(1)
+    import bayesbench
+
     tasks = measure(args.db, say=lambda s: print(s, file=sys.stderr))
     if not tasks:
         print(f"zoo_answer.py: no tuned reported row of {', '.join(TASKS)} in {args.db}", file=sys.stderr)
         return 2
+    for entry in tasks.values():
+        for a in entry["archs"].values():
+            a.update(measured=args.measured, bayesbench=bayesbench.__version__)
+    kept = keep(tasks, args.keep, args.command) if args.keep else {}
+    for name, archs in kept.items():
+        print(f"{name}: kept from {args.keep}: {', '.join(archs)}", file=sys.stderr)
     if args.fixed:
         paired_with_fixed(tasks, args.fixed)
-    import bayesbench
 
     doc = rounded({"measured": args.measured, "command": args.command, "written_by": "scripts/zoo_answer.py",
                    "bayesbench": bayesbench.__version__, "near_bayes_bits": NEAR_BAYES_BITS,
-                   "fixed": args.fixed or None, "tasks": tasks})
+                   "fixed": args.fixed or None, "kept": kept or None, "tasks": tasks})
     with open(args.out, "w") as f:
         json.dump(doc, f, indent=0)
         f.write("\n")
     print(f"wrote {args.out}")
     if args.figures:
-        for path in figures(args.db, doc, args.figures):
+        for path in figures(args.db, doc, args.figures, say=lambda s: print(s, file=sys.stderr)):
             print(f"wrote {path}")
     return 0
 

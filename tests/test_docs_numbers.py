@@ -490,6 +490,33 @@ def test_the_zoo_script_summarises_tuned_rows_with_their_state(tmp_path):
     assert "fixed" not in archs["mlp"]
     tables = _load_script("zoo_answer").render(json.loads(out.read_text()))
     assert "| gru | " in tables and "no change: the same rate" in tables and "Ordering: " in tables
+    # --keep: a second store holds one more architecture; the first summary's rows are kept, the
+    # ordering and the state lines computed over all four, the figures drawn from the summary
+    db2 = str(tmp_path / "z2.sqlite")
+    assert main(["run", *common, "--archs", "lstm", "--db", db2, "--tune", "--tune-args", "lrs=[1e-3,2e-3]",
+                 "selection_seeds=1", "selection_sequences=16"]) == 0
+    merged, figs = tmp_path / "merged.json", tmp_path / "figs"
+    proc = subprocess.run([sys.executable, str(script), "--db", db2, "--measured", "2026-12-08", "--out", str(merged),
+                           "--keep", str(out), "--fixed", str(fixed), "--figures", str(figs)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    doc2 = json.loads(merged.read_text())
+    assert doc2["kept"] == {"sticky": ["gru", "mlp", "transformer"]}
+    archs2 = doc2["tasks"]["sticky"]["archs"]
+    assert archs2["lstm"]["measured"] == "2026-12-08" and archs2["gru"]["measured"] == "2026-12-07"
+    for arch in ("gru", "mlp", "transformer"):  # as written; the pairing with --fixed made again
+        assert {k: v for k, v in archs2[arch].items() if k != "fixed"} == {k: v for k, v in archs[arch].items()
+                                                                            if k != "fixed"}
+        assert ("fixed" in archs2[arch]) == ("fixed" in archs[arch])
+    assert archs2["transformer"]["fixed"]["change"] == pytest.approx(archs["transformer"]["fixed"]["change"], abs=1e-6)
+    assert len(doc2["tasks"]["sticky"]["ordering"]) == 4
+    assert doc2["tasks"]["sticky"]["state_question"]["recurrent"]["archs"] == ["gru", "lstm"]
+    for name in ("zoo_state_sticky.png", "zoo_tuning_sticky.png"):
+        assert (figs / name).stat().st_size > 0
+    other_recipe = subprocess.run([sys.executable, str(script), "--db", db2, "--measured", "x", "--out",
+                                   str(tmp_path / "o.json"), "--keep", str(out), "--command", "another"],
+                                  capture_output=True, text=True)
+    assert other_recipe.returncode != 0 and "different recipes" in other_recipe.stderr
     bad = subprocess.run([sys.executable, str(script), "--db", db], capture_output=True, text=True)
     assert bad.returncode == 2 and "--measured" in bad.stderr
     bad = subprocess.run([sys.executable, str(script), "--db", str(tmp_path / "none"), "--measured", "x", "--out",

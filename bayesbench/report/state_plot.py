@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 
 from ..figures import heading, save, subplots
 from .rows import Row, aggregate, check_metric, short
@@ -56,39 +57,62 @@ def plot_state(db: str | None = None, out_dir: str = "results/plots", *, task: s
 
 
 def _figure(label: str, name: str, group: list[Row], metric: str, lacking: int, path: str) -> str:
-    fig, ax = subplots(figsize=(9.0, 5.6))
-    top = 0.0
-    for i, row in enumerate(sorted(group, key=lambda r: r.state["floats"] if r.state else 0)):
-        x = float(row.state["floats"]) if row.state else 0.0
-        mean = row.means[metric]
-        if not math.isfinite(mean):
-            continue
-        lo, hi = row.ci
-        err = ([[mean - max(lo, 0.0)], [hi - mean]] if math.isfinite(lo) and math.isfinite(hi) else None)
-        ax.errorbar([x], [mean], yerr=err, fmt=MARKERS[i % len(MARKERS)], ms=7, capsize=4, mfc="none",
-                    label=f"{row.arch} ({len(row.seeds)} seed{'s' if len(row.seeds) != 1 else ''})")
-        if len(group) > len(MARKERS):  # markers and colours repeat: name each point beside it
-            ax.annotate(row.arch, (x, mean), xytext=(5, -3), textcoords="offset points", fontsize=7)
-        top = max(top, hi if math.isfinite(hi) else mean)
+    points = [StatePoint(row.arch, row.state["floats"] if row.state else 0, row.means[metric], row.ci, len(row.seeds))
+              for row in group]
     floors = next((row.floors for row in group if row.floors), None) or {}
     uniform = floors.get("uniform", {}).get(metric)
-    if uniform is not None and math.isfinite(uniform.mean):
-        ax.axhline(uniform.mean, **FLOOR_STYLE, label=f"uniform predictor (floor), {uniform.mean:.3f} bits")
-        top = max(top, uniform.mean)
+    return draw_state(path, label, name, points, metric, lacking=lacking,
+                      uniform=uniform.mean if uniform is not None else None,
+                      length=group[0].state.get("length") if group[0].state else None)
+
+
+@dataclass(frozen=True)
+class StatePoint:
+    """One point of the state figure: an architecture's state floats, its mean of the metric over
+    `n_seeds` seeds and that mean's 95% interval."""
+
+    arch: str
+    floats: int
+    mean: float
+    ci: tuple[float, float]
+    n_seeds: int
+
+
+def draw_state(path: str, label: str, name: str, points: list[StatePoint], metric: str, *,
+               uniform: float | None, length: int | None, lacking: int = 0) -> str:
+    """The state figure from its numbers (`plot_state` draws a store's rows with it,
+    scripts/zoo_answer.py a summary's): `uniform` the uniform predictor's mean of `metric` on the
+    same sequences, `length` the scored length the state is counted at, `lacking` how many rows had
+    no count."""
+    fig, ax = subplots(figsize=(9.0, 5.6))
+    top = 0.0
+    for i, pt in enumerate(sorted(points, key=lambda p: p.floats)):
+        x, mean = float(pt.floats), pt.mean
+        if not math.isfinite(mean):
+            continue
+        lo, hi = pt.ci
+        err = ([[mean - max(lo, 0.0)], [hi - mean]] if math.isfinite(lo) and math.isfinite(hi) else None)
+        ax.errorbar([x], [mean], yerr=err, fmt=MARKERS[i % len(MARKERS)], ms=7, capsize=4, mfc="none",
+                    label=f"{pt.arch} ({pt.n_seeds} seed{'s' if pt.n_seeds != 1 else ''})")
+        if len(points) > len(MARKERS):  # markers and colours repeat: name each point beside it
+            ax.annotate(pt.arch, (x, mean), xytext=(5, -3), textcoords="offset points", fontsize=7)
+        top = max(top, hi if math.isfinite(hi) else mean)
+    if uniform is not None and math.isfinite(uniform):
+        ax.axhline(uniform, **FLOOR_STYLE, label=f"uniform predictor (floor), {uniform:.3f} bits")
+        top = max(top, uniform)
     ax.axhline(0.0, **BAYES_STYLE, label="Bayes (exact posterior): 0")
-    xs = [float(row.state["floats"]) for row in group if row.state]
+    xs = [float(pt.floats) for pt in points]
     if min(xs) > 0:
         ax.set_xscale("log")
     else:  # a model that carries nothing: linear below one float, log above, nothing left of 0
         ax.set_xscale("symlog", linthresh=1.0)
         ax.set_xlim(-0.5, 3 * max(max(xs), 1.0))
     ax.set_ylim(-0.03 * max(top, 1e-3), 1.1 * max(top, 1e-3))
-    length = group[0].state.get("length") if group[0].state else None
     ax.set(xlabel=f"recurrent state per sequence (floats, log scale; 0 = nothing carried)"
                   f"{f' at length {length}' if length else ''}",
            ylabel=f"{short(metric)} (bits), mean over seeds, 95% interval")
     ax.legend(fontsize=8, loc="best")
-    facts = [f"{len(group)} rows; each point one architecture and configuration (seeds pooled as the leaderboard "
+    facts = [f"{len(points)} rows; each point one architecture and configuration (seeds pooled as the leaderboard "
              "pools them); state counted from each layer's recurrent reference (models/state.py)"]
     if lacking:
         facts.append(f"{lacking} row{'s' if lacking != 1 else ''} without a state count left out (stored before it, "

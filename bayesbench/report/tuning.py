@@ -43,30 +43,39 @@ def _search_key(tuning: dict) -> str:
 def _tuning_figure(label: str, rows: list, chosen: dict[str, float], path: str) -> str:
     tuning = rows[0].config["tuning"]
     rule, metric = tuning["rule"], tuning["metric"]
-    by_arch: dict[str, list] = {}
+    scores: dict[str, dict[float, list[float]]] = {}
     for r in rows:
-        by_arch.setdefault(r.arch, []).append(r)
-    many = len(by_arch) > 10  # more lines than the default cycle has colours: 20 colours, the legend beside
-    fig, ax = subplots(figsize=(11.0, 5.6) if many else (8.5, 5.2))
+        scores.setdefault(r.arch, {}).setdefault(member_lr(r), []).append(candidate_score(r, rule, metric))
     floor = next((r.learning_curve.uniform.get(metric) for r in rows if r.learning_curve is not None), None)
+    return draw_search(path, label, scores, chosen, floor=floor, tuning=tuning, steps=rows[0].steps,
+                       seeds=(min(r.seed for r in rows), max(r.seed for r in rows)))
+
+
+def draw_search(path: str, label: str, scores: dict[str, dict[float, list[float]]], chosen: dict[str, float], *,
+                floor: float | None, tuning: dict, steps: int, seeds: tuple[int, int] | None) -> str:
+    """The search figure from its numbers: `scores[arch][rate]` the selection seeds' scores at that
+    rate (not finite: the seed diverged), `chosen[arch]` the rate chosen, `floor` the uniform
+    predictor's score on the selection set, `tuning` the search's settings (its "lrs", "rule",
+    "metric", "selection_seeds", "selection_sequences"), `seeds` the selection seeds' range when
+    known. `plot_tuning` draws a store's searches with it; scripts/zoo_answer.py a summary's."""
+    rule, metric = tuning["rule"], tuning["metric"]
+    many = len(scores) > 10  # more lines than the default cycle has colours: 20 colours, the legend beside
+    fig, ax = subplots(figsize=(11.0, 5.6) if many else (8.5, 5.2))
     import matplotlib
 
     tab20 = matplotlib.colormaps["tab20"]  # a listed map: an integer picks its i-th colour
     colors = [tab20(i) for i in range(20)] if many else matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
     top = floor or 0.0
-    for i, (arch, members) in enumerate(sorted(by_arch.items())):
+    for i, (arch, by_rate) in enumerate(sorted(scores.items())):
         color = colors[i % len(colors)]
-        scores: dict[float, list[float]] = {}
-        for r in members:
-            scores.setdefault(member_lr(r), []).append(candidate_score(r, rule, metric))
-        lrs = sorted(scores)
-        finite = [[v for v in scores[lr] if math.isfinite(v)] for lr in lrs]
-        mean = [sum(v) / len(v) if v and len(v) == len(scores[lr]) else math.nan for v, lr in zip(finite, lrs)]
+        lrs = sorted(by_rate)
+        finite = [[v for v in by_rate[lr] if math.isfinite(v)] for lr in lrs]
+        mean = [sum(v) / len(v) if v and len(v) == len(by_rate[lr]) else math.nan for v, lr in zip(finite, lrs)]
         lo = [min(v) if v else math.nan for v in finite]
         hi = [max(v) if v else math.nan for v in finite]
         ax.fill_between(lrs, lo, hi, color=color, alpha=0.2, lw=0)
         ax.plot(lrs, mean, color=color, marker="o", ms=4, mfc="none", lw=1.6, label=arch)
-        diverged = [lr for lr, v, all_ in zip(lrs, finite, (scores[lr] for lr in lrs)) if len(v) < len(all_)]
+        diverged = [lr for lr, v, all_ in zip(lrs, finite, (by_rate[lr] for lr in lrs)) if len(v) < len(all_)]
         if diverged:
             ax.plot(diverged, [floor or 0.0] * len(diverged), ls="none", marker="x", color=color, ms=7,
                     label="a seed diverged (drawn at the floor)")
@@ -88,10 +97,10 @@ def _tuning_figure(label: str, rows: list, chosen: dict[str, float], path: str) 
         unique_legend(ax, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     else:
         unique_legend(ax)
-    seeds = tuning["selection_seeds"]
+    n_seeds = tuning["selection_seeds"]
     heading(fig, f"{label}: learning-rate search",
-            f"{count(len(tuning['lrs']), 'rate')}, {count(seeds, 'selection seed')} each (seeds "
-            f"{min(r.seed for r in rows)} .. {max(r.seed for r in rows)}; line: mean, band: range); "
+            f"{count(len(tuning['lrs']), 'rate')}, {count(n_seeds, 'selection seed')} each "
+            f"({f'seeds {seeds[0]} .. {seeds[1]}; ' if seeds else ''}line: mean, band: range); "
             f"{tuning['selection_sequences']} held-out selection sequences (apart from the evaluation and curve "
-            f"sets); rule: {rule}; {rows[0].steps} steps each")
+            f"sets); rule: {rule}; {steps} steps each")
     return save(fig, path, grid=True)
