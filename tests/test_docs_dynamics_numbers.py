@@ -70,6 +70,23 @@ def _confirm_rows() -> list[Entry]:
     return out
 
 
+_FULL_COS = "dynamics_confirmatory_sticky_cosine_full_seeds8-15.json"  # seeds 8-15, 800 steps, cosine
+_FULL_CONST = "dynamics_confirmatory_sticky_constant_full_seeds8-15.json"  # the same at a constant rate
+
+
+def _full_rows() -> list[Entry]:
+    """The full-size confirmatory table of dynamics.md: one row per primary verdict, its claim as the
+    summaries name it (the two runs' families are the same, in the same order), then the cosine
+    run's cell and the constant run's."""
+    cos, const = (json.loads((DATA / f).read_text())["verdicts"] for f in (_FULL_COS, _FULL_CONST))
+    assert [v["claim"] for v in cos] == [v["claim"] for v in const]
+    out = []
+    for i, v in enumerate(cos):
+        out.append((_DYN, f"| {v['claim']} | {{}} | ", _FULL_COS, ".", _verdict(_FULL_COS, i)))
+        out.append((_DYN, f"{{}} |\n", _FULL_CONST, ".", _verdict(_FULL_CONST, i)))
+    return out
+
+
 QUOTED: list[Entry] = [
     (_EM, "| 1. EM-like reaches SGD's final training loss sooner (per-seed speed-up) | {} |", _CONF, ".",
      '{0[verdicts][0][number]}, {0[speedup_per_seed][reached]}/{0[seeds]} seeds (pooled'
@@ -145,7 +162,19 @@ QUOTED: list[Entry] = [
     (_DYN, "--threads 1 --no-progress --json   # {}", _CONFIRM, ".",
      "{0[timing][wall_s_measured]} s wall (load average 8-11), {0[timing][cpu_s]} s CPU"
      " ({0[timing][replicas_cpu_s]} s of it in the replicas)"),
-] + _grid_rows(_CONF) + _confirm_rows()
+    (_DYN, "Entropy MAE {} and", _FULL_COS, ".",
+     "{0[calibration][entropy_mae][first]} -> {0[calibration][entropy_mae][last]} bits under cosine"),
+    (_DYN, "bits under cosine and {} at the constant rate; KL", _FULL_CONST, ".",
+     "{0[calibration][entropy_mae][first]} -> {0[calibration][entropy_mae][last]}"),
+    (_DYN, "rate; KL\n{} and", _FULL_COS, ".", "{0[calibration][kl][first]} -> {0[calibration][kl][last]}"),
+    (_DYN, " and -> {} (mean over the 8 seeds)", _FULL_CONST, ".", "{0[calibration][kl][last]}"),
+    (_DYN, "runs_cos                        # {}", _FULL_COS, ".",
+     "{0[timing][wall_s_measured]:.0f} s wall, {0[timing][cpu_s]:.0f} s CPU ({0[timing][replicas_cpu_s]:.0f} s of it"
+     " in {0[timing][replica_steps]:.0f} replica steps)"),
+    (_DYN, "runs_const  # {}", _FULL_CONST, ".",
+     "{0[timing][wall_s_measured]:.0f} s wall, {0[timing][cpu_s]:.0f} s CPU ({0[timing][replicas_cpu_s]:.0f} s in the"
+     " replicas)"),
+] + _grid_rows(_CONF) + _confirm_rows() + _full_rows()
 
 
 def value_at(summary: dict, path: str):
