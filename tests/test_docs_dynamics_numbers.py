@@ -83,7 +83,7 @@ def _full_rows() -> list[Entry]:
     out = []
     for i, v in enumerate(cos):
         out.append((_DYN, f"| {v['claim']} | {{}} | ", _FULL_COS, ".", _verdict(_FULL_COS, i)))
-        out.append((_DYN, f"{{}} |\n", _FULL_CONST, ".", _verdict(_FULL_CONST, i)))
+        out.append((_DYN, "{} |\n", _FULL_CONST, ".", _verdict(_FULL_CONST, i)))
     return out
 
 
