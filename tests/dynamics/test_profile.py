@@ -435,7 +435,8 @@ def test_profile_takes_task_args_as_train_does(tmp_path, capsys):
 def test_the_issue_44_numbers_of_dynamics_md_are_those_of_their_summaries():
     """Every decimal number of docs/dynamics.md's issue-44 section is one its summary files
     (docs/data/dynamics_issue44_sticky_{cosine,constant}.json, dynamics_self_term_batch.json, and the
-    confirmatory dynamics_confirmatory_sticky_constant_seeds8-15.json) hold, as a
+    confirmatory dynamics_confirmatory_sticky_constant_seeds8-15.json and the full-size
+    dynamics_confirmatory_sticky_{cosine,constant}_full_seeds8-15.json) hold, as a
     value or inside a verdict's number: a re-run refreshed with scripts/dynamics_numbers.py
     either leaves the page true or fails here."""
     import re
@@ -460,7 +461,9 @@ def test_the_issue_44_numbers_of_dynamics_md_are_those_of_their_summaries():
             held.add(float(x))
 
     for name in ("dynamics_issue44_sticky_cosine.json", "dynamics_issue44_sticky_constant.json",
-                 "dynamics_self_term_batch.json", "dynamics_confirmatory_sticky_constant_seeds8-15.json"):
+                 "dynamics_self_term_batch.json", "dynamics_confirmatory_sticky_constant_seeds8-15.json",
+                 "dynamics_confirmatory_sticky_cosine_full_seeds8-15.json",
+                 "dynamics_confirmatory_sticky_constant_full_seeds8-15.json"):
         walk(json.loads((root / "docs" / "data" / name).read_text()))
     quoted = re.findall(number, section)
     assert len(quoted) > 50
