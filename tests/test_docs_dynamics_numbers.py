@@ -72,6 +72,7 @@ def _confirm_rows() -> list[Entry]:
 
 _FULL_COS = "dynamics_confirmatory_sticky_cosine_full_seeds8-15.json"  # seeds 8-15, 800 steps, cosine
 _FULL_CONST = "dynamics_confirmatory_sticky_constant_full_seeds8-15.json"  # the same at a constant rate
+_REL = "dynamics_confirmatory_bijection_relevance_seeds8-15.json"  # the relevance instrument, seeds 8-15
 
 
 def _full_rows() -> list[Entry]:
@@ -174,7 +175,16 @@ QUOTED: list[Entry] = [
     (_DYN, "runs_const  # {}", _FULL_CONST, ".",
      "{0[timing][wall_s_measured]:.0f} s wall, {0[timing][cpu_s]:.0f} s CPU ({0[timing][replicas_cpu_s]:.0f} s in the"
      " replicas)"),
-] + _grid_rows(_CONF) + _confirm_rows() + _full_rows()
+    (_DYN, "Entropy MAE {} (mean over the 8 seeds). Numbers:\n[`data/dynamics_confirmatory_bijection", _REL, ".",
+     "{0[calibration][entropy_mae][first]} -> {0[calibration][entropy_mae][last]} bits, KL"
+     " {0[calibration][kl][first]} -> {0[calibration][kl][last]}"),
+    (_DYN, "# {} (one core; a test suite ran on the other)", _REL, ".",
+     "{0[timing][wall_s_measured]:.0f} s wall, {0[timing][cpu_s]:.0f} s CPU"),
+    (_DYN, "share does reach 0.5 before attention's on every seed in both layers ({}: cannot tell)", _REL, ".",
+     "{0[verdicts_secondary][30][number]},\nsecondary, Holm p {0[verdicts_secondary][30][p_adj]:.4g}"),
+] + _grid_rows(_CONF) + _confirm_rows() + _full_rows() + [
+    (_DYN, f"| {v['claim']} | {{}} |", _REL, ".", _verdict(_REL, i))
+    for i, v in enumerate(json.loads((DATA / _REL).read_text())["verdicts"]) if "relevant key" in v["claim"]]
 
 
 def value_at(summary: dict, path: str):
