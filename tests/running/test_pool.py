@@ -56,11 +56,13 @@ def _die_first_time(item: tuple[str, int], slot: int) -> int:
 
 def _steps(item: tuple[str, int], slot: int) -> int:
     """A 'training loop' of 0.05 s steps that honours a stop request between steps; it creates
-    the file `item[0]` + its number when it starts."""
+    the file `item[0]` + its number when it starts, once its stop requests are deferred (created
+    before, a signal sent on a loaded machine could land between the two and stop the job before
+    its loop, which the pool then reports by its item: a race of the test, seen once under load)."""
     folder, item = item
     step = 0
-    open(os.path.join(folder, str(item)), "w").close()
     with interrupt.deferred():
+        open(os.path.join(folder, str(item)), "w").close()
         while step < 2000:
             time.sleep(0.05)
             step += 1
