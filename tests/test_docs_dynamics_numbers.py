@@ -70,6 +70,9 @@ def _confirm_rows() -> list[Entry]:
     return out
 
 
+# a profile summary's calibration as the confirmatory sections write it: first -> last, both metrics
+_CALIBRATION = ("{0[calibration][entropy_mae][first]} -> {0[calibration][entropy_mae][last]} bits, KL"
+                " {0[calibration][kl][first]} -> {0[calibration][kl][last]}")
 _FULL_COS = "dynamics_confirmatory_sticky_cosine_full_seeds8-15.json"  # seeds 8-15, 800 steps, cosine
 _FULL_CONST = "dynamics_confirmatory_sticky_constant_full_seeds8-15.json"  # the same at a constant rate
 _REL = "dynamics_confirmatory_bijection_relevance_seeds8-15.json"  # the relevance instrument, seeds 8-15
@@ -158,8 +161,7 @@ QUOTED: list[Entry] = [
     (_EM, '`docs/data/emsgd_reproduction.json`, {} of CPU)', _REPRO, ".",
      '{0[cpu_s]:.0f} s'),
     (_DYN, "Entropy MAE {} (mean over the 8 seeds)", _CONFIRM, ".",
-     "{0[calibration][entropy_mae][first]} -> {0[calibration][entropy_mae][last]} bits, KL"
-     " {0[calibration][kl][first]} -> {0[calibration][kl][last]}"),
+     _CALIBRATION),
     (_DYN, "--threads 1 --no-progress --json   # {}", _CONFIRM, ".",
      "{0[timing][wall_s_measured]} s wall (load average 8-11), {0[timing][cpu_s]} s CPU"
      " ({0[timing][replicas_cpu_s]} s of it in the replicas)"),
@@ -176,8 +178,7 @@ QUOTED: list[Entry] = [
      "{0[timing][wall_s_measured]:.0f} s wall, {0[timing][cpu_s]:.0f} s CPU ({0[timing][replicas_cpu_s]:.0f} s in the"
      " replicas)"),
     (_DYN, "Entropy MAE {} (mean over the 8 seeds). Numbers:\n[`data/dynamics_confirmatory_bijection", _REL, ".",
-     "{0[calibration][entropy_mae][first]} -> {0[calibration][entropy_mae][last]} bits, KL"
-     " {0[calibration][kl][first]} -> {0[calibration][kl][last]}"),
+     _CALIBRATION),
     (_DYN, "# {} (one core; a test suite ran on the other)", _REL, ".",
      "{0[timing][wall_s_measured]:.0f} s wall, {0[timing][cpu_s]:.0f} s CPU"),
     (_DYN, "share does reach 0.5 before attention's on every seed in both layers ({}: cannot tell)", _REL, ".",
