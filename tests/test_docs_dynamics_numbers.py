@@ -91,6 +91,26 @@ def _full_rows() -> list[Entry]:
     return out
 
 
+_GEO = "docs/geometry.md"
+_GEO_CONFIRM = "geometry_confirmatory_seeds8-15.json"  # `bayesbench geometry --json` on the two seeds-8-15 profiles
+
+
+def _geometry_rows() -> list[Entry]:
+    """geometry.md's confirmatory table: per primary claim (its number, a pipe escaped), the sticky
+    chain's cell and the bijection's, each as the summary holds it."""
+    runs = json.loads((DATA / _GEO_CONFIRM).read_text())["runs"]
+    out = []
+    for i, v in enumerate(runs["sticky_cosine"]["verdicts"]):
+        if v["family"] != "primary":
+            continue
+        cells = [f"{{0[runs][{r}][verdicts][{i}][number]}}: **{{0[runs][{r}][verdicts][{i}][verdict]}}**"
+                 f" (Holm p {{0[runs][{r}][verdicts][{i}][p_adj]:.2g}})"
+                 for r in ("sticky_cosine", "bijection_repeats")]
+        claim = v["claim"].replace("|", "\\|")
+        out.append((_GEO, f"| {i + 1}. {claim} | {{}} |\n", _GEO_CONFIRM, ".", " | ".join(cells)))
+    return out
+
+
 QUOTED: list[Entry] = [
     (_EM, "| 1. EM-like reaches SGD's final training loss sooner (per-seed speed-up) | {} |", _CONF, ".",
      '{0[verdicts][0][number]}, {0[speedup_per_seed][reached]}/{0[seeds]} seeds (pooled'
@@ -183,7 +203,7 @@ QUOTED: list[Entry] = [
      "{0[timing][wall_s_measured]:.0f} s wall, {0[timing][cpu_s]:.0f} s CPU"),
     (_DYN, "share does reach 0.5 before attention's on every seed in both layers ({}: cannot tell)", _REL, ".",
      "{0[verdicts_secondary][30][number]},\nsecondary, Holm p {0[verdicts_secondary][30][p_adj]:.4g}"),
-] + _grid_rows(_CONF) + _confirm_rows() + _full_rows() + [
+] + _grid_rows(_CONF) + _confirm_rows() + _full_rows() + _geometry_rows() + [
     (_DYN, f"| {v['claim']} | {{}} |", _REL, ".", _verdict(_REL, i))
     for i, v in enumerate(json.loads((DATA / _REL).read_text())["verdicts"]) if "relevant key" in v["claim"]]
 
