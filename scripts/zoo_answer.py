@@ -316,12 +316,21 @@ def keep(tasks: dict, path: str, command: str) -> dict:
     return kept
 
 
+_NAN = float("nan")
+
+
+def _interval(ci: list) -> tuple[float, float]:
+    """A summary's [low, high] as a pair of floats (NaN where it holds none)."""
+    lo, hi = (_NAN if v is None else float(v) for v in ci)
+    return lo, hi
+
+
 def figures(db: str, doc: dict, out_dir: str, *, say=print) -> list[str]:
     """The state figure and the search figure of each task the store holds rows of, drawn from the
     summary (module docstring), as zoo_state_<task>.png and zoo_tuning_<task>.png."""
     from bayesbench.report.selection import select_rows
     from bayesbench.report.state_plot import StatePoint, draw_state
-    from bayesbench.report.tuning import draw_search
+    from bayesbench.report.tuning import draw_search, selection_scores
     from bayesbench.store.tuning import tuning_of
 
     out = []
@@ -332,13 +341,8 @@ def figures(db: str, doc: dict, out_dir: str, *, say=print) -> list[str]:
             say(f"{entry['label']}: no row of it in the store; its figures left as they are")
             continue
         archs = entry["archs"]
-        nan = float("nan")
-        def ci(a: dict) -> tuple[float, float]:
-            lo, hi = (nan if v is None else float(v) for v in a["entropy_mae_ci"])
-            return lo, hi
-
-        points = [StatePoint(n, a["state_floats"], a["entropy_mae_mean"], ci(a), len(a["seeds"]))
-                  for n, a in archs.items() if a["state_floats"] is not None]
+        points = [StatePoint(n, a["state_floats"], a["entropy_mae_mean"], _interval(a["entropy_mae_ci"]),
+                             len(a["seeds"])) for n, a in archs.items() if a["state_floats"] is not None]
         length = next((a["state_length"] for a in archs.values() if a["state_length"]), None)
         lacking = sum(a["state_floats"] is None for a in archs.values())
         dest = os.path.join(out_dir, f"zoo_state_{name}.png")
@@ -352,14 +356,8 @@ def figures(db: str, doc: dict, out_dir: str, *, say=print) -> list[str]:
                              f"{tuning['selection_seeds']} selection seeds its band cannot be drawn")
         selection = select_rows(db, task=name, selection=True)
         seeds = None if kept or not selection else (min(r.seed for r in selection), max(r.seed for r in selection))
-        scores = {n: {lr: [nan if v is None else v] for lr, v in a["selection"]} for n, a in archs.items()}
-        if not kept:  # every selection seed's score, not only their mean
-            from bayesbench.store.tuning import candidate_score, member_lr
-
-            scores = {}
-            for r in selection:
-                scores.setdefault(r.arch, {}).setdefault(member_lr(r), []).append(
-                    candidate_score(r, tuning["rule"], tuning["metric"]))
+        scores = ({n: {lr: [_NAN if v is None else v] for lr, v in a["selection"]} for n, a in archs.items()} if kept
+                  else selection_scores(selection, tuning))  # from the store: every selection seed's score
         floor = next((a["selection_uniform"] for a in archs.values() if a["selection_uniform"] is not None), None)
         dest = os.path.join(out_dir, f"zoo_tuning_{name}.png")
         out.append(draw_search(dest, entry["label"], scores, {n: a["lr"] for n, a in archs.items()}, floor=floor,

@@ -42,13 +42,19 @@ def _search_key(tuning: dict) -> str:
 
 def _tuning_figure(label: str, rows: list, chosen: dict[str, float], path: str) -> str:
     tuning = rows[0].config["tuning"]
-    rule, metric = tuning["rule"], tuning["metric"]
+    floor = next((r.learning_curve.uniform.get(tuning["metric"]) for r in rows if r.learning_curve is not None), None)
+    return draw_search(path, label, selection_scores(rows, tuning), chosen, floor=floor, tuning=tuning,
+                       steps=rows[0].steps, seeds=(min(r.seed for r in rows), max(r.seed for r in rows)))
+
+
+def selection_scores(rows: list, tuning: dict) -> dict[str, dict[float, list[float]]]:
+    """A search's selection rows as `draw_search` takes them: per architecture and rate, each
+    selection seed's score by the search's rule and metric."""
     scores: dict[str, dict[float, list[float]]] = {}
     for r in rows:
-        scores.setdefault(r.arch, {}).setdefault(member_lr(r), []).append(candidate_score(r, rule, metric))
-    floor = next((r.learning_curve.uniform.get(metric) for r in rows if r.learning_curve is not None), None)
-    return draw_search(path, label, scores, chosen, floor=floor, tuning=tuning, steps=rows[0].steps,
-                       seeds=(min(r.seed for r in rows), max(r.seed for r in rows)))
+        scores.setdefault(r.arch, {}).setdefault(member_lr(r), []).append(
+            candidate_score(r, tuning["rule"], tuning["metric"]))
+    return scores
 
 
 def draw_search(path: str, label: str, scores: dict[str, dict[float, list[float]]], chosen: dict[str, float], *,
