@@ -10,6 +10,7 @@ The list is generic: a page, a summary or a number is one more entry."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -91,21 +92,58 @@ def _full_rows() -> list[Entry]:
     return out
 
 
+# The confirmatory table of the other settings (dynamics.md): one column per setting, each from
+# its own summary; a row per primary claim of the sticky family (relevance has its own table).
+_OTHER = ("dynamics_confirmatory_sticky_sgd_full_seeds8-15.json",  # plain SGD 0.05, cosine, 800 steps
+          "dynamics_confirmatory_sticky_step_full_seeds8-15.json",  # AdamW 2e-3, step schedule
+          "dynamics_confirmatory_bijection_paper_full_seeds8-15.json",  # paper-text bijection, 2000 steps
+          _REL)  # bijection with repeated keys, 6000 steps (one-interval floor)
+
+
+def _claim_label(claim: str) -> str:
+    """A primary claim without what varies between settings: the freeze's step (the last checkpoint
+    before the late window) and the order test's name (sign test where the floor spans the late
+    window, the entropy MAE against the one-interval floor where it does not)."""
+    claim = re.sub(r" left at step \d+\)", ")", claim)
+    return claim.replace(": seeds where the frame settled first (censored leads by sign)", "")
+
+
+def _other_rows() -> list[Entry]:
+    """One entry per (row, column): the whole row as the page writes it, the other cells rendered
+    from their own summaries and this column's left as "{}" (so every cell is checked against its
+    summary and the row against the page). The families share their first 11 members in one
+    order (the relevance run adds 2, in their own table)."""
+    families = [json.loads((DATA / f).read_text())["verdicts"] for f in _OTHER]
+    out = []
+    for i, v in enumerate(families[0]):
+        label = _claim_label(v["claim"])
+        assert all(_claim_label(fam[i]["claim"]) == label for fam in families), label
+        cells = [_verdict(f, i).format(json.loads((DATA / f).read_text())) for f in _OTHER]
+        for k, f in enumerate(_OTHER):
+            row = cells[:k] + ["{}"] + cells[k + 1:]
+            out.append((_DYN, f"| {label} | " + " | ".join(row) + " |\n", f, ".", _verdict(f, i)))
+    return out
+
+
 _GEO = "docs/geometry.md"
 _GEO_CONFIRM = "geometry_confirmatory_seeds8-15.json"  # `bayesbench geometry --json` on the two seeds-8-15 profiles
 
 
 def _geometry_rows() -> list[Entry]:
-    """geometry.md's confirmatory table: per primary claim (its number, a pipe escaped), the sticky
-    chain's cell and the bijection's, each as the summary holds it."""
+    """geometry.md's confirmatory table: per primary claim (its number, a pipe escaped), the cells of
+    the sticky chain, the bijection with repeated keys, the paper-text bijection and the HMM, each
+    rendered from the summary (pipes inside a number escaped for the table; no Holm p where the
+    claim is not tested)."""
     runs = json.loads((DATA / _GEO_CONFIRM).read_text())["runs"]
     out = []
     for i, v in enumerate(runs["sticky_cosine"]["verdicts"]):
         if v["family"] != "primary":
             continue
-        cells = [f"{{0[runs][{r}][verdicts][{i}][number]}}: **{{0[runs][{r}][verdicts][{i}][verdict]}}**"
-                 f" (Holm p {{0[runs][{r}][verdicts][{i}][p_adj]:.2g}})"
-                 for r in ("sticky_cosine", "bijection_repeats")]
+        cells = []
+        for r in ("sticky_cosine", "bijection_repeats", "bijection_paper", "hmm"):
+            w = runs[r]["verdicts"][i]
+            holm = f" (Holm p {w['p_adj']:.2g})" if w["p_adj"] is not None else ""
+            cells.append(f"{w['number']}: **{w['verdict']}**{holm}".replace("|", "\\|"))
         claim = v["claim"].replace("|", "\\|")
         out.append((_GEO, f"| {i + 1}. {claim} | {{}} |\n", _GEO_CONFIRM, ".", " | ".join(cells)))
     return out
@@ -203,7 +241,16 @@ QUOTED: list[Entry] = [
      "{0[timing][wall_s_measured]:.0f} s wall, {0[timing][cpu_s]:.0f} s CPU"),
     (_DYN, "share does reach 0.5 before attention's on every seed in both layers ({}: cannot tell)", _REL, ".",
      "{0[verdicts_secondary][30][number]},\nsecondary, Holm p {0[verdicts_secondary][30][p_adj]:.4g}"),
-] + _grid_rows(_CONF) + _confirm_rows() + _full_rows() + _geometry_rows() + [
+] + [
+    (_DYN, f"{anchor}   # {{}}", f, ".",
+     "{0[timing][wall_s_measured]:.0f} s wall, {0[timing][cpu_s]:.0f} s CPU ({0[timing][replicas_cpu_s]:.0f} s of it"
+     " in {0[timing][replica_steps]:.0f} replica steps)")
+    for anchor, f in (("--runs-dir runs_sgd", _OTHER[0]), ("--runs-dir runs_step", _OTHER[1]),
+                      ("--runs-dir runs_paper", _OTHER[2]))] + [
+    (_DYN, f"{name}{{}}", f, ".", " {0[calibration][entropy_mae][first]} -> {0[calibration][entropy_mae][last]}"
+     " (KL {0[calibration][kl][first]} -> {0[calibration][kl][last]})")
+    for name, f in (("plain SGD", _OTHER[0]), ("step schedule", _OTHER[1]), ("paper-text bijection", _OTHER[2]))
+] + _grid_rows(_CONF) + _confirm_rows() + _full_rows() + _other_rows() + _geometry_rows() + [
     (_DYN, f"| {v['claim']} | {{}} |", _REL, ".", _verdict(_REL, i))
     for i, v in enumerate(json.loads((DATA / _REL).read_text())["verdicts"]) if "relevant key" in v["claim"]]
 

@@ -436,7 +436,8 @@ def test_the_issue_44_numbers_of_dynamics_md_are_those_of_their_summaries():
     """Every decimal number of docs/dynamics.md's issue-44 section is one its summary files
     (docs/data/dynamics_issue44_sticky_{cosine,constant}.json, dynamics_self_term_batch.json, and the
     confirmatory dynamics_confirmatory_sticky_constant_seeds8-15.json and the full-size
-    dynamics_confirmatory_sticky_{cosine,constant}_full_seeds8-15.json) hold, as a
+    dynamics_confirmatory_sticky_{cosine,constant}_full_seeds8-15.json, and the other settings' full-size
+    summaries: sticky_{sgd,step}, bijection_paper, bijection_relevance) hold, as a
     value or inside a verdict's number: a re-run refreshed with scripts/dynamics_numbers.py
     either leaves the page true or fails here."""
     import re
@@ -446,7 +447,8 @@ def test_the_issue_44_numbers_of_dynamics_md_are_those_of_their_summaries():
     text = (root / "docs" / "dynamics.md").read_text()
     section = text[text.index("## Issue 44:"):text.index("## What is recorded, in plain words")]
     held: set[float] = set()
-    number = r"(?<![\w.])[-+]?\d+\.\d+"  # "0.049-0.068" is a range of two, not 0.049 and -0.068
+    # "0.049-0.068" is a range of two, not 0.049 and -0.068; "2.198e-05" one number, not 2.198
+    number = r"(?<![\w.])[-+]?\d+\.\d+(?:e[-+]?\d+)?"
 
     def walk(x) -> None:
         if isinstance(x, dict):
@@ -463,7 +465,11 @@ def test_the_issue_44_numbers_of_dynamics_md_are_those_of_their_summaries():
     for name in ("dynamics_issue44_sticky_cosine.json", "dynamics_issue44_sticky_constant.json",
                  "dynamics_self_term_batch.json", "dynamics_confirmatory_sticky_constant_seeds8-15.json",
                  "dynamics_confirmatory_sticky_cosine_full_seeds8-15.json",
-                 "dynamics_confirmatory_sticky_constant_full_seeds8-15.json"):
+                 "dynamics_confirmatory_sticky_constant_full_seeds8-15.json",
+                 "dynamics_confirmatory_sticky_sgd_full_seeds8-15.json",
+                 "dynamics_confirmatory_sticky_step_full_seeds8-15.json",
+                 "dynamics_confirmatory_bijection_paper_full_seeds8-15.json",
+                 "dynamics_confirmatory_bijection_relevance_seeds8-15.json"):
         walk(json.loads((root / "docs" / "data" / name).read_text()))
     quoted = re.findall(number, section)
     assert len(quoted) > 50
