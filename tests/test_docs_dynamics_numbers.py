@@ -45,6 +45,57 @@ def _grid_rows(summary_file: str) -> list[Entry]:
     return out
 
 
+# The grid in the other settings (em_vs_sgd.md): one column per run, rows the primary claims 1-3 as
+# the confirmatory table writes them, then the routing control `wqk10` and the ties.
+_EM_RUNS = ("emsgd_grid_means_per_seed_seeds11-18.json",  # paper variant, T = 300, each seed its own means
+            "emsgd_grid_beta_seeds11-18.json",  # Beta-sticky, 40 sequences of 50 per seed
+            "emsgd_grid_T2000_seeds4.json")  # the authors' T = 2000, their first 4 seeds
+_EM_CELLS = (
+    ("1. EM-like reaches SGD's final training loss sooner (per-seed speed-up)",
+     '{0[verdicts][0][number]}, {0[speedup_per_seed][reached]}/{0[seeds]} seeds (pooled'
+     ' {0[speedup_pooled][value]:.2f}x); Holm {0[verdicts][0][p_adj]:.2g}: **{0[verdicts][0][verdict]}**'),
+    ("2. two timescales beat one at a tuned rate (paired speed-up at 50% of the gap)",
+     '{0[verdicts][1][number]} (`{0[grid][chosen][value_faster]}` over `{0[grid][chosen][equal]}`,'
+     ' {0[grid][speedup][50%][n]} seeds); Holm {0[verdicts][1][p_adj]:.2g}: **{0[verdicts][1][verdict]}**'),
+    ("3. the tuned W_V-faster point learns the chain better (test loss difference, nats)",
+     '{0[verdicts][2][number]}; Holm {0[verdicts][2][p_adj]:.2g}: **{0[verdicts][2][verdict]}**'),
+    ("claim 2 against the points validation cannot tell from the chosen ones (robust to ties)",
+     '{ties} (`robust_to_ties`: {0[grid][robust_to_ties]})'),
+    ("secondary: EM-like against `wqk10` (10x on W_Q, W_K alone) at 50% of the gap",
+     '{0[against][wqk10][gap_speedup][50%][mean]:.2f}x [{0[against][wqk10][gap_speedup][50%][ci_low]:.2f},'
+     ' {0[against][wqk10][gap_speedup][50%][ci_high]:.2f}] ({0[against][wqk10][gap_speedup][50%][n]} seeds)'),
+)
+
+
+def _ties(s: dict) -> str:
+    """Claim 2's comparison against each tied point, as the page writes it ("none" without ties)."""
+    parts = []
+    for fam in ("value_faster", "equal"):
+        for name, r in s["grid"]["against_ties"][fam].items():
+            other = f"`{s['grid']['chosen']['value_faster']}` over `{name}`" if fam == "equal" else \
+                f"`{name}` over `{s['grid']['chosen']['equal']}`"
+            parts.append(f"{other} {r['mean']:.2f}x")
+    return "; ".join(parts) or "none"
+
+
+def _em_cell(f: str, fmt: str) -> str:
+    s = json.loads((DATA / f).read_text())
+    return fmt.replace("{ties}", _ties(s)).format(s)
+
+
+def _em_rows() -> list[Entry]:
+    """One entry per (row, column) of em_vs_sgd.md's table of the other settings: the whole row, the
+    other columns rendered from their summaries and this one left as "{}"."""
+    out = []
+    for label, fmt in _EM_CELLS:
+        cells = [_em_cell(f, fmt) for f in _EM_RUNS]
+        for k, f in enumerate(_EM_RUNS):
+            row = cells[:k] + ["{}"] + cells[k + 1:]
+            s = json.loads((DATA / f).read_text())
+            out.append((_EM, f"| {label} | " + " | ".join(row) + " |\n", f, ".", fmt.replace("{ties}", _ties(s))))
+    return out
+
+
 _DYN = "docs/dynamics.md"
 _CONFIRM = "dynamics_confirmatory_sticky_constant_seeds8-15.json"  # seeds 8-15, per-seed sets
 _EXPLORE = "dynamics_issue44_sticky_constant.json"  # the same command on seeds 0-5, one shared set
@@ -250,7 +301,17 @@ QUOTED: list[Entry] = [
     (_DYN, f"{name}{{}}", f, ".", " {0[calibration][entropy_mae][first]} -> {0[calibration][entropy_mae][last]}"
      " (KL {0[calibration][kl][first]} -> {0[calibration][kl][last]})")
     for name, f in (("plain SGD", _OTHER[0]), ("step schedule", _OTHER[1]), ("paper-text bijection", _OTHER[2]))
-] + _grid_rows(_CONF) + _confirm_rows() + _full_rows() + _other_rows() + _geometry_rows() + [
+] + [
+    (_EM, "2000 the authors' four seeds take {} EM-like steps", _EM_RUNS[2], ".",
+     "{0[speedup_per_seed][steps][0]}, {0[speedup_per_seed][steps][1]}, {0[speedup_per_seed][steps][2]} and"
+     " {0[speedup_per_seed][steps][3]}"),
+    (_EM, "(4 seeds; exact filtering floor {} nats", _EM_RUNS[2], ".",
+     "{0[floors_nats][exact predictive floor (mean over seeds)]:.4f}"),
+] + [(_EM, f"{cmd}   # {{}}", f, ".", "{0[cpu_s]:.0f} s of CPU, {0[wall_s]:.0f} s of wall time")
+     for cmd, f in (("db='em_means.sqlite')\"", _EM_RUNS[0]), ("db='em_beta.sqlite')\"", _EM_RUNS[1]),
+                    ("--no-progress --json", _EM_RUNS[2]))
+] + _grid_rows(_CONF) + [e for f in _EM_RUNS for e in _grid_rows(f)] + _em_rows() + _confirm_rows() \
+    + _full_rows() + _other_rows() + _geometry_rows() + [
     (_DYN, f"| {v['claim']} | {{}} |", _REL, ".", _verdict(_REL, i))
     for i, v in enumerate(json.loads((DATA / _REL).read_text())["verdicts"]) if "relevant key" in v["claim"]]
 
