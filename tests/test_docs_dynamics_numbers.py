@@ -177,7 +177,7 @@ def _other_rows() -> list[Entry]:
 
 
 _GEO = "docs/geometry.md"
-_GEO_CONFIRM = "geometry_confirmatory_seeds8-15.json"  # `bayesbench geometry --json` on the two seeds-8-15 profiles
+_GEO_CONFIRM = "geometry_confirmatory_seeds8-15.json"  # `bayesbench geometry --json` on the four seeds-8-15 runs
 
 
 def _geometry_rows() -> list[Entry]:
