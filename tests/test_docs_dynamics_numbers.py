@@ -45,6 +45,16 @@ def _grid_rows(summary_file: str) -> list[Entry]:
     return out
 
 
+def _row(doc: str, label: str, cells: list[tuple[str, str]]) -> list[Entry]:
+    """One entry per cell of a table row whose columns come from different summaries: each entry
+    holds the whole row as the page writes it, the other cells rendered from their own summaries and
+    this one left as "{}" (so every cell is checked against its summary and the row against the page).
+    `cells`: (summary file, format) per column."""
+    rendered = [fmt.format(json.loads((DATA / f).read_text())) for f, fmt in cells]
+    return [(doc, f"| {label} | " + " | ".join(rendered[:k] + ["{}"] + rendered[k + 1:]) + " |\n", f, ".", fmt)
+            for k, (f, fmt) in enumerate(cells)]
+
+
 # The grid in the other settings (em_vs_sgd.md): one column per run, rows the primary claims 1-3 as
 # the confirmatory table writes them, then the routing control `wqk10` and the ties.
 _EM_RUNS = ("emsgd_grid_means_per_seed_seeds11-18.json",  # paper variant, T = 300, each seed its own means
@@ -78,21 +88,12 @@ def _ties(s: dict) -> str:
     return "; ".join(parts) or "none"
 
 
-def _em_cell(f: str, fmt: str) -> str:
-    s = json.loads((DATA / f).read_text())
-    return fmt.replace("{ties}", _ties(s)).format(s)
-
-
 def _em_rows() -> list[Entry]:
-    """One entry per (row, column) of em_vs_sgd.md's table of the other settings: the whole row, the
-    other columns rendered from their summaries and this one left as "{}"."""
+    """em_vs_sgd.md's table of the other settings, a row per claim, a column per run."""
     out = []
     for label, fmt in _EM_CELLS:
-        cells = [_em_cell(f, fmt) for f in _EM_RUNS]
-        for k, f in enumerate(_EM_RUNS):
-            row = cells[:k] + ["{}"] + cells[k + 1:]
-            s = json.loads((DATA / f).read_text())
-            out.append((_EM, f"| {label} | " + " | ".join(row) + " |\n", f, ".", fmt.replace("{ties}", _ties(s))))
+        out += _row(_EM, label, [(f, fmt.replace("{ties}", _ties(json.loads((DATA / f).read_text()))))
+                                 for f in _EM_RUNS])
     return out
 
 
@@ -138,8 +139,7 @@ def _full_rows() -> list[Entry]:
     assert [v["claim"] for v in cos] == [v["claim"] for v in const]
     out = []
     for i, v in enumerate(cos):
-        out.append((_DYN, f"| {v['claim']} | {{}} | ", _FULL_COS, ".", _verdict(_FULL_COS, i)))
-        out.append((_DYN, "{} |\n", _FULL_CONST, ".", _verdict(_FULL_CONST, i)))
+        out += _row(_DYN, v["claim"], [(f, _verdict(f, i)) for f in (_FULL_COS, _FULL_CONST)])
     return out
 
 
@@ -160,19 +160,15 @@ def _claim_label(claim: str) -> str:
 
 
 def _other_rows() -> list[Entry]:
-    """One entry per (row, column): the whole row as the page writes it, the other cells rendered
-    from their own summaries and this column's left as "{}" (so every cell is checked against its
-    summary and the row against the page). The families share their first 11 members in one
-    order (the relevance run adds 2, in their own table)."""
+    """dynamics.md's table of the other settings, a row per primary claim, a column per setting. The
+    families share their first 11 members in one order (the relevance run adds 2, in their own
+    table)."""
     families = [json.loads((DATA / f).read_text())["verdicts"] for f in _OTHER]
     out = []
     for i, v in enumerate(families[0]):
         label = _claim_label(v["claim"])
         assert all(_claim_label(fam[i]["claim"]) == label for fam in families), label
-        cells = [_verdict(f, i).format(json.loads((DATA / f).read_text())) for f in _OTHER]
-        for k, f in enumerate(_OTHER):
-            row = cells[:k] + ["{}"] + cells[k + 1:]
-            out.append((_DYN, f"| {label} | " + " | ".join(row) + " |\n", f, ".", _verdict(f, i)))
+        out += _row(_DYN, label, [(f, _verdict(f, i)) for f in _OTHER])
     return out
 
 
